@@ -1,0 +1,1 @@
+//! turbonet-routing
