@@ -1,9 +1,31 @@
 //! turbonet-topo: scenario files to validated fabric models.
 //!
 //! Pure: no I/O. [`parse`] turns the text of a scenario file into a [`Lab`]
-//! (nodes, links, addresses, ASNs, prefixes) or into located diagnostics.
+//! (nodes, links, addresses, ASNs, prefixes) or into located diagnostics
+//! ([`diag::ScenarioErrors`]); [`summary()`] condenses a lab for
+//! `turbonet validate`. The scenario language is documented in
+//! `docs/scenarios.md`.
 
+pub mod diag;
 pub mod model;
+pub mod summary;
 pub mod units;
 
+mod generate;
+mod plan;
+mod raw;
+mod resolve;
+
 pub use model::*;
+
+/// Parses and validates a scenario file. `origin` is the file name shown in
+/// diagnostics. On failure every error found is returned, each located in
+/// the text.
+pub fn parse(origin: &str, text: &str) -> Result<Lab, diag::ScenarioErrors> {
+    resolve::parse(origin, text)
+}
+
+/// Summary of a lab for `turbonet validate`: counts, ranges, oversubscription.
+pub fn summary(lab: &Lab) -> summary::Summary {
+    summary::summary(lab)
+}

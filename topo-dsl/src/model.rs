@@ -381,7 +381,9 @@ impl Fabric {
     pub fn ports(&self, node: NodeId) -> impl Iterator<Item = (&Link, &Endpoint, &Endpoint)> {
         self.node(node).links.iter().map(move |&l| {
             let link = self.link(l);
-            let (local, remote) = link.ends_from(node).expect("node's link has the node as an end");
+            let (local, remote) = link
+                .ends_from(node)
+                .expect("node's link has the node as an end");
             (link, local, remote)
         })
     }

@@ -1,0 +1,369 @@
+//! Topology generators: deterministic node and link lists for fat-tree,
+//! leaf-spine and HPN fabrics, before addresses are assigned.
+
+use crate::model::{LinkClass, LinkParams, Role};
+
+/// Largest fabric a scenario may describe (keeps memory bounded on any input).
+pub(crate) const MAX_NODES: u64 = 200_000;
+/// Largest number of links a scenario may describe.
+pub(crate) const MAX_LINKS: u64 = 1_000_000;
+
+/// Where a switch's ASN comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AsnSlot {
+    /// Hosts have none.
+    None,
+    /// `base + offset` (RFC 7938 plan).
+    Offset(u64),
+    /// Given in the scenario.
+    Explicit(u32),
+}
+
+/// A node before addressing.
+#[derive(Debug, Clone)]
+pub(crate) struct GNode {
+    pub name: String,
+    pub role: Role,
+    pub pod: Option<u32>,
+    pub plane: Option<u32>,
+    pub backup: bool,
+    pub asn: AsnSlot,
+}
+
+/// A link before addressing; `a` is the lower-tier end.
+#[derive(Debug, Clone)]
+pub(crate) struct GLink {
+    pub a: u32,
+    pub b: u32,
+    pub class: LinkClass,
+    /// Parameters given on the link itself (custom topologies).
+    pub inline: Option<LinkParams>,
+}
+
+/// Hosts that share one subnet, and the switches that serve it (one ToR, or
+/// every ToR of a dual-ToR set).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HostGroup {
+    pub switches: Vec<u32>,
+    pub hosts: Vec<u32>,
+}
+
+/// A generated fabric before addressing.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Graph {
+    pub nodes: Vec<GNode>,
+    pub links: Vec<GLink>,
+    pub groups: Vec<HostGroup>,
+}
+
+impl Graph {
+    fn with_capacity(nodes: u64, links: u64) -> Self {
+        Graph {
+            nodes: Vec::with_capacity(nodes as usize),
+            links: Vec::with_capacity(links as usize),
+            groups: Vec::new(),
+        }
+    }
+
+    fn node(&mut self, name: String, role: Role, asn: AsnSlot) -> &mut GNode {
+        self.nodes.push(GNode {
+            name,
+            role,
+            pod: None,
+            plane: None,
+            backup: false,
+            asn,
+        });
+        self.nodes.last_mut().expect("just pushed")
+    }
+
+    fn link(&mut self, a: u32, b: u32) {
+        let class = LinkClass {
+            lower: self.nodes[a as usize].role,
+            upper: self.nodes[b as usize].role,
+        };
+        self.links.push(GLink {
+            a,
+            b,
+            class,
+            inline: None,
+        });
+    }
+}
+
+/// Sizes of a fat-tree: (nodes, links).
+pub(crate) fn fat_tree_size(k: u64) -> (u64, u64) {
+    let half = k / 2;
+    let hosts = k * half * half;
+    let nodes = k * k + half * half + hosts;
+    let links = hosts + k * half * half + k * half * half;
+    (nodes, links)
+}
+
+/// k-ary fat-tree (Al-Fares et al., SIGCOMM 2008). Node order: for each pod
+/// its edge then aggregation switches, then the cores, then the hosts.
+pub(crate) fn fat_tree(k: u32) -> Graph {
+    let half = k / 2;
+    let (n, l) = fat_tree_size(u64::from(k));
+    let mut g = Graph::with_capacity(n, l);
+    let edge = |p: u32, e: u32| p * k + e;
+    let agg = |p: u32, a: u32| p * k + half + a;
+    let core = |c: u32| k * k + c;
+    let host = |p: u32, e: u32, h: u32| k * k + half * half + (p * half + e) * half + h;
+    for p in 0..k {
+        for e in 0..half {
+            let slot = AsnSlot::Offset(1000 + u64::from(p * half + e));
+            g.node(format!("edge{p}-{e}"), Role::Edge, slot).pod = Some(p);
+        }
+        for a in 0..half {
+            let slot = AsnSlot::Offset(1 + u64::from(p));
+            g.node(format!("agg{p}-{a}"), Role::Agg, slot).pod = Some(p);
+        }
+    }
+    for c in 0..half * half {
+        g.node(format!("core{c}"), Role::Core, AsnSlot::Offset(0));
+    }
+    for p in 0..k {
+        for e in 0..half {
+            for h in 0..half {
+                g.node(format!("h{p}-{e}-{h}"), Role::Host, AsnSlot::None)
+                    .pod = Some(p);
+            }
+        }
+    }
+    for p in 0..k {
+        for e in 0..half {
+            for h in 0..half {
+                g.link(host(p, e, h), edge(p, e));
+            }
+            g.groups.push(HostGroup {
+                switches: vec![edge(p, e)],
+                hosts: (0..half).map(|h| host(p, e, h)).collect(),
+            });
+        }
+    }
+    for p in 0..k {
+        for e in 0..half {
+            for a in 0..half {
+                g.link(edge(p, e), agg(p, a));
+            }
+        }
+    }
+    for p in 0..k {
+        for i in 0..half {
+            for j in 0..half {
+                g.link(agg(p, i), core(i * half + j));
+            }
+        }
+    }
+    g
+}
+
+/// Sizes of a leaf-spine fabric: (nodes, links).
+pub(crate) fn leaf_spine_size(
+    spines: u64,
+    leaves: u64,
+    hosts_per_leaf: u64,
+    uplinks: u64,
+) -> (u64, u64) {
+    let hosts = leaves * hosts_per_leaf;
+    (spines + leaves + hosts, hosts + leaves * spines * uplinks)
+}
+
+/// Two-tier Clos. Node order: leaves, spines, hosts.
+pub(crate) fn leaf_spine(spines: u32, leaves: u32, hosts_per_leaf: u32, uplinks: u32) -> Graph {
+    let (n, l) = leaf_spine_size(
+        spines.into(),
+        leaves.into(),
+        hosts_per_leaf.into(),
+        uplinks.into(),
+    );
+    let mut g = Graph::with_capacity(n, l);
+    let leaf = |i: u32| i;
+    let spine = |i: u32| leaves + i;
+    let host = |l: u32, i: u32| leaves + spines + l * hosts_per_leaf + i;
+    for i in 0..leaves {
+        g.node(
+            format!("leaf{i}"),
+            Role::Leaf,
+            AsnSlot::Offset(1000 + u64::from(i)),
+        );
+    }
+    for i in 0..spines {
+        g.node(format!("spine{i}"), Role::Spine, AsnSlot::Offset(0));
+    }
+    for l in 0..leaves {
+        for i in 0..hosts_per_leaf {
+            g.node(format!("h{l}-{i}"), Role::Host, AsnSlot::None);
+        }
+    }
+    for l in 0..leaves {
+        for i in 0..hosts_per_leaf {
+            g.link(host(l, i), leaf(l));
+        }
+        if hosts_per_leaf > 0 {
+            g.groups.push(HostGroup {
+                switches: vec![leaf(l)],
+                hosts: (0..hosts_per_leaf).map(|i| host(l, i)).collect(),
+            });
+        }
+    }
+    for l in 0..leaves {
+        for s in 0..spines {
+            for _ in 0..uplinks {
+                g.link(leaf(l), spine(s));
+            }
+        }
+    }
+    g
+}
+
+/// Parameters of an HPN pod.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HpnParams {
+    pub segments: u32,
+    pub hosts_per_segment: u32,
+    pub backup_hosts: u32,
+    pub rails: u32,
+    pub planes: u32,
+    pub aggs_per_plane: u32,
+    pub cores: u32,
+    pub core_uplinks: u32,
+}
+
+/// Sizes of an HPN pod: (nodes, links).
+pub(crate) fn hpn_size(p: &HpnParams) -> (u64, u64) {
+    let s = u64::from(p.segments);
+    let hosts = s * (u64::from(p.hosts_per_segment) + u64::from(p.backup_hosts));
+    let tors = s * u64::from(p.rails) * u64::from(p.planes);
+    let aggs = u64::from(p.planes) * u64::from(p.aggs_per_plane);
+    let nodes = hosts + tors + aggs + u64::from(p.cores);
+    let links = hosts * u64::from(p.rails) * u64::from(p.planes)
+        + tors * u64::from(p.aggs_per_plane)
+        + aggs * u64::from(p.core_uplinks);
+    (nodes, links)
+}
+
+/// Alibaba HPN pod (SIGCOMM 2024): dual-ToR rails, separate planes.
+/// Node order: ToRs (segment, rail, plane), aggregation switches (plane,
+/// index), cores, hosts (segment, index).
+pub(crate) fn hpn(p: &HpnParams) -> Graph {
+    let (n, l) = hpn_size(p);
+    let mut g = Graph::with_capacity(n, l);
+    let per_segment = p.hosts_per_segment + p.backup_hosts;
+    let ntors = p.segments * p.rails * p.planes;
+    let naggs = p.planes * p.aggs_per_plane;
+    let tor = |s: u32, r: u32, pl: u32| (s * p.rails + r) * p.planes + pl;
+    let agg = |pl: u32, i: u32| ntors + pl * p.aggs_per_plane + i;
+    let core = |c: u32| ntors + naggs + c;
+    let host = |s: u32, i: u32| ntors + naggs + p.cores + s * per_segment + i;
+    for s in 0..p.segments {
+        for r in 0..p.rails {
+            for pl in 0..p.planes {
+                let slot = AsnSlot::Offset(1000 + u64::from(tor(s, r, pl)));
+                let node = g.node(format!("tor{s}-r{r}p{pl}"), Role::Tor, slot);
+                node.pod = Some(s);
+                node.plane = Some(pl);
+            }
+        }
+    }
+    for pl in 0..p.planes {
+        for i in 0..p.aggs_per_plane {
+            let slot = AsnSlot::Offset(1 + u64::from(pl));
+            g.node(format!("agg{pl}-{i}"), Role::Agg, slot).plane = Some(pl);
+        }
+    }
+    for c in 0..p.cores {
+        g.node(format!("core{c}"), Role::Core, AsnSlot::Offset(0));
+    }
+    for s in 0..p.segments {
+        for i in 0..per_segment {
+            let node = g.node(format!("h{s}-{i}"), Role::Host, AsnSlot::None);
+            node.pod = Some(s);
+            node.backup = i >= p.hosts_per_segment;
+        }
+    }
+    for s in 0..p.segments {
+        for i in 0..per_segment {
+            for r in 0..p.rails {
+                for pl in 0..p.planes {
+                    g.link(host(s, i), tor(s, r, pl));
+                }
+            }
+        }
+        for r in 0..p.rails {
+            g.groups.push(HostGroup {
+                switches: (0..p.planes).map(|pl| tor(s, r, pl)).collect(),
+                hosts: (0..per_segment).map(|i| host(s, i)).collect(),
+            });
+        }
+    }
+    for t in 0..ntors {
+        let pl = t % p.planes;
+        for i in 0..p.aggs_per_plane {
+            g.link(t, agg(pl, i));
+        }
+    }
+    if p.cores > 0 {
+        for pl in 0..p.planes {
+            for i in 0..p.aggs_per_plane {
+                for j in 0..p.core_uplinks {
+                    let c = (u64::from(pl * p.aggs_per_plane + i) * u64::from(p.core_uplinks)
+                        + u64::from(j))
+                        % u64::from(p.cores);
+                    g.link(agg(pl, i), core(c as u32));
+                }
+            }
+        }
+    }
+    g
+}
+
+/// Custom topologies are assembled by the resolver through these.
+impl Graph {
+    pub(crate) fn push_node(&mut self, node: GNode) {
+        self.nodes.push(node);
+    }
+
+    pub(crate) fn push_link(&mut self, a: u32, b: u32, inline: Option<LinkParams>) {
+        self.link(a, b);
+        if let Some(l) = self.links.last_mut() {
+            l.inline = inline;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fat_tree_counts() {
+        for k in [2u32, 4, 6, 8] {
+            let g = fat_tree(k);
+            let (n, l) = fat_tree_size(k.into());
+            assert_eq!(g.nodes.len() as u64, n);
+            assert_eq!(g.links.len() as u64, l);
+            assert_eq!(g.groups.len() as u32, k * k / 2);
+        }
+    }
+
+    #[test]
+    fn hpn_counts() {
+        let p = HpnParams {
+            segments: 2,
+            hosts_per_segment: 4,
+            backup_hosts: 1,
+            rails: 2,
+            planes: 2,
+            aggs_per_plane: 2,
+            cores: 2,
+            core_uplinks: 1,
+        };
+        let g = hpn(&p);
+        let (n, l) = hpn_size(&p);
+        assert_eq!(g.nodes.len() as u64, n);
+        assert_eq!(g.links.len() as u64, l);
+        assert_eq!(g.groups.len(), 4);
+    }
+}

@@ -1,0 +1,1462 @@
+//! Parse -> resolve: reads every section of a scenario, checks it, and
+//! builds the validated [`Lab`]. All errors are collected; a section that
+//! depends on a broken one is skipped rather than reported twice.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::Ipv4Addr;
+use std::ops::Range;
+use std::str::FromStr;
+
+use ipnet::Ipv4Net;
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+use crate::diag::{Diags, ScenarioErrors, choices_help, did_you_mean};
+use crate::generate::{self, AsnSlot, GNode, Graph, HpnParams, MAX_LINKS, MAX_NODES};
+use crate::model::*;
+use crate::plan::{self, AsnBase, IFNAMSIZ, Pool, Pools};
+use crate::raw::*;
+use crate::units::{Delay, LossProb, Mtu, QueueLimit, Rate, UnitError};
+
+const TOP_KEYS: &[&str] = &[
+    "lab",
+    "topology",
+    "routing",
+    "addressing",
+    "links",
+    "external",
+];
+const KINDS: &[&str] = &["fat-tree", "leaf-spine", "hpn", "custom"];
+const TARGETS: &[&str] = &["netns", "p4rt", "soft"];
+const MODES: &[&str] = &["static", "controller", "bgp"];
+const CUSTOM_ROLES: &[&str] = &["switch", "host"];
+
+const FAT_TREE_KEYS: &[&str] = &["kind", "k"];
+const LEAF_SPINE_KEYS: &[&str] = &["kind", "spines", "leaves", "hosts_per_leaf", "uplinks"];
+const HPN_KEYS: &[&str] = &[
+    "kind",
+    "segments",
+    "hosts_per_segment",
+    "backup_hosts",
+    "rails",
+    "planes",
+    "aggs_per_plane",
+    "cores",
+    "core_uplinks",
+];
+const CUSTOM_KEYS: &[&str] = &["kind", "nodes", "links"];
+
+/// Link classes valid for each topology kind.
+pub(crate) fn classes_of(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "fat-tree" => &["host-edge", "edge-agg", "agg-core"],
+        "leaf-spine" => &["host-leaf", "leaf-spine"],
+        "hpn" => &["host-tor", "tor-agg", "agg-core"],
+        "custom" => &["host-switch", "switch-switch"],
+        _ => &[],
+    }
+}
+
+fn role_from_str(s: &str) -> Option<Role> {
+    Some(match s {
+        "host" => Role::Host,
+        "tor" => Role::Tor,
+        "edge" => Role::Edge,
+        "leaf" => Role::Leaf,
+        "agg" => Role::Agg,
+        "spine" => Role::Spine,
+        "core" => Role::Core,
+        "switch" => Role::Switch,
+        _ => return None,
+    })
+}
+
+fn class_from_str(s: &str) -> Option<LinkClass> {
+    let (lower, upper) = s.split_once('-')?;
+    Some(LinkClass {
+        lower: role_from_str(lower)?,
+        upper: role_from_str(upper)?,
+    })
+}
+
+/// Entry point behind [`crate::parse`].
+pub(crate) fn parse(origin: &str, text: &str) -> Result<Lab, ScenarioErrors> {
+    let mut d = Diags::new(text);
+    let (root, syntax) = DeTable::parse_recoverable(text);
+    if !syntax.is_empty() {
+        for e in &syntax {
+            let span = e.span().unwrap_or(0..0);
+            d.error(
+                Some(span),
+                format!("invalid TOML: {}", e.message().trim_end()),
+            )
+            .label("here")
+            .help("see https://toml.io for the syntax");
+        }
+        return Err(d.finish(origin).expect_err("errors were recorded"));
+    }
+    let lab = resolve(&mut d, root.get_ref());
+    match (d.finish(origin), lab) {
+        (Ok(()), Some(lab)) => Ok(lab),
+        (Err(e), _) => Err(e),
+        (Ok(()), None) => {
+            // Every path that returns None records an error first; this is a
+            // safety net so a bug never turns into a panic.
+            let mut d = Diags::new(text);
+            d.error(None, "the scenario could not be resolved");
+            Err(d.finish(origin).expect_err("an error was recorded"))
+        }
+    }
+}
+
+fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
+    let mut sections: BTreeMap<&str, &Spanned<DeValue<'_>>> = BTreeMap::new();
+    for (key, value) in root.iter() {
+        let name: &str = key.get_ref();
+        if TOP_KEYS.contains(&name) {
+            sections.insert(name, value);
+        } else {
+            d.error(Some(key.span()), format!("unknown section `{name}`"))
+                .label("unknown section")
+                .help(choices_help(name, "sections", TOP_KEYS));
+        }
+    }
+
+    // [lab]
+    let lab = match sections.get("lab") {
+        Some(v) => read_lab(d, v),
+        None => {
+            d.error(Some(0..0), "missing `[lab]` section")
+                .label("expected `[lab]`")
+                .help("every scenario starts with `[lab]` and `name = \"mylab\"` (1-12 characters of a-z, 0-9, -)");
+            None
+        }
+    };
+
+    // [routing]
+    let (mode, asn_base) = match sections.get("routing") {
+        Some(v) => read_routing(d, v),
+        None => (
+            Some(RoutingMode::Static),
+            AsnBase {
+                base: plan::DEFAULT_ASN_BASE,
+                span: None,
+            },
+        ),
+    };
+
+    // [addressing]
+    let pools = read_addressing(d, sections.get("addressing").copied());
+
+    // [topology]
+    let mut kind_name = None;
+    let topo = match sections.get("topology") {
+        Some(v) => read_topology(d, v, &mut kind_name),
+        None => {
+            d.error(Some(0..0), "missing `[topology]` section")
+                .label("expected `[topology]`")
+                .help(format!(
+                    "add `[topology]` with `kind` = one of {}",
+                    KINDS.join(", ")
+                ));
+            None
+        }
+    };
+
+    // [links]
+    let link_cfg = sections
+        .get("links")
+        .map(|v| read_links(d, v, kind_name))
+        .unwrap_or_default();
+
+    // Build the fabric.
+    let mut fabric = match (topo, &pools) {
+        (Some(t), Some(pools)) => {
+            let class_params = &link_cfg.classes;
+            let default = &link_cfg.default;
+            let params = |class: LinkClass| {
+                let mut p = default.clone();
+                if let Some(c) = class_params.get(&class) {
+                    plan::overlay(&mut p, c);
+                }
+                p
+            };
+            plan::build(d, t.graph, t.kind, pools, &asn_base, t.span, &params)
+        }
+        _ => None,
+    };
+
+    if let Some(fabric) = fabric.as_mut() {
+        apply_overrides(d, fabric, &link_cfg.overrides);
+    }
+
+    // [[external]]
+    if let Some(v) = sections.get("external") {
+        read_externals(d, v, fabric.as_mut(), pools.as_ref());
+    }
+
+    let (name, seed, target) = lab?;
+    Some(Lab {
+        name: name?,
+        seed,
+        target: target?,
+        routing: RoutingConfig { mode: mode? },
+        fabric: fabric?,
+    })
+}
+
+// ---------------------------------------------------------------------------
+// [lab]
+
+type LabParts = (Option<String>, u64, Option<Target>);
+
+fn read_lab(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>) -> Option<LabParts> {
+    let keys = Keys {
+        allowed: fields_of::<RawLab>(),
+        extra: &[],
+        foreign: &[],
+        foreign_reason: "",
+    };
+    let s = read_table::<RawLab>(d, v, "`[lab]`", keys)?;
+    let name = match &s.raw.name {
+        None => {
+            d.error(Some(s.span.clone()), "missing `name` in `[lab]`")
+                .label("`[lab]` needs a name")
+                .help("add e.g. `name = \"k4\"` (1-12 characters of a-z, 0-9, -)");
+            None
+        }
+        Some(n) => {
+            let name = n.get_ref();
+            match check_lab_name(name) {
+                Ok(()) => Some(name.clone()),
+                Err(why) => {
+                    d.error(Some(n.span()), format!("invalid lab name `{name}`: {why}"))
+                        .label("invalid lab name")
+                        .help("a lab name is 1-12 bytes of a-z, 0-9 and -, starting with a letter or digit (namespaces are named `tn-<lab>-<node>`)");
+                    None
+                }
+            }
+        }
+    };
+    let seed = s.raw.seed.as_ref().map_or(1, |s| *s.get_ref());
+    let target = match &s.raw.target {
+        None => Some(Target::Netns),
+        Some(t) => match t.get_ref().as_str() {
+            "netns" => Some(Target::Netns),
+            "p4rt" => Some(Target::P4rt),
+            "soft" => Some(Target::Soft),
+            other => {
+                d.error(Some(t.span()), format!("unknown target `{other}`"))
+                    .label("unknown target")
+                    .help(choices_help(other, "targets", TARGETS));
+                None
+            }
+        },
+    };
+    Some((name, seed, target))
+}
+
+fn check_lab_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("it is empty".into());
+    }
+    if name.len() > 12 {
+        return Err(format!("it is {} bytes long, the limit is 12", name.len()));
+    }
+    check_name_chars(name)
+}
+
+fn check_name_chars(name: &str) -> Result<(), String> {
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
+    {
+        return Err(format!("`{c}` is not allowed"));
+    }
+    if name.starts_with('-') {
+        return Err("it starts with `-`".into());
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// [routing]
+
+fn read_routing(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>) -> (Option<RoutingMode>, AsnBase) {
+    let mut base = AsnBase {
+        base: plan::DEFAULT_ASN_BASE,
+        span: None,
+    };
+    let mut allowed: Vec<&str> = fields_of::<RawRouting>().to_vec();
+    allowed.push("asn");
+    let keys = Keys {
+        allowed: &allowed,
+        extra: &["asn"],
+        foreign: &[],
+        foreign_reason: "",
+    };
+    let Some(s) = read_table::<RawRouting>(d, v, "`[routing]`", keys) else {
+        return (None, base);
+    };
+    let mode = match &s.raw.mode {
+        None => Some(RoutingMode::Static),
+        Some(m) => match m.get_ref().as_str() {
+            "static" => Some(RoutingMode::Static),
+            "controller" => Some(RoutingMode::Controller),
+            "bgp" => Some(RoutingMode::Bgp),
+            other => {
+                d.error(Some(m.span()), format!("unknown routing mode `{other}`"))
+                    .label("unknown mode")
+                    .help(choices_help(other, "modes", MODES));
+                None
+            }
+        },
+    };
+    if let Some(asn) = s.extra.get("asn") {
+        let keys = Keys {
+            allowed: fields_of::<RawAsn>(),
+            extra: &[],
+            foreign: &[],
+            foreign_reason: "",
+        };
+        if let Some(a) = read_table::<RawAsn>(d, asn, "`[routing.asn]`", keys) {
+            if let Some(b) = a.raw.base {
+                base = AsnBase {
+                    base: *b.get_ref(),
+                    span: Some(b.span()),
+                };
+            }
+        }
+    }
+    (mode, base)
+}
+
+// ---------------------------------------------------------------------------
+// [addressing]
+
+fn read_addressing(d: &mut Diags<'_>, v: Option<&Spanned<DeValue<'_>>>) -> Option<Pools> {
+    let raw = match v {
+        None => RawAddressing {
+            loopbacks: None,
+            fabric: None,
+            hosts: None,
+        },
+        Some(v) => {
+            let keys = Keys {
+                allowed: fields_of::<RawAddressing>(),
+                extra: &[],
+                foreign: &[],
+                foreign_reason: "",
+            };
+            read_table::<RawAddressing>(d, v, "`[addressing]`", keys)?.raw
+        }
+    };
+    let loopbacks = read_pool(d, raw.loopbacks, "loopbacks", plan::DEFAULT_LOOPBACKS);
+    let fabric = read_pool(d, raw.fabric, "fabric", plan::DEFAULT_FABRIC);
+    let hosts = read_pool(d, raw.hosts, "hosts", plan::DEFAULT_HOSTS);
+    let (loopbacks, fabric, hosts) = (loopbacks?, fabric?, hosts?);
+    let mut ok = true;
+    let pools = [&loopbacks, &fabric, &hosts];
+    for (i, a) in pools.iter().enumerate() {
+        for b in &pools[i + 1..] {
+            if overlaps(&a.net, &b.net) {
+                ok = false;
+                let span = b.span.clone().or(a.span.clone());
+                d.error(
+                    span,
+                    format!(
+                        "address pools overlap: `{}` = {} and `{}` = {}",
+                        a.key, a.net, b.key, b.net
+                    ),
+                )
+                .label("overlaps another pool")
+                .help(format!(
+                    "the loopbacks, fabric and hosts pools must be disjoint; defaults: loopbacks = \"{}\", fabric = \"{}\", hosts = \"{}\"",
+                    plan::DEFAULT_LOOPBACKS,
+                    plan::DEFAULT_FABRIC,
+                    plan::DEFAULT_HOSTS
+                ));
+            }
+        }
+    }
+    ok.then_some(Pools {
+        loopbacks,
+        fabric,
+        hosts,
+    })
+}
+
+fn overlaps(a: &Ipv4Net, b: &Ipv4Net) -> bool {
+    a.contains(&b.network()) || b.contains(&a.network())
+}
+
+fn read_pool(
+    d: &mut Diags<'_>,
+    v: Option<Spanned<String>>,
+    key: &'static str,
+    default: &str,
+) -> Option<Pool> {
+    let Some(v) = v else {
+        return Some(Pool {
+            net: default.parse().expect("default pools are valid"),
+            key,
+            span: None,
+        });
+    };
+    let text = v.get_ref().trim();
+    match parse_net(text) {
+        Ok(net) => Some(Pool {
+            net,
+            key,
+            span: Some(v.span()),
+        }),
+        Err((why, help)) => {
+            d.error(
+                Some(v.span()),
+                format!("invalid `{key}` pool `{text}`: {why}"),
+            )
+            .label("invalid network")
+            .help(help);
+            None
+        }
+    }
+}
+
+/// Parses an IPv4 network with no host bits set.
+fn parse_net(text: &str) -> Result<Ipv4Net, (String, String)> {
+    let example = "write an IPv4 network in CIDR form, e.g. \"10.0.0.0/16\"".to_string();
+    if text.contains(':') {
+        return Err(("IPv6 is not supported yet".into(), example));
+    }
+    if !text.contains('/') {
+        return Err(("the prefix length is missing".into(), example));
+    }
+    let net: Ipv4Net = text
+        .parse()
+        .map_err(|_| ("not an IPv4 network".to_string(), example.clone()))?;
+    if net.addr() != net.network() {
+        return Err((
+            "host bits are set".into(),
+            format!("did you mean \"{}\"?", net.trunc()),
+        ));
+    }
+    Ok(net)
+}
+
+// ---------------------------------------------------------------------------
+// [topology]
+
+struct Topo {
+    kind: TopologyKind,
+    graph: Graph,
+    span: Range<usize>,
+}
+
+/// Reads `[topology]` and generates the graph. `kind_name` is set as soon
+/// as the kind is known, even if the parameters are wrong, so that
+/// `[links.<class>]` can still be checked.
+fn read_topology(
+    d: &mut Diags<'_>,
+    v: &Spanned<DeValue<'_>>,
+    kind_name: &mut Option<&'static str>,
+) -> Option<Topo> {
+    let table_span = v.span();
+    let Some(table) = v.get_ref().as_table() else {
+        d.error(Some(table_span), "`[topology]` must be a table")
+            .label("expected a table")
+            .help(format!(
+                "write `[topology]` with `kind` = one of {}",
+                KINDS.join(", ")
+            ));
+        return None;
+    };
+    let kind_value = table.get("kind");
+    let kind: Option<&'static str> = match kind_value {
+        None => {
+            d.error(Some(table_span.clone()), "missing `kind` in `[topology]`")
+                .label("needs a kind")
+                .help(format!("valid kinds: {}", KINDS.join(", ")));
+            None
+        }
+        Some(k) => match k.get_ref().as_str() {
+            Some(s) => match KINDS.iter().find(|c| **c == s) {
+                Some(c) => Some(*c),
+                None => {
+                    d.error(Some(k.span()), format!("unknown topology kind `{s}`"))
+                        .label("unknown kind")
+                        .help(choices_help(s, "kinds", KINDS));
+                    None
+                }
+            },
+            None => {
+                d.error(
+                    Some(k.span()),
+                    format!(
+                        "expected a string for `kind`, found {}",
+                        k.get_ref().type_str()
+                    ),
+                )
+                .label("expected a string")
+                .help(format!("valid kinds: {}", KINDS.join(", ")));
+                None
+            }
+        },
+    };
+    *kind_name = kind;
+    let all: Vec<&str> = FAT_TREE_KEYS
+        .iter()
+        .chain(LEAF_SPINE_KEYS)
+        .chain(HPN_KEYS)
+        .chain(CUSTOM_KEYS)
+        .copied()
+        .collect();
+    let (allowed, reason): (&[&str], String) = match kind {
+        Some("fat-tree") => (
+            FAT_TREE_KEYS,
+            "is not a parameter of `fat-tree` topologies".into(),
+        ),
+        Some("leaf-spine") => (
+            LEAF_SPINE_KEYS,
+            "is not a parameter of `leaf-spine` topologies".into(),
+        ),
+        Some("hpn") => (HPN_KEYS, "is not a parameter of `hpn` topologies".into()),
+        Some("custom") => (
+            CUSTOM_KEYS,
+            "is not a parameter of `custom` topologies".into(),
+        ),
+        _ => (&all, String::new()),
+    };
+    let keys = Keys {
+        allowed,
+        extra: &["nodes", "links"],
+        foreign: &all,
+        foreign_reason: &reason,
+    };
+    let s = read_table::<RawTopology>(d, v, "`[topology]`", keys)?;
+    let kind = kind?;
+    let t = &s.raw;
+    let span = t.kind.as_ref().map_or(table_span.clone(), |k| k.span());
+    let mut ok = true;
+    let mut get = |d: &mut Diags<'_>,
+                   v: &Option<Spanned<u32>>,
+                   key: &str,
+                   default: Option<u32>,
+                   min: u32,
+                   max: u32|
+     -> u32 {
+        match v {
+            None => match default {
+                Some(x) => x,
+                None => {
+                    ok = false;
+                    d.error(
+                        Some(span.clone()),
+                        format!("missing `{key}` for a `{kind}` topology"),
+                    )
+                    .label(format!("`{kind}` needs `{key}`"))
+                    .help(format!("`{kind}` takes: {}", allowed[1..].join(", ")));
+                    0
+                }
+            },
+            Some(x) => {
+                let val = *x.get_ref();
+                if val < min || val > max {
+                    ok = false;
+                    d.error(
+                        Some(x.span()),
+                        format!("`{key}` must be from {min} to {max}, found {val}"),
+                    )
+                    .label("out of range");
+                }
+                val
+            }
+        }
+    };
+    let (tkind, graph) = match kind {
+        "fat-tree" => {
+            let k = get(d, &t.k, "k", None, 2, 64);
+            if ok && k % 2 != 0 {
+                ok = false;
+                let k_span = t.k.as_ref().map(|k| k.span());
+                d.error(k_span, format!("`k` must be even, found {k}"))
+                    .label("odd k")
+                    .help(format!(
+                        "a k-ary fat-tree splits each switch's k ports half down, half up; try k = {} or k = {}",
+                        k - 1,
+                        k + 1
+                    ));
+            }
+            if !ok {
+                return None;
+            }
+            (TopologyKind::FatTree { k }, generate::fat_tree(k))
+        }
+        "leaf-spine" => {
+            let spines = get(d, &t.spines, "spines", None, 1, u32::MAX);
+            let leaves = get(d, &t.leaves, "leaves", None, 1, u32::MAX);
+            let hosts_per_leaf = get(d, &t.hosts_per_leaf, "hosts_per_leaf", None, 0, u32::MAX);
+            let uplinks = get(d, &t.uplinks, "uplinks", Some(1), 1, u32::MAX);
+            if !ok {
+                return None;
+            }
+            let (n, l) = generate::leaf_spine_size(
+                spines.into(),
+                leaves.into(),
+                hosts_per_leaf.into(),
+                uplinks.into(),
+            );
+            if !check_size(d, n, l, &span) {
+                return None;
+            }
+            (
+                TopologyKind::LeafSpine {
+                    spines,
+                    leaves,
+                    hosts_per_leaf,
+                    uplinks,
+                },
+                generate::leaf_spine(spines, leaves, hosts_per_leaf, uplinks),
+            )
+        }
+        "hpn" => {
+            let p = HpnParams {
+                segments: get(d, &t.segments, "segments", None, 1, u32::MAX),
+                hosts_per_segment: get(
+                    d,
+                    &t.hosts_per_segment,
+                    "hosts_per_segment",
+                    None,
+                    1,
+                    u32::MAX,
+                ),
+                backup_hosts: get(d, &t.backup_hosts, "backup_hosts", Some(0), 0, u32::MAX),
+                rails: get(d, &t.rails, "rails", None, 1, u32::MAX),
+                planes: get(d, &t.planes, "planes", Some(2), 1, u32::MAX),
+                aggs_per_plane: get(d, &t.aggs_per_plane, "aggs_per_plane", None, 1, u32::MAX),
+                cores: get(d, &t.cores, "cores", Some(0), 0, u32::MAX),
+                core_uplinks: get(d, &t.core_uplinks, "core_uplinks", Some(0), 0, u32::MAX),
+            };
+            if ok && p.cores > 0 && (p.core_uplinks == 0 || p.core_uplinks > p.cores) {
+                ok = false;
+                let s = t.core_uplinks.as_ref().map_or(span.clone(), |c| c.span());
+                d.error(
+                    Some(s),
+                    format!(
+                        "`core_uplinks` must be from 1 to `cores` ({}) when there are cores, found {}",
+                        p.cores, p.core_uplinks
+                    ),
+                )
+                .label("invalid core_uplinks")
+                .help("each aggregation switch has `core_uplinks` links, each to a different core");
+            }
+            if ok && p.cores == 0 && p.core_uplinks > 0 {
+                ok = false;
+                let s = t.core_uplinks.as_ref().map_or(span.clone(), |c| c.span());
+                d.error(Some(s), "`core_uplinks` is set but there are no cores")
+                    .label("no cores to link to")
+                    .help("set `cores` to the number of core switches, or remove `core_uplinks`");
+            }
+            if !ok {
+                return None;
+            }
+            let (n, l) = generate::hpn_size(&p);
+            if !check_size(d, n, l, &span) {
+                return None;
+            }
+            (
+                TopologyKind::Hpn {
+                    segments: p.segments,
+                    hosts_per_segment: p.hosts_per_segment,
+                    backup_hosts: p.backup_hosts,
+                    rails: p.rails,
+                    planes: p.planes,
+                    aggs_per_plane: p.aggs_per_plane,
+                    cores: p.cores,
+                    core_uplinks: p.core_uplinks,
+                },
+                generate::hpn(&p),
+            )
+        }
+        "custom" => {
+            let graph = read_custom(d, &s.extra, span.clone())?;
+            (TopologyKind::Custom, graph)
+        }
+        _ => return None,
+    };
+    Some(Topo {
+        kind: tkind,
+        graph,
+        span,
+    })
+}
+
+fn check_size(d: &mut Diags<'_>, nodes: u64, links: u64, span: &Range<usize>) -> bool {
+    if nodes > MAX_NODES || links > MAX_LINKS {
+        d.error(
+            Some(span.clone()),
+            format!("topology too large: {nodes} nodes and {links} links"),
+        )
+        .label("too large")
+        .help(format!(
+            "turbonet handles at most {MAX_NODES} nodes and {MAX_LINKS} links per lab"
+        ));
+        return false;
+    }
+    true
+}
+
+fn read_custom(
+    d: &mut Diags<'_>,
+    extra: &BTreeMap<&str, &Spanned<DeValue<'_>>>,
+    span: Range<usize>,
+) -> Option<Graph> {
+    let errors_before = d.count();
+    let mut graph = Graph::default();
+    let mut by_name: HashMap<String, (u32, Range<usize>)> = HashMap::new();
+    let Some(nodes) = extra.get("nodes") else {
+        d.error(Some(span), "a `custom` topology needs `[[topology.nodes]]`")
+            .label("no nodes")
+            .help("add nodes with `[[topology.nodes]]`, `name = \"r1\"`, `role = \"switch\"` (or \"host\")");
+        return None;
+    };
+    let node_items = array_items(d, nodes, "`topology.nodes`", "[[topology.nodes]]")?;
+    let mut switch_index = 0u64;
+    for item in node_items {
+        let keys = Keys {
+            allowed: fields_of::<RawNode>(),
+            extra: &[],
+            foreign: &[],
+            foreign_reason: "",
+        };
+        let Some(n) = read_table::<RawNode>(d, item, "`[[topology.nodes]]`", keys) else {
+            continue;
+        };
+        let Some(name) = n.raw.name else {
+            d.error(Some(n.span), "missing `name` in `[[topology.nodes]]`")
+                .label("node needs a name")
+                .help("add e.g. `name = \"r1\"`");
+            continue;
+        };
+        let role = match &n.raw.role {
+            None => Role::Switch,
+            Some(r) => match r.get_ref().as_str() {
+                "switch" => Role::Switch,
+                "host" => Role::Host,
+                other => {
+                    d.error(Some(r.span()), format!("unknown role `{other}`"))
+                        .label("unknown role")
+                        .help(choices_help(other, "roles of custom nodes", CUSTOM_ROLES));
+                    continue;
+                }
+            },
+        };
+        let text = name.get_ref();
+        if let Err(why) = check_node_name(text) {
+            d.error(Some(name.span()), format!("invalid node name `{text}`: {why}"))
+                .label("invalid name")
+                .help("a node name is 1-40 bytes of a-z, 0-9 and -, starting with a letter or digit, without `--`");
+            continue;
+        }
+        if let Some((_, first)) = by_name.get(text.as_str()) {
+            let (line, _) = d.line_col(first.start);
+            d.error(Some(name.span()), format!("duplicate node name `{text}`"))
+                .label("defined again here")
+                .help(format!(
+                    "node names must be unique; `{text}` is first defined at line {line}"
+                ));
+            continue;
+        }
+        let asn = match (&n.raw.asn, role) {
+            (Some(a), Role::Host) => {
+                d.error(Some(a.span()), "a host has no ASN")
+                    .label("hosts do not run BGP")
+                    .help("remove `asn`, or make the node a switch with `role = \"switch\"`");
+                continue;
+            }
+            (Some(a), _) => AsnSlot::Explicit(*a.get_ref()),
+            (None, Role::Host) => AsnSlot::None,
+            (None, _) => {
+                switch_index += 1;
+                AsnSlot::Offset(1000 + switch_index - 1)
+            }
+        };
+        by_name.insert(text.clone(), (graph.nodes.len() as u32, name.span()));
+        graph.push_node(GNode {
+            name: text.clone(),
+            role,
+            pod: None,
+            plane: None,
+            backup: false,
+            asn,
+        });
+    }
+    let names: Vec<&str> = graph.nodes.iter().map(|n| n.name.as_str()).collect();
+    let mut links = Vec::new();
+    if let Some(ls) = extra.get("links") {
+        for item in array_items(d, ls, "`topology.links`", "[[topology.links]]").unwrap_or_default()
+        {
+            let keys = Keys {
+                allowed: fields_of::<RawCustomLink>(),
+                extra: &[],
+                foreign: &[],
+                foreign_reason: "",
+            };
+            let Some(mut l) = read_table::<RawCustomLink>(d, item, "`[[topology.links]]`", keys)
+            else {
+                continue;
+            };
+            let params = read_params(d, &l.raw.take_params());
+            let end = |d: &mut Diags<'_>, v: &Option<Spanned<String>>, key: &str| -> Option<u32> {
+                let Some(v) = v else {
+                    d.error(
+                        Some(l.span.clone()),
+                        format!("missing `{key}` in `[[topology.links]]`"),
+                    )
+                    .label("link needs both ends")
+                    .help("a link is `{ a = \"r1\", b = \"r2\" }` with two node names");
+                    return None;
+                };
+                let name = v.get_ref();
+                match by_name.get(name.as_str()) {
+                    Some((id, _)) => Some(*id),
+                    None => {
+                        let help = match did_you_mean(name, names.iter().copied()) {
+                            Some(g) => format!(
+                                "did you mean `{g}`? nodes are declared with `[[topology.nodes]]`"
+                            ),
+                            None => "nodes are declared with `[[topology.nodes]]`".to_string(),
+                        };
+                        d.error(Some(v.span()), format!("unknown node `{name}` in link"))
+                            .label("no such node")
+                            .help(help);
+                        None
+                    }
+                }
+            };
+            let a = end(d, &l.raw.a, "a");
+            let b = end(d, &l.raw.b, "b");
+            let (Some(a), Some(b)) = (a, b) else { continue };
+            let (Some(a_span), Some(b_span)) = (l.raw.a.as_ref(), l.raw.b.as_ref()) else {
+                continue;
+            };
+            if a == b {
+                d.error(Some(b_span.span()), "a link cannot join a node to itself")
+                    .label("same node as `a`")
+                    .help("use two different node names");
+                continue;
+            }
+            let (ra, rb) = (graph.nodes[a as usize].role, graph.nodes[b as usize].role);
+            if ra == Role::Host && rb == Role::Host {
+                d.error(
+                    Some(a_span.span().start..b_span.span().end),
+                    "a link cannot join two hosts",
+                )
+                .label("both ends are hosts")
+                .help("hosts attach to switches; add a switch between them");
+                continue;
+            }
+            let (lo, hi) = if rb == Role::Host { (b, a) } else { (a, b) };
+            links.push((lo, hi, params));
+        }
+    }
+    if links.len() as u64 > MAX_LINKS || graph.nodes.len() as u64 > MAX_NODES {
+        check_size(d, graph.nodes.len() as u64, links.len() as u64, &span);
+    }
+    if d.count() > errors_before {
+        return None;
+    }
+    // One host subnet per switch that has hosts; a host attached to several
+    // switches gets one address in each of their subnets.
+    let mut groups: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    let mut seen: HashSet<(u32, u32)> = HashSet::new();
+    for (lo, hi, params) in links {
+        if graph.nodes[lo as usize].role == Role::Host && seen.insert((hi, lo)) {
+            groups.entry(hi).or_default().push(lo);
+        }
+        let inline = (params != LinkParams::default()).then_some(params);
+        graph.push_link(lo, hi, inline);
+    }
+    graph.groups = groups
+        .into_iter()
+        .map(|(s, hosts)| generate::HostGroup {
+            switches: vec![s],
+            hosts,
+        })
+        .collect();
+    Some(graph)
+}
+
+fn check_node_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("it is empty".into());
+    }
+    if name.len() > 40 {
+        return Err(format!("it is {} bytes long, the limit is 40", name.len()));
+    }
+    check_name_chars(name)?;
+    if name.contains("--") {
+        return Err("`--` separates the ends of link names".into());
+    }
+    Ok(())
+}
+
+/// The tables of an array of tables (`[[x]]`).
+fn array_items<'a, 'i>(
+    d: &mut Diags<'_>,
+    v: &'a Spanned<DeValue<'i>>,
+    what: &str,
+    syntax: &str,
+) -> Option<&'a [Spanned<DeValue<'i>>]> {
+    match v.get_ref().as_array() {
+        Some(a) => Some(a),
+        None => {
+            d.error(
+                Some(v.span()),
+                format!(
+                    "{what} must be an array of tables, found {}",
+                    v.get_ref().type_str()
+                ),
+            )
+            .label("expected an array of tables")
+            .help(format!("write each entry under its own `{syntax}` header"));
+            None
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// [links]
+
+#[derive(Default)]
+struct LinkConfig {
+    default: LinkParams,
+    classes: HashMap<LinkClass, LinkParams>,
+    overrides: Vec<(Spanned<String>, LinkParams)>,
+}
+
+fn read_links(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, kind: Option<&str>) -> LinkConfig {
+    let mut cfg = LinkConfig::default();
+    let Some(table) = v.get_ref().as_table() else {
+        d.error(Some(v.span()), "`links` must be a table")
+            .label("expected a table")
+            .help("write `[links.default]`, `[links.<class>]` and `[[links.override]]` sections");
+        return cfg;
+    };
+    let classes: Vec<&str> = match kind {
+        Some(k) => classes_of(k).to_vec(),
+        None => KINDS.iter().flat_map(|k| classes_of(k)).copied().collect(),
+    };
+    let mut valid: Vec<&str> = vec!["default"];
+    valid.extend(&classes);
+    valid.push("override");
+    let param_keys = Keys {
+        allowed: fields_of::<RawParams>(),
+        extra: &[],
+        foreign: &[],
+        foreign_reason: "",
+    };
+    let mut class_entries = Vec::new();
+    for (key, value) in table.iter() {
+        let name: &str = key.get_ref();
+        match name {
+            "default" => {
+                if let Some(s) = read_table::<RawParams>(d, value, "`[links.default]`", param_keys)
+                {
+                    cfg.default = read_params(d, &s.raw);
+                }
+            }
+            "override" => {
+                let Some(items) = array_items(d, value, "`links.override`", "[[links.override]]")
+                else {
+                    continue;
+                };
+                for item in items {
+                    let keys = Keys {
+                        allowed: fields_of::<RawOverride>(),
+                        extra: &[],
+                        foreign: &[],
+                        foreign_reason: "",
+                    };
+                    let Some(s) = read_table::<RawOverride>(d, item, "`[[links.override]]`", keys)
+                    else {
+                        continue;
+                    };
+                    let span = s.span.clone();
+                    let (link, raw) = s.raw.into_parts();
+                    let params = read_params(d, &raw);
+                    match link {
+                        Some(link) => cfg.overrides.push((link, params)),
+                        None => {
+                            d.error(Some(span), "missing `link` in `[[links.override]]`")
+                                .label("which link?")
+                                .help("add e.g. `link = \"edge0-0--agg0-0\"` (see `turbonet validate --links` for names)");
+                        }
+                    }
+                }
+            }
+            _ if classes.contains(&name) => {
+                let what = format!("`[links.{name}]`");
+                if let Some(s) = read_table::<RawParams>(d, value, &what, param_keys) {
+                    let params = read_params(d, &s.raw);
+                    if let Some(class) = class_from_str(name) {
+                        class_entries.push((class, params));
+                    }
+                }
+            }
+            _ => {
+                let what = match kind {
+                    Some(k) => format!("link classes of `{k}` topologies"),
+                    None => "link classes".to_string(),
+                };
+                let msg = match kind {
+                    Some(k) if class_from_str(name).is_some() => {
+                        format!("`{name}` is not a link class of `{k}` topologies")
+                    }
+                    _ => format!("unknown link class `{name}` in `[links]`"),
+                };
+                let mut help = choices_help(name, &what, &classes);
+                help.push_str("; also `default` and `override`");
+                d.error(Some(key.span()), msg)
+                    .label("unknown link class")
+                    .help(help);
+            }
+        }
+    }
+    cfg.classes.extend(class_entries);
+    cfg
+}
+
+/// Parses the unit values of a parameter table, reporting each bad one.
+fn read_params(d: &mut Diags<'_>, raw: &RawParams) -> LinkParams {
+    LinkParams {
+        rate: unit::<Rate>(d, &raw.rate, "rate"),
+        delay: unit::<Delay>(d, &raw.delay, "delay"),
+        jitter: unit::<Delay>(d, &raw.jitter, "jitter"),
+        loss: unit::<LossProb>(d, &raw.loss, "loss"),
+        queue: unit::<QueueLimit>(d, &raw.queue, "queue"),
+        mtu: unit::<Mtu>(d, &raw.mtu, "mtu"),
+    }
+}
+
+fn unit<T: FromStr<Err = UnitError>>(
+    d: &mut Diags<'_>,
+    v: &Option<Spanned<toml::Value>>,
+    key: &str,
+) -> Option<T> {
+    let v = v.as_ref()?;
+    let text = match v.get_ref() {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Integer(i) => i.to_string(),
+        toml::Value::Float(f) => f.to_string(),
+        other => {
+            d.error(
+                Some(v.span()),
+                format!("expected a string for `{key}`, found {}", other.type_str()),
+            )
+            .label("expected a string")
+            .help(example_for(key));
+            return None;
+        }
+    };
+    match text.parse::<T>() {
+        Ok(x) => Some(x),
+        Err(e) => {
+            d.error(Some(v.span()), format!("invalid `{key}`: {}", e.message()))
+                .label(format!("invalid {key}"))
+                .help(e.hint().unwrap_or_default());
+            None
+        }
+    }
+}
+
+fn example_for(key: &str) -> &'static str {
+    match key {
+        "rate" => "e.g. `rate = \"10gbit\"`",
+        "delay" | "jitter" => "e.g. `delay = \"5us\"`",
+        "loss" => "e.g. `loss = \"0.01%\"`",
+        "queue" => "e.g. `queue = \"1000p\"`",
+        "mtu" => "e.g. `mtu = 9000`",
+        _ => "",
+    }
+}
+
+fn apply_overrides(
+    d: &mut Diags<'_>,
+    fabric: &mut Fabric,
+    overrides: &[(Spanned<String>, LinkParams)],
+) {
+    if overrides.is_empty() {
+        return;
+    }
+    let index: HashMap<&str, usize> = fabric
+        .links
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (l.name.as_str(), i))
+        .collect();
+    let mut found = Vec::new();
+    for (name, params) in overrides {
+        match index.get(name.get_ref().as_str()) {
+            Some(&i) => found.push((i, params)),
+            None => {
+                let help = close_link_names(name.get_ref(), fabric);
+                d.error(
+                    Some(name.span()),
+                    format!("no link named `{}`", name.get_ref()),
+                )
+                .label("unknown link")
+                .help(help);
+            }
+        }
+    }
+    for (i, params) in found {
+        plan::overlay(&mut fabric.links[i].params, params);
+    }
+}
+
+fn close_link_names(name: &str, fabric: &Fabric) -> String {
+    if let Some((a, b)) = name.split_once("--") {
+        let (b, n) = b.split_once(':').map_or((b, None), |(b, n)| (b, Some(n)));
+        let reversed = match n {
+            Some(n) => format!("{b}--{a}:{n}"),
+            None => format!("{b}--{a}"),
+        };
+        if fabric.link_by_name(&reversed).is_some() {
+            return format!("did you mean `{reversed}`? link names put the lower tier first");
+        }
+    }
+    let mut scored: Vec<(usize, &str)> = fabric
+        .links
+        .iter()
+        .map(|l| (strsim::levenshtein(name, &l.name), l.name.as_str()))
+        .collect();
+    scored.sort();
+    let close: Vec<String> = scored
+        .iter()
+        .take(3)
+        .filter(|(dist, _)| *dist <= name.len().max(4) / 2)
+        .map(|(_, n)| format!("`{n}`"))
+        .collect();
+    let example = fabric
+        .links
+        .first()
+        .map(|l| {
+            format!(
+                "link names look like `{}` (lower tier first, `:1`, `:2` for parallel links)",
+                l.name
+            )
+        })
+        .unwrap_or_else(|| "this topology has no links".to_string());
+    if close.is_empty() {
+        example
+    } else {
+        format!("close names: {}; {example}", close.join(", "))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// [[external]]
+
+fn read_externals(
+    d: &mut Diags<'_>,
+    v: &Spanned<DeValue<'_>>,
+    mut fabric: Option<&mut Fabric>,
+    pools: Option<&Pools>,
+) {
+    let Some(items) = array_items(d, v, "`external`", "[[external]]") else {
+        return;
+    };
+    let mut seen_interfaces: HashMap<(Option<String>, String), Range<usize>> = HashMap::new();
+    for (index, item) in items.iter().enumerate() {
+        let keys = Keys {
+            allowed: fields_of::<RawExternal>(),
+            extra: &[],
+            foreign: &[],
+            foreign_reason: "",
+        };
+        let Some(s) = read_table::<RawExternal>(d, item, "`[[external]]`", keys) else {
+            continue;
+        };
+        let e = s.raw;
+        let mut ok = true;
+        let mut missing = |d: &mut Diags<'_>, key: &str, example: &str| {
+            ok = false;
+            d.error(
+                Some(s.span.clone()),
+                format!("missing `{key}` in `[[external]]`"),
+            )
+            .label(format!("needs `{key}`"))
+            .help(format!("add e.g. `{key} = {example}`"));
+        };
+        if e.node.is_none() {
+            missing(d, "node", "\"edge0-0\"");
+        }
+        if e.interface.is_none() {
+            missing(d, "interface", "\"enp3s0\"");
+        }
+        if e.address.is_none() {
+            missing(d, "address", "\"192.0.2.1/24\"");
+        }
+        // Interface names.
+        let check_ifname = |d: &mut Diags<'_>, v: &Spanned<String>, key: &str| -> bool {
+            let name = v.get_ref();
+            let why = if name.is_empty() {
+                Some("it is empty".to_string())
+            } else if name.len() > IFNAMSIZ {
+                Some(format!(
+                    "it is {} bytes long, the limit is {IFNAMSIZ}",
+                    name.len()
+                ))
+            } else if name == "." || name == ".." {
+                Some("`.` and `..` are not interface names".to_string())
+            } else {
+                name.chars()
+                    .find(|c| *c == '/' || *c == ':' || c.is_whitespace() || c.is_control())
+                    .map(|c| format!("{c:?} is not allowed"))
+            };
+            if let Some(why) = why {
+                d.error(
+                    Some(v.span()),
+                    format!("invalid interface name `{name}` in `{key}`: {why}"),
+                )
+                .label("invalid interface name")
+                .help("Linux interface names are 1-15 bytes without `/`, `:` or spaces");
+                return false;
+            }
+            true
+        };
+        if let Some(i) = &e.interface {
+            ok &= check_ifname(d, i, "interface");
+        }
+        if let Some(n) = &e.name {
+            ok &= check_ifname(d, n, "name");
+        }
+        if let Some(ns) = &e.netns {
+            let name = ns.get_ref();
+            if name.is_empty()
+                || name.contains('/')
+                || name == "."
+                || name == ".."
+                || name.len() > 255
+            {
+                ok = false;
+                d.error(Some(ns.span()), format!("invalid namespace name `{name}`"))
+                    .label("invalid namespace")
+                    .help("a named network namespace as listed by `ip netns list` (a file name under /run/netns)");
+            }
+        }
+        if let (Some(i), true) = (&e.interface, ok) {
+            let key = (
+                e.netns.as_ref().map(|n| n.get_ref().clone()),
+                i.get_ref().clone(),
+            );
+            if let Some(first) = seen_interfaces.get(&key) {
+                ok = false;
+                let (line, _) = d.line_col(first.start);
+                d.error(
+                    Some(i.span()),
+                    format!("interface `{}` is attached twice", i.get_ref()),
+                )
+                .label("already attached")
+                .help(format!(
+                    "it is already used by the `[[external]]` at line {line}"
+                ));
+            } else {
+                seen_interfaces.insert(key, i.span());
+            }
+        }
+        // Addresses.
+        let address = e.address.as_ref().and_then(|a| {
+            let text = a.get_ref().trim();
+            let parsed: Result<Ipv4Net, _> = text.parse();
+            match parsed {
+                Ok(net) if net.prefix_len() <= 31 && (net.prefix_len() == 31 || (net.addr() != net.network() && net.addr() != net.broadcast())) => Some((net, a.span())),
+                Ok(net) if net.prefix_len() == 32 => {
+                    d.error(Some(a.span()), format!("external address `{text}` has no subnet"))
+                        .label("/32 has no on-link network")
+                        .help(format!("give the node's address with the subnet's length, e.g. \"{}/24\"", net.addr()));
+                    None
+                }
+                Ok(net) => {
+                    d.error(Some(a.span()), format!("`{text}` is the network or broadcast address of {}", net.trunc()))
+                        .label("not a host address")
+                        .help("use a host address of the subnet, e.g. the first usable one");
+                    None
+                }
+                Err(_) => {
+                    d.error(Some(a.span()), format!("invalid external address `{text}`"))
+                        .label("invalid address")
+                        .help("write the node's IPv4 address with its prefix length, e.g. \"192.0.2.1/24\"");
+                    None
+                }
+            }
+        });
+        if address.is_none() {
+            ok = false;
+        }
+        let gateway = match &e.gateway {
+            None => None,
+            Some(g) => match g.get_ref().trim().parse::<Ipv4Addr>() {
+                Ok(gw) => {
+                    if let Some((net, _)) = &address {
+                        if !net.contains(&gw) || gw == net.addr() {
+                            ok = false;
+                            d.error(
+                                Some(g.span()),
+                                format!("gateway {gw} is not a neighbor on {}", net.trunc()),
+                            )
+                            .label("not on the external subnet")
+                            .help(format!(
+                                "the gateway must be another address in {}",
+                                net.trunc()
+                            ));
+                        }
+                    }
+                    Some(gw)
+                }
+                Err(_) => {
+                    ok = false;
+                    d.error(Some(g.span()), format!("invalid gateway `{}`", g.get_ref()))
+                        .label("invalid address")
+                        .help("write an IPv4 address, e.g. \"192.0.2.2\"");
+                    None
+                }
+            },
+        };
+        let mut routes = Vec::new();
+        for r in e.routes.iter().flatten() {
+            match parse_net(r.get_ref().trim()) {
+                Ok(net) => {
+                    if gateway.is_none() && e.gateway.is_none() {
+                        ok = false;
+                        d.error(Some(r.span()), "`routes` need a `gateway`")
+                            .label("no next hop")
+                            .help("add `gateway = \"<next hop on the external subnet>\"`");
+                    }
+                    routes.push((net, r.span()));
+                }
+                Err((why, help)) => {
+                    ok = false;
+                    d.error(
+                        Some(r.span()),
+                        format!("invalid route `{}`: {why}", r.get_ref()),
+                    )
+                    .label("invalid network")
+                    .help(help);
+                }
+            }
+        }
+        // External networks must not collide with the fabric's pools.
+        if let Some(pools) = pools {
+            let nets = address
+                .iter()
+                .map(|(n, s)| (n.trunc(), s.clone()))
+                .chain(routes.iter().cloned());
+            for (net, span) in nets {
+                for pool in [&pools.loopbacks, &pools.fabric, &pools.hosts] {
+                    if overlaps(&net, &pool.net) {
+                        ok = false;
+                        d.error(Some(span.clone()), format!("{net} overlaps the `{}` pool {}", pool.key, pool.net))
+                            .label("overlaps a fabric pool")
+                            .help("external networks must be outside the loopbacks, fabric and hosts pools of `[addressing]`; pick another network or move the pool");
+                    }
+                }
+            }
+        }
+        let Some(fabric) = fabric.as_deref_mut() else {
+            continue;
+        };
+        let Some(node_v) = &e.node else { continue };
+        let node_name = node_v.get_ref();
+        let node = match fabric.node_by_name(node_name) {
+            Some(n) if n.role.is_switch() => n.id,
+            Some(_) => {
+                d.error(
+                    Some(node_v.span()),
+                    format!("`{node_name}` is a host; external ports attach to switches"),
+                )
+                .label("not a switch")
+                .help("pick a switch, e.g. the host's ToR/edge/leaf");
+                continue;
+            }
+            None => {
+                let names = fabric.switches().map(|n| n.name.as_str());
+                let help = match did_you_mean(node_name, names) {
+                    Some(g) => format!(
+                        "did you mean `{g}`? external ports attach to any switch of the fabric"
+                    ),
+                    None => {
+                        let first = fabric
+                            .switches()
+                            .next()
+                            .map(|n| n.name.clone())
+                            .unwrap_or_default();
+                        format!("external ports attach to any switch of the fabric, e.g. `{first}`")
+                    }
+                };
+                d.error(
+                    Some(node_v.span()),
+                    format!("external port on unknown node `{node_name}`"),
+                )
+                .label("no such switch")
+                .help(help);
+                continue;
+            }
+        };
+        let ifname = e
+            .name
+            .as_ref()
+            .map_or_else(|| format!("ext{index}"), |n| n.get_ref().clone());
+        let clash = fabric
+            .ports(node)
+            .any(|(_, local, _)| local.ifname == ifname)
+            || fabric
+                .externals
+                .iter()
+                .any(|x| x.node == node && x.ifname == ifname);
+        if clash {
+            let span = e.name.as_ref().map_or(s.span.clone(), |n| n.span());
+            d.error(
+                Some(span),
+                format!("interface name `{ifname}` is already used in `{node_name}`"),
+            )
+            .label("name taken")
+            .help("set `name` to an interface name not used by the node's links");
+            continue;
+        }
+        if !ok {
+            continue;
+        }
+        let Some((addr, _)) = address else { continue };
+        let Some(interface) = e.interface else {
+            continue;
+        };
+        fabric.prefixes.push(Prefix {
+            net: addr.trunc(),
+            attached: vec![node],
+            kind: PrefixKind::External {
+                gateway: None,
+                ifname: ifname.clone(),
+            },
+        });
+        for (net, _) in &routes {
+            fabric.prefixes.push(Prefix {
+                net: *net,
+                attached: vec![node],
+                kind: PrefixKind::External {
+                    gateway,
+                    ifname: ifname.clone(),
+                },
+            });
+        }
+        fabric.externals.push(ExternalPort {
+            node,
+            interface: interface.into_inner(),
+            netns: e.netns.map(|n| n.into_inner()),
+            ifname,
+            addr,
+            routes: routes.into_iter().map(|(n, _)| n).collect(),
+            gateway,
+        });
+    }
+}
