@@ -166,8 +166,11 @@ pub(crate) fn leaf_spine_size(
     hosts_per_leaf: u64,
     uplinks: u64,
 ) -> (u64, u64) {
-    let hosts = leaves * hosts_per_leaf;
-    (spines + leaves + hosts, hosts + leaves * spines * uplinks)
+    let hosts = leaves.saturating_mul(hosts_per_leaf);
+    (
+        spines.saturating_add(leaves).saturating_add(hosts),
+        hosts.saturating_add(leaves.saturating_mul(spines).saturating_mul(uplinks)),
+    )
 }
 
 /// Two-tier Clos. Node order: leaves, spines, hosts.
@@ -233,14 +236,21 @@ pub(crate) struct HpnParams {
 
 /// Sizes of an HPN pod: (nodes, links).
 pub(crate) fn hpn_size(p: &HpnParams) -> (u64, u64) {
-    let s = u64::from(p.segments);
-    let hosts = s * (u64::from(p.hosts_per_segment) + u64::from(p.backup_hosts));
-    let tors = s * u64::from(p.rails) * u64::from(p.planes);
-    let aggs = u64::from(p.planes) * u64::from(p.aggs_per_plane);
-    let nodes = hosts + tors + aggs + u64::from(p.cores);
-    let links = hosts * u64::from(p.rails) * u64::from(p.planes)
-        + tors * u64::from(p.aggs_per_plane)
-        + aggs * u64::from(p.core_uplinks);
+    // Saturating: absurd parameters must fail the size check, not overflow.
+    let m = |a: u64, b: u32| a.saturating_mul(u64::from(b));
+    let hosts = m(
+        u64::from(p.hosts_per_segment) + u64::from(p.backup_hosts),
+        p.segments,
+    );
+    let tors = m(m(u64::from(p.segments), p.rails), p.planes);
+    let aggs = m(u64::from(p.planes), p.aggs_per_plane);
+    let nodes = hosts
+        .saturating_add(tors)
+        .saturating_add(aggs)
+        .saturating_add(u64::from(p.cores));
+    let links = m(m(hosts, p.rails), p.planes)
+        .saturating_add(m(tors, p.aggs_per_plane))
+        .saturating_add(m(aggs, p.core_uplinks));
     (nodes, links)
 }
 

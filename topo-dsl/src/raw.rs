@@ -260,7 +260,18 @@ pub(crate) fn read_table<'a, 'i, T: DeserializeOwned>(
     match T::deserialize(de) {
         Ok(raw) => Some(Section { raw, span, extra }),
         Err(e) => {
-            report_toml_error(d, &e, span, what);
+            // Name the key whose value failed, when the error points at one.
+            let key = e.span().and_then(|es| {
+                table
+                    .iter()
+                    .find(|(_, v)| v.span() == es)
+                    .map(|(k, _)| -> &str { k.get_ref() })
+            });
+            let what = match key {
+                Some(k) => format!("`{k}` in {what}"),
+                None => what.to_string(),
+            };
+            report_toml_error(d, &e, span, &what);
             None
         }
     }
@@ -290,7 +301,7 @@ fn explain_serde_message(message: &str, what: &str) -> (String, String) {
                 other => other,
             };
             return (
-                format!("expected {expected} in {what}, found {found}"),
+                format!("{what}: expected {expected}, found {found}"),
                 type_help(expected),
             );
         }
@@ -303,12 +314,12 @@ fn explain_serde_message(message: &str, what: &str) -> (String, String) {
                 other => other,
             };
             return (
-                format!("expected {expected} in {what}, found {found}"),
+                format!("{what}: expected {expected}, found {found}"),
                 String::new(),
             );
         }
     }
-    (format!("{message} in {what}"), String::new())
+    (format!("{what}: {message}"), String::new())
 }
 
 fn type_help(expected: &str) -> String {

@@ -230,9 +230,14 @@ fn read_lab(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>) -> Option<LabParts> {
             match check_lab_name(name) {
                 Ok(()) => Some(name.clone()),
                 Err(why) => {
+                    let rule = "a lab name is 1-12 bytes of a-z, 0-9 and -, starting with a letter or digit (namespaces are named `tn-<lab>-<node>`)";
+                    let help = match suggest_lab_name(name) {
+                        Some(s) => format!("did you mean `{s}`? {rule}"),
+                        None => rule.to_string(),
+                    };
                     d.error(Some(n.span()), format!("invalid lab name `{name}`: {why}"))
                         .label("invalid lab name")
-                        .help("a lab name is 1-12 bytes of a-z, 0-9 and -, starting with a letter or digit (namespaces are named `tn-<lab>-<node>`)");
+                        .help(help);
                     None
                 }
             }
@@ -254,6 +259,26 @@ fn read_lab(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>) -> Option<LabParts> {
         },
     };
     Some((name, seed, target))
+}
+
+/// A valid lab name close to an invalid one: lowercase, other characters
+/// replaced by `-`, truncated to 12 bytes.
+fn suggest_lab_name(name: &str) -> Option<String> {
+    let mut s: String = name
+        .chars()
+        .map(|c| {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_lowercase() || c.is_ascii_digit() {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    s = s.trim_matches('-').to_string();
+    s.truncate(12);
+    let s = s.trim_end_matches('-').to_string();
+    (check_lab_name(&s).is_ok() && s != name).then_some(s)
 }
 
 fn check_lab_name(name: &str) -> Result<(), String> {
@@ -354,11 +379,13 @@ fn read_addressing(d: &mut Diags<'_>, v: Option<&Spanned<DeValue<'_>>>) -> Optio
     let loopbacks = read_pool(d, raw.loopbacks, "loopbacks", plan::DEFAULT_LOOPBACKS);
     let fabric = read_pool(d, raw.fabric, "fabric", plan::DEFAULT_FABRIC);
     let hosts = read_pool(d, raw.hosts, "hosts", plan::DEFAULT_HOSTS);
-    let (loopbacks, fabric, hosts) = (loopbacks?, fabric?, hosts?);
     let mut ok = true;
-    let pools = [&loopbacks, &fabric, &hosts];
-    for (i, a) in pools.iter().enumerate() {
-        for b in &pools[i + 1..] {
+    let valid: Vec<&Pool> = [&loopbacks, &fabric, &hosts]
+        .into_iter()
+        .flatten()
+        .collect();
+    for (i, a) in valid.iter().enumerate() {
+        for b in &valid[i + 1..] {
             if overlaps(&a.net, &b.net) {
                 ok = false;
                 let span = b.span.clone().or(a.span.clone());
@@ -379,6 +406,7 @@ fn read_addressing(d: &mut Diags<'_>, v: Option<&Spanned<DeValue<'_>>>) -> Optio
             }
         }
     }
+    let (loopbacks, fabric, hosts) = (loopbacks?, fabric?, hosts?);
     ok.then_some(Pools {
         loopbacks,
         fabric,
@@ -488,18 +516,8 @@ fn read_topology(
                     None
                 }
             },
-            None => {
-                d.error(
-                    Some(k.span()),
-                    format!(
-                        "expected a string for `kind`, found {}",
-                        k.get_ref().type_str()
-                    ),
-                )
-                .label("expected a string")
-                .help(format!("valid kinds: {}", KINDS.join(", ")));
-                None
-            }
+            // Not a string: reported by the typed read below.
+            None => None,
         },
     };
     *kind_name = kind;
@@ -820,11 +838,22 @@ fn read_custom(
                 match by_name.get(name.as_str()) {
                     Some((id, _)) => Some(*id),
                     None => {
+                        let declared = if names.is_empty() {
+                            "no nodes are declared".to_string()
+                        } else if names.len() <= 8 {
+                            format!("declared nodes: {}", names.join(", "))
+                        } else {
+                            format!(
+                                "declared nodes: {}, ... ({} in all)",
+                                names[..8].join(", "),
+                                names.len()
+                            )
+                        };
                         let help = match did_you_mean(name, names.iter().copied()) {
-                            Some(g) => format!(
-                                "did you mean `{g}`? nodes are declared with `[[topology.nodes]]`"
-                            ),
-                            None => "nodes are declared with `[[topology.nodes]]`".to_string(),
+                            Some(g) => format!("did you mean `{g}`? {declared}"),
+                            None => {
+                                format!("{declared}; nodes are declared with `[[topology.nodes]]`")
+                            }
                         };
                         d.error(Some(v.span()), format!("unknown node `{name}` in link"))
                             .label("no such node")

@@ -1,0 +1,290 @@
+//! Golden files: wiring of generated fabrics and rendered diagnostics.
+//! Regenerate with `UPDATE_GOLDEN=1 cargo test -p turbonet-topo --test golden`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use turbonet_topo::{Lab, PrefixKind};
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+/// Compares `actual` with the golden file, or rewrites it when
+/// `UPDATE_GOLDEN` is set.
+fn check_golden(name: &str, actual: &str) {
+    let path = golden_dir().join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "missing golden file {}; run with UPDATE_GOLDEN=1",
+            path.display()
+        )
+    });
+    if expected != actual {
+        let (line, (e, a)) = expected
+            .lines()
+            .zip(actual.lines())
+            .enumerate()
+            .find(|(_, (e, a))| e != a)
+            .map(|(i, p)| (i + 1, p))
+            .unwrap_or((0, ("<length differs>", "")));
+        panic!(
+            "{name} differs from the golden file at line {line}:\n  expected: {e}\n  actual:   {a}\n(run with UPDATE_GOLDEN=1 to accept)"
+        );
+    }
+}
+
+/// A readable, complete dump of a lab.
+fn dump(lab: &Lab) -> String {
+    let f = &lab.fabric;
+    let mut out = String::new();
+    let s = turbonet_topo::summary(lab);
+    writeln!(
+        out,
+        "lab {} seed {} target {:?} routing {:?}",
+        lab.name, lab.seed, lab.target, lab.routing.mode
+    )
+    .unwrap();
+    writeln!(out, "topology {:?}", f.kind).unwrap();
+    let roles: Vec<String> = s
+        .nodes_by_role
+        .iter()
+        .map(|r| format!("{} {}", r.role, r.count))
+        .collect();
+    writeln!(out, "nodes {}: {}", f.nodes.len(), roles.join(", ")).unwrap();
+    let classes: Vec<String> = s
+        .links_by_class
+        .iter()
+        .map(|c| format!("{} {}", c.class, c.count))
+        .collect();
+    writeln!(out, "links {}: {}", f.links.len(), classes.join(", ")).unwrap();
+    writeln!(out, "\n# nodes: name role pod plane asn loopback ports").unwrap();
+    for n in &f.nodes {
+        writeln!(
+            out,
+            "{} {} pod={} plane={} asn={} lo={}{} ports={}",
+            n.name,
+            n.role,
+            n.pod.map_or("-".into(), |p| p.to_string()),
+            n.plane.map_or("-".into(), |p| p.to_string()),
+            n.asn.map_or("-".into(), |a| a.to_string()),
+            n.loopback.map_or("-".into(), |a| a.to_string()),
+            if n.backup { " backup" } else { "" },
+            n.links.len()
+        )
+        .unwrap();
+    }
+    writeln!(
+        out,
+        "\n# links: name class  node:ifname addr -- node:ifname addr"
+    )
+    .unwrap();
+    for l in &f.links {
+        let [a, b] = &l.ends;
+        write!(
+            out,
+            "{} {}  {}:{} {} -- {}:{} {}",
+            l.name,
+            l.class,
+            f.node(a.node).name,
+            a.ifname,
+            a.addr,
+            f.node(b.node).name,
+            b.ifname,
+            b.addr
+        )
+        .unwrap();
+        let p = &l.params;
+        for (k, v) in [
+            ("rate", p.rate.map(|x| x.to_string())),
+            ("delay", p.delay.map(|x| x.to_string())),
+            ("jitter", p.jitter.map(|x| x.to_string())),
+            ("loss", p.loss.map(|x| x.to_string())),
+            ("queue", p.queue.map(|x| x.to_string())),
+            ("mtu", p.mtu.map(|x| x.to_string())),
+        ] {
+            if let Some(v) = v {
+                write!(out, " {k}={v}").unwrap();
+            }
+        }
+        writeln!(out).unwrap();
+    }
+    writeln!(out, "\n# prefixes").unwrap();
+    for p in &f.prefixes {
+        let attached: Vec<&str> = p
+            .attached
+            .iter()
+            .map(|&n| f.node(n).name.as_str())
+            .collect();
+        let kind = match &p.kind {
+            PrefixKind::Loopback => "loopback".to_string(),
+            PrefixKind::Hosts { gateway } => format!("hosts gw={gateway}"),
+            PrefixKind::External { gateway, ifname } => format!(
+                "external via={} ifname={ifname}",
+                gateway.map_or("on-link".into(), |g| g.to_string())
+            ),
+        };
+        writeln!(out, "{} {} at {}", p.net, kind, attached.join(",")).unwrap();
+    }
+    if !f.externals.is_empty() {
+        writeln!(out, "\n# externals").unwrap();
+        for x in &f.externals {
+            writeln!(
+                out,
+                "{}:{} <- {}{} addr={} gw={} routes={:?}",
+                f.node(x.node).name,
+                x.ifname,
+                x.interface,
+                x.netns.as_ref().map_or(String::new(), |n| format!("@{n}")),
+                x.addr,
+                x.gateway.map_or("-".into(), |g| g.to_string()),
+                x.routes.iter().map(|r| r.to_string()).collect::<Vec<_>>()
+            )
+            .unwrap();
+        }
+    }
+    out
+}
+
+fn lab_golden(input: &str, text: &str, golden: &str) {
+    let lab =
+        turbonet_topo::parse(input, text).unwrap_or_else(|e| panic!("{}", e.render_plain(100)));
+    check_golden(&format!("{golden}.txt"), &dump(&lab));
+    let summary = serde_json::to_string_pretty(&turbonet_topo::summary(&lab)).unwrap() + "\n";
+    check_golden(&format!("{golden}.summary.json"), &summary);
+}
+
+fn scenario(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios")
+        .join(name);
+    std::fs::read_to_string(path).unwrap()
+}
+
+#[test]
+fn fat_tree_k4() {
+    lab_golden(
+        "fat-tree-k4.toml",
+        &scenario("fat-tree-k4.toml"),
+        "fat-tree-k4",
+    );
+}
+
+#[test]
+fn leaf_spine_small() {
+    lab_golden(
+        "leaf-spine.toml",
+        &scenario("leaf-spine.toml"),
+        "leaf-spine",
+    );
+}
+
+#[test]
+fn hpn_small() {
+    lab_golden("hpn.toml", &scenario("hpn.toml"), "hpn");
+}
+
+#[test]
+fn custom_triangle() {
+    lab_golden(
+        "custom-triangle.toml",
+        &scenario("custom-triangle.toml"),
+        "custom-triangle",
+    );
+}
+
+/// Parameters, precedence, parallel links and externals in one file.
+#[test]
+fn leaf_spine_params_and_externals() {
+    let text = r#"
+[lab]
+name = "lsx"
+seed = 7
+target = "soft"
+
+[topology]
+kind = "leaf-spine"
+spines = 2
+leaves = 2
+hosts_per_leaf = 1
+uplinks = 2
+
+[routing]
+mode = "controller"
+[routing.asn]
+base = 65000
+
+[addressing]
+loopbacks = "192.168.0.0/24"
+fabric = "192.168.1.0/24"
+hosts = "172.16.0.0/16"
+
+[links.default]
+mtu = 9000
+delay = "1us"
+
+[links.leaf-spine]
+rate = "100gbit"
+delay = "2us"
+
+[[links.override]]
+link = "leaf0--spine1:1"
+delay = "1ms"
+loss = "0.5%"
+queue = "64KiB"
+jitter = "10us"
+
+[[external]]
+node = "spine0"
+interface = "enp3s0"
+address = "192.0.2.1/24"
+gateway = "192.0.2.2"
+routes = ["198.51.100.0/24", "203.0.113.0/25"]
+
+[[external]]
+node = "leaf1"
+interface = "veth-hw"
+netns = "rig"
+name = "hw0"
+address = "10.99.0.1/31"
+"#;
+    lab_golden("lsx.toml", text, "leaf-spine-params");
+}
+
+/// Every `tests/golden/diag/*.toml` renders to its `.txt`: the plain list
+/// (line:col, message, help) and miette's graphical report.
+#[test]
+fn diagnostics() {
+    let dir = golden_dir().join("diag");
+    let mut inputs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    inputs.sort();
+    assert!(inputs.len() >= 5);
+    for input in inputs {
+        let name = input.file_name().unwrap().to_string_lossy().to_string();
+        let text = std::fs::read_to_string(&input).unwrap();
+        let errors = match turbonet_topo::parse(&name, &text) {
+            Ok(_) => panic!("{name} should not parse"),
+            Err(e) => e,
+        };
+        let mut out = String::new();
+        for e in errors.iter() {
+            let (line, col) = e.line_col().unwrap_or((0, 0));
+            writeln!(out, "{name}:{line}:{col}: {}", e.message()).unwrap();
+            if let Some(h) = e.help() {
+                writeln!(out, "  help: {h}").unwrap();
+            }
+        }
+        writeln!(out, "---").unwrap();
+        out.push_str(&errors.render_plain(80));
+        check_golden(&format!("diag/{}", name.replace(".toml", ".txt")), &out);
+    }
+}
