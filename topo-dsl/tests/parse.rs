@@ -85,8 +85,10 @@ fn hpn_pod_counts_and_oversubscription() {
     for c in lab.fabric.nodes.iter().filter(|n| n.role == Role::Core) {
         assert_eq!(c.links.len(), 120, "{}", c.name);
     }
-    // Generous even in debug builds; well under a second in release.
-    assert!(parsed_in.as_secs_f64() < 10.0, "parse took {parsed_in:?}");
+    // About 0.1 s in release builds (47 000 links); debug builds are slower.
+    let limit = if cfg!(debug_assertions) { 10.0 } else { 1.0 };
+    assert!(parsed_in.as_secs_f64() < limit, "parse took {parsed_in:?}");
+    eprintln!("hpn-pod parsed in {parsed_in:?}");
 }
 
 #[test]
