@@ -1,1 +1,36 @@
-fn main() {}
+//! `turbonet`: turn a scenario file into a running data-center fabric.
+
+mod bench;
+mod check;
+mod cli;
+mod exec;
+mod externals;
+mod fabric;
+mod inspect;
+mod lab;
+mod limits;
+mod netns;
+mod render;
+mod state;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TURBONET_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match cli::run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,1 +1,158 @@
-//! End-to-end tests live in tests/tests/.
+//! Helpers for end-to-end tests that drive the built `turbonet` binary.
+//!
+//! Root tests create uniquely named labs (and any other objects), and always
+//! remove them: a [`LabGuard`] runs `turbonet down` when dropped, also when
+//! the test panics.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the workspace")
+        .to_path_buf()
+}
+
+/// The `turbonet` binary under test: `$TURBONET_BIN`, else the workspace's
+/// debug build (`cargo build --workspace` makes it).
+pub fn binary() -> PathBuf {
+    if let Some(bin) = std::env::var_os("TURBONET_BIN") {
+        return bin.into();
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target"));
+    let bin = target.join("debug").join("turbonet");
+    assert!(
+        bin.exists(),
+        "{} does not exist: run `cargo build --workspace` before the tests",
+        bin.display()
+    );
+    bin
+}
+
+/// A `turbonet` command.
+pub fn turbonet() -> Command {
+    let mut c = Command::new(binary());
+    c.env_remove("TURBONET_LOG");
+    c
+}
+
+/// Runs `turbonet ARGS`, returning its output.
+pub fn run(args: &[&str]) -> Output {
+    turbonet().args(args).output().expect("turbonet runs")
+}
+
+/// stdout and stderr of an output, for assertion messages.
+pub fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// True when running as root; root tests print a note and pass vacuously
+/// otherwise (CI runs as root).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Skips the calling test unless root.
+#[macro_export]
+macro_rules! require_root {
+    () => {
+        if !$crate::is_root() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+    };
+}
+
+/// A lab name no other test (or test run) uses: `<prefix><pid><n>`, at most
+/// 12 bytes.
+pub fn unique_lab(prefix: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let name = format!("{prefix}{}{n}", std::process::id() % 100_000);
+    assert!(name.len() <= 12, "lab name {name} too long");
+    name
+}
+
+/// Writes a copy of a bundled scenario with another lab name (and optional
+/// extra TOML appended), returning its path.
+pub fn scenario_as(bundled: &str, lab: &str, extra: &str) -> PathBuf {
+    let text = std::fs::read_to_string(workspace().join("scenarios").join(bundled))
+        .expect("bundled scenario exists");
+    let mut renamed = String::new();
+    let mut done = false;
+    for line in text.lines() {
+        if !done && line.trim_start().starts_with("name") {
+            renamed.push_str(&format!("name = \"{lab}\"\n"));
+            done = true;
+        } else {
+            renamed.push_str(line);
+            renamed.push('\n');
+        }
+    }
+    assert!(done, "{bundled} has a lab name");
+    renamed.push_str(extra);
+    write_scenario(lab, &renamed)
+}
+
+/// Writes scenario text to a temporary file named after the lab.
+pub fn write_scenario(lab: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join("turbonet-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{lab}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Runs `turbonet down LAB` when dropped.
+#[derive(Debug)]
+pub struct LabGuard(pub String);
+
+impl Drop for LabGuard {
+    fn drop(&mut self) {
+        let _ = run(&["down", &self.0]);
+    }
+}
+
+/// Namespaces of a lab that exist now.
+pub fn lab_namespaces(lab: &str) -> Vec<String> {
+    let prefix = format!("tn-{lab}-");
+    std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// True when the lab's state directory exists.
+pub fn lab_state_exists(lab: &str) -> bool {
+    Path::new("/run/turbonet").join(lab).exists()
+}
+
+/// Polls `f` until it returns true or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

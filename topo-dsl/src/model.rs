@@ -398,3 +398,23 @@ impl Fabric {
         self.nodes.iter().filter(|n| n.role == Role::Host)
     }
 }
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Target::Netns => "netns",
+            Target::P4rt => "p4rt",
+            Target::Soft => "soft",
+        })
+    }
+}
+
+impl fmt::Display for RoutingMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RoutingMode::Static => "static",
+            RoutingMode::Controller => "controller",
+            RoutingMode::Bgp => "bgp",
+        })
+    }
+}

@@ -1,0 +1,149 @@
+//! `turbonet bench`: time `up` (until routed) and `down` on scenarios, with
+//! the peak memory of each, measured as a user would run them: each step is
+//! this binary in a child process, timed from spawn to exit, its peak RSS
+//! read from `wait4`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+
+use crate::lab;
+use crate::render::{count, table};
+
+/// Arguments of `bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Scenario files (default: fat-tree k=4, k=8, k=16 and hpn from ./scenarios).
+    pub files: Vec<PathBuf>,
+    /// Runs per scenario; the table shows the median.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Also run `check` (all host pairs) after each `up`, and time it.
+    #[arg(long)]
+    pub check: bool,
+}
+
+struct Measured {
+    seconds: f64,
+    peak_rss_kib: u64,
+}
+
+/// Runs this binary with `args`, returning wall time and peak RSS.
+fn measure(args: &[&str]) -> Result<Measured> {
+    let exe = std::env::current_exe()?;
+    let start = Instant::now();
+    let child = Command::new(&exe)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("running {}", exe.display()))?;
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waiting for our own child with valid out-pointers.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let seconds = start.elapsed().as_secs_f64();
+    if r < 0 {
+        bail!("wait4: {}", std::io::Error::last_os_error());
+    }
+    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+        bail!("`turbonet {}` failed (status {status})", args.join(" "));
+    }
+    Ok(Measured {
+        seconds,
+        peak_rss_kib: usage.ru_maxrss as u64,
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `turbonet bench`.
+pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
+    let files = if args.files.is_empty() {
+        let dir = Path::new("scenarios");
+        if !dir.is_dir() {
+            bail!(
+                "no scenario files given and no ./scenarios directory; run from the turbonet checkout or name files"
+            );
+        }
+        [
+            "fat-tree-k4.toml",
+            "fat-tree-k8.toml",
+            "fat-tree-k16.toml",
+            "hpn.toml",
+        ]
+        .iter()
+        .map(|f| dir.join(f))
+        .collect()
+    } else {
+        args.files.clone()
+    };
+    let runs = args.runs.max(1);
+    let mut rows = Vec::new();
+    for file in &files {
+        let Ok((lab, _)) = lab::load(file) else {
+            return Ok(ExitCode::from(crate::cli::EXIT_INVALID));
+        };
+        let file_arg = file.display().to_string();
+        let (mut ups, mut downs, mut checks) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut up_rss, mut down_rss) = (0, 0);
+        for run in 0..runs {
+            eprintln!("bench {} run {}/{runs} ...", lab.name, run + 1);
+            let up = measure(&["up", "--quiet", &file_arg])?;
+            if args.check {
+                match measure(&["check", "--lab", &lab.name]) {
+                    Ok(c) => checks.push(c.seconds),
+                    Err(e) => {
+                        let _ = measure(&["down", &lab.name]);
+                        return Err(e);
+                    }
+                }
+            }
+            let down = measure(&["down", &lab.name])?;
+            ups.push(up.seconds);
+            downs.push(down.seconds);
+            up_rss = up_rss.max(up.peak_rss_kib);
+            down_rss = down_rss.max(down.peak_rss_kib);
+        }
+        let switches = lab.fabric.switches().count();
+        let hosts = lab.fabric.hosts().count();
+        rows.push(vec![
+            lab.name.clone(),
+            count(switches),
+            count(hosts),
+            count(lab.fabric.links.len()),
+            format!("{:.2}", median(ups)),
+            if checks.is_empty() {
+                "-".into()
+            } else {
+                format!("{:.2}", median(checks))
+            },
+            format!("{:.2}", median(downs)),
+            format!("{:.1}", up_rss as f64 / 1024.0),
+            format!("{:.1}", down_rss as f64 / 1024.0),
+        ]);
+    }
+    println!(
+        "{}",
+        table(
+            &[
+                "lab", "switches", "hosts", "links", "up s", "check s", "down s", "up MiB",
+                "down MiB",
+            ],
+            rows,
+            &[1, 2, 3, 4, 5, 6, 7, 8],
+        )
+    );
+    println!(
+        "median of {runs} run(s); `up s` is until every route is installed; MiB is peak RSS of the turbonet process"
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,148 @@
+//! Command-line interface.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::{bench, check, exec, inspect, lab};
+
+/// Exit code for invalid input (a scenario with errors, a bad argument).
+pub const EXIT_INVALID: u8 = 2;
+
+/// turbonet turns a scenario file into a running data-center fabric:
+/// switches and hosts in network namespaces, veth links, addresses and
+/// ECMP routes, ready for unmodified software to run against.
+#[derive(Debug, Parser)]
+#[command(
+    name = "turbonet",
+    version,
+    about,
+    after_help = "Examples:
+  turbonet validate scenarios/fat-tree-k4.toml   check a scenario (no root needed)
+  sudo turbonet up scenarios/fat-tree-k4.toml    build and route the fabric
+  sudo turbonet check                            probe every host pair
+  sudo turbonet exec h0-0-0 -- ping -c1 10.128.0.10
+  sudo turbonet down                             remove everything the lab created"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check a scenario file and print what it describes. Exit 2 if invalid.
+    Validate {
+        /// Scenario file (TOML).
+        file: PathBuf,
+        /// Print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Build the fabric of a scenario and wait until it is routed.
+    Up(UpArgs),
+    /// Remove everything a lab created (idempotent; works after a crash).
+    Down {
+        /// Lab name (default: the only lab that is up).
+        lab: Option<String>,
+    },
+    /// Show the labs that are up.
+    Status {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a lab's nodes, links or a node's routes.
+    Show {
+        /// What to show.
+        what: ShowWhat,
+        /// Only this node (required for `routes`).
+        node: Option<String>,
+        #[command(flatten)]
+        lab: LabArg,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a command inside a node (exit code passed through).
+    #[command(trailing_var_arg = true)]
+    Exec {
+        /// Node name.
+        node: String,
+        /// Command and its arguments (after `--`).
+        #[arg(required = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// Check that every host reaches every other host (ICMP from the hosts).
+    Check {
+        #[command(flatten)]
+        lab: LabArg,
+        /// Seconds to wait for the last replies (unanswered probes are retried
+        /// in up to 4 rounds).
+        #[arg(long, default_value_t = 2.0)]
+        timeout: f64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove the leftovers of every turbonet lab on this machine.
+    Clean,
+    /// Measure up and down times and peak memory on bundled scenarios.
+    Bench(bench::BenchArgs),
+}
+
+/// Arguments of `up`.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Scenario file (TOML).
+    pub file: PathBuf,
+    /// Print only errors.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Threads that create namespaces (default: one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+/// Which lab a command is about.
+#[derive(Debug, Args)]
+pub struct LabArg {
+    /// Lab name (default: the only lab that is up).
+    #[arg(long, short = 'l')]
+    pub lab: Option<String>,
+}
+
+/// What `show` shows.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ShowWhat {
+    /// Switches and hosts.
+    Nodes,
+    /// Links and their addresses.
+    Links,
+    /// A node's kernel routing table.
+    Routes,
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Validate { file, json } => lab::validate(&file, json),
+        Command::Up(args) => lab::up(&args),
+        Command::Down { lab } => lab::down(lab.as_deref()),
+        Command::Status { json } => inspect::status(json),
+        Command::Show {
+            what,
+            node,
+            lab,
+            json,
+        } => inspect::show(what, node.as_deref(), lab.lab.as_deref(), json),
+        Command::Exec { node, command, lab } => exec::exec(lab.lab.as_deref(), &node, &command),
+        Command::Check { lab, timeout, json } => check::check(lab.lab.as_deref(), timeout, json),
+        Command::Clean => lab::clean(),
+        Command::Bench(args) => bench::bench(&args),
+    }
+}

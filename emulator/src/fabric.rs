@@ -1,0 +1,399 @@
+//! The `netns` target: a fabric of network namespaces and veth links, built
+//! through rtnetlink.
+//!
+//! Every node is a namespace `tn-<lab>-<node>`. Every link is a veth pair
+//! created with each end already in its namespace, in one request, sent from
+//! the lower-tier end's namespace. Port `i` of a node (its i-th link) gets
+//! ifindex `i + 2` (1 is `lo`), so no lookups are needed to address it.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::Instant;
+
+use anyhow::{Context, Result, anyhow, bail};
+use futures::stream::{self, StreamExt, TryStreamExt};
+use rtnetlink::packet_route::link::{InfoData, InfoVeth};
+use rtnetlink::packet_route::route::{RouteProtocol, RouteScope};
+use rtnetlink::{Handle, LinkUnspec, LinkVeth, RouteMessageBuilder, RouteNextHopBuilder};
+use turbonet_routing::Route;
+use turbonet_topo::{Lab, Link, Node, Role};
+
+use crate::netns;
+
+/// Requests in flight per netlink connection. Bounded so that the kernel's
+/// ACKs never overflow the socket's receive buffer.
+const IN_FLIGHT: usize = 128;
+
+/// Namespace name of a node.
+pub fn ns_name(lab: &str, node: &str) -> String {
+    format!("tn-{lab}-{node}")
+}
+
+/// Interface alias that marks a kernel object as the lab's.
+pub fn alias(lab: &str, what: &str) -> String {
+    format!("turbonet:{lab}:{what}")
+}
+
+/// A node's namespace, held open, with a netlink connection inside it.
+#[derive(Debug)]
+pub struct NodeNs {
+    /// The namespace.
+    pub ns: OwnedFd,
+    /// rtnetlink handle whose socket lives in the namespace.
+    pub handle: Handle,
+}
+
+/// ifindex of port `port` (position in `Node::links`).
+fn port_ifindex(port: usize) -> u32 {
+    port as u32 + 2
+}
+
+/// The per-switch ECMP hash seed, derived from the scenario seed and the
+/// switch name (never 0: the kernel reads 0 as "random").
+pub fn hash_seed(seed: u64, node: &str) -> u32 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for b in node.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let mut z = seed ^ h;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z as u32).max(1)
+}
+
+/// Sysctls for a node, set inside its namespace right after creation.
+fn node_sysctls(lab: &Lab, node: &Node, has_seed: bool) -> Vec<(&'static str, String)> {
+    let mut s = vec![
+        ("net/ipv4/conf/all/rp_filter", "0".to_owned()),
+        ("net/ipv4/conf/default/rp_filter", "0".to_owned()),
+        // Fabric links come up at once; duplicate-address detection only slows them.
+        ("net/ipv6/conf/default/accept_dad", "0".to_owned()),
+        ("net/ipv6/conf/all/accept_dad", "0".to_owned()),
+    ];
+    if node.role.is_switch() {
+        s.push(("net/ipv4/ip_forward", "1".to_owned()));
+        // L4 hash, so flows spread over equal-cost paths (and polarize, or
+        // not, depending on the seed).
+        s.push(("net/ipv4/fib_multipath_hash_policy", "1".to_owned()));
+        if has_seed {
+            s.push((
+                "net/ipv4/fib_multipath_hash_seed",
+                hash_seed(lab.seed, &node.name).to_string(),
+            ));
+        }
+    } else {
+        // Hosts spread their own flows over their ports (dual-ToR) too.
+        s.push(("net/ipv4/fib_multipath_hash_policy", "1".to_owned()));
+    }
+    s
+}
+
+/// Creates every node's namespace, sets its sysctls and opens a netlink
+/// connection inside it. Namespaces are created by `threads` dedicated
+/// threads.
+pub fn create_namespaces(lab: &Lab, threads: usize) -> Result<Vec<NodeNs>> {
+    let names: Vec<String> = lab
+        .fabric
+        .nodes
+        .iter()
+        .map(|n| ns_name(&lab.name, &n.name))
+        .collect();
+    let has_seed = netns::has_sysctl("net/ipv4/fib_multipath_hash_seed");
+    let by_name: std::collections::HashMap<&str, &Node> = names
+        .iter()
+        .map(String::as_str)
+        .zip(lab.fabric.nodes.iter())
+        .collect();
+    let results = netns::create_batch(&names, threads, &|name: &str| {
+        let node = by_name[name];
+        for (key, value) in node_sysctls(lab, node, has_seed) {
+            netns::write_sysctl(key, &value)?;
+        }
+        Ok((netns::open_current()?, netns::route_socket()?))
+    });
+    let mut nodes = Vec::with_capacity(results.len());
+    for (name, result) in names.iter().zip(results) {
+        let (ns, socket) = result.with_context(|| format!("creating namespace {name}"))?;
+        nodes.push(NodeNs {
+            ns,
+            handle: connect(socket)?,
+        });
+    }
+    Ok(nodes)
+}
+
+/// Turns a route-netlink socket into an rtnetlink handle on the current
+/// tokio runtime.
+pub fn connect(socket: OwnedFd) -> Result<Handle> {
+    let fd = socket.as_raw_fd();
+    std::mem::forget(socket);
+    // SAFETY: ownership of `fd` moves from the OwnedFd into the TokioSocket.
+    let socket = unsafe { rtnetlink::sys::TokioSocket::from_raw_fd(fd) };
+    let (connection, handle, _) = rtnetlink::from_socket(socket);
+    tokio::spawn(connection);
+    Ok(handle)
+}
+
+/// Runs `requests` with at most [`IN_FLIGHT`] in flight, failing on the first
+/// error.
+async fn pipelined<F>(requests: impl IntoIterator<Item = F>) -> Result<()>
+where
+    F: Future<Output = Result<()>>,
+{
+    stream::iter(requests)
+        .map(Ok)
+        .try_for_each_concurrent(IN_FLIGHT, |f| f)
+        .await
+}
+
+/// Creates every link as a veth pair, both ends up, each in its node's
+/// namespace with its deterministic ifindex. Requests go through the
+/// lower-tier end's connection, so link creation spreads over all of them.
+pub async fn create_links(lab: &Lab, nodes: &[NodeNs]) -> Result<()> {
+    let port_of = port_positions(lab);
+    let per_node = group_by_first_end(lab);
+    let work = per_node.into_iter().enumerate().map(|(node, links)| {
+        let port_of = &port_of;
+        async move {
+            pipelined(links.into_iter().map(|link| {
+                let link = lab.fabric.link(link);
+                let [a, b] = &link.ends;
+                let (ia, ib) = (
+                    port_of[link.id.0 as usize][0],
+                    port_of[link.id.0 as usize][1],
+                );
+                // The peer cannot be brought up in the same request (the
+                // kernel answers ENOTCONN); `configure_addresses` does it.
+                let mut peer = LinkUnspec::new_with_index(port_ifindex(ib))
+                    .name(b.ifname.clone())
+                    .setns_by_fd(nodes[b.node.0 as usize].ns.as_raw_fd());
+                let mut veth = LinkVeth::new(&a.ifname, &b.ifname)
+                    .index(port_ifindex(ia))
+                    .up();
+                if let Some(mtu) = link.params.mtu {
+                    peer = peer.mtu(u32::from(mtu.0));
+                    veth = veth.mtu(u32::from(mtu.0));
+                }
+                let veth = veth
+                    .set_info_data(InfoData::Veth(InfoVeth::Peer(peer.build())))
+                    .build();
+                let handle = nodes[node].handle.clone();
+                async move {
+                    handle
+                        .link()
+                        .add(veth)
+                        .execute()
+                        .await
+                        .with_context(|| format!("creating link {}", link.name))
+                }
+            }))
+            .await
+        }
+    });
+    futures::future::try_join_all(work).await?;
+    Ok(())
+}
+
+/// For every link, the port position of each end in its node.
+fn port_positions(lab: &Lab) -> Vec<[usize; 2]> {
+    let mut pos = vec![[0usize; 2]; lab.fabric.links.len()];
+    for node in &lab.fabric.nodes {
+        for (port, &l) in node.links.iter().enumerate() {
+            let link = lab.fabric.link(l);
+            let side = usize::from(link.ends[0].node != node.id);
+            pos[l.0 as usize][side] = port;
+        }
+    }
+    pos
+}
+
+/// Links grouped by the node of their first (lower-tier) end.
+fn group_by_first_end(lab: &Lab) -> Vec<Vec<turbonet_topo::LinkId>> {
+    let mut groups = vec![Vec::new(); lab.fabric.nodes.len()];
+    for link in &lab.fabric.links {
+        groups[link.ends[0].node.0 as usize].push(link.id);
+    }
+    groups
+}
+
+/// Brings `lo` and the peer ends of veths up, puts switch loopbacks on `lo`
+/// and addresses every port.
+pub async fn configure_addresses(lab: &Lab, nodes: &[NodeNs]) -> Result<usize> {
+    let counts = futures::future::try_join_all(lab.fabric.nodes.iter().map(|node| async move {
+        let handle = &nodes[node.id.0 as usize].handle;
+        handle
+            .link()
+            .set(LinkUnspec::new_with_index(1).up().build())
+            .execute()
+            .await
+            .with_context(|| format!("{}: bringing lo up", node.name))?;
+        let peer_ends: Vec<u32> = lab
+            .fabric
+            .ports(node.id)
+            .enumerate()
+            .filter(|(_, (link, local, _))| {
+                link.ends[1].node == local.node && link.ends[0].node != local.node
+            })
+            .map(|(port, _)| port_ifindex(port))
+            .collect();
+        pipelined(peer_ends.into_iter().map(|index| {
+            let request = handle
+                .link()
+                .set(LinkUnspec::new_with_index(index).up().build());
+            let node = &node.name;
+            async move {
+                request
+                    .execute()
+                    .await
+                    .with_context(|| format!("{node}: bringing port {index} up"))
+            }
+        }))
+        .await?;
+        let mut addrs: Vec<(u32, Ipv4Addr, u8, String)> = Vec::new();
+        if let Some(lo) = node.loopback {
+            addrs.push((1, lo, 32, "lo".to_owned()));
+        }
+        for (port, (_, local, _)) in lab.fabric.ports(node.id).enumerate() {
+            addrs.push((
+                port_ifindex(port),
+                local.addr.addr(),
+                local.addr.prefix_len(),
+                local.ifname.clone(),
+            ));
+        }
+        let count = addrs.len();
+        pipelined(addrs.into_iter().map(|(index, addr, len, ifname)| {
+            let request = handle.address().add(index, IpAddr::V4(addr), len);
+            let node = &node.name;
+            async move {
+                request
+                    .execute()
+                    .await
+                    .with_context(|| format!("{node}: address {addr}/{len} on {ifname}"))
+            }
+        }))
+        .await?;
+        Ok::<_, anyhow::Error>(count)
+    }))
+    .await?;
+    Ok(counts.into_iter().sum())
+}
+
+/// Installs every node's routes. Returns how many were installed.
+pub async fn install_routes(lab: &Lab, nodes: &[NodeNs], routes: &[Vec<Route>]) -> Result<usize> {
+    let counts = futures::future::try_join_all(lab.fabric.nodes.iter().map(|node| async move {
+        let ifindex = ifindex_by_name(lab, node);
+        let handle = &nodes[node.id.0 as usize].handle;
+        let node_routes = &routes[node.id.0 as usize];
+        let messages = node_routes
+            .iter()
+            .map(|route| route_message(route, &ifindex).map(|m| (route, m)))
+            .collect::<Result<Vec<_>>>()
+            .with_context(|| format!("{}: building routes", node.name))?;
+        pipelined(messages.into_iter().map(|(route, message)| {
+            let request = handle.route().add(message);
+            let node = &node.name;
+            async move {
+                request
+                    .execute()
+                    .await
+                    .with_context(|| format!("{node}: route {}", route.prefix))
+            }
+        }))
+        .await?;
+        Ok::<_, anyhow::Error>(node_routes.len())
+    }))
+    .await?;
+    Ok(counts.into_iter().sum())
+}
+
+/// Interface name to ifindex for a node's ports.
+fn ifindex_by_name<'a>(lab: &'a Lab, node: &Node) -> std::collections::HashMap<&'a str, u32> {
+    lab.fabric
+        .ports(node.id)
+        .enumerate()
+        .map(|(port, (_, local, _))| (local.ifname.as_str(), port_ifindex(port)))
+        .collect()
+}
+
+/// The netlink message for one route.
+fn route_message(
+    route: &Route,
+    ifindex: &std::collections::HashMap<&str, u32>,
+) -> Result<rtnetlink::packet_route::route::RouteMessage> {
+    let index = |name: &str| {
+        ifindex
+            .get(name)
+            .copied()
+            .ok_or_else(|| anyhow!("no interface {name}"))
+    };
+    let mut builder = RouteMessageBuilder::<Ipv4Addr>::new()
+        .destination_prefix(route.prefix.network(), route.prefix.prefix_len())
+        .protocol(RouteProtocol::Static);
+    match route.nexthops.as_slice() {
+        [] => bail!("route {} has no next hop", route.prefix),
+        [hop] => {
+            builder = builder.output_interface(index(&hop.ifname)?);
+            match hop.via {
+                Some(via) => {
+                    builder = builder.gateway(via);
+                    if hop.onlink {
+                        builder = builder.onlink();
+                    }
+                }
+                None => builder = builder.scope(RouteScope::Link),
+            }
+        }
+        hops => {
+            let nexthops = hops
+                .iter()
+                .map(|hop| {
+                    let mut nh = RouteNextHopBuilder::new_ipv4().interface(index(&hop.ifname)?);
+                    if let Some(via) = hop.via {
+                        nh = nh.via(IpAddr::V4(via)).map_err(|e| anyhow!("{e:?}"))?;
+                    }
+                    if hop.onlink {
+                        nh = nh.onlink();
+                    }
+                    Ok(nh.build())
+                })
+                .collect::<Result<Vec<_>>>()?;
+            builder = builder.multipath(nexthops);
+        }
+    }
+    Ok(builder.build())
+}
+
+/// Times a phase.
+pub struct Stopwatch(Instant);
+
+impl Stopwatch {
+    /// Starts now.
+    pub fn start() -> Self {
+        Stopwatch(Instant::now())
+    }
+
+    /// Seconds since start.
+    pub fn seconds(&self) -> f64 {
+        self.0.elapsed().as_secs_f64()
+    }
+}
+
+/// Role counts for messages ("80 switches, 128 hosts").
+pub fn describe_nodes(lab: &Lab) -> String {
+    let hosts = lab
+        .fabric
+        .nodes
+        .iter()
+        .filter(|n| n.role == Role::Host)
+        .count();
+    let switches = lab.fabric.nodes.len() - hosts;
+    format!("{switches} switches, {hosts} hosts")
+}
+
+/// The link by name (for error messages).
+#[allow(dead_code)]
+pub fn link_named<'a>(lab: &'a Lab, name: &str) -> Option<&'a Link> {
+    lab.fabric.link_by_name(name)
+}

@@ -1,0 +1,384 @@
+//! `status` and `show`: what is up, and what it looks like.
+
+use std::net::IpAddr;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use futures::TryStreamExt;
+use rtnetlink::packet_route::AddressFamily;
+use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteMessage, RouteProtocol};
+use serde::Serialize;
+use turbonet_topo::Lab;
+
+use crate::cli::{EXIT_INVALID, ShowWhat};
+use crate::fabric;
+use crate::lab;
+use crate::netns;
+use crate::render::{count, table};
+use crate::state::{self, LabDir};
+
+#[derive(Debug, Serialize)]
+struct LabStatus {
+    lab: String,
+    phase: String,
+    scenario: String,
+    namespaces: usize,
+    namespaces_present: usize,
+    externals: usize,
+    up_seconds: Option<f64>,
+    pid: u32,
+}
+
+/// `turbonet status`.
+pub fn status(json: bool) -> Result<ExitCode> {
+    let mut rows = Vec::new();
+    for name in state::labs(Path::new(state::RUN_DIR))? {
+        let dir = LabDir::of(&name);
+        let Some(st) = dir.load()? else {
+            rows.push(LabStatus {
+                lab: name,
+                phase: "no state (interrupted)".into(),
+                scenario: String::new(),
+                namespaces: 0,
+                namespaces_present: 0,
+                externals: 0,
+                up_seconds: None,
+                pid: 0,
+            });
+            continue;
+        };
+        let mut phase = st.phase.to_string();
+        if st.phase == state::Phase::Building && !state::pid_alive(st.pid) {
+            phase = "interrupted (run down)".into();
+        }
+        rows.push(LabStatus {
+            lab: name,
+            phase,
+            scenario: st.scenario.display().to_string(),
+            namespaces: st.namespaces.len(),
+            namespaces_present: st.namespaces.iter().filter(|n| netns::exists(n)).count(),
+            externals: st.externals.len(),
+            up_seconds: st
+                .timings
+                .iter()
+                .find(|t| t.phase == "total")
+                .map(|t| t.seconds),
+            pid: st.pid,
+        });
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else if rows.is_empty() {
+        println!("no lab is up");
+    } else {
+        println!(
+            "{}",
+            table(
+                &["lab", "phase", "nodes", "externals", "up in", "scenario"],
+                rows.iter().map(|r| vec![
+                    r.lab.clone(),
+                    r.phase.clone(),
+                    if r.namespaces_present == r.namespaces {
+                        count(r.namespaces)
+                    } else {
+                        format!("{}/{} present", r.namespaces_present, r.namespaces)
+                    },
+                    count(r.externals),
+                    r.up_seconds
+                        .map(|s| format!("{s:.2} s"))
+                        .unwrap_or_default(),
+                    r.scenario.clone(),
+                ]),
+                &[2, 3, 4],
+            )
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `turbonet show nodes|links|routes [NODE]`.
+pub fn show(
+    what: ShowWhat,
+    node: Option<&str>,
+    lab_name: Option<&str>,
+    json: bool,
+) -> Result<ExitCode> {
+    let (dir, _) = lab::resolve(lab_name)?;
+    let lab = lab::saved_lab(&dir)?;
+    if let Some(name) = node {
+        if lab.fabric.node_by_name(name).is_none() {
+            eprintln!(
+                "error: lab {} has no node {name}{}",
+                lab.name,
+                suggest(&lab, name)
+            );
+            return Ok(ExitCode::from(EXIT_INVALID));
+        }
+    }
+    match what {
+        ShowWhat::Nodes => show_nodes(&lab, node, json)?,
+        ShowWhat::Links => show_links(&lab, node, json)?,
+        ShowWhat::Routes => {
+            let Some(node) = node else {
+                eprintln!(
+                    "error: `show routes` needs a NODE, e.g. `turbonet show routes {}`",
+                    lab.fabric
+                        .switches()
+                        .next()
+                        .map_or("NODE", |n| n.name.as_str())
+                );
+                return Ok(ExitCode::from(EXIT_INVALID));
+            };
+            show_routes(&lab, node, json)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// " (did you mean X?)" for a mistyped node name.
+pub fn suggest(lab: &Lab, name: &str) -> String {
+    lab.fabric
+        .nodes
+        .iter()
+        .map(|n| (strsim::levenshtein(&n.name, name), &n.name))
+        .filter(|(d, _)| *d <= 3)
+        .min()
+        .map(|(_, n)| format!(" (did you mean {n}?)"))
+        .unwrap_or_default()
+}
+
+#[derive(Debug, Serialize)]
+struct NodeRow<'a> {
+    name: &'a str,
+    role: String,
+    namespace: String,
+    asn: Option<u32>,
+    loopback: Option<String>,
+    ports: usize,
+}
+
+fn show_nodes(lab: &Lab, only: Option<&str>, json: bool) -> Result<()> {
+    let rows: Vec<NodeRow> = lab
+        .fabric
+        .nodes
+        .iter()
+        .filter(|n| only.is_none_or(|o| o == n.name))
+        .map(|n| NodeRow {
+            name: &n.name,
+            role: n.role.to_string(),
+            namespace: fabric::ns_name(&lab.name, &n.name),
+            asn: n.asn.map(|a| a.0),
+            loopback: n.loopback.map(|l| l.to_string()),
+            ports: n.links.len(),
+        })
+        .collect();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!(
+        "{}",
+        table(
+            &["node", "role", "namespace", "asn", "loopback", "ports"],
+            rows.iter().map(|r| vec![
+                r.name.to_owned(),
+                r.role.clone(),
+                r.namespace.clone(),
+                r.asn.map(|a| a.to_string()).unwrap_or_default(),
+                r.loopback.clone().unwrap_or_default(),
+                r.ports.to_string(),
+            ]),
+            &[3, 5],
+        )
+    );
+    Ok(())
+}
+
+#[derive(Debug, Serialize)]
+struct LinkRow {
+    link: String,
+    class: String,
+    a: String,
+    a_ifname: String,
+    a_addr: String,
+    b: String,
+    b_ifname: String,
+    b_addr: String,
+    mtu: Option<u16>,
+}
+
+fn show_links(lab: &Lab, only: Option<&str>, json: bool) -> Result<()> {
+    let only = only.and_then(|o| lab.fabric.node_by_name(o)).map(|n| n.id);
+    let rows: Vec<LinkRow> = lab
+        .fabric
+        .links
+        .iter()
+        .filter(|l| only.is_none_or(|n| l.ends.iter().any(|e| e.node == n)))
+        .map(|l| {
+            let [a, b] = &l.ends;
+            LinkRow {
+                link: l.name.clone(),
+                class: l.class.to_string(),
+                a: lab.fabric.node(a.node).name.clone(),
+                a_ifname: a.ifname.clone(),
+                a_addr: a.addr.to_string(),
+                b: lab.fabric.node(b.node).name.clone(),
+                b_ifname: b.ifname.clone(),
+                b_addr: b.addr.to_string(),
+                mtu: l.params.mtu.map(|m| m.0),
+            }
+        })
+        .collect();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!(
+        "{}",
+        table(
+            &[
+                "link",
+                "class",
+                "a",
+                "interface",
+                "address",
+                "b",
+                "interface",
+                "address",
+                "mtu"
+            ],
+            rows.iter().map(|r| vec![
+                r.link.clone(),
+                r.class.clone(),
+                r.a.clone(),
+                r.a_ifname.clone(),
+                r.a_addr.clone(),
+                r.b.clone(),
+                r.b_ifname.clone(),
+                r.b_addr.clone(),
+                r.mtu.map(|m| m.to_string()).unwrap_or_else(|| "-".into()),
+            ]),
+            &[8],
+        )
+    );
+    Ok(())
+}
+
+#[derive(Debug, Serialize)]
+struct RouteRow {
+    prefix: String,
+    nexthops: Vec<String>,
+    protocol: String,
+}
+
+/// Dumps a node's kernel routing table (main table, IPv4).
+fn show_routes(lab: &Lab, node: &str, json: bool) -> Result<()> {
+    let ns_name = fabric::ns_name(&lab.name, node);
+    let ns = netns::open(&ns_name).with_context(|| format!("opening namespace {ns_name}"))?;
+    let socket = netns::in_namespace(&ns, netns::route_socket)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (routes, links) = runtime.block_on(async {
+        let handle = fabric::connect(socket)?;
+        let mut names = std::collections::HashMap::new();
+        let mut links = handle.link().get().execute();
+        while let Some(link) = links.try_next().await? {
+            for attr in &link.attributes {
+                if let rtnetlink::packet_route::link::LinkAttribute::IfName(n) = attr {
+                    names.insert(link.header.index, n.clone());
+                }
+            }
+        }
+        let message = rtnetlink::RouteMessageBuilder::<std::net::Ipv4Addr>::new().build();
+        let routes: Vec<RouteMessage> = handle.route().get(message).execute().try_collect().await?;
+        Ok::<_, anyhow::Error>((routes, names))
+    })?;
+    let mut rows: Vec<RouteRow> = routes
+        .iter()
+        .filter(|r| r.header.address_family == AddressFamily::Inet && r.header.table == 254)
+        .map(|r| route_row(r, &links))
+        .collect();
+    rows.sort_by_key(|r| sort_key(&r.prefix));
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!(
+        "{}",
+        table(
+            &["prefix", "next hops", "protocol"],
+            rows.iter()
+                .map(|r| vec![r.prefix.clone(), r.nexthops.join("\n"), r.protocol.clone()]),
+            &[],
+        )
+    );
+    println!("{} routes in {ns_name}", rows.len());
+    Ok(())
+}
+
+fn sort_key(prefix: &str) -> (u32, u8) {
+    let (addr, len) = prefix.split_once('/').unwrap_or((prefix, "32"));
+    (
+        addr.parse::<std::net::Ipv4Addr>()
+            .map(u32::from)
+            .unwrap_or(0),
+        len.parse().unwrap_or(32),
+    )
+}
+
+fn route_row(r: &RouteMessage, links: &std::collections::HashMap<u32, String>) -> RouteRow {
+    let mut dst = "0.0.0.0".to_owned();
+    let mut gateway = None;
+    let mut oif = None;
+    let mut hops = Vec::new();
+    let ifname = |i: u32| links.get(&i).cloned().unwrap_or_else(|| format!("if{i}"));
+    for attr in &r.attributes {
+        match attr {
+            RouteAttribute::Destination(RouteAddress::Inet(a)) => dst = a.to_string(),
+            RouteAttribute::Gateway(RouteAddress::Inet(a)) => gateway = Some(IpAddr::V4(*a)),
+            RouteAttribute::Oif(i) => oif = Some(*i),
+            RouteAttribute::MultiPath(nhs) => {
+                for nh in nhs {
+                    let via = nh.attributes.iter().find_map(|a| match a {
+                        RouteAttribute::Gateway(RouteAddress::Inet(a)) => Some(a.to_string()),
+                        _ => None,
+                    });
+                    hops.push(match via {
+                        Some(v) => format!("via {v} dev {}", ifname(nh.interface_index)),
+                        None => format!("dev {}", ifname(nh.interface_index)),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    if hops.is_empty() {
+        let dev = oif.map(ifname).unwrap_or_default();
+        hops.push(match gateway {
+            Some(g) => format!("via {g} dev {dev}"),
+            None => format!("dev {dev}"),
+        });
+    }
+    let protocol = match r.header.protocol {
+        RouteProtocol::Kernel => "connected".to_owned(),
+        RouteProtocol::Static => "turbonet".to_owned(),
+        RouteProtocol::Boot => "boot".to_owned(),
+        other => format!("{other:?}").to_lowercase(),
+    };
+    RouteRow {
+        prefix: format!("{dst}/{}", r.header.destination_prefix_length),
+        nexthops: hops,
+        protocol,
+    }
+}
+
+/// Refuses politely when a node does not exist.
+#[allow(dead_code)]
+pub fn require_node(lab: &Lab, node: &str) -> Result<()> {
+    if lab.fabric.node_by_name(node).is_none() {
+        bail!("lab {} has no node {node}{}", lab.name, suggest(lab, node));
+    }
+    Ok(())
+}

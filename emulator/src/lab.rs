@@ -1,0 +1,512 @@
+//! Lab lifecycle: validate, up, down, clean.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use turbonet_topo::{Lab, RoutingMode, Target};
+
+use crate::cli::{EXIT_INVALID, UpArgs};
+use crate::fabric::{self, Stopwatch};
+use crate::state::{self, LabDir, LabState, Phase, Timing};
+use crate::{externals, limits, netns, render};
+
+/// A scenario that could not be used; the diagnostics have been printed.
+#[derive(Debug)]
+pub struct Invalid;
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("invalid scenario")
+    }
+}
+
+impl std::error::Error for Invalid {}
+
+/// Reads and parses a scenario file, printing located diagnostics on error.
+pub fn load(path: &Path) -> Result<(Lab, String), Invalid> {
+    let text = match fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) => {
+            eprintln!("error: cannot read {}: {e}", path.display());
+            return Err(Invalid);
+        }
+    };
+    let origin = path.display().to_string();
+    match turbonet_topo::parse(&origin, &text) {
+        Ok(lab) => Ok((lab, text)),
+        Err(errors) => {
+            let count = errors.len();
+            eprintln!("{:?}", miette::Report::new(errors));
+            eprintln!(
+                "{}: {count} error{} found; nothing was created",
+                origin,
+                if count == 1 { "" } else { "s" }
+            );
+            Err(Invalid)
+        }
+    }
+}
+
+/// `turbonet validate FILE`.
+pub fn validate(path: &Path, json: bool) -> Result<ExitCode> {
+    let Ok((lab, _)) = load(path) else {
+        return Ok(ExitCode::from(EXIT_INVALID));
+    };
+    let summary = turbonet_topo::summary(&lab);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        println!("{}", render::summary(&lab, &summary));
+        if let Err(reason) = runnable(&lab) {
+            println!("note: valid, but `up` cannot run it yet: {reason}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Why this build cannot bring a valid lab up, if it cannot.
+fn runnable(lab: &Lab) -> Result<(), String> {
+    if lab.target != Target::Netns {
+        return Err(format!(
+            "target \"{}\" is not available in this build; use target = \"netns\"",
+            lab.target
+        ));
+    }
+    if lab.routing.mode != RoutingMode::Static {
+        return Err(format!(
+            "routing mode \"{}\" is not available in this build; use mode = \"static\"",
+            lab.routing.mode
+        ));
+    }
+    let impaired: Vec<&str> = lab
+        .fabric
+        .links
+        .iter()
+        .filter(|l| l.params.has_impairments())
+        .map(|l| l.name.as_str())
+        .collect();
+    if let Some(first) = impaired.first() {
+        return Err(format!(
+            "{} link(s) declare rate, delay, jitter, loss or queue (first: {first}), \
+             which need the link engine; this build applies only mtu",
+            impaired.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Progress lines on stderr.
+pub struct Progress {
+    quiet: bool,
+}
+
+impl Progress {
+    /// Prints progress unless quiet.
+    pub fn new(quiet: bool) -> Self {
+        Progress { quiet }
+    }
+
+    /// Announces a phase that is starting.
+    pub fn start(&self, what: &str) {
+        if !self.quiet {
+            eprint!("  {what:<12} ...");
+            let _ = io::stderr().flush();
+        }
+    }
+
+    /// Finishes the announced phase.
+    pub fn done(&self, timing: &Timing) {
+        if !self.quiet {
+            eprintln!(
+                "\r  {:<12} {:>7.2} s  {}",
+                timing.phase, timing.seconds, timing.detail
+            );
+        }
+    }
+}
+
+/// Checks what `up` needs from the machine before touching anything.
+fn check_capabilities(lab: &Lab) -> Result<()> {
+    if !nix::unistd::geteuid().is_root() {
+        bail!("`up` needs root (network namespaces and links); run it with sudo");
+    }
+    if !Path::new("/proc/self/ns/net").exists() {
+        bail!("this kernel has no network namespaces (CONFIG_NET_NS)");
+    }
+    raise_fd_limit(lab.fabric.nodes.len() * 3 + 256)?;
+    let taken: Vec<String> = lab
+        .fabric
+        .nodes
+        .iter()
+        .map(|n| fabric::ns_name(&lab.name, &n.name))
+        .filter(|ns| netns::exists(ns))
+        .collect();
+    if let Some(first) = taken.first() {
+        bail!(
+            "{} namespace(s) of lab {} already exist (first: {first}) but the lab has no \
+             state; they were not created by this turbonet. Remove them or rename the lab",
+            taken.len(),
+            lab.name
+        );
+    }
+    externals::check(lab)?;
+    Ok(())
+}
+
+/// Makes sure we may hold `need` file descriptors (a namespace fd and a
+/// netlink socket per node).
+fn raise_fd_limit(need: usize) -> Result<()> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    let need = need as u64;
+    if soft < need {
+        if hard < need {
+            bail!("this fabric needs {need} open files but the hard limit is {hard}");
+        }
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
+    }
+    Ok(())
+}
+
+/// `turbonet up FILE`.
+pub fn up(args: &UpArgs) -> Result<ExitCode> {
+    let Ok((lab, text)) = load(&args.file) else {
+        return Ok(ExitCode::from(EXIT_INVALID));
+    };
+    if let Err(reason) = runnable(&lab) {
+        eprintln!("error: {}: {reason}", args.file.display());
+        return Ok(ExitCode::from(EXIT_INVALID));
+    }
+    let dir = LabDir::of(&lab.name);
+    if dir.exists() {
+        let owner = dir.load().ok().flatten();
+        bail!(
+            "lab {} is already up{}; `turbonet down {}` first, or rename the lab",
+            lab.name,
+            owner
+                .map(|s| format!(" (from {}, phase {})", s.scenario.display(), s.phase))
+                .unwrap_or_default(),
+            lab.name
+        );
+    }
+    check_capabilities(&lab)?;
+    let progress = Progress::new(args.quiet);
+    let total = Stopwatch::start();
+    let neighbours =
+        limits::neighbours_needed(lab.fabric.links.len() * 2 + lab.fabric.externals.len());
+    if let Some(note) = limits::raise_neighbour_limits(neighbours)? {
+        if !args.quiet {
+            eprintln!("note: {note}");
+        }
+    }
+
+    let watch = Stopwatch::start();
+    let routes = turbonet_routing::static_routes(&lab.fabric);
+    let route_count: usize = routes.iter().map(Vec::len).sum();
+    let plan_timing = Timing {
+        phase: "plan".into(),
+        detail: format!(
+            "{}, {} links, {} routes",
+            fabric::describe_nodes(&lab),
+            lab.fabric.links.len(),
+            route_count
+        ),
+        seconds: watch.seconds(),
+    };
+
+    // Claim the name and record everything we are about to create before
+    // creating any of it.
+    match dir.claim() {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            bail!(
+                "lab {} is already up (another `up` just claimed it)",
+                lab.name
+            )
+        }
+        Err(e) => return Err(e).context(format!("creating {}", dir.path().display())),
+    }
+    let namespaces = lab
+        .fabric
+        .nodes
+        .iter()
+        .map(|n| fabric::ns_name(&lab.name, &n.name))
+        .collect();
+    let scenario = fs::canonicalize(&args.file).unwrap_or_else(|_| args.file.clone());
+    let mut state = LabState::new(&lab.name, scenario, namespaces);
+    state.neighbours = neighbours;
+    state.externals = externals::plan(&lab)?;
+    state.loopbacks = lab
+        .fabric
+        .switches()
+        .filter_map(|n| n.loopback.map(|l| (n.name.clone(), l)))
+        .collect();
+    let saved = dir.save_scenario(&text).and_then(|()| dir.save(&state));
+    if let Err(e) = saved {
+        let _ = dir.remove();
+        return Err(e).context("writing lab state");
+    }
+    progress.done(&plan_timing);
+    state.timings.push(plan_timing);
+
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let built = runtime.block_on(async {
+        tokio::select! {
+            built = build(&lab, &routes, threads, &progress, &dir, &mut state) => built,
+            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+        }
+    });
+    drop(runtime);
+    if let Err(e) = built {
+        eprintln!("error: {e:#}");
+        eprintln!("rolling back lab {} ...", lab.name);
+        match teardown(&dir, &mut state) {
+            Ok(()) => eprintln!("rolled back: nothing of lab {} is left", lab.name),
+            Err(e2) => eprintln!(
+                "error: rollback incomplete: {e2:#}; run `turbonet down {}`",
+                lab.name
+            ),
+        }
+        return Ok(ExitCode::FAILURE);
+    }
+    state.phase = Phase::Ready;
+    state.timings.push(Timing {
+        phase: "total".into(),
+        detail: "up and routed".into(),
+        seconds: total.seconds(),
+    });
+    dir.save(&state)?;
+    if !args.quiet {
+        println!("{}", render::up_summary(&lab, &state));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The building phases of `up`, each timed.
+async fn build(
+    lab: &Lab,
+    routes: &[Vec<turbonet_routing::Route>],
+    threads: usize,
+    progress: &Progress,
+    dir: &LabDir,
+    state: &mut LabState,
+) -> Result<()> {
+    let phase = |name: &str, detail: String, state: &mut LabState, seconds: f64| {
+        let t = Timing {
+            phase: name.to_owned(),
+            detail,
+            seconds,
+        };
+        progress.done(&t);
+        state.timings.push(t);
+    };
+
+    progress.start("namespaces");
+    let watch = Stopwatch::start();
+    let nodes = fabric::create_namespaces(lab, threads)?;
+    phase(
+        "namespaces",
+        format!("{} namespaces", nodes.len()),
+        state,
+        watch.seconds(),
+    );
+
+    progress.start("links");
+    let watch = Stopwatch::start();
+    fabric::create_links(lab, &nodes).await?;
+    phase(
+        "links",
+        format!("{} veth pairs", lab.fabric.links.len()),
+        state,
+        watch.seconds(),
+    );
+    fail_point("links")?;
+
+    if !state.externals.is_empty() {
+        progress.start("externals");
+        let watch = Stopwatch::start();
+        externals::attach(lab, &nodes, dir, state).await?;
+        phase(
+            "externals",
+            format!("{} interfaces attached", state.externals.len()),
+            state,
+            watch.seconds(),
+        );
+    }
+
+    progress.start("addresses");
+    let watch = Stopwatch::start();
+    let addrs = fabric::configure_addresses(lab, &nodes).await?;
+    phase(
+        "addresses",
+        format!("{addrs} addresses"),
+        state,
+        watch.seconds(),
+    );
+    fail_point("addresses")?;
+
+    progress.start("routes");
+    let watch = Stopwatch::start();
+    let count = fabric::install_routes(lab, &nodes, routes).await?;
+    phase(
+        "routes",
+        format!("{count} routes installed"),
+        state,
+        watch.seconds(),
+    );
+    Ok(())
+}
+
+/// Fails on purpose after `phase` when `TURBONET_FAIL_AFTER=<phase>` is set,
+/// so tests can check that a failure half way rolls back.
+fn fail_point(phase: &str) -> Result<()> {
+    if std::env::var("TURBONET_FAIL_AFTER").is_ok_and(|p| p == phase) {
+        bail!("failing after {phase} (TURBONET_FAIL_AFTER)");
+    }
+    Ok(())
+}
+
+/// Removes everything recorded in a lab's state, then the state itself.
+pub fn teardown(dir: &LabDir, state: &mut LabState) -> Result<()> {
+    state.phase = Phase::Removing;
+    let _ = dir.save(state);
+    let mut failures = Vec::new();
+    if let Err(e) = externals::release(state) {
+        failures.push(format!("{e:#}"));
+    }
+    for ns in &state.namespaces {
+        if let Err(e) = netns::delete(ns) {
+            failures.push(format!("deleting namespace {ns}: {e}"));
+        }
+    }
+    if !failures.is_empty() {
+        let _ = dir.save(state);
+        bail!("{}", failures.join("; "));
+    }
+    dir.remove()
+        .with_context(|| format!("removing {}", dir.path().display()))?;
+    limits::restore_neighbour_limits()
+}
+
+/// Picks the lab a command is about: the one named, or the only one up.
+pub fn resolve(name: Option<&str>) -> Result<(LabDir, LabState)> {
+    let labs = state::labs(Path::new(state::RUN_DIR))?;
+    let name = match (name, labs.as_slice()) {
+        (Some(name), _) => name.to_owned(),
+        (None, [only]) => only.clone(),
+        (None, []) => bail!("no lab is up; start one with `turbonet up FILE`"),
+        (None, many) => bail!(
+            "several labs are up ({}); pick one with --lab",
+            many.join(", ")
+        ),
+    };
+    let dir = LabDir::of(&name);
+    match dir.load()? {
+        Some(state) => Ok((dir, state)),
+        None if labs.contains(&name) => {
+            bail!("lab {name} has no state file (interrupted?); `turbonet down {name}` removes it")
+        }
+        None => bail!(
+            "no lab named {name} is up{}",
+            if labs.is_empty() {
+                String::new()
+            } else {
+                format!(" (up: {})", labs.join(", "))
+            }
+        ),
+    }
+}
+
+/// Loads the scenario saved with a lab.
+pub fn saved_lab(dir: &LabDir) -> Result<Lab> {
+    let text = fs::read_to_string(dir.scenario_path())
+        .with_context(|| format!("reading {}", dir.scenario_path().display()))?;
+    turbonet_topo::parse(&dir.scenario_path().display().to_string(), &text).map_err(|e| {
+        anyhow::anyhow!(
+            "saved scenario no longer parses: {:?}",
+            miette::Report::new(e)
+        )
+    })
+}
+
+/// `turbonet down [LAB]`.
+pub fn down(name: Option<&str>) -> Result<ExitCode> {
+    let labs = state::labs(Path::new(state::RUN_DIR))?;
+    let name = match (name, labs.as_slice()) {
+        (Some(name), _) => name.to_owned(),
+        (None, [only]) => only.clone(),
+        (None, []) => {
+            println!("no lab is up");
+            return Ok(ExitCode::SUCCESS);
+        }
+        (None, many) => bail!(
+            "several labs are up ({}); name one, or `turbonet clean` removes all",
+            many.join(", ")
+        ),
+    };
+    down_one(&name)
+}
+
+fn down_one(name: &str) -> Result<ExitCode> {
+    let dir = LabDir::of(name);
+    if !dir.exists() {
+        println!("lab {name} is not up");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let watch = Stopwatch::start();
+    let Some(mut state) = dir.load()? else {
+        // Killed between claiming the name and writing the state: nothing
+        // was created yet.
+        dir.remove()?;
+        println!("lab {name}: removed an empty lab directory");
+        return Ok(ExitCode::SUCCESS);
+    };
+    if state.phase == Phase::Building
+        && state.pid != std::process::id()
+        && state::pid_alive(state.pid)
+    {
+        bail!(
+            "lab {name} is still being built by process {}; stop it first (Ctrl-C rolls back)",
+            state.pid
+        );
+    }
+    if !nix::unistd::geteuid().is_root() {
+        bail!("`down` needs root; run it with sudo");
+    }
+    let count = state.namespaces.len();
+    teardown(&dir, &mut state)?;
+    println!(
+        "lab {name} is down: {count} namespaces removed in {:.2} s",
+        watch.seconds()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `turbonet clean`: down every lab that has state on this machine.
+pub fn clean() -> Result<ExitCode> {
+    let labs = state::labs(Path::new(state::RUN_DIR))?;
+    if labs.is_empty() {
+        limits::restore_neighbour_limits()?;
+        println!("nothing to clean");
+    }
+    let mut failed = false;
+    for lab in labs {
+        if let Err(e) = down_one(&lab) {
+            eprintln!("error: {lab}: {e:#}");
+            failed = true;
+        }
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}

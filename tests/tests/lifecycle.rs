@@ -1,0 +1,358 @@
+//! End-to-end: `validate`, `up`, `check`, `show`, `exec`, `down` on real
+//! namespaces (root), as a user runs them.
+
+use std::process::Command;
+use std::time::Duration;
+
+use turbonet_tests::{
+    LabGuard, lab_namespaces, lab_state_exists, require_root, run, scenario_as, text, turbonet,
+    unique_lab, wait_until, write_scenario,
+};
+
+/// Brings a bundled scenario up under a unique name, checks every host pair,
+/// looks at it, and takes it down leaving nothing behind.
+fn up_check_down(bundled: &str, prefix: &str) {
+    let lab = unique_lab(prefix);
+    let file = scenario_as(bundled, &lab, "");
+    let guard = LabGuard(lab.clone());
+    let up = run(&["up", file.to_str().unwrap()]);
+    assert!(up.status.success(), "up failed: {}", text(&up));
+    let up_out = String::from_utf8_lossy(&up.stdout);
+    assert!(up_out.contains("up and routed"), "{}", text(&up));
+    assert!(!lab_namespaces(&lab).is_empty());
+
+    let check = run(&["check", "--lab", &lab]);
+    assert!(check.status.success(), "check failed: {}", text(&check));
+    assert!(
+        String::from_utf8_lossy(&check.stdout).starts_with("check ok"),
+        "{}",
+        text(&check)
+    );
+
+    let nodes = run(&["show", "nodes", "--lab", &lab, "--json"]);
+    assert!(nodes.status.success(), "{}", text(&nodes));
+    let nodes: serde_json::Value = serde_json::from_slice(&nodes.stdout).unwrap();
+    let count = nodes.as_array().unwrap().len();
+    assert_eq!(lab_namespaces(&lab).len(), count, "one namespace per node");
+
+    let down = run(&["down", &lab]);
+    assert!(down.status.success(), "down failed: {}", text(&down));
+    assert!(
+        lab_namespaces(&lab).is_empty(),
+        "namespaces left: {:?}",
+        lab_namespaces(&lab)
+    );
+    assert!(!lab_state_exists(&lab), "state left behind");
+    // Idempotent.
+    let again = run(&["down", &lab]);
+    assert!(again.status.success(), "{}", text(&again));
+    drop(guard);
+}
+
+#[test]
+fn fat_tree_k4_up_check_down() {
+    require_root!();
+    up_check_down("fat-tree-k4.toml", "ft");
+}
+
+#[test]
+fn hpn_up_check_down() {
+    require_root!();
+    up_check_down("hpn.toml", "hp");
+}
+
+#[test]
+fn leaf_spine_up_check_down() {
+    require_root!();
+    up_check_down("leaf-spine.toml", "ls");
+}
+
+#[test]
+fn show_routes_and_exec_see_the_fabric() {
+    require_root!();
+    let lab = unique_lab("sh");
+    let file = scenario_as("fat-tree-k4.toml", &lab, "");
+    let _guard = LabGuard(lab.clone());
+    let up = run(&["up", "--quiet", file.to_str().unwrap()]);
+    assert!(up.status.success(), "{}", text(&up));
+
+    // An edge switch reaches the other pods' host subnets over both its
+    // aggregation switches (ECMP).
+    let routes = run(&["show", "routes", "edge0-0", "--lab", &lab, "--json"]);
+    assert!(routes.status.success(), "{}", text(&routes));
+    let routes: serde_json::Value = serde_json::from_slice(&routes.stdout).unwrap();
+    let ecmp = routes
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["nexthops"].as_array().unwrap().len() == 2)
+        .count();
+    assert!(ecmp > 0, "no ECMP routes on edge0-0: {routes}");
+
+    // exec runs inside the node and passes the exit code through.
+    let out = run(&[
+        "exec",
+        "--lab",
+        &lab,
+        "edge0-0",
+        "--",
+        "cat",
+        "/proc/sys/net/ipv4/ip_forward",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1");
+    let hash = run(&[
+        "exec",
+        "--lab",
+        &lab,
+        "edge0-0",
+        "--",
+        "cat",
+        "/proc/sys/net/ipv4/fib_multipath_hash_policy",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&hash.stdout).trim(),
+        "1",
+        "{}",
+        text(&hash)
+    );
+    let code = run(&["exec", "--lab", &lab, "h0-0-0", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(code.status.code(), Some(7));
+    // The interfaces are named after their peers.
+    let links = run(&[
+        "exec",
+        "--lab",
+        &lab,
+        "edge0-0",
+        "--",
+        "ls",
+        "/sys/class/net",
+    ]);
+    let names = String::from_utf8_lossy(&links.stdout);
+    assert!(
+        names.contains("agg0-0") && names.contains("h0-0-0"),
+        "{names}"
+    );
+
+    let bad = run(&["exec", "--lab", &lab, "edge9-9", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("no node edge9-9"),
+        "{}",
+        text(&bad)
+    );
+}
+
+#[test]
+fn invalid_scenario_exits_2_with_located_errors_and_creates_nothing() {
+    let lab = unique_lab("bad");
+    let file = write_scenario(
+        &lab,
+        &format!(
+            "[lab]\nname = \"{lab}\"\n\n[topology]\nkind = \"fat-tre\"\nk = 4\n\n[routing]\nmode = \"static\"\ncolour = 1\n"
+        ),
+    );
+    for verb in ["validate", "up"] {
+        let out = run(&[verb, file.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{verb}: {}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        let name = file.file_name().unwrap().to_str().unwrap();
+        assert!(
+            err.contains(&format!("{name}:5:")),
+            "{verb}: no location for the kind: {err}"
+        );
+        assert!(err.contains("fat-tree"), "{verb}: no suggestion: {err}");
+        assert!(
+            err.contains("colour"),
+            "{verb}: second error not reported: {err}"
+        );
+    }
+    assert!(lab_namespaces(&lab).is_empty());
+    assert!(!lab_state_exists(&lab));
+}
+
+#[test]
+fn sigkill_during_up_then_down_leaves_nothing() {
+    require_root!();
+    let lab = unique_lab("kill");
+    let file = scenario_as("fat-tree-k8.toml", &lab, "");
+    let guard = LabGuard(lab.clone());
+    let mut child = turbonet()
+        .args(["up", "--quiet", file.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    // Kill it once it has started creating namespaces.
+    let started = wait_until(Duration::from_secs(60), || !lab_namespaces(&lab).is_empty());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(started, "up never started creating namespaces");
+    assert!(lab_state_exists(&lab), "state must exist before objects do");
+
+    let status = run(&["status"]);
+    assert!(status.status.success(), "{}", text(&status));
+
+    let down = run(&["down", &lab]);
+    assert!(down.status.success(), "{}", text(&down));
+    assert!(
+        lab_namespaces(&lab).is_empty(),
+        "left: {:?}",
+        lab_namespaces(&lab)
+    );
+    assert!(!lab_state_exists(&lab));
+    drop(guard);
+}
+
+#[test]
+fn failure_half_way_rolls_back() {
+    require_root!();
+    let lab = unique_lab("rb");
+    let file = scenario_as("fat-tree-k4.toml", &lab, "");
+    let _guard = LabGuard(lab.clone());
+    let out = turbonet()
+        .args(["up", file.to_str().unwrap()])
+        .env("TURBONET_FAIL_AFTER", "links")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("rolled back"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        lab_namespaces(&lab).is_empty(),
+        "left: {:?}",
+        lab_namespaces(&lab)
+    );
+    assert!(!lab_state_exists(&lab));
+}
+
+#[test]
+fn two_labs_side_by_side_do_not_interfere() {
+    require_root!();
+    let (a, b) = (unique_lab("sa"), unique_lab("sb"));
+    let _ga = LabGuard(a.clone());
+    let _gb = LabGuard(b.clone());
+    for lab in [&a, &b] {
+        let file = scenario_as("fat-tree-k4.toml", lab, "");
+        let up = run(&["up", "--quiet", file.to_str().unwrap()]);
+        assert!(up.status.success(), "{}", text(&up));
+    }
+    // The same lab name twice is refused.
+    let again = run(&[
+        "up",
+        scenario_as("fat-tree-k4.toml", &a, "").to_str().unwrap(),
+    ]);
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again));
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("already up"),
+        "{}",
+        text(&again)
+    );
+
+    let down = run(&["down", &a]);
+    assert!(down.status.success(), "{}", text(&down));
+    let check = run(&["check", "--lab", &b]);
+    assert!(check.status.success(), "{}", text(&check));
+    assert!(lab_namespaces(&a).is_empty());
+}
+
+/// A veth whose other end lives in a namespace the user owns joins the
+/// fabric as an external port; `down` hands it back unchanged.
+#[test]
+fn external_port_joins_the_fabric_and_is_handed_back() {
+    require_root!();
+    let lab = unique_lab("ext");
+    let pid = std::process::id() % 100_000;
+    let (user_ns, outside, inside) = (
+        format!("tnt-user-{pid}"),
+        format!("tnu{pid}"),
+        format!("tnx{pid}"),
+    );
+    let ip = |args: &[&str]| {
+        let out = Command::new("ip").args(args).output().expect("ip runs");
+        assert!(out.status.success(), "ip {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    struct Cleanup(String, String);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+            let _ = Command::new("ip").args(["link", "del", &self.1]).status();
+        }
+    }
+    let _cleanup = Cleanup(user_ns.clone(), inside.clone());
+    ip(&["netns", "add", &user_ns]);
+    ip(&[
+        "link", "add", &inside, "mtu", "1400", "type", "veth", "peer", "name", &outside, "netns",
+        &user_ns,
+    ]);
+    ip(&["addr", "add", "198.18.99.1/30", "dev", &inside]);
+    ip(&[
+        "-n",
+        &user_ns,
+        "addr",
+        "add",
+        "192.0.2.2/24",
+        "dev",
+        &outside,
+    ]);
+    ip(&["-n", &user_ns, "link", "set", &outside, "up"]);
+    ip(&[
+        "-n",
+        &user_ns,
+        "route",
+        "add",
+        "10.0.0.0/8",
+        "via",
+        "192.0.2.1",
+    ]);
+
+    let file = scenario_as(
+        "fat-tree-k4.toml",
+        &lab,
+        &format!(
+            "\n[[external]]\nnode = \"edge0-0\"\ninterface = \"{inside}\"\nname = \"ext0\"\naddress = \"192.0.2.1/24\"\n"
+        ),
+    );
+    let guard = LabGuard(lab.clone());
+    let up = run(&["up", "--quiet", file.to_str().unwrap()]);
+    assert!(up.status.success(), "{}", text(&up));
+    assert!(
+        !ip(&["link", "show"]).contains(&inside),
+        "the interface moved into the node"
+    );
+
+    // The user's namespace reaches a host in another pod through the fabric.
+    let nodes = run(&["show", "links", "h3-1-1", "--lab", &lab, "--json"]);
+    let links: serde_json::Value = serde_json::from_slice(&nodes.stdout).unwrap();
+    let host_addr = links[0]["a_addr"]
+        .as_str()
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let ping = Command::new("ip")
+        .args([
+            "netns", "exec", &user_ns, "ping", "-c", "2", "-W", "2", "-i", "0.2", &host_addr,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        ping.status.success(),
+        "ping {host_addr} from outside: {}",
+        text(&ping)
+    );
+
+    let down = run(&["down", &lab]);
+    assert!(down.status.success(), "{}", text(&down));
+    let show = ip(&["addr", "show", "dev", &inside]);
+    assert!(show.contains("mtu 1400"), "MTU restored: {show}");
+    assert!(show.contains("198.18.99.1/30"), "address restored: {show}");
+    assert!(
+        !show.contains("192.0.2.1"),
+        "fabric address removed: {show}"
+    );
+    drop(guard);
+}
