@@ -397,3 +397,47 @@ pub fn describe_nodes(lab: &Lab) -> String {
 pub fn link_named<'a>(lab: &'a Lab, name: &str) -> Option<&'a Link> {
     lab.fabric.link_by_name(name)
 }
+
+/// Waits until every port of every node has carrier (`LOWER_UP`), polling
+/// each namespace's link table. Returns the number of ports checked.
+pub async fn wait_links_up(
+    lab: &Lab,
+    nodes: &[NodeNs],
+    timeout: std::time::Duration,
+) -> Result<usize> {
+    use rtnetlink::packet_route::link::LinkFlags;
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut pending: Vec<&Node> = lab.fabric.nodes.iter().collect();
+    let total: usize = lab.fabric.nodes.iter().map(|n| n.links.len()).sum();
+    loop {
+        let checks = futures::future::try_join_all(pending.iter().map(|node| async move {
+            let handle = &nodes[node.id.0 as usize].handle;
+            let links: Vec<_> = handle.link().get().execute().try_collect().await?;
+            let up = links
+                .iter()
+                .filter(|l| l.header.index >= 2 && (l.header.index as usize) < node.links.len() + 2)
+                .filter(|l| l.header.flags.contains(LinkFlags::LowerUp))
+                .count();
+            Ok::<_, anyhow::Error>(up == node.links.len())
+        }))
+        .await?;
+        pending = pending
+            .into_iter()
+            .zip(checks)
+            .filter(|(_, ready)| !ready)
+            .map(|(node, _)| node)
+            .collect();
+        if pending.is_empty() {
+            return Ok(total);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "{} node(s) still have ports without carrier after {:?} (first: {})",
+                pending.len(),
+                timeout,
+                pending[0].name
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

@@ -101,17 +101,22 @@ fn runnable(lab: &Lab) -> Result<(), String> {
 /// Progress lines on stderr.
 pub struct Progress {
     quiet: bool,
+    live: bool,
 }
 
 impl Progress {
     /// Prints progress unless quiet.
     pub fn new(quiet: bool) -> Self {
-        Progress { quiet }
+        use std::io::IsTerminal;
+        Progress {
+            quiet,
+            live: io::stderr().is_terminal(),
+        }
     }
 
     /// Announces a phase that is starting.
     pub fn start(&self, what: &str) {
-        if !self.quiet {
+        if !self.quiet && self.live {
             eprint!("  {what:<12} ...");
             let _ = io::stderr().flush();
         }
@@ -120,8 +125,9 @@ impl Progress {
     /// Finishes the announced phase.
     pub fn done(&self, timing: &Timing) {
         if !self.quiet {
+            let clear = if self.live { "\r\x1b[K" } else { "" };
             eprintln!(
-                "\r  {:<12} {:>7.2} s  {}",
+                "{clear}  {:<12} {:>7.2} s  {}",
                 timing.phase, timing.seconds, timing.detail
             );
         }
@@ -352,6 +358,16 @@ async fn build(
         watch.seconds(),
     );
     fail_point("addresses")?;
+
+    progress.start("links up");
+    let watch = Stopwatch::start();
+    let ports = fabric::wait_links_up(lab, &nodes, std::time::Duration::from_secs(30)).await?;
+    phase(
+        "links up",
+        format!("{ports} ports with carrier"),
+        state,
+        watch.seconds(),
+    );
 
     progress.start("routes");
     let watch = Stopwatch::start();

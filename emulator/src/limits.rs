@@ -61,15 +61,17 @@ pub fn raise_neighbour_limits(this_lab: u64) -> Result<Option<String>> {
             total += st.neighbours;
         }
     }
-    // The soft limit must cover every entry; the hard limit leaves room for
-    // the rest of the machine.
-    let soft = total + 512;
-    let hard = 2 * total + 1024;
+    // Raise only what the fabric outgrows (leaving the rest of the machine
+    // 256 entries), and then generously, so a second lab rarely needs more.
     let mut changes = Vec::new();
     for key in KEYS {
         let Ok(current) = read(key) else { continue };
-        let want = if key.ends_with("thresh3") { hard } else { soft };
-        if current < want {
+        let (need, want) = if key.ends_with("thresh3") {
+            (total + 256, 2 * total + 1024)
+        } else {
+            (total, total + 512)
+        };
+        if current < need {
             changes.push((key, current, want));
         }
     }

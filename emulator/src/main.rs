@@ -18,6 +18,12 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // Die quietly on a closed pipe (`turbonet show links | head`), as Unix
+    // tools do, instead of panicking in println!.
+    // SAFETY: setting a signal disposition before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = cli::Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
