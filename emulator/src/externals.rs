@@ -154,6 +154,7 @@ pub async fn attach(lab: &Lab, nodes: &[NodeNs], dir: &LabDir, state: &mut LabSt
         state.externals[i].attached = true;
         dir.save(state)?;
         let node = &nodes[ext.node.0 as usize];
+        let node_handle = node.handle()?;
         source_handle
             .link()
             .set(
@@ -165,11 +166,11 @@ pub async fn attach(lab: &Lab, nodes: &[NodeNs], dir: &LabDir, state: &mut LabSt
             .execute()
             .await
             .with_context(|| format!("moving {} into its node", ext.interface))?;
-        let moved = link_by_name(&node.handle, &ext.interface)
+        let moved = link_by_name(&node_handle, &ext.interface)
             .await?
             .ok_or_else(|| anyhow!("{} vanished while moving", ext.interface))?;
         let index = moved.header.index;
-        node.handle
+        node_handle
             .link()
             .set(
                 LinkUnspec::new_with_index(index)
@@ -184,7 +185,7 @@ pub async fn attach(lab: &Lab, nodes: &[NodeNs], dir: &LabDir, state: &mut LabSt
             .execute()
             .await
             .with_context(|| format!("renaming {} to {}", ext.interface, ext.ifname))?;
-        node.handle
+        node_handle
             .address()
             .add(index, IpAddr::V4(ext.addr.addr()), ext.addr.prefix_len())
             .execute()

@@ -13,7 +13,7 @@ fn routes_of<'a>(lab: &Lab, all: &'a [Vec<Route>], node: &str) -> &'a [Route] {
     &all[lab.fabric.node_by_name(node).unwrap().id.0 as usize]
 }
 
-fn route_to<'a>(routes: &'a [Route], addr: Ipv4Addr) -> &'a Route {
+fn route_to(routes: &[Route], addr: Ipv4Addr) -> &Route {
     routes
         .iter()
         .filter(|r| r.prefix.contains(&addr))
