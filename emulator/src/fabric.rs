@@ -465,3 +465,23 @@ pub async fn wait_links_up(
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_seeds_are_stable_per_seed_and_differ_between_switches() {
+        assert_eq!(hash_seed(42, "agg0-0"), hash_seed(42, "agg0-0"));
+        assert_ne!(hash_seed(42, "agg0-0"), hash_seed(42, "agg0-1"));
+        assert_ne!(hash_seed(42, "agg0-0"), hash_seed(43, "agg0-0"));
+        for seed in 0..1000 {
+            assert_ne!(hash_seed(seed, "core0"), 0, "0 means random to the kernel");
+        }
+    }
+
+    #[test]
+    fn namespace_names_carry_the_lab() {
+        assert_eq!(ns_name("k4", "edge0-1"), "tn-k4-edge0-1");
+    }
+}

@@ -265,9 +265,16 @@ pub fn up(args: &UpArgs) -> Result<ExitCode> {
         .enable_all()
         .build()?;
     let built = runtime.block_on(async {
+        // Installed before building starts, so Ctrl-C or SIGTERM at any
+        // point rolls back instead of leaving the fabric half built. (A
+        // signal during the namespace phase takes effect when it ends.)
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
         tokio::select! {
             built = build(&lab, &routes, threads, &progress, &dir, &mut state) => built,
-            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+            _ = interrupt.recv() => Err(anyhow::anyhow!("interrupted")),
+            _ = terminate.recv() => Err(anyhow::anyhow!("terminated")),
         }
     });
     drop(runtime);

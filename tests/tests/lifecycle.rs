@@ -356,3 +356,35 @@ fn external_port_joins_the_fabric_and_is_handed_back() {
     );
     drop(guard);
 }
+
+/// The real HPN pod validates (no root) and reports the paper's numbers.
+#[test]
+fn validate_reports_the_hpn_pod() {
+    let file = turbonet_tests::workspace().join("scenarios/hpn-pod.toml");
+    let out = run(&["validate", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    for expected in ["14,400", "1.067:1", "15.000:1", "240", "120"] {
+        assert!(table.contains(expected), "missing {expected}: {table}");
+    }
+    let json = run(&["validate", "--json", file.to_str().unwrap()]);
+    let summary: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let role = |r: &str| {
+        summary["nodes_by_role"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["role"] == r)
+            .map(|x| x["count"].as_u64().unwrap())
+    };
+    assert_eq!(role("tor"), Some(240));
+    assert_eq!(role("agg"), Some(120));
+    let class = summary["links_by_class"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["class"] == "tor-agg")
+        .unwrap()["count"]
+        .as_u64();
+    assert_eq!(class, Some(14_400));
+}
