@@ -188,15 +188,25 @@ pub fn up(args: &UpArgs) -> Result<ExitCode> {
     }
     let dir = LabDir::of(&lab.name);
     if dir.exists() {
-        let owner = dir.load().ok().flatten();
-        bail!(
-            "lab {} is already up{}; `turbonet down {}` first, or rename the lab",
-            lab.name,
-            owner
-                .map(|s| format!(" (from {}, phase {})", s.scenario.display(), s.phase))
-                .unwrap_or_default(),
-            lab.name
-        );
+        match dir.load().ok().flatten() {
+            Some(st) if st.phase == Phase::Building && !state::pid_alive(st.pid) => bail!(
+                "lab {} was interrupted while being built; `turbonet down {}` removes what it created",
+                lab.name,
+                lab.name
+            ),
+            Some(st) => bail!(
+                "lab {} is already up (from {}, phase {}); `turbonet down {}` first, or rename the lab",
+                lab.name,
+                st.scenario.display(),
+                st.phase,
+                lab.name
+            ),
+            None => bail!(
+                "lab {} has a state directory but no state; `turbonet down {}` removes it",
+                lab.name,
+                lab.name
+            ),
+        }
     }
     check_capabilities(&lab)?;
     let progress = Progress::new(args.quiet);

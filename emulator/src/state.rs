@@ -219,9 +219,19 @@ pub fn labs(root: &Path) -> io::Result<Vec<String>> {
     Ok(labs)
 }
 
-/// True when a process with this pid is alive.
+/// True when the turbonet process with this pid is still running: not a
+/// zombie, and not another program that reused the pid.
 pub fn pid_alive(pid: u32) -> bool {
-    Path::new("/proc").join(pid.to_string()).exists()
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // "pid (comm) state ..."; comm may contain spaces and parentheses.
+    let Some((head, rest)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    let comm = head.split_once('(').map_or("", |(_, c)| c);
+    let state = rest.trim_start().chars().next().unwrap_or('X');
+    comm.starts_with("turbonet") && !matches!(state, 'Z' | 'X' | 'x')
 }
 
 #[cfg(test)]
@@ -245,5 +255,12 @@ mod tests {
         dir.remove().unwrap();
         dir.remove().unwrap();
         fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn only_a_running_turbonet_counts_as_alive() {
+        // The test binary is not named turbonet.
+        assert!(!pid_alive(std::process::id()));
+        assert!(!pid_alive(u32::MAX));
     }
 }
