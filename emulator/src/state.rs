@@ -231,7 +231,7 @@ pub fn pid_alive(pid: u32) -> bool {
     };
     let comm = head.split_once('(').map_or("", |(_, c)| c);
     let state = rest.trim_start().chars().next().unwrap_or('X');
-    comm.starts_with("turbonet") && !matches!(state, 'Z' | 'X' | 'x')
+    comm == "turbonet" && !matches!(state, 'Z' | 'X' | 'x')
 }
 
 #[cfg(test)]
@@ -259,7 +259,7 @@ mod tests {
 
     #[test]
     fn only_a_running_turbonet_counts_as_alive() {
-        // The test binary is not named turbonet.
+        // The test binary is `turbonet-<hash>`, not `turbonet`.
         assert!(!pid_alive(std::process::id()));
         assert!(!pid_alive(u32::MAX));
     }
