@@ -5,11 +5,14 @@
 
 use std::fmt;
 use std::net::Ipv4Addr;
+use std::str::FromStr;
 
 use ipnet::Ipv4Net;
-use serde::Serialize;
+use serde::de::{self, Deserializer, Visitor};
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize, Serializer};
 
-use crate::units::{Delay, LossProb, Mtu, QueueLimit, Rate};
+use crate::units::{Delay, LossProb, Mtu, QueueLimit, Rate, UnitError};
 
 /// A whole lab: one scenario file, validated.
 #[derive(Debug, Clone, Serialize)]
@@ -258,31 +261,299 @@ impl Link {
 }
 
 /// Emulated properties of a link, the same in both directions.
-/// `None` means "not emulated": the veth's native behaviour.
+/// `None` means "not emulated" (or, for the modifiers `jitter_distribution`
+/// and `reorder`, "the default"): the veth's native behaviour.
+///
+/// Every field is an `Option` so that the levels of a scenario
+/// (`[links.default]`, `[links.<class>]`, inline, `[[links.override]]`)
+/// overlay key by key.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct LinkParams {
     /// Bandwidth.
     pub rate: Option<Rate>,
     /// One-way propagation delay.
     pub delay: Option<Delay>,
-    /// Delay jitter.
+    /// Delay jitter: the spread of the per-packet delay variation.
     pub jitter: Option<Delay>,
-    /// Independent loss probability.
-    pub loss: Option<LossProb>,
-    /// Finite queue drained at `rate`.
+    /// Shape of the jitter (default [`JitterDistribution::Uniform`]).
+    pub jitter_distribution: Option<JitterDistribution>,
+    /// Whether jitter may reorder packets (default `false`: frames leave in
+    /// the order they arrived).
+    pub reorder: Option<bool>,
+    /// Packet loss: independent (Bernoulli) or bursty (Gilbert-Elliott).
+    pub loss: Option<Loss>,
+    /// Probability that a frame gets one bit flipped.
+    pub corrupt: Option<LossProb>,
+    /// Probability that a frame is sent twice.
+    pub duplicate: Option<LossProb>,
+    /// Finite queue drained at `rate` (needs `rate`).
     pub queue: Option<QueueLimit>,
+    /// Queue depth at or above which ECN-capable packets are marked CE
+    /// (needs `rate`; at most `queue`).
+    pub ecn: Option<QueueLimit>,
     /// Interface MTU (both ends).
     pub mtu: Option<Mtu>,
 }
 
 impl LinkParams {
-    /// True when some property needs an impairment engine (everything but MTU).
+    /// True when some property needs an impairment engine (everything but
+    /// MTU; `jitter_distribution` and `reorder` only qualify `jitter`).
     pub fn has_impairments(&self) -> bool {
         self.rate.is_some()
             || self.delay.is_some()
             || self.jitter.is_some()
             || self.loss.is_some()
+            || self.corrupt.is_some()
+            || self.duplicate.is_some()
             || self.queue.is_some()
+            || self.ecn.is_some()
+    }
+}
+
+/// Shape of the delay jitter. The jitter amount is the distribution's
+/// spread: the half-width of the uniform distribution, the standard
+/// deviation of the others (as in netem).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum JitterDistribution {
+    /// Uniform in `[-jitter, +jitter]`.
+    #[default]
+    Uniform,
+    /// Normal with standard deviation `jitter`.
+    Normal,
+    /// Pareto (heavy tail), scaled to standard deviation `jitter`.
+    Pareto,
+    /// netem's blend of a normal and a Pareto value (iproute2's
+    /// `paretonormal` table).
+    ParetoNormal,
+}
+
+impl JitterDistribution {
+    /// Every distribution, as written in scenarios.
+    pub const ALL: [JitterDistribution; 4] = [
+        JitterDistribution::Uniform,
+        JitterDistribution::Normal,
+        JitterDistribution::Pareto,
+        JitterDistribution::ParetoNormal,
+    ];
+
+    /// The name used in scenario files.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            JitterDistribution::Uniform => "uniform",
+            JitterDistribution::Normal => "normal",
+            JitterDistribution::Pareto => "pareto",
+            JitterDistribution::ParetoNormal => "paretonormal",
+        }
+    }
+}
+
+impl fmt::Display for JitterDistribution {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for JitterDistribution {
+    type Err = UnitError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        JitterDistribution::ALL
+            .into_iter()
+            .find(|d| d.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = JitterDistribution::ALL.iter().map(|d| d.as_str()).collect();
+                UnitError::new(format!("unknown jitter distribution `{s}`"))
+                    .help(crate::diag::choices_help(s, "distributions", &names))
+            })
+    }
+}
+
+impl Serialize for JitterDistribution {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for JitterDistribution {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse()
+            .map_err(|e: UnitError| de::Error::custom(e.full()))
+    }
+}
+
+/// Packet loss model.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Loss {
+    /// Every frame is lost independently with this probability.
+    /// Scenario syntax: `loss = "0.1%"`.
+    Bernoulli(LossProb),
+    /// Gilbert-Elliott two-state Markov chain (bursty loss). Before each
+    /// frame the chain moves good->bad with probability `p` or bad->good
+    /// with probability `r`; the frame is then lost with the probability of
+    /// the state it is in. Scenario syntax:
+    /// `loss = { p = "1%", r = "25%", bad = "100%", good = "0%" }`.
+    GilbertElliott {
+        /// Good -> bad transition probability, per frame.
+        p: LossProb,
+        /// Bad -> good transition probability, per frame (mean burst
+        /// length `1/r` frames).
+        r: LossProb,
+        /// Loss probability in the bad state (default 100%).
+        bad: LossProb,
+        /// Loss probability in the good state (default 0%).
+        good: LossProb,
+    },
+}
+
+impl Loss {
+    /// A Gilbert-Elliott chain with the default state losses (bad state
+    /// loses everything, good state nothing): Gilbert's original model.
+    pub const fn gilbert(p: LossProb, r: LossProb) -> Loss {
+        Loss::GilbertElliott {
+            p,
+            r,
+            bad: LossProb(1.0),
+            good: LossProb::ZERO,
+        }
+    }
+
+    /// Long-run fraction of frames lost.
+    pub fn mean(&self) -> f64 {
+        match *self {
+            Loss::Bernoulli(p) => p.0,
+            Loss::GilbertElliott { p, r, bad, good } => {
+                if p.0 + r.0 == 0.0 {
+                    // The chain never leaves the good state it starts in.
+                    good.0
+                } else {
+                    let pi_bad = p.0 / (p.0 + r.0);
+                    pi_bad * bad.0 + (1.0 - pi_bad) * good.0
+                }
+            }
+        }
+    }
+
+    /// True when no frame can ever be lost.
+    pub fn is_zero(&self) -> bool {
+        match *self {
+            Loss::Bernoulli(p) => p.0 == 0.0,
+            Loss::GilbertElliott { p, bad, good, .. } => {
+                good.0 == 0.0 && (p.0 == 0.0 || bad.0 == 0.0)
+            }
+        }
+    }
+}
+
+impl From<LossProb> for Loss {
+    fn from(p: LossProb) -> Loss {
+        Loss::Bernoulli(p)
+    }
+}
+
+impl fmt::Display for Loss {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Loss::Bernoulli(p) => write!(f, "{p}"),
+            Loss::GilbertElliott { p, r, bad, good } => write!(
+                f,
+                "{{ p = \"{p}\", r = \"{r}\", bad = \"{bad}\", good = \"{good}\" }}"
+            ),
+        }
+    }
+}
+
+/// Keys of the Gilbert-Elliott `loss` table.
+pub(crate) const GE_KEYS: &[&str] = &["p", "r", "bad", "good"];
+
+impl FromStr for Loss {
+    type Err = UnitError;
+
+    /// A probability (`0.1%`) or a Gilbert-Elliott inline table
+    /// (`{ p = "1%", r = "25%" }`), as [`fmt::Display`] prints them.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        if !t.starts_with('{') {
+            return t.parse::<LossProb>().map(Loss::Bernoulli);
+        }
+        #[derive(Deserialize)]
+        struct Wrap {
+            v: Loss,
+        }
+        toml::from_str::<Wrap>(&format!("v = {t}"))
+            .map(|w| w.v)
+            .map_err(|e| {
+                UnitError::new(format!("invalid loss `{t}`: {}", e.message().trim_end())).help(
+                    "write a probability such as `0.1%` or a Gilbert-Elliott table such as \
+                     `{ p = \"1%\", r = \"25%\", bad = \"100%\", good = \"0%\" }`",
+                )
+            })
+    }
+}
+
+impl Serialize for Loss {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Loss::Bernoulli(p) => p.serialize(s),
+            Loss::GilbertElliott { p, r, bad, good } => {
+                let mut m = s.serialize_struct("GilbertElliott", 4)?;
+                m.serialize_field("p", p)?;
+                m.serialize_field("r", r)?;
+                m.serialize_field("bad", bad)?;
+                m.serialize_field("good", good)?;
+                m.end()
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Loss {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Loss;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a probability or a Gilbert-Elliott table { p, r, bad, good }")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Loss, E> {
+                v.parse::<LossProb>()
+                    .map(Loss::Bernoulli)
+                    .map_err(|e| E::custom(e.full()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Loss, E> {
+                self.visit_str(&v.to_string())
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Loss, E> {
+                self.visit_str(&v.to_string())
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Loss, E> {
+                self.visit_str(&v.to_string())
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Loss, A::Error> {
+                let (mut p, mut r, mut bad, mut good) = (None, None, None, None);
+                while let Some(key) = map.next_key::<String>()? {
+                    let slot = match key.as_str() {
+                        "p" => &mut p,
+                        "r" => &mut r,
+                        "bad" => &mut bad,
+                        "good" => &mut good,
+                        other => return Err(de::Error::unknown_field(other, GE_KEYS)),
+                    };
+                    if slot.is_some() {
+                        return Err(de::Error::custom(format!("duplicate key `{key}`")));
+                    }
+                    *slot = Some(map.next_value::<LossProb>()?);
+                }
+                Ok(Loss::GilbertElliott {
+                    p: p.ok_or_else(|| de::Error::missing_field("p"))?,
+                    r: r.ok_or_else(|| de::Error::missing_field("r"))?,
+                    bad: bad.unwrap_or(LossProb(1.0)),
+                    good: good.unwrap_or(LossProb::ZERO),
+                })
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 

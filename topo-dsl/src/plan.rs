@@ -362,24 +362,36 @@ pub(crate) fn build(
 
 /// Lays the properties set in `top` over `base`.
 pub(crate) fn overlay(base: &mut LinkParams, top: &LinkParams) {
-    if top.rate.is_some() {
-        base.rate = top.rate;
+    // Destructure so that a new field cannot be forgotten here.
+    let LinkParams {
+        rate,
+        delay,
+        jitter,
+        jitter_distribution,
+        reorder,
+        loss,
+        corrupt,
+        duplicate,
+        queue,
+        ecn,
+        mtu,
+    } = top;
+    fn set<T: Clone>(base: &mut Option<T>, top: &Option<T>) {
+        if top.is_some() {
+            base.clone_from(top);
+        }
     }
-    if top.delay.is_some() {
-        base.delay = top.delay;
-    }
-    if top.jitter.is_some() {
-        base.jitter = top.jitter;
-    }
-    if top.loss.is_some() {
-        base.loss = top.loss;
-    }
-    if top.queue.is_some() {
-        base.queue = top.queue;
-    }
-    if top.mtu.is_some() {
-        base.mtu = top.mtu;
-    }
+    set(&mut base.rate, rate);
+    set(&mut base.delay, delay);
+    set(&mut base.jitter, jitter);
+    set(&mut base.jitter_distribution, jitter_distribution);
+    set(&mut base.reorder, reorder);
+    set(&mut base.loss, loss);
+    set(&mut base.corrupt, corrupt);
+    set(&mut base.duplicate, duplicate);
+    set(&mut base.queue, queue);
+    set(&mut base.ecn, ecn);
+    set(&mut base.mtu, mtu);
 }
 
 #[cfg(test)]

@@ -1061,9 +1061,10 @@ fn read_params(d: &mut Diags<'_>, raw: &RawParams) -> LinkParams {
         rate: unit::<Rate>(d, &raw.rate, "rate"),
         delay: unit::<Delay>(d, &raw.delay, "delay"),
         jitter: unit::<Delay>(d, &raw.jitter, "jitter"),
-        loss: unit::<LossProb>(d, &raw.loss, "loss"),
+        loss: unit::<LossProb>(d, &raw.loss, "loss").map(Loss::Bernoulli),
         queue: unit::<QueueLimit>(d, &raw.queue, "queue"),
         mtu: unit::<Mtu>(d, &raw.mtu, "mtu"),
+        ..LinkParams::default()
     }
 }
 

@@ -21,14 +21,14 @@ pub struct UnitError {
 }
 
 impl UnitError {
-    fn new(message: impl Into<String>) -> Self {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
         UnitError {
             message: message.into(),
             help: None,
         }
     }
 
-    fn help(mut self, help: impl Into<String>) -> Self {
+    pub(crate) fn help(mut self, help: impl Into<String>) -> Self {
         self.help = Some(help.into());
         self
     }
@@ -41,6 +41,14 @@ impl UnitError {
     /// What would be valid.
     pub fn hint(&self) -> Option<&str> {
         self.help.as_deref()
+    }
+
+    /// The message and the hint in one line, for serde errors.
+    pub(crate) fn full(&self) -> String {
+        match &self.help {
+            Some(h) => format!("{}; {h}", self.message),
+            None => self.message.clone(),
+        }
     }
 }
 

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use turbonet_topo::summary::CapacityBasis;
 use turbonet_topo::units::{Delay, LossProb, Mtu, QueueLimit, Rate};
-use turbonet_topo::{LinkClass, PrefixKind, Role, Target, TopologyKind, parse, summary};
+use turbonet_topo::{LinkClass, Loss, PrefixKind, Role, Target, TopologyKind, parse, summary};
 
 fn scenario(name: &str) -> String {
     std::fs::read_to_string(
@@ -321,7 +321,10 @@ delay = "3us"
     );
     assert_eq!(get("edge1-0--agg1-0").delay, Some(Delay::from_micros(2)));
     assert_eq!(get("h0-0-0--edge0-0").delay, Some(Delay::from_micros(1)));
-    assert_eq!(get("h0-0-0--edge0-0").loss, Some(LossProb(1e-9)));
+    assert_eq!(
+        get("h0-0-0--edge0-0").loss,
+        Some(Loss::Bernoulli(LossProb(1e-9)))
+    );
     assert_eq!(get("h0-0-0--edge0-0").queue, Some(QueueLimit::Packets(100)));
 }
 

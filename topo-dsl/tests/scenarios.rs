@@ -1,5 +1,4 @@
-//! Every file in `scenarios/` parses, and the runnable ones need no
-//! impairment engine.
+//! Every file in `scenarios/` parses.
 
 use std::path::Path;
 
@@ -20,13 +19,10 @@ fn every_scenario_parses() {
             Ok(lab) => lab,
             Err(e) => panic!("{name}:\n{}", e.render_plain(100)),
         };
+        // Impaired links are fine now that the userspace link engine
+        // applies them; the summary must still be computable.
         let s = turbonet_topo::summary(&lab);
-        if name != "hpn-pod.toml" {
-            assert_eq!(
-                s.impaired_links, 0,
-                "{name} must run without the link engine"
-            );
-        }
+        assert!(s.impaired_links <= lab.fabric.links.len(), "{name}");
         seen += 1;
     }
     assert!(seen >= 7, "only {seen} scenarios found");

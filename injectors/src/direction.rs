@@ -1,0 +1,344 @@
+//! One direction of one link: the impairment pipeline.
+//!
+//! loss -> corruption/duplication -> finite queue drained at `rate` (tail
+//! drop, ECN marking) -> propagation delay + jitter -> due time.
+//!
+//! Sans-I/O: the caller offers frames with the time they arrived and pops
+//! them when their due time has come; it owns the clock, the sockets and the
+//! sleeping. All arithmetic is in integer nanoseconds.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, VecDeque};
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::SeedableRng;
+use turbonet_topo::Loss;
+use turbonet_topo::units::QueueLimit;
+
+use crate::counters::Counters;
+use crate::impairment::Impairment;
+use crate::packet::{self, ETH_HEADER};
+use crate::random::{self, Chance};
+use crate::seed;
+
+/// A frame waiting for its due time. Ordered by (due, seq): earliest due
+/// first, and among equal due times the one offered first, so that a link
+/// without jitter never reorders.
+#[derive(Debug)]
+struct Pending {
+    due: u64,
+    seq: u64,
+    frame: Vec<u8>,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        (self.due, self.seq) == (other.due, other.seq)
+    }
+}
+
+impl Eq for Pending {}
+
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Pending {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.due, self.seq).cmp(&(other.due, other.seq))
+    }
+}
+
+/// The probabilities of an [`Impairment`], compiled for 64-bit draws.
+#[derive(Debug, Clone, Copy)]
+enum LossModel {
+    None,
+    Bernoulli(Chance),
+    GilbertElliott {
+        p: Chance,
+        r: Chance,
+        bad: Chance,
+        good: Chance,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Compiled {
+    loss: LossModel,
+    corrupt: Chance,
+    duplicate: Chance,
+}
+
+impl Compiled {
+    fn new(imp: &Impairment) -> Compiled {
+        let opt = |p: Option<turbonet_topo::units::LossProb>| p.map_or(Chance::Never, Chance::new);
+        let loss = match imp.loss {
+            None => LossModel::None,
+            Some(Loss::Bernoulli(p)) => LossModel::Bernoulli(Chance::new(p)),
+            Some(Loss::GilbertElliott { p, r, bad, good }) => LossModel::GilbertElliott {
+                p: Chance::new(p),
+                r: Chance::new(r),
+                bad: Chance::new(bad),
+                good: Chance::new(good),
+            },
+        };
+        Compiled {
+            loss,
+            corrupt: opt(imp.corrupt),
+            duplicate: opt(imp.duplicate),
+        }
+    }
+}
+
+/// One direction of one link.
+///
+/// Deterministic: the same seed, the same parameters and the same sequence
+/// of [`Direction::offer`] calls give the same drops, corruptions and due
+/// times. Every random draw comes from one ChaCha8 stream, in a fixed order
+/// per frame (loss, duplication, corruption of each copy, jitter of each
+/// copy), and a draw is made only when its outcome is uncertain.
+#[derive(Debug)]
+pub struct Direction {
+    imp: Impairment,
+    compiled: Compiled,
+    rng: ChaCha8Rng,
+    /// Gilbert-Elliott state: true in the bad state. Starts good.
+    ge_bad: bool,
+    /// When the last frame accepted by the rate queue finishes transmission.
+    last_tx_end: u64,
+    /// The latest due time handed out, for in-order delivery.
+    last_due: u64,
+    /// Sequence number of the next pending frame.
+    seq: u64,
+    /// Frames counted in the queue depth: (tx_end, length), in acceptance
+    /// order, which is also tx_end order (tx_end never decreases).
+    in_queue: VecDeque<(u64, u64)>,
+    /// Frames waiting for their due time: a min-heap, so `pop_due` is
+    /// O(log n).
+    pending: BinaryHeap<Reverse<Pending>>,
+    counters: Counters,
+}
+
+impl Direction {
+    /// A direction with these parameters and its own random stream, seeded
+    /// with `seed` (see [`crate::direction_seed`]).
+    pub fn new(imp: Impairment, seed: u64) -> Self {
+        Direction {
+            compiled: Compiled::new(&imp),
+            imp,
+            rng: ChaCha8Rng::from_seed(seed::chacha_key(seed)),
+            ge_bad: false,
+            last_tx_end: 0,
+            last_due: 0,
+            seq: 0,
+            in_queue: VecDeque::new(),
+            pending: BinaryHeap::new(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The parameters in force.
+    pub fn impairment(&self) -> &Impairment {
+        &self.imp
+    }
+
+    /// Changes parameters at run time (`turbonet link set`). Frames already
+    /// queued keep their due times, and the transmission in progress
+    /// finishes at the old rate: only frames offered afterwards see the new
+    /// parameters. The random stream and the Gilbert-Elliott state carry
+    /// on, so a run with the same changes at the same points is still
+    /// reproducible.
+    pub fn set_impairment(&mut self, imp: Impairment) {
+        self.compiled = Compiled::new(&imp);
+        self.imp = imp;
+    }
+
+    /// A frame (Ethernet, starting with the 14-byte header) arrives at
+    /// `now` (nanoseconds on the caller's clock, never decreasing).
+    pub fn offer(&mut self, now: u64, mut frame: Vec<u8>) {
+        self.counters.rx_packets += 1;
+        self.counters.rx_bytes += frame.len() as u64;
+        self.expire(now);
+
+        // 1. Loss, decided first like on a lossy wire: a lost frame takes no
+        //    queue space and draws nothing else.
+        if self.lost() {
+            self.counters.dropped_loss += 1;
+            return;
+        }
+
+        // 2. Duplication: the copy is a second frame from here on (it may
+        //    be corrupted, queued, dropped and jittered on its own), which is
+        //    what a duplicating device upstream of the queue produces.
+        let copy = self
+            .compiled
+            .duplicate
+            .happens(&mut self.rng)
+            .then(|| frame.clone());
+        if copy.is_some() {
+            self.counters.duplicated += 1;
+        }
+
+        self.pass(&mut frame);
+        self.admit(now, frame);
+        if let Some(mut copy) = copy {
+            self.pass(&mut copy);
+            self.admit(now, copy);
+        }
+    }
+
+    /// Earliest due time of a frame waiting to leave, if any.
+    pub fn next_due(&self) -> Option<u64> {
+        self.pending.peek().map(|Reverse(p)| p.due)
+    }
+
+    /// Removes and returns one frame whose due time is <= `now`, earliest
+    /// first (ties in offer order).
+    pub fn pop_due(&mut self, now: u64) -> Option<Vec<u8>> {
+        self.expire(now);
+        if self.pending.peek()?.0.due > now {
+            return None;
+        }
+        let Reverse(p) = self.pending.pop()?;
+        self.counters.tx_packets += 1;
+        self.counters.tx_bytes += p.frame.len() as u64;
+        Some(p.frame)
+    }
+
+    /// Frames waiting for their due time.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// What this direction did so far.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The loss decision for one frame.
+    fn lost(&mut self) -> bool {
+        match self.compiled.loss {
+            LossModel::None => false,
+            LossModel::Bernoulli(c) => c.happens(&mut self.rng),
+            // Gilbert-Elliott: the chain moves first, then the frame is lost
+            // with the probability of the state it lands in. With bad = 1
+            // and good = 0 a burst in the bad state lasts 1/r frames on
+            // average and the long-run loss is p / (p + r).
+            LossModel::GilbertElliott { p, r, bad, good } => {
+                if self.ge_bad {
+                    if r.happens(&mut self.rng) {
+                        self.ge_bad = false;
+                    }
+                } else if p.happens(&mut self.rng) {
+                    self.ge_bad = true;
+                }
+                if self.ge_bad {
+                    bad.happens(&mut self.rng)
+                } else {
+                    good.happens(&mut self.rng)
+                }
+            }
+        }
+    }
+
+    /// Corruption of one frame (or copy): one random bit after the
+    /// Ethernet header is flipped, so the frame is still delivered and
+    /// switched, and the L3/L4 checksums at the receiver catch it (a link
+    /// with a bad FCS would drop it instead, which is just loss).
+    fn pass(&mut self, frame: &mut [u8]) {
+        if frame.len() > ETH_HEADER && self.compiled.corrupt.happens(&mut self.rng) {
+            let bits = (frame.len() - ETH_HEADER) as u64 * 8;
+            let bit = random::below(&mut self.rng, bits);
+            frame[ETH_HEADER + (bit / 8) as usize] ^= 1 << (bit % 8);
+            self.counters.corrupted += 1;
+        }
+    }
+
+    /// The rate queue, then the delay: gives the frame its due time.
+    fn admit(&mut self, now: u64, mut frame: Vec<u8>) {
+        let len = frame.len() as u64;
+        let tx_end = match self.imp.rate {
+            // Without a rate nothing is serialized and nothing queues: the
+            // frame is "transmitted" the moment it arrives.
+            None => now,
+            Some(rate) => {
+                let (depth_p, depth_b) = (self.counters.queue_packets, self.counters.queue_bytes);
+                // Tail drop: the queue holds every frame whose transmission
+                // has not ended (including the one on the wire), like a
+                // pfifo/bfifo in front of a shaper. A frame larger than a
+                // byte limit can never enter, as in bfifo.
+                let full = match self.imp.queue {
+                    QueueLimit::Packets(n) => depth_p + 1 > u64::from(n),
+                    QueueLimit::Bytes(n) => depth_b + len > n,
+                };
+                if full {
+                    self.counters.dropped_queue += 1;
+                    return;
+                }
+                // ECN: mark instead of waiting for the queue to overflow, as
+                // an AQM with a step threshold does (DCTCP's K). The depth
+                // before this frame is compared, so a threshold of 1 packet
+                // marks every frame that has to wait. Not-ECT frames pass
+                // unmarked; only the tail drop above limits them.
+                if let Some(threshold) = self.imp.ecn {
+                    let above = match threshold {
+                        QueueLimit::Packets(n) => depth_p >= u64::from(n),
+                        QueueLimit::Bytes(n) => depth_b >= n,
+                    };
+                    if above && packet::mark_ce(&mut frame) {
+                        self.counters.ecn_marked += 1;
+                    }
+                }
+                // Serialization: the frame starts when the link is free
+                // (now, or when the previous frame ends) and takes
+                // len*8/rate seconds, rounded up to the next nanosecond.
+                let tx_time = rate.transmit_time(len).map_or(u64::MAX, |d| d.as_nanos());
+                let tx_end = now.max(self.last_tx_end).saturating_add(tx_time);
+                self.last_tx_end = tx_end;
+                if tx_end > now {
+                    self.in_queue.push_back((tx_end, len));
+                    self.counters.queue_packets += 1;
+                    self.counters.queue_bytes += len;
+                }
+                tx_end
+            }
+        };
+        self.last_tx_end = self.last_tx_end.max(tx_end);
+
+        // Propagation delay and jitter. A frame cannot arrive before it has
+        // been transmitted, so a negative jitter is clamped at tx_end.
+        let mut due = i128::from(tx_end) + i128::from(self.imp.delay.as_nanos());
+        let mut reorder = false;
+        if let Some(j) = &self.imp.jitter {
+            due += random::jitter_offset(&mut self.rng, j);
+            reorder = j.reorder;
+        }
+        let mut due = u64::try_from(due.max(i128::from(tx_end))).unwrap_or(u64::MAX);
+        // Without reordering a frame never overtakes an earlier one: jitter
+        // then only stretches gaps, as on a real path with one queue.
+        if !reorder {
+            due = due.max(self.last_due);
+        }
+        self.last_due = self.last_due.max(due);
+        self.pending.push(Reverse(Pending {
+            due,
+            seq: self.seq,
+            frame,
+        }));
+        self.seq += 1;
+    }
+
+    /// Frames whose transmission ended by `now` leave the queue depth.
+    fn expire(&mut self, now: u64) {
+        while let Some(&(tx_end, len)) = self.in_queue.front() {
+            if tx_end > now {
+                break;
+            }
+            self.in_queue.pop_front();
+            self.counters.queue_packets -= 1;
+            self.counters.queue_bytes -= len;
+        }
+    }
+}
