@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue, ValueDeserializer};
 
@@ -59,8 +59,16 @@ pub(crate) struct RawCustomLink {
     pub rate: Option<Spanned<toml::Value>>,
     pub delay: Option<Spanned<toml::Value>>,
     pub jitter: Option<Spanned<toml::Value>>,
-    pub loss: Option<Spanned<toml::Value>>,
+    pub jitter_distribution: Option<Spanned<toml::Value>>,
+    pub reorder: Option<Spanned<toml::Value>>,
+    /// Listed for the key checks; its value is read from
+    /// [`Section::extra`] (it may be a table, whose keys need spans).
+    #[allow(dead_code)]
+    pub loss: Option<IgnoredAny>,
+    pub corrupt: Option<Spanned<toml::Value>>,
+    pub duplicate: Option<Spanned<toml::Value>>,
     pub queue: Option<Spanned<toml::Value>>,
+    pub ecn: Option<Spanned<toml::Value>>,
     pub mtu: Option<Spanned<toml::Value>>,
 }
 
@@ -94,8 +102,16 @@ pub(crate) struct RawParams {
     pub rate: Option<Spanned<toml::Value>>,
     pub delay: Option<Spanned<toml::Value>>,
     pub jitter: Option<Spanned<toml::Value>>,
-    pub loss: Option<Spanned<toml::Value>>,
+    pub jitter_distribution: Option<Spanned<toml::Value>>,
+    pub reorder: Option<Spanned<toml::Value>>,
+    /// Listed for the key checks; its value is read from
+    /// [`Section::extra`] (it may be a table, whose keys need spans).
+    #[allow(dead_code)]
+    pub loss: Option<IgnoredAny>,
+    pub corrupt: Option<Spanned<toml::Value>>,
+    pub duplicate: Option<Spanned<toml::Value>>,
     pub queue: Option<Spanned<toml::Value>>,
+    pub ecn: Option<Spanned<toml::Value>>,
     pub mtu: Option<Spanned<toml::Value>>,
 }
 
@@ -107,8 +123,16 @@ pub(crate) struct RawOverride {
     pub rate: Option<Spanned<toml::Value>>,
     pub delay: Option<Spanned<toml::Value>>,
     pub jitter: Option<Spanned<toml::Value>>,
-    pub loss: Option<Spanned<toml::Value>>,
+    pub jitter_distribution: Option<Spanned<toml::Value>>,
+    pub reorder: Option<Spanned<toml::Value>>,
+    /// Listed for the key checks; its value is read from
+    /// [`Section::extra`] (it may be a table, whose keys need spans).
+    #[allow(dead_code)]
+    pub loss: Option<IgnoredAny>,
+    pub corrupt: Option<Spanned<toml::Value>>,
+    pub duplicate: Option<Spanned<toml::Value>>,
     pub queue: Option<Spanned<toml::Value>>,
+    pub ecn: Option<Spanned<toml::Value>>,
     pub mtu: Option<Spanned<toml::Value>>,
 }
 
@@ -118,8 +142,13 @@ impl RawOverride {
             rate: self.rate,
             delay: self.delay,
             jitter: self.jitter,
-            loss: self.loss,
+            jitter_distribution: self.jitter_distribution,
+            reorder: self.reorder,
+            loss: None,
+            corrupt: self.corrupt,
+            duplicate: self.duplicate,
             queue: self.queue,
+            ecn: self.ecn,
             mtu: self.mtu,
         };
         (self.link, params)
@@ -132,11 +161,26 @@ impl RawCustomLink {
             rate: self.rate.take(),
             delay: self.delay.take(),
             jitter: self.jitter.take(),
-            loss: self.loss.take(),
+            jitter_distribution: self.jitter_distribution.take(),
+            reorder: self.reorder.take(),
+            loss: None,
+            corrupt: self.corrupt.take(),
+            duplicate: self.duplicate.take(),
             queue: self.queue.take(),
+            ecn: self.ecn.take(),
             mtu: self.mtu.take(),
         }
     }
+}
+
+/// The Gilbert-Elliott form of `loss`: `{ p = "1%", r = "25%" }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawGilbertElliott {
+    pub p: Option<Spanned<toml::Value>>,
+    pub r: Option<Spanned<toml::Value>>,
+    pub bad: Option<Spanned<toml::Value>>,
+    pub good: Option<Spanned<toml::Value>>,
 }
 
 /// `[[external]]`

@@ -18,6 +18,10 @@ use crate::plan::{self, AsnBase, IFNAMSIZ, Pool, Pools};
 use crate::raw::*;
 use crate::units::{Delay, LossProb, Mtu, QueueLimit, Rate, UnitError};
 
+/// The queue of a rate-limited link whose scenario sets none (Linux's
+/// default `txqueuelen`); `turbonet-injectors` uses the same value.
+pub(crate) const DEFAULT_QUEUE: QueueLimit = QueueLimit::Packets(1000);
+
 const TOP_KEYS: &[&str] = &[
     "lab",
     "topology",
@@ -170,8 +174,10 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
         .unwrap_or_default();
 
     // Build the fabric.
+    let mut inline_spans = Vec::new();
     let mut fabric = match (topo, &pools) {
         (Some(t), Some(pools)) => {
+            inline_spans = t.inline_spans;
             let class_params = &link_cfg.classes;
             let default = &link_cfg.default;
             let params = |class: LinkClass| {
@@ -187,7 +193,8 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
     };
 
     if let Some(fabric) = fabric.as_mut() {
-        apply_overrides(d, fabric, &link_cfg.overrides);
+        let override_spans = apply_overrides(d, fabric, &link_cfg.overrides);
+        check_link_params(d, fabric, &link_cfg, &inline_spans, &override_spans);
     }
 
     // [[external]]
@@ -478,6 +485,9 @@ struct Topo {
     kind: TopologyKind,
     graph: Graph,
     span: Range<usize>,
+    /// Where the inline parameters of each custom link were written,
+    /// indexed like `graph.links` (empty for generated topologies).
+    inline_spans: Vec<ParamSpans>,
 }
 
 /// Reads `[topology]` and generates the graph. `kind_name` is set as soon
@@ -590,6 +600,7 @@ fn read_topology(
             }
         }
     };
+    let mut inline_spans = Vec::new();
     let (tkind, graph) = match kind {
         "fat-tree" => {
             let k = get(d, &t.k, "k", None, 2, 64);
@@ -696,7 +707,8 @@ fn read_topology(
             )
         }
         "custom" => {
-            let graph = read_custom(d, &s.extra, span.clone())?;
+            let (graph, spans) = read_custom(d, &s.extra, span.clone())?;
+            inline_spans = spans;
             (TopologyKind::Custom, graph)
         }
         _ => return None,
@@ -705,6 +717,7 @@ fn read_topology(
         kind: tkind,
         graph,
         span,
+        inline_spans,
     })
 }
 
@@ -727,7 +740,7 @@ fn read_custom(
     d: &mut Diags<'_>,
     extra: &BTreeMap<&str, &Spanned<DeValue<'_>>>,
     span: Range<usize>,
-) -> Option<Graph> {
+) -> Option<(Graph, Vec<ParamSpans>)> {
     let errors_before = d.count();
     let mut graph = Graph::default();
     let mut by_name: HashMap<String, (u32, Range<usize>)> = HashMap::new();
@@ -815,7 +828,7 @@ fn read_custom(
         {
             let keys = Keys {
                 allowed: fields_of::<RawCustomLink>(),
-                extra: &[],
+                extra: &["loss"],
                 foreign: &[],
                 foreign_reason: "",
             };
@@ -823,7 +836,8 @@ fn read_custom(
             else {
                 continue;
             };
-            let params = read_params(d, &l.raw.take_params());
+            let (params, spans) =
+                read_params(d, &l.raw.take_params(), l.extra.get("loss").copied());
             let end = |d: &mut Diags<'_>, v: &Option<Spanned<String>>, key: &str| -> Option<u32> {
                 let Some(v) = v else {
                     d.error(
@@ -885,7 +899,7 @@ fn read_custom(
                 continue;
             }
             let (lo, hi) = if rb == Role::Host { (b, a) } else { (a, b) };
-            links.push((lo, hi, params));
+            links.push((lo, hi, params, spans));
         }
     }
     if links.len() as u64 > MAX_LINKS || graph.nodes.len() as u64 > MAX_NODES {
@@ -898,7 +912,9 @@ fn read_custom(
     // switches gets one address in each of their subnets.
     let mut groups: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
     let mut seen: HashSet<(u32, u32)> = HashSet::new();
-    for (lo, hi, params) in links {
+    let mut inline_spans = Vec::with_capacity(links.len());
+    for (lo, hi, params, spans) in links {
+        inline_spans.push(spans);
         if graph.nodes[lo as usize].role == Role::Host && seen.insert((hi, lo)) {
             groups.entry(hi).or_default().push(lo);
         }
@@ -912,7 +928,7 @@ fn read_custom(
             hosts,
         })
         .collect();
-    Some(graph)
+    Some((graph, inline_spans))
 }
 
 fn check_node_name(name: &str) -> Result<(), String> {
@@ -959,8 +975,10 @@ fn array_items<'a, 'i>(
 #[derive(Default)]
 struct LinkConfig {
     default: LinkParams,
+    default_spans: ParamSpans,
     classes: HashMap<LinkClass, LinkParams>,
-    overrides: Vec<(Spanned<String>, LinkParams)>,
+    class_spans: HashMap<LinkClass, ParamSpans>,
+    overrides: Vec<(Spanned<String>, LinkParams, ParamSpans)>,
 }
 
 fn read_links(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, kind: Option<&str>) -> LinkConfig {
@@ -980,7 +998,7 @@ fn read_links(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, kind: Option<&str>) -
     valid.push("override");
     let param_keys = Keys {
         allowed: fields_of::<RawParams>(),
-        extra: &[],
+        extra: &["loss"],
         foreign: &[],
         foreign_reason: "",
     };
@@ -991,7 +1009,8 @@ fn read_links(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, kind: Option<&str>) -
             "default" => {
                 if let Some(s) = read_table::<RawParams>(d, value, "`[links.default]`", param_keys)
                 {
-                    cfg.default = read_params(d, &s.raw);
+                    (cfg.default, cfg.default_spans) =
+                        read_params(d, &s.raw, s.extra.get("loss").copied());
                 }
             }
             "override" => {
@@ -1002,7 +1021,7 @@ fn read_links(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, kind: Option<&str>) -
                 for item in items {
                     let keys = Keys {
                         allowed: fields_of::<RawOverride>(),
-                        extra: &[],
+                        extra: &["loss"],
                         foreign: &[],
                         foreign_reason: "",
                     };
@@ -1011,10 +1030,11 @@ fn read_links(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, kind: Option<&str>) -
                         continue;
                     };
                     let span = s.span.clone();
+                    let loss = s.extra.get("loss").copied();
                     let (link, raw) = s.raw.into_parts();
-                    let params = read_params(d, &raw);
+                    let (params, spans) = read_params(d, &raw, loss);
                     match link {
-                        Some(link) => cfg.overrides.push((link, params)),
+                        Some(link) => cfg.overrides.push((link, params, spans)),
                         None => {
                             d.error(Some(span), "missing `link` in `[[links.override]]`")
                                 .label("which link?")
@@ -1026,9 +1046,9 @@ fn read_links(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, kind: Option<&str>) -
             _ if classes.contains(&name) => {
                 let what = format!("`[links.{name}]`");
                 if let Some(s) = read_table::<RawParams>(d, value, &what, param_keys) {
-                    let params = read_params(d, &s.raw);
+                    let (params, spans) = read_params(d, &s.raw, s.extra.get("loss").copied());
                     if let Some(class) = class_from_str(name) {
-                        class_entries.push((class, params));
+                        class_entries.push((class, params, spans));
                     }
                 }
             }
@@ -1051,20 +1071,181 @@ fn read_links(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, kind: Option<&str>) -
             }
         }
     }
-    cfg.classes.extend(class_entries);
+    for (class, params, spans) in class_entries {
+        cfg.classes.insert(class, params);
+        cfg.class_spans.insert(class, spans);
+    }
     cfg
 }
 
-/// Parses the unit values of a parameter table, reporting each bad one.
-fn read_params(d: &mut Diags<'_>, raw: &RawParams) -> LinkParams {
-    LinkParams {
+/// Where the keys that other keys depend on were written, so that an
+/// inconsistency found on a link after the levels are merged points at the
+/// line that caused it. A key is recorded when present, valid or not, so a
+/// bad `rate` does not also make its `queue` "rate-less".
+#[derive(Debug, Clone, Default)]
+struct ParamSpans {
+    rate: Option<Range<usize>>,
+    queue: Option<Range<usize>>,
+    ecn: Option<Range<usize>>,
+}
+
+impl ParamSpans {
+    fn overlay(&mut self, top: &ParamSpans) {
+        for (base, top) in [
+            (&mut self.rate, &top.rate),
+            (&mut self.queue, &top.queue),
+            (&mut self.ecn, &top.ecn),
+        ] {
+            if top.is_some() {
+                base.clone_from(top);
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.rate.is_none() && self.queue.is_none() && self.ecn.is_none()
+    }
+}
+
+/// Parses the values of a parameter table, reporting each bad one. `loss`
+/// is the raw `loss` value (a probability or a Gilbert-Elliott table).
+fn read_params(
+    d: &mut Diags<'_>,
+    raw: &RawParams,
+    loss: Option<&Spanned<DeValue<'_>>>,
+) -> (LinkParams, ParamSpans) {
+    let span = |v: &Option<Spanned<toml::Value>>| v.as_ref().map(|v| v.span());
+    let params = LinkParams {
         rate: unit::<Rate>(d, &raw.rate, "rate"),
         delay: unit::<Delay>(d, &raw.delay, "delay"),
         jitter: unit::<Delay>(d, &raw.jitter, "jitter"),
-        loss: unit::<LossProb>(d, &raw.loss, "loss").map(Loss::Bernoulli),
+        jitter_distribution: raw.jitter_distribution.as_ref().and_then(|v| {
+            let Some(text) = v.get_ref().as_str() else {
+                d.error(
+                    Some(v.span()),
+                    format!(
+                        "expected a string for `jitter_distribution`, found {}",
+                        v.get_ref().type_str()
+                    ),
+                )
+                .label("expected a string")
+                .help(example_for("jitter_distribution"));
+                return None;
+            };
+            match text.parse::<JitterDistribution>() {
+                Ok(x) => Some(x),
+                Err(e) => {
+                    d.error(Some(v.span()), e.message().to_string())
+                        .label("unknown distribution")
+                        .help(e.hint().unwrap_or_default());
+                    None
+                }
+            }
+        }),
+        reorder: raw.reorder.as_ref().and_then(|v| match v.get_ref() {
+            toml::Value::Boolean(b) => Some(*b),
+            other => {
+                let help = match other.as_str() {
+                    Some(t @ ("true" | "false")) => {
+                        format!("write it without quotes: `reorder = {t}`")
+                    }
+                    _ => example_for("reorder").to_string(),
+                };
+                d.error(
+                    Some(v.span()),
+                    format!(
+                        "expected `true` or `false` for `reorder`, found {}",
+                        other.type_str()
+                    ),
+                )
+                .label("expected a boolean")
+                .help(help);
+                None
+            }
+        }),
+        loss: loss.and_then(|v| read_loss(d, v)),
+        corrupt: unit::<LossProb>(d, &raw.corrupt, "corrupt"),
+        duplicate: unit::<LossProb>(d, &raw.duplicate, "duplicate"),
         queue: unit::<QueueLimit>(d, &raw.queue, "queue"),
+        ecn: unit::<QueueLimit>(d, &raw.ecn, "ecn"),
         mtu: unit::<Mtu>(d, &raw.mtu, "mtu"),
-        ..LinkParams::default()
+    };
+    let spans = ParamSpans {
+        rate: span(&raw.rate),
+        queue: span(&raw.queue),
+        ecn: span(&raw.ecn),
+    };
+    (params, spans)
+}
+
+/// `loss = "0.1%"` (Bernoulli) or `loss = { p = "1%", r = "25%", bad =
+/// "100%", good = "0%" }` (Gilbert-Elliott).
+fn read_loss(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>) -> Option<Loss> {
+    if v.get_ref().is_table() {
+        let keys = Keys {
+            allowed: GE_KEYS,
+            extra: &[],
+            foreign: &[],
+            foreign_reason: "",
+        };
+        let what = "the Gilbert-Elliott `loss` table";
+        let s = read_table::<RawGilbertElliott>(d, v, what, keys)?;
+        let g = &s.raw;
+        let missing = |d: &mut Diags<'_>, key: &str, meaning: &str| {
+            d.error(Some(s.span.clone()), format!("missing `{key}` in {what}"))
+                .label(format!("needs `{key}`"))
+                .help(format!(
+                    "`{key}` is {meaning}; e.g. `loss = {{ p = \"1%\", r = \"25%\" }}` (`bad` defaults to 100%, `good` to 0%)"
+                ));
+        };
+        if g.p.is_none() {
+            missing(d, "p", "the good->bad transition probability per packet");
+        }
+        if g.r.is_none() {
+            missing(d, "r", "the bad->good transition probability per packet");
+        }
+        let p = unit::<LossProb>(d, &g.p, "p");
+        let r = unit::<LossProb>(d, &g.r, "r");
+        let bad = match &g.bad {
+            None => Some(LossProb(1.0)),
+            Some(_) => unit::<LossProb>(d, &g.bad, "bad"),
+        };
+        let good = match &g.good {
+            None => Some(LossProb::ZERO),
+            Some(_) => unit::<LossProb>(d, &g.good, "good"),
+        };
+        return Some(Loss::GilbertElliott {
+            p: p?,
+            r: r?,
+            bad: bad?,
+            good: good?,
+        });
+    }
+    let text = match v.get_ref() {
+        DeValue::String(s) => s.to_string(),
+        DeValue::Integer(i) => i.as_str().to_string(),
+        DeValue::Float(f) => f.as_str().to_string(),
+        other => {
+            d.error(
+                Some(v.span()),
+                format!(
+                    "expected a probability or a table for `loss`, found {}",
+                    other.type_str()
+                ),
+            )
+            .label("expected a string or a table")
+            .help(example_for("loss"));
+            return None;
+        }
+    };
+    match text.parse::<LossProb>() {
+        Ok(p) => Some(Loss::Bernoulli(p)),
+        Err(e) => {
+            d.error(Some(v.span()), format!("invalid `loss`: {}", e.message()))
+                .label("invalid loss")
+                .help(e.hint().unwrap_or_default());
+            None
+        }
     }
 }
 
@@ -1103,20 +1284,31 @@ fn example_for(key: &str) -> &'static str {
     match key {
         "rate" => "e.g. `rate = \"10gbit\"`",
         "delay" | "jitter" => "e.g. `delay = \"5us\"`",
-        "loss" => "e.g. `loss = \"0.01%\"`",
+        "loss" => {
+            "e.g. `loss = \"0.01%\"` (independent) or `loss = { p = \"1%\", r = \"25%\" }` (Gilbert-Elliott bursts)"
+        }
+        "corrupt" | "duplicate" => "e.g. `corrupt = \"0.01%\"`",
+        "ecn" => "e.g. `ecn = \"60p\"` or `ecn = \"30KiB\"`",
+        "jitter_distribution" => {
+            "e.g. `jitter_distribution = \"normal\"` (uniform, normal, pareto, paretonormal)"
+        }
+        "reorder" => "e.g. `reorder = true`",
         "queue" => "e.g. `queue = \"1000p\"`",
         "mtu" => "e.g. `mtu = 9000`",
         _ => "",
     }
 }
 
+/// Applies `[[links.override]]`; returns, per overridden link, where its
+/// overrides set the keys that [`check_link_params`] looks at.
 fn apply_overrides(
     d: &mut Diags<'_>,
     fabric: &mut Fabric,
-    overrides: &[(Spanned<String>, LinkParams)],
-) {
+    overrides: &[(Spanned<String>, LinkParams, ParamSpans)],
+) -> HashMap<usize, ParamSpans> {
+    let mut spans: HashMap<usize, ParamSpans> = HashMap::new();
     if overrides.is_empty() {
-        return;
+        return spans;
     }
     let index: HashMap<&str, usize> = fabric
         .links
@@ -1125,9 +1317,12 @@ fn apply_overrides(
         .map(|(i, l)| (l.name.as_str(), i))
         .collect();
     let mut found = Vec::new();
-    for (name, params) in overrides {
+    for (name, params, keys) in overrides {
         match index.get(name.get_ref().as_str()) {
-            Some(&i) => found.push((i, params)),
+            Some(&i) => {
+                spans.entry(i).or_default().overlay(keys);
+                found.push((i, params));
+            }
             None => {
                 let help = close_link_names(name.get_ref(), fabric);
                 d.error(
@@ -1141,6 +1336,130 @@ fn apply_overrides(
     }
     for (i, params) in found {
         plan::overlay(&mut fabric.links[i].params, params);
+    }
+    spans
+}
+
+/// What can be wrong with a link's merged parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum ParamProblem {
+    QueueWithoutRate,
+    EcnWithoutRate,
+    EcnAboveQueue,
+}
+
+/// Checks the combinations of a link's parameters once every level
+/// (default, class, inline, overrides) is merged: `rate` may come from
+/// `[links.default]` and `queue` from an override. Each problem is reported
+/// once per offending key (with the first link it affects and how many
+/// others), not once per link: one bad `[links.default]` would otherwise
+/// give a thousand identical errors.
+fn check_link_params(
+    d: &mut Diags<'_>,
+    fabric: &Fabric,
+    cfg: &LinkConfig,
+    inline: &[ParamSpans],
+    overrides: &HashMap<usize, ParamSpans>,
+) {
+    let nothing = cfg.default_spans.is_empty()
+        && cfg.class_spans.values().all(ParamSpans::is_empty)
+        && inline.iter().all(ParamSpans::is_empty)
+        && overrides.values().all(ParamSpans::is_empty);
+    if nothing {
+        return;
+    }
+    // (problem, span) -> (first link, number of links, queue span)
+    type Key = (ParamProblem, usize, usize);
+    let mut found: BTreeMap<Key, (usize, usize, Option<Range<usize>>)> = BTreeMap::new();
+    for (i, link) in fabric.links.iter().enumerate() {
+        let mut spans = cfg.default_spans.clone();
+        if let Some(c) = cfg.class_spans.get(&link.class) {
+            spans.overlay(c);
+        }
+        if let Some(s) = inline.get(i) {
+            spans.overlay(s);
+        }
+        if let Some(s) = overrides.get(&i) {
+            spans.overlay(s);
+        }
+        let mut note = |problem: ParamProblem, span: &Range<usize>, queue: Option<Range<usize>>| {
+            let e = found
+                .entry((problem, span.start, span.end))
+                .or_insert((i, 0, queue));
+            e.1 += 1;
+        };
+        let p = &link.params;
+        if spans.rate.is_none() {
+            if let Some(q) = &spans.queue {
+                note(ParamProblem::QueueWithoutRate, q, None);
+            }
+            if let Some(e) = &spans.ecn {
+                note(ParamProblem::EcnWithoutRate, e, None);
+            }
+        } else if let (Some(ecn), Some(span)) = (p.ecn, &spans.ecn) {
+            let queue = p.queue.unwrap_or(DEFAULT_QUEUE);
+            let above = match (ecn, queue) {
+                (QueueLimit::Packets(e), QueueLimit::Packets(q)) => e > q,
+                (QueueLimit::Bytes(e), QueueLimit::Bytes(q)) => e > q,
+                // Packets and bytes cannot be compared without knowing the
+                // frame sizes.
+                _ => false,
+            };
+            if above {
+                note(ParamProblem::EcnAboveQueue, span, spans.queue.clone());
+            }
+        }
+    }
+    for ((problem, start, end), (first, count, queue_span)) in found {
+        let link = &fabric.links[first];
+        let others = match count - 1 {
+            0 => String::new(),
+            1 => " (and 1 other link)".to_string(),
+            n => format!(" (and {n} other links)"),
+        };
+        let name = &link.name;
+        match problem {
+            ParamProblem::QueueWithoutRate => {
+                d.error(
+                    Some(start..end),
+                    format!("`queue` is set but link `{name}`{others} has no `rate`"),
+                )
+                .label("nothing drains this queue")
+                .help(
+                    "a queue is drained at the link's `rate`: add e.g. `rate = \"10gbit\"` \
+                     next to it (or in `[links.default]`), or remove `queue`",
+                );
+            }
+            ParamProblem::EcnWithoutRate => {
+                d.error(
+                    Some(start..end),
+                    format!("`ecn` is set but link `{name}`{others} has no `rate`"),
+                )
+                .label("no queue to mark from")
+                .help(
+                    "ECN marks packets when the queue drained at `rate` is at least this deep: \
+                     add e.g. `rate = \"10gbit\"` next to it (or in `[links.default]`), or remove `ecn`",
+                );
+            }
+            ParamProblem::EcnAboveQueue => {
+                let ecn = link.params.ecn.map(|e| e.to_string()).unwrap_or_default();
+                let queue = link.params.queue.unwrap_or(DEFAULT_QUEUE);
+                let whence = match &queue_span {
+                    Some(q) => format!("`queue = \"{queue}\"` at line {}", d.line_col(q.start).0),
+                    None => format!("the default queue of {queue}"),
+                };
+                d.error(
+                    Some(start..end),
+                    format!(
+                        "`ecn` threshold {ecn} is above the queue limit {queue} of link `{name}`{others}"
+                    ),
+                )
+                .label("the queue never gets this deep")
+                .help(format!(
+                    "nothing would ever be marked: the queue is limited by {whence}; set `ecn` below `queue` (e.g. a fifth of it) or raise `queue`"
+                ));
+            }
+        }
     }
 }
 

@@ -104,8 +104,16 @@ fn dump(lab: &Lab) -> String {
             ("rate", p.rate.map(|x| x.to_string())),
             ("delay", p.delay.map(|x| x.to_string())),
             ("jitter", p.jitter.map(|x| x.to_string())),
+            (
+                "jitter_distribution",
+                p.jitter_distribution.map(|x| x.to_string()),
+            ),
+            ("reorder", p.reorder.map(|x| x.to_string())),
             ("loss", p.loss.map(|x| x.to_string())),
+            ("corrupt", p.corrupt.map(|x| x.to_string())),
+            ("duplicate", p.duplicate.map(|x| x.to_string())),
             ("queue", p.queue.map(|x| x.to_string())),
+            ("ecn", p.ecn.map(|x| x.to_string())),
             ("mtu", p.mtu.map(|x| x.to_string())),
         ] {
             if let Some(v) = v {
@@ -237,7 +245,16 @@ link = "leaf0--spine1:1"
 delay = "1ms"
 loss = "0.5%"
 queue = "64KiB"
+ecn = "16KiB"
 jitter = "10us"
+jitter_distribution = "pareto"
+reorder = true
+
+[[links.override]]
+link = "leaf1--spine0"
+loss = { p = "1%", r = "25%" }
+corrupt = "0.01%"
+duplicate = "1e-4"
 
 [[external]]
 node = "spine0"

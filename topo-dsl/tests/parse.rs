@@ -301,6 +301,7 @@ target = "p4rt"
 kind = "fat-tree"
 k = 2
 [links.default]
+rate = "1gbit"
 delay = "1us"
 loss = "1e-9"
 queue = "100p"
