@@ -24,6 +24,16 @@ pub struct BenchArgs {
     /// Also run `check` (all host pairs) after each `up`, and time it.
     #[arg(long)]
     pub check: bool,
+    /// Measure the userspace link engine instead: delay accuracy, loss
+    /// statistics and forwarding capacity on a two-host lab.
+    #[arg(long)]
+    pub engine: bool,
+    /// With --engine: delay probes per configured delay.
+    #[arg(long, default_value_t = 5_000)]
+    pub probes: usize,
+    /// With --engine: frames per configured loss probability.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub loss_frames: u64,
 }
 
 struct Measured {
@@ -67,6 +77,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// `turbonet bench`.
 pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
+    if args.engine {
+        return crate::bench_engine::bench(args.probes, args.loss_frames);
+    }
     let files = if args.files.is_empty() {
         let dir = Path::new("scenarios");
         if !dir.is_dir() {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::{bench, check, exec, inspect, lab};
+use crate::{bench, check, daemon, exec, inspect, lab};
 
 /// Exit code for invalid input (a scenario with errors, a bad argument).
 pub const EXIT_INVALID: u8 = 2;
@@ -66,6 +66,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Show links: parameters, engine, and per-direction counters.
+    #[command(subcommand)]
+    Link(LinkCommand),
     /// Run a command inside a node (exit code passed through).
     #[command(trailing_var_arg = true)]
     Exec {
@@ -93,6 +96,12 @@ enum Command {
     Clean,
     /// Measure up and down times and peak memory on bundled scenarios.
     Bench(bench::BenchArgs),
+    /// The per-lab daemon (started by `up`; not for direct use).
+    #[command(hide = true)]
+    Daemon {
+        /// Lab name.
+        lab: String,
+    },
 }
 
 /// Arguments of `up`.
@@ -106,6 +115,22 @@ pub struct UpArgs {
     /// Threads that create namespaces (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
+}
+
+/// `turbonet link ...`.
+#[derive(Debug, Subcommand)]
+pub enum LinkCommand {
+    /// Parameters and per-direction counters (packets, bytes, drops by
+    /// cause, queue depth) of every link, or of one.
+    Show {
+        /// Link name, e.g. `edge0-0--agg0-0` (default: all links).
+        link: Option<String>,
+        #[command(flatten)]
+        lab: LabArg,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Which lab a command is about.
@@ -140,9 +165,13 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             lab,
             json,
         } => inspect::show(what, node.as_deref(), lab.lab.as_deref(), json),
+        Command::Link(LinkCommand::Show { link, lab, json }) => {
+            inspect::link_show(link.as_deref(), lab.lab.as_deref(), json)
+        }
         Command::Exec { node, command, lab } => exec::exec(lab.lab.as_deref(), &node, &command),
         Command::Check { lab, timeout, json } => check::check(lab.lab.as_deref(), timeout, json),
         Command::Clean => lab::clean(),
         Command::Bench(args) => bench::bench(&args),
+        Command::Daemon { lab } => daemon::run(&lab),
     }
 }

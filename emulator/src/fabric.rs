@@ -15,10 +15,11 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use rtnetlink::packet_route::link::{InfoData, InfoVeth};
 use rtnetlink::packet_route::route::{RouteProtocol, RouteScope};
 use rtnetlink::{Handle, LinkUnspec, LinkVeth, RouteMessageBuilder, RouteNextHopBuilder};
+use turbonet_injectors::Impairment;
 use turbonet_routing::Route;
 use turbonet_topo::{Lab, Link, Node, Role};
 
-use crate::netns;
+use crate::{engine, netns};
 
 /// Requests in flight per netlink connection. Bounded so that the kernel's
 /// ACKs never overflow the socket's receive buffer.
@@ -95,9 +96,12 @@ fn node_sysctls(lab: &Lab, node: &Node, has_seed: bool) -> Vec<(&'static str, St
     let mut s = vec![
         ("net/ipv4/conf/all/rp_filter", "0".to_owned()),
         ("net/ipv4/conf/default/rp_filter", "0".to_owned()),
-        // Fabric links come up at once; duplicate-address detection only slows them.
-        ("net/ipv6/conf/default/accept_dad", "0".to_owned()),
-        ("net/ipv6/conf/all/accept_dad", "0".to_owned()),
+        // The fabric is IPv4 for now. IPv6 off keeps router solicitations
+        // and MLD reports, sent at random times, off the links: traffic
+        // through an impaired link is then exactly what the user sends, so
+        // a seed reproduces its drops.
+        ("net/ipv6/conf/default/disable_ipv6", "1".to_owned()),
+        ("net/ipv6/conf/all/disable_ipv6", "1".to_owned()),
     ];
     if node.role.is_switch() {
         s.push(("net/ipv4/ip_forward", "1".to_owned()));
@@ -117,16 +121,50 @@ fn node_sysctls(lab: &Lab, node: &Node, has_seed: bool) -> Vec<(&'static str, St
     s
 }
 
-/// Creates every node's namespace, sets its sysctls and opens a netlink
-/// connection inside it. Namespaces are created by `threads` dedicated
-/// threads.
-pub fn create_namespaces(lab: &Lab, threads: usize) -> Result<Vec<NodeNs>> {
-    let names: Vec<String> = lab
+/// The links the userspace engine must splice, each with its position `k`
+/// among them (which fixes its engine-side interface indices).
+pub fn impaired_links(lab: &Lab) -> Vec<Option<usize>> {
+    let mut k = 0;
+    lab.fabric
+        .links
+        .iter()
+        .map(|l| {
+            if Impairment::from_params(&l.params).is_noop() {
+                None
+            } else {
+                k += 1;
+                Some(k - 1)
+            }
+        })
+        .collect()
+}
+
+/// Sysctls of the hidden engine namespace: its interfaces must stay silent
+/// (no IPv6 router solicitations or MLD reports leaking into the links).
+const ENGINE_SYSCTLS: [(&str, &str); 2] = [
+    ("net/ipv6/conf/all/disable_ipv6", "1"),
+    ("net/ipv6/conf/default/disable_ipv6", "1"),
+];
+
+/// Creates every node's namespace (and, when some link is impaired, the
+/// lab's hidden engine namespace, returned last), sets its sysctls and
+/// opens a netlink socket inside it. Namespaces are created by `threads`
+/// dedicated threads.
+pub fn create_namespaces(
+    lab: &Lab,
+    threads: usize,
+    engine: bool,
+) -> Result<(Vec<NodeNs>, Option<NodeNs>)> {
+    let mut names: Vec<String> = lab
         .fabric
         .nodes
         .iter()
         .map(|n| ns_name(&lab.name, &n.name))
         .collect();
+    let engine_name = engine::namespace(&lab.name);
+    if engine {
+        names.push(engine_name.clone());
+    }
     let has_seed = netns::has_sysctl("net/ipv4/fib_multipath_hash_seed");
     let by_name: std::collections::HashMap<&str, &Node> = names
         .iter()
@@ -134,9 +172,17 @@ pub fn create_namespaces(lab: &Lab, threads: usize) -> Result<Vec<NodeNs>> {
         .zip(lab.fabric.nodes.iter())
         .collect();
     let results = netns::create_batch(&names, threads, &|name: &str| {
-        let node = by_name[name];
-        for (key, value) in node_sysctls(lab, node, has_seed) {
-            netns::write_sysctl(key, &value)?;
+        match by_name.get(name) {
+            Some(node) => {
+                for (key, value) in node_sysctls(lab, node, has_seed) {
+                    netns::write_sysctl(key, &value)?;
+                }
+            }
+            None => {
+                for (key, value) in ENGINE_SYSCTLS {
+                    netns::write_sysctl(key, value)?;
+                }
+            }
         }
         Ok((netns::open_current()?, netns::route_socket()?))
     });
@@ -145,7 +191,8 @@ pub fn create_namespaces(lab: &Lab, threads: usize) -> Result<Vec<NodeNs>> {
         let (ns, socket) = result.with_context(|| format!("creating namespace {name}"))?;
         nodes.push(NodeNs { ns, socket });
     }
-    Ok(nodes)
+    let engine_ns = if engine { nodes.pop() } else { None };
+    Ok((nodes, engine_ns))
 }
 
 /// Turns a route-netlink socket into an rtnetlink handle on the current
@@ -172,51 +219,130 @@ where
         .await
 }
 
-/// Creates every link as a veth pair, both ends up, each in its node's
-/// namespace with its deterministic ifindex. Requests go through the
-/// lower-tier end's connection, so link creation spreads over all of them.
-pub async fn create_links(lab: &Lab, nodes: &[NodeNs]) -> Result<()> {
+/// One veth pair to create: `local` in the requesting node's namespace,
+/// `peer` in another (a node's, or the engine's).
+struct Veth<'a> {
+    link: &'a Link,
+    local: (&'a str, u32),
+    peer: (String, u32),
+    peer_ns: i32,
+}
+
+/// Creates every link: a plain link is one veth pair with an end in each
+/// node; an impaired link is two pairs, each node's port paired with an
+/// interface in the engine namespace. Both ends get their deterministic
+/// ifindex; each request is sent from the namespace of the end it creates
+/// first (where that ifindex is known to be free), so link creation also
+/// spreads over all connections.
+pub async fn create_links(lab: &Lab, nodes: &[NodeNs], engine: Option<&NodeNs>) -> Result<()> {
     let port_of = port_positions(lab);
-    let per_first_end = group_by_first_end(lab);
-    per_node(per_first_end.into_iter().enumerate(), |(node, links)| {
-        let port_of = &port_of;
-        async move {
-            if links.is_empty() {
-                return Ok(());
+    let impaired = impaired_links(lab);
+    let mut jobs: Vec<Vec<Veth>> = (0..lab.fabric.nodes.len()).map(|_| Vec::new()).collect();
+    for link in &lab.fabric.links {
+        let [a, b] = &link.ends;
+        let [ia, ib] = port_of[link.id.0 as usize];
+        match impaired[link.id.0 as usize] {
+            None => jobs[a.node.0 as usize].push(Veth {
+                link,
+                local: (&a.ifname, port_ifindex(ia)),
+                peer: (b.ifname.clone(), port_ifindex(ib)),
+                peer_ns: nodes[b.node.0 as usize].ns.as_raw_fd(),
+            }),
+            Some(k) => {
+                let engine = engine
+                    .ok_or_else(|| anyhow!("impaired link {} without an engine", link.name))?;
+                for (side, (end, index)) in [(a, ia), (b, ib)].into_iter().enumerate() {
+                    jobs[end.node.0 as usize].push(Veth {
+                        link,
+                        local: (&end.ifname, port_ifindex(index)),
+                        peer: engine::port(link.id.0, k, side),
+                        peer_ns: engine.ns.as_raw_fd(),
+                    });
+                }
             }
-            let handle = nodes[node].handle()?;
-            pipelined(links.into_iter().map(|link| {
-                let link = lab.fabric.link(link);
-                let [a, b] = &link.ends;
-                let [ia, ib] = port_of[link.id.0 as usize];
-                // The peer cannot be brought up in the same request (the
-                // kernel answers ENOTCONN); `configure_addresses` does it.
-                let mut peer = LinkUnspec::new_with_index(port_ifindex(ib))
-                    .name(b.ifname.clone())
-                    .setns_by_fd(nodes[b.node.0 as usize].ns.as_raw_fd());
-                let mut veth = LinkVeth::new(&a.ifname, &b.ifname)
-                    .index(port_ifindex(ia))
-                    .up();
-                if let Some(mtu) = link.params.mtu {
-                    peer = peer.mtu(u32::from(mtu.0));
-                    veth = veth.mtu(u32::from(mtu.0));
-                }
-                let veth = veth
-                    .set_info_data(InfoData::Veth(InfoVeth::Peer(peer.build())))
-                    .build();
-                let request = handle.link().add(veth);
-                async move {
-                    request
-                        .execute()
-                        .await
-                        .with_context(|| format!("creating link {}", link.name))
-                }
-            }))
-            .await
         }
+    }
+    per_node(jobs.into_iter().enumerate(), |(node, veths)| async move {
+        if veths.is_empty() {
+            return Ok(());
+        }
+        let handle = nodes[node].handle()?;
+        pipelined(veths.into_iter().map(|v| {
+            // The peer cannot be brought up in the same request (the kernel
+            // answers ENOTCONN); `configure_addresses` and `configure_engine`
+            // do it.
+            let mut peer = LinkUnspec::new_with_index(v.peer.1)
+                .name(v.peer.0.clone())
+                .setns_by_fd(v.peer_ns);
+            let mut veth = LinkVeth::new(v.local.0, &v.peer.0).index(v.local.1).up();
+            if let Some(mtu) = v.link.params.mtu {
+                peer = peer.mtu(u32::from(mtu.0));
+                veth = veth.mtu(u32::from(mtu.0));
+            }
+            let veth = veth
+                .set_info_data(InfoData::Veth(InfoVeth::Peer(peer.build())))
+                .build();
+            let request = handle.link().add(veth);
+            let name = &v.link.name;
+            async move {
+                request
+                    .execute()
+                    .await
+                    .with_context(|| format!("creating link {name}"))
+            }
+        }))
+        .await
     })
     .await?;
     Ok(())
+}
+
+/// Prepares the engine's side of impaired links: brings the engine-side
+/// interfaces up and turns off the offloads (segmentation, checksum) on
+/// both sides of every spliced veth, so the engine reads and writes plain,
+/// complete frames.
+pub async fn configure_engine(lab: &Lab, nodes: &[NodeNs], engine: &NodeNs) -> Result<usize> {
+    let impaired = impaired_links(lab);
+    let mut engine_ports = Vec::new();
+    let mut node_ports: Vec<Vec<String>> = vec![Vec::new(); lab.fabric.nodes.len()];
+    for link in &lab.fabric.links {
+        let Some(k) = impaired[link.id.0 as usize] else {
+            continue;
+        };
+        for (side, end) in link.ends.iter().enumerate() {
+            engine_ports.push(engine::port(link.id.0, k, side));
+            node_ports[end.node.0 as usize].push(end.ifname.clone());
+        }
+    }
+    let handle = engine.handle()?;
+    pipelined(engine_ports.iter().map(|(name, index)| {
+        let request = handle
+            .link()
+            .set(LinkUnspec::new_with_index(*index).up().build());
+        async move {
+            request
+                .execute()
+                .await
+                .with_context(|| format!("engine: bringing {name} up"))
+        }
+    }))
+    .await?;
+    let names: Vec<String> = engine_ports.iter().map(|(n, _)| n.clone()).collect();
+    netns::in_namespace(&engine.ns, || {
+        names
+            .iter()
+            .try_for_each(|n| engine::packet::disable_offloads(n))
+    })
+    .context("engine: turning offloads off")?;
+    for (node, ports) in node_ports.iter().enumerate().filter(|(_, p)| !p.is_empty()) {
+        netns::in_namespace(&nodes[node].ns, || {
+            ports
+                .iter()
+                .try_for_each(|n| engine::packet::disable_offloads(n))
+        })
+        .with_context(|| format!("{}: turning offloads off", lab.fabric.nodes[node].name))?;
+    }
+    Ok(engine_ports.len() / 2)
 }
 
 /// For every link, the port position of each end in its node.
@@ -230,15 +356,6 @@ fn port_positions(lab: &Lab) -> Vec<[usize; 2]> {
         }
     }
     pos
-}
-
-/// Links grouped by the node of their first (lower-tier) end.
-fn group_by_first_end(lab: &Lab) -> Vec<Vec<turbonet_topo::LinkId>> {
-    let mut groups = vec![Vec::new(); lab.fabric.nodes.len()];
-    for link in &lab.fabric.links {
-        groups[link.ends[0].node.0 as usize].push(link.id);
-    }
-    groups
 }
 
 /// Brings `lo` and the peer ends of veths up, puts switch loopbacks on `lo`

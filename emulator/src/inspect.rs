@@ -382,3 +382,166 @@ pub fn require_node(lab: &Lab, node: &str) -> Result<()> {
     }
     Ok(())
 }
+
+#[derive(Debug, Serialize)]
+struct LinkShow {
+    link: String,
+    engine: &'static str,
+    params: LinkParamsView,
+    directions: Vec<DirectionView>,
+}
+
+#[derive(Debug, Serialize)]
+struct LinkParamsView {
+    rate: Option<String>,
+    delay: Option<String>,
+    jitter: Option<String>,
+    loss: Option<String>,
+    queue: Option<String>,
+    mtu: Option<u16>,
+}
+
+#[derive(Debug, Serialize)]
+struct DirectionView {
+    from: String,
+    to: String,
+    #[serde(flatten)]
+    counters: turbonet_injectors::Counters,
+    tx_errors: u64,
+}
+
+/// `turbonet link show [LINK]`.
+pub fn link_show(only: Option<&str>, lab_name: Option<&str>, json: bool) -> Result<ExitCode> {
+    let (dir, _) = lab::resolve(lab_name)?;
+    let lab = lab::saved_lab(&dir)?;
+    if let Some(name) = only {
+        if lab.fabric.link_by_name(name).is_none() {
+            let close = lab
+                .fabric
+                .links
+                .iter()
+                .map(|l| (strsim::levenshtein(&l.name, name), &l.name))
+                .filter(|(d, _)| *d <= 4)
+                .min()
+                .map(|(_, n)| format!(" (did you mean {n}?)"))
+                .unwrap_or_default();
+            eprintln!("error: lab {} has no link {name}{close}", lab.name);
+            return Ok(ExitCode::from(EXIT_INVALID));
+        }
+    }
+    let counters: Vec<crate::engine::LinkCounters> =
+        std::fs::read(crate::daemon::counters_path(&dir))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+    let rows: Vec<LinkShow> = lab
+        .fabric
+        .links
+        .iter()
+        .filter(|l| only.is_none_or(|o| o == l.name))
+        .map(|l| {
+            let engine_counters = counters.iter().find(|c| c.link == l.name);
+            let p = &l.params;
+            let names = [
+                lab.fabric.node(l.ends[0].node).name.clone(),
+                lab.fabric.node(l.ends[1].node).name.clone(),
+            ];
+            LinkShow {
+                link: l.name.clone(),
+                engine: if turbonet_injectors::Impairment::from_params(&l.params).is_noop() {
+                    "none (veth)"
+                } else {
+                    "userspace"
+                },
+                params: LinkParamsView {
+                    rate: p.rate.map(|v| v.to_string()),
+                    delay: p.delay.map(|v| v.to_string()),
+                    jitter: p.jitter.map(|v| v.to_string()),
+                    loss: p.loss.as_ref().map(|v| v.to_string()),
+                    queue: p.queue.map(|v| v.to_string()),
+                    mtu: p.mtu.map(|m| m.0),
+                },
+                directions: engine_counters
+                    .map(|c| {
+                        (0..2)
+                            .map(|d| DirectionView {
+                                from: names[d].clone(),
+                                to: names[1 - d].clone(),
+                                counters: c.directions[d].clone(),
+                                tx_errors: c.tx_errors[d],
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            }
+        })
+        .collect();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let dash = || "-".to_owned();
+    println!(
+        "{}",
+        table(
+            &[
+                "link", "engine", "rate", "delay", "jitter", "loss", "queue", "mtu"
+            ],
+            rows.iter().map(|r| vec![
+                r.link.clone(),
+                r.engine.to_owned(),
+                r.params.rate.clone().unwrap_or_else(dash),
+                r.params.delay.clone().unwrap_or_else(dash),
+                r.params.jitter.clone().unwrap_or_else(dash),
+                r.params.loss.clone().unwrap_or_else(dash),
+                r.params.queue.clone().unwrap_or_else(dash),
+                r.params.mtu.map(|m| m.to_string()).unwrap_or_else(dash),
+            ]),
+            &[],
+        )
+    );
+    let directions: Vec<Vec<String>> = rows
+        .iter()
+        .flat_map(|r| {
+            r.directions.iter().map(move |d| {
+                let c = &d.counters;
+                vec![
+                    r.link.clone(),
+                    format!("{} -> {}", d.from, d.to),
+                    count(c.rx_packets as usize),
+                    count(c.tx_packets as usize),
+                    count(c.tx_bytes as usize),
+                    count(c.dropped_loss as usize),
+                    count(c.dropped_queue as usize),
+                    count(c.corrupted as usize),
+                    count(c.duplicated as usize),
+                    count(c.ecn_marked as usize),
+                    count(c.queue_packets as usize),
+                ]
+            })
+        })
+        .collect();
+    if !directions.is_empty() {
+        println!(
+            "{}",
+            table(
+                &[
+                    "link",
+                    "direction",
+                    "in",
+                    "out",
+                    "out bytes",
+                    "lost",
+                    "queue drops",
+                    "corrupted",
+                    "duplicated",
+                    "ecn",
+                    "queued",
+                ],
+                directions,
+                &[2, 3, 4, 5, 6, 7, 8, 9, 10],
+            )
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

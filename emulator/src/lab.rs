@@ -11,7 +11,7 @@ use turbonet_topo::{Lab, RoutingMode, Target};
 use crate::cli::{EXIT_INVALID, UpArgs};
 use crate::fabric::{self, Stopwatch};
 use crate::state::{self, LabDir, LabState, Phase, Timing};
-use crate::{externals, limits, netns, render};
+use crate::{daemon, engine, externals, limits, netns, render};
 
 /// A scenario that could not be used; the diagnostics have been printed.
 #[derive(Debug)]
@@ -79,20 +79,6 @@ fn runnable(lab: &Lab) -> Result<(), String> {
         return Err(format!(
             "routing mode \"{}\" is not available in this build; use mode = \"static\"",
             lab.routing.mode
-        ));
-    }
-    let impaired: Vec<&str> = lab
-        .fabric
-        .links
-        .iter()
-        .filter(|l| l.params.has_impairments())
-        .map(|l| l.name.as_str())
-        .collect();
-    if let Some(first) = impaired.first() {
-        return Err(format!(
-            "{} link(s) declare rate, delay, jitter, loss or queue (first: {first}), \
-             which need the link engine; this build applies only mtu",
-            impaired.len()
         ));
     }
     Ok(())
@@ -245,12 +231,16 @@ pub fn up(args: &UpArgs) -> Result<ExitCode> {
         }
         Err(e) => return Err(e).context(format!("creating {}", dir.path().display())),
     }
-    let namespaces = lab
+    let engine_needed = fabric::impaired_links(&lab).iter().any(Option::is_some);
+    let mut namespaces: Vec<String> = lab
         .fabric
         .nodes
         .iter()
         .map(|n| fabric::ns_name(&lab.name, &n.name))
         .collect();
+    if engine_needed {
+        namespaces.push(engine::namespace(&lab.name));
+    }
     let scenario = fs::canonicalize(&args.file).unwrap_or_else(|_| args.file.clone());
     let mut state = LabState::new(&lab.name, scenario, namespaces);
     state.neighbours = neighbours;
@@ -334,17 +324,18 @@ async fn build(
 
     progress.start("namespaces");
     let watch = Stopwatch::start();
-    let nodes = fabric::create_namespaces(lab, threads)?;
+    let engine_needed = fabric::impaired_links(lab).iter().any(Option::is_some);
+    let (nodes, engine) = fabric::create_namespaces(lab, threads, engine_needed)?;
     phase(
         "namespaces",
-        format!("{} namespaces", nodes.len()),
+        format!("{} namespaces", nodes.len() + usize::from(engine.is_some())),
         state,
         watch.seconds(),
     );
 
     progress.start("links");
     let watch = Stopwatch::start();
-    fabric::create_links(lab, &nodes).await?;
+    fabric::create_links(lab, &nodes, engine.as_ref()).await?;
     phase(
         "links",
         format!("{} veth pairs", lab.fabric.links.len()),
@@ -360,6 +351,18 @@ async fn build(
         phase(
             "externals",
             format!("{} interfaces attached", state.externals.len()),
+            state,
+            watch.seconds(),
+        );
+    }
+
+    if let Some(engine) = &engine {
+        progress.start("engine");
+        let watch = Stopwatch::start();
+        let spliced = fabric::configure_engine(lab, &nodes, engine).await?;
+        phase(
+            "engine",
+            format!("{spliced} impaired links spliced through the link engine"),
             state,
             watch.seconds(),
         );
@@ -395,6 +398,21 @@ async fn build(
         state,
         watch.seconds(),
     );
+
+    if engine.is_some() {
+        progress.start("daemon");
+        let watch = Stopwatch::start();
+        let pid = daemon::spawn(&lab.name, dir)?;
+        state.daemon_pid = Some(pid);
+        dir.save(state)?;
+        daemon::wait_ready(dir, pid, std::time::Duration::from_secs(15))?;
+        phase(
+            "daemon",
+            format!("link engine running (pid {pid})"),
+            state,
+            watch.seconds(),
+        );
+    }
     Ok(())
 }
 
@@ -412,6 +430,9 @@ pub fn teardown(dir: &LabDir, state: &mut LabState) -> Result<()> {
     state.phase = Phase::Removing;
     let _ = dir.save(state);
     let mut failures = Vec::new();
+    if let Err(e) = daemon::stop(state) {
+        failures.push(format!("stopping the daemon: {e:#}"));
+    }
     if let Err(e) = externals::release(state) {
         failures.push(format!("{e:#}"));
     }

@@ -1,8 +1,11 @@
 //! `turbonet`: turn a scenario file into a running data-center fabric.
 
 mod bench;
+mod bench_engine;
 mod check;
 mod cli;
+mod daemon;
+mod engine;
 mod exec;
 mod externals;
 mod fabric;

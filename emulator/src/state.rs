@@ -100,6 +100,9 @@ pub struct LabState {
     /// Neighbour-table entries the lab may need (see `limits`).
     #[serde(default)]
     pub neighbours: u64,
+    /// The lab daemon, once started.
+    #[serde(default)]
+    pub daemon_pid: Option<u32>,
 }
 
 impl LabState {
@@ -120,6 +123,7 @@ impl LabState {
             timings: Vec::new(),
             loopbacks: Vec::new(),
             neighbours: 0,
+            daemon_pid: None,
         }
     }
 }

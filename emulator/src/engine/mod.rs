@@ -1,0 +1,238 @@
+//! The userspace link engine: impaired links are spliced through the lab
+//! daemon, which reads every frame a node sends on such a link, runs it
+//! through the link's impairment model (`turbonet-injectors`) and transmits
+//! it to the other end at its due time.
+//!
+//! Wiring: node A's port of an impaired link is a veth whose peer `e<id>a`
+//! lives in the lab's hidden engine namespace; node B's likewise ends at
+//! `e<id>b`. Frames read on `e<id>a` go through direction 0 and out of
+//! `e<id>b`; direction 1 is the reverse.
+//!
+//! Timing: one engine thread serves all impaired links of a lab. It sleeps
+//! in `ppoll` (nanosecond timeout, timer slack lowered to 1 ns) until a
+//! frame arrives or the next frame is nearly due, then spins for the last
+//! few microseconds; tokio's millisecond timers are far too coarse.
+
+pub mod packet;
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use turbonet_injectors::{Counters, Direction};
+
+use packet::PacketSocket;
+
+/// Spin instead of sleeping when the next frame is due within this long.
+const SPIN_NS: u64 = 30_000;
+/// At most this many frames are read from one socket per pass, so one busy
+/// link cannot starve the others.
+const RX_BURST: usize = 64;
+/// How often the engine publishes its counters.
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+
+/// Name of a lab's hidden engine namespace. Lab names are `[a-z0-9-]`, so
+/// the dot keeps it apart from every node namespace.
+pub fn namespace(lab: &str) -> String {
+    format!("tn-{lab}.engine")
+}
+
+/// Engine-side interface names and indices of the `k`-th impaired link
+/// (`side` 0 faces `ends[0]`, 1 faces `ends[1]`).
+pub fn port(link_id: u32, k: usize, side: usize) -> (String, u32) {
+    let name = format!("e{link_id}{}", if side == 0 { 'a' } else { 'b' });
+    (name, 2 + 2 * k as u32 + side as u32)
+}
+
+/// One impaired link as the engine runs it.
+#[derive(Debug)]
+pub struct EngineLink {
+    /// The link's name (`edge0-0--agg0-0`).
+    pub name: String,
+    /// Sockets on `e<id>a` and `e<id>b`.
+    pub sockets: [PacketSocket; 2],
+    /// Direction 0: ends[0] -> ends[1]; direction 1: the reverse.
+    pub directions: [Direction; 2],
+}
+
+/// Counters of one link, both directions, as published by the engine.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkCounters {
+    /// Link name.
+    pub link: String,
+    /// Per direction (0: ends[0] -> ends[1]).
+    pub directions: [Counters; 2],
+    /// Frames the engine could not transmit (full socket buffer, peer down).
+    pub tx_errors: [u64; 2],
+}
+
+/// Shared snapshot of all counters, refreshed by the engine thread.
+pub type Snapshot = Arc<Mutex<Vec<LinkCounters>>>;
+
+/// The engine's clock: nanoseconds since it started (monotonic), and the
+/// mapping from kernel receive timestamps (realtime) onto it.
+struct Clock {
+    epoch: Instant,
+    /// realtime - engine time, ns, measured at start.
+    offset: i128,
+}
+
+impl Clock {
+    fn new() -> Self {
+        let epoch = Instant::now();
+        let real = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME)
+            .map(|t| i128::from(t.tv_sec()) * 1_000_000_000 + i128::from(t.tv_nsec()))
+            .unwrap_or(0);
+        Clock {
+            epoch,
+            offset: real - epoch.elapsed().as_nanos() as i128,
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Engine time of a frame the kernel stamped at `real`, never later
+    /// than `now` (a realtime step must not push frames into the future).
+    fn arrival(&self, real: Option<i128>, now: u64) -> u64 {
+        match real {
+            Some(real) => (real - self.offset).clamp(0, i128::from(now)) as u64,
+            None => now,
+        }
+    }
+}
+
+/// Asks for real-time scheduling (SCHED_FIFO) for the calling thread, so
+/// frames leave on time on a busy machine. The engine sleeps between
+/// frames and spins only for the last few microseconds, so it cannot
+/// monopolise a core; without the privilege it runs at normal priority.
+fn request_realtime() {
+    let param = libc::sched_param { sched_priority: 10 };
+    // SAFETY: sched_setscheduler on the calling thread (pid 0) with a valid param.
+    unsafe {
+        libc::sched_setscheduler(0, libc::SCHED_FIFO, &param);
+    }
+}
+
+/// Runs the engine until `stop` is set. Returns an error only for socket
+/// failures the engine cannot survive.
+pub fn run(mut links: Vec<EngineLink>, stop: &AtomicBool, snapshot: &Snapshot) -> io::Result<()> {
+    // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+    request_realtime();
+    let clock = Clock::new();
+    let mut tx_errors = vec![[0u64; 2]; links.len()];
+    let mut buf = vec![0u8; 65_536];
+    let mut fds: Vec<libc::pollfd> = links
+        .iter()
+        .flat_map(|l| l.sockets.iter())
+        .map(|s| libc::pollfd {
+            fd: s.as_fd_raw(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let mut published = Instant::now();
+    let mut all_readable = true;
+    while !stop.load(Ordering::Relaxed) {
+        // Receive: everything that is waiting, in bursts.
+        let now = clock.now();
+        for (i, link) in links.iter_mut().enumerate() {
+            for side in 0..2 {
+                if !all_readable && fds[2 * i + side].revents & libc::POLLIN == 0 {
+                    continue;
+                }
+                for _ in 0..RX_BURST {
+                    match link.sockets[side].recv(&mut buf)? {
+                        Some((n, stamp)) => link.directions[side]
+                            .offer(clock.arrival(stamp, now), buf[..n].to_vec()),
+                        None => break,
+                    }
+                }
+            }
+        }
+        // Transmit: every frame that is due.
+        let now = clock.now();
+        let mut next_due: Option<u64> = None;
+        for (link, errors) in links.iter_mut().zip(tx_errors.iter_mut()) {
+            for (side, error_count) in errors.iter_mut().enumerate() {
+                while let Some(frame) = link.directions[side].pop_due(now) {
+                    if !link.sockets[1 - side].send(&frame)? {
+                        *error_count += 1;
+                    }
+                }
+                if let Some(due) = link.directions[side].next_due() {
+                    next_due = Some(next_due.map_or(due, |n: u64| n.min(due)));
+                }
+            }
+        }
+        if published.elapsed() >= PUBLISH_EVERY {
+            publish(&links, &tx_errors, snapshot);
+            published = Instant::now();
+        }
+        // Wait for the next frame or the next due time.
+        let now = clock.now();
+        let wait = match next_due {
+            Some(due) if due <= now + SPIN_NS => {
+                // Nearly due: spin, but keep reading (a non-blocking pass).
+                all_readable = true;
+                continue;
+            }
+            Some(due) => Duration::from_nanos(due - now - SPIN_NS),
+            None => PUBLISH_EVERY,
+        };
+        let timeout = libc::timespec {
+            tv_sec: wait.as_secs() as libc::time_t,
+            tv_nsec: wait.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: ppoll over a valid array of pollfds with a valid timeout.
+        let r = unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                &timeout,
+                std::ptr::null(),
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        all_readable = false;
+    }
+    publish(&links, &tx_errors, snapshot);
+    Ok(())
+}
+
+fn publish(links: &[EngineLink], tx_errors: &[[u64; 2]], snapshot: &Snapshot) {
+    let counters = links
+        .iter()
+        .zip(tx_errors)
+        .map(|(l, e)| LinkCounters {
+            link: l.name.clone(),
+            directions: [
+                l.directions[0].counters().clone(),
+                l.directions[1].counters().clone(),
+            ],
+            tx_errors: *e,
+        })
+        .collect();
+    if let Ok(mut s) = snapshot.lock() {
+        *s = counters;
+    }
+}
+
+impl PacketSocket {
+    fn as_fd_raw(&self) -> i32 {
+        use std::os::fd::AsFd;
+        self.as_fd().as_raw_fd()
+    }
+}

@@ -1,0 +1,200 @@
+//! Raw AF_PACKET sockets on the engine's side of impaired links.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+/// `ETH_P_ALL`: every protocol.
+const ETH_P_ALL: u16 = 0x0003;
+/// `PACKET_IGNORE_OUTGOING` (linux/if_packet.h): do not hand us the frames
+/// we send ourselves.
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+
+/// A non-blocking raw packet socket bound to one interface.
+#[derive(Debug)]
+pub struct PacketSocket {
+    fd: OwnedFd,
+}
+
+impl PacketSocket {
+    /// Opens a socket on interface `ifindex` of the calling thread's
+    /// namespace.
+    pub fn bind(ifindex: u32) -> io::Result<Self> {
+        // SAFETY: plain socket(2) call; the fd is owned right below.
+        let raw = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                i32::from(ETH_P_ALL.to_be()),
+            )
+        };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a fresh fd we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: an all-zero sockaddr_ll is valid; we fill the fields we use.
+        let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        addr.sll_family = libc::AF_PACKET as u16;
+        addr.sll_protocol = ETH_P_ALL.to_be();
+        addr.sll_ifindex = ifindex as i32;
+        // SAFETY: valid fd and a correctly sized sockaddr_ll.
+        let r = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&addr as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let socket = PacketSocket { fd };
+        socket.set_int(libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
+        // Kernel receive timestamps: a frame's delay runs from when it
+        // arrived, not from when the engine got round to reading it.
+        socket.set_int(libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
+        // Bursts must queue here, not be dropped before the model sees them.
+        let _ = socket.set_int(libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 8 << 20);
+        let _ = socket.set_int(libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 8 << 20);
+        Ok(socket)
+    }
+
+    fn set_int(&self, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
+        // SAFETY: setsockopt with a valid fd and a correctly sized int.
+        let r = unsafe {
+            libc::setsockopt(
+                self.fd.as_raw_fd(),
+                level,
+                name,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Receives one frame into `buf`, with its kernel receive time
+    /// (CLOCK_REALTIME, ns); `Ok(None)` when none is waiting.
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<(usize, Option<i128>)>> {
+        let mut control = [0u64; 8];
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: an all-zero msghdr is valid; we point it at live buffers.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control);
+        // SAFETY: recvmsg with buffers that outlive the call.
+        let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+                _ => Err(e),
+            };
+        }
+        let mut stamp = None;
+        // SAFETY: walking the control messages the kernel wrote.
+        unsafe {
+            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+            while !cmsg.is_null() {
+                if (*cmsg).cmsg_level == libc::SOL_SOCKET
+                    && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
+                {
+                    let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
+                    stamp = Some(i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec));
+                }
+                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+            }
+        }
+        Ok(Some((n as usize, stamp)))
+    }
+
+    /// Sends one frame. A full socket buffer drops the frame (as a full NIC
+    /// ring would) and reports `Ok(false)`.
+    pub fn send(&self, frame: &[u8]) -> io::Result<bool> {
+        // SAFETY: send from a valid buffer of the given length.
+        let n = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock => Ok(false),
+                // The peer namespace is going away (down) or the link is
+                // administratively down (fail): the frame is lost.
+                _ if matches!(e.raw_os_error(), Some(libc::ENETDOWN | libc::ENXIO)) => Ok(false),
+                _ => Err(e),
+            };
+        }
+        Ok(true)
+    }
+}
+
+impl AsFd for PacketSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// Turns off the offloads that would hand the engine frames it cannot pass
+/// on: TCP segmentation (64 KiB super-frames), generic segmentation, and
+/// transmit checksum offload (frames with partial checksums). Runs in the
+/// calling thread's namespace, on interface `ifname`.
+pub fn disable_offloads(ifname: &str) -> io::Result<()> {
+    // linux/ethtool.h
+    const ETHTOOL_STXCSUM: u32 = 0x17;
+    const ETHTOOL_SSG: u32 = 0x19;
+    const ETHTOOL_STSO: u32 = 0x1f;
+    const ETHTOOL_SGSO: u32 = 0x24;
+    const ETHTOOL_SGRO: u32 = 0x2c;
+    #[repr(C)]
+    struct EthtoolValue {
+        cmd: u32,
+        data: u32,
+    }
+    // SAFETY: plain socket(2) call for the ioctl; owned right below.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh fd we own.
+    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+    for cmd in [
+        ETHTOOL_STSO,
+        ETHTOOL_SGSO,
+        ETHTOOL_SGRO,
+        ETHTOOL_STXCSUM,
+        ETHTOOL_SSG,
+    ] {
+        let mut value = EthtoolValue { cmd, data: 0 };
+        // SAFETY: an all-zero ifreq is valid; we set the name and data.
+        let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+        for (dst, src) in ifr
+            .ifr_name
+            .iter_mut()
+            .zip(ifname.bytes().take(libc::IFNAMSIZ - 1))
+        {
+            *dst = src as libc::c_char;
+        }
+        ifr.ifr_ifru.ifru_data = (&mut value as *mut EthtoolValue).cast();
+        // SAFETY: SIOCETHTOOL with a valid ifreq pointing at a live value.
+        let r = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCETHTOOL, &mut ifr) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            // Features a driver cannot change are already off.
+            if !matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("ethtool {cmd:#x} on {ifname}: {e}"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}

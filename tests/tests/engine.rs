@@ -1,0 +1,156 @@
+//! End-to-end: impaired links through the userspace link engine (root).
+
+use std::collections::BTreeSet;
+use std::process::Output;
+
+use turbonet_tests::{
+    LabGuard, lab_namespaces, lab_state_exists, require_root, run, scenario_as, text, unique_lab,
+};
+
+fn host_addr(lab: &str, host: &str) -> String {
+    let out = run(&["show", "links", host, "--lab", lab, "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let links: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    links[0]["a_addr"]
+        .as_str()
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+/// RTTs in ms and the sequence numbers answered, from ping's output.
+fn ping(
+    lab: &str,
+    from: &str,
+    to: &str,
+    count: u32,
+    interval: &str,
+) -> (Vec<f64>, BTreeSet<u32>, Output) {
+    let out = run(&[
+        "exec",
+        "--lab",
+        lab,
+        from,
+        "--",
+        "ping",
+        "-n",
+        "-c",
+        &count.to_string(),
+        "-i",
+        interval,
+        "-W",
+        "2",
+        to,
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut rtts = Vec::new();
+    let mut seqs = BTreeSet::new();
+    for line in stdout.lines() {
+        let field = |key: &str| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(key))
+                .map(str::to_owned)
+        };
+        if let (Some(seq), Some(time)) = (field("icmp_seq="), field("time=")) {
+            seqs.insert(seq.parse().unwrap());
+            rtts.push(time.parse().unwrap());
+        }
+    }
+    (rtts, seqs, out)
+}
+
+#[test]
+fn declared_delay_shows_in_ping_and_down_removes_the_engine() {
+    require_root!();
+    let lab = unique_lab("dl");
+    let file = scenario_as("two-hosts.toml", &lab, "");
+    let guard = LabGuard(lab.clone());
+    let up = run(&["up", file.to_str().unwrap()]);
+    assert!(up.status.success(), "{}", text(&up));
+    assert!(
+        String::from_utf8_lossy(&up.stderr).contains("link engine"),
+        "{}",
+        text(&up)
+    );
+
+    let h2 = host_addr(&lab, "h2");
+    let (rtts, _, out) = ping(&lab, "h1", &h2, 5, "0.2");
+    assert_eq!(rtts.len(), 5, "{}", text(&out));
+    // Four crossings of a 5 ms link per round trip.
+    let min = rtts.iter().cloned().fold(f64::MAX, f64::min);
+    assert!(
+        min >= 20.0,
+        "RTT {min} ms below the 20 ms the links declare"
+    );
+    assert!(
+        min < 23.0,
+        "RTT {min} ms far above the 20 ms the links declare"
+    );
+
+    let check = run(&["check", "--lab", &lab]);
+    assert!(check.status.success(), "{}", text(&check));
+
+    // Counters reach `link show` within the daemon's publishing period.
+    let seen = turbonet_tests::wait_until(std::time::Duration::from_secs(5), || {
+        let show = run(&["link", "show", "h1--s1", "--lab", &lab, "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap_or_default();
+        v[0]["directions"][0]["tx_packets"].as_u64().unwrap_or(0) >= 5
+    });
+    assert!(seen, "link show never counted the pings");
+
+    let down = run(&["down", &lab]);
+    assert!(down.status.success(), "{}", text(&down));
+    assert!(lab_namespaces(&lab).is_empty());
+    assert!(!std::path::Path::new(&format!("/run/netns/tn-{lab}.engine")).exists());
+    assert!(!lab_state_exists(&lab));
+    drop(guard);
+}
+
+#[test]
+fn same_seed_same_drops() {
+    require_root!();
+    let extra = "\n[[links.override]]\nlink = \"h1--s1\"\nloss = \"30%\"\n";
+    let mut patterns = Vec::new();
+    for _ in 0..2 {
+        let lab = unique_lab("sd");
+        let file = scenario_as("two-hosts.toml", &lab, extra);
+        let _guard = LabGuard(lab.clone());
+        let up = run(&["up", "--quiet", file.to_str().unwrap()]);
+        assert!(up.status.success(), "{}", text(&up));
+        let h2 = host_addr(&lab, "h2");
+        let (_, seqs, out) = ping(&lab, "h1", &h2, 60, "0.05");
+        assert!(
+            seqs.len() < 60 && !seqs.is_empty(),
+            "30% loss each way: {}",
+            text(&out)
+        );
+        patterns.push(seqs);
+    }
+    assert_eq!(
+        patterns[0], patterns[1],
+        "the same seed must drop the same packets"
+    );
+}
+
+#[test]
+fn fat_tree_with_impaired_tier_routes_and_delays() {
+    require_root!();
+    let lab = unique_lab("fi");
+    let file = scenario_as(
+        "fat-tree-k4.toml",
+        &lab,
+        "\n[links.edge-agg]\ndelay = \"1ms\"\n",
+    );
+    let _guard = LabGuard(lab.clone());
+    let up = run(&["up", "--quiet", file.to_str().unwrap()]);
+    assert!(up.status.success(), "{}", text(&up));
+    let check = run(&["check", "--lab", &lab]);
+    assert!(check.status.success(), "{}", text(&check));
+    // Across pods a round trip crosses edge-agg links four times.
+    let far = host_addr(&lab, "h3-1-1");
+    let (rtts, _, out) = ping(&lab, "h0-0-0", &far, 3, "0.2");
+    assert_eq!(rtts.len(), 3, "{}", text(&out));
+    assert!(rtts.iter().all(|&r| r >= 4.0), "RTTs {rtts:?} below 4 ms");
+}
