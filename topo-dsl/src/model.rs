@@ -28,6 +28,154 @@ pub struct Lab {
     pub routing: RoutingConfig,
     /// Nodes, links and prefixes.
     pub fabric: Fabric,
+    /// Events the lab daemon executes once the fabric is ready, sorted by
+    /// [`Event::at`]; events at the same time keep their file order.
+    pub timeline: Vec<Event>,
+}
+
+/// One entry of the scenario's `[[timeline]]`: an action at a time after
+/// the fabric is ready.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    /// Time after the fabric is ready (all links up, routes installed).
+    pub at: Delay,
+    /// What happens then.
+    #[serde(flatten)]
+    pub action: Action,
+}
+
+/// What an event or a CLI verb acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventTarget {
+    /// A link: both ends go down (or come back up).
+    Link(LinkId),
+    /// A node: every link of the node goes down (or comes back up).
+    Node(NodeId),
+}
+
+/// A change to a running fabric.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum Action {
+    /// Change some parameters of a link; the others keep their current
+    /// values. `params` is the patch: only the keys given are set (never
+    /// `mtu`), to be applied with [`LinkParams::merged`] over the link's
+    /// current parameters.
+    Set {
+        /// The link.
+        link: LinkId,
+        /// The keys to change.
+        params: LinkParams,
+    },
+    /// Put a link's parameters back to the scenario's ([`Link::params`]).
+    Reset {
+        /// The link.
+        link: LinkId,
+    },
+    /// Take a link or a node down.
+    Fail(EventTarget),
+    /// Bring a failed link or node back up.
+    Restore(EventTarget),
+    /// Take a link down for `period / 2`, then up for `period / 2`, `count`
+    /// times.
+    Flap {
+        /// The link.
+        link: LinkId,
+        /// One down/up cycle; the link is down for the first half (rounded
+        /// down to the nanosecond) and up for the rest.
+        period: Delay,
+        /// Number of cycles, at least 1.
+        count: u32,
+    },
+}
+
+impl Action {
+    /// The name of the action in scenario files.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::Set { .. } => "set",
+            Action::Reset { .. } => "reset",
+            Action::Fail(_) => "fail",
+            Action::Restore(_) => "restore",
+            Action::Flap { .. } => "flap",
+        }
+    }
+
+    /// The names of the actions, as written in scenario files.
+    pub const NAMES: [&'static str; 5] = ["set", "reset", "fail", "restore", "flap"];
+
+    /// What the action acts on.
+    pub fn target(&self) -> EventTarget {
+        match *self {
+            Action::Set { link, .. } | Action::Reset { link } | Action::Flap { link, .. } => {
+                EventTarget::Link(link)
+            }
+            Action::Fail(t) | Action::Restore(t) => t,
+        }
+    }
+
+    /// A log line with the names of the links and nodes of `fabric`:
+    /// `fail link edge0-0--agg0-0`, `set edge0-0--agg0-0 delay=10ms loss=1%`,
+    /// `flap agg0-0--core0 period 2s x3`. ([`fmt::Display`] on the action
+    /// alone prints ids: `fail link #3`.)
+    pub fn display<'a>(&'a self, fabric: &'a Fabric) -> ActionDisplay<'a> {
+        ActionDisplay {
+            action: self,
+            fabric: Some(fabric),
+        }
+    }
+
+    fn write(&self, f: &mut fmt::Formatter<'_>, fabric: Option<&Fabric>) -> fmt::Result {
+        let link = |id: LinkId| -> String {
+            match fabric.and_then(|fb| fb.links.get(id.0 as usize)) {
+                Some(l) => l.name.clone(),
+                None => format!("#{}", id.0),
+            }
+        };
+        let target = |t: EventTarget| -> String {
+            match t {
+                EventTarget::Link(id) => format!("link {}", link(id)),
+                EventTarget::Node(id) => match fabric.and_then(|fb| fb.nodes.get(id.0 as usize)) {
+                    Some(n) => format!("node {}", n.name),
+                    None => format!("node #{}", id.0),
+                },
+            }
+        };
+        match self {
+            Action::Set { link: l, params } => write!(f, "set {} {params}", link(*l)),
+            Action::Reset { link: l } => write!(f, "reset {}", link(*l)),
+            Action::Fail(t) => write!(f, "fail {}", target(*t)),
+            Action::Restore(t) => write!(f, "restore {}", target(*t)),
+            Action::Flap {
+                link: l,
+                period,
+                count,
+            } => write!(f, "flap {} period {period} x{count}", link(*l)),
+        }
+    }
+}
+
+/// Prints an action with ids for names (`fail link #3`, `set #0 delay=10ms`);
+/// use [`Action::display`] for link and node names.
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f, None)
+    }
+}
+
+/// An [`Action`] printed with the names of its links and nodes; see
+/// [`Action::display`].
+#[derive(Debug, Clone, Copy)]
+pub struct ActionDisplay<'a> {
+    action: &'a Action,
+    fabric: Option<&'a Fabric>,
+}
+
+impl fmt::Display for ActionDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.action.write(f, self.fabric)
+    }
 }
 
 /// The target a fabric is mapped onto.
@@ -296,6 +444,123 @@ pub struct LinkParams {
 }
 
 impl LinkParams {
+    /// The queue of a rate-limited link that sets none (Linux's default
+    /// `txqueuelen`); `ecn` is checked against it.
+    pub const DEFAULT_QUEUE: QueueLimit = QueueLimit::Packets(1000);
+
+    /// The keys of a link in scenario files and on the command line, in
+    /// field order.
+    pub const KEYS: [&'static str; 11] = [
+        "rate",
+        "delay",
+        "jitter",
+        "jitter_distribution",
+        "reorder",
+        "loss",
+        "corrupt",
+        "duplicate",
+        "queue",
+        "ecn",
+        "mtu",
+    ];
+
+    /// `self` with every field that `patch` sets replaced (key by key, like
+    /// an override); the fields `patch` leaves `None` keep their value.
+    pub fn merged(&self, patch: &LinkParams) -> LinkParams {
+        let mut out = self.clone();
+        out.overlay(patch);
+        out
+    }
+
+    /// In place [`LinkParams::merged`].
+    pub(crate) fn overlay(&mut self, top: &LinkParams) {
+        // Destructure so that a new field cannot be forgotten here.
+        let LinkParams {
+            rate,
+            delay,
+            jitter,
+            jitter_distribution,
+            reorder,
+            loss,
+            corrupt,
+            duplicate,
+            queue,
+            ecn,
+            mtu,
+        } = top;
+        fn set<T: Clone>(base: &mut Option<T>, top: &Option<T>) {
+            if top.is_some() {
+                base.clone_from(top);
+            }
+        }
+        set(&mut self.rate, rate);
+        set(&mut self.delay, delay);
+        set(&mut self.jitter, jitter);
+        set(&mut self.jitter_distribution, jitter_distribution);
+        set(&mut self.reorder, reorder);
+        set(&mut self.loss, loss);
+        set(&mut self.corrupt, corrupt);
+        set(&mut self.duplicate, duplicate);
+        set(&mut self.queue, queue);
+        set(&mut self.ecn, ecn);
+        set(&mut self.mtu, mtu);
+    }
+
+    /// True when no field is set.
+    pub fn is_empty(&self) -> bool {
+        *self == LinkParams::default()
+    }
+
+    /// The rules across fields that every link must satisfy (the scenario
+    /// parser enforces them on the merged `[links]` levels, and `turbonet
+    /// link set` on the patched parameters of a running link):
+    ///
+    /// - `queue` needs `rate`: only the rate drains a queue;
+    /// - `ecn` needs `rate`: it marks from that queue;
+    /// - `ecn` is at most `queue`, or at most [`LinkParams::DEFAULT_QUEUE`]
+    ///   when no queue is set (a packet threshold is not compared with a
+    ///   byte limit, nor the reverse: that needs the frame sizes).
+    ///
+    /// On failure, one message per violated rule, each saying what to
+    /// change.
+    pub fn check(&self) -> Result<(), Vec<String>> {
+        let problems = self.problems();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.iter().map(ParamProblem::to_string).collect())
+        }
+    }
+
+    /// The violated rules of [`LinkParams::check`], in the order listed
+    /// there.
+    pub fn problems(&self) -> Vec<ParamProblem> {
+        let mut out = Vec::new();
+        if self.rate.is_none() {
+            if self.queue.is_some() {
+                out.push(ParamProblem::QueueWithoutRate);
+            }
+            if self.ecn.is_some() {
+                out.push(ParamProblem::EcnWithoutRate);
+            }
+        } else if let Some(ecn) = self.ecn {
+            let queue = self.queue.unwrap_or(Self::DEFAULT_QUEUE);
+            let above = match (ecn, queue) {
+                (QueueLimit::Packets(e), QueueLimit::Packets(q)) => e > q,
+                (QueueLimit::Bytes(e), QueueLimit::Bytes(q)) => e > q,
+                _ => false,
+            };
+            if above {
+                out.push(ParamProblem::EcnAboveQueue {
+                    ecn,
+                    queue,
+                    default_queue: self.queue.is_none(),
+                });
+            }
+        }
+        out
+    }
+
     /// True when some property needs an impairment engine (everything but
     /// MTU; `jitter_distribution` and `reorder` only qualify `jitter`).
     pub fn has_impairments(&self) -> bool {
@@ -307,6 +572,112 @@ impl LinkParams {
             || self.duplicate.is_some()
             || self.queue.is_some()
             || self.ecn.is_some()
+    }
+}
+
+/// Prints the fields that are set as `key=value` pairs in field order,
+/// separated by spaces, values in scenario syntax (`delay=10ms loss=1%`);
+/// nothing when no field is set.
+impl fmt::Display for LinkParams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let LinkParams {
+            rate,
+            delay,
+            jitter,
+            jitter_distribution,
+            reorder,
+            loss,
+            corrupt,
+            duplicate,
+            queue,
+            ecn,
+            mtu,
+        } = self;
+        let values: [Option<&dyn fmt::Display>; 11] = [
+            rate.as_ref().map(|v| v as _),
+            delay.as_ref().map(|v| v as _),
+            jitter.as_ref().map(|v| v as _),
+            jitter_distribution.as_ref().map(|v| v as _),
+            reorder.as_ref().map(|v| v as _),
+            loss.as_ref().map(|v| v as _),
+            corrupt.as_ref().map(|v| v as _),
+            duplicate.as_ref().map(|v| v as _),
+            queue.as_ref().map(|v| v as _),
+            ecn.as_ref().map(|v| v as _),
+            mtu.as_ref().map(|v| v as _),
+        ];
+        let mut first = true;
+        for (key, value) in LinkParams::KEYS.iter().zip(values) {
+            if let Some(v) = value {
+                if !first {
+                    f.write_str(" ")?;
+                }
+                first = false;
+                write!(f, "{key}={v}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A rule of [`LinkParams::check`] that a set of link parameters breaks.
+/// `Display` says what is wrong and what to change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamProblem {
+    /// `queue` without `rate`.
+    QueueWithoutRate,
+    /// `ecn` without `rate`.
+    EcnWithoutRate,
+    /// `ecn` deeper than the queue can get.
+    EcnAboveQueue {
+        /// The ECN threshold.
+        ecn: QueueLimit,
+        /// The queue limit it exceeds.
+        queue: QueueLimit,
+        /// True when `queue` is [`LinkParams::DEFAULT_QUEUE`] because none
+        /// is set.
+        default_queue: bool,
+    },
+}
+
+impl ParamProblem {
+    /// The key whose value is wrong (`queue` or `ecn`).
+    pub fn key(&self) -> &'static str {
+        match self {
+            ParamProblem::QueueWithoutRate => "queue",
+            ParamProblem::EcnWithoutRate | ParamProblem::EcnAboveQueue { .. } => "ecn",
+        }
+    }
+}
+
+impl fmt::Display for ParamProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParamProblem::QueueWithoutRate => f.write_str(
+                "`queue` is set but `rate` is not: a queue is drained at the link's rate; \
+                 set a `rate` (e.g. 10gbit) or remove `queue`",
+            ),
+            ParamProblem::EcnWithoutRate => f.write_str(
+                "`ecn` is set but `rate` is not: ECN marks packets when the queue drained at \
+                 `rate` is at least this deep; set a `rate` (e.g. 10gbit) or remove `ecn`",
+            ),
+            ParamProblem::EcnAboveQueue {
+                ecn,
+                queue,
+                default_queue,
+            } => {
+                let which = if *default_queue {
+                    "the default queue limit"
+                } else {
+                    "the queue limit"
+                };
+                write!(
+                    f,
+                    "`ecn` threshold {ecn} is above {which} {queue}: nothing would ever be \
+                     marked; set `ecn` to at most {queue} (e.g. a fifth of it) or raise `queue`"
+                )
+            }
+        }
     }
 }
 

@@ -329,7 +329,7 @@ pub(crate) fn build(
         *n += 1;
         let mut p = params(g.class);
         if let Some(inline) = &g.inline {
-            overlay(&mut p, inline);
+            p.overlay(inline);
         }
         links.push(Link {
             id: LinkId(i as u32),
@@ -358,40 +358,6 @@ pub(crate) fn build(
         prefixes,
         externals: Vec::new(),
     })
-}
-
-/// Lays the properties set in `top` over `base`.
-pub(crate) fn overlay(base: &mut LinkParams, top: &LinkParams) {
-    // Destructure so that a new field cannot be forgotten here.
-    let LinkParams {
-        rate,
-        delay,
-        jitter,
-        jitter_distribution,
-        reorder,
-        loss,
-        corrupt,
-        duplicate,
-        queue,
-        ecn,
-        mtu,
-    } = top;
-    fn set<T: Clone>(base: &mut Option<T>, top: &Option<T>) {
-        if top.is_some() {
-            base.clone_from(top);
-        }
-    }
-    set(&mut base.rate, rate);
-    set(&mut base.delay, delay);
-    set(&mut base.jitter, jitter);
-    set(&mut base.jitter_distribution, jitter_distribution);
-    set(&mut base.reorder, reorder);
-    set(&mut base.loss, loss);
-    set(&mut base.corrupt, corrupt);
-    set(&mut base.duplicate, duplicate);
-    set(&mut base.queue, queue);
-    set(&mut base.ecn, ecn);
-    set(&mut base.mtu, mtu);
 }
 
 #[cfg(test)]

@@ -18,10 +18,6 @@ use crate::plan::{self, AsnBase, IFNAMSIZ, Pool, Pools};
 use crate::raw::*;
 use crate::units::{Delay, LossProb, Mtu, QueueLimit, Rate, UnitError};
 
-/// The queue of a rate-limited link whose scenario sets none (Linux's
-/// default `txqueuelen`); `turbonet-injectors` uses the same value.
-pub(crate) const DEFAULT_QUEUE: QueueLimit = QueueLimit::Packets(1000);
-
 const TOP_KEYS: &[&str] = &[
     "lab",
     "topology",
@@ -183,7 +179,7 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
             let params = |class: LinkClass| {
                 let mut p = default.clone();
                 if let Some(c) = class_params.get(&class) {
-                    plan::overlay(&mut p, c);
+                    p.overlay(c);
                 }
                 p
             };
@@ -209,6 +205,7 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
         target: target?,
         routing: RoutingConfig { mode: mode? },
         fabric: fabric?,
+        timeline: Vec::new(),
     })
 }
 
@@ -1335,14 +1332,15 @@ fn apply_overrides(
         }
     }
     for (i, params) in found {
-        plan::overlay(&mut fabric.links[i].params, params);
+        fabric.links[i].params.overlay(params);
     }
     spans
 }
 
-/// What can be wrong with a link's merged parameters.
+/// What can be wrong with a link's merged parameters, ordered as the
+/// errors are reported at one key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum ParamProblem {
+enum Problem {
     QueueWithoutRate,
     EcnWithoutRate,
     EcnAboveQueue,
@@ -1350,10 +1348,11 @@ enum ParamProblem {
 
 /// Checks the combinations of a link's parameters once every level
 /// (default, class, inline, overrides) is merged: `rate` may come from
-/// `[links.default]` and `queue` from an override. Each problem is reported
-/// once per offending key (with the first link it affects and how many
-/// others), not once per link: one bad `[links.default]` would otherwise
-/// give a thousand identical errors.
+/// `[links.default]` and `queue` from an override. The rules are
+/// [`LinkParams::check`]'s; here each problem is reported once per
+/// offending key (with the first link it affects and how many others), not
+/// once per link: one bad `[links.default]` would otherwise give a thousand
+/// identical errors.
 fn check_link_params(
     d: &mut Diags<'_>,
     fabric: &Fabric,
@@ -1369,7 +1368,7 @@ fn check_link_params(
         return;
     }
     // (problem, span) -> (first link, number of links, queue span)
-    type Key = (ParamProblem, usize, usize);
+    type Key = (Problem, usize, usize);
     let mut found: BTreeMap<Key, (usize, usize, Option<Range<usize>>)> = BTreeMap::new();
     for (i, link) in fabric.links.iter().enumerate() {
         let mut spans = cfg.default_spans.clone();
@@ -1382,32 +1381,27 @@ fn check_link_params(
         if let Some(s) = overrides.get(&i) {
             spans.overlay(s);
         }
-        let mut note = |problem: ParamProblem, span: &Range<usize>, queue: Option<Range<usize>>| {
+        let mut p = link.params.clone();
+        if p.rate.is_none() && spans.rate.is_some() {
+            // A `rate` was written but its value is invalid (already
+            // reported): the link is not rate-less.
+            p.rate = Some(Rate(1));
+        }
+        for problem in p.problems() {
+            let (kind, span, queue) = match problem {
+                ParamProblem::QueueWithoutRate => (Problem::QueueWithoutRate, &spans.queue, None),
+                ParamProblem::EcnWithoutRate => (Problem::EcnWithoutRate, &spans.ecn, None),
+                ParamProblem::EcnAboveQueue { .. } => {
+                    (Problem::EcnAboveQueue, &spans.ecn, spans.queue.clone())
+                }
+            };
+            // Every key set on a link was written somewhere; a key without
+            // a span cannot be located and is not reported twice.
+            let Some(span) = span else { continue };
             let e = found
-                .entry((problem, span.start, span.end))
+                .entry((kind, span.start, span.end))
                 .or_insert((i, 0, queue));
             e.1 += 1;
-        };
-        let p = &link.params;
-        if spans.rate.is_none() {
-            if let Some(q) = &spans.queue {
-                note(ParamProblem::QueueWithoutRate, q, None);
-            }
-            if let Some(e) = &spans.ecn {
-                note(ParamProblem::EcnWithoutRate, e, None);
-            }
-        } else if let (Some(ecn), Some(span)) = (p.ecn, &spans.ecn) {
-            let queue = p.queue.unwrap_or(DEFAULT_QUEUE);
-            let above = match (ecn, queue) {
-                (QueueLimit::Packets(e), QueueLimit::Packets(q)) => e > q,
-                (QueueLimit::Bytes(e), QueueLimit::Bytes(q)) => e > q,
-                // Packets and bytes cannot be compared without knowing the
-                // frame sizes.
-                _ => false,
-            };
-            if above {
-                note(ParamProblem::EcnAboveQueue, span, spans.queue.clone());
-            }
         }
     }
     for ((problem, start, end), (first, count, queue_span)) in found {
@@ -1419,7 +1413,7 @@ fn check_link_params(
         };
         let name = &link.name;
         match problem {
-            ParamProblem::QueueWithoutRate => {
+            Problem::QueueWithoutRate => {
                 d.error(
                     Some(start..end),
                     format!("`queue` is set but link `{name}`{others} has no `rate`"),
@@ -1430,7 +1424,7 @@ fn check_link_params(
                      next to it (or in `[links.default]`), or remove `queue`",
                 );
             }
-            ParamProblem::EcnWithoutRate => {
+            Problem::EcnWithoutRate => {
                 d.error(
                     Some(start..end),
                     format!("`ecn` is set but link `{name}`{others} has no `rate`"),
@@ -1441,9 +1435,9 @@ fn check_link_params(
                      add e.g. `rate = \"10gbit\"` next to it (or in `[links.default]`), or remove `ecn`",
                 );
             }
-            ParamProblem::EcnAboveQueue => {
+            Problem::EcnAboveQueue => {
                 let ecn = link.params.ecn.map(|e| e.to_string()).unwrap_or_default();
-                let queue = link.params.queue.unwrap_or(DEFAULT_QUEUE);
+                let queue = link.params.queue.unwrap_or(LinkParams::DEFAULT_QUEUE);
                 let whence = match &queue_span {
                     Some(q) => format!("`queue = \"{queue}\"` at line {}", d.line_col(q.start).0),
                     None => format!("the default queue of {queue}"),
