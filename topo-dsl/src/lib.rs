@@ -15,6 +15,7 @@ mod generate;
 mod plan;
 mod raw;
 mod resolve;
+mod timeline;
 
 pub use model::*;
 

@@ -173,6 +173,50 @@ impl RawCustomLink {
     }
 }
 
+/// `[[timeline]]` (`mtu` is rejected by the key check: it cannot change at
+/// run time).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawEvent {
+    pub at: Option<Spanned<toml::Value>>,
+    pub action: Option<Spanned<String>>,
+    pub link: Option<Spanned<String>>,
+    pub node: Option<Spanned<String>>,
+    pub period: Option<Spanned<toml::Value>>,
+    pub count: Option<Spanned<toml::Value>>,
+    pub rate: Option<Spanned<toml::Value>>,
+    pub delay: Option<Spanned<toml::Value>>,
+    pub jitter: Option<Spanned<toml::Value>>,
+    pub jitter_distribution: Option<Spanned<toml::Value>>,
+    pub reorder: Option<Spanned<toml::Value>>,
+    /// Listed for the key checks; its value is read from
+    /// [`Section::extra`] (it may be a table, whose keys need spans).
+    #[allow(dead_code)]
+    pub loss: Option<IgnoredAny>,
+    pub corrupt: Option<Spanned<toml::Value>>,
+    pub duplicate: Option<Spanned<toml::Value>>,
+    pub queue: Option<Spanned<toml::Value>>,
+    pub ecn: Option<Spanned<toml::Value>>,
+}
+
+impl RawEvent {
+    pub(crate) fn take_params(&mut self) -> RawParams {
+        RawParams {
+            rate: self.rate.take(),
+            delay: self.delay.take(),
+            jitter: self.jitter.take(),
+            jitter_distribution: self.jitter_distribution.take(),
+            reorder: self.reorder.take(),
+            loss: None,
+            corrupt: self.corrupt.take(),
+            duplicate: self.duplicate.take(),
+            queue: self.queue.take(),
+            ecn: self.ecn.take(),
+            mtu: None,
+        }
+    }
+}
+
 /// The Gilbert-Elliott form of `loss`: `{ p = "1%", r = "25%" }`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

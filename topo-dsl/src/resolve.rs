@@ -16,6 +16,7 @@ use crate::generate::{self, AsnSlot, GNode, Graph, HpnParams, MAX_LINKS, MAX_NOD
 use crate::model::*;
 use crate::plan::{self, AsnBase, IFNAMSIZ, Pool, Pools};
 use crate::raw::*;
+use crate::timeline;
 use crate::units::{Delay, LossProb, Mtu, QueueLimit, Rate, UnitError};
 
 const TOP_KEYS: &[&str] = &[
@@ -25,6 +26,7 @@ const TOP_KEYS: &[&str] = &[
     "addressing",
     "links",
     "external",
+    "timeline",
 ];
 const KINDS: &[&str] = &["fat-tree", "leaf-spine", "hpn", "custom"];
 const TARGETS: &[&str] = &["netns", "p4rt", "soft"];
@@ -198,6 +200,12 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
         read_externals(d, v, fabric.as_mut(), pools.as_ref());
     }
 
+    // [[timeline]]
+    let timeline = match sections.get("timeline") {
+        Some(v) => timeline::read_timeline(d, v, fabric.as_ref()),
+        None => Vec::new(),
+    };
+
     let (name, seed, target) = lab?;
     Some(Lab {
         name: name?,
@@ -205,7 +213,7 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
         target: target?,
         routing: RoutingConfig { mode: mode? },
         fabric: fabric?,
-        timeline: Vec::new(),
+        timeline,
     })
 }
 
@@ -943,7 +951,7 @@ fn check_node_name(name: &str) -> Result<(), String> {
 }
 
 /// The tables of an array of tables (`[[x]]`).
-fn array_items<'a, 'i>(
+pub(crate) fn array_items<'a, 'i>(
     d: &mut Diags<'_>,
     v: &'a Spanned<DeValue<'i>>,
     what: &str,
@@ -1080,7 +1088,7 @@ fn read_links(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, kind: Option<&str>) -
 /// line that caused it. A key is recorded when present, valid or not, so a
 /// bad `rate` does not also make its `queue` "rate-less".
 #[derive(Debug, Clone, Default)]
-struct ParamSpans {
+pub(crate) struct ParamSpans {
     rate: Option<Range<usize>>,
     queue: Option<Range<usize>>,
     ecn: Option<Range<usize>>,
@@ -1106,7 +1114,7 @@ impl ParamSpans {
 
 /// Parses the values of a parameter table, reporting each bad one. `loss`
 /// is the raw `loss` value (a probability or a Gilbert-Elliott table).
-fn read_params(
+pub(crate) fn read_params(
     d: &mut Diags<'_>,
     raw: &RawParams,
     loss: Option<&Spanned<DeValue<'_>>>,
@@ -1246,7 +1254,7 @@ fn read_loss(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>) -> Option<Loss> {
     }
 }
 
-fn unit<T: FromStr<Err = UnitError>>(
+pub(crate) fn unit<T: FromStr<Err = UnitError>>(
     d: &mut Diags<'_>,
     v: &Option<Spanned<toml::Value>>,
     key: &str,
@@ -1277,7 +1285,7 @@ fn unit<T: FromStr<Err = UnitError>>(
     }
 }
 
-fn example_for(key: &str) -> &'static str {
+pub(crate) fn example_for(key: &str) -> &'static str {
     match key {
         "rate" => "e.g. `rate = \"10gbit\"`",
         "delay" | "jitter" => "e.g. `delay = \"5us\"`",
@@ -1292,6 +1300,8 @@ fn example_for(key: &str) -> &'static str {
         "reorder" => "e.g. `reorder = true`",
         "queue" => "e.g. `queue = \"1000p\"`",
         "mtu" => "e.g. `mtu = 9000`",
+        "at" => "e.g. `at = \"5s\"` (time after the fabric is ready)",
+        "period" => "e.g. `period = \"2s\"`",
         _ => "",
     }
 }
@@ -1457,7 +1467,7 @@ fn check_link_params(
     }
 }
 
-fn close_link_names(name: &str, fabric: &Fabric) -> String {
+pub(crate) fn close_link_names(name: &str, fabric: &Fabric) -> String {
     if let Some((a, b)) = name.split_once("--") {
         let (b, n) = b.split_once(':').map_or((b, None), |(b, n)| (b, Some(n)));
         let reversed = match n {
