@@ -1,8 +1,8 @@
 //! turbonet-topo: scenario files to validated fabric models.
 //!
 //! Pure: no I/O. [`parse`] turns the text of a scenario file into a [`Lab`]
-//! (nodes, links, addresses, ASNs, prefixes) or into located diagnostics
-//! ([`diag::ScenarioErrors`]); [`summary()`] condenses a lab for
+//! (nodes, links, addresses, ASNs, prefixes, timeline) or into located
+//! diagnostics ([`diag::ScenarioErrors`]); [`summary()`] condenses a lab for
 //! `turbonet validate`. The scenario language is documented in
 //! `docs/scenarios.md`.
 

@@ -446,6 +446,14 @@ fn malformed_inputs_never_panic() {
         "[routing]\nasn = 3",
         "[routing]\nmode = \"\"\nasn = { base = -1 }",
         "[lab.x]\ny = 1",
+        "timeline = 5",
+        "timeline = [1, \"a\", []]",
+        "[timeline]\nat = \"1s\"",
+        "[[timeline]]",
+        "[[timeline]]\nat = [1]\naction = 3\nlink = 4\nnode = {}\nperiod = true\ncount = 1e99",
+        "[[timeline]]\nat = \"99999999999999999999s\"\naction = \"flap\"\nlink = \"edge0-0--agg0-0\"\nperiod = \"1ns\"\ncount = 99999999999",
+        "[[timeline]]\nat = \"-1s\"\naction = \"set\"\nnode = \"\"\nloss = { p = 2 }\nmtu = 1",
+        "[[timeline]]\nat = \"0\"\naction = \"set\"\nlink = \"edge0-0--agg0-0\"\necn = \"1p\"\nqueue = \"1B\"",
     ] {
         inputs.push(format!(
             "{base}[topology]\nkind = \"fat-tree\"\nk = 4\n{extra}\n"

@@ -614,3 +614,31 @@ fn check_names_every_broken_rule() {
     assert_eq!(ParamProblem::QueueWithoutRate.key(), "queue");
     assert_eq!(ParamProblem::EcnWithoutRate.key(), "ecn");
 }
+
+/// The example of `docs/scenarios.md` parses on a k=4 fat-tree.
+#[test]
+fn documented_example_parses() {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/scenarios.md"),
+    )
+    .unwrap();
+    let section = &doc[doc.find("## `[[timeline]]`").unwrap()..];
+    let start = section.find("```toml\n").unwrap() + "```toml\n".len();
+    let example = &section[start..start + section[start..].find("```").unwrap()];
+    let lab = ok(&with(example));
+    let lines: Vec<String> = lab
+        .timeline
+        .iter()
+        .map(|e| format!("{} {}", e.at, e.action.display(&lab.fabric)))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "5s set edge0-0--agg0-0 delay=10ms loss=1%",
+            "8s fail node agg0-1",
+            "10s flap agg0-0--core0 period 2s x3",
+            "20s reset edge0-0--agg0-0",
+            "20s restore node agg0-1",
+        ]
+    );
+}
