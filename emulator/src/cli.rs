@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::control::{Request, Response, Target};
 use crate::{bench, check, daemon, exec, inspect, lab};
 
 /// Exit code for invalid input (a scenario with errors, a bad argument).
@@ -69,6 +70,45 @@ enum Command {
     /// Show links: parameters, engine, and per-direction counters.
     #[command(subcommand)]
     Link(LinkCommand),
+    /// Take a link, or every link of a node, down.
+    Fail {
+        /// `link` or `node`.
+        kind: TargetKind,
+        /// Its name.
+        name: String,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// Bring a failed link or node back (routes through it are reinstalled).
+    Restore {
+        /// `link` or `node`.
+        kind: TargetKind,
+        /// Its name.
+        name: String,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// Flap a link: down for half the period, up for the other half.
+    Flap {
+        /// Link name.
+        link: String,
+        /// Period of one down/up cycle, e.g. `2s`, `500ms`.
+        #[arg(long)]
+        period: String,
+        /// Number of cycles.
+        #[arg(long, default_value_t = 1)]
+        count: u32,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// The events the lab daemon has executed (timeline, fail, restore, set).
+    Events {
+        #[command(flatten)]
+        lab: LabArg,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run a command inside a node (exit code passed through).
     #[command(trailing_var_arg = true)]
     Exec {
@@ -117,9 +157,91 @@ pub struct UpArgs {
     pub threads: Option<usize>,
 }
 
+/// What `fail` and `restore` act on.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum TargetKind {
+    /// One link.
+    Link,
+    /// Every link of a node.
+    Node,
+}
+
+/// Link parameters `link set` can change (scenario syntax).
+#[derive(Debug, Args)]
+pub struct LinkSetArgs {
+    /// Bandwidth, e.g. `10gbit`, `100mbit`.
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// One-way delay, e.g. `5ms`, `100us`.
+    #[arg(long)]
+    pub delay: Option<String>,
+    /// Delay jitter, e.g. `1ms`.
+    #[arg(long)]
+    pub jitter: Option<String>,
+    /// Jitter shape: uniform, normal, pareto, paretonormal.
+    #[arg(long)]
+    pub jitter_distribution: Option<String>,
+    /// Whether jitter may reorder packets: true or false.
+    #[arg(long)]
+    pub reorder: Option<String>,
+    /// Loss, e.g. `0.1%`, `1e-6`, or `{ p = "1%", r = "25%" }`.
+    #[arg(long)]
+    pub loss: Option<String>,
+    /// Corruption probability, e.g. `0.01%`.
+    #[arg(long)]
+    pub corrupt: Option<String>,
+    /// Duplication probability, e.g. `0.01%`.
+    #[arg(long)]
+    pub duplicate: Option<String>,
+    /// Queue limit, e.g. `100p`, `64KiB` (needs a rate).
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// ECN marking threshold, e.g. `30p` (needs a rate).
+    #[arg(long)]
+    pub ecn: Option<String>,
+}
+
+impl LinkSetArgs {
+    /// The given parameters as `key=value` pairs.
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        [
+            ("rate", &self.rate),
+            ("delay", &self.delay),
+            ("jitter", &self.jitter),
+            ("jitter-distribution", &self.jitter_distribution),
+            ("reorder", &self.reorder),
+            ("loss", &self.loss),
+            ("corrupt", &self.corrupt),
+            ("duplicate", &self.duplicate),
+            ("queue", &self.queue),
+            ("ecn", &self.ecn),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| (k.to_owned(), v.clone())))
+        .collect()
+    }
+}
+
 /// `turbonet link ...`.
 #[derive(Debug, Subcommand)]
 pub enum LinkCommand {
+    /// Change an impaired link's parameters at run time, e.g.
+    /// `turbonet link set edge0-0--agg0-0 --delay 5ms --loss 0.1%`.
+    Set {
+        /// Link name.
+        link: String,
+        #[command(flatten)]
+        params: Box<LinkSetArgs>,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// Put a link back to the scenario's parameters.
+    Reset {
+        /// Link name.
+        link: String,
+        #[command(flatten)]
+        lab: LabArg,
+    },
     /// Parameters and per-direction counters (packets, bytes, drops by
     /// cause, queue depth) of every link, or of one.
     Show {
@@ -168,10 +290,80 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Link(LinkCommand::Show { link, lab, json }) => {
             inspect::link_show(link.as_deref(), lab.lab.as_deref(), json)
         }
+        Command::Link(LinkCommand::Set { link, params, lab }) => {
+            if let Err(e) = crate::control::parse_patch(&params.pairs()) {
+                eprintln!("error: {e}");
+                return Ok(ExitCode::from(EXIT_INVALID));
+            }
+            ask(
+                lab.lab.as_deref(),
+                Request::LinkSet {
+                    link,
+                    params: params.pairs(),
+                },
+            )
+        }
+        Command::Link(LinkCommand::Reset { link, lab }) => {
+            ask(lab.lab.as_deref(), Request::LinkReset { link })
+        }
+        Command::Fail { kind, name, lab } => ask(
+            lab.lab.as_deref(),
+            Request::Fail {
+                target: target(kind, name),
+            },
+        ),
+        Command::Restore { kind, name, lab } => ask(
+            lab.lab.as_deref(),
+            Request::Restore {
+                target: target(kind, name),
+            },
+        ),
+        Command::Flap {
+            link,
+            period,
+            count,
+            lab,
+        } => {
+            if let Err(e) = period.parse::<turbonet_topo::units::Delay>() {
+                eprintln!("error: --period {period}: {e}");
+                return Ok(ExitCode::from(EXIT_INVALID));
+            }
+            ask(
+                lab.lab.as_deref(),
+                Request::Flap {
+                    link,
+                    period,
+                    count,
+                },
+            )
+        }
+        Command::Events { lab, json } => inspect::events(lab.lab.as_deref(), json),
         Command::Exec { node, command, lab } => exec::exec(lab.lab.as_deref(), &node, &command),
         Command::Check { lab, timeout, json } => check::check(lab.lab.as_deref(), timeout, json),
         Command::Clean => lab::clean(),
         Command::Bench(args) => bench::bench(&args),
         Command::Daemon { lab } => daemon::run(&lab),
+    }
+}
+
+fn target(kind: TargetKind, name: String) -> Target {
+    match kind {
+        TargetKind::Link => Target::Link(name),
+        TargetKind::Node => Target::Node(name),
+    }
+}
+
+/// Sends a request to the lab's daemon and prints its answer.
+fn ask(lab_name: Option<&str>, request: Request) -> Result<ExitCode> {
+    let (dir, _) = lab::resolve(lab_name)?;
+    match crate::control::call(&dir, &request)? {
+        Response::Ok { message } => {
+            println!("{message}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Response::Error { message } => {
+            eprintln!("error: {message}");
+            Ok(ExitCode::from(EXIT_INVALID))
+        }
     }
 }

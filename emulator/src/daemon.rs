@@ -11,13 +11,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
-use turbonet_injectors::{Direction, Impairment, direction_seed};
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
 
+use anyhow::{Context, Result, anyhow, bail};
+use rtnetlink::LinkUnspec;
+use serde::{Deserialize, Serialize};
+use turbonet_injectors::{Direction, Impairment, direction_seed};
+use turbonet_routing::Route;
+use turbonet_topo::units::Delay;
+use turbonet_topo::{Action, EventTarget, Lab, Link, LinkParams, NodeId};
+
+use crate::control::{self, Request, Response, Target};
 use crate::engine::{self, EngineLink, LinkCounters, packet::PacketSocket};
-use crate::lab;
-use crate::netns;
 use crate::state::{self, LabDir, LabState};
+use crate::{fabric, lab, netns};
 
 fn ready_path(dir: &LabDir) -> PathBuf {
     dir.path().join("daemon.ready")
@@ -94,90 +102,482 @@ pub fn stop(state: &LabState) -> Result<()> {
     Ok(())
 }
 
-/// `turbonet daemon LAB`: runs the link engine of a lab until SIGTERM.
+/// Where the daemon logs every event it executes, one JSON object a line.
+pub fn events_path(dir: &LabDir) -> PathBuf {
+    dir.path().join("events.jsonl")
+}
+
+/// One executed event, as `turbonet events` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoggedEvent {
+    /// Seconds since the fabric was ready.
+    pub t: f64,
+    /// Unix time, seconds.
+    pub unix: f64,
+    /// `cli` or `timeline`.
+    pub source: String,
+    /// What happened (`fail link edge0-0--agg0-0`).
+    pub event: String,
+    /// `ok`, or the error.
+    pub result: String,
+}
+
+/// Everything the daemon's tasks share.
+struct Daemon {
+    lab: Lab,
+    dir: LabDir,
+    routes: Vec<Vec<Route>>,
+    /// Engine position of every impaired link, by name.
+    engine_links: HashMap<String, usize>,
+    /// Current parameters of the engine's links (scenario values, then
+    /// whatever `link set` changed).
+    current: Mutex<HashMap<String, LinkParams>>,
+    control: Option<engine::Control>,
+    snapshot: engine::Snapshot,
+    ready: Instant,
+    log: Mutex<fs::File>,
+}
+
+impl Daemon {
+    fn log(&self, source: &str, event: &str, result: &Result<String>) {
+        let entry = LoggedEvent {
+            t: self.ready.elapsed().as_secs_f64(),
+            unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+            source: source.to_owned(),
+            event: event.to_owned(),
+            result: match result {
+                Ok(_) => "ok".to_owned(),
+                Err(e) => format!("error: {e:#}"),
+            },
+        };
+        if let (Ok(mut file), Ok(line)) = (self.log.lock(), serde_json::to_string(&entry)) {
+            let _ = writeln!(file, "{line}");
+        }
+    }
+
+    /// Executes a request from the CLI and logs it.
+    async fn execute(self: &Arc<Self>, source: &str, request: Request) -> Response {
+        let event = describe(&request);
+        let result = match request {
+            Request::LinkSet { link, params } => match control::parse_patch(&params) {
+                Ok(patch) => self.link_set(&link, Some(&patch)),
+                Err(e) => Err(anyhow!(e)),
+            },
+            Request::LinkReset { link } => self.link_set(&link, None),
+            Request::Fail { target } => self.set_state(&target, false).await,
+            Request::Restore { target } => self.set_state(&target, true).await,
+            Request::Flap {
+                link,
+                period,
+                count,
+            } => match period.parse::<Delay>() {
+                Ok(period) => self.flap(source, &link, period, count),
+                Err(e) => Err(anyhow!("--period {period}: {e}")),
+            },
+        };
+        self.log(source, &event, &result);
+        match result {
+            Ok(message) => Response::Ok { message },
+            Err(e) => Response::Error {
+                message: format!("{e:#}"),
+            },
+        }
+    }
+
+    /// Runs the scenario's timeline: each event at its time after the
+    /// fabric was ready.
+    async fn run_timeline(self: Arc<Self>) {
+        for event in &self.lab.timeline {
+            let due = self.ready + event.at.as_duration();
+            tokio::time::sleep_until(due.into()).await;
+            let fabric = &self.lab.fabric;
+            let target = |t: &EventTarget| match t {
+                EventTarget::Link(l) => Target::Link(fabric.link(*l).name.clone()),
+                EventTarget::Node(n) => Target::Node(fabric.node(*n).name.clone()),
+            };
+            let result = match &event.action {
+                Action::Set { link, params } => {
+                    self.link_set(&fabric.link(*link).name, Some(params))
+                }
+                Action::Reset { link } => self.link_set(&fabric.link(*link).name, None),
+                Action::Fail(t) => self.set_state(&target(t), false).await,
+                Action::Restore(t) => self.set_state(&target(t), true).await,
+                Action::Flap {
+                    link,
+                    period,
+                    count,
+                } => self.flap("timeline", &fabric.link(*link).name, *period, *count),
+            };
+            self.log(
+                "timeline",
+                &event.action.display(fabric).to_string(),
+                &result,
+            );
+        }
+    }
+
+    /// A link by name; `b--a` finds `a--b`; an unknown name gets the
+    /// closest names as suggestions.
+    fn find_link(&self, name: &str) -> Result<&Link> {
+        let fabric = &self.lab.fabric;
+        if let Some(link) = fabric.link_by_name(name) {
+            return Ok(link);
+        }
+        if let Some((a, b)) = name.split_once("--") {
+            if let Some(link) = fabric.link_by_name(&format!("{b}--{a}")) {
+                return Ok(link);
+            }
+        }
+        let mut close: Vec<(usize, &str)> = fabric
+            .links
+            .iter()
+            .map(|l| (strsim::levenshtein(&l.name, name), l.name.as_str()))
+            .filter(|(d, _)| *d <= 4)
+            .collect();
+        close.sort();
+        let hint = match close.first() {
+            Some((_, n)) => format!(" (did you mean {n}?)"),
+            None => " (`turbonet show links` lists them)".to_owned(),
+        };
+        bail!("lab {} has no link {name}{hint}", self.lab.name)
+    }
+
+    /// `link set` (with a patch) or `link reset` (without).
+    fn link_set(&self, name: &str, patch: Option<&LinkParams>) -> Result<String> {
+        let link = self.find_link(name)?;
+        let name = link.name.as_str();
+        let (Some(&position), Some(control)) = (self.engine_links.get(name), &self.control) else {
+            bail!(
+                "link {name} is a plain veth: only links that declare an impairment in the scenario \
+                 run through the link engine and can change at run time"
+            );
+        };
+        let params = match patch {
+            Some(patch) => {
+                let current = self.current.lock().map_err(|_| anyhow!("state poisoned"))?;
+                let merged = current.get(name).unwrap_or(&link.params).merged(patch);
+                merged
+                    .check()
+                    .map_err(|problems| anyhow!("{}", problems.join("; ")))?;
+                merged
+            }
+            None => link.params.clone(),
+        };
+        let impairment = Impairment::from_params(&params);
+        control.send(engine::Command::Set {
+            link: position,
+            impairment,
+        })?;
+        let summary = describe_params(&params);
+        self.current
+            .lock()
+            .map_err(|_| anyhow!("state poisoned"))?
+            .insert(name.to_owned(), params);
+        Ok(format!("{name}: {summary}"))
+    }
+
+    /// Takes links down (`up == false`) or brings them back and reinstalls
+    /// the routes of the nodes at their ends.
+    async fn set_state(&self, target: &Target, up: bool) -> Result<String> {
+        let fabric = &self.lab.fabric;
+        let links: Vec<&Link> = match target {
+            Target::Link(name) => vec![self.find_link(name)?],
+            Target::Node(name) => {
+                let node = fabric
+                    .node_by_name(name)
+                    .ok_or_else(|| anyhow!("lab {} has no node {name}", self.lab.name))?;
+                node.links.iter().map(|&l| fabric.link(l)).collect()
+            }
+        };
+        let mut ports: BTreeMap<NodeId, Vec<u32>> = BTreeMap::new();
+        for link in &links {
+            for end in &link.ends {
+                let index =
+                    fabric::port_index(&self.lab, end.node, link.id).expect("link's end is a port");
+                ports.entry(end.node).or_default().push(index);
+            }
+        }
+        for (&node, indices) in &ports {
+            let handle = node_handle(&self.lab, node)?;
+            for &index in indices {
+                let message = if up {
+                    LinkUnspec::new_with_index(index).up().build()
+                } else {
+                    LinkUnspec::new_with_index(index).down().build()
+                };
+                handle.link().set(message).execute().await?;
+            }
+            if up {
+                // Taking a port down flushed the routes through it.
+                let n = fabric.node(node);
+                fabric::install_node_routes(
+                    &self.lab,
+                    &handle,
+                    n,
+                    &self.routes[node.0 as usize],
+                    true,
+                )
+                .await?;
+            }
+        }
+        Ok(format!(
+            "{} {}: {} link(s) {}",
+            if up { "restored" } else { "failed" },
+            target,
+            links.len(),
+            if up { "up, routes reinstalled" } else { "down" }
+        ))
+    }
+
+    /// Starts flapping a link in the background.
+    fn flap(
+        self: &Arc<Self>,
+        source: &str,
+        link: &str,
+        period: Delay,
+        count: u32,
+    ) -> Result<String> {
+        if period.as_nanos() == 0 || count == 0 {
+            bail!("a flap needs a period above 0 and at least one cycle");
+        }
+        let link = self.find_link(link)?.name.as_str();
+        let half = Duration::from_nanos(period.as_nanos() / 2);
+        let daemon = self.clone();
+        let target = Target::Link(link.to_owned());
+        let source = source.to_owned();
+        tokio::task::spawn_local(async move {
+            for _ in 0..count {
+                let r = daemon.set_state(&target, false).await;
+                daemon.log(&source, &format!("flap: fail {target}"), &r);
+                tokio::time::sleep(half).await;
+                let r = daemon.set_state(&target, true).await;
+                daemon.log(&source, &format!("flap: restore {target}"), &r);
+                tokio::time::sleep(half).await;
+            }
+        });
+        Ok(format!(
+            "flapping {link}: {count} cycle(s) of {period} (down {half:?}, up {half:?})"
+        ))
+    }
+}
+
+/// An rtnetlink handle inside a node's namespace.
+fn node_handle(lab: &Lab, node: NodeId) -> Result<rtnetlink::Handle> {
+    let name = fabric::ns_name(&lab.name, &lab.fabric.node(node).name);
+    let ns = netns::open(&name).with_context(|| format!("opening {name}"))?;
+    let socket = netns::in_namespace(&ns, netns::route_socket)?;
+    fabric::connect(socket)
+}
+
+/// `delay=5ms loss=0.1%` for messages.
+fn describe_params(p: &LinkParams) -> String {
+    let mut parts = Vec::new();
+    if let Some(v) = p.rate {
+        parts.push(format!("rate={v}"));
+    }
+    if let Some(v) = p.delay {
+        parts.push(format!("delay={v}"));
+    }
+    if let Some(v) = p.jitter {
+        parts.push(format!("jitter={v}"));
+    }
+    if let Some(v) = &p.loss {
+        parts.push(format!("loss={v}"));
+    }
+    if let Some(v) = p.corrupt {
+        parts.push(format!("corrupt={v}"));
+    }
+    if let Some(v) = p.duplicate {
+        parts.push(format!("duplicate={v}"));
+    }
+    if let Some(v) = p.queue {
+        parts.push(format!("queue={v}"));
+    }
+    if let Some(v) = p.ecn {
+        parts.push(format!("ecn={v}"));
+    }
+    if parts.is_empty() {
+        "no impairment".to_owned()
+    } else {
+        parts.join(" ")
+    }
+}
+
+/// A request as a log line.
+fn describe(request: &Request) -> String {
+    match request {
+        Request::LinkSet { link, params } => format!(
+            "set {link} {}",
+            params
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        Request::LinkReset { link } => format!("reset {link}"),
+        Request::Fail { target } => format!("fail {target}"),
+        Request::Restore { target } => format!("restore {target}"),
+        Request::Flap {
+            link,
+            period,
+            count,
+        } => format!("flap {link} period {period} x{count}"),
+    }
+}
+
+/// `turbonet daemon LAB`: runs the lab's link engine and control API until
+/// SIGTERM.
 pub fn run(lab_name: &str) -> Result<ExitCode> {
-    use nix::sys::signal::{SigSet, Signal};
     let dir = LabDir::of(lab_name);
     let lab = lab::saved_lab(&dir)?;
-    let impaired: Vec<_> = lab
+    let impaired: Vec<&Link> = lab
         .fabric
         .links
         .iter()
         .filter(|l| !Impairment::from_params(&l.params).is_noop())
         .collect();
 
-    let ns = netns::open(&engine::namespace(lab_name)).context("opening the engine namespace")?;
-    let sockets = netns::in_namespace(&ns, || {
-        impaired
-            .iter()
-            .enumerate()
-            .map(|(k, link)| {
-                let (_, a) = engine::port(link.id.0, k, 0);
-                let (_, b) = engine::port(link.id.0, k, 1);
-                Ok([PacketSocket::bind(a)?, PacketSocket::bind(b)?])
-            })
-            .collect::<std::io::Result<Vec<_>>>()
-    })
-    .context("opening packet sockets in the engine namespace")?;
-    let links: Vec<EngineLink> = impaired
-        .iter()
-        .zip(sockets)
-        .map(|(link, sockets)| EngineLink {
-            name: link.name.clone(),
-            sockets,
-            directions: [0u8, 1].map(|d| {
-                Direction::new(
-                    Impairment::from_params(&link.params),
-                    direction_seed(lab.seed, &link.name, d),
-                )
-            }),
-        })
-        .collect();
-
-    // Signals are taken synchronously by this thread; block them before
-    // any other thread exists so the engine never sees them.
-    let mut signals = SigSet::empty();
-    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
-        signals.add(s);
-    }
-    signals.thread_block()?;
-
     let stop = Arc::new(AtomicBool::new(false));
     let snapshot: engine::Snapshot = Arc::new(Mutex::new(Vec::new()));
-    let count = links.len();
-    let engine_thread = {
+    let mut engine_thread = None;
+    let mut control_end = None;
+    if !impaired.is_empty() {
+        let ns =
+            netns::open(&engine::namespace(lab_name)).context("opening the engine namespace")?;
+        let sockets = netns::in_namespace(&ns, || {
+            impaired
+                .iter()
+                .enumerate()
+                .map(|(k, link)| {
+                    let (_, a) = engine::port(link.id.0, k, 0);
+                    let (_, b) = engine::port(link.id.0, k, 1);
+                    Ok([PacketSocket::bind(a)?, PacketSocket::bind(b)?])
+                })
+                .collect::<std::io::Result<Vec<_>>>()
+        })
+        .context("opening packet sockets in the engine namespace")?;
+        let links: Vec<EngineLink> = impaired
+            .iter()
+            .zip(sockets)
+            .map(|(link, sockets)| EngineLink {
+                name: link.name.clone(),
+                sockets,
+                directions: [0u8, 1].map(|d| {
+                    Direction::new(
+                        Impairment::from_params(&link.params),
+                        direction_seed(lab.seed, &link.name, d),
+                    )
+                }),
+            })
+            .collect();
+        let (control, inbox) = engine::channel()?;
+        control_end = Some(control);
         let stop = stop.clone();
         let snapshot = snapshot.clone();
-        std::thread::Builder::new()
-            .name("link-engine".into())
-            .spawn(move || engine::run(links, &stop, &snapshot))?
-    };
-    fs::write(ready_path(&dir), std::process::id().to_string())?;
-    eprintln!("turbonet daemon for lab {lab_name}: link engine running {count} impaired links");
+        engine_thread = Some(
+            std::thread::Builder::new()
+                .name("link-engine".into())
+                .spawn(move || engine::run(links, &stop, &snapshot, &inbox))?,
+        );
+    }
 
-    let counters = counters_path(&dir);
-    loop {
-        let timeout = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 250_000_000,
-        };
-        // SAFETY: sigtimedwait on a valid, blocked signal set.
-        let sig = unsafe { libc::sigtimedwait(signals.as_ref(), std::ptr::null_mut(), &timeout) };
-        write_counters(&counters, &snapshot);
-        if sig > 0 || engine_thread.is_finished() {
-            break;
-        }
-    }
+    let daemon = Arc::new(Daemon {
+        routes: turbonet_routing::static_routes(&lab.fabric),
+        engine_links: impaired
+            .iter()
+            .enumerate()
+            .map(|(k, l)| (l.name.clone(), k))
+            .collect(),
+        current: Mutex::new(
+            impaired
+                .iter()
+                .map(|l| (l.name.clone(), l.params.clone()))
+                .collect(),
+        ),
+        control: control_end,
+        snapshot: snapshot.clone(),
+        ready: Instant::now(),
+        log: Mutex::new(
+            fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(events_path(&dir))?,
+        ),
+        dir: dir.clone(),
+        lab,
+    });
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    // A LocalSet: the daemon's tasks share one thread and need not be Send.
+    let served = tokio::task::LocalSet::new().block_on(&runtime, serve(daemon.clone()));
     stop.store(true, Ordering::Relaxed);
-    let result = engine_thread.join().expect("engine thread panicked");
-    write_counters(&counters, &snapshot);
-    match result {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e) => {
-            eprintln!("link engine failed: {e}");
-            Ok(ExitCode::FAILURE)
+    let engine_result = engine_thread.map(|t| t.join().expect("engine thread panicked"));
+    write_counters(&counters_path(&dir), &snapshot);
+    served?;
+    if let Some(Err(e)) = engine_result {
+        eprintln!("link engine failed: {e}");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The daemon's event loop: control socket, counters, signals.
+async fn serve(daemon: Arc<Daemon>) -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let counters = counters_path(&daemon.dir);
+    let path = control::socket_path(&daemon.dir);
+    let _ = fs::remove_file(&path);
+    let listener = tokio::net::UnixListener::bind(&path)
+        .with_context(|| format!("binding {}", path.display()))?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut hangup = signal(SignalKind::hangup())?;
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    fs::write(ready_path(&daemon.dir), std::process::id().to_string())?;
+    tokio::task::spawn_local(daemon.clone().run_timeline());
+    eprintln!(
+        "turbonet daemon for lab {}: control API at {}, link engine running {} impaired link(s)",
+        daemon.lab.name,
+        path.display(),
+        daemon.engine_links.len()
+    );
+    loop {
+        tokio::select! {
+            _ = terminate.recv() => break,
+            _ = interrupt.recv() => break,
+            _ = hangup.recv() => break,
+            accepted = listener.accept() => {
+                if let Ok((stream, _)) = accepted {
+                    let daemon = daemon.clone();
+                    tokio::task::spawn_local(async move { let _ = answer(daemon, stream).await; });
+                }
+            }
+            _ = tick.tick() => write_counters(&counters, &daemon.snapshot),
         }
     }
+    Ok(())
+}
+
+/// Reads one request from a control connection and answers it.
+async fn answer(daemon: Arc<Daemon>, stream: tokio::net::UnixStream) -> Result<()> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let (read, mut write) = stream.into_split();
+    let mut line = String::new();
+    BufReader::new(read).read_line(&mut line).await?;
+    let response = match serde_json::from_str::<Request>(&line) {
+        Ok(request) => daemon.execute("cli", request).await,
+        Err(e) => Response::Error {
+            message: format!("malformed request: {e}"),
+        },
+    };
+    let mut out = serde_json::to_string(&response)?;
+    out.push('\n');
+    write.write_all(out.as_bytes()).await?;
+    Ok(())
 }
 
 fn write_counters(path: &PathBuf, snapshot: &engine::Snapshot) {

@@ -17,7 +17,7 @@ use rtnetlink::packet_route::route::{RouteProtocol, RouteScope};
 use rtnetlink::{Handle, LinkUnspec, LinkVeth, RouteMessageBuilder, RouteNextHopBuilder};
 use turbonet_injectors::Impairment;
 use turbonet_routing::Route;
-use turbonet_topo::{Lab, Link, Node, Role};
+use turbonet_topo::{Lab, Link, LinkId, Node, NodeId, Role};
 
 use crate::{engine, netns};
 
@@ -424,29 +424,54 @@ pub async fn configure_addresses(lab: &Lab, nodes: &[NodeNs]) -> Result<usize> {
 /// Installs every node's routes. Returns how many were installed.
 pub async fn install_routes(lab: &Lab, nodes: &[NodeNs], routes: &[Vec<Route>]) -> Result<usize> {
     let counts = per_node(&lab.fabric.nodes, |node| async move {
-        let ifindex = ifindex_by_name(lab, node);
-        let handle = &nodes[node.id.0 as usize].handle()?;
-        let node_routes = &routes[node.id.0 as usize];
-        let messages = node_routes
-            .iter()
-            .map(|route| route_message(route, &ifindex).map(|m| (route, m)))
-            .collect::<Result<Vec<_>>>()
-            .with_context(|| format!("{}: building routes", node.name))?;
-        pipelined(messages.into_iter().map(|(route, message)| {
-            let request = handle.route().add(message);
-            let node = &node.name;
-            async move {
-                request
-                    .execute()
-                    .await
-                    .with_context(|| format!("{node}: route {}", route.prefix))
-            }
-        }))
-        .await?;
-        Ok::<_, anyhow::Error>(node_routes.len())
+        let handle = nodes[node.id.0 as usize].handle()?;
+        install_node_routes(lab, &handle, node, &routes[node.id.0 as usize], false).await
     })
     .await?;
     Ok(counts.into_iter().sum())
+}
+
+/// Installs one node's routes through `handle`; with `replace`, existing
+/// routes to the same prefixes are replaced (restoring after a failure).
+pub async fn install_node_routes(
+    lab: &Lab,
+    handle: &Handle,
+    node: &Node,
+    routes: &[Route],
+    replace: bool,
+) -> Result<usize> {
+    let ifindex = ifindex_by_name(lab, node);
+    let messages = routes
+        .iter()
+        .map(|route| route_message(route, &ifindex).map(|m| (route, m)))
+        .collect::<Result<Vec<_>>>()
+        .with_context(|| format!("{}: building routes", node.name))?;
+    pipelined(messages.into_iter().map(|(route, message)| {
+        let mut request = handle.route().add(message);
+        if replace {
+            request = request.replace();
+        }
+        let node = &node.name;
+        async move {
+            request
+                .execute()
+                .await
+                .with_context(|| format!("{node}: route {}", route.prefix))
+        }
+    }))
+    .await?;
+    Ok(routes.len())
+}
+
+/// The ifindex of `link`'s port on `node` (its position among the node's
+/// links, plus 2).
+pub fn port_index(lab: &Lab, node: NodeId, link: LinkId) -> Option<u32> {
+    lab.fabric
+        .node(node)
+        .links
+        .iter()
+        .position(|&l| l == link)
+        .map(port_ifindex)
 }
 
 /// Interface name to ifindex for a node's ports.

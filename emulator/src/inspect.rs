@@ -545,3 +545,33 @@ pub fn link_show(only: Option<&str>, lab_name: Option<&str>, json: bool) -> Resu
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// `turbonet events`.
+pub fn events(lab_name: Option<&str>, json: bool) -> Result<ExitCode> {
+    let (dir, _) = lab::resolve(lab_name)?;
+    let text = std::fs::read_to_string(crate::daemon::events_path(&dir)).unwrap_or_default();
+    let events: Vec<crate::daemon::LoggedEvent> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&events)?);
+    } else if events.is_empty() {
+        println!("no events yet");
+    } else {
+        println!(
+            "{}",
+            table(
+                &["t (s)", "source", "event", "result"],
+                events.iter().map(|e| vec![
+                    format!("{:.3}", e.t),
+                    e.source.clone(),
+                    e.event.clone(),
+                    e.result.clone(),
+                ]),
+                &[0],
+            )
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

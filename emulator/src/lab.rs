@@ -399,20 +399,25 @@ async fn build(
         watch.seconds(),
     );
 
-    if engine.is_some() {
-        progress.start("daemon");
-        let watch = Stopwatch::start();
-        let pid = daemon::spawn(&lab.name, dir)?;
-        state.daemon_pid = Some(pid);
-        dir.save(state)?;
-        daemon::wait_ready(dir, pid, std::time::Duration::from_secs(15))?;
-        phase(
-            "daemon",
-            format!("link engine running (pid {pid})"),
-            state,
-            watch.seconds(),
-        );
-    }
+    // The daemon owns what keeps running: the control API, the link
+    // engine, the timeline.
+    progress.start("daemon");
+    let watch = Stopwatch::start();
+    let pid = daemon::spawn(&lab.name, dir)?;
+    state.daemon_pid = Some(pid);
+    dir.save(state)?;
+    daemon::wait_ready(dir, pid, std::time::Duration::from_secs(15))?;
+    let impaired = fabric::impaired_links(lab).iter().flatten().count();
+    phase(
+        "daemon",
+        if impaired > 0 {
+            format!("pid {pid}: control API, link engine for {impaired} impaired links")
+        } else {
+            format!("pid {pid}: control API")
+        },
+        state,
+        watch.seconds(),
+    );
     Ok(())
 }
 

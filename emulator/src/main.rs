@@ -4,6 +4,7 @@ mod bench;
 mod bench_engine;
 mod check;
 mod cli;
+mod control;
 mod daemon;
 mod engine;
 mod exec;

@@ -154,3 +154,137 @@ fn fat_tree_with_impaired_tier_routes_and_delays() {
     assert_eq!(rtts.len(), 3, "{}", text(&out));
     assert!(rtts.iter().all(|&r| r >= 4.0), "RTTs {rtts:?} below 4 ms");
 }
+
+#[test]
+fn link_set_reset_fail_restore_and_flap_change_what_traffic_sees() {
+    require_root!();
+    let lab = unique_lab("ct");
+    let file = scenario_as("two-hosts.toml", &lab, "");
+    let _guard = LabGuard(lab.clone());
+    let up = run(&["up", "--quiet", file.to_str().unwrap()]);
+    assert!(up.status.success(), "{}", text(&up));
+    let h2 = host_addr(&lab, "h2");
+    let min_rtt = |label: &str| {
+        let (rtts, _, out) = ping(&lab, "h1", &h2, 3, "0.2");
+        assert_eq!(rtts.len(), 3, "{label}: {}", text(&out));
+        rtts.iter().cloned().fold(f64::MAX, f64::min)
+    };
+    assert!(min_rtt("declared") < 25.0);
+
+    // 20 ms each way on h1--s1 instead of 5: 2 x 20 + 2 x 5 = 50 ms.
+    let set = run(&["link", "set", "h1--s1", "--delay", "20ms", "--lab", &lab]);
+    assert!(set.status.success(), "{}", text(&set));
+    let slow = min_rtt("after set");
+    assert!((50.0..55.0).contains(&slow), "RTT {slow} ms after link set");
+
+    // Reversed names work; bad values are refused before reaching the daemon.
+    let bad = run(&["link", "set", "s1--h1", "--delay", "-1ms", "--lab", &lab]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    let unknown = run(&["link", "set", "h1--s2", "--delay", "1ms", "--lab", &lab]);
+    assert_eq!(unknown.status.code(), Some(2), "{}", text(&unknown));
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("did you mean h1--s1"),
+        "{}",
+        text(&unknown)
+    );
+
+    let reset = run(&["link", "reset", "s1--h1", "--lab", &lab]);
+    assert!(reset.status.success(), "{}", text(&reset));
+    assert!(min_rtt("after reset") < 25.0);
+
+    let fail = run(&["fail", "link", "h2--s1", "--lab", &lab]);
+    assert!(fail.status.success(), "{}", text(&fail));
+    let (rtts, _, _) = ping(&lab, "h1", &h2, 2, "0.2");
+    assert!(rtts.is_empty(), "traffic crossed a failed link");
+    let restore = run(&["restore", "link", "h2--s1", "--lab", &lab]);
+    assert!(restore.status.success(), "{}", text(&restore));
+    assert!(min_rtt("after restore") < 25.0);
+
+    // A flap takes the link down for half of each period.
+    let flap = run(&[
+        "flap", "h2--s1", "--period", "2s", "--count", "1", "--lab", &lab,
+    ]);
+    assert!(flap.status.success(), "{}", text(&flap));
+    let (rtts, _, _) = ping(&lab, "h1", &h2, 2, "0.2");
+    assert!(
+        rtts.is_empty(),
+        "traffic crossed a flapping link while it was down"
+    );
+    let back = turbonet_tests::wait_until(std::time::Duration::from_secs(5), || {
+        !ping(&lab, "h1", &h2, 1, "0.2").0.is_empty()
+    });
+    assert!(back, "the link never came back after the flap");
+
+    let events = run(&["events", "--lab", &lab, "--json"]);
+    let events: serde_json::Value = serde_json::from_slice(&events.stdout).unwrap();
+    let lines: Vec<&str> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    for expected in [
+        "set h1--s1 delay=20ms",
+        "reset s1--h1",
+        "fail link h2--s1",
+        "restore link h2--s1",
+        "flap: restore link h2--s1",
+    ] {
+        assert!(
+            lines.contains(&expected),
+            "missing event {expected}: {lines:?}"
+        );
+    }
+}
+
+#[test]
+fn the_timeline_runs_after_the_fabric_is_ready() {
+    require_root!();
+    let lab = unique_lab("tl");
+    let timeline = "\n[[timeline]]\nat = \"500ms\"\naction = \"set\"\nlink = \"h1--s1\"\ndelay = \"20ms\"\n\
+                    \n[[timeline]]\nat = \"1500ms\"\naction = \"fail\"\nnode = \"h2\"\n\
+                    \n[[timeline]]\nat = \"3s\"\naction = \"restore\"\nnode = \"h2\"\n";
+    let file = scenario_as("two-hosts.toml", &lab, timeline);
+    let _guard = LabGuard(lab.clone());
+    let up = run(&["up", "--quiet", file.to_str().unwrap()]);
+    assert!(up.status.success(), "{}", text(&up));
+    let h2 = host_addr(&lab, "h2");
+    let logged = |what: &str| {
+        let out = run(&["events", "--lab", &lab, "--json"]);
+        let events: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        events
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["event"].as_str().unwrap_or("").starts_with(what))
+            .cloned()
+    };
+    let wait = |what: &str| {
+        assert!(
+            turbonet_tests::wait_until(std::time::Duration::from_secs(10), || logged(what)
+                .is_some()),
+            "timeline never ran `{what}`"
+        );
+        logged(what).unwrap()
+    };
+    let set = wait("set h1--s1");
+    assert_eq!(set["source"], "timeline");
+    assert_eq!(set["result"], "ok");
+    assert!(set["t"].as_f64().unwrap() >= 0.5);
+    if logged("fail node h2").is_none() {
+        let (rtts, _, out) = ping(&lab, "h1", &h2, 1, "0.2");
+        // Unless the fail already ran, the new delay shows: 2 x 20 + 2 x 5 ms.
+        if logged("fail node h2").is_none() {
+            assert!(rtts.iter().all(|&r| r >= 50.0), "{rtts:?}: {}", text(&out));
+        }
+    }
+    wait("fail node h2");
+    wait("restore node h2");
+    let (rtts, _, out) = ping(&lab, "h1", &h2, 2, "0.2");
+    assert_eq!(
+        rtts.len(),
+        2,
+        "h2 unreachable after the timeline restored it: {}",
+        text(&out)
+    );
+}

@@ -16,13 +16,13 @@
 pub mod packet;
 
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use turbonet_injectors::{Counters, Direction};
+use turbonet_injectors::{Counters, Direction, Impairment};
 
 use packet::PacketSocket;
 
@@ -72,6 +72,81 @@ pub struct LinkCounters {
 /// Shared snapshot of all counters, refreshed by the engine thread.
 pub type Snapshot = Arc<Mutex<Vec<LinkCounters>>>;
 
+/// A change the daemon asks the running engine to make.
+#[derive(Debug)]
+pub enum Command {
+    /// New parameters for both directions of the `link`-th engine link.
+    Set {
+        /// Position in the engine's link list.
+        link: usize,
+        /// The new parameters.
+        impairment: Impairment,
+    },
+}
+
+/// The daemon's end of the engine: commands, and a pipe that wakes the
+/// engine from its sleep so they take effect at once.
+#[derive(Debug)]
+pub struct Control {
+    commands: mpsc::Sender<Command>,
+    wake: OwnedFd,
+}
+
+impl Control {
+    /// Sends a command and wakes the engine.
+    pub fn send(&self, command: Command) -> io::Result<()> {
+        self.commands.send(command).map_err(|_| {
+            io::Error::new(io::ErrorKind::BrokenPipe, "the link engine has stopped")
+        })?;
+        nix::unistd::write(&self.wake, &[1u8])
+            .map(drop)
+            .map_err(io::Error::from)
+    }
+}
+
+/// The engine's end: commands and the wake pipe's read end.
+#[derive(Debug)]
+pub struct Inbox {
+    commands: mpsc::Receiver<Command>,
+    wake: OwnedFd,
+}
+
+/// A connected control/inbox pair.
+pub fn channel() -> io::Result<(Control, Inbox)> {
+    let (tx, rx) = mpsc::channel();
+    let (read, write) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_CLOEXEC)?;
+    Ok((
+        Control {
+            commands: tx,
+            wake: write,
+        },
+        Inbox {
+            commands: rx,
+            wake: read,
+        },
+    ))
+}
+
+impl Inbox {
+    /// Applies every pending command.
+    fn apply(&self, links: &mut [EngineLink]) {
+        let mut sink = [0u8; 64];
+        while matches!(nix::unistd::read(&self.wake, &mut sink), Ok(n) if n > 0) {}
+        while let Ok(command) = self.commands.try_recv() {
+            match command {
+                Command::Set { link, impairment } => {
+                    if let Some(l) = links.get_mut(link) {
+                        for d in &mut l.directions {
+                            d.set_impairment(impairment.clone());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The engine's clock: nanoseconds since it started (monotonic), and the
 /// mapping from kernel receive timestamps (realtime) onto it.
 struct Clock {
@@ -120,7 +195,12 @@ fn request_realtime() {
 
 /// Runs the engine until `stop` is set. Returns an error only for socket
 /// failures the engine cannot survive.
-pub fn run(mut links: Vec<EngineLink>, stop: &AtomicBool, snapshot: &Snapshot) -> io::Result<()> {
+pub fn run(
+    mut links: Vec<EngineLink>,
+    stop: &AtomicBool,
+    snapshot: &Snapshot,
+    inbox: &Inbox,
+) -> io::Result<()> {
     // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
@@ -138,9 +218,16 @@ pub fn run(mut links: Vec<EngineLink>, stop: &AtomicBool, snapshot: &Snapshot) -
             revents: 0,
         })
         .collect();
+    // Last: the wake pipe.
+    fds.push(libc::pollfd {
+        fd: inbox.wake.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    });
     let mut published = Instant::now();
     let mut all_readable = true;
     while !stop.load(Ordering::Relaxed) {
+        inbox.apply(&mut links);
         // Receive: everything that is waiting, in bursts.
         let now = clock.now();
         for (i, link) in links.iter_mut().enumerate() {
