@@ -385,6 +385,78 @@ fn capacity(frames: u64) -> Result<Vec<Vec<String>>> {
     Ok(rows)
 }
 
+/// Runs `turbonet exec --lab tnbench NODE -- ARGS` (the bench is not the
+/// main path; tools run as a user would run them).
+fn exec_in(node: &str, args: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new(std::env::current_exe().expect("own path"));
+    c.args(["exec", "--lab", LAB, node, "--"]).args(args);
+    c
+}
+
+/// TCP goodput (bit/s) of a 5 s iperf3 run from h1 to h2.
+fn iperf3(lab: &BenchLab, seconds: u32) -> Result<f64> {
+    let mut server = exec_in("h2", &["iperf3", "-s", "-1"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .context("starting iperf3 (install it: apt-get install iperf3)")?;
+    std::thread::sleep(Duration::from_millis(300));
+    let out = exec_in("h1", &["iperf3", "-J", "-c", &lab.h2.to_string(), "-t", &seconds.to_string()]).output()?;
+    let _ = server.wait();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).context("iperf3 -J output")?;
+    report["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .ok_or_else(|| anyhow::anyhow!("iperf3 reported no throughput: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Rate rows: configured, TCP goodput, goodput as a share of the
+/// configured rate, and the link-layer rate it implies (1448-byte TCP
+/// payload per 1514-byte frame).
+fn rate_accuracy() -> Result<Vec<Vec<String>>> {
+    let mut rows = Vec::new();
+    for (label, bps) in [("10mbit", 10e6), ("100mbit", 100e6), ("1gbit", 1e9)] {
+        eprintln!("bench engine: rate {label} (iperf3) ...");
+        let lab = BenchLab::up(&format!("rate = \"{label}\""))?;
+        let goodput = iperf3(&lab, 5)?;
+        let wire = goodput * 1514.0 / 1448.0;
+        rows.push(vec![
+            label.into(),
+            format!("{:.1}", goodput / 1e6),
+            format!("{:.1}", wire / 1e6),
+            format!("{:+.1}%", (wire / bps - 1.0) * 100.0),
+        ]);
+    }
+    Ok(rows)
+}
+
+/// Queueing delay under a standing queue: UDP at twice the rate keeps a
+/// 100-packet queue drained at 10 Mbit/s full; ping RTTs through it,
+/// against queue size / rate (iperf3's 1460-byte datagrams are 1502-byte
+/// frames). (TCP would not do: Linux receive-window autotuning keeps its
+/// standing queue far below 100 packets on a path this short.)
+fn standing_queue(lab: &BenchLab) -> Result<(f64, f64)> {
+    let expected_ms = 100.0 * 1502.0 * 8.0 / 10e6 * 1000.0;
+    let mut server = exec_in("h2", &["iperf3", "-s", "-1"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .context("starting iperf3")?;
+    std::thread::sleep(Duration::from_millis(300));
+    let mut client = exec_in("h1", &["iperf3", "-u", "-b", "20M", "-c", &lab.h2.to_string(), "-t", "5"])
+        .stdout(std::process::Stdio::null())
+        .spawn()?;
+    std::thread::sleep(Duration::from_secs(2));
+    let ping = exec_in("h1", &["ping", "-n", "-c", "10", "-i", "0.2", &lab.h2.to_string()]).output()?;
+    let _ = client.wait();
+    let _ = server.wait();
+    let mut rtts: Vec<f64> = String::from_utf8_lossy(&ping.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("time=")))
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    rtts.sort_by(f64::total_cmp);
+    let median = rtts.get(rtts.len() / 2).copied().unwrap_or(f64::NAN);
+    Ok((expected_ms, median))
+}
+
 /// `turbonet bench --engine`.
 pub fn bench(probes: usize, loss_frames: u64) -> Result<ExitCode> {
     if LabDir::of(LAB).exists() {
@@ -426,6 +498,24 @@ pub fn bench(probes: usize, loss_frames: u64) -> Result<ExitCode> {
             loss,
             &[1, 2, 3],
         )
+    );
+    let rate = rate_accuracy()?;
+    println!("rate: TCP (iperf3, 5 s) through a link shaped by the engine");
+    println!(
+        "{}",
+        table(
+            &["configured", "TCP goodput Mbit/s", "link-layer Mbit/s", "vs configured"],
+            rate,
+            &[1, 2, 3],
+        )
+    );
+    let (expected, measured) = {
+        let lab = BenchLab::up("rate = \"10mbit\"\nqueue = \"100p\"")?;
+        standing_queue(&lab)?
+    };
+    println!(
+        "standing queue (100 packets at 10 Mbit/s, UDP at 20 Mbit/s filling it): expected queueing delay {expected:.0} ms, \
+         median ping RTT {measured:.0} ms\n"
     );
     let cap = capacity(1_000_000)?;
     println!("capacity, 64-byte UDP frames h1 -> h2, one engine thread");

@@ -11,7 +11,7 @@
 //! Timing: one engine thread serves all impaired links of a lab. It sleeps
 //! in `ppoll` (nanosecond timeout, timer slack lowered to 1 ns) until a
 //! frame arrives or the next frame is nearly due, then spins for the last
-//! few microseconds; tokio's millisecond timers are far too coarse.
+//! 100 microseconds; tokio's millisecond timers are far too coarse.
 
 pub mod packet;
 
@@ -26,8 +26,10 @@ use turbonet_injectors::{Counters, Direction, Impairment};
 
 use packet::PacketSocket;
 
-/// Spin instead of sleeping when the next frame is due within this long.
-const SPIN_NS: u64 = 30_000;
+/// Spin instead of sleeping when the next frame is due within this long:
+/// waking from a deeper sleep (idle states, a VM's timer path) takes tens
+/// of microseconds, which would make frames late.
+const SPIN_NS: u64 = 100_000;
 /// At most this many frames are read from one socket per pass, so one busy
 /// link cannot starve the others.
 const RX_BURST: usize = 64;
