@@ -400,12 +400,29 @@ fn iperf3(lab: &BenchLab, seconds: u32) -> Result<f64> {
         .spawn()
         .context("starting iperf3 (install it: apt-get install iperf3)")?;
     std::thread::sleep(Duration::from_millis(300));
-    let out = exec_in("h1", &["iperf3", "-J", "-c", &lab.h2.to_string(), "-t", &seconds.to_string()]).output()?;
+    let out = exec_in(
+        "h1",
+        &[
+            "iperf3",
+            "-J",
+            "-c",
+            &lab.h2.to_string(),
+            "-t",
+            &seconds.to_string(),
+        ],
+    )
+    .output()?;
     let _ = server.wait();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).context("iperf3 -J output")?;
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).context("iperf3 -J output")?;
     report["end"]["sum_received"]["bits_per_second"]
         .as_f64()
-        .ok_or_else(|| anyhow::anyhow!("iperf3 reported no throughput: {}", String::from_utf8_lossy(&out.stdout)))
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "iperf3 reported no throughput: {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
 }
 
 /// Rate rows: configured, TCP goodput, goodput as a share of the
@@ -440,11 +457,27 @@ fn standing_queue(lab: &BenchLab) -> Result<(f64, f64)> {
         .spawn()
         .context("starting iperf3")?;
     std::thread::sleep(Duration::from_millis(300));
-    let mut client = exec_in("h1", &["iperf3", "-u", "-b", "20M", "-c", &lab.h2.to_string(), "-t", "5"])
-        .stdout(std::process::Stdio::null())
-        .spawn()?;
+    let mut client = exec_in(
+        "h1",
+        &[
+            "iperf3",
+            "-u",
+            "-b",
+            "20M",
+            "-c",
+            &lab.h2.to_string(),
+            "-t",
+            "5",
+        ],
+    )
+    .stdout(std::process::Stdio::null())
+    .spawn()?;
     std::thread::sleep(Duration::from_secs(2));
-    let ping = exec_in("h1", &["ping", "-n", "-c", "10", "-i", "0.2", &lab.h2.to_string()]).output()?;
+    let ping = exec_in(
+        "h1",
+        &["ping", "-n", "-c", "10", "-i", "0.2", &lab.h2.to_string()],
+    )
+    .output()?;
     let _ = client.wait();
     let _ = server.wait();
     let mut rtts: Vec<f64> = String::from_utf8_lossy(&ping.stdout)
@@ -504,7 +537,12 @@ pub fn bench(probes: usize, loss_frames: u64) -> Result<ExitCode> {
     println!(
         "{}",
         table(
-            &["configured", "TCP goodput Mbit/s", "link-layer Mbit/s", "vs configured"],
+            &[
+                "configured",
+                "TCP goodput Mbit/s",
+                "link-layer Mbit/s",
+                "vs configured"
+            ],
             rate,
             &[1, 2, 3],
         )

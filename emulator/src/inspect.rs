@@ -387,6 +387,7 @@ pub fn require_node(lab: &Lab, node: &str) -> Result<()> {
 struct LinkShow {
     link: String,
     engine: &'static str,
+    why: &'static str,
     params: LinkParamsView,
     directions: Vec<DirectionView>,
 }
@@ -441,6 +442,7 @@ pub fn link_show(only: Option<&str>, lab_name: Option<&str>, json: bool) -> Resu
         .filter(|l| only.is_none_or(|o| o == l.name))
         .map(|l| {
             let engine_counters = counters.iter().find(|c| c.link == l.name);
+            let impaired = !turbonet_injectors::Impairment::from_params(&l.params).is_noop();
             let p = &l.params;
             let names = [
                 lab.fabric.node(l.ends[0].node).name.clone(),
@@ -448,11 +450,8 @@ pub fn link_show(only: Option<&str>, lab_name: Option<&str>, json: bool) -> Resu
             ];
             LinkShow {
                 link: l.name.clone(),
-                engine: if turbonet_injectors::Impairment::from_params(&l.params).is_noop() {
-                    "none (veth)"
-                } else {
-                    "userspace"
-                },
+                engine: if impaired { "userspace" } else { "none (veth)" },
+                why: crate::engine::reason(impaired),
                 params: LinkParamsView {
                     rate: p.rate.map(|v| v.to_string()),
                     delay: p.delay.map(|v| v.to_string()),
@@ -485,11 +484,12 @@ pub fn link_show(only: Option<&str>, lab_name: Option<&str>, json: bool) -> Resu
         "{}",
         table(
             &[
-                "link", "engine", "rate", "delay", "jitter", "loss", "queue", "mtu"
+                "link", "engine", "why", "rate", "delay", "jitter", "loss", "queue", "mtu"
             ],
             rows.iter().map(|r| vec![
                 r.link.clone(),
                 r.engine.to_owned(),
+                r.why.to_owned(),
                 r.params.rate.clone().unwrap_or_else(dash),
                 r.params.delay.clone().unwrap_or_else(dash),
                 r.params.jitter.clone().unwrap_or_else(dash),

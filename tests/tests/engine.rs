@@ -141,7 +141,7 @@ fn fat_tree_with_impaired_tier_routes_and_delays() {
     let file = scenario_as(
         "fat-tree-k4.toml",
         &lab,
-        "\n[links.edge-agg]\ndelay = \"1ms\"\n",
+        "\n[links.edge-agg]\ndelay = \"1ms\"\n\n[links.host-edge]\nrate = \"100mbit\"\n",
     );
     let _guard = LabGuard(lab.clone());
     let up = run(&["up", "--quiet", file.to_str().unwrap()]);
@@ -153,6 +153,34 @@ fn fat_tree_with_impaired_tier_routes_and_delays() {
     let (rtts, _, out) = ping(&lab, "h0-0-0", &far, 3, "0.2");
     assert_eq!(rtts.len(), 3, "{}", text(&out));
     assert!(rtts.iter().all(|&r| r >= 4.0), "RTTs {rtts:?} below 4 ms");
+
+    // Host links are shaped to 100 Mbit/s: TCP across pods gets about that.
+    let mut server = turbonet_tests::turbonet()
+        .args(["exec", "--lab", &lab, "h3-1-1", "--", "iperf3", "-s", "-1"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut report = serde_json::Value::Null;
+    let got = turbonet_tests::wait_until(std::time::Duration::from_secs(10), || {
+        let out = run(&[
+            "exec", "--lab", &lab, "h0-0-0", "--", "iperf3", "-J", "-c", &far, "-t", "3",
+        ]);
+        report = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        report["end"]["sum_received"]["bits_per_second"].is_number()
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(got, "iperf3 never ran: {report}");
+    let wire = report["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap()
+        * 1514.0
+        / 1448.0;
+    assert!(
+        (80e6..101e6).contains(&wire),
+        "{:.1} Mbit/s through 100 Mbit/s host links",
+        wire / 1e6
+    );
 }
 
 #[test]
@@ -286,5 +314,48 @@ fn the_timeline_runs_after_the_fabric_is_ready() {
         2,
         "h2 unreachable after the timeline restored it: {}",
         text(&out)
+    );
+}
+
+/// TCP through a shaped link gets the configured rate (iperf3 as the peer).
+#[test]
+fn declared_rate_shows_in_iperf3() {
+    require_root!();
+    let lab = unique_lab("rt");
+    let file = scenario_as(
+        "two-hosts.toml",
+        &lab,
+        "\n[[links.override]]\nlink = \"h1--s1\"\nrate = \"50mbit\"\ndelay = \"0us\"\n",
+    );
+    let _guard = LabGuard(lab.clone());
+    let up = run(&["up", "--quiet", file.to_str().unwrap()]);
+    assert!(up.status.success(), "{}", text(&up));
+    let h2 = host_addr(&lab, "h2");
+    let mut server = turbonet_tests::turbonet()
+        .args(["exec", "--lab", &lab, "h2", "--", "iperf3", "-s", "-1"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The server is ready once it listens; retry the client until then.
+    let mut report = serde_json::Value::Null;
+    let got = turbonet_tests::wait_until(std::time::Duration::from_secs(10), || {
+        let out = run(&[
+            "exec", "--lab", &lab, "h1", "--", "iperf3", "-J", "-c", &h2, "-t", "3",
+        ]);
+        report = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        report["end"]["sum_received"]["bits_per_second"].is_number()
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(got, "iperf3 never ran: {report}");
+    let goodput = report["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap();
+    // TCP payload is 1448 of every 1514 bytes on the wire.
+    let wire = goodput * 1514.0 / 1448.0;
+    assert!(
+        (40e6..51e6).contains(&wire),
+        "{:.1} Mbit/s on the wire through a 50 Mbit/s link",
+        wire / 1e6
     );
 }

@@ -36,6 +36,30 @@ const RX_BURST: usize = 64;
 /// How often the engine publishes its counters.
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 
+/// True when this kernel has `sch_netem` (loaded, built in, or as a
+/// module on disk): the kernel impairment engine could then carry links.
+pub fn kernel_has_netem() -> bool {
+    if std::path::Path::new("/sys/module/sch_netem").exists() {
+        return true;
+    }
+    let release = nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    ["modules.dep", "modules.builtin"].iter().any(|f| {
+        std::fs::read_to_string(format!("/lib/modules/{release}/{f}"))
+            .is_ok_and(|text| text.contains("sch_netem.ko"))
+    })
+}
+
+/// Why a link is carried the way it is, for `link show`.
+pub fn reason(impaired: bool) -> &'static str {
+    match (impaired, kernel_has_netem()) {
+        (false, _) => "no impairment declared",
+        (true, false) => "this kernel has no sch_netem",
+        (true, true) => "the kernel engine is not in this build yet",
+    }
+}
+
 /// Name of a lab's hidden engine namespace. Lab names are `[a-z0-9-]`, so
 /// the dot keeps it apart from every node namespace.
 pub fn namespace(lab: &str) -> String {
