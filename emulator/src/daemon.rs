@@ -126,7 +126,9 @@ pub struct LoggedEvent {
 struct Daemon {
     lab: Lab,
     dir: LabDir,
-    routes: Vec<Vec<Route>>,
+    /// The static routes, computed on the first restore (a k=16 fat-tree
+    /// has 145,000 of them: no reason to hold them while nothing fails).
+    routes: std::sync::OnceLock<Vec<Vec<Route>>>,
     /// Engine position of every impaired link, by name.
     engine_links: HashMap<String, usize>,
     /// Current parameters of the engine's links (scenario values, then
@@ -312,14 +314,11 @@ impl Daemon {
             if up {
                 // Taking a port down flushed the routes through it.
                 let n = fabric.node(node);
-                fabric::install_node_routes(
-                    &self.lab,
-                    &handle,
-                    n,
-                    &self.routes[node.0 as usize],
-                    true,
-                )
-                .await?;
+                let routes = self
+                    .routes
+                    .get_or_init(|| turbonet_routing::static_routes(&self.lab.fabric));
+                fabric::install_node_routes(&self.lab, &handle, n, &routes[node.0 as usize], true)
+                    .await?;
             }
         }
         Ok(format!(
@@ -484,7 +483,7 @@ pub fn run(lab_name: &str) -> Result<ExitCode> {
     }
 
     let daemon = Arc::new(Daemon {
-        routes: turbonet_routing::static_routes(&lab.fabric),
+        routes: std::sync::OnceLock::new(),
         engine_links: impaired
             .iter()
             .enumerate()

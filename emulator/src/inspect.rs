@@ -28,6 +28,7 @@ struct LabStatus {
     externals: usize,
     up_seconds: Option<f64>,
     pid: u32,
+    daemon: String,
 }
 
 /// `turbonet status`.
@@ -45,6 +46,7 @@ pub fn status(json: bool) -> Result<ExitCode> {
                 externals: 0,
                 up_seconds: None,
                 pid: 0,
+                daemon: String::new(),
             });
             continue;
         };
@@ -65,6 +67,11 @@ pub fn status(json: bool) -> Result<ExitCode> {
                 .find(|t| t.phase == "total")
                 .map(|t| t.seconds),
             pid: st.pid,
+            daemon: match st.daemon_pid {
+                Some(pid) if state::pid_alive(pid) => format!("running (pid {pid})"),
+                Some(pid) => format!("DEAD (pid {pid}): down and up again"),
+                None => "not started".into(),
+            },
         });
     }
     if json {
@@ -75,7 +82,15 @@ pub fn status(json: bool) -> Result<ExitCode> {
         println!(
             "{}",
             table(
-                &["lab", "phase", "nodes", "externals", "up in", "scenario"],
+                &[
+                    "lab",
+                    "phase",
+                    "nodes",
+                    "externals",
+                    "up in",
+                    "daemon",
+                    "scenario"
+                ],
                 rows.iter().map(|r| vec![
                     r.lab.clone(),
                     r.phase.clone(),
@@ -88,6 +103,7 @@ pub fn status(json: bool) -> Result<ExitCode> {
                     r.up_seconds
                         .map(|s| format!("{s:.2} s"))
                         .unwrap_or_default(),
+                    r.daemon.clone(),
                     r.scenario.clone(),
                 ]),
                 &[2, 3, 4],
