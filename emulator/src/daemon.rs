@@ -232,17 +232,8 @@ impl Daemon {
                 return Ok(link);
             }
         }
-        let mut close: Vec<(usize, &str)> = fabric
-            .links
-            .iter()
-            .map(|l| (strsim::levenshtein(&l.name, name), l.name.as_str()))
-            .filter(|(d, _)| *d <= 4)
-            .collect();
-        close.sort();
-        let hint = match close.first() {
-            Some((_, n)) => format!(" (did you mean {n}?)"),
-            None => " (`turbonet show links` lists them)".to_owned(),
-        };
+        let hint = crate::inspect::did_you_mean(name, fabric.links.iter().map(|l| l.name.as_str()))
+            .unwrap_or_else(|| " (`turbonet show links` lists them)".to_owned());
         bail!("lab {} has no link {name}{hint}", self.lab.name)
     }
 

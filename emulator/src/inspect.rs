@@ -152,16 +152,19 @@ pub fn show(
     Ok(ExitCode::SUCCESS)
 }
 
+/// " (did you mean X?)" for a mistyped name, when a close one exists.
+pub fn did_you_mean<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
+    turbonet_topo::suggest::closest(name, candidates)
+        .first()
+        .map(|n| format!(" (did you mean {n}?)"))
+}
+
 /// " (did you mean X?)" for a mistyped node name.
 pub fn suggest(lab: &Lab, name: &str) -> String {
-    lab.fabric
-        .nodes
-        .iter()
-        .map(|n| (strsim::levenshtein(&n.name, name), &n.name))
-        .filter(|(d, _)| *d <= 3)
-        .min()
-        .map(|(_, n)| format!(" (did you mean {n}?)"))
-        .unwrap_or_default()
+    did_you_mean(name, lab.fabric.nodes.iter().map(|n| n.name.as_str())).unwrap_or_default()
 }
 
 #[derive(Debug, Serialize)]
@@ -433,14 +436,7 @@ pub fn link_show(only: Option<&str>, lab_name: Option<&str>, json: bool) -> Resu
     let lab = lab::saved_lab(&dir)?;
     if let Some(name) = only {
         if lab.fabric.link_by_name(name).is_none() {
-            let close = lab
-                .fabric
-                .links
-                .iter()
-                .map(|l| (strsim::levenshtein(&l.name, name), &l.name))
-                .filter(|(d, _)| *d <= 4)
-                .min()
-                .map(|(_, n)| format!(" (did you mean {n}?)"))
+            let close = did_you_mean(name, lab.fabric.links.iter().map(|l| l.name.as_str()))
                 .unwrap_or_default();
             eprintln!("error: lab {} has no link {name}{close}", lab.name);
             return Ok(ExitCode::from(EXIT_INVALID));

@@ -61,6 +61,33 @@ fn ping(
     (rtts, seqs, out)
 }
 
+/// Link-layer rate (bit/s) of a 3 s TCP transfer with iperf3 from `client`
+/// to `server` (at `addr`): TCP payload is 1448 of every 1514 bytes.
+fn iperf3_wire_rate(lab: &str, client: &str, server: &str, addr: &str) -> f64 {
+    let mut daemon = turbonet_tests::turbonet()
+        .args(["exec", "--lab", lab, server, "--", "iperf3", "-s", "-1"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The server is ready once it listens; retry the client until then.
+    let mut report = serde_json::Value::Null;
+    let got = turbonet_tests::wait_until(std::time::Duration::from_secs(10), || {
+        let out = run(&[
+            "exec", "--lab", lab, client, "--", "iperf3", "-J", "-c", addr, "-t", "3",
+        ]);
+        report = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        report["end"]["sum_received"]["bits_per_second"].is_number()
+    });
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    assert!(got, "iperf3 never ran: {report}");
+    report["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap()
+        * 1514.0
+        / 1448.0
+}
+
 #[test]
 fn declared_delay_shows_in_ping_and_down_removes_the_engine() {
     require_root!();
@@ -155,27 +182,7 @@ fn fat_tree_with_impaired_tier_routes_and_delays() {
     assert!(rtts.iter().all(|&r| r >= 4.0), "RTTs {rtts:?} below 4 ms");
 
     // Host links are shaped to 100 Mbit/s: TCP across pods gets about that.
-    let mut server = turbonet_tests::turbonet()
-        .args(["exec", "--lab", &lab, "h3-1-1", "--", "iperf3", "-s", "-1"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut report = serde_json::Value::Null;
-    let got = turbonet_tests::wait_until(std::time::Duration::from_secs(10), || {
-        let out = run(&[
-            "exec", "--lab", &lab, "h0-0-0", "--", "iperf3", "-J", "-c", &far, "-t", "3",
-        ]);
-        report = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        report["end"]["sum_received"]["bits_per_second"].is_number()
-    });
-    let _ = server.kill();
-    let _ = server.wait();
-    assert!(got, "iperf3 never ran: {report}");
-    let wire = report["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap()
-        * 1514.0
-        / 1448.0;
+    let wire = iperf3_wire_rate(&lab, "h0-0-0", "h3-1-1", &far);
     assert!(
         (80e6..101e6).contains(&wire),
         "{:.1} Mbit/s through 100 Mbit/s host links",
@@ -331,28 +338,7 @@ fn declared_rate_shows_in_iperf3() {
     let up = run(&["up", "--quiet", file.to_str().unwrap()]);
     assert!(up.status.success(), "{}", text(&up));
     let h2 = host_addr(&lab, "h2");
-    let mut server = turbonet_tests::turbonet()
-        .args(["exec", "--lab", &lab, "h2", "--", "iperf3", "-s", "-1"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // The server is ready once it listens; retry the client until then.
-    let mut report = serde_json::Value::Null;
-    let got = turbonet_tests::wait_until(std::time::Duration::from_secs(10), || {
-        let out = run(&[
-            "exec", "--lab", &lab, "h1", "--", "iperf3", "-J", "-c", &h2, "-t", "3",
-        ]);
-        report = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        report["end"]["sum_received"]["bits_per_second"].is_number()
-    });
-    let _ = server.kill();
-    let _ = server.wait();
-    assert!(got, "iperf3 never ran: {report}");
-    let goodput = report["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap();
-    // TCP payload is 1448 of every 1514 bytes on the wire.
-    let wire = goodput * 1514.0 / 1448.0;
+    let wire = iperf3_wire_rate(&lab, "h1", "h2", &h2);
     assert!(
         (40e6..51e6).contains(&wire),
         "{:.1} Mbit/s on the wire through a 50 Mbit/s link",

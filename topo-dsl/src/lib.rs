@@ -8,6 +8,7 @@
 
 pub mod diag;
 pub mod model;
+pub mod suggest;
 pub mod summary;
 pub mod units;
 

@@ -1478,18 +1478,11 @@ pub(crate) fn close_link_names(name: &str, fabric: &Fabric) -> String {
             return format!("did you mean `{reversed}`? link names put the lower tier first");
         }
     }
-    let mut scored: Vec<(usize, &str)> = fabric
-        .links
-        .iter()
-        .map(|l| (strsim::levenshtein(name, &l.name), l.name.as_str()))
-        .collect();
-    scored.sort();
-    let close: Vec<String> = scored
-        .iter()
-        .take(3)
-        .filter(|(dist, _)| *dist <= name.len().max(4) / 2)
-        .map(|(_, n)| format!("`{n}`"))
-        .collect();
+    let close: Vec<String> =
+        crate::suggest::closest(name, fabric.links.iter().map(|l| l.name.as_str()))
+            .into_iter()
+            .map(|n| format!("`{n}`"))
+            .collect();
     let example = fabric
         .links
         .first()

@@ -473,18 +473,11 @@ fn report(
 }
 
 fn close_node_names(name: &str, fabric: &Fabric) -> String {
-    let mut scored: Vec<(usize, &str)> = fabric
-        .nodes
-        .iter()
-        .map(|n| (strsim::levenshtein(name, &n.name), n.name.as_str()))
-        .collect();
-    scored.sort();
-    let close: Vec<String> = scored
-        .iter()
-        .take(3)
-        .filter(|(dist, _)| *dist <= name.len().max(4) / 2)
-        .map(|(_, n)| format!("`{n}`"))
-        .collect();
+    let close: Vec<String> =
+        crate::suggest::closest(name, fabric.nodes.iter().map(|n| n.name.as_str()))
+            .into_iter()
+            .map(|n| format!("`{n}`"))
+            .collect();
     let example = fabric
         .nodes
         .first()
