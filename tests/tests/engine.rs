@@ -278,7 +278,8 @@ fn the_timeline_runs_after_the_fabric_is_ready() {
     let lab = unique_lab("tl");
     let timeline = "\n[[timeline]]\nat = \"500ms\"\naction = \"set\"\nlink = \"h1--s1\"\ndelay = \"20ms\"\n\
                     \n[[timeline]]\nat = \"1500ms\"\naction = \"fail\"\nnode = \"h2\"\n\
-                    \n[[timeline]]\nat = \"3s\"\naction = \"restore\"\nnode = \"h2\"\n";
+                    \n[[timeline]]\nat = \"3s\"\naction = \"restore\"\nnode = \"h2\"\n\
+                    \n[[timeline]]\nat = \"4s\"\naction = \"flap\"\nlink = \"h2--s1\"\nperiod = \"1s\"\ncount = 2\n";
     let file = scenario_as("two-hosts.toml", &lab, timeline);
     let _guard = LabGuard(lab.clone());
     let up = run(&["up", "--quiet", file.to_str().unwrap()]);
@@ -322,6 +323,21 @@ fn the_timeline_runs_after_the_fabric_is_ready() {
         "h2 unreachable after the timeline restored it: {}",
         text(&out)
     );
+    // The scheduled flap: two cycles of 0.5 s down, 0.5 s up, each logged.
+    let flap = wait("flap h2--s1");
+    assert_eq!(flap["result"], "ok", "{flap}");
+    let cycles = turbonet_tests::wait_until(std::time::Duration::from_secs(10), || {
+        let out = run(&["events", "--lab", &lab, "--json"]);
+        let events: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        events
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["event"] == "flap: restore link h2--s1")
+            .count()
+            == 2
+    });
+    assert!(cycles, "the flap did not complete two cycles");
 }
 
 /// TCP through a shaped link gets the configured rate (iperf3 as the peer).
