@@ -30,9 +30,11 @@ use packet::PacketSocket;
 /// waking from a deeper sleep (idle states, a VM's timer path) takes tens
 /// of microseconds, which would make frames late.
 const SPIN_NS: u64 = 100_000;
-/// At most this many frames are read from one socket per pass, so one busy
-/// link cannot starve the others.
-const RX_BURST: usize = 64;
+/// Frames read with one `recvmmsg`.
+const RX_BATCH: usize = 32;
+/// Batches read from one socket per pass, so one busy link cannot starve
+/// the others.
+const RX_BATCHES: usize = 4;
 /// How often the engine publishes its counters.
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 
@@ -234,7 +236,8 @@ pub fn run(
     request_realtime();
     let clock = Clock::new();
     let mut tx_errors = vec![[0u64; 2]; links.len()];
-    let mut buf = vec![0u8; 65_536];
+    let mut rx = packet::RxBatch::new(RX_BATCH, 65_536);
+    let mut due: Vec<Vec<u8>> = Vec::with_capacity(RX_BATCH);
     let mut fds: Vec<libc::pollfd> = links
         .iter()
         .flat_map(|l| l.sockets.iter())
@@ -254,34 +257,39 @@ pub fn run(
     let mut all_readable = true;
     while !stop.load(Ordering::Relaxed) {
         inbox.apply(&mut links);
-        // Receive: everything that is waiting, in bursts.
+        // Receive: everything that is waiting, in batches.
         let now = clock.now();
         for (i, link) in links.iter_mut().enumerate() {
             for side in 0..2 {
                 if !all_readable && fds[2 * i + side].revents & libc::POLLIN == 0 {
                     continue;
                 }
-                for _ in 0..RX_BURST {
-                    match link.sockets[side].recv(&mut buf)? {
-                        Some((n, stamp)) => link.directions[side]
-                            .offer(clock.arrival(stamp, now), buf[..n].to_vec()),
-                        None => break,
+                for _ in 0..RX_BATCHES {
+                    let n = link.sockets[side].recv_batch(&mut rx)?;
+                    for f in 0..n {
+                        let arrival = clock.arrival(rx.received[f].1, now);
+                        link.directions[side].offer(arrival, rx.frame(f).to_vec());
+                    }
+                    if n < RX_BATCH {
+                        break;
                     }
                 }
             }
         }
-        // Transmit: every frame that is due.
+        // Transmit: every frame that is due, in batches.
         let now = clock.now();
         let mut next_due: Option<u64> = None;
         for (link, errors) in links.iter_mut().zip(tx_errors.iter_mut()) {
             for (side, error_count) in errors.iter_mut().enumerate() {
+                due.clear();
                 while let Some(frame) = link.directions[side].pop_due(now) {
-                    if !link.sockets[1 - side].send(&frame)? {
-                        *error_count += 1;
-                    }
+                    due.push(frame);
                 }
-                if let Some(due) = link.directions[side].next_due() {
-                    next_due = Some(next_due.map_or(due, |n: u64| n.min(due)));
+                if !due.is_empty() {
+                    *error_count += link.sockets[1 - side].send_batch(&due)? as u64;
+                }
+                if let Some(at) = link.directions[side].next_due() {
+                    next_due = Some(next_due.map_or(at, |n: u64| n.min(at)));
                 }
             }
         }

@@ -77,62 +77,116 @@ impl PacketSocket {
         }
     }
 
-    /// Receives one frame into `buf`, with its kernel receive time
-    /// (CLOCK_REALTIME, ns); `Ok(None)` when none is waiting.
-    pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<(usize, Option<i128>)>> {
-        let mut control = [0u64; 8];
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
+    /// Receives up to `batch.len()` waiting frames with one `recvmmsg`;
+    /// returns how many, each slot holding the frame's length and kernel
+    /// receive time (CLOCK_REALTIME, ns).
+    pub fn recv_batch(&self, batch: &mut RxBatch) -> io::Result<usize> {
+        let n = batch.buffers.len();
+        for i in 0..n {
+            batch.iovecs[i] = libc::iovec {
+                iov_base: batch.buffers[i].as_mut_ptr().cast(),
+                iov_len: batch.buffers[i].len(),
+            };
+            // SAFETY: an all-zero msghdr is valid; we point it at live buffers.
+            let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
+            hdr.msg_iov = &mut batch.iovecs[i];
+            hdr.msg_iovlen = 1;
+            hdr.msg_control = batch.controls[i].as_mut_ptr().cast();
+            hdr.msg_controllen = std::mem::size_of_val(&batch.controls[i]);
+            batch.headers[i] = libc::mmsghdr {
+                msg_hdr: hdr,
+                msg_len: 0,
+            };
+        }
+        // SAFETY: recvmmsg over `n` headers whose buffers live in `batch`.
+        let got = unsafe {
+            libc::recvmmsg(
+                self.fd.as_raw_fd(),
+                batch.headers.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
         };
-        // SAFETY: an all-zero msghdr is valid; we point it at live buffers.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&control);
-        // SAFETY: recvmsg with buffers that outlive the call.
-        let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
-        if n < 0 {
+        if got < 0 {
             let e = io::Error::last_os_error();
             return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
                 _ => Err(e),
             };
         }
-        let mut stamp = None;
-        // SAFETY: walking the control messages the kernel wrote.
-        unsafe {
-            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-            while !cmsg.is_null() {
-                if (*cmsg).cmsg_level == libc::SOL_SOCKET
-                    && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
-                {
-                    let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
-                    stamp = Some(i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec));
+        for i in 0..got as usize {
+            let hdr = &batch.headers[i].msg_hdr;
+            let mut stamp = None;
+            // SAFETY: walking the control messages the kernel wrote.
+            unsafe {
+                let mut cmsg = libc::CMSG_FIRSTHDR(hdr);
+                while !cmsg.is_null() {
+                    if (*cmsg).cmsg_level == libc::SOL_SOCKET
+                        && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
+                    {
+                        let ts: libc::timespec =
+                            std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
+                        stamp =
+                            Some(i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec));
+                    }
+                    cmsg = libc::CMSG_NXTHDR(hdr, cmsg);
                 }
-                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
             }
+            batch.received[i] = (batch.headers[i].msg_len as usize, stamp);
         }
-        Ok(Some((n as usize, stamp)))
+        Ok(got as usize)
     }
 
-    /// Sends one frame. A full socket buffer drops the frame (as a full NIC
-    /// ring would) and reports `Ok(false)`.
-    pub fn send(&self, frame: &[u8]) -> io::Result<bool> {
-        // SAFETY: send from a valid buffer of the given length.
-        let n = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock => Ok(false),
-                // The peer namespace is going away (down) or the link is
-                // administratively down (fail): the frame is lost.
-                _ if matches!(e.raw_os_error(), Some(libc::ENETDOWN | libc::ENXIO)) => Ok(false),
-                _ => Err(e),
+    /// Sends frames with one `sendmmsg` per call, as many as the socket
+    /// takes; returns how many could not be sent (a full buffer or a peer
+    /// that is down loses them, as a full NIC ring would).
+    pub fn send_batch(&self, frames: &[Vec<u8>]) -> io::Result<usize> {
+        let mut iovecs: Vec<libc::iovec> = frames
+            .iter()
+            .map(|f| libc::iovec {
+                iov_base: f.as_ptr() as *mut libc::c_void,
+                iov_len: f.len(),
+            })
+            .collect();
+        let mut headers: Vec<libc::mmsghdr> = iovecs
+            .iter_mut()
+            .map(|iov| {
+                // SAFETY: an all-zero msghdr is valid; we set the iovec.
+                let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
+                hdr.msg_iov = iov;
+                hdr.msg_iovlen = 1;
+                libc::mmsghdr {
+                    msg_hdr: hdr,
+                    msg_len: 0,
+                }
+            })
+            .collect();
+        let mut sent = 0;
+        while sent < headers.len() {
+            // SAFETY: sendmmsg over headers that point into `frames`.
+            let n = unsafe {
+                libc::sendmmsg(
+                    self.fd.as_raw_fd(),
+                    headers[sent..].as_mut_ptr(),
+                    (headers.len() - sent) as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                )
             };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                return match e.kind() {
+                    io::ErrorKind::WouldBlock => Ok(headers.len() - sent),
+                    _ if matches!(e.raw_os_error(), Some(libc::ENETDOWN | libc::ENXIO)) => {
+                        Ok(headers.len() - sent)
+                    }
+                    io::ErrorKind::Interrupted => continue,
+                    _ => Err(e),
+                };
+            }
+            sent += n as usize;
         }
-        Ok(true)
+        Ok(0)
     }
 }
 
@@ -197,4 +251,40 @@ pub fn disable_offloads(ifname: &str) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Reusable buffers for [`PacketSocket::recv_batch`].
+#[derive(Debug)]
+pub struct RxBatch {
+    buffers: Vec<Vec<u8>>,
+    iovecs: Vec<libc::iovec>,
+    controls: Vec<[u64; 8]>,
+    headers: Vec<libc::mmsghdr>,
+    /// (length, kernel receive time) of each frame of the last batch.
+    pub received: Vec<(usize, Option<i128>)>,
+}
+
+impl RxBatch {
+    /// Room for `frames` frames of up to `size` bytes each.
+    pub fn new(frames: usize, size: usize) -> Self {
+        RxBatch {
+            buffers: vec![vec![0u8; size]; frames],
+            iovecs: vec![
+                libc::iovec {
+                    iov_base: std::ptr::null_mut(),
+                    iov_len: 0,
+                };
+                frames
+            ],
+            controls: vec![[0u64; 8]; frames],
+            // SAFETY: an all-zero mmsghdr is a valid (empty) value.
+            headers: (0..frames).map(|_| unsafe { std::mem::zeroed() }).collect(),
+            received: vec![(0, None); frames],
+        }
+    }
+
+    /// The `i`-th frame of the last batch.
+    pub fn frame(&self, i: usize) -> &[u8] {
+        &self.buffers[i][..self.received[i].0]
+    }
 }
