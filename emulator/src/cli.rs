@@ -19,7 +19,6 @@ pub const EXIT_INVALID: u8 = 2;
 #[command(
     name = "turbonet",
     version,
-    about,
     after_help = "Examples:
   turbonet validate scenarios/fat-tree-k4.toml   check a scenario (no root needed)
   sudo turbonet up scenarios/fat-tree-k4.toml    build and route the fabric
@@ -67,7 +66,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Show links: parameters, engine, and per-direction counters.
+    /// Show or change links: parameters, engine, per-direction counters.
     #[command(subcommand)]
     Link(LinkCommand),
     /// Take a link, or every link of a node, down.
