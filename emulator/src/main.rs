@@ -16,6 +16,7 @@ mod limits;
 mod netns;
 mod render;
 mod state;
+mod tc;
 
 use std::process::ExitCode;
 
