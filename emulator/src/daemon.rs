@@ -131,9 +131,11 @@ struct Daemon {
     routes: std::sync::OnceLock<Vec<Vec<Route>>>,
     /// Engine position of every impaired link, by name.
     engine_links: HashMap<String, usize>,
-    /// Current parameters of the engine's links (scenario values, then
-    /// whatever `link set` changed).
+    /// Parameters `link set` changed, by link (the others run with the
+    /// scenario's).
     current: Mutex<HashMap<String, LinkParams>>,
+    /// How each link is carried (indexed by link id).
+    carriers: Vec<engine::Carrier>,
     control: Option<engine::Control>,
     snapshot: engine::Snapshot,
     ready: Instant,
@@ -241,12 +243,13 @@ impl Daemon {
     fn link_set(&self, name: &str, patch: Option<&LinkParams>) -> Result<String> {
         let link = self.find_link(name)?;
         let name = link.name.as_str();
-        let (Some(&position), Some(control)) = (self.engine_links.get(name), &self.control) else {
+        let carrier = &self.carriers[link.id.0 as usize];
+        if *carrier == engine::Carrier::Veth {
             bail!(
                 "link {name} is a plain veth: only links that declare an impairment in the scenario \
-                 run through the link engine and can change at run time"
+                 run through an impairment engine and can change at run time"
             );
-        };
+        }
         let params = match patch {
             Some(patch) => {
                 let current = self.current.lock().map_err(|_| anyhow!("state poisoned"))?;
@@ -259,10 +262,36 @@ impl Daemon {
             None => link.params.clone(),
         };
         let impairment = Impairment::from_params(&params);
-        control.send(engine::Command::Set {
-            link: position,
-            impairment,
-        })?;
+        match carrier {
+            engine::Carrier::Kernel => {
+                crate::tc::netem_supports(&impairment).map_err(|e| {
+                    anyhow!(
+                        "{e}; link {name} runs on the kernel engine (engine = \"userspace\" in the \
+                         scenario would splice it through the userspace engine instead)"
+                    )
+                })?;
+                for (direction, end) in link.ends.iter().enumerate() {
+                    let ns_name =
+                        fabric::ns_name(&self.lab.name, &self.lab.fabric.node(end.node).name);
+                    let ns = netns::open(&ns_name).with_context(|| format!("opening {ns_name}"))?;
+                    let index = fabric::port_index(&self.lab, end.node, link.id)
+                        .expect("link's end is a port");
+                    let seed = direction_seed(self.lab.seed, name, direction as u8);
+                    engine::kernel::apply(&ns, index, &impairment, seed)
+                        .with_context(|| format!("netem on {} in {ns_name}", end.ifname))?;
+                }
+            }
+            _ => {
+                let (Some(&position), Some(control)) = (self.engine_links.get(name), &self.control)
+                else {
+                    bail!("link {name} is not in the link engine");
+                };
+                control.send(engine::Command::Set {
+                    link: position,
+                    impairment,
+                })?;
+            }
+        }
         let summary = describe_params(&params);
         self.current
             .lock()
@@ -422,11 +451,14 @@ fn describe(request: &Request) -> String {
 pub fn run(lab_name: &str) -> Result<ExitCode> {
     let dir = LabDir::of(lab_name);
     let lab = lab::saved_lab(&dir)?;
+    let carriers = fabric::link_carriers(&lab);
     let impaired: Vec<&Link> = lab
         .fabric
         .links
         .iter()
-        .filter(|l| !Impairment::from_params(&l.params).is_noop())
+        .zip(&carriers)
+        .filter(|(_, c)| matches!(c, engine::Carrier::Userspace(_)))
+        .map(|(l, _)| l)
         .collect();
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -480,12 +512,8 @@ pub fn run(lab_name: &str) -> Result<ExitCode> {
             .enumerate()
             .map(|(k, l)| (l.name.clone(), k))
             .collect(),
-        current: Mutex::new(
-            impaired
-                .iter()
-                .map(|l| (l.name.clone(), l.params.clone()))
-                .collect(),
-        ),
+        current: Mutex::new(HashMap::new()),
+        carriers,
         control: control_end,
         snapshot: snapshot.clone(),
         ready: Instant::now(),

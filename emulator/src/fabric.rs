@@ -121,22 +121,56 @@ fn node_sysctls(lab: &Lab, node: &Node, has_seed: bool) -> Vec<(&'static str, St
     s
 }
 
+/// How every link is carried on this machine (see [`engine::carriers`]).
+/// A lab whose `engine = "kernel"` this machine cannot honour was refused
+/// by `up`; should one get here anyway, its impaired links go to the
+/// userspace engine, which honours everything.
+pub fn link_carriers(lab: &Lab) -> Vec<engine::Carrier> {
+    let netem = engine::kernel_has_netem();
+    engine::carriers(lab, netem).unwrap_or_else(|why| {
+        lab.fabric
+            .links
+            .iter()
+            .map(|l| {
+                if Impairment::from_params(&l.params).is_noop() {
+                    engine::Carrier::Veth
+                } else {
+                    engine::Carrier::Userspace(why.clone())
+                }
+            })
+            .collect()
+    })
+}
+
 /// The links the userspace engine must splice, each with its position `k`
 /// among them (which fixes its engine-side interface indices).
 pub fn impaired_links(lab: &Lab) -> Vec<Option<usize>> {
-    let mut k = 0;
-    lab.fabric
-        .links
-        .iter()
-        .map(|l| {
-            if Impairment::from_params(&l.params).is_noop() {
-                None
-            } else {
-                k += 1;
-                Some(k - 1)
-            }
-        })
-        .collect()
+    engine::spliced(&link_carriers(lab))
+}
+
+/// Installs netem on both ends of every link the kernel engine carries and
+/// turns segmentation offloads off there (netem would count a 64 KiB
+/// super-frame as one packet). Returns how many links.
+pub fn configure_kernel_engine(lab: &Lab, nodes: &[NodeNs]) -> Result<usize> {
+    let carriers = link_carriers(lab);
+    let mut count = 0;
+    for (link, carrier) in lab.fabric.links.iter().zip(&carriers) {
+        if *carrier != engine::Carrier::Kernel {
+            continue;
+        }
+        let imp = Impairment::from_params(&link.params);
+        for (direction, end) in link.ends.iter().enumerate() {
+            let ns = &nodes[end.node.0 as usize].ns;
+            let index = port_index(lab, end.node, link.id).expect("link's end is a port");
+            netns::in_namespace(ns, || engine::packet::disable_offloads(&end.ifname))
+                .with_context(|| format!("{}: turning offloads off", link.name))?;
+            let seed = turbonet_injectors::direction_seed(lab.seed, &link.name, direction as u8);
+            engine::kernel::apply(ns, index, &imp, seed)
+                .with_context(|| format!("{}: netem on {}", link.name, end.ifname))?;
+        }
+        count += 1;
+    }
+    Ok(count)
 }
 
 /// Sysctls of the hidden engine namespace: its interfaces must stay silent

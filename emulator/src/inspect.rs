@@ -406,7 +406,7 @@ pub fn require_node(lab: &Lab, node: &str) -> Result<()> {
 struct LinkShow {
     link: String,
     engine: &'static str,
-    why: &'static str,
+    why: String,
     params: LinkParamsView,
     directions: Vec<DirectionView>,
 }
@@ -447,14 +447,15 @@ pub fn link_show(only: Option<&str>, lab_name: Option<&str>, json: bool) -> Resu
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
+    let carriers = crate::fabric::link_carriers(&lab);
     let rows: Vec<LinkShow> = lab
         .fabric
         .links
         .iter()
-        .filter(|l| only.is_none_or(|o| o == l.name))
-        .map(|l| {
+        .zip(&carriers)
+        .filter(|(l, _)| only.is_none_or(|o| o == l.name))
+        .map(|(l, carrier)| {
             let engine_counters = counters.iter().find(|c| c.link == l.name);
-            let impaired = !turbonet_injectors::Impairment::from_params(&l.params).is_noop();
             let p = &l.params;
             let names = [
                 lab.fabric.node(l.ends[0].node).name.clone(),
@@ -462,8 +463,8 @@ pub fn link_show(only: Option<&str>, lab_name: Option<&str>, json: bool) -> Resu
             ];
             LinkShow {
                 link: l.name.clone(),
-                engine: if impaired { "userspace" } else { "none (veth)" },
-                why: crate::engine::reason(impaired),
+                engine: carrier.name(),
+                why: carrier.why().to_owned(),
                 params: LinkParamsView {
                     rate: p.rate.map(|v| v.to_string()),
                     delay: p.delay.map(|v| v.to_string()),
@@ -501,7 +502,7 @@ pub fn link_show(only: Option<&str>, lab_name: Option<&str>, json: bool) -> Resu
             rows.iter().map(|r| vec![
                 r.link.clone(),
                 r.engine.to_owned(),
-                r.why.to_owned(),
+                r.why.clone(),
                 r.params.rate.clone().unwrap_or_else(dash),
                 r.params.delay.clone().unwrap_or_else(dash),
                 r.params.jitter.clone().unwrap_or_else(dash),

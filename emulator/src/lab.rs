@@ -61,7 +61,7 @@ pub fn validate(path: &Path, json: bool) -> Result<ExitCode> {
     } else {
         println!("{}", render::summary(&lab, &summary));
         if let Err(reason) = runnable(&lab) {
-            println!("note: valid, but `up` cannot run it yet: {reason}");
+            println!("note: valid, but `up` cannot run it on this machine: {reason}");
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -81,6 +81,7 @@ fn runnable(lab: &Lab) -> Result<(), String> {
             lab.routing.mode
         ));
     }
+    engine::carriers(lab, engine::kernel_has_netem())?;
     Ok(())
 }
 
@@ -363,6 +364,22 @@ async fn build(
         phase(
             "engine",
             format!("{spliced} impaired links spliced through the link engine"),
+            state,
+            watch.seconds(),
+        );
+    }
+
+    let kernel_links = fabric::link_carriers(lab)
+        .iter()
+        .filter(|c| **c == engine::Carrier::Kernel)
+        .count();
+    if kernel_links > 0 {
+        progress.start("netem");
+        let watch = Stopwatch::start();
+        let count = fabric::configure_kernel_engine(lab, &nodes)?;
+        phase(
+            "netem",
+            format!("{count} impaired links on the kernel engine"),
             state,
             watch.seconds(),
         );

@@ -24,6 +24,8 @@ pub struct Lab {
     pub seed: u64,
     /// Where the fabric is mapped.
     pub target: Target,
+    /// Which impairment engine carries impaired links.
+    pub engine: EngineChoice,
     /// How routes are computed and installed.
     pub routing: RoutingConfig,
     /// Nodes, links and prefixes.
@@ -175,6 +177,42 @@ pub struct ActionDisplay<'a> {
 impl fmt::Display for ActionDisplay<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.action.write(f, self.fabric)
+    }
+}
+
+/// Which impairment engine carries the impaired links of a lab.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EngineChoice {
+    /// Per link: the kernel (`tc netem`) when it can honour every
+    /// parameter of the link, else the userspace link engine.
+    #[default]
+    Auto,
+    /// The userspace link engine for every impaired link (works on every
+    /// kernel).
+    Userspace,
+    /// The kernel for every impaired link; refused when the kernel has no
+    /// `sch_netem` or a link declares what netem cannot do.
+    Kernel,
+}
+
+impl EngineChoice {
+    /// Every choice, as written in scenarios.
+    pub const NAMES: &'static [&'static str] = &["auto", "userspace", "kernel"];
+
+    /// The name used in scenario files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineChoice::Auto => "auto",
+            EngineChoice::Userspace => "userspace",
+            EngineChoice::Kernel => "kernel",
+        }
+    }
+}
+
+impl fmt::Display for EngineChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

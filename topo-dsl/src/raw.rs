@@ -19,6 +19,7 @@ pub(crate) struct RawLab {
     pub name: Option<Spanned<String>>,
     pub seed: Option<Spanned<u64>>,
     pub target: Option<Spanned<String>>,
+    pub engine: Option<Spanned<String>>,
 }
 
 /// `[topology]` (all kinds; `nodes` and `links` are read separately).

@@ -206,11 +206,12 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
         None => Vec::new(),
     };
 
-    let (name, seed, target) = lab?;
+    let (name, seed, target, engine) = lab?;
     Some(Lab {
         name: name?,
         seed,
         target: target?,
+        engine: engine?,
         routing: RoutingConfig { mode: mode? },
         fabric: fabric?,
         timeline,
@@ -220,7 +221,7 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
 // ---------------------------------------------------------------------------
 // [lab]
 
-type LabParts = (Option<String>, u64, Option<Target>);
+type LabParts = (Option<String>, u64, Option<Target>, Option<EngineChoice>);
 
 fn read_lab(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>) -> Option<LabParts> {
     let keys = Keys {
@@ -270,7 +271,21 @@ fn read_lab(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>) -> Option<LabParts> {
             }
         },
     };
-    Some((name, seed, target))
+    let engine = match &s.raw.engine {
+        None => Some(EngineChoice::Auto),
+        Some(e) => match e.get_ref().as_str() {
+            "auto" => Some(EngineChoice::Auto),
+            "userspace" => Some(EngineChoice::Userspace),
+            "kernel" => Some(EngineChoice::Kernel),
+            other => {
+                d.error(Some(e.span()), format!("unknown engine `{other}`"))
+                    .label("unknown engine")
+                    .help(choices_help(other, "engines", EngineChoice::NAMES));
+                None
+            }
+        },
+    };
+    Some((name, seed, target, engine))
 }
 
 /// A valid lab name close to an invalid one: lowercase, other characters

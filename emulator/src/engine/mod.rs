@@ -13,6 +13,7 @@
 //! frame arrives or the next frame is nearly due, then spins for the last
 //! 100 microseconds; tokio's millisecond timers are far too coarse.
 
+pub mod kernel;
 pub mod packet;
 
 use std::io;
@@ -23,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use turbonet_injectors::{Counters, Direction, Impairment};
+use turbonet_topo::{EngineChoice, Lab};
 
 use packet::PacketSocket;
 
@@ -53,13 +55,82 @@ pub fn kernel_has_netem() -> bool {
     })
 }
 
-/// Why a link is carried the way it is, for `link show`.
-pub fn reason(impaired: bool) -> &'static str {
-    match (impaired, kernel_has_netem()) {
-        (false, _) => "no impairment declared",
-        (true, false) => "this kernel has no sch_netem",
-        (true, true) => "the kernel engine is not in this build yet",
+/// How a link is carried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Carrier {
+    /// A plain veth pair: nothing to emulate.
+    Veth,
+    /// Spliced through the userspace link engine; why not the kernel.
+    Userspace(String),
+    /// netem on both ends.
+    Kernel,
+}
+
+impl Carrier {
+    /// The engine's name for tables.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Carrier::Veth => "none (veth)",
+            Carrier::Userspace(_) => "userspace",
+            Carrier::Kernel => "kernel (netem)",
+        }
     }
+
+    /// Why, for tables.
+    pub fn why(&self) -> &str {
+        match self {
+            Carrier::Veth => "no impairment declared",
+            Carrier::Userspace(why) => why,
+            Carrier::Kernel => "netem can apply every parameter",
+        }
+    }
+}
+
+/// Decides, per link, which engine carries it: `engine = "userspace"`
+/// splices every impaired link; `"kernel"` puts every impaired link on
+/// netem and fails (naming the link and the parameter) when netem is
+/// missing or cannot honour a link; `"auto"` picks netem per link when it
+/// can, the userspace engine otherwise. Never drops a parameter silently.
+pub fn carriers(lab: &Lab, netem: bool) -> Result<Vec<Carrier>, String> {
+    lab.fabric
+        .links
+        .iter()
+        .map(|link| {
+            let imp = Impairment::from_params(&link.params);
+            if imp.is_noop() {
+                return Ok(Carrier::Veth);
+            }
+            let kernel = if netem {
+                crate::tc::netem_supports(&imp).map_err(|e| e.to_string())
+            } else {
+                Err("this kernel has no sch_netem".to_owned())
+            };
+            match (lab.engine, kernel) {
+                (EngineChoice::Userspace, _) => Ok(Carrier::Userspace("engine = \"userspace\"".to_owned())),
+                (_, Ok(())) => Ok(Carrier::Kernel),
+                (EngineChoice::Auto, Err(why)) => Ok(Carrier::Userspace(why)),
+                (EngineChoice::Kernel, Err(why)) => Err(format!(
+                    "link {}: engine = \"kernel\", but {why}; use engine = \"auto\" or \"userspace\"",
+                    link.name
+                )),
+            }
+        })
+        .collect()
+}
+
+/// The links the userspace engine splices, each with its position `k`
+/// among them (which fixes its engine-side interface indices).
+pub fn spliced(carriers: &[Carrier]) -> Vec<Option<usize>> {
+    let mut k = 0;
+    carriers
+        .iter()
+        .map(|c| {
+            matches!(c, Carrier::Userspace(_)).then(|| {
+                k += 1;
+                k - 1
+            })
+        })
+        .collect()
 }
 
 /// Name of a lab's hidden engine namespace. Lab names are `[a-z0-9-]`, so
