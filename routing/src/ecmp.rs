@@ -1,10 +1,10 @@
 //! Static routing: equal-cost shortest paths computed centrally.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
-use turbonet_topo::{Fabric, NodeId, PrefixKind};
+use turbonet_topo::{Fabric, Link, LinkId, NodeId, PrefixKind};
 
 use crate::{NextHop, Route, RouteOrigin};
 
@@ -22,9 +22,34 @@ const UNREACHED: u32 = u32::MAX;
 ///
 /// Routes within a node are sorted by prefix so the output is deterministic.
 pub fn static_routes(fabric: &Fabric) -> Vec<Vec<Route>> {
+    routes_avoiding(fabric, &Failures::default())
+}
+
+/// What is down in the fabric: the central controller computes routes
+/// around it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Failures {
+    /// Links that are down.
+    pub links: HashSet<LinkId>,
+    /// Nodes that are down (all their links with them).
+    pub nodes: HashSet<NodeId>,
+}
+
+impl Failures {
+    /// True when `link` carries no traffic: it is down, or an end is.
+    pub fn blocks(&self, link: &Link) -> bool {
+        self.links.contains(&link.id) || link.ends.iter().any(|e| self.nodes.contains(&e.node))
+    }
+}
+
+/// [`static_routes`] over the fabric without what `failures` takes down:
+/// no next hop over a failed link or into a failed node, no host default
+/// through a dead port, and prefixes whose every attached switch is down
+/// are not routed at all.
+pub fn routes_avoiding(fabric: &Fabric, failures: &Failures) -> Vec<Vec<Route>> {
     let mut routes: Vec<Vec<Route>> = vec![Vec::new(); fabric.nodes.len()];
-    attached_routes(fabric, &mut routes);
-    fabric_routes(fabric, &mut routes);
+    attached_routes(fabric, failures, &mut routes);
+    fabric_routes(fabric, failures, &mut routes);
     for node_routes in &mut routes {
         node_routes.sort_by_key(|r| (r.prefix.network(), r.prefix.prefix_len()));
     }
@@ -33,10 +58,11 @@ pub fn static_routes(fabric: &Fabric) -> Vec<Vec<Route>> {
 
 /// Routes that follow from a node's own ports: host defaults, host /32s,
 /// external networks.
-fn attached_routes(fabric: &Fabric, routes: &mut [Vec<Route>]) {
+fn attached_routes(fabric: &Fabric, failures: &Failures, routes: &mut [Vec<Route>]) {
     for host in fabric.hosts() {
         let nexthops = fabric
             .ports(host.id)
+            .filter(|(link, _, _)| !failures.blocks(link))
             .map(|(_, _, remote)| NextHop {
                 via: Some(remote.addr.addr()),
                 ifname: local_ifname(fabric, host.id, remote.node, remote.addr.addr()),
@@ -51,7 +77,11 @@ fn attached_routes(fabric: &Fabric, routes: &mut [Vec<Route>]) {
             });
         }
     }
-    for link in fabric.links.iter().filter(|l| l.is_host_link()) {
+    for link in fabric
+        .links
+        .iter()
+        .filter(|l| l.is_host_link() && !failures.blocks(l))
+    {
         let [host_end, switch_end] = &link.ends;
         routes[switch_end.node.0 as usize].push(Route {
             prefix: Ipv4Net::new(host_end.addr.addr(), 32).expect("/32 is valid"),
@@ -69,7 +99,11 @@ fn attached_routes(fabric: &Fabric, routes: &mut [Vec<Route>]) {
             ifname,
         } = &prefix.kind
         {
-            for node in &prefix.attached {
+            for node in prefix
+                .attached
+                .iter()
+                .filter(|n| !failures.nodes.contains(n))
+            {
                 routes[node.0 as usize].push(Route {
                     prefix: prefix.net,
                     nexthops: vec![NextHop {
@@ -96,11 +130,19 @@ fn local_ifname(fabric: &Fabric, node: NodeId, peer: NodeId, peer_addr: Ipv4Addr
 /// ECMP shortest-path routes for every prefix, from every switch it is not
 /// attached to. One breadth-first search per distinct set of attached
 /// switches (a loopback has one, a dual-ToR host subnet two).
-fn fabric_routes(fabric: &Fabric, routes: &mut [Vec<Route>]) {
-    let adjacency = switch_adjacency(fabric);
+fn fabric_routes(fabric: &Fabric, failures: &Failures, routes: &mut [Vec<Route>]) {
+    let adjacency = switch_adjacency(fabric, failures);
     let mut by_attachment: HashMap<Vec<NodeId>, Vec<Ipv4Net>> = HashMap::new();
     for prefix in &fabric.prefixes {
-        let mut attached = prefix.attached.clone();
+        let mut attached: Vec<NodeId> = prefix
+            .attached
+            .iter()
+            .copied()
+            .filter(|n| !failures.nodes.contains(n))
+            .collect();
+        if attached.is_empty() {
+            continue;
+        }
         attached.sort();
         by_attachment.entry(attached).or_default().push(prefix.net);
     }
@@ -126,7 +168,10 @@ fn fabric_routes(fabric: &Fabric, routes: &mut [Vec<Route>]) {
                 }
             }
         }
-        for switch in fabric.switches() {
+        for switch in fabric
+            .switches()
+            .filter(|s| !failures.nodes.contains(&s.id))
+        {
             let own = distance[switch.id.0 as usize];
             if own == 0 || own == UNREACHED {
                 continue;
@@ -159,9 +204,13 @@ struct Hop {
     ifname: String,
 }
 
-fn switch_adjacency(fabric: &Fabric) -> Vec<Vec<Hop>> {
+fn switch_adjacency(fabric: &Fabric, failures: &Failures) -> Vec<Vec<Hop>> {
     let mut adjacency: Vec<Vec<Hop>> = (0..fabric.nodes.len()).map(|_| Vec::new()).collect();
-    for link in fabric.links.iter().filter(|l| !l.is_host_link()) {
+    for link in fabric
+        .links
+        .iter()
+        .filter(|l| !l.is_host_link() && !failures.blocks(l))
+    {
         for (local, remote) in [
             (&link.ends[0], &link.ends[1]),
             (&link.ends[1], &link.ends[0]),

@@ -7,7 +7,7 @@
 
 mod ecmp;
 
-pub use ecmp::static_routes;
+pub use ecmp::{Failures, routes_avoiding, static_routes};
 
 use std::net::Ipv4Addr;
 

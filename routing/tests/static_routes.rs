@@ -109,3 +109,47 @@ fn routes_are_deterministic() {
     let b = static_routes(&lab(K4).fabric);
     assert_eq!(a, b);
 }
+
+#[test]
+fn routes_avoid_failed_links_and_nodes() {
+    use turbonet_routing::{Failures, routes_avoiding};
+    let lab = lab(K4);
+    let fabric = &lab.fabric;
+    let failed = fabric.link_by_name("edge0-0--agg0-0").unwrap();
+    let mut failures = Failures::default();
+    failures.links.insert(failed.id);
+    let all = routes_avoiding(fabric, &failures);
+    let subnet_host = host_addr(&lab, "h0-0-0");
+    for switch in fabric.switches() {
+        let routes = &all[switch.id.0 as usize];
+        for route in routes {
+            for hop in &route.nexthops {
+                let dead = failed
+                    .ends_from(switch.id)
+                    .is_some_and(|(local, _)| local.ifname == hop.ifname);
+                assert!(
+                    !dead,
+                    "{} routes {} over the failed link",
+                    switch.name, route.prefix
+                );
+            }
+        }
+        if switch.name != "edge0-0" {
+            // Everyone still reaches edge0-0's hosts, agg0-0 through edge0-1.
+            route_to(routes, subnet_host);
+        }
+    }
+    let agg = route_to(routes_of(&lab, &all, "agg0-0"), subnet_host);
+    assert_eq!(agg.nexthops.len(), 1);
+    assert_eq!(agg.nexthops[0].ifname, "edge0-1");
+
+    // A failed core takes itself out of every other switch's next hops.
+    let mut failures = Failures::default();
+    let core0 = fabric.node_by_name("core0").unwrap().id;
+    failures.nodes.insert(core0);
+    let all = routes_avoiding(fabric, &failures);
+    let far = host_addr(&lab, "h3-1-1");
+    let agg = route_to(routes_of(&lab, &all, "agg0-0"), far);
+    assert_eq!(agg.nexthops.len(), 1, "one core left above agg0-0");
+    assert!(all[core0.0 as usize].is_empty());
+}
