@@ -129,6 +129,9 @@ struct Daemon {
     /// The static routes, computed on the first restore (a k=16 fat-tree
     /// has 145,000 of them: no reason to hold them while nothing fails).
     routes: std::sync::OnceLock<Vec<Vec<Route>>>,
+    /// Controller mode: what is down, and the routes installed around it.
+    failures: Mutex<turbonet_routing::Failures>,
+    installed: Mutex<Option<Vec<Vec<Route>>>>,
     /// Engine position of every impaired link, by name.
     engine_links: HashMap<String, usize>,
     /// Parameters `link set` changed, by link (the others run with the
@@ -331,7 +334,7 @@ impl Daemon {
                 };
                 handle.link().set(message).execute().await?;
             }
-            if up {
+            if up && !self.controller() {
                 // Taking a port down flushed the routes through it.
                 let n = fabric.node(node);
                 let routes = self
@@ -341,6 +344,16 @@ impl Daemon {
                     .await?;
             }
         }
+        if self.controller() {
+            let changed = self.recompute(&links, target, up).await?;
+            return Ok(format!(
+                "{} {}: {} link(s) {}; the controller changed {changed} route(s) across the fabric",
+                if up { "restored" } else { "failed" },
+                target,
+                links.len(),
+                if up { "up" } else { "down" }
+            ));
+        }
         Ok(format!(
             "{} {}: {} link(s) {}",
             if up { "restored" } else { "failed" },
@@ -348,6 +361,86 @@ impl Daemon {
             links.len(),
             if up { "up, routes reinstalled" } else { "down" }
         ))
+    }
+
+    /// True in `routing.mode = "controller"`.
+    fn controller(&self) -> bool {
+        self.lab.routing.mode == turbonet_topo::RoutingMode::Controller
+    }
+
+    /// The central controller: records what failed or came back, computes
+    /// the whole fabric's routes around every failure, and pushes the
+    /// difference to every node whose routes changed.
+    async fn recompute(&self, links: &[&Link], target: &Target, up: bool) -> Result<usize> {
+        let new = {
+            let mut failures = self
+                .failures
+                .lock()
+                .map_err(|_| anyhow!("state poisoned"))?;
+            match target {
+                Target::Node(name) => {
+                    let id = self
+                        .lab
+                        .fabric
+                        .node_by_name(name)
+                        .expect("checked by set_state")
+                        .id;
+                    if up {
+                        failures.nodes.remove(&id);
+                    } else {
+                        failures.nodes.insert(id);
+                    }
+                }
+                Target::Link(_) => {
+                    for link in links {
+                        if up {
+                            failures.links.remove(&link.id);
+                        } else {
+                            failures.links.insert(link.id);
+                        }
+                    }
+                }
+            }
+            turbonet_routing::routes_avoiding(&self.lab.fabric, &failures)
+        };
+        let old = self
+            .routes
+            .get_or_init(|| turbonet_routing::static_routes(&self.lab.fabric))
+            .clone();
+        let old = self
+            .installed
+            .lock()
+            .map_err(|_| anyhow!("state poisoned"))?
+            .take()
+            .unwrap_or(old);
+        let mut changed = 0;
+        for node in &self.lab.fabric.nodes {
+            let (before, after) = (&old[node.id.0 as usize], &new[node.id.0 as usize]);
+            if before == after {
+                continue;
+            }
+            let gone: Vec<ipnet::Ipv4Net> = before
+                .iter()
+                .filter(|r| !after.iter().any(|n| n.prefix == r.prefix))
+                .map(|r| r.prefix)
+                .collect();
+            let updated: Vec<Route> = after
+                .iter()
+                .filter(|r| !before.contains(r))
+                .cloned()
+                .collect();
+            let handle = node_handle(&self.lab, node.id)?;
+            for prefix in &gone {
+                fabric::delete_route(&handle, *prefix).await?;
+            }
+            fabric::install_node_routes(&self.lab, &handle, node, &updated, true).await?;
+            changed += gone.len() + updated.len();
+        }
+        *self
+            .installed
+            .lock()
+            .map_err(|_| anyhow!("state poisoned"))? = Some(new);
+        Ok(changed)
     }
 
     /// Starts flapping a link in the background.
@@ -507,6 +600,8 @@ pub fn run(lab_name: &str) -> Result<ExitCode> {
 
     let daemon = Arc::new(Daemon {
         routes: std::sync::OnceLock::new(),
+        failures: Mutex::new(turbonet_routing::Failures::default()),
+        installed: Mutex::new(None),
         engine_links: impaired
             .iter()
             .enumerate()

@@ -497,6 +497,20 @@ pub async fn install_node_routes(
     Ok(routes.len())
 }
 
+/// Deletes the route to `prefix` from a node's main table; a route the
+/// kernel already removed (its port went down) is not an error.
+pub async fn delete_route(handle: &Handle, prefix: ipnet::Ipv4Net) -> Result<()> {
+    let message = RouteMessageBuilder::<Ipv4Addr>::new()
+        .destination_prefix(prefix.network(), prefix.prefix_len())
+        .protocol(RouteProtocol::Static)
+        .build();
+    match handle.route().del(message).execute().await {
+        Ok(()) => Ok(()),
+        Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -libc::ESRCH => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("deleting route {prefix}")),
+    }
+}
+
 /// The ifindex of `link`'s port on `node` (its position among the node's
 /// links, plus 2).
 pub fn port_index(lab: &Lab, node: NodeId, link: LinkId) -> Option<u32> {

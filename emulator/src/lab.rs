@@ -75,9 +75,12 @@ fn runnable(lab: &Lab) -> Result<(), String> {
             lab.target
         ));
     }
-    if lab.routing.mode != RoutingMode::Static {
+    if !matches!(
+        lab.routing.mode,
+        RoutingMode::Static | RoutingMode::Controller
+    ) {
         return Err(format!(
-            "routing mode \"{}\" is not available in this build; use mode = \"static\"",
+            "routing mode \"{}\" is not available in this build; use mode = \"static\" or \"controller\"",
             lab.routing.mode
         ));
     }
