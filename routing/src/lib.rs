@@ -3,11 +3,15 @@
 //! Pure: computes which routes every node needs; the emulator installs them
 //! (kernel FIB through rtnetlink). Today this is the `static` control-plane
 //! mode ([`static_routes`]): equal-cost shortest paths over the whole fabric,
-//! computed once. The BGP agents and the central controller plug in beside it.
+//! computed once. The BGP agents ([`bgp`], so far the message codec) and the
+//! central controller plug in beside it.
 
+pub mod bgp;
 mod ecmp;
+mod error;
 
 pub use ecmp::{Failures, routes_avoiding, static_routes};
+pub use error::DecodeError;
 
 use std::net::Ipv4Addr;
 
