@@ -1,6 +1,10 @@
 //! BGP-4 wire format: hand-written fixtures both directions (bytes ->
 //! Message -> the same bytes), every RFC 4271 §6 error with its
 //! NOTIFICATION, and a deterministic no-panic mutation run.
+//!
+//! The fixtures were cross-checked by wrapping them in TCP/179 frames in a
+//! pcap file and reading it with `tcpdump -nn -vvv` (4.99): every field
+//! decodes as annotated here.
 
 use std::net::Ipv4Addr;
 

@@ -412,7 +412,12 @@ impl PathAttributes {
                 };
                 self.mp_unreach = Some(decode_mp_unreach(value).ok_or_else(err)?);
             }
-            _ => unreachable!("expected_flags covers the recognized types"),
+            // expected_flags() answers only for the types above.
+            _ => {
+                return Err(DecodeError::UnrecognizedWellKnownAttribute {
+                    attribute: whole.to_vec(),
+                });
+            }
         }
         Ok(())
     }

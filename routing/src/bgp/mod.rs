@@ -14,7 +14,12 @@
 //! (treat-as-withdraw), RFC 8654 extended messages (> 4096 octets), RFC 9072
 //! extended optional parameters length, AS4_PATH / AS4_AGGREGATOR
 //! reconstruction for 2-octet-AS peers (RFC 6793 §4.2; those attributes are
-//! kept raw and passed on), ADD-PATH (RFC 7911).
+//! kept raw and passed on), ADD-PATH (RFC 7911). Checks that need the
+//! session are left to it: the peer's AS in OPEN ([`Open::check_peer_as`])
+//! and as the first AS of an eBGP AS_PATH (RFC 4271 §6.3,
+//! [`AsPath::first_as`]), NEXT_HOP semantics, AS 0 in AS_PATH (RFC 7607),
+//! unsupported required capabilities (RFC 5492 §3,
+//! [`DecodeError::UnsupportedCapability`]).
 
 mod attribute;
 mod packet;

@@ -164,7 +164,8 @@ impl Message {
                     },
                 })
             }
-            _ => unreachable!("MessageView::new_checked rejects unknown types"),
+            // MessageView::new_checked already rejects unknown types.
+            other => return Err(DecodeError::BadMessageType { msg_type: other }),
         })
     }
 
