@@ -3,8 +3,9 @@
 //! Today: the message codec. [`Message::decode`] turns one framed message
 //! into a validated representation or a [`DecodeError`] that carries the
 //! NOTIFICATION RFC 4271 §6 asks for; [`Message::encode`] writes it back;
-//! [`frame`] finds message boundaries in a TCP byte stream. No sockets, no
-//! clock: the session FSM and the driver that owns the socket come next.
+//! [`frame`] finds message boundaries in a TCP byte stream. The per-peer
+//! session state machine is [`session::Session`] (RFC 4271 §8). No sockets,
+//! no clock: the driver that owns the sockets and timers comes next.
 //!
 //! Layers, in the smoltcp style: [`MessageView`] is the raw header view
 //! (field accessors over bytes, checked once); [`Message`] and its parts are
@@ -23,6 +24,7 @@
 
 mod attribute;
 mod packet;
+pub mod session;
 
 pub use crate::error::DecodeError;
 pub use attribute::{
