@@ -4,8 +4,10 @@
 //! into a validated representation or a [`DecodeError`] that carries the
 //! NOTIFICATION RFC 4271 §6 asks for; [`Message::encode`] writes it back;
 //! [`frame`] finds message boundaries in a TCP byte stream. The per-peer
-//! session state machine is [`session::Session`] (RFC 4271 §8). No sockets,
-//! no clock: the driver that owns the sockets and timers comes next.
+//! session state machine is [`session::Session`] (RFC 4271 §8). The RIBs and
+//! route selection with ECMP are [`rib::Rib`] (RFC 4271 §9, RFC 7938 §6).
+//! No sockets, no clock: the driver that owns the sockets and timers comes
+//! next.
 //!
 //! Layers, in the smoltcp style: [`MessageView`] is the raw header view
 //! (field accessors over bytes, checked once); [`Message`] and its parts are
@@ -24,6 +26,7 @@
 
 mod attribute;
 mod packet;
+pub mod rib;
 pub mod session;
 
 pub use crate::error::DecodeError;

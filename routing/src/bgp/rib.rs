@@ -1,0 +1,617 @@
+//! The BGP routing information bases and route selection (RFC 4271 §3.2,
+//! §9), sans-I/O.
+//!
+//! [`Rib`] keeps one Adj-RIB-In per peer (the routes as received, after the
+//! loop check of RFC 4271 §9.1.2), the locally originated prefixes, and the
+//! Loc-RIB: for each prefix the selected route and, with [`Multipath`], the
+//! set of equal-cost next hops (RFC 7938 §6). Every input returns the
+//! Loc-RIB [`Change`]s it caused, which the agent installs in the FIB and
+//! then advertises with [`Rib::export`] (the Adj-RIBs-Out are not kept:
+//! export recomputes the outgoing attributes from the Loc-RIB).
+//!
+//! The decision process is the one of RFC 4271 §9.1.2.2, as an elimination
+//! over all candidate routes of a prefix. Because each step removes routes
+//! by comparing against the whole remaining set (rather than comparing
+//! routes pairwise in arrival order), the result does not depend on the
+//! order in which routes arrived, even with the non-transitive MED rule.
+//!
+//! Not implemented: import/export policy, IGP cost to the next hop (step
+//! e; every next hop of an eBGP fabric is directly connected), route
+//! reflection and confederations, iBGP export rules (the fabric is eBGP
+//! only, RFC 7938 §5.1), MP-BGP (IPv6) routes, ADD-PATH.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+use ipnet::Ipv4Net;
+
+use super::{
+    AsPath, AsSegment, Context, HEADER_LEN, MAX_MESSAGE_LEN, Origin, PathAttributes, SegmentType,
+    Update,
+};
+
+/// Opaque identifier the agent gives each session.
+pub type PeerId = u32;
+
+/// LOCAL_PREF assumed for routes that carry none, and for all routes
+/// learned over eBGP, where a received LOCAL_PREF is ignored
+/// (RFC 4271 §5.1.5).
+pub const DEFAULT_LOCAL_PREF: u32 = 100;
+
+/// What route selection needs to know about the peer a route came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PeerSummary {
+    /// The peer's AS; equal to the local AS for an iBGP peer.
+    pub peer_as: u32,
+    /// The peer's address on the session (tie-breaker, RFC 4271
+    /// §9.1.2.2 g).
+    pub peer_addr: Ipv4Addr,
+    /// The peer's BGP Identifier (tie-breaker, RFC 4271 §9.1.2.2 f).
+    pub peer_id: Ipv4Addr,
+}
+
+/// Equal-cost multipath (RFC 7938 §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Multipath {
+    /// One next hop per prefix: the best route's.
+    #[default]
+    Off,
+    /// ECMP across the routes that tie with the best one through the MED
+    /// step and come from the same neighbour AS (in an RFC 7938 leaf-spine
+    /// the spines share an AS, so a leaf spreads over all of them).
+    SameAs,
+    /// "bestpath as-path multipath-relax" (RFC 7938 §6.3): ECMP across
+    /// the routes that tie through the MED step, from any neighbour AS,
+    /// so AS_PATHs of equal length but different ASes are combined.
+    Relax,
+}
+
+/// A Loc-RIB entry as the FIB sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Best {
+    /// The ECMP set: session and NEXT_HOP of each route used, sorted.
+    /// Empty for a locally originated prefix.
+    pub nexthops: Vec<(PeerId, Ipv4Addr)>,
+    /// AS_PATH length of the selected route (RFC 4271 §9.1.2.2 a);
+    /// 0 for a locally originated prefix.
+    pub as_path_len: usize,
+    /// Originated by this speaker ([`Rib::originate`]).
+    pub local: bool,
+}
+
+/// A change of the Loc-RIB.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Change {
+    /// The prefix is now reachable as `best` (new entry or replacement).
+    Installed {
+        /// Destination.
+        prefix: Ipv4Net,
+        /// The new entry.
+        best: Best,
+    },
+    /// The prefix is no longer reachable.
+    Removed {
+        /// Destination.
+        prefix: Ipv4Net,
+    },
+}
+
+impl Change {
+    /// The prefix that changed.
+    pub fn prefix(&self) -> Ipv4Net {
+        match self {
+            Change::Installed { prefix, .. } | Change::Removed { prefix } => *prefix,
+        }
+    }
+}
+
+/// One peer's Adj-RIB-In.
+#[derive(Debug, Clone)]
+struct Peer {
+    info: PeerSummary,
+    routes: BTreeMap<Ipv4Net, Arc<PathAttributes>>,
+}
+
+/// A Loc-RIB entry: what the FIB sees plus the selected route, which
+/// export needs. `selected` is `None` for a locally originated prefix.
+#[derive(Debug, Clone, PartialEq)]
+struct Entry {
+    best: Best,
+    selected: Option<(PeerId, Arc<PathAttributes>)>,
+}
+
+/// The RIBs of one BGP speaker (RFC 4271 §3.2).
+#[derive(Debug, Clone)]
+pub struct Rib {
+    local_as: u32,
+    router_id: Ipv4Addr,
+    multipath: Multipath,
+    peers: BTreeMap<PeerId, Peer>,
+    /// Which peers have a route for each prefix (index over `peers`).
+    by_prefix: BTreeMap<Ipv4Net, BTreeSet<PeerId>>,
+    local: BTreeSet<Ipv4Net>,
+    loc: BTreeMap<Ipv4Net, Entry>,
+}
+
+impl Rib {
+    /// An empty RIB for a speaker in `local_as`.
+    pub fn new(local_as: u32, router_id: Ipv4Addr, multipath: Multipath) -> Self {
+        Rib {
+            local_as,
+            router_id,
+            multipath,
+            peers: BTreeMap::new(),
+            by_prefix: BTreeMap::new(),
+            local: BTreeSet::new(),
+            loc: BTreeMap::new(),
+        }
+    }
+
+    /// This speaker's AS.
+    pub fn local_as(&self) -> u32 {
+        self.local_as
+    }
+
+    /// This speaker's BGP Identifier.
+    pub fn router_id(&self) -> Ipv4Addr {
+        self.router_id
+    }
+
+    /// Applies an UPDATE received from `peer` (RFC 4271 §9): withdrawn
+    /// routes first, then the NLRI with the attributes, each replacing the
+    /// peer's previous route for the prefix (implicit withdraw, §3.1).
+    ///
+    /// A route whose AS_PATH contains the local AS is a loop and is not
+    /// kept (RFC 4271 §9.1.2); it still replaces the peer's previous route.
+    /// `peer_info` is recorded for the peer; if it changed, all the peer's
+    /// routes are reconsidered. Returns the Loc-RIB changes.
+    pub fn update(
+        &mut self,
+        peer: PeerId,
+        peer_info: &PeerSummary,
+        update: &Update,
+    ) -> Vec<Change> {
+        let mut touched = BTreeSet::new();
+        let state = self.peers.entry(peer).or_insert_with(|| Peer {
+            info: *peer_info,
+            routes: BTreeMap::new(),
+        });
+        if state.info != *peer_info {
+            state.info = *peer_info;
+            touched.extend(state.routes.keys().copied());
+        }
+        for p in &update.withdrawn {
+            let p = p.trunc();
+            if state.routes.remove(&p).is_some() {
+                unindex(&mut self.by_prefix, p, peer);
+                touched.insert(p);
+            }
+        }
+        if !update.nlri.is_empty() {
+            let looped = update
+                .attributes
+                .as_path
+                .as_ref()
+                .is_some_and(|path| path.contains(self.local_as));
+            // Multiprotocol attributes describe other NLRI; not kept with
+            // the IPv4 routes.
+            let attrs = Arc::new(PathAttributes {
+                mp_reach: None,
+                mp_unreach: None,
+                ..update.attributes.clone()
+            });
+            for p in &update.nlri {
+                let p = p.trunc();
+                touched.insert(p);
+                if looped {
+                    if state.routes.remove(&p).is_some() {
+                        unindex(&mut self.by_prefix, p, peer);
+                    }
+                } else {
+                    state.routes.insert(p, attrs.clone());
+                    self.by_prefix.entry(p).or_default().insert(peer);
+                }
+            }
+        }
+        self.recompute(touched)
+    }
+
+    /// The session with `peer` went down: all its routes are withdrawn
+    /// (RFC 4271 §8.2.2, the Adj-RIB-In of a closed session is deleted).
+    pub fn peer_down(&mut self, peer: PeerId) -> Vec<Change> {
+        let Some(state) = self.peers.remove(&peer) else {
+            return Vec::new();
+        };
+        let touched: BTreeSet<Ipv4Net> = state.routes.into_keys().collect();
+        for &p in &touched {
+            unindex(&mut self.by_prefix, p, peer);
+        }
+        self.recompute(touched)
+    }
+
+    /// Originates `prefix` (a loopback, a host subnet). A locally
+    /// originated prefix is always preferred over learned routes.
+    pub fn originate(&mut self, prefix: Ipv4Net) -> Vec<Change> {
+        let prefix = prefix.trunc();
+        self.local.insert(prefix);
+        self.recompute([prefix])
+    }
+
+    /// Stops originating `prefix`; learned routes, if any, take over.
+    pub fn withdraw_local(&mut self, prefix: Ipv4Net) -> Vec<Change> {
+        let prefix = prefix.trunc();
+        self.local.remove(&prefix);
+        self.recompute([prefix])
+    }
+
+    /// The Loc-RIB, in prefix order.
+    pub fn loc_rib(&self) -> impl Iterator<Item = (&Ipv4Net, &Best)> {
+        self.loc.iter().map(|(p, e)| (p, &e.best))
+    }
+
+    /// One peer's Adj-RIB-In (routes that passed the loop check), in
+    /// prefix order.
+    pub fn adj_rib_in(&self, peer: PeerId) -> impl Iterator<Item = (&Ipv4Net, &PathAttributes)> {
+        self.peers
+            .get(&peer)
+            .into_iter()
+            .flat_map(|s| s.routes.iter().map(|(p, a)| (p, &**a)))
+    }
+
+    /// The UPDATE messages that bring peer `to` up to date with the Loc-RIB
+    /// for `prefixes` (typically those of the last [`Change`]s, or the whole
+    /// Loc-RIB when the session comes up), following the eBGP rules of
+    /// RFC 4271 §5.1 and §9.2:
+    ///
+    /// - the selected route is advertised with the local AS prepended to
+    ///   its AS_PATH (§5.1.2) and NEXT_HOP set to `local_addr`, this
+    ///   speaker's address on the session (§5.1.3); ORIGIN, ATOMIC_AGGREGATE,
+    ///   AGGREGATOR and unrecognized transitive attributes (with the Partial
+    ///   bit, §5) are kept; MED (§5.1.4) and LOCAL_PREF (§5.1.5) are not
+    ///   sent to another AS;
+    /// - a locally originated prefix is advertised with ORIGIN IGP and
+    ///   AS_PATH = [local AS];
+    /// - a route is not sent back to the peer it was learned from, nor to
+    ///   a peer in the same AS as that peer (split horizon by AS: the
+    ///   receiver would discard it as a loop, RFC 4271 §9.1.2; in an
+    ///   RFC 7938 fabric this keeps spines' routes from being sent to the
+    ///   other spines);
+    /// - a prefix with no route to advertise to `to` is withdrawn
+    ///   (withdrawing a prefix the peer never received is harmless,
+    ///   RFC 4271 §9.1.3 with §3.1).
+    ///
+    /// Prefixes with identical outgoing attributes share UPDATEs; every
+    /// message encodes within [`MAX_MESSAGE_LEN`] octets, sized for
+    /// 4-octet AS numbers (RFC 6793), which is the larger encoding.
+    /// Withdrawals come first.
+    pub fn export(
+        &self,
+        to: PeerId,
+        to_info: &PeerSummary,
+        local_addr: Ipv4Addr,
+        prefixes: &[Ipv4Net],
+    ) -> Vec<Update> {
+        // Room for withdrawn routes, attributes and NLRI after the header
+        // and the two length fields (RFC 4271 §4.3).
+        const ROOM: usize = MAX_MESSAGE_LEN - HEADER_LEN - 4;
+        let mut seen = BTreeSet::new();
+        let mut withdrawn = Vec::new();
+        // Keyed by the encoded attributes: equal keys, equal attributes.
+        let mut groups: BTreeMap<Vec<u8>, (PathAttributes, Vec<Ipv4Net>)> = BTreeMap::new();
+        for p in prefixes {
+            let p = p.trunc();
+            if !seen.insert(p) {
+                continue;
+            }
+            let Some(attrs) = self.export_attributes(to, to_info, local_addr, &p) else {
+                withdrawn.push(p);
+                continue;
+            };
+            let mut key = Vec::new();
+            attrs.encode(&mut key, &Context::FOUR_OCTET_AS);
+            if key.len() + prefix_octets(&p) > ROOM {
+                // An AS_PATH too long for any message: not advertisable.
+                withdrawn.push(p);
+                continue;
+            }
+            groups
+                .entry(key)
+                .or_insert_with(|| (attrs, Vec::new()))
+                .1
+                .push(p);
+        }
+
+        let mut out = Vec::new();
+        for chunk in pack(&withdrawn, ROOM) {
+            out.push(Update {
+                withdrawn: chunk,
+                ..Update::default()
+            });
+        }
+        for (key, (attrs, nlri)) in groups {
+            for chunk in pack(&nlri, ROOM - key.len()) {
+                out.push(Update {
+                    withdrawn: Vec::new(),
+                    attributes: attrs.clone(),
+                    nlri: chunk,
+                });
+            }
+        }
+        out
+    }
+
+    /// The attributes to advertise `prefix` with to `to`, or `None` if it
+    /// must not be advertised there.
+    fn export_attributes(
+        &self,
+        to: PeerId,
+        to_info: &PeerSummary,
+        local_addr: Ipv4Addr,
+        prefix: &Ipv4Net,
+    ) -> Option<PathAttributes> {
+        let entry = self.loc.get(prefix)?;
+        let Some((from, attrs)) = &entry.selected else {
+            return Some(PathAttributes {
+                origin: Some(Origin::Igp),
+                as_path: Some(AsPath::sequence([self.local_as])),
+                next_hop: Some(local_addr),
+                ..PathAttributes::default()
+            });
+        };
+        let from_as = self.peers.get(from).map(|s| s.info.peer_as)?;
+        if *from == to || from_as == to_info.peer_as {
+            return None;
+        }
+        let mut as_path = attrs.as_path.clone().unwrap_or_default();
+        prepend(&mut as_path, self.local_as);
+        Some(PathAttributes {
+            origin: attrs.origin,
+            as_path: Some(as_path),
+            next_hop: Some(local_addr),
+            med: None,
+            local_pref: None,
+            atomic_aggregate: attrs.atomic_aggregate,
+            aggregator: attrs.aggregator,
+            mp_reach: None,
+            mp_unreach: None,
+            unknown: attrs
+                .unknown
+                .iter()
+                .filter_map(|a| a.for_propagation())
+                .collect(),
+        })
+    }
+
+    /// Reruns the decision process for `prefixes` and returns what changed.
+    fn recompute(&mut self, prefixes: impl IntoIterator<Item = Ipv4Net>) -> Vec<Change> {
+        let mut changes = Vec::new();
+        for prefix in prefixes {
+            let new = self.select(&prefix);
+            let old = self.loc.get(&prefix);
+            if old == new.as_ref() {
+                continue;
+            }
+            match new {
+                Some(entry) => {
+                    // The FIB only needs a change when the ECMP set or the
+                    // locality changed; a new selected route with the same
+                    // next hops is still reported so that it is exported.
+                    changes.push(Change::Installed {
+                        prefix,
+                        best: entry.best.clone(),
+                    });
+                    self.loc.insert(prefix, entry);
+                }
+                None => {
+                    changes.push(Change::Removed { prefix });
+                    self.loc.remove(&prefix);
+                }
+            }
+        }
+        changes
+    }
+
+    /// The Loc-RIB entry `prefix` should have now (RFC 4271 §9.1.2).
+    fn select(&self, prefix: &Ipv4Net) -> Option<Entry> {
+        if self.local.contains(prefix) {
+            return Some(Entry {
+                best: Best {
+                    nexthops: Vec::new(),
+                    as_path_len: 0,
+                    local: true,
+                },
+                selected: None,
+            });
+        }
+        let candidates: Vec<Candidate> = self
+            .by_prefix
+            .get(prefix)?
+            .iter()
+            .filter_map(|&peer| {
+                let state = self.peers.get(&peer)?;
+                Some(Candidate {
+                    peer,
+                    info: state.info,
+                    attrs: state.routes.get(prefix)?.clone(),
+                })
+            })
+            .collect();
+        let (best, ecmp) = decide(self.local_as, self.multipath, &candidates)?;
+        let mut nexthops: Vec<(PeerId, Ipv4Addr)> =
+            ecmp.iter().map(|&i| candidates[i].next_hop()).collect();
+        nexthops.sort_unstable();
+        let best = &candidates[best];
+        Some(Entry {
+            best: Best {
+                nexthops,
+                as_path_len: best.path_len(),
+                local: false,
+            },
+            selected: Some((best.peer, best.attrs.clone())),
+        })
+    }
+}
+
+/// One route for a prefix, as the decision process sees it.
+#[derive(Debug, Clone)]
+struct Candidate {
+    peer: PeerId,
+    info: PeerSummary,
+    attrs: Arc<PathAttributes>,
+}
+
+impl Candidate {
+    fn ebgp(&self, local_as: u32) -> bool {
+        self.info.peer_as != local_as
+    }
+
+    /// LOCAL_PREF, ignored when received over eBGP (RFC 4271 §5.1.5).
+    fn local_pref(&self, local_as: u32) -> u32 {
+        match self.attrs.local_pref {
+            Some(lp) if !self.ebgp(local_as) => lp,
+            _ => DEFAULT_LOCAL_PREF,
+        }
+    }
+
+    fn path_len(&self) -> usize {
+        self.attrs.as_path.as_ref().map_or(0, AsPath::path_len)
+    }
+
+    fn origin(&self) -> Origin {
+        // Mandatory with NLRI (the codec checks); the worst value otherwise.
+        self.attrs.origin.unwrap_or(Origin::Incomplete)
+    }
+
+    /// A missing MED is the lowest value (RFC 4271 §9.1.2.2 c).
+    fn med(&self) -> u32 {
+        self.attrs.med.unwrap_or(0)
+    }
+
+    /// The neighbour AS of RFC 4271 §9.1.2.2 c: the first AS of the path,
+    /// or the local AS for a route an iBGP peer originated.
+    fn neighbour_as(&self, local_as: u32) -> u32 {
+        self.attrs
+            .as_path
+            .as_ref()
+            .and_then(AsPath::first_as)
+            .unwrap_or(if self.ebgp(local_as) {
+                self.info.peer_as
+            } else {
+                local_as
+            })
+    }
+
+    fn next_hop(&self) -> (PeerId, Ipv4Addr) {
+        (
+            self.peer,
+            self.attrs.next_hop.unwrap_or(self.info.peer_addr),
+        )
+    }
+}
+
+/// Keeps the candidates whose `key` is minimal.
+fn keep_min<K: Ord>(set: &mut Vec<usize>, key: impl Fn(usize) -> K) {
+    if let Some(min) = set.iter().map(|&i| key(i)).min() {
+        set.retain(|&i| key(i) == min);
+    }
+}
+
+/// The decision process of RFC 4271 §9.1.2.2 over `cands`: the index of the
+/// best route and the indices of the ECMP set (RFC 7938 §6), which contains
+/// the best route. Multipath takes the routes still in the running after
+/// step d (equal LOCAL_PREF, AS_PATH length, ORIGIN, not beaten on MED by
+/// a route from the same neighbour AS, and of the same kind, eBGP or iBGP,
+/// as the best); [`Multipath::SameAs`] also requires the best route's
+/// neighbour AS.
+fn decide(local_as: u32, multipath: Multipath, cands: &[Candidate]) -> Option<(usize, Vec<usize>)> {
+    let mut set: Vec<usize> = (0..cands.len()).collect();
+    // Degree of preference (§9.1.1): LOCAL_PREF, highest first.
+    keep_min(&mut set, |i| {
+        std::cmp::Reverse(cands[i].local_pref(local_as))
+    });
+    // a) shortest AS_PATH.
+    keep_min(&mut set, |i| cands[i].path_len());
+    // b) lowest ORIGIN.
+    keep_min(&mut set, |i| cands[i].origin());
+    // c) lowest MED among routes from the same neighbour AS.
+    let before = set.clone();
+    set.retain(|&i| {
+        let (nas, med) = (cands[i].neighbour_as(local_as), cands[i].med());
+        !before
+            .iter()
+            .any(|&j| cands[j].neighbour_as(local_as) == nas && cands[j].med() < med)
+    });
+    // d) eBGP over iBGP.
+    if set.iter().any(|&i| cands[i].ebgp(local_as)) {
+        set.retain(|&i| cands[i].ebgp(local_as));
+    }
+    let pool = set.clone();
+    // f) lowest BGP Identifier, g) lowest peer address; the session id
+    // settles two sessions to the same peer address.
+    keep_min(&mut set, |i| {
+        let c = &cands[i];
+        (c.info.peer_id, c.info.peer_addr, c.peer)
+    });
+    let best = *set.first()?;
+    let ecmp = match multipath {
+        Multipath::Off => vec![best],
+        Multipath::SameAs => {
+            let nas = cands[best].neighbour_as(local_as);
+            pool.into_iter()
+                .filter(|&i| cands[i].neighbour_as(local_as) == nas)
+                .collect()
+        }
+        Multipath::Relax => pool,
+    };
+    Some((best, ecmp))
+}
+
+fn unindex(by_prefix: &mut BTreeMap<Ipv4Net, BTreeSet<PeerId>>, prefix: Ipv4Net, peer: PeerId) {
+    if let Some(peers) = by_prefix.get_mut(&prefix) {
+        peers.remove(&peer);
+        if peers.is_empty() {
+            by_prefix.remove(&prefix);
+        }
+    }
+}
+
+/// Prepends `asn` to the path (RFC 4271 §5.1.2: to the leading
+/// AS_SEQUENCE, or as a new one).
+fn prepend(path: &mut AsPath, asn: u32) {
+    match path.segments.first_mut() {
+        Some(seg) if seg.kind == SegmentType::AsSequence => seg.asns.insert(0, asn),
+        _ => path.segments.insert(
+            0,
+            AsSegment {
+                kind: SegmentType::AsSequence,
+                asns: vec![asn],
+            },
+        ),
+    }
+}
+
+/// Octets of a prefix in Withdrawn Routes or NLRI (RFC 4271 §4.3).
+fn prefix_octets(p: &Ipv4Net) -> usize {
+    1 + usize::from(p.prefix_len()).div_ceil(8)
+}
+
+/// Splits `prefixes` into runs that encode within `room` octets.
+fn pack(prefixes: &[Ipv4Net], room: usize) -> Vec<Vec<Ipv4Net>> {
+    let mut out = Vec::new();
+    let mut cur = Vec::new();
+    let mut used = 0;
+    for p in prefixes {
+        let n = prefix_octets(p);
+        if used + n > room && !cur.is_empty() {
+            out.push(std::mem::take(&mut cur));
+            used = 0;
+        }
+        cur.push(*p);
+        used += n;
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
