@@ -112,7 +112,7 @@ fn declared_delay_shows_in_ping_and_down_removes_the_engine() {
         "RTT {min} ms below the 20 ms the links declare"
     );
     assert!(
-        min < 23.0,
+        min < 26.0,
         "RTT {min} ms far above the 20 ms the links declare"
     );
 
@@ -210,7 +210,7 @@ fn link_set_reset_fail_restore_and_flap_change_what_traffic_sees() {
     let set = run(&["link", "set", "h1--s1", "--delay", "20ms", "--lab", &lab]);
     assert!(set.status.success(), "{}", text(&set));
     let slow = min_rtt("after set");
-    assert!((50.0..55.0).contains(&slow), "RTT {slow} ms after link set");
+    assert!((50.0..58.0).contains(&slow), "RTT {slow} ms after link set");
 
     // Reversed names work; bad values are refused before reaching the daemon.
     let bad = run(&["link", "set", "s1--h1", "--delay", "-1ms", "--lab", &lab]);
