@@ -3,7 +3,8 @@
 //! Pure: computes which routes every node needs; the emulator installs them
 //! (kernel FIB through rtnetlink). Today this is the `static` control-plane
 //! mode ([`static_routes`]): equal-cost shortest paths over the whole fabric,
-//! computed once. The BGP agents ([`bgp`], so far the message codec) and the
+//! computed once. The BGP agents ([`bgp`], so far the message codec, the
+//! session FSM and the RIB with route selection) and the
 //! central controller plug in beside it.
 
 pub mod bgp;
