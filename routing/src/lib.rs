@@ -4,8 +4,8 @@
 //! (kernel FIB through rtnetlink). Today this is the `static` control-plane
 //! mode ([`static_routes`]): equal-cost shortest paths over the whole fabric,
 //! computed once. The BGP agents ([`bgp`], so far the message codec, the
-//! session FSM and the RIB with route selection) and the
-//! central controller plug in beside it.
+//! session FSM, the RIB with route selection, and a tokio driver for one
+//! session) and the central controller plug in beside it.
 
 pub mod bgp;
 mod ecmp;

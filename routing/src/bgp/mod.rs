@@ -6,8 +6,8 @@
 //! [`frame`] finds message boundaries in a TCP byte stream. The per-peer
 //! session state machine is [`session::Session`] (RFC 4271 §8). The RIBs and
 //! route selection with ECMP are [`rib::Rib`] (RFC 4271 §9, RFC 7938 §6).
-//! No sockets, no clock: the driver that owns the sockets and timers comes
-//! next.
+//! No sockets, no clock in any of these: [`driver::run_session`] is the thin
+//! tokio driver that owns one session's TCP connection and timers.
 //!
 //! Layers, in the smoltcp style: [`MessageView`] is the raw header view
 //! (field accessors over bytes, checked once); [`Message`] and its parts are
@@ -25,6 +25,7 @@
 //! [`DecodeError::UnsupportedCapability`]).
 
 mod attribute;
+pub mod driver;
 mod packet;
 pub mod rib;
 pub mod session;

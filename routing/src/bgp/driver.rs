@@ -1,0 +1,128 @@
+//! A thin tokio driver for one [`Session`] over one TCP connection.
+//!
+//! The session owns all protocol logic (DESIGN "House style": sans-I/O
+//! cores, thin drivers). The driver only moves bytes between the socket and
+//! the session, maps the session's [`Duration`] clock to tokio time (the
+//! epoch is the instant [`run_session`] starts), fires timers at
+//! [`Session::next_deadline`], and reports what happened to its caller.
+//!
+//! One connection per run: the caller opens (or accepts) the TCP connection
+//! and hands it over; the run ends when that connection is gone (closed by
+//! the session, by the peer, or after [`DriverCommand::Stop`]). The session
+//! is handed back, so the caller can reconnect and run it again.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::session::{Input, Output, PeerInfo, Reason, Session};
+use super::{MAX_MESSAGE_LEN, Message, Update};
+
+/// What the driver reports to its caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DriverEvent {
+    /// The session reached Established.
+    Established(PeerInfo),
+    /// An UPDATE or ROUTE-REFRESH from the peer, for the RIB.
+    Received(Message),
+    /// The session went down; the run ends.
+    Down(Reason),
+}
+
+/// What the caller asks the driver to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DriverCommand {
+    /// Send this UPDATE (only while Established, see
+    /// [`Session::send_update`]). Boxed: an UPDATE is large and `Stop` is
+    /// not.
+    SendUpdate(Box<Update>),
+    /// Stop the session: a Cease NOTIFICATION is sent and the connection
+    /// closed (RFC 4271 §8.2.2 ManualStop).
+    Stop,
+}
+
+/// Runs `session` over the connected `stream` until the connection is gone.
+///
+/// The session is started ([`Input::Start`]) and told the connection is up
+/// ([`Input::TcpConnected`]), whether it is active or passive; an
+/// [`Output::Connect`] is answered by the stream already given. Dropping
+/// the command sender stops the session as [`DriverCommand::Stop`] does.
+/// Events are dropped silently if the receiver is gone.
+pub async fn run_session(
+    mut session: Session,
+    mut stream: TcpStream,
+    events: mpsc::Sender<DriverEvent>,
+    mut commands: mpsc::Receiver<DriverCommand>,
+) -> Session {
+    let start = Instant::now();
+    let now = || start.elapsed();
+    let mut buf = vec![0u8; MAX_MESSAGE_LEN];
+    let mut out = session.handle(now(), Input::Start);
+    out.extend(session.handle(now(), Input::TcpConnected));
+    let mut commands_open = true;
+    loop {
+        let mut closed = false;
+        let mut write_failed = false;
+        for o in out.drain(..) {
+            match o {
+                Output::Send(bytes) => {
+                    if !closed && !write_failed && stream.write_all(&bytes).await.is_err() {
+                        write_failed = true;
+                    }
+                }
+                Output::Close => closed = true,
+                Output::Established(peer) => {
+                    let _ = events.send(DriverEvent::Established(peer)).await;
+                }
+                Output::Received(msg) => {
+                    let _ = events.send(DriverEvent::Received(msg)).await;
+                }
+                Output::Down(reason) => {
+                    // The only connection is gone: the run ends after this
+                    // batch, even if the session would restart on its own.
+                    closed = true;
+                    let _ = events.send(DriverEvent::Down(reason)).await;
+                }
+                Output::Connect | Output::StateChanged { .. } => {}
+            }
+        }
+        if closed {
+            // Let the peer read the NOTIFICATION before the FIN.
+            let _ = stream.shutdown().await;
+            return session;
+        }
+        if write_failed {
+            out = session.handle(now(), Input::TcpFailed);
+            continue;
+        }
+        let deadline = session.next_deadline().map(|d| start + d);
+        out = tokio::select! {
+            read = stream.read(&mut buf) => match read {
+                Ok(0) | Err(_) => session.handle(now(), Input::TcpFailed),
+                Ok(n) => session.handle(now(), Input::Bytes(buf[..n].to_vec())),
+            },
+            cmd = commands.recv(), if commands_open => match cmd {
+                Some(DriverCommand::SendUpdate(update)) => session.send_update(now(), *update),
+                Some(DriverCommand::Stop) => session.handle(now(), Input::Stop),
+                None => {
+                    commands_open = false;
+                    session.handle(now(), Input::Stop)
+                }
+            },
+            () = sleep_until(deadline) => session.handle(now(), Input::Tick),
+        };
+    }
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        // A timer due "now" may still compare as not expired against a
+        // clock read a moment earlier; a millisecond later it has.
+        Some(t) => tokio::time::sleep_until(t + Duration::from_millis(1)).await,
+        None => std::future::pending().await,
+    }
+}
