@@ -295,7 +295,11 @@ impl Daemon {
                 })?;
             }
         }
-        let summary = describe_params(&params);
+        let summary = if params.is_empty() {
+            "no impairment".to_owned()
+        } else {
+            params.to_string()
+        };
         self.current
             .lock()
             .map_err(|_| anyhow!("state poisoned"))?
@@ -403,16 +407,13 @@ impl Daemon {
             }
             turbonet_routing::routes_avoiding(&self.lab.fabric, &failures)
         };
-        let old = self
-            .routes
-            .get_or_init(|| turbonet_routing::static_routes(&self.lab.fabric))
-            .clone();
+        // Before the first failure, the routes `up` installed.
         let old = self
             .installed
             .lock()
             .map_err(|_| anyhow!("state poisoned"))?
             .take()
-            .unwrap_or(old);
+            .unwrap_or_else(|| turbonet_routing::static_routes(&self.lab.fabric));
         let mut changed = 0;
         for node in &self.lab.fabric.nodes {
             let (before, after) = (&old[node.id.0 as usize], &new[node.id.0 as usize]);
@@ -483,40 +484,6 @@ fn node_handle(lab: &Lab, node: NodeId) -> Result<rtnetlink::Handle> {
     fabric::connect(socket)
 }
 
-/// `delay=5ms loss=0.1%` for messages.
-fn describe_params(p: &LinkParams) -> String {
-    let mut parts = Vec::new();
-    if let Some(v) = p.rate {
-        parts.push(format!("rate={v}"));
-    }
-    if let Some(v) = p.delay {
-        parts.push(format!("delay={v}"));
-    }
-    if let Some(v) = p.jitter {
-        parts.push(format!("jitter={v}"));
-    }
-    if let Some(v) = &p.loss {
-        parts.push(format!("loss={v}"));
-    }
-    if let Some(v) = p.corrupt {
-        parts.push(format!("corrupt={v}"));
-    }
-    if let Some(v) = p.duplicate {
-        parts.push(format!("duplicate={v}"));
-    }
-    if let Some(v) = p.queue {
-        parts.push(format!("queue={v}"));
-    }
-    if let Some(v) = p.ecn {
-        parts.push(format!("ecn={v}"));
-    }
-    if parts.is_empty() {
-        "no impairment".to_owned()
-    } else {
-        parts.join(" ")
-    }
-}
-
 /// A request as a log line.
 fn describe(request: &Request) -> String {
     match request {
@@ -550,7 +517,7 @@ pub fn run(lab_name: &str) -> Result<ExitCode> {
         .links
         .iter()
         .zip(&carriers)
-        .filter(|(_, c)| matches!(c, engine::Carrier::Userspace(_)))
+        .filter(|(_, c)| c.is_userspace())
         .map(|(l, _)| l)
         .collect();
 

@@ -142,19 +142,16 @@ pub fn link_carriers(lab: &Lab) -> Vec<engine::Carrier> {
     })
 }
 
-/// The links the userspace engine must splice, each with its position `k`
-/// among them (which fixes its engine-side interface indices).
-pub fn impaired_links(lab: &Lab) -> Vec<Option<usize>> {
-    engine::spliced(&link_carriers(lab))
-}
-
 /// Installs netem on both ends of every link the kernel engine carries and
 /// turns segmentation offloads off there (netem would count a 64 KiB
 /// super-frame as one packet). Returns how many links.
-pub fn configure_kernel_engine(lab: &Lab, nodes: &[NodeNs]) -> Result<usize> {
-    let carriers = link_carriers(lab);
+pub fn configure_kernel_engine(
+    lab: &Lab,
+    nodes: &[NodeNs],
+    carriers: &[engine::Carrier],
+) -> Result<usize> {
     let mut count = 0;
-    for (link, carrier) in lab.fabric.links.iter().zip(&carriers) {
+    for (link, carrier) in lab.fabric.links.iter().zip(carriers) {
         if *carrier != engine::Carrier::Kernel {
             continue;
         }
@@ -268,9 +265,14 @@ struct Veth<'a> {
 /// ifindex; each request is sent from the namespace of the end it creates
 /// first (where that ifindex is known to be free), so link creation also
 /// spreads over all connections.
-pub async fn create_links(lab: &Lab, nodes: &[NodeNs], engine: Option<&NodeNs>) -> Result<()> {
+pub async fn create_links(
+    lab: &Lab,
+    nodes: &[NodeNs],
+    engine: Option<&NodeNs>,
+    carriers: &[engine::Carrier],
+) -> Result<()> {
     let port_of = port_positions(lab);
-    let impaired = impaired_links(lab);
+    let impaired = engine::spliced(carriers);
     let mut jobs: Vec<Vec<Veth>> = (0..lab.fabric.nodes.len()).map(|_| Vec::new()).collect();
     for link in &lab.fabric.links {
         let [a, b] = &link.ends;
@@ -335,8 +337,13 @@ pub async fn create_links(lab: &Lab, nodes: &[NodeNs], engine: Option<&NodeNs>) 
 /// interfaces up and turns off the offloads (segmentation, checksum) on
 /// both sides of every spliced veth, so the engine reads and writes plain,
 /// complete frames.
-pub async fn configure_engine(lab: &Lab, nodes: &[NodeNs], engine: &NodeNs) -> Result<usize> {
-    let impaired = impaired_links(lab);
+pub async fn configure_engine(
+    lab: &Lab,
+    nodes: &[NodeNs],
+    engine: &NodeNs,
+    carriers: &[engine::Carrier],
+) -> Result<usize> {
+    let impaired = engine::spliced(carriers);
     let mut engine_ports = Vec::new();
     let mut node_ports: Vec<Vec<String>> = vec![Vec::new(); lab.fabric.nodes.len()];
     for link in &lab.fabric.links {
@@ -604,12 +611,6 @@ pub fn describe_nodes(lab: &Lab) -> String {
         .count();
     let switches = lab.fabric.nodes.len() - hosts;
     format!("{switches} switches, {hosts} hosts")
-}
-
-/// The link by name (for error messages).
-#[allow(dead_code)]
-pub fn link_named<'a>(lab: &'a Lab, name: &str) -> Option<&'a Link> {
-    lab.fabric.link_by_name(name)
 }
 
 /// Waits until every port of every node has carrier (`LOWER_UP`), polling

@@ -4,7 +4,7 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use futures::TryStreamExt;
 use rtnetlink::packet_route::AddressFamily;
 use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteMessage, RouteProtocol};
@@ -391,15 +391,6 @@ fn route_row(r: &RouteMessage, links: &std::collections::HashMap<u32, String>) -
         nexthops: hops,
         protocol,
     }
-}
-
-/// Refuses politely when a node does not exist.
-#[allow(dead_code)]
-pub fn require_node(lab: &Lab, node: &str) -> Result<()> {
-    if lab.fabric.node_by_name(node).is_none() {
-        bail!("lab {} has no node {node}{}", lab.name, suggest(lab, node));
-    }
-    Ok(())
 }
 
 #[derive(Debug, Serialize)]

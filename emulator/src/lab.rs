@@ -67,8 +67,9 @@ pub fn validate(path: &Path, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Why this build cannot bring a valid lab up, if it cannot.
-fn runnable(lab: &Lab) -> Result<(), String> {
+/// How every link of a lab would be carried on this machine, or why this
+/// build cannot bring the (valid) lab up here.
+fn runnable(lab: &Lab) -> Result<Vec<engine::Carrier>, String> {
     if lab.target != Target::Netns {
         return Err(format!(
             "target \"{}\" is not available in this build; use target = \"netns\"",
@@ -84,8 +85,7 @@ fn runnable(lab: &Lab) -> Result<(), String> {
             lab.routing.mode
         ));
     }
-    engine::carriers(lab, engine::kernel_has_netem())?;
-    Ok(())
+    engine::carriers(lab, engine::kernel_has_netem())
 }
 
 /// Progress lines on stderr.
@@ -172,10 +172,13 @@ pub fn up(args: &UpArgs) -> Result<ExitCode> {
     let Ok((lab, text)) = load(&args.file) else {
         return Ok(ExitCode::from(EXIT_INVALID));
     };
-    if let Err(reason) = runnable(&lab) {
-        eprintln!("error: {}: {reason}", args.file.display());
-        return Ok(ExitCode::from(EXIT_INVALID));
-    }
+    let carriers = match runnable(&lab) {
+        Ok(carriers) => carriers,
+        Err(reason) => {
+            eprintln!("error: {}: {reason}", args.file.display());
+            return Ok(ExitCode::from(EXIT_INVALID));
+        }
+    };
     let dir = LabDir::of(&lab.name);
     if dir.exists() {
         match dir.load().ok().flatten() {
@@ -235,7 +238,7 @@ pub fn up(args: &UpArgs) -> Result<ExitCode> {
         }
         Err(e) => return Err(e).context(format!("creating {}", dir.path().display())),
     }
-    let engine_needed = fabric::impaired_links(&lab).iter().any(Option::is_some);
+    let engine_needed = carriers.iter().any(engine::Carrier::is_userspace);
     let mut namespaces: Vec<String> = lab
         .fabric
         .nodes
@@ -249,11 +252,6 @@ pub fn up(args: &UpArgs) -> Result<ExitCode> {
     let mut state = LabState::new(&lab.name, scenario, namespaces);
     state.neighbours = neighbours;
     state.externals = externals::plan(&lab)?;
-    state.loopbacks = lab
-        .fabric
-        .switches()
-        .filter_map(|n| n.loopback.map(|l| (n.name.clone(), l)))
-        .collect();
     let saved = dir.save_scenario(&text).and_then(|()| dir.save(&state));
     if let Err(e) = saved {
         let _ = dir.remove();
@@ -276,7 +274,7 @@ pub fn up(args: &UpArgs) -> Result<ExitCode> {
         let mut interrupt = signal(SignalKind::interrupt())?;
         let mut terminate = signal(SignalKind::terminate())?;
         tokio::select! {
-            built = build(&lab, &routes, threads, &progress, &dir, &mut state) => built,
+            built = build(&lab, &carriers, &routes, threads, &progress, &dir, &mut state) => built,
             _ = interrupt.recv() => Err(anyhow::anyhow!("interrupted")),
             _ = terminate.recv() => Err(anyhow::anyhow!("terminated")),
         }
@@ -310,6 +308,7 @@ pub fn up(args: &UpArgs) -> Result<ExitCode> {
 /// The building phases of `up`, each timed.
 async fn build(
     lab: &Lab,
+    carriers: &[engine::Carrier],
     routes: &[Vec<turbonet_routing::Route>],
     threads: usize,
     progress: &Progress,
@@ -328,7 +327,7 @@ async fn build(
 
     progress.start("namespaces");
     let watch = Stopwatch::start();
-    let engine_needed = fabric::impaired_links(lab).iter().any(Option::is_some);
+    let engine_needed = carriers.iter().any(engine::Carrier::is_userspace);
     let (nodes, engine) = fabric::create_namespaces(lab, threads, engine_needed)?;
     phase(
         "namespaces",
@@ -339,7 +338,7 @@ async fn build(
 
     progress.start("links");
     let watch = Stopwatch::start();
-    fabric::create_links(lab, &nodes, engine.as_ref()).await?;
+    fabric::create_links(lab, &nodes, engine.as_ref(), carriers).await?;
     phase(
         "links",
         format!("{} veth pairs", lab.fabric.links.len()),
@@ -363,7 +362,7 @@ async fn build(
     if let Some(engine) = &engine {
         progress.start("engine");
         let watch = Stopwatch::start();
-        let spliced = fabric::configure_engine(lab, &nodes, engine).await?;
+        let spliced = fabric::configure_engine(lab, &nodes, engine, carriers).await?;
         phase(
             "engine",
             format!("{spliced} impaired links spliced through the link engine"),
@@ -372,14 +371,14 @@ async fn build(
         );
     }
 
-    let kernel_links = fabric::link_carriers(lab)
+    let kernel_links = carriers
         .iter()
         .filter(|c| **c == engine::Carrier::Kernel)
         .count();
     if kernel_links > 0 {
         progress.start("netem");
         let watch = Stopwatch::start();
-        let count = fabric::configure_kernel_engine(lab, &nodes)?;
+        let count = fabric::configure_kernel_engine(lab, &nodes, carriers)?;
         phase(
             "netem",
             format!("{count} impaired links on the kernel engine"),
@@ -427,7 +426,7 @@ async fn build(
     state.daemon_pid = Some(pid);
     dir.save(state)?;
     daemon::wait_ready(dir, pid, std::time::Duration::from_secs(15))?;
-    let impaired = fabric::impaired_links(lab).iter().flatten().count();
+    let impaired = carriers.iter().filter(|c| c.is_userspace()).count();
     phase(
         "daemon",
         if impaired > 0 {

@@ -8,7 +8,6 @@
 
 use std::fs;
 use std::io;
-use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -94,9 +93,6 @@ pub struct LabState {
     pub externals: Vec<ExternalState>,
     /// Timings of `up`.
     pub timings: Vec<Timing>,
-    /// Router ids, for status (node name, loopback).
-    #[serde(default)]
-    pub loopbacks: Vec<(String, Ipv4Addr)>,
     /// Neighbour-table entries the lab may need (see `limits`).
     #[serde(default)]
     pub neighbours: u64,
@@ -121,7 +117,6 @@ impl LabState {
             namespaces,
             externals: Vec::new(),
             timings: Vec::new(),
-            loopbacks: Vec::new(),
             neighbours: 0,
             daemon_pid: None,
         }

@@ -53,9 +53,6 @@
 //! The caller should turn off GSO/TSO on the device: netem counts a GSO
 //! super-frame as one packet for the limit and the loss decision.
 
-// Nothing calls this yet: the kernel impairment engine wires it in next.
-#![allow(dead_code)]
-
 use rtnetlink::packet_core::{
     DefaultNla, NLA_F_NESTED, NLM_F_ACK, NLM_F_CREATE, NLM_F_REPLACE, NLM_F_REQUEST, NetlinkHeader,
     NetlinkMessage, NetlinkPayload,
@@ -292,6 +289,7 @@ impl Netem {
         ] {
             out.extend_from_slice(&field.to_ne_bytes());
         }
+        debug_assert_eq!(out.len(), QOPT_LEN);
 
         // struct tc_netem_corrupt { probability, correlation }
         let corrupt = self.corrupt.map_or(0, scale);

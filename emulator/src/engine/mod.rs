@@ -17,7 +17,7 @@ pub mod kernel;
 pub mod packet;
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
@@ -67,6 +67,11 @@ pub enum Carrier {
 }
 
 impl Carrier {
+    /// True for links spliced through the userspace engine.
+    pub fn is_userspace(&self) -> bool {
+        matches!(self, Carrier::Userspace(_))
+    }
+
     /// The engine's name for tables.
     pub fn name(&self) -> &'static str {
         match self {
@@ -125,7 +130,7 @@ pub fn spliced(carriers: &[Carrier]) -> Vec<Option<usize>> {
     carriers
         .iter()
         .map(|c| {
-            matches!(c, Carrier::Userspace(_)).then(|| {
+            c.is_userspace().then(|| {
                 k += 1;
                 k - 1
             })
@@ -313,7 +318,7 @@ pub fn run(
         .iter()
         .flat_map(|l| l.sockets.iter())
         .map(|s| libc::pollfd {
-            fd: s.as_fd_raw(),
+            fd: s.as_fd().as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         })
@@ -419,12 +424,5 @@ fn publish(links: &[EngineLink], tx_errors: &[[u64; 2]], snapshot: &Snapshot) {
         .collect();
     if let Ok(mut s) = snapshot.lock() {
         *s = counters;
-    }
-}
-
-impl PacketSocket {
-    fn as_fd_raw(&self) -> i32 {
-        use std::os::fd::AsFd;
-        self.as_fd().as_raw_fd()
     }
 }
