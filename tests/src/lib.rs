@@ -125,6 +125,23 @@ impl Drop for LabGuard {
     }
 }
 
+/// Brings a bundled scenario up (`up --quiet`) under a unique lab name
+/// starting with `prefix`, with `extra` TOML appended; the guard's name is
+/// the lab's, and dropping the guard takes the lab down.
+pub fn up_bundled(prefix: &str, bundled: &str, extra: &str) -> LabGuard {
+    let lab = unique_lab(prefix);
+    let file = scenario_as(bundled, &lab, extra);
+    let guard = LabGuard(lab);
+    let up = run(&["up", "--quiet", file.to_str().unwrap()]);
+    assert!(
+        up.status.success(),
+        "up {bundled} as {}: {}",
+        guard.0,
+        text(&up)
+    );
+    guard
+}
+
 /// Namespaces of a lab that exist now.
 pub fn lab_namespaces(lab: &str) -> Vec<String> {
     let prefix = format!("tn-{lab}-");

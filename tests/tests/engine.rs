@@ -5,6 +5,7 @@ use std::process::Output;
 
 use turbonet_tests::{
     LabGuard, lab_namespaces, lab_state_exists, require_root, run, scenario_as, text, unique_lab,
+    up_bundled,
 };
 
 fn host_addr(lab: &str, host: &str) -> String {
@@ -164,15 +165,12 @@ fn same_seed_same_drops() {
 #[test]
 fn fat_tree_with_impaired_tier_routes_and_delays() {
     require_root!();
-    let lab = unique_lab("fi");
-    let file = scenario_as(
+    let guard = up_bundled(
+        "fi",
         "fat-tree-k4.toml",
-        &lab,
         "\n[links.edge-agg]\ndelay = \"1ms\"\n\n[links.host-edge]\nrate = \"100mbit\"\n",
     );
-    let _guard = LabGuard(lab.clone());
-    let up = run(&["up", "--quiet", file.to_str().unwrap()]);
-    assert!(up.status.success(), "{}", text(&up));
+    let lab = guard.0.clone();
     let check = run(&["check", "--lab", &lab]);
     assert!(check.status.success(), "{}", text(&check));
     // Across pods a round trip crosses edge-agg links four times.
@@ -193,11 +191,8 @@ fn fat_tree_with_impaired_tier_routes_and_delays() {
 #[test]
 fn link_set_reset_fail_restore_and_flap_change_what_traffic_sees() {
     require_root!();
-    let lab = unique_lab("ct");
-    let file = scenario_as("two-hosts.toml", &lab, "");
-    let _guard = LabGuard(lab.clone());
-    let up = run(&["up", "--quiet", file.to_str().unwrap()]);
-    assert!(up.status.success(), "{}", text(&up));
+    let guard = up_bundled("ct", "two-hosts.toml", "");
+    let lab = guard.0.clone();
     let h2 = host_addr(&lab, "h2");
     let min_rtt = |label: &str| {
         let (rtts, _, out) = ping(&lab, "h1", &h2, 3, "0.2");
@@ -344,15 +339,12 @@ fn the_timeline_runs_after_the_fabric_is_ready() {
 #[test]
 fn declared_rate_shows_in_iperf3() {
     require_root!();
-    let lab = unique_lab("rt");
-    let file = scenario_as(
+    let guard = up_bundled(
+        "rt",
         "two-hosts.toml",
-        &lab,
         "\n[[links.override]]\nlink = \"h1--s1\"\nrate = \"50mbit\"\ndelay = \"0us\"\n",
     );
-    let _guard = LabGuard(lab.clone());
-    let up = run(&["up", "--quiet", file.to_str().unwrap()]);
-    assert!(up.status.success(), "{}", text(&up));
+    let lab = guard.0.clone();
     let h2 = host_addr(&lab, "h2");
     let wire = iperf3_wire_rate(&lab, "h1", "h2", &h2);
     assert!(

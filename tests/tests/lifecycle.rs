@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use turbonet_tests::{
     LabGuard, lab_namespaces, lab_state_exists, require_root, run, scenario_as, text, turbonet,
-    unique_lab, wait_until, write_scenario,
+    unique_lab, up_bundled, wait_until, write_scenario,
 };
 
 /// Brings a bundled scenario up under a unique name, checks every host pair,
@@ -70,11 +70,8 @@ fn leaf_spine_up_check_down() {
 #[test]
 fn show_routes_and_exec_see_the_fabric() {
     require_root!();
-    let lab = unique_lab("sh");
-    let file = scenario_as("fat-tree-k4.toml", &lab, "");
-    let _guard = LabGuard(lab.clone());
-    let up = run(&["up", "--quiet", file.to_str().unwrap()]);
-    assert!(up.status.success(), "{}", text(&up));
+    let guard = up_bundled("sh", "fat-tree-k4.toml", "");
+    let lab = guard.0.clone();
 
     // An edge switch reaches the other pods' host subnets over both its
     // aggregation switches (ECMP).
