@@ -314,9 +314,13 @@ impl Daemon {
         let links: Vec<&Link> = match target {
             Target::Link(name) => vec![self.find_link(name)?],
             Target::Node(name) => {
-                let node = fabric
-                    .node_by_name(name)
-                    .ok_or_else(|| anyhow!("lab {} has no node {name}", self.lab.name))?;
+                let node = fabric.node_by_name(name).ok_or_else(|| {
+                    anyhow!(
+                        "lab {} has no node {name}{}",
+                        self.lab.name,
+                        crate::inspect::suggest(&self.lab, name)
+                    )
+                })?;
                 node.links.iter().map(|&l| fabric.link(l)).collect()
             }
         };
