@@ -15,7 +15,7 @@ use turbonet_routing::bgp::{AsPath, Message, Notification, Origin, PathAttribute
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-async fn next(rx: &mut mpsc::Receiver<DriverEvent>) -> DriverEvent {
+async fn next(rx: &mut mpsc::UnboundedReceiver<DriverEvent>) -> DriverEvent {
     timeout(TIMEOUT, rx.recv())
         .await
         .expect("timed out waiting for a driver event")
@@ -38,12 +38,22 @@ async fn two_drivers_establish_exchange_and_stop() {
         passive: true,
         ..SessionConfig::new(65002, Ipv4Addr::new(10, 0, 0, 2))
     });
-    let (a_ev, mut a_rx) = mpsc::channel(16);
-    let (b_ev, mut b_rx) = mpsc::channel(16);
-    let (a_cmd, a_cmd_rx) = mpsc::channel(4);
-    let (_b_cmd, b_cmd_rx) = mpsc::channel(4);
-    let a_run = tokio::spawn(run_session(a, a_stream, a_ev, a_cmd_rx));
-    let b_run = tokio::spawn(run_session(b, b_stream, b_ev, b_cmd_rx));
+    let (a_ev, mut a_rx) = mpsc::unbounded_channel();
+    let (b_ev, mut b_rx) = mpsc::unbounded_channel();
+    let (a_cmd, a_cmd_rx) = mpsc::unbounded_channel();
+    let (_b_cmd, b_cmd_rx) = mpsc::unbounded_channel();
+    let a_run = tokio::spawn(run_session(
+        a,
+        a_stream,
+        move |e| drop(a_ev.send(e)),
+        a_cmd_rx,
+    ));
+    let b_run = tokio::spawn(run_session(
+        b,
+        b_stream,
+        move |e| drop(b_ev.send(e)),
+        b_cmd_rx,
+    ));
 
     for (rx, peer_as) in [(&mut a_rx, 65002), (&mut b_rx, 65001)] {
         match next(rx).await {
@@ -64,14 +74,13 @@ async fn two_drivers_establish_exchange_and_stop() {
     };
     a_cmd
         .send(DriverCommand::SendUpdate(Box::new(update.clone())))
-        .await
         .unwrap();
     assert_eq!(
         next(&mut b_rx).await,
         DriverEvent::Received(Message::Update(update))
     );
 
-    a_cmd.send(DriverCommand::Stop).await.unwrap();
+    a_cmd.send(DriverCommand::Stop).unwrap();
     assert_eq!(next(&mut a_rx).await, DriverEvent::Down(Reason::Stopped));
     assert_eq!(
         next(&mut b_rx).await,

@@ -50,12 +50,11 @@ pub enum DriverCommand {
 /// ([`Input::TcpConnected`]), whether it is active or passive; an
 /// [`Output::Connect`] is answered by the stream already given. Dropping
 /// the command sender stops the session as [`DriverCommand::Stop`] does.
-/// Events are dropped silently if the receiver is gone.
 pub async fn run_session(
     mut session: Session,
     mut stream: TcpStream,
-    events: mpsc::Sender<DriverEvent>,
-    mut commands: mpsc::Receiver<DriverCommand>,
+    mut report: impl FnMut(DriverEvent),
+    mut commands: mpsc::UnboundedReceiver<DriverCommand>,
 ) -> Session {
     let start = Instant::now();
     let now = || start.elapsed();
@@ -75,16 +74,16 @@ pub async fn run_session(
                 }
                 Output::Close => closed = true,
                 Output::Established(peer) => {
-                    let _ = events.send(DriverEvent::Established(peer)).await;
+                    report(DriverEvent::Established(peer));
                 }
                 Output::Received(msg) => {
-                    let _ = events.send(DriverEvent::Received(msg)).await;
+                    report(DriverEvent::Received(msg));
                 }
                 Output::Down(reason) => {
                     // The only connection is gone: the run ends after this
                     // batch, even if the session would restart on its own.
                     closed = true;
-                    let _ = events.send(DriverEvent::Down(reason)).await;
+                    report(DriverEvent::Down(reason));
                 }
                 Output::Connect | Output::StateChanged { .. } => {}
             }

@@ -27,6 +27,7 @@
 mod attribute;
 pub mod driver;
 mod packet;
+pub mod plan;
 pub mod rib;
 pub mod session;
 

@@ -208,8 +208,8 @@ pub async fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 
 /// Our side of one session with the peer, driven by `run_session`.
 pub struct Ours {
-    events: mpsc::Receiver<DriverEvent>,
-    commands: mpsc::Sender<DriverCommand>,
+    events: mpsc::UnboundedReceiver<DriverEvent>,
+    commands: mpsc::UnboundedSender<DriverCommand>,
     driver: JoinHandle<Session>,
 }
 
@@ -222,9 +222,14 @@ impl Ours {
             peer_as: Some(peer_as),
             ..SessionConfig::new(LOCAL_AS, net.ours)
         };
-        let (ev_tx, events) = mpsc::channel(64);
-        let (commands, cmd_rx) = mpsc::channel(8);
-        let driver = tokio::spawn(run_session(Session::new(config), stream, ev_tx, cmd_rx));
+        let (ev_tx, events) = mpsc::unbounded_channel();
+        let (commands, cmd_rx) = mpsc::unbounded_channel();
+        let driver = tokio::spawn(run_session(
+            Session::new(config),
+            stream,
+            move |e| drop(ev_tx.send(e)),
+            cmd_rx,
+        ));
         let mut ours = Ours {
             events,
             commands,
@@ -275,14 +280,13 @@ impl Ours {
         };
         self.commands
             .send(DriverCommand::SendUpdate(Box::new(update)))
-            .await
             .unwrap();
     }
 
     /// Stops the session (Cease NOTIFICATION) and waits until our side is
     /// down and Idle.
     pub async fn stop(mut self) {
-        self.commands.send(DriverCommand::Stop).await.unwrap();
+        self.commands.send(DriverCommand::Stop).unwrap();
         loop {
             match self.next_event().await {
                 DriverEvent::Down(Reason::Stopped) => break,

@@ -1,0 +1,224 @@
+//! The BGP plan of a fabric: who peers with whom, and who originates what.
+//!
+//! One [`Speaker`] per switch, computed from the fabric alone, so the
+//! built-in agents, the generated FRR and BIRD configurations and the
+//! readiness check all follow the same plan (RFC 7938: eBGP on every
+//! switch-switch link, one session per link, ASNs from the scenario's plan).
+//!
+//! What a switch originates:
+//! - its loopback /32;
+//! - every host subnet attached to it;
+//! - for a subnet attached to more than one switch (HPN dual-ToR), each
+//!   host's /32 as well, but only while the port to that host is up: when a
+//!   host link fails, its ToR withdraws the /32 and the fabric reaches the
+//!   host through the other ToR (longest prefix wins over the subnet both
+//!   still announce);
+//! - the networks behind its external ports.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::net::Ipv4Addr;
+
+use ipnet::Ipv4Net;
+use serde::Serialize;
+use turbonet_topo::{Fabric, LinkId, NodeId, PrefixKind};
+
+use super::rib::{Change, Multipath, PeerId, PeerSummary, Rib};
+
+/// One switch's BGP speaker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Speaker {
+    /// The switch.
+    pub node: NodeId,
+    /// Its name.
+    pub name: String,
+    /// Its AS number.
+    pub asn: u32,
+    /// Its BGP Identifier: the loopback.
+    pub router_id: Ipv4Addr,
+    /// One session per switch-switch link, in port order.
+    pub neighbours: Vec<Neighbour>,
+    /// Prefixes it announces.
+    pub originate: Vec<Origination>,
+}
+
+/// One session of a speaker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Neighbour {
+    /// The link the session runs over.
+    pub link: LinkId,
+    /// The switch at the other end.
+    pub peer: NodeId,
+    /// Its name.
+    pub peer_name: String,
+    /// The local interface.
+    pub ifname: String,
+    /// Our address on the link (the session's source and our NEXT_HOP).
+    pub local_addr: Ipv4Addr,
+    /// The peer's address on the link.
+    pub peer_addr: Ipv4Addr,
+    /// The AS the peer must announce.
+    pub peer_asn: u32,
+    /// Wait for the peer to connect. Exactly one end of every session is
+    /// passive (the one with the higher address), so the two ends never
+    /// open colliding connections (RFC 4271 §6.8), whatever implementation
+    /// runs at either end.
+    pub passive: bool,
+}
+
+/// A prefix a speaker announces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Origination {
+    /// The prefix.
+    pub prefix: Ipv4Net,
+    /// Announced only while this local interface is up (a dual-homed
+    /// host's /32); `None`: always.
+    pub port: Option<String>,
+}
+
+/// The plan for every switch of `fabric`, in node order. Switches without
+/// an ASN or a loopback (none in a validated fabric) are skipped.
+pub fn speakers(fabric: &Fabric) -> Vec<Speaker> {
+    fabric
+        .nodes
+        .iter()
+        .filter(|n| n.role.is_switch())
+        .filter_map(|node| {
+            let (asn, router_id) = (node.asn?.0, node.loopback?);
+            let mut neighbours = Vec::new();
+            let mut originate = vec![Origination {
+                prefix: Ipv4Net::from(router_id),
+                port: None,
+            }];
+            for (link, local, remote) in fabric.ports(node.id) {
+                let peer = fabric.node(remote.node);
+                if peer.role.is_switch() {
+                    let peer_asn = peer.asn.map_or(0, |a| a.0);
+                    neighbours.push(Neighbour {
+                        link: link.id,
+                        peer: peer.id,
+                        peer_name: peer.name.clone(),
+                        ifname: local.ifname.clone(),
+                        local_addr: local.addr.addr(),
+                        peer_addr: remote.addr.addr(),
+                        peer_asn,
+                        passive: local.addr.addr() > remote.addr.addr(),
+                    });
+                } else if dual_homed(fabric, remote.addr.addr()) {
+                    originate.push(Origination {
+                        prefix: Ipv4Net::from(remote.addr.addr()),
+                        port: Some(local.ifname.clone()),
+                    });
+                }
+            }
+            for prefix in &fabric.prefixes {
+                if prefix.kind != PrefixKind::Loopback && prefix.attached.contains(&node.id) {
+                    originate.push(Origination {
+                        prefix: prefix.net,
+                        port: None,
+                    });
+                }
+            }
+            originate.sort_by_key(|o| (o.prefix.network(), o.prefix.prefix_len()));
+            originate.dedup_by(|a, b| a.prefix == b.prefix);
+            Some(Speaker {
+                node: node.id,
+                name: node.name.clone(),
+                asn,
+                router_id,
+                neighbours,
+                originate,
+            })
+        })
+        .collect()
+}
+
+/// True when `host` sits in a host subnet attached to more than one switch.
+fn dual_homed(fabric: &Fabric, host: Ipv4Addr) -> bool {
+    fabric.prefixes.iter().any(|p| {
+        matches!(p.kind, PrefixKind::Hosts { .. }) && p.attached.len() > 1 && p.net.contains(&host)
+    })
+}
+
+/// The prefixes each speaker has in its FIB once the fabric has
+/// converged with every link up, in `speakers` order: every prefix it
+/// learns from another switch (its own originations are not in its FIB).
+///
+/// Computed by running the fabric's BGP to quiescence in memory, with the
+/// same [`Rib`] the agents use: an RFC 7938 fabric does not deliver every
+/// prefix everywhere (a switch drops paths through its own AS, so two
+/// fat-tree aggregation switches of a pod never learn each other's
+/// loopbacks), and only the protocol itself says exactly which.
+pub fn converged(speakers: &[Speaker]) -> Vec<BTreeSet<Ipv4Net>> {
+    let index: HashMap<NodeId, usize> = speakers
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.node, i))
+        .collect();
+    // For neighbour `n` of speaker `i`: the peer speaker and the position
+    // of the session in the peer's list.
+    let reverse: Vec<Vec<Option<(usize, PeerId)>>> = speakers
+        .iter()
+        .map(|s| {
+            s.neighbours
+                .iter()
+                .map(|n| {
+                    let p = *index.get(&n.peer)?;
+                    let back = speakers[p]
+                        .neighbours
+                        .iter()
+                        .position(|b| b.link == n.link)?;
+                    Some((p, back as PeerId))
+                })
+                .collect()
+        })
+        .collect();
+    let summary = |n: &Neighbour, peer: &Speaker| PeerSummary {
+        peer_as: n.peer_asn,
+        peer_addr: n.peer_addr,
+        peer_id: peer.router_id,
+    };
+    let mut ribs: Vec<Rib> = speakers
+        .iter()
+        .map(|s| Rib::new(s.asn, s.router_id, Multipath::Relax))
+        .collect();
+    let mut queue: VecDeque<(usize, Vec<Ipv4Net>)> = VecDeque::new();
+    for (i, s) in speakers.iter().enumerate() {
+        let changed: Vec<Ipv4Net> = s
+            .originate
+            .iter()
+            .flat_map(|o| ribs[i].originate(o.prefix))
+            .map(|c| c.prefix())
+            .collect();
+        queue.push_back((i, changed));
+    }
+    while let Some((i, prefixes)) = queue.pop_front() {
+        for (n, neighbour) in speakers[i].neighbours.iter().enumerate() {
+            let Some((p, back)) = reverse[i][n] else {
+                continue;
+            };
+            let to = summary(neighbour, &speakers[p]);
+            let from = summary(&speakers[p].neighbours[back as usize], &speakers[i]);
+            let updates = ribs[i].export(n as PeerId, &to, neighbour.local_addr, &prefixes);
+            let mut changed = Vec::new();
+            for update in &updates {
+                changed.extend(
+                    ribs[p]
+                        .update(back, &from, update)
+                        .iter()
+                        .map(Change::prefix),
+                );
+            }
+            if !changed.is_empty() {
+                queue.push_back((p, changed));
+            }
+        }
+    }
+    ribs.iter()
+        .map(|rib| {
+            rib.loc_rib()
+                .filter(|(_, best)| !best.local)
+                .map(|(p, _)| *p)
+                .collect()
+        })
+        .collect()
+}
