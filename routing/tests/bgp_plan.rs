@@ -4,6 +4,7 @@
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
+use turbonet_routing::Failures;
 use turbonet_routing::bgp::plan::{self, Speaker};
 use turbonet_topo::{Lab, Role};
 
@@ -60,8 +61,8 @@ fn fat_tree_sessions_are_one_per_link_with_one_passive_end() {
 fn fat_tree_converges_to_every_prefix_the_asn_plan_allows() {
     let lab = lab("scenarios/fat-tree-k4.toml");
     let speakers = plan::speakers(&lab.fabric);
-    let fibs = plan::converged(&speakers);
-    let loopbacks = |i: usize| fibs[i].iter().filter(|p| p.prefix_len() == 32).count();
+    let fibs = plan::converged(&speakers, &Failures::default());
+    let loopbacks = |i: usize| fibs[i].keys().filter(|p| p.prefix_len() == 32).count();
     // An edge switch (its own AS) learns all 19 other loopbacks and the 7
     // other edges' host subnets.
     let (edge, _) = speaker(&speakers, "edge0-0");
@@ -100,13 +101,18 @@ fn hpn_tors_announce_dual_homed_hosts_per_port() {
     }
     // Once converged, every switch of the other plane reaches those hosts
     // by their /32 (through the cores).
-    let fibs = plan::converged(&speakers);
+    let fibs = plan::converged(&speakers, &Failures::default());
     for (i, s) in speakers.iter().enumerate() {
         for o in &host_routes {
             if s.originate.iter().any(|own| own.prefix == o.prefix) {
                 continue; // the host's other ToR
             }
-            assert!(fibs[i].contains(&o.prefix), "{} lacks {}", s.name, o.prefix);
+            assert!(
+                fibs[i].contains_key(&o.prefix),
+                "{} lacks {}",
+                s.name,
+                o.prefix
+            );
         }
     }
     let loopback = Ipv4Net::from(Ipv4Addr::from(tor.router_id));
@@ -115,4 +121,50 @@ fn hpn_tors_announce_dual_homed_hosts_per_port() {
             .iter()
             .any(|o| o.prefix == loopback && o.port.is_none())
     );
+}
+
+#[test]
+fn a_failed_link_shrinks_ecmp_and_a_failed_host_link_moves_the_host() {
+    let lab = lab("scenarios/hpn.toml");
+    let speakers = plan::speakers(&lab.fabric);
+    let healthy = plan::converged(&speakers, &Failures::default());
+    let tor = &speakers[0];
+    let (host_if, host_link) = tor.host_ports[0].clone();
+    let host = tor
+        .originate
+        .iter()
+        .find(|o| o.port.as_deref() == Some(host_if.as_str()))
+        .expect("a dual-homed host")
+        .prefix;
+    let mut failures = Failures::default();
+    failures.links.insert(host_link);
+    let failed = plan::converged(&speakers, &failures);
+    // Every other switch of the ToR's plane reached the host through the
+    // ToR; now the ToR withdrew the /32 and the host is reached through
+    // its other ToR only (via the cores), or through the subnet.
+    for (i, s) in speakers.iter().enumerate().skip(1) {
+        if s.originate.iter().any(|o| o.prefix == host) {
+            continue;
+        }
+        let before = healthy[i].get(&host);
+        let after = failed[i].get(&host);
+        assert!(before.is_some(), "{} had {host}", s.name);
+        if s.neighbours.iter().any(|n| n.peer == tor.node) {
+            let tor_addr = s
+                .neighbours
+                .iter()
+                .find(|n| n.peer == tor.node)
+                .unwrap()
+                .peer_addr;
+            assert!(before.unwrap().contains(&tor_addr));
+            assert!(
+                !after.is_some_and(|hops| hops.contains(&tor_addr)),
+                "{}",
+                s.name
+            );
+        }
+    }
+    // The ToR itself now learns the host's /32 from the fabric.
+    assert!(failed[0].contains_key(&host));
+    assert!(!healthy[0].contains_key(&host));
 }

@@ -15,12 +15,14 @@
 //!   still announce);
 //! - the networks behind its external ports.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
 use serde::Serialize;
 use turbonet_topo::{Fabric, LinkId, NodeId, PrefixKind};
+
+use crate::Failures;
 
 use super::rib::{Change, Multipath, PeerId, PeerSummary, Rib};
 
@@ -39,6 +41,8 @@ pub struct Speaker {
     pub neighbours: Vec<Neighbour>,
     /// Prefixes it announces.
     pub originate: Vec<Origination>,
+    /// Its ports to hosts: interface and link.
+    pub host_ports: Vec<(String, LinkId)>,
 }
 
 /// One session of a speaker.
@@ -85,6 +89,7 @@ pub fn speakers(fabric: &Fabric) -> Vec<Speaker> {
         .filter_map(|node| {
             let (asn, router_id) = (node.asn?.0, node.loopback?);
             let mut neighbours = Vec::new();
+            let mut host_ports = Vec::new();
             let mut originate = vec![Origination {
                 prefix: Ipv4Net::from(router_id),
                 port: None,
@@ -103,11 +108,14 @@ pub fn speakers(fabric: &Fabric) -> Vec<Speaker> {
                         peer_asn,
                         passive: local.addr.addr() > remote.addr.addr(),
                     });
-                } else if dual_homed(fabric, remote.addr.addr()) {
-                    originate.push(Origination {
-                        prefix: Ipv4Net::from(remote.addr.addr()),
-                        port: Some(local.ifname.clone()),
-                    });
+                } else {
+                    host_ports.push((local.ifname.clone(), link.id));
+                    if dual_homed(fabric, remote.addr.addr()) {
+                        originate.push(Origination {
+                            prefix: Ipv4Net::from(remote.addr.addr()),
+                            port: Some(local.ifname.clone()),
+                        });
+                    }
                 }
             }
             for prefix in &fabric.prefixes {
@@ -127,6 +135,7 @@ pub fn speakers(fabric: &Fabric) -> Vec<Speaker> {
                 router_id,
                 neighbours,
                 originate,
+                host_ports,
             })
         })
         .collect()
@@ -139,23 +148,32 @@ fn dual_homed(fabric: &Fabric, host: Ipv4Addr) -> bool {
     })
 }
 
-/// The prefixes each speaker has in its FIB once the fabric has
-/// converged with every link up, in `speakers` order: every prefix it
-/// learns from another switch (its own originations are not in its FIB).
+/// What a speaker's FIB holds: for every prefix it learned, the next hops
+/// (peer addresses) of its equal-cost routes.
+pub type Fib = BTreeMap<Ipv4Net, BTreeSet<Ipv4Addr>>;
+
+/// The FIB of every speaker once the fabric has converged around
+/// `failures`, in `speakers` order (a failed switch's FIB is empty): every
+/// prefix it learns from another switch, with its ECMP next hops (its own
+/// originations are not in its FIB).
 ///
 /// Computed by running the fabric's BGP to quiescence in memory, with the
 /// same [`Rib`] the agents use: an RFC 7938 fabric does not deliver every
 /// prefix everywhere (a switch drops paths through its own AS, so two
 /// fat-tree aggregation switches of a pod never learn each other's
-/// loopbacks), and only the protocol itself says exactly which.
-pub fn converged(speakers: &[Speaker]) -> Vec<BTreeSet<Ipv4Net>> {
+/// loopbacks), and only the protocol itself says exactly which. With
+/// deterministic tie-breaking and no policy, the outcome does not depend on
+/// message order.
+pub fn converged(speakers: &[Speaker], failures: &Failures) -> Vec<Fib> {
     let index: HashMap<NodeId, usize> = speakers
         .iter()
         .enumerate()
         .map(|(i, s)| (s.node, i))
         .collect();
+    let down = |s: &Speaker| failures.nodes.contains(&s.node);
+    let link_down = |n: &Neighbour| failures.links.contains(&n.link);
     // For neighbour `n` of speaker `i`: the peer speaker and the position
-    // of the session in the peer's list.
+    // of the session in the peer's list, when the session can come up.
     let reverse: Vec<Vec<Option<(usize, PeerId)>>> = speakers
         .iter()
         .map(|s| {
@@ -163,6 +181,9 @@ pub fn converged(speakers: &[Speaker]) -> Vec<BTreeSet<Ipv4Net>> {
                 .iter()
                 .map(|n| {
                     let p = *index.get(&n.peer)?;
+                    if down(s) || down(&speakers[p]) || link_down(n) {
+                        return None;
+                    }
                     let back = speakers[p]
                         .neighbours
                         .iter()
@@ -183,9 +204,20 @@ pub fn converged(speakers: &[Speaker]) -> Vec<BTreeSet<Ipv4Net>> {
         .collect();
     let mut queue: VecDeque<(usize, Vec<Ipv4Net>)> = VecDeque::new();
     for (i, s) in speakers.iter().enumerate() {
+        if down(s) {
+            continue;
+        }
+        let port_up = |port: &Option<String>| match port {
+            None => true,
+            Some(ifname) => !s
+                .host_ports
+                .iter()
+                .any(|(name, link)| name == ifname && failures.links.contains(link)),
+        };
         let changed: Vec<Ipv4Net> = s
             .originate
             .iter()
+            .filter(|o| port_up(&o.port))
             .flat_map(|o| ribs[i].originate(o.prefix))
             .map(|c| c.prefix())
             .collect();
@@ -217,7 +249,7 @@ pub fn converged(speakers: &[Speaker]) -> Vec<BTreeSet<Ipv4Net>> {
         .map(|rib| {
             rib.loc_rib()
                 .filter(|(_, best)| !best.local)
-                .map(|(p, _)| *p)
+                .map(|(p, best)| (*p, best.nexthops.iter().map(|&(_, nh)| nh).collect()))
                 .collect()
         })
         .collect()
