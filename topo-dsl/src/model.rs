@@ -3,6 +3,7 @@
 //! valid: every name is unique, every address comes from its pool, every link
 //! joins two existing nodes.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::Ipv4Addr;
 use std::str::FromStr;
@@ -228,11 +229,96 @@ pub enum Target {
     Soft,
 }
 
-/// Routing configuration.
+/// Routing configuration: the scenario's `[routing]` section.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RoutingConfig {
     /// Control-plane mode.
     pub mode: RoutingMode,
+    /// Agent of every switch not listed in `agents` (BGP mode; the default,
+    /// [`Agent::Builtin`], in the other modes).
+    pub agent: Agent,
+    /// Per-switch overrides, by node id (switches only; empty outside BGP
+    /// mode).
+    pub agents: BTreeMap<NodeId, Agent>,
+    /// BGP timers for the fabric's sessions ([`BgpTimers::default`]
+    /// outside BGP mode).
+    pub timers: BgpTimers,
+}
+
+impl RoutingConfig {
+    /// The agent `node` runs: its override in `agents`, else `agent`.
+    pub fn agent_of(&self, node: NodeId) -> Agent {
+        self.agents.get(&node).copied().unwrap_or(self.agent)
+    }
+}
+
+/// The BGP speaker a switch runs in BGP mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Agent {
+    /// turbonet's own BGP speaker.
+    #[default]
+    Builtin,
+    /// FRRouting's `bgpd`.
+    Frr,
+    /// BIRD.
+    Bird,
+}
+
+impl Agent {
+    /// Every agent, as written in scenarios.
+    pub const NAMES: &'static [&'static str] = &["builtin", "frr", "bird"];
+
+    /// Every agent, in the order of [`Agent::NAMES`].
+    pub const ALL: [Agent; 3] = [Agent::Builtin, Agent::Frr, Agent::Bird];
+
+    /// The name used in scenario files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Agent::Builtin => "builtin",
+            Agent::Frr => "frr",
+            Agent::Bird => "bird",
+        }
+    }
+
+    /// The agent with this scenario name.
+    pub fn from_name(name: &str) -> Option<Agent> {
+        Agent::ALL.into_iter().find(|a| a.as_str() == name)
+    }
+}
+
+impl fmt::Display for Agent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Timers of the fabric's BGP sessions, in seconds (RFC 4271 section 10).
+/// The parser guarantees `hold_time` is 0 or at least 3 (section 4.2),
+/// `keepalive` and `connect_retry` at least 1, and `3 * keepalive <=
+/// hold_time` when `hold_time` is not 0 (section 4.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BgpTimers {
+    /// Hold time proposed in OPEN: 0 (no keepalives, the session never
+    /// times out) or at least 3.
+    pub hold_time: u16,
+    /// Interval between KEEPALIVEs, at least 1; at most a third of
+    /// `hold_time` when `hold_time` is not 0.
+    pub keepalive: u16,
+    /// ConnectRetry interval between connection attempts, at least 1.
+    pub connect_retry: u16,
+}
+
+/// Fast lab timers: hold 3 s, keepalive 1 s, connect retry 1 s, so that a
+/// failure is noticed within seconds rather than RFC 4271's suggested 90 s.
+impl Default for BgpTimers {
+    fn default() -> Self {
+        BgpTimers {
+            hold_time: 3,
+            keepalive: 1,
+            connect_retry: 1,
+        }
+    }
 }
 
 /// Control-plane modes (TurboNet vocabulary).
@@ -1018,6 +1104,20 @@ pub struct ExternalPort {
     pub routes: Vec<Ipv4Net>,
     /// Next hop for `routes`.
     pub gateway: Option<Ipv4Addr>,
+    /// eBGP neighbour on the port's subnet (BGP mode only); `routes` stay
+    /// static routes next to it.
+    pub bgp: Option<ExternalPeer>,
+}
+
+/// An eBGP neighbour outside the fabric, reached through an
+/// [`ExternalPort`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ExternalPeer {
+    /// Its address: a host address on the port's subnet other than the
+    /// node's own.
+    pub addr: Ipv4Addr,
+    /// Its ASN: not 0 and not the attached node's (an eBGP session).
+    pub asn: Asn,
 }
 
 /// Nodes, links and prefixes of a lab.

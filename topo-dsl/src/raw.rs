@@ -73,11 +73,17 @@ pub(crate) struct RawCustomLink {
     pub mtu: Option<Spanned<toml::Value>>,
 }
 
-/// `[routing]` (`asn` is read separately).
+/// `[routing]` (`asn` and `agents` are read separately). The timers are
+/// kept as values so that a wrong type is reported by name without losing
+/// the rest of the section.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawRouting {
     pub mode: Option<Spanned<String>>,
+    pub agent: Option<Spanned<String>>,
+    pub hold_time: Option<Spanned<toml::Value>>,
+    pub keepalive: Option<Spanned<toml::Value>>,
+    pub connect_retry: Option<Spanned<toml::Value>>,
 }
 
 /// `[routing.asn]`
@@ -239,6 +245,18 @@ pub(crate) struct RawExternal {
     pub address: Option<Spanned<String>>,
     pub gateway: Option<Spanned<String>>,
     pub routes: Option<Vec<Spanned<String>>>,
+    /// Listed for the key checks; its value is read from
+    /// [`Section::extra`] (a table, whose keys need spans).
+    #[allow(dead_code)]
+    pub bgp: Option<IgnoredAny>,
+}
+
+/// `bgp = { peer = "192.0.2.2", asn = 65010 }` in `[[external]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawExternalPeer {
+    pub peer: Option<Spanned<String>>,
+    pub asn: Option<Spanned<toml::Value>>,
 }
 
 /// The field names of a `#[derive(Deserialize)]` struct, as serde sees them.

@@ -136,16 +136,11 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
     };
 
     // [routing]
-    let (mode, asn_base) = match sections.get("routing") {
+    let routing = match sections.get("routing") {
         Some(v) => read_routing(d, v),
-        None => (
-            Some(RoutingMode::Static),
-            AsnBase {
-                base: plan::DEFAULT_ASN_BASE,
-                span: None,
-            },
-        ),
+        None => RoutingRead::defaults(),
     };
+    let asn_base = &routing.asn_base;
 
     // [addressing]
     let pools = read_addressing(d, sections.get("addressing").copied());
@@ -185,7 +180,7 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
                 }
                 p
             };
-            plan::build(d, t.graph, t.kind, pools, &asn_base, t.span, &params)
+            plan::build(d, t.graph, t.kind, pools, asn_base, t.span, &params)
         }
         _ => None,
     };
@@ -195,9 +190,14 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
         check_link_params(d, fabric, &link_cfg, &inline_spans, &override_spans);
     }
 
+    // [routing.agents], now that the nodes are known.
+    let agents = fabric
+        .as_ref()
+        .and_then(|f| resolve_agents(d, &routing.agents, f));
+
     // [[external]]
     if let Some(v) = sections.get("external") {
-        read_externals(d, v, fabric.as_mut(), pools.as_ref());
+        read_externals(d, v, fabric.as_mut(), pools.as_ref(), &routing);
     }
 
     // [[timeline]]
@@ -212,7 +212,12 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
         seed,
         target: target?,
         engine: engine?,
-        routing: RoutingConfig { mode: mode? },
+        routing: RoutingConfig {
+            mode: routing.mode?,
+            agent: routing.agent?,
+            agents: agents?,
+            timers: routing.timers?,
+        },
         fabric: fabric?,
         timeline,
     })
@@ -334,23 +339,92 @@ fn check_name_chars(name: &str) -> Result<(), String> {
 // ---------------------------------------------------------------------------
 // [routing]
 
-fn read_routing(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>) -> (Option<RoutingMode>, AsnBase) {
-    let mut base = AsnBase {
-        base: plan::DEFAULT_ASN_BASE,
-        span: None,
-    };
+/// `[routing]` as read, before the names of `[routing.agents]` can be
+/// resolved (they name nodes of the generated fabric).
+struct RoutingRead {
+    /// `None` when `mode` is invalid (or the section is broken).
+    mode: Option<RoutingMode>,
+    /// Where `mode` was written.
+    mode_span: Option<Range<usize>>,
+    asn_base: AsnBase,
+    /// `None` when `agent` is invalid.
+    agent: Option<Agent>,
+    /// `None` when a timer is invalid.
+    timers: Option<BgpTimers>,
+    /// `[routing.agents]`: each node name with its span, and the agent
+    /// (`None` when the value is invalid).
+    agents: Vec<(String, Range<usize>, Option<Agent>)>,
+}
+
+impl RoutingRead {
+    fn defaults() -> Self {
+        RoutingRead {
+            mode: Some(RoutingMode::Static),
+            mode_span: None,
+            asn_base: AsnBase {
+                base: plan::DEFAULT_ASN_BASE,
+                span: None,
+            },
+            agent: Some(Agent::default()),
+            timers: Some(BgpTimers::default()),
+            agents: Vec::new(),
+        }
+    }
+
+    /// Reports `key` (written at `span`, in `what`) when the mode is known
+    /// and is not BGP. Returns false when it reported.
+    fn check_bgp_only(&self, d: &mut Diags<'_>, span: Range<usize>, key: &str, what: &str) -> bool {
+        let Some(mode) = self.mode else {
+            // The mode itself is wrong and already reported.
+            return true;
+        };
+        if mode == RoutingMode::Bgp {
+            return true;
+        }
+        let why = match &self.mode_span {
+            Some(m) => format!(
+                "the routing mode is \"{mode}\" (`mode` at line {})",
+                d.line_col(m.start).0
+            ),
+            None => "the routing mode is \"static\" by default".to_string(),
+        };
+        d.error(
+            Some(span),
+            format!("`{key}` in {what} is only used with mode = \"bgp\""),
+        )
+        .label("BGP mode only")
+        .help(format!(
+            "{why}; set `mode = \"bgp\"` in `[routing]`, or remove `{key}`"
+        ));
+        false
+    }
+}
+
+/// The span of the key `name` of a table value.
+fn key_span(v: &Spanned<DeValue<'_>>, name: &str) -> Option<Range<usize>> {
+    v.get_ref()
+        .as_table()?
+        .iter()
+        .find(|(k, _)| k.get_ref() == name)
+        .map(|(k, _)| k.span())
+}
+
+fn read_routing(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>) -> RoutingRead {
+    let mut out = RoutingRead::defaults();
     let mut allowed: Vec<&str> = fields_of::<RawRouting>().to_vec();
-    allowed.push("asn");
+    allowed.extend(["asn", "agents"]);
     let keys = Keys {
         allowed: &allowed,
-        extra: &["asn"],
+        extra: &["asn", "agents"],
         foreign: &[],
         foreign_reason: "",
     };
     let Some(s) = read_table::<RawRouting>(d, v, "`[routing]`", keys) else {
-        return (None, base);
+        out.mode = None;
+        return out;
     };
-    let mode = match &s.raw.mode {
+    out.mode_span = s.raw.mode.as_ref().map(|m| m.span());
+    out.mode = match &s.raw.mode {
         None => Some(RoutingMode::Static),
         Some(m) => match m.get_ref().as_str() {
             "static" => Some(RoutingMode::Static),
@@ -373,14 +447,294 @@ fn read_routing(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>) -> (Option<RoutingM
         };
         if let Some(a) = read_table::<RawAsn>(d, asn, "`[routing.asn]`", keys) {
             if let Some(b) = a.raw.base {
-                base = AsnBase {
+                out.asn_base = AsnBase {
                     base: *b.get_ref(),
                     span: Some(b.span()),
                 };
             }
         }
     }
-    (mode, base)
+
+    // BGP-only keys, in file order.
+    let mut bgp_keys: Vec<(&str, Range<usize>)> = [
+        ("agent", s.raw.agent.is_some()),
+        ("agents", s.extra.contains_key("agents")),
+        ("hold_time", s.raw.hold_time.is_some()),
+        ("keepalive", s.raw.keepalive.is_some()),
+        ("connect_retry", s.raw.connect_retry.is_some()),
+    ]
+    .into_iter()
+    .filter(|(_, given)| *given)
+    .filter_map(|(k, _)| Some((k, key_span(v, k)?)))
+    .collect();
+    bgp_keys.sort_by_key(|(_, span)| span.start);
+    for (key, span) in bgp_keys {
+        out.check_bgp_only(d, span, key, "`[routing]`");
+    }
+
+    // agent
+    if let Some(a) = &s.raw.agent {
+        out.agent = read_agent(d, a.get_ref(), a.span(), None);
+    }
+
+    // Timers (RFC 4271 section 10).
+    let hold = seconds(d, &s.raw.hold_time, "hold_time");
+    let keepalive = seconds(d, &s.raw.keepalive, "keepalive");
+    let connect_retry = seconds(d, &s.raw.connect_retry, "connect_retry");
+    let defaults = BgpTimers::default();
+    let hold = hold.map(|h| match h {
+        None => Some(defaults.hold_time),
+        Some((h, span)) => match u16::try_from(h) {
+            Ok(h) if h == 0 || h >= 3 => Some(h),
+            _ => {
+                d.error(
+                    Some(span),
+                    format!("`hold_time` must be 0 or from 3 to 65535 seconds, found {h}"),
+                )
+                .label("invalid hold time")
+                .help(
+                    "RFC 4271 section 4.2: the hold time is either 0 (no KEEPALIVEs; the session \
+                     never times out) or at least 3 seconds; the default is 3",
+                );
+                None
+            }
+        },
+    });
+    let keepalive = keepalive.map(|k| match k {
+        None => Some((defaults.keepalive, None)),
+        Some((k, span)) => match u16::try_from(k) {
+            Ok(k) if k >= 1 => Some((k, Some(span))),
+            _ => {
+                d.error(
+                    Some(span),
+                    format!("`keepalive` must be from 1 to 65535 seconds, found {k}"),
+                )
+                .label("invalid keepalive")
+                .help(
+                    "the interval between KEEPALIVEs, at least 1 second (RFC 4271 section 4.4) \
+                     and at most a third of `hold_time`; the default is 1",
+                );
+                None
+            }
+        },
+    });
+    let connect_retry = connect_retry.map(|c| match c {
+        None => Some(defaults.connect_retry),
+        Some((c, span)) => match u16::try_from(c) {
+            Ok(c) if c >= 1 => Some(c),
+            _ => {
+                d.error(
+                    Some(span),
+                    format!("`connect_retry` must be from 1 to 65535 seconds, found {c}"),
+                )
+                .label("invalid connect retry")
+                .help(
+                    "the time between attempts to open a session (ConnectRetryTime, RFC 4271 \
+                     section 10), at least 1 second; the default is 1",
+                );
+                None
+            }
+        },
+    });
+    out.timers = match (hold.flatten(), keepalive.flatten(), connect_retry.flatten()) {
+        (Some(hold_time), Some((keepalive, keepalive_span)), Some(connect_retry)) => {
+            if hold_time > 0 && u32::from(keepalive) * 3 > u32::from(hold_time) {
+                let whence = match &s.raw.hold_time {
+                    Some(h) => format!(
+                        "`hold_time` = {hold_time} (line {})",
+                        d.line_col(h.span().start).0
+                    ),
+                    None => format!("the default `hold_time` of {hold_time}"),
+                };
+                // A default keepalive (1) always fits a valid hold time.
+                let span = keepalive_span.or(s.raw.hold_time.as_ref().map(|h| h.span()));
+                d.error(
+                    span,
+                    format!(
+                        "`keepalive` = {keepalive} is more than a third of the hold time {hold_time}"
+                    ),
+                )
+                .label("keepalive too long for the hold time")
+                .help(format!(
+                    "RFC 4271 section 4.4: KEEPALIVEs are sent every third of the hold time, so \
+                     that a peer's hold timer survives two lost ones; with {whence}, set \
+                     `keepalive` to at most {}, or `hold_time` to at least {}",
+                    hold_time / 3,
+                    u32::from(keepalive) * 3
+                ));
+                None
+            } else {
+                Some(BgpTimers {
+                    hold_time,
+                    keepalive,
+                    connect_retry,
+                })
+            }
+        }
+        _ => None,
+    };
+
+    // [routing.agents]: names are resolved once the fabric is built.
+    if let Some(agents) = s.extra.get("agents") {
+        match agents.get_ref().as_table() {
+            None => {
+                d.error(
+                    Some(agents.span()),
+                    format!(
+                        "`agents` in `[routing]` must be a table of switch names to agents, found {}",
+                        agents.get_ref().type_str()
+                    ),
+                )
+                .label("expected a table")
+                .help(format!(
+                    "write `[routing.agents]` with lines such as `\"tor0-r0p0\" = \"frr\"`; valid agents: {}",
+                    Agent::NAMES.join(", ")
+                ));
+            }
+            Some(table) => {
+                for (key, val) in table.iter() {
+                    let name: &str = key.get_ref();
+                    let agent = match val.get_ref().as_str() {
+                        Some(text) => read_agent(d, text, val.span(), Some(name)),
+                        None => {
+                            d.error(
+                                Some(val.span()),
+                                format!(
+                                    "the agent of `{name}` must be a string, found {}",
+                                    val.get_ref().type_str()
+                                ),
+                            )
+                            .label("expected an agent name")
+                            .help(format!(
+                                "write e.g. `\"{name}\" = \"frr\"`; valid agents: {}",
+                                Agent::NAMES.join(", ")
+                            ));
+                            None
+                        }
+                    };
+                    out.agents.push((name.to_string(), key.span(), agent));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// An agent name; `node` is the switch of a `[routing.agents]` entry.
+fn read_agent(
+    d: &mut Diags<'_>,
+    text: &str,
+    span: Range<usize>,
+    node: Option<&str>,
+) -> Option<Agent> {
+    let agent = Agent::from_name(text);
+    if agent.is_none() {
+        let message = match node {
+            Some(n) => format!("unknown agent `{text}` for `{n}`"),
+            None => format!("unknown agent `{text}`"),
+        };
+        d.error(Some(span), message)
+            .label("unknown agent")
+            .help(choices_help(text, "agents", Agent::NAMES));
+    }
+    agent
+}
+
+/// An integer number of seconds. `None`: the value is not a non-negative
+/// integer (reported); `Some(None)`: the key is absent.
+fn seconds(
+    d: &mut Diags<'_>,
+    v: &Option<Spanned<toml::Value>>,
+    key: &str,
+) -> Option<Option<(i64, Range<usize>)>> {
+    let Some(v) = v else { return Some(None) };
+    match v.get_ref() {
+        toml::Value::Integer(n) if *n >= 0 => Some(Some((*n, v.span()))),
+        toml::Value::Integer(n) => {
+            d.error(
+                Some(v.span()),
+                format!("`{key}` must be a non-negative number of seconds, found {n}"),
+            )
+            .label("negative")
+            .help(format!("write whole seconds, e.g. `{key} = 3`"));
+            None
+        }
+        other => {
+            d.error(
+                Some(v.span()),
+                format!(
+                    "`{key}` must be an integer number of seconds, found {} {other}",
+                    other.type_str()
+                ),
+            )
+            .label("expected an integer")
+            .help(format!(
+                "write whole seconds as a plain integer without unit or quotes, e.g. `{key} = 3`"
+            ));
+            None
+        }
+    }
+}
+
+/// Resolves the switch names of `[routing.agents]` against the built fabric.
+fn resolve_agents(
+    d: &mut Diags<'_>,
+    entries: &[(String, Range<usize>, Option<Agent>)],
+    fabric: &Fabric,
+) -> Option<BTreeMap<NodeId, Agent>> {
+    let mut ok = true;
+    let mut agents = BTreeMap::new();
+    for (name, span, agent) in entries {
+        match fabric.node_by_name(name) {
+            Some(n) if n.role.is_switch() => {
+                if let Some(a) = agent {
+                    agents.insert(n.id, *a);
+                } else {
+                    ok = false;
+                }
+            }
+            Some(host) => {
+                ok = false;
+                let example = fabric
+                    .ports(host.id)
+                    .map(|(_, _, remote)| fabric.node(remote.node))
+                    .find(|n| n.role.is_switch())
+                    .map(|sw| format!(", e.g. `{}`, the switch `{name}` is attached to", sw.name))
+                    .unwrap_or_default();
+                d.error(
+                    Some(span.clone()),
+                    format!("`{name}` is a host: hosts run no routing agent; only switches take an agent"),
+                )
+                .label("not a switch")
+                .help(format!("remove this line, or name a switch{example}"));
+            }
+            None => {
+                ok = false;
+                let close: Vec<String> =
+                    crate::suggest::closest(name, fabric.switches().map(|n| n.name.as_str()))
+                        .into_iter()
+                        .map(|n| format!("`{n}`"))
+                        .collect();
+                let example = fabric
+                    .switches()
+                    .next()
+                    .map(|n| format!("switch names look like `{}`", n.name))
+                    .unwrap_or_else(|| "this topology has no switches".to_string());
+                let help = if close.is_empty() {
+                    example
+                } else {
+                    format!("close names: {}; {example}", close.join(", "))
+                };
+                d.error(
+                    Some(span.clone()),
+                    format!("unknown node `{name}` in `[routing.agents]`"),
+                )
+                .label("no such switch")
+                .help(help);
+            }
+        }
+    }
+    ok.then_some(agents)
 }
 
 // ---------------------------------------------------------------------------
@@ -1523,6 +1877,7 @@ fn read_externals(
     v: &Spanned<DeValue<'_>>,
     mut fabric: Option<&mut Fabric>,
     pools: Option<&Pools>,
+    routing: &RoutingRead,
 ) {
     let Some(items) = array_items(d, v, "`external`", "[[external]]") else {
         return;
@@ -1531,7 +1886,7 @@ fn read_externals(
     for (index, item) in items.iter().enumerate() {
         let keys = Keys {
             allowed: fields_of::<RawExternal>(),
-            extra: &[],
+            extra: &["bgp"],
             foreign: &[],
             foreign_reason: "",
         };
@@ -1707,6 +2062,15 @@ fn read_externals(
                 }
             }
         }
+        // The eBGP neighbour; its ASN is checked once the node is known.
+        let mut peer = (None, None);
+        if let Some(bgp) = s.extra.get("bgp") {
+            if let Some(span) = key_span(item, "bgp") {
+                ok &= routing.check_bgp_only(d, span, "bgp", "`[[external]]`");
+            }
+            peer = read_external_peer(d, bgp, address.as_ref().map(|(net, _)| *net));
+            ok &= peer.0.is_some() && peer.1.is_some();
+        }
         // External networks must not collide with the fabric's pools.
         if let Some(pools) = pools {
             let nets = address
@@ -1785,6 +2149,20 @@ fn read_externals(
             .help("set `name` to an interface name not used by the node's links");
             continue;
         }
+        if let (_, Some((asn, asn_span))) = &peer {
+            if fabric.node(node).asn == Some(*asn) {
+                d.error(
+                    Some(asn_span.clone()),
+                    format!("the BGP peer's ASN {asn} is the ASN of `{node_name}`"),
+                )
+                .label("same ASN as the node")
+                .help(format!(
+                    "an external neighbour is an eBGP peer: give it an ASN other than {asn} \
+                     (e.g. a private ASN from 64512 to 65534)"
+                ));
+                continue;
+            }
+        }
         if !ok {
             continue;
         }
@@ -1818,6 +2196,141 @@ fn read_externals(
             addr,
             routes: routes.into_iter().map(|(n, _)| n).collect(),
             gateway,
+            bgp: match peer {
+                (Some(addr), Some((asn, _))) => Some(ExternalPeer { addr, asn }),
+                _ => None,
+            },
         });
     }
+}
+
+/// Reads `bgp = { peer, asn }` of an `[[external]]` whose address is
+/// `address` (`None` when it is missing or invalid). Returns the peer's
+/// address and its ASN with where it was written, each `None` when it is
+/// missing or invalid (reported), so that the ASN can still be checked
+/// against the node's when the address is wrong.
+fn read_external_peer(
+    d: &mut Diags<'_>,
+    v: &Spanned<DeValue<'_>>,
+    address: Option<Ipv4Net>,
+) -> (Option<Ipv4Addr>, Option<(Asn, Range<usize>)>) {
+    const WHAT: &str = "`bgp` of `[[external]]`";
+    let keys = Keys {
+        allowed: fields_of::<RawExternalPeer>(),
+        extra: &[],
+        foreign: &[],
+        foreign_reason: "",
+    };
+    let Some(s) = read_table::<RawExternalPeer>(d, v, WHAT, keys) else {
+        return (None, None);
+    };
+    // An example neighbour: the first host address of the subnet that is
+    // not the node's.
+    let example = address
+        .and_then(|net| net.hosts().find(|h| *h != net.addr()))
+        .unwrap_or(Ipv4Addr::new(192, 0, 2, 2));
+    let peer = match &s.raw.peer {
+        None => {
+            d.error(Some(s.span.clone()), format!("missing `peer` in {WHAT}"))
+                .label("needs `peer`")
+                .help(format!(
+                    "add the neighbour's address on the external subnet, e.g. `peer = \"{example}\"`"
+                ));
+            None
+        }
+        Some(p) => match p.get_ref().trim().parse::<Ipv4Addr>() {
+            Err(_) => {
+                d.error(
+                    Some(p.span()),
+                    format!("invalid BGP peer address `{}`", p.get_ref()),
+                )
+                .label("invalid address")
+                .help(format!(
+                    "write the neighbour's IPv4 address on the external subnet, e.g. \"{example}\""
+                ));
+                None
+            }
+            Ok(addr) => match address {
+                // The port's address is wrong and already reported.
+                None => None,
+                Some(net) => {
+                    let subnet = net.trunc();
+                    let problem = if !subnet.contains(&addr) {
+                        Some((
+                            format!("BGP peer {addr} is not on the external subnet {subnet}"),
+                            "not on the external subnet",
+                        ))
+                    } else if addr == net.addr() {
+                        Some((
+                            format!("BGP peer {addr} is the node's own address on this port"),
+                            "the node's own address",
+                        ))
+                    } else if net.prefix_len() < 31
+                        && (addr == net.network() || addr == net.broadcast())
+                    {
+                        Some((
+                            format!(
+                                "BGP peer {addr} is the network or broadcast address of {subnet}"
+                            ),
+                            "not a host address",
+                        ))
+                    } else {
+                        None
+                    };
+                    match problem {
+                        Some((message, label)) => {
+                            d.error(Some(p.span()), message).label(label).help(format!(
+                                "the neighbour is directly connected: give another host address \
+                                 of {subnet} than the node's {}, e.g. \"{example}\"",
+                                net.addr()
+                            ));
+                            None
+                        }
+                        None => Some(addr),
+                    }
+                }
+            },
+        },
+    };
+    let asn = match &s.raw.asn {
+        None => {
+            d.error(Some(s.span.clone()), format!("missing `asn` in {WHAT}"))
+                .label("needs `asn`")
+                .help("add the neighbour's ASN, e.g. `asn = 65010`");
+            None
+        }
+        Some(a) => match a.get_ref() {
+            toml::Value::Integer(n) => match u32::try_from(*n) {
+                Ok(n) if n >= 1 => Some((Asn(n), a.span())),
+                _ => {
+                    let help = if *n == 0 {
+                        "ASN 0 is reserved and never used by a BGP speaker (RFC 7607)"
+                    } else {
+                        "4-byte ASNs (RFC 6793) are from 1 to 4294967295; private ones are \
+                         64512-65534 and 4200000000-4294967294"
+                    };
+                    d.error(
+                        Some(a.span()),
+                        format!("`asn` in {WHAT} must be from 1 to 4294967295, found {n}"),
+                    )
+                    .label("invalid ASN")
+                    .help(help);
+                    None
+                }
+            },
+            other => {
+                d.error(
+                    Some(a.span()),
+                    format!(
+                        "`asn` in {WHAT} must be an integer, found {} {other}",
+                        other.type_str()
+                    ),
+                )
+                .label("expected an integer")
+                .help("write the ASN as a plain integer without quotes, e.g. `asn = 65010`");
+                None
+            }
+        },
+    };
+    (peer, asn)
 }

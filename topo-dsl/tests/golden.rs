@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use turbonet_topo::{Lab, PrefixKind};
+use turbonet_topo::{Lab, PrefixKind, RoutingMode};
 
 fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
@@ -50,6 +50,24 @@ fn dump(lab: &Lab) -> String {
         lab.name, lab.seed, lab.target, lab.routing.mode
     )
     .unwrap();
+    if lab.routing.mode == RoutingMode::Bgp {
+        let r = &lab.routing;
+        let overrides: Vec<String> = r
+            .agents
+            .iter()
+            .map(|(&n, a)| format!("{}={a}", f.node(n).name))
+            .collect();
+        writeln!(
+            out,
+            "bgp agent {} hold_time {} keepalive {} connect_retry {} overrides [{}]",
+            r.agent,
+            r.timers.hold_time,
+            r.timers.keepalive,
+            r.timers.connect_retry,
+            overrides.join(" ")
+        )
+        .unwrap();
+    }
     writeln!(out, "topology {:?}", f.kind).unwrap();
     let roles: Vec<String> = s
         .nodes_by_role
@@ -142,7 +160,7 @@ fn dump(lab: &Lab) -> String {
     if !f.externals.is_empty() {
         writeln!(out, "\n# externals").unwrap();
         for x in &f.externals {
-            writeln!(
+            write!(
                 out,
                 "{}:{} <- {}{} addr={} gw={} routes={:?}",
                 f.node(x.node).name,
@@ -154,6 +172,10 @@ fn dump(lab: &Lab) -> String {
                 x.routes.iter().map(|r| r.to_string()).collect::<Vec<_>>()
             )
             .unwrap();
+            if let Some(p) = &x.bgp {
+                write!(out, " bgp-peer={} asn={}", p.addr, p.asn).unwrap();
+            }
+            writeln!(out).unwrap();
         }
     }
     out
@@ -271,6 +293,41 @@ name = "hw0"
 address = "10.99.0.1/31"
 "#;
     lab_golden("lsx.toml", text, "leaf-spine-params");
+}
+
+/// BGP mode on a mixed fabric: default agent, per-switch overrides,
+/// timers, and an eBGP neighbour on an external port.
+#[test]
+fn hpn_bgp_mixed_agents_and_external_peer() {
+    let text = r#"
+[lab]
+name = "hpnbgp"
+
+[topology]
+kind = "hpn"
+segments = 1
+hosts_per_segment = 2
+rails = 1
+planes = 2
+aggs_per_plane = 2
+
+[routing]
+mode = "bgp"
+hold_time = 9
+keepalive = 3
+
+[routing.agents]
+"tor0-r0p0" = "frr"
+"tor0-r0p1" = "frr"
+"agg1-0" = "bird"
+
+[[external]]
+node = "agg0-0"
+interface = "veth-ext"
+address = "192.0.2.1/30"
+bgp = { peer = "192.0.2.2", asn = 65010 }
+"#;
+    lab_golden("hpnbgp.toml", text, "hpn-bgp");
 }
 
 /// Every `tests/golden/diag/*.toml` renders to its `.txt`: the plain list
