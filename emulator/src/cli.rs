@@ -54,7 +54,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Show a lab's nodes, links or a node's routes.
+    /// Show a lab's nodes, links, a node's routes, or BGP state.
     Show {
         /// What to show.
         what: ShowWhat,
@@ -271,6 +271,9 @@ pub enum ShowWhat {
     Links,
     /// A node's kernel routing table.
     Routes,
+    /// BGP: every switch's agent, sessions and routes; with NODE, its
+    /// sessions.
+    Bgp,
 }
 
 /// Runs a parsed command line.
@@ -364,5 +367,6 @@ fn ask(lab_name: Option<&str>, request: Request) -> Result<ExitCode> {
             eprintln!("error: {message}");
             Ok(ExitCode::from(EXIT_INVALID))
         }
+        Response::Bgp { .. } => Ok(ExitCode::SUCCESS),
     }
 }

@@ -69,6 +69,11 @@ pub enum Request {
         /// What comes back.
         target: Target,
     },
+    /// The BGP agents' state (`show bgp`).
+    Bgp {
+        /// Only this switch.
+        node: Option<String>,
+    },
     /// Flap a link: down for half the period, up for the other half.
     Flap {
         /// Link name.
@@ -81,7 +86,7 @@ pub enum Request {
 }
 
 /// The daemon's answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "kebab-case")]
 pub enum Response {
     /// Done; what happened.
@@ -93,6 +98,11 @@ pub enum Response {
     Error {
         /// One line for the user.
         message: String,
+    },
+    /// The BGP agents' state.
+    Bgp {
+        /// Every switch, or the one asked for.
+        report: crate::agents::BgpReport,
     },
 }
 

@@ -7,6 +7,7 @@ use std::fs;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,10 +19,11 @@ use anyhow::{Context, Result, anyhow, bail};
 use rtnetlink::LinkUnspec;
 use serde::{Deserialize, Serialize};
 use turbonet_injectors::{Direction, Impairment, direction_seed};
-use turbonet_routing::Route;
+use turbonet_routing::{Route, RouteOrigin};
 use turbonet_topo::units::Delay;
 use turbonet_topo::{Action, EventTarget, Lab, Link, LinkParams, NodeId};
 
+use crate::agents::Agents;
 use crate::control::{self, Request, Response, Target};
 use crate::engine::{self, EngineLink, LinkCounters, packet::PacketSocket};
 use crate::state::{self, LabDir, LabState};
@@ -122,6 +124,46 @@ pub struct LoggedEvent {
     pub result: String,
 }
 
+/// The lab's event log (`events.jsonl`): what the daemon executed and what
+/// the routing agents saw, relative to the moment the fabric was ready.
+#[derive(Debug, Clone)]
+pub struct EventLog {
+    file: Arc<Mutex<fs::File>>,
+    ready: Instant,
+}
+
+impl EventLog {
+    fn open(dir: &LabDir, ready: Instant) -> Result<EventLog> {
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(events_path(dir))?;
+        Ok(EventLog {
+            file: Arc::new(Mutex::new(file)),
+            ready,
+        })
+    }
+
+    /// Logs one event; `error` is `None` when it succeeded.
+    pub fn write(&self, source: &str, event: &str, error: Option<&str>) {
+        let entry = LoggedEvent {
+            t: self.ready.elapsed().as_secs_f64(),
+            unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+            source: source.to_owned(),
+            event: event.to_owned(),
+            result: match error {
+                None => "ok".to_owned(),
+                Some(e) => format!("error: {e}"),
+            },
+        };
+        if let (Ok(mut file), Ok(line)) = (self.file.lock(), serde_json::to_string(&entry)) {
+            let _ = writeln!(file, "{line}");
+        }
+    }
+}
+
 /// Everything the daemon's tasks share.
 struct Daemon {
     lab: Lab,
@@ -142,32 +184,25 @@ struct Daemon {
     control: Option<engine::Control>,
     snapshot: engine::Snapshot,
     ready: Instant,
-    log: Mutex<fs::File>,
+    log: EventLog,
+    /// BGP mode: the built-in agents (started on the event loop).
+    agents: std::cell::OnceCell<Agents>,
 }
 
 impl Daemon {
     fn log(&self, source: &str, event: &str, result: &Result<String>) {
-        let entry = LoggedEvent {
-            t: self.ready.elapsed().as_secs_f64(),
-            unix: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64()),
-            source: source.to_owned(),
-            event: event.to_owned(),
-            result: match result {
-                Ok(_) => "ok".to_owned(),
-                Err(e) => format!("error: {e:#}"),
-            },
-        };
-        if let (Ok(mut file), Ok(line)) = (self.log.lock(), serde_json::to_string(&entry)) {
-            let _ = writeln!(file, "{line}");
-        }
+        let error = result.as_ref().err().map(|e| format!("{e:#}"));
+        self.log.write(source, event, error.as_deref());
     }
 
     /// Executes a request from the CLI and logs it.
-    async fn execute(self: &Arc<Self>, source: &str, request: Request) -> Response {
+    async fn execute(self: &Rc<Self>, source: &str, request: Request) -> Response {
+        if let Request::Bgp { node } = &request {
+            return self.bgp_report(node.as_deref()).await;
+        }
         let event = describe(&request);
         let result = match request {
+            Request::Bgp { .. } => unreachable!("answered above"),
             Request::LinkSet { link, params } => match control::parse_patch(&params) {
                 Ok(patch) => self.link_set(&link, Some(&patch)),
                 Err(e) => Err(anyhow!(e)),
@@ -195,7 +230,7 @@ impl Daemon {
 
     /// Runs the scenario's timeline: each event at its time after the
     /// fabric was ready.
-    async fn run_timeline(self: Arc<Self>) {
+    async fn run_timeline(self: Rc<Self>) {
         for event in &self.lab.timeline {
             let due = self.ready + event.at.as_duration();
             tokio::time::sleep_until(due.into()).await;
@@ -343,14 +378,46 @@ impl Daemon {
                 handle.link().set(message).execute().await?;
             }
             if up && !self.controller() {
-                // Taking a port down flushed the routes through it.
+                // Taking a port down flushed the routes through it. With
+                // BGP, only those `up` installed (host ports, externals).
                 let n = fabric.node(node);
                 let routes = self
                     .routes
                     .get_or_init(|| turbonet_routing::static_routes(&self.lab.fabric));
-                fabric::install_node_routes(&self.lab, &handle, n, &routes[node.0 as usize], true)
-                    .await?;
+                let routes: Vec<Route> = routes[node.0 as usize]
+                    .iter()
+                    .filter(|r| !self.bgp() || r.origin != RouteOrigin::Fabric)
+                    .cloned()
+                    .collect();
+                fabric::install_node_routes(&self.lab, &handle, n, &routes, true).await?;
             }
+        }
+        if let Some(agents) = self.agents.get() {
+            let epoch = Instant::now();
+            for (&node, indices) in &ports {
+                let ifnames: Vec<String> = fabric
+                    .ports(node)
+                    .enumerate()
+                    .filter(|(port, _)| indices.contains(&fabric::port_ifindex(*port)))
+                    .map(|(_, (_, local, _))| local.ifname.clone())
+                    .collect();
+                agents.ports_changed(node, &ifnames, up);
+            }
+            let failures = self.record_failure(&links, target, up)?;
+            let speakers = agents.speakers().to_vec();
+            // Off the event loop: the agents are converging meanwhile.
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            std::thread::spawn(move || {
+                let _ = tx.send(turbonet_routing::bgp::plan::converged(&speakers, &failures));
+            });
+            agents.expect(rx.await?, epoch);
+            return Ok(format!(
+                "{} {}: {} link(s) {}; BGP re-converges (`turbonet show bgp`)",
+                if up { "restored" } else { "failed" },
+                target,
+                links.len(),
+                if up { "up" } else { "down" }
+            ));
         }
         if self.controller() {
             let changed = self.recompute(&links, target, up).await?;
@@ -371,6 +438,85 @@ impl Daemon {
         ))
     }
 
+    /// True in `routing.mode = "bgp"`.
+    fn bgp(&self) -> bool {
+        self.lab.routing.mode == turbonet_topo::RoutingMode::Bgp
+    }
+
+    /// `show bgp [NODE]`.
+    async fn bgp_report(&self, node: Option<&str>) -> Response {
+        let Some(agents) = self.agents.get() else {
+            return Response::Error {
+                message: format!(
+                    "lab {} runs routing mode \"{}\", not BGP",
+                    self.lab.name, self.lab.routing.mode
+                ),
+            };
+        };
+        let id = match node {
+            None => None,
+            Some(name) => match self.lab.fabric.node_by_name(name) {
+                Some(n) if n.role.is_switch() => Some(n.id),
+                Some(_) => {
+                    return Response::Error {
+                        message: format!("{name} is a host: hosts run no BGP"),
+                    };
+                }
+                None => {
+                    return Response::Error {
+                        message: format!(
+                            "lab {} has no node {name}{}",
+                            self.lab.name,
+                            crate::inspect::suggest(&self.lab, name)
+                        ),
+                    };
+                }
+            },
+        };
+        Response::Bgp {
+            report: agents.report(id).await,
+        }
+    }
+
+    /// Records that `links` (or the node `target`) failed or came back,
+    /// and returns everything that is down now.
+    fn record_failure(
+        &self,
+        links: &[&Link],
+        target: &Target,
+        up: bool,
+    ) -> Result<turbonet_routing::Failures> {
+        let mut failures = self
+            .failures
+            .lock()
+            .map_err(|_| anyhow!("state poisoned"))?;
+        match target {
+            Target::Node(name) => {
+                let id = self
+                    .lab
+                    .fabric
+                    .node_by_name(name)
+                    .expect("checked by set_state")
+                    .id;
+                if up {
+                    failures.nodes.remove(&id);
+                } else {
+                    failures.nodes.insert(id);
+                }
+            }
+            Target::Link(_) => {
+                for link in links {
+                    if up {
+                        failures.links.remove(&link.id);
+                    } else {
+                        failures.links.insert(link.id);
+                    }
+                }
+            }
+        }
+        Ok(failures.clone())
+    }
+
     /// True in `routing.mode = "controller"`.
     fn controller(&self) -> bool {
         self.lab.routing.mode == turbonet_topo::RoutingMode::Controller
@@ -380,37 +526,8 @@ impl Daemon {
     /// the whole fabric's routes around every failure, and pushes the
     /// difference to every node whose routes changed.
     async fn recompute(&self, links: &[&Link], target: &Target, up: bool) -> Result<usize> {
-        let new = {
-            let mut failures = self
-                .failures
-                .lock()
-                .map_err(|_| anyhow!("state poisoned"))?;
-            match target {
-                Target::Node(name) => {
-                    let id = self
-                        .lab
-                        .fabric
-                        .node_by_name(name)
-                        .expect("checked by set_state")
-                        .id;
-                    if up {
-                        failures.nodes.remove(&id);
-                    } else {
-                        failures.nodes.insert(id);
-                    }
-                }
-                Target::Link(_) => {
-                    for link in links {
-                        if up {
-                            failures.links.remove(&link.id);
-                        } else {
-                            failures.links.insert(link.id);
-                        }
-                    }
-                }
-            }
-            turbonet_routing::routes_avoiding(&self.lab.fabric, &failures)
-        };
+        let failures = self.record_failure(links, target, up)?;
+        let new = turbonet_routing::routes_avoiding(&self.lab.fabric, &failures);
         // Before the first failure, the routes `up` installed.
         let old = self
             .installed
@@ -450,7 +567,7 @@ impl Daemon {
 
     /// Starts flapping a link in the background.
     fn flap(
-        self: &Arc<Self>,
+        self: &Rc<Self>,
         source: &str,
         link: &str,
         period: Delay,
@@ -500,6 +617,7 @@ fn describe(request: &Request) -> String {
                 .join(" ")
         ),
         Request::LinkReset { link } => format!("reset {link}"),
+        Request::Bgp { node } => format!("show bgp {}", node.as_deref().unwrap_or("")),
         Request::Fail { target } => format!("fail {target}"),
         Request::Restore { target } => format!("restore {target}"),
         Request::Flap {
@@ -569,7 +687,8 @@ pub fn run(lab_name: &str) -> Result<ExitCode> {
         );
     }
 
-    let daemon = Arc::new(Daemon {
+    let ready = Instant::now();
+    let daemon = Rc::new(Daemon {
         routes: std::sync::OnceLock::new(),
         failures: Mutex::new(turbonet_routing::Failures::default()),
         installed: Mutex::new(None),
@@ -582,13 +701,9 @@ pub fn run(lab_name: &str) -> Result<ExitCode> {
         carriers,
         control: control_end,
         snapshot: snapshot.clone(),
-        ready: Instant::now(),
-        log: Mutex::new(
-            fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(events_path(&dir))?,
-        ),
+        ready,
+        log: EventLog::open(&dir, ready)?,
+        agents: std::cell::OnceCell::new(),
         dir: dir.clone(),
         lab,
     });
@@ -610,7 +725,7 @@ pub fn run(lab_name: &str) -> Result<ExitCode> {
 }
 
 /// The daemon's event loop: control socket, counters, signals.
-async fn serve(daemon: Arc<Daemon>) -> Result<()> {
+async fn serve(daemon: Rc<Daemon>) -> Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let counters = counters_path(&daemon.dir);
     let path = control::socket_path(&daemon.dir);
@@ -621,6 +736,10 @@ async fn serve(daemon: Arc<Daemon>) -> Result<()> {
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut hangup = signal(SignalKind::hangup())?;
     let mut tick = tokio::time::interval(Duration::from_millis(250));
+    if daemon.bgp() {
+        let agents = Agents::start(&daemon.lab, daemon.log.clone())?;
+        let _ = daemon.agents.set(agents);
+    }
     fs::write(ready_path(&daemon.dir), std::process::id().to_string())?;
     tokio::task::spawn_local(daemon.clone().run_timeline());
     eprintln!(
@@ -647,7 +766,7 @@ async fn serve(daemon: Arc<Daemon>) -> Result<()> {
 }
 
 /// Reads one request from a control connection and answers it.
-async fn answer(daemon: Arc<Daemon>, stream: tokio::net::UnixStream) -> Result<()> {
+async fn answer(daemon: Rc<Daemon>, stream: tokio::net::UnixStream) -> Result<()> {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let (read, mut write) = stream.into_split();
     let mut line = String::new();

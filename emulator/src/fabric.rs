@@ -73,7 +73,7 @@ where
 }
 
 /// ifindex of port `port` (position in `Node::links`).
-fn port_ifindex(port: usize) -> u32 {
+pub(crate) fn port_ifindex(port: usize) -> u32 {
     port as u32 + 2
 }
 
@@ -240,7 +240,7 @@ pub fn connect(socket: OwnedFd) -> Result<Handle> {
 
 /// Runs `requests` with at most [`IN_FLIGHT`] in flight, failing on the first
 /// error.
-async fn pipelined<F>(requests: impl IntoIterator<Item = F>) -> Result<()>
+pub(crate) async fn pipelined<F>(requests: impl IntoIterator<Item = F>) -> Result<()>
 where
     F: Future<Output = Result<()>>,
 {
@@ -484,7 +484,9 @@ pub async fn install_node_routes(
     let ifindex = ifindex_by_name(lab, node);
     let messages = routes
         .iter()
-        .map(|route| route_message(route, &ifindex).map(|m| (route, m)))
+        .map(|route| {
+            route_message(route, &ifindex, RouteProtocol::Static, None).map(|m| (route, m))
+        })
         .collect::<Result<Vec<_>>>()
         .with_context(|| format!("{}: building routes", node.name))?;
     pipelined(messages.into_iter().map(|(route, message)| {
@@ -507,10 +509,23 @@ pub async fn install_node_routes(
 /// Deletes the route to `prefix` from a node's main table; a route the
 /// kernel already removed (its port went down) is not an error.
 pub async fn delete_route(handle: &Handle, prefix: ipnet::Ipv4Net) -> Result<()> {
-    let message = RouteMessageBuilder::<Ipv4Addr>::new()
+    delete_route_with(handle, prefix, RouteProtocol::Static, None).await
+}
+
+/// [`delete_route`] for the route of one protocol and metric.
+pub async fn delete_route_with(
+    handle: &Handle,
+    prefix: ipnet::Ipv4Net,
+    protocol: RouteProtocol,
+    priority: Option<u32>,
+) -> Result<()> {
+    let mut builder = RouteMessageBuilder::<Ipv4Addr>::new()
         .destination_prefix(prefix.network(), prefix.prefix_len())
-        .protocol(RouteProtocol::Static)
-        .build();
+        .protocol(protocol);
+    if let Some(priority) = priority {
+        builder = builder.priority(priority);
+    }
+    let message = builder.build();
     match handle.route().del(message).execute().await {
         Ok(()) => Ok(()),
         Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -libc::ESRCH => Ok(()),
@@ -539,9 +554,13 @@ fn ifindex_by_name<'a>(lab: &'a Lab, node: &Node) -> std::collections::HashMap<&
 }
 
 /// The netlink message for one route.
-fn route_message(
+/// The netlink message that installs `route` (`ifindex` maps its
+/// interfaces), as `protocol`, with metric `priority` (`None`: 0).
+pub(crate) fn route_message(
     route: &Route,
     ifindex: &std::collections::HashMap<&str, u32>,
+    protocol: RouteProtocol,
+    priority: Option<u32>,
 ) -> Result<rtnetlink::packet_route::route::RouteMessage> {
     let index = |name: &str| {
         ifindex
@@ -551,7 +570,10 @@ fn route_message(
     };
     let mut builder = RouteMessageBuilder::<Ipv4Addr>::new()
         .destination_prefix(route.prefix.network(), route.prefix.prefix_len())
-        .protocol(RouteProtocol::Static);
+        .protocol(protocol);
+    if let Some(priority) = priority {
+        builder = builder.priority(priority);
+    }
     match route.nexthops.as_slice() {
         [] => bail!("route {} has no next hop", route.prefix),
         [hop] => {

@@ -148,8 +148,148 @@ pub fn show(
             };
             show_routes(&lab, node, json)?;
         }
+        ShowWhat::Bgp => return show_bgp(&dir, node, json),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `show bgp [NODE]`: asks the lab daemon.
+fn show_bgp(dir: &LabDir, node: Option<&str>, json: bool) -> Result<ExitCode> {
+    use crate::control::{Request, Response};
+    let request = Request::Bgp {
+        node: node.map(str::to_owned),
+    };
+    let report = match crate::control::call(dir, &request)? {
+        Response::Bgp { report } => report,
+        Response::Error { message } | Response::Ok { message } => {
+            eprintln!("error: {message}");
+            return Ok(ExitCode::from(EXIT_INVALID));
+        }
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let ago = |s: f64| format_duration(s);
+    if let (Some(_), [speaker]) = (node, report.speakers.as_slice()) {
+        println!(
+            "{}: AS {}, router id {}, agent {}, {}/{} routes, {}",
+            speaker.node,
+            speaker.asn,
+            speaker.router_id,
+            speaker.agent,
+            speaker.routes,
+            speaker.expected,
+            if speaker.converged {
+                "converged"
+            } else {
+                "converging"
+            }
+        );
+        if speaker.sessions.is_empty() {
+            println!(
+                "(sessions of {} agents: `turbonet exec {} {}`)",
+                speaker.agent,
+                speaker.node,
+                if speaker.agent == "bird" {
+                    "birdc -s /run/turbonet/... show protocols"
+                } else {
+                    "vtysh -c 'show bgp summary'"
+                }
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        println!(
+            "{}",
+            table(
+                &[
+                    "peer",
+                    "address",
+                    "AS",
+                    "port",
+                    "state",
+                    "for",
+                    "prefixes",
+                    "last error"
+                ],
+                speaker.sessions.iter().map(|s| {
+                    vec![
+                        s.peer.clone(),
+                        s.peer_addr.to_string(),
+                        s.peer_asn.to_string(),
+                        s.ifname.clone(),
+                        s.state.clone(),
+                        ago(s.since),
+                        s.received.to_string(),
+                        s.last_error.clone().unwrap_or_default(),
+                    ]
+                }),
+                &[2, 5, 6],
+            )
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{}",
+        table(
+            &[
+                "switch",
+                "agent",
+                "AS",
+                "router id",
+                "sessions",
+                "routes",
+                "converged"
+            ],
+            report.speakers.iter().map(|s| {
+                let up = s
+                    .sessions
+                    .iter()
+                    .filter(|x| x.state == "established")
+                    .count();
+                vec![
+                    s.node.clone(),
+                    s.agent.clone(),
+                    s.asn.to_string(),
+                    s.router_id.to_string(),
+                    if s.sessions.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        format!("{up}/{}", s.sessions.len())
+                    },
+                    format!("{}/{}", s.routes, s.expected),
+                    match (s.converged, s.converged_at) {
+                        (true, Some(t)) => format!("yes, at {t:.3} s"),
+                        (true, None) => "yes".to_owned(),
+                        (false, _) => "no".to_owned(),
+                    },
+                ]
+            }),
+            &[2, 4, 5],
+        )
+    );
+    let converged = report.speakers.iter().filter(|s| s.converged).count();
+    let (up, all) = report.sessions();
+    println!(
+        "{converged}/{} switches converged{}; {up}/{all} built-in sessions established",
+        report.speakers.len(),
+        match (report.convergence_time(), report.since_change) {
+            (Some(t), Some(_)) => format!(" {t:.3} s after the last fail/restore"),
+            (Some(t), None) => format!(" {t:.3} s after the agents started"),
+            _ => String::new(),
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `12.3s`, `4m05s`, `2h10m`.
+fn format_duration(seconds: f64) -> String {
+    let s = seconds as u64;
+    match s {
+        0..60 => format!("{seconds:.1}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
 }
 
 /// " (did you mean X?)" for a mistyped name, when a close one exists.

@@ -76,16 +76,27 @@ fn runnable(lab: &Lab) -> Result<Vec<engine::Carrier>, String> {
             lab.target
         ));
     }
-    if !matches!(
-        lab.routing.mode,
-        RoutingMode::Static | RoutingMode::Controller
-    ) {
-        return Err(format!(
-            "routing mode \"{}\" is not available in this build; use mode = \"static\" or \"controller\"",
-            lab.routing.mode
-        ));
+    if let Some(err) = agents_missing(lab) {
+        return Err(err);
     }
     engine::carriers(lab, engine::kernel_has_netem())
+}
+
+/// Why the lab's routing agents cannot run on this machine, if they cannot.
+fn agents_missing(lab: &Lab) -> Option<String> {
+    if lab.routing.mode != RoutingMode::Bgp {
+        return None;
+    }
+    let mut kinds: Vec<turbonet_topo::Agent> = lab
+        .fabric
+        .switches()
+        .map(|n| lab.routing.agent_of(n.id))
+        .collect();
+    kinds.sort_by_key(|k| k.as_str());
+    kinds.dedup();
+    kinds
+        .into_iter()
+        .find_map(crate::routers::missing)
 }
 
 /// Progress lines on stderr.
@@ -108,6 +119,14 @@ impl Progress {
     pub fn start(&self, what: &str) {
         if !self.quiet && self.live {
             eprint!("  {what:<12} ...");
+            let _ = io::stderr().flush();
+        }
+    }
+
+    /// Shows how far a long phase has come (on a terminal).
+    pub fn update(&self, what: &str, detail: &str) {
+        if !self.quiet && self.live {
+            eprint!("\r\x1b[K  {what:<12} ... {detail}");
             let _ = io::stderr().flush();
         }
     }
@@ -213,7 +232,13 @@ pub fn up(args: &UpArgs) -> Result<ExitCode> {
     }
 
     let watch = Stopwatch::start();
-    let routes = turbonet_routing::static_routes(&lab.fabric);
+    let mut routes = turbonet_routing::static_routes(&lab.fabric);
+    if lab.routing.mode == RoutingMode::Bgp {
+        // The fabric's routes are the agents' to install.
+        for node_routes in &mut routes {
+            node_routes.retain(|r| r.origin != turbonet_routing::RouteOrigin::Fabric);
+        }
+    }
     let route_count: usize = routes.iter().map(Vec::len).sum();
     let plan_timing = Timing {
         phase: "plan".into(),
@@ -437,7 +462,87 @@ async fn build(
         state,
         watch.seconds(),
     );
+
+    if lab.routing.mode == RoutingMode::Bgp {
+        progress.start("bgp");
+        let watch = Stopwatch::start();
+        let report = wait_converged(lab, dir, progress).await?;
+        let (up, sessions) = report.sessions();
+        let routes: usize = report.speakers.iter().map(|s| s.routes).sum();
+        phase(
+            "bgp",
+            format!(
+                "converged in {:.2} s: {up}/{sessions} built-in sessions established, {routes} routes in {} switches",
+                report.convergence_time().unwrap_or(report.elapsed),
+                report.speakers.len()
+            ),
+            state,
+            watch.seconds(),
+        );
+    }
     Ok(())
+}
+
+/// Waits until every switch's FIB is what the BGP plan says, showing how
+/// many have converged; fails with the switches that have not after a
+/// time that grows with the fabric.
+async fn wait_converged(
+    lab: &Lab,
+    dir: &LabDir,
+    progress: &Progress,
+) -> Result<crate::agents::BgpReport> {
+    use crate::control::{Request, Response};
+    let switches = lab.fabric.switches().count();
+    let timeout = std::time::Duration::from_secs(60 + switches as u64 / 4);
+    let started = std::time::Instant::now();
+    loop {
+        let report = match crate::control::call(dir, &Request::Bgp { node: None })? {
+            Response::Bgp { report } => report,
+            Response::Error { message } | Response::Ok { message } => bail!("{message}"),
+        };
+        if report.converged() {
+            return Ok(report);
+        }
+        let done = report.speakers.iter().filter(|s| s.converged).count();
+        progress.update(
+            "bgp",
+            &format!("{done}/{} switches converged", report.speakers.len()),
+        );
+        if started.elapsed() >= timeout {
+            let stuck: Vec<String> = report
+                .speakers
+                .iter()
+                .filter(|s| !s.converged)
+                .take(5)
+                .map(|s| {
+                    let (up, all) = (
+                        s.sessions
+                            .iter()
+                            .filter(|x| x.state == "established")
+                            .count(),
+                        s.sessions.len(),
+                    );
+                    format!(
+                        "{} ({}): {}/{} routes, {up}/{all} sessions established",
+                        s.node, s.agent, s.routes, s.expected
+                    )
+                })
+                .collect();
+            bail!(
+                "BGP did not converge within {timeout:?}: {done}/{} switches converged; not yet: {}{} \
+                 (the lab daemon's log, {}, has details)",
+                report.speakers.len(),
+                stuck.join("; "),
+                if report.speakers.len() - done > stuck.len() {
+                    "; ..."
+                } else {
+                    ""
+                },
+                dir.path().join("daemon.log").display()
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 /// Fails on purpose after `phase` when `TURBONET_FAIL_AFTER=<phase>` is set,

@@ -1,5 +1,6 @@
 //! `turbonet`: turn a scenario file into a running data-center fabric.
 
+mod agents;
 mod bench;
 mod bench_engine;
 mod check;
@@ -15,6 +16,7 @@ mod lab;
 mod limits;
 mod netns;
 mod render;
+mod routers;
 mod state;
 mod tc;
 

@@ -245,6 +245,11 @@ impl Rib {
         self.recompute([prefix])
     }
 
+    /// The Loc-RIB entry of `prefix`, if it is reachable.
+    pub fn best(&self, prefix: &Ipv4Net) -> Option<&Best> {
+        self.loc.get(prefix).map(|e| &e.best)
+    }
+
     /// The Loc-RIB, in prefix order.
     pub fn loc_rib(&self) -> impl Iterator<Item = (&Ipv4Net, &Best)> {
         self.loc.iter().map(|(p, e)| (p, &e.best))
