@@ -359,6 +359,7 @@ impl Daemon {
                 node.links.iter().map(|&l| fabric.link(l)).collect()
             }
         };
+        let failures = self.record_failure(&links, target, up)?;
         let mut ports: BTreeMap<NodeId, Vec<u32>> = BTreeMap::new();
         for link in &links {
             for end in &link.ends {
@@ -384,10 +385,20 @@ impl Daemon {
                 let routes = self
                     .routes
                     .get_or_init(|| turbonet_routing::static_routes(&self.lab.fabric));
+                // Not through a port that is still down.
+                let down: Vec<&str> = fabric
+                    .ports(node)
+                    .filter(|(link, _, _)| failures.blocks(link))
+                    .map(|(_, local, _)| local.ifname.as_str())
+                    .collect();
                 let routes: Vec<Route> = routes[node.0 as usize]
                     .iter()
                     .filter(|r| !self.bgp() || r.origin != RouteOrigin::Fabric)
-                    .cloned()
+                    .filter_map(|r| {
+                        let mut r = r.clone();
+                        r.nexthops.retain(|hop| !down.contains(&hop.ifname.as_str()));
+                        (!r.nexthops.is_empty()).then_some(r)
+                    })
                     .collect();
                 fabric::install_node_routes(&self.lab, &handle, n, &routes, true).await?;
             }
@@ -403,7 +414,6 @@ impl Daemon {
                     .collect();
                 agents.ports_changed(node, &ifnames, up);
             }
-            let failures = self.record_failure(&links, target, up)?;
             let speakers = agents.speakers().to_vec();
             // Off the event loop: the agents are converging meanwhile.
             let (tx, rx) = tokio::sync::oneshot::channel();
@@ -420,7 +430,7 @@ impl Daemon {
             ));
         }
         if self.controller() {
-            let changed = self.recompute(&links, target, up).await?;
+            let changed = self.recompute(&failures).await?;
             return Ok(format!(
                 "{} {}: {} link(s) {}; the controller changed {changed} route(s) across the fabric",
                 if up { "restored" } else { "failed" },
@@ -522,12 +532,11 @@ impl Daemon {
         self.lab.routing.mode == turbonet_topo::RoutingMode::Controller
     }
 
-    /// The central controller: records what failed or came back, computes
-    /// the whole fabric's routes around every failure, and pushes the
-    /// difference to every node whose routes changed.
-    async fn recompute(&self, links: &[&Link], target: &Target, up: bool) -> Result<usize> {
-        let failures = self.record_failure(links, target, up)?;
-        let new = turbonet_routing::routes_avoiding(&self.lab.fabric, &failures);
+    /// The central controller: computes the whole fabric's routes around
+    /// `failures` and pushes the difference to every node whose routes
+    /// changed.
+    async fn recompute(&self, failures: &turbonet_routing::Failures) -> Result<usize> {
+        let new = turbonet_routing::routes_avoiding(&self.lab.fabric, failures);
         // Before the first failure, the routes `up` installed.
         let old = self
             .installed

@@ -25,6 +25,7 @@
 //! [`DecodeError::UnsupportedCapability`]).
 
 mod attribute;
+pub mod config;
 pub mod driver;
 mod packet;
 pub mod plan;
