@@ -1,0 +1,200 @@
+//! End-to-end: `routing.mode = "bgp"` (root). Every switch runs a BGP
+//! agent; `up` returns once every FIB is what the BGP plan says, and after
+//! every fail or restore the fabric re-converges to the plan around it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+use turbonet_tests::{
+    LabGuard, require_root, run, text, unique_lab, wait_until, workspace, write_scenario,
+};
+
+/// A bundled scenario under another name, in BGP mode, with `routing`
+/// (more `[routing]` keys) added.
+fn bgp_scenario(bundled: &str, lab: &str, routing: &str) -> PathBuf {
+    let text = std::fs::read_to_string(workspace().join("scenarios").join(bundled)).unwrap();
+    let mut out = String::new();
+    let mut renamed = false;
+    for line in text.lines() {
+        if !renamed && line.starts_with("name = ") {
+            out.push_str(&format!("name = \"{lab}\"\n"));
+            renamed = true;
+        } else if line.starts_with("mode = ") {
+            out.push_str(&format!("mode = \"bgp\"\n{routing}\n"));
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    assert!(renamed && out.contains("mode = \"bgp\""));
+    write_scenario(lab, &out)
+}
+
+/// Brings a BGP lab up; its output must report the convergence.
+fn up(bundled: &str, prefix: &str, routing: &str) -> LabGuard {
+    let lab = unique_lab(prefix);
+    let file = bgp_scenario(bundled, &lab, routing);
+    let guard = LabGuard(lab);
+    let out = run(&["up", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("converged in"), "{}", text(&out));
+    guard
+}
+
+fn bgp(lab: &str) -> Value {
+    let out = run(&["show", "bgp", "--lab", lab, "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    serde_json::from_slice(&out.stdout).expect("show bgp --json is JSON")
+}
+
+/// Every switch's FIB is what the plan says after the last change.
+fn converged(report: &Value) -> bool {
+    report["speakers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["converged"] == true)
+}
+
+fn sessions(report: &Value) -> (usize, usize) {
+    let all: Vec<&Value> = report["speakers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["sessions"].as_array().unwrap())
+        .collect();
+    let up = all.iter().filter(|s| s["state"] == "established").count();
+    (up, all.len())
+}
+
+fn check(lab: &str) {
+    let out = run(&["check", "--lab", lab]);
+    assert!(out.status.success(), "check failed: {}", text(&out));
+}
+
+/// `verb kind name`, then wait until the fabric has re-converged and check
+/// every host pair.
+fn change(lab: &str, verb: &str, kind: &str, name: &str) {
+    let out = run(&[verb, kind, name, "--lab", lab]);
+    assert!(out.status.success(), "{verb} {kind} {name}: {}", text(&out));
+    assert!(
+        wait_until(Duration::from_secs(20), || converged(&bgp(lab))),
+        "no convergence after {verb} {kind} {name}: {}",
+        text(&run(&["show", "bgp", "--lab", lab]))
+    );
+    check(lab);
+}
+
+/// The next hops of `prefix` in `node`'s kernel table (empty: no route).
+fn nexthops(lab: &str, node: &str, prefix: &str) -> String {
+    let out = run(&["show", "routes", node, "--lab", lab, "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let routes: Value = serde_json::from_slice(&out.stdout).unwrap();
+    routes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["prefix"] == prefix)
+        .map(|r| r["nexthops"].to_string())
+        .unwrap_or_default()
+}
+
+fn route_count(lab: &str, node: &str) -> usize {
+    let out = run(&["show", "routes", node, "--lab", lab, "--json"]);
+    serde_json::from_slice::<Value>(&out.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .len()
+}
+
+#[test]
+fn fat_tree_converges_and_reconverges_around_a_link_and_a_core() {
+    require_root!();
+    let lab = up("fat-tree-k4.toml", "bk", "");
+    let lab = lab.0.as_str();
+    let report = bgp(lab);
+    assert!(converged(&report));
+    assert_eq!(sessions(&report), (64, 64));
+    assert_eq!(report["speakers"].as_array().unwrap().len(), 20);
+    check(lab);
+
+    // edge0-0 loses agg0-0. agg0-0 can no longer reach edge0-0 (the other
+    // way round is through its own pod's AS), so it withdraws edge0-0's
+    // prefixes, and so do the cores above it and the aggregation switches
+    // of other pods that only they connect: fewer routes at agg1-0.
+    let before = route_count(lab, "agg1-0");
+    change(lab, "fail", "link", "edge0-0--agg0-0");
+    assert!(route_count(lab, "agg1-0") < before);
+    let report = bgp(lab);
+    assert_eq!(sessions(&report), (62, 64));
+    let events = text(&run(&["events", "--lab", lab]));
+    assert!(
+        events.contains("edge0-0: session with agg0-0 (10.1.0.1) down"),
+        "{events}"
+    );
+
+    // A core fails on top: its four sessions go, the rest re-converge.
+    change(lab, "fail", "node", "core0");
+    assert_eq!(sessions(&bgp(lab)), (54, 64));
+
+    change(lab, "restore", "node", "core0");
+    change(lab, "restore", "link", "edge0-0--agg0-0");
+    assert_eq!(route_count(lab, "agg1-0"), before);
+    assert_eq!(sessions(&bgp(lab)), (64, 64));
+}
+
+#[test]
+fn hpn_routes_around_a_failed_host_link_by_the_hosts_32() {
+    require_root!();
+    let lab = up("hpn.toml", "bh", "");
+    let lab = lab.0.as_str();
+    check(lab);
+    // h0-0's rail-0 address, announced as a /32 by both ToRs of its pair:
+    // agg0-0 (plane 0) reaches it through tor0-r0p0 directly.
+    let host = "10.128.0.2/32";
+    assert!(nexthops(lab, "agg0-0", host).contains("tor0-r0p0"));
+    change(lab, "fail", "link", "h0-0--tor0-r0p0");
+    // tor0-r0p0 withdrew it: plane 0 now reaches the host through the
+    // cores and its plane-1 ToR.
+    let hops = nexthops(lab, "agg0-0", host);
+    assert!(!hops.is_empty() && !hops.contains("tor0-r0p0"), "{hops}");
+    assert!(!nexthops(lab, "tor0-r0p0", host).is_empty());
+    change(lab, "restore", "link", "h0-0--tor0-r0p0");
+    assert!(nexthops(lab, "agg0-0", host).contains("tor0-r0p0"));
+}
+
+#[test]
+fn show_bgp_explains_and_refuses_what_it_cannot_show() {
+    require_root!();
+    let lab = up("fat-tree-k4.toml", "bs", "hold_time = 9\nkeepalive = 3");
+    let lab = lab.0.as_str();
+    let out = run(&["show", "bgp", "edge0-0", "--lab", lab]);
+    assert!(out.status.success(), "{}", text(&out));
+    let shown = text(&out);
+    for expected in [
+        "AS 4200001000",
+        "agg0-0",
+        "agg0-1",
+        "established",
+        "26/26 routes",
+    ] {
+        assert!(shown.contains(expected), "{expected} missing in {shown}");
+    }
+    let out = run(&["show", "bgp", "edge0-O", "--lab", lab]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("edge0-0"), "{}", text(&out));
+    let out = run(&["show", "bgp", "h0-0-0", "--lab", lab]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("host"), "{}", text(&out));
+}
+
+#[test]
+fn show_bgp_on_a_static_lab_says_why_not() {
+    require_root!();
+    let lab = turbonet_tests::up_bundled("bn", "two-hosts.toml", "");
+    let out = run(&["show", "bgp", "--lab", &lab.0]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("not BGP"), "{}", text(&out));
+}
