@@ -396,7 +396,8 @@ impl Daemon {
                     .filter(|r| !self.bgp() || r.origin != RouteOrigin::Fabric)
                     .filter_map(|r| {
                         let mut r = r.clone();
-                        r.nexthops.retain(|hop| !down.contains(&hop.ifname.as_str()));
+                        r.nexthops
+                            .retain(|hop| !down.contains(&hop.ifname.as_str()));
                         (!r.nexthops.is_empty()).then_some(r)
                     })
                     .collect();

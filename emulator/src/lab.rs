@@ -94,9 +94,7 @@ fn agents_missing(lab: &Lab) -> Option<String> {
         .collect();
     kinds.sort_by_key(|k| k.as_str());
     kinds.dedup();
-    kinds
-        .into_iter()
-        .find_map(crate::routers::missing)
+    kinds.into_iter().find_map(crate::routers::missing)
 }
 
 /// Progress lines on stderr.
