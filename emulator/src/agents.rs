@@ -230,8 +230,10 @@ pub struct Agents {
     /// built-in agents keep their own copy).
     expected: RefCell<Vec<plan::Fib>>,
     /// When each FRR or BIRD switch was first seen converged since the
-    /// epoch, by speaker position.
-    observed: RefCell<HashMap<usize, f64>>,
+    /// epoch, by speaker position (kept by [`watch_routers`]).
+    observed: Rc<RefCell<HashMap<usize, f64>>>,
+    /// Stops the current watcher when the plan changes.
+    watcher: RefCell<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Agents {
@@ -338,9 +340,40 @@ impl Agents {
             started,
             epoch: Cell::new(None),
             lab: lab.name.clone(),
-            expected: RefCell::new(expected),
-            observed: RefCell::new(HashMap::new()),
-        })
+            expected: RefCell::new(expected.clone()),
+            observed: Rc::new(RefCell::new(HashMap::new())),
+            watcher: RefCell::new(None),
+        }
+        .watching(expected, started))
+    }
+
+    /// Starts watching the FRR and BIRD switches converge to `expected`
+    /// from `epoch` on.
+    fn watching(self, expected: Vec<plan::Fib>, epoch: Instant) -> Self {
+        self.watch_routers(expected, epoch);
+        self
+    }
+
+    /// (Re)starts the task that records when each FRR or BIRD switch's
+    /// kernel table becomes `expected`.
+    fn watch_routers(&self, expected: Vec<plan::Fib>, epoch: Instant) {
+        self.observed.borrow_mut().clear();
+        let routers: Vec<(usize, String, plan::Fib)> = self
+            .speakers
+            .iter()
+            .zip(&self.kinds)
+            .zip(expected)
+            .enumerate()
+            .filter(|(_, ((_, kind), _))| **kind != AgentKind::Builtin)
+            .map(|(i, ((s, _), fib))| (i, fabric::ns_name(&self.lab, &s.name), fib))
+            .collect();
+        if routers.is_empty() {
+            return;
+        }
+        let task = tokio::task::spawn_local(watch_routers(routers, epoch, self.observed.clone()));
+        if let Some(old) = self.watcher.replace(Some(task)) {
+            old.abort();
+        }
     }
 
     /// The plan the agents follow.
@@ -364,7 +397,6 @@ impl Agents {
     /// the FIBs in `expected` (one per speaker, see [`plan::converged`]).
     pub fn expect(&self, expected: Vec<plan::Fib>, epoch: Instant) {
         self.epoch.set(Some(epoch));
-        self.observed.borrow_mut().clear();
         for (speaker, fib) in self.speakers.iter().zip(&expected) {
             if let Some(inbox) = self.inboxes.get(&speaker.node) {
                 let _ = inbox.send(AgentEvent::Expect {
@@ -373,7 +405,8 @@ impl Agents {
                 });
             }
         }
-        *self.expected.borrow_mut() = expected;
+        *self.expected.borrow_mut() = expected.clone();
+        self.watch_routers(expected, epoch);
     }
 
     /// The status of every switch, or of `node` only. Switches run by FRR
@@ -407,7 +440,6 @@ impl Agents {
                         .or_insert_with(|| epoch.elapsed().as_secs_f64()),
                 )
             } else {
-                self.observed.borrow_mut().remove(&i);
                 None
             };
             speakers.push(SpeakerStatus {
@@ -430,14 +462,57 @@ impl Agents {
     }
 }
 
+/// Polls the kernel tables of FRR and BIRD switches every 10 ms until
+/// each matches its expected FIB, recording when it first did (seconds
+/// after `epoch`), for at most two minutes.
+async fn watch_routers(
+    mut routers: Vec<(usize, String, plan::Fib)>,
+    epoch: Instant,
+    observed: Rc<RefCell<HashMap<usize, f64>>>,
+) {
+    let deadline = epoch + Duration::from_secs(120);
+    let mut handles = HashMap::new();
+    while !routers.is_empty() && Instant::now() < deadline {
+        let mut waiting = Vec::new();
+        for (i, ns, expected) in routers {
+            if !handles.contains_key(&i) {
+                match namespace_handle(&ns) {
+                    Ok(h) => {
+                        handles.insert(i, h);
+                    }
+                    Err(_) => return,
+                }
+            }
+            if kernel_fib_of(&handles[&i]).await.is_ok_and(|fib| fib == expected) {
+                observed
+                    .borrow_mut()
+                    .insert(i, epoch.elapsed().as_secs_f64());
+            } else {
+                waiting.push((i, ns, expected));
+            }
+        }
+        routers = waiting;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// The routes routing daemons installed in a namespace's main table
 /// (protocol bgp, as FRR's zebra and the built-in agents install them, or
 /// bird): next hops by prefix.
 async fn kernel_fib(ns_name: &str) -> Result<plan::Fib> {
+    kernel_fib_of(&namespace_handle(ns_name)?).await
+}
+
+/// An rtnetlink handle inside a namespace.
+fn namespace_handle(ns_name: &str) -> Result<rtnetlink::Handle> {
+    let ns = netns::open(ns_name).with_context(|| format!("opening {ns_name}"))?;
+    fabric::connect(netns::in_namespace(&ns, netns::route_socket)?)
+}
+
+/// [`kernel_fib`] through an open handle.
+async fn kernel_fib_of(handle: &rtnetlink::Handle) -> Result<plan::Fib> {
     use futures::TryStreamExt;
     use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute};
-    let ns = netns::open(ns_name).with_context(|| format!("opening {ns_name}"))?;
-    let handle = fabric::connect(netns::in_namespace(&ns, netns::route_socket)?)?;
     let mut routes = handle
         .route()
         .get(rtnetlink::RouteMessageBuilder::<Ipv4Addr>::new().build())

@@ -187,15 +187,11 @@ fn show_bgp(dir: &LabDir, node: Option<&str>, json: bool) -> Result<ExitCode> {
             }
         );
         if speaker.sessions.is_empty() {
+            let agent = turbonet_topo::Agent::from_name(&speaker.agent).unwrap_or_default();
             println!(
-                "(sessions of {} agents: `turbonet exec {} {}`)",
+                "its sessions are {}'s to show: {}",
                 speaker.agent,
-                speaker.node,
-                if speaker.agent == "bird" {
-                    "birdc -s /run/turbonet/... show protocols"
-                } else {
-                    "vtysh -c 'show bgp summary'"
-                }
+                crate::routers::shell_hint(dir, &speaker.node, agent)
             );
             return Ok(ExitCode::SUCCESS);
         }

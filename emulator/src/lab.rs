@@ -441,6 +441,23 @@ async fn build(
         watch.seconds(),
     );
 
+    if lab.routing.mode == RoutingMode::Bgp
+        && lab
+            .fabric
+            .switches()
+            .any(|n| lab.routing.agent_of(n.id) != turbonet_topo::Agent::Builtin)
+    {
+        progress.start("routers");
+        let watch = Stopwatch::start();
+        let (frr, bird) = crate::routers::start(lab, dir, state)?;
+        phase(
+            "routers",
+            format!("FRR on {frr} switch(es), BIRD on {bird}"),
+            state,
+            watch.seconds(),
+        );
+    }
+
     // The daemon owns what keeps running: the control API, the link
     // engine, the timeline.
     progress.start("daemon");
@@ -560,6 +577,7 @@ pub fn teardown(dir: &LabDir, state: &mut LabState) -> Result<()> {
     if let Err(e) = daemon::stop(state) {
         failures.push(format!("stopping the daemon: {e:#}"));
     }
+    crate::routers::stop(state);
     if let Err(e) = externals::release(state) {
         failures.push(format!("{e:#}"));
     }

@@ -99,6 +99,21 @@ pub struct LabState {
     /// The lab daemon, once started.
     #[serde(default)]
     pub daemon_pid: Option<u32>,
+    /// Routing daemons (FRR, BIRD) started for switches, stopped by `down`.
+    #[serde(default)]
+    pub routers: Vec<RouterProcess>,
+}
+
+/// A routing daemon a lab started in a switch's namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouterProcess {
+    /// The switch.
+    pub node: String,
+    /// Process name (`zebra`, `bgpd`, `bird`), checked before it is
+    /// signalled so a reused pid is never hit.
+    pub program: String,
+    /// Its pid.
+    pub pid: u32,
 }
 
 impl LabState {
@@ -119,6 +134,7 @@ impl LabState {
             timings: Vec::new(),
             neighbours: 0,
             daemon_pid: None,
+            routers: Vec::new(),
         }
     }
 }
@@ -221,6 +237,11 @@ pub fn labs(root: &Path) -> io::Result<Vec<String>> {
 /// True when the turbonet process with this pid is still running: not a
 /// zombie, and not another program that reused the pid.
 pub fn pid_alive(pid: u32) -> bool {
+    process_alive(pid, "turbonet")
+}
+
+/// True when `pid` is a live (not zombie) process named `program`.
+pub fn process_alive(pid: u32, program: &str) -> bool {
     let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
     };
@@ -230,7 +251,7 @@ pub fn pid_alive(pid: u32) -> bool {
     };
     let comm = head.split_once('(').map_or("", |(_, c)| c);
     let state = rest.trim_start().chars().next().unwrap_or('X');
-    comm == "turbonet" && !matches!(state, 'Z' | 'X' | 'x')
+    comm == program && !matches!(state, 'Z' | 'X' | 'x')
 }
 
 #[cfg(test)]
