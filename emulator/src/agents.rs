@@ -483,7 +483,10 @@ async fn watch_routers(
                     Err(_) => return,
                 }
             }
-            if kernel_fib_of(&handles[&i]).await.is_ok_and(|fib| fib == expected) {
+            if kernel_fib_of(&handles[&i])
+                .await
+                .is_ok_and(|fib| fib == expected)
+            {
                 observed
                     .borrow_mut()
                     .insert(i, epoch.elapsed().as_secs_f64());

@@ -267,12 +267,17 @@ fn show_bgp(dir: &LabDir, node: Option<&str>, json: bool) -> Result<ExitCode> {
     let converged = report.speakers.iter().filter(|s| s.converged).count();
     let (up, all) = report.sessions();
     println!(
-        "{converged}/{} switches converged{}; {up}/{all} built-in sessions established",
+        "{converged}/{} switches converged{}{}",
         report.speakers.len(),
         match (report.convergence_time(), report.since_change) {
             (Some(t), Some(_)) => format!(" {t:.3} s after the last fail/restore"),
             (Some(t), None) => format!(" {t:.3} s after the agents started"),
             _ => String::new(),
+        },
+        if all > 0 {
+            format!("; {up}/{all} built-in sessions established")
+        } else {
+            String::new()
         }
     );
     Ok(ExitCode::SUCCESS)

@@ -484,10 +484,15 @@ async fn build(
         let report = wait_converged(lab, dir, progress).await?;
         let (up, sessions) = report.sessions();
         let routes: usize = report.speakers.iter().map(|s| s.routes).sum();
+        let builtin = if sessions > 0 {
+            format!(", {up}/{sessions} built-in sessions established")
+        } else {
+            String::new()
+        };
         phase(
             "bgp",
             format!(
-                "converged in {:.2} s: {up}/{sessions} built-in sessions established, {routes} routes in {} switches",
+                "converged in {:.2} s: {routes} routes in {} switches{builtin}",
                 report.convergence_time().unwrap_or(report.elapsed),
                 report.speakers.len()
             ),

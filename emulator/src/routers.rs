@@ -134,7 +134,10 @@ pub fn start(lab: &Lab, dir: &LabDir, state: &mut LabState) -> Result<(usize, us
                         // vty group): the directory is handed over to it.
                         .args(["-u", "frr", "-g", "frr"])
                         .arg("--log")
-                        .arg(format!("file:{}", home.join(format!("{name}.log")).display()));
+                        .arg(format!(
+                            "file:{}",
+                            home.join(format!("{name}.log")).display()
+                        ));
                     (name.to_owned(), c)
                 };
                 vec![common("zebra"), common("bgpd")]
@@ -189,14 +192,17 @@ pub fn start(lab: &Lab, dir: &LabDir, state: &mut LabState) -> Result<(usize, us
                 router.program,
                 router.node,
                 out.trim_end(),
-                log.lines().rev().take(10).collect::<Vec<_>>().into_iter().rev().fold(
-                    String::new(),
-                    |mut s, l| {
+                log.lines()
+                    .rev()
+                    .take(10)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .fold(String::new(), |mut s, l| {
                         s.push('\n');
                         s.push_str(l);
                         s
-                    }
-                )
+                    })
             );
         }
     }
@@ -217,7 +223,11 @@ fn wait_for_zebras(dir: &LabDir, state: &LabState) -> Result<()> {
                 );
             }
             if Instant::now() >= deadline {
-                bail!("zebra on {} is not listening on {} after 10 s", zebra.node, socket.display());
+                bail!(
+                    "zebra on {} is not listening on {} after 10 s",
+                    zebra.node,
+                    socket.display()
+                );
             }
             std::thread::sleep(Duration::from_millis(5));
         }

@@ -198,3 +198,70 @@ fn show_bgp_on_a_static_lab_says_why_not() {
     assert!(!out.status.success());
     assert!(text(&out).contains("not BGP"), "{}", text(&out));
 }
+
+#[test]
+fn fat_tree_on_frr_converges_and_reconverges() {
+    require_root!();
+    let lab = up("fat-tree-k4.toml", "bf", "agent = \"frr\"");
+    let lab = lab.0.as_str();
+    assert!(converged(&bgp(lab)));
+    check(lab);
+    let before = route_count(lab, "agg1-0");
+    change(lab, "fail", "link", "edge0-0--agg0-0");
+    assert!(route_count(lab, "agg1-0") < before);
+    change(lab, "fail", "node", "core0");
+    change(lab, "restore", "node", "core0");
+    change(lab, "restore", "link", "edge0-0--agg0-0");
+    assert_eq!(route_count(lab, "agg1-0"), before);
+    // FRR's own view: every session of edge0-0 is up again.
+    let out = run(&["show", "bgp", "edge0-0", "--lab", lab]);
+    assert!(text(&out).contains("vtysh"), "{}", text(&out));
+}
+
+#[test]
+fn hpn_on_frr_routes_around_a_failed_host_link() {
+    require_root!();
+    let lab = up("hpn.toml", "bp", "agent = \"frr\"");
+    let lab = lab.0.as_str();
+    check(lab);
+    let host = "10.128.0.2/32";
+    assert!(nexthops(lab, "agg0-0", host).contains("tor0-r0p0"));
+    change(lab, "fail", "link", "h0-0--tor0-r0p0");
+    let hops = nexthops(lab, "agg0-0", host);
+    assert!(!hops.is_empty() && !hops.contains("tor0-r0p0"), "{hops}");
+    change(lab, "restore", "link", "h0-0--tor0-r0p0");
+    assert!(nexthops(lab, "agg0-0", host).contains("tor0-r0p0"));
+    change(lab, "fail", "node", "agg0-1");
+    change(lab, "restore", "node", "agg0-1");
+}
+
+#[test]
+fn builtin_frr_and_bird_share_one_fabric() {
+    require_root!();
+    let lab = up(
+        "hpn.toml",
+        "bm",
+        "[routing.agents]\n\"tor0-r0p0\" = \"frr\"\n\"agg0-0\" = \"frr\"\n\"tor0-r0p1\" = \"bird\"\n\"core1\" = \"bird\"",
+    );
+    let lab = lab.0.as_str();
+    let report = bgp(lab);
+    let agent = |node: &str| {
+        report["speakers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["node"] == node)
+            .map(|s| s["agent"].as_str().unwrap().to_owned())
+            .unwrap()
+    };
+    assert_eq!(
+        [agent("tor0-r0p0"), agent("tor0-r0p1"), agent("tor1-r0p0")],
+        ["frr", "bird", "builtin"]
+    );
+    check(lab);
+    // The host behind the FRR ToR moves to the BIRD ToR's plane and back.
+    change(lab, "fail", "link", "h0-0--tor0-r0p0");
+    change(lab, "fail", "node", "core0");
+    change(lab, "restore", "node", "core0");
+    change(lab, "restore", "link", "h0-0--tor0-r0p0");
+}
