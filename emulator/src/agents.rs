@@ -247,6 +247,7 @@ impl Agents {
             .map(|s| lab.routing.agent_of(s.node))
             .collect();
         let expected = plan::converged(&speakers, &turbonet_routing::Failures::default());
+        let known = Rc::new(plan::known_prefixes(&speakers));
         let started = Instant::now();
         let mut inboxes = HashMap::new();
         let mut pending = Vec::new();
@@ -326,6 +327,7 @@ impl Agents {
                 fib,
                 installed: BTreeMap::new(),
                 expected,
+                known: known.clone(),
                 epoch: started,
                 converged_at: None,
                 log: log.clone(),
@@ -358,6 +360,7 @@ impl Agents {
     /// kernel table becomes `expected`.
     fn watch_routers(&self, expected: Vec<plan::Fib>, epoch: Instant) {
         self.observed.borrow_mut().clear();
+        let known = plan::known_prefixes(&self.speakers);
         let routers: Vec<(usize, String, plan::Fib)> = self
             .speakers
             .iter()
@@ -370,7 +373,8 @@ impl Agents {
         if routers.is_empty() {
             return;
         }
-        let task = tokio::task::spawn_local(watch_routers(routers, epoch, self.observed.clone()));
+        let task =
+            tokio::task::spawn_local(watch_routers(routers, known, epoch, self.observed.clone()));
         if let Some(old) = self.watcher.replace(Some(task)) {
             old.abort();
         }
@@ -414,6 +418,7 @@ impl Agents {
     /// sessions are theirs to show: `turbonet exec NODE vtysh` or `birdc`).
     pub async fn report(&self, node: Option<NodeId>) -> BgpReport {
         let epoch = self.epoch.get().unwrap_or(self.started);
+        let known = plan::known_prefixes(&self.speakers);
         let mut speakers = Vec::new();
         for (i, (speaker, kind)) in self.speakers.iter().zip(&self.kinds).enumerate() {
             if node.is_some_and(|n| n != speaker.node) {
@@ -428,8 +433,10 @@ impl Agents {
                 }
             }
             let ns = fabric::ns_name(&self.lab, &speaker.name);
-            let fib = kernel_fib(&ns).await.unwrap_or_default();
+            let mut fib = kernel_fib(&ns).await.unwrap_or_default();
             let expected = self.expected.borrow()[i].clone();
+            let routes = fib.len();
+            fib.retain(|p, _| known.contains(p));
             let converged = fib == expected;
             let converged_at = if converged {
                 Some(
@@ -447,7 +454,7 @@ impl Agents {
                 agent: kind.to_string(),
                 asn: speaker.asn,
                 router_id: speaker.router_id,
-                routes: fib.len(),
+                routes,
                 expected: expected.len(),
                 converged,
                 converged_at,
@@ -467,6 +474,7 @@ impl Agents {
 /// after `epoch`), for at most two minutes.
 async fn watch_routers(
     mut routers: Vec<(usize, String, plan::Fib)>,
+    known: BTreeSet<Ipv4Net>,
     epoch: Instant,
     observed: Rc<RefCell<HashMap<usize, f64>>>,
 ) {
@@ -483,10 +491,12 @@ async fn watch_routers(
                     Err(_) => return,
                 }
             }
-            if kernel_fib_of(&handles[&i])
-                .await
-                .is_ok_and(|fib| fib == expected)
-            {
+            let fib = kernel_fib_of(&handles[&i]).await;
+            if fib.is_ok_and(|fib| {
+                fib.iter()
+                    .filter(|(p, _)| known.contains(p))
+                    .eq(expected.iter())
+            }) {
                 observed
                     .borrow_mut()
                     .insert(i, epoch.elapsed().as_secs_f64());
@@ -613,12 +623,16 @@ async fn run_neighbour(
                 _ = port.changed() => continue,
             }
         } else {
-            match connect(&ns, neighbour.local_addr, peer, retry).await {
-                Ok(s) => s,
-                Err(_) => {
-                    tokio::time::sleep(retry).await;
-                    continue;
-                }
+            // Active, but a router outside the fabric may connect first.
+            tokio::select! {
+                s = accepted.recv() => match s { Some(s) => s, None => return },
+                c = connect(&ns, neighbour.local_addr, peer, retry) => match c {
+                    Ok(s) => s,
+                    Err(_) => {
+                        tokio::time::sleep(retry).await;
+                        continue;
+                    }
+                },
             }
         };
         let _ = stream.set_nodelay(true);
@@ -675,6 +689,8 @@ struct Agent {
     /// What the FIB holds: next hops by prefix.
     installed: BTreeMap<Ipv4Net, BTreeSet<Ipv4Addr>>,
     expected: plan::Fib,
+    /// Every prefix of the plan.
+    known: Rc<BTreeSet<Ipv4Net>>,
     epoch: Instant,
     converged_at: Option<Duration>,
     log: EventLog,
@@ -900,17 +916,22 @@ impl Agent {
         }
     }
 
-    /// The FIB is what the plan says, and every session whose port is up
-    /// is established.
+    /// The FIB is what the plan says (for the prefixes the plan knows of:
+    /// not those learned from outside the fabric), and every session in
+    /// the fabric whose port is up is established.
     fn converged(&self) -> bool {
-        self.installed == self.expected
+        self.installed
+            .iter()
+            .filter(|(p, _)| self.known.contains(p))
+            .eq(self.expected.iter())
             && self
                 .speaker
                 .neighbours
                 .iter()
                 .zip(&self.peers)
                 .all(|(n, p)| {
-                    p.state == PeerState::Established
+                    n.peer.is_none()
+                        || p.state == PeerState::Established
                         || !self.port_up.get(&n.ifname).copied().unwrap_or(true)
                 })
     }

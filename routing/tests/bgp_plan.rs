@@ -115,7 +115,7 @@ fn hpn_tors_announce_dual_homed_hosts_per_port() {
             );
         }
     }
-    let loopback = Ipv4Net::from(Ipv4Addr::from(tor.router_id));
+    let loopback = Ipv4Net::from(tor.router_id);
     assert!(
         tor.originate
             .iter()
@@ -149,11 +149,11 @@ fn a_failed_link_shrinks_ecmp_and_a_failed_host_link_moves_the_host() {
         let before = healthy[i].get(&host);
         let after = failed[i].get(&host);
         assert!(before.is_some(), "{} had {host}", s.name);
-        if s.neighbours.iter().any(|n| n.peer == tor.node) {
+        if s.neighbours.iter().any(|n| n.peer == Some(tor.node)) {
             let tor_addr = s
                 .neighbours
                 .iter()
-                .find(|n| n.peer == tor.node)
+                .find(|n| n.peer == Some(tor.node))
                 .unwrap()
                 .peer_addr;
             assert!(before.unwrap().contains(&tor_addr));

@@ -3,6 +3,7 @@
 //! every fail or restore the fabric re-converges to the plan around it.
 
 use std::path::PathBuf;
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -264,4 +265,125 @@ fn builtin_frr_and_bird_share_one_fabric() {
     change(lab, "fail", "node", "core0");
     change(lab, "restore", "node", "core0");
     change(lab, "restore", "link", "h0-0--tor0-r0p0");
+}
+
+/// A BIRD router outside the fabric, in a namespace of the test's, peers
+/// with edge0-0 over an external port: the fabric learns its network and
+/// it learns the fabric's (it reaches a host with no static route).
+#[test]
+fn an_external_router_joins_the_fabric_over_bgp() {
+    require_root!();
+    if Command::new("bird").arg("--version").output().is_err() {
+        eprintln!("skipped: bird (Debian bird2) is not installed");
+        return;
+    }
+    let lab = unique_lab("bx");
+    let pid = std::process::id() % 100_000;
+    let (peer_ns, outside, inside) = (
+        format!("tnt-bgp-{pid}"),
+        format!("tbu{pid}"),
+        format!("tbx{pid}"),
+    );
+    let dir = std::env::temp_dir().join(format!("turbonet-bgp-peer-{pid}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ip = |args: &[&str]| {
+        let out = Command::new("ip").args(args).output().expect("ip runs");
+        assert!(out.status.success(), "ip {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    struct Cleanup(String, String, Option<std::process::Child>);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            if let Some(child) = &mut self.2 {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+            let _ = Command::new("ip").args(["link", "del", &self.1]).status();
+        }
+    }
+    let mut cleanup = Cleanup(peer_ns.clone(), inside.clone(), None);
+    ip(&["netns", "add", &peer_ns]);
+    ip(&[
+        "link", "add", &inside, "type", "veth", "peer", "name", &outside, "netns", &peer_ns,
+    ]);
+    ip(&[
+        "-n",
+        &peer_ns,
+        "addr",
+        "add",
+        "192.0.2.2/30",
+        "dev",
+        &outside,
+    ]);
+    ip(&["-n", &peer_ns, "link", "set", &outside, "up"]);
+    ip(&["-n", &peer_ns, "link", "set", "lo", "up"]);
+    let conf = dir.join("bird.conf");
+    std::fs::write(
+        &conf,
+        "router id 192.0.2.2;\n\
+         protocol device {}\n\
+         protocol kernel { ipv4 { import none; export where source = RTS_BGP; }; merge paths on; }\n\
+         protocol static { ipv4; route 198.51.100.0/24 blackhole; }\n\
+         protocol bgp fabric {\n\
+           local 192.0.2.2 as 65010;\n\
+           neighbor 192.0.2.1 as 4200001000;\n\
+           hold time 3; keepalive time 1; connect retry time 1;\n\
+           ipv4 { import all; export where source = RTS_STATIC; };\n\
+         }\n",
+    )
+    .unwrap();
+    cleanup.2 = Some(
+        Command::new("ip")
+            .args(["netns", "exec", &peer_ns, "bird", "-f", "-c"])
+            .arg(&conf)
+            .arg("-s")
+            .arg(dir.join("bird.ctl"))
+            .arg("-P")
+            .arg(dir.join("bird.pid"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("bird starts"),
+    );
+
+    let file = bgp_scenario(
+        "fat-tree-k4.toml",
+        &lab,
+        &format!(
+            "\n[[external]]\nnode = \"edge0-0\"\ninterface = \"{inside}\"\nname = \"ext0\"\n\
+             address = \"192.0.2.1/30\"\nbgp = {{ peer = \"192.0.2.2\", asn = 65010 }}\n"
+        ),
+    );
+    let _guard = LabGuard(lab.clone());
+    let out = run(&["up", "--quiet", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    // The session comes up; the fabric learns the router's network.
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            !nexthops(&lab, "agg1-0", "198.51.100.0/24").is_empty()
+        }),
+        "agg1-0 never learned 198.51.100.0/24: {}",
+        text(&run(&["show", "bgp", "edge0-0", "--lab", &lab]))
+    );
+    let shown = text(&run(&["show", "bgp", "edge0-0", "--lab", &lab]));
+    assert!(shown.contains(&format!("external {inside}")), "{shown}");
+    // The router learned the fabric's: it reaches a host in another pod.
+    let links = run(&["show", "links", "h3-1-1", "--lab", &lab, "--json"]);
+    let links: Value = serde_json::from_slice(&links.stdout).unwrap();
+    let host = links[0]["a_addr"]
+        .as_str()
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let ping = Command::new("ip")
+        .args([
+            "netns", "exec", &peer_ns, "ping", "-c", "2", "-W", "2", "-i", "0.2", &host,
+        ])
+        .output()
+        .unwrap();
+    assert!(ping.status.success(), "{}", text(&ping));
 }

@@ -37,7 +37,8 @@ pub struct Speaker {
     pub asn: u32,
     /// Its BGP Identifier: the loopback.
     pub router_id: Ipv4Addr,
-    /// One session per switch-switch link, in port order.
+    /// One session per switch-switch link, in port order, then one per
+    /// external port with a BGP neighbour.
     pub neighbours: Vec<Neighbour>,
     /// Prefixes it announces.
     pub originate: Vec<Origination>,
@@ -48,11 +49,12 @@ pub struct Speaker {
 /// One session of a speaker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Neighbour {
-    /// The link the session runs over.
-    pub link: LinkId,
-    /// The switch at the other end.
-    pub peer: NodeId,
-    /// Its name.
+    /// The link the session runs over; `None` on an external port.
+    pub link: Option<LinkId>,
+    /// The switch at the other end; `None` for a router outside the
+    /// fabric.
+    pub peer: Option<NodeId>,
+    /// Its name (`external <interface>` outside the fabric).
     pub peer_name: String,
     /// The local interface.
     pub ifname: String,
@@ -62,10 +64,11 @@ pub struct Neighbour {
     pub peer_addr: Ipv4Addr,
     /// The AS the peer must announce.
     pub peer_asn: u32,
-    /// Wait for the peer to connect. Exactly one end of every session is
-    /// passive (the one with the higher address), so the two ends never
-    /// open colliding connections (RFC 4271 §6.8), whatever implementation
-    /// runs at either end.
+    /// Wait for the peer to connect. Exactly one end of every session in
+    /// the fabric is passive (the one with the higher address), so the two
+    /// ends never open colliding connections (RFC 4271 §6.8), whatever
+    /// implementation runs at either end. Sessions to external routers
+    /// are active (and accept the router's connection too).
     pub passive: bool,
 }
 
@@ -99,8 +102,8 @@ pub fn speakers(fabric: &Fabric) -> Vec<Speaker> {
                 if peer.role.is_switch() {
                     let peer_asn = peer.asn.map_or(0, |a| a.0);
                     neighbours.push(Neighbour {
-                        link: link.id,
-                        peer: peer.id,
+                        link: Some(link.id),
+                        peer: Some(peer.id),
                         peer_name: peer.name.clone(),
                         ifname: local.ifname.clone(),
                         local_addr: local.addr.addr(),
@@ -116,6 +119,20 @@ pub fn speakers(fabric: &Fabric) -> Vec<Speaker> {
                             port: Some(local.ifname.clone()),
                         });
                     }
+                }
+            }
+            for ext in fabric.externals.iter().filter(|e| e.node == node.id) {
+                if let Some(bgp) = &ext.bgp {
+                    neighbours.push(Neighbour {
+                        link: None,
+                        peer: None,
+                        peer_name: format!("external {}", ext.interface),
+                        ifname: ext.ifname.clone(),
+                        local_addr: ext.addr.addr(),
+                        peer_addr: bgp.addr,
+                        peer_asn: bgp.asn.0,
+                        passive: false,
+                    });
                 }
             }
             for prefix in &fabric.prefixes {
@@ -148,6 +165,15 @@ fn dual_homed(fabric: &Fabric, host: Ipv4Addr) -> bool {
     })
 }
 
+/// Every prefix some speaker originates: what the plan knows of (routes
+/// learned from routers outside the fabric are not in it).
+pub fn known_prefixes(speakers: &[Speaker]) -> BTreeSet<Ipv4Net> {
+    speakers
+        .iter()
+        .flat_map(|s| s.originate.iter().map(|o| o.prefix))
+        .collect()
+}
+
 /// What a speaker's FIB holds: for every prefix it learned, the next hops
 /// (peer addresses) of its equal-cost routes.
 pub type Fib = BTreeMap<Ipv4Net, BTreeSet<Ipv4Addr>>;
@@ -171,7 +197,7 @@ pub fn converged(speakers: &[Speaker], failures: &Failures) -> Vec<Fib> {
         .map(|(i, s)| (s.node, i))
         .collect();
     let down = |s: &Speaker| failures.nodes.contains(&s.node);
-    let link_down = |n: &Neighbour| failures.links.contains(&n.link);
+    let link_down = |n: &Neighbour| n.link.is_some_and(|l| failures.links.contains(&l));
     // For neighbour `n` of speaker `i`: the peer speaker and the position
     // of the session in the peer's list, when the session can come up.
     let reverse: Vec<Vec<Option<(usize, PeerId)>>> = speakers
@@ -180,7 +206,7 @@ pub fn converged(speakers: &[Speaker], failures: &Failures) -> Vec<Fib> {
             s.neighbours
                 .iter()
                 .map(|n| {
-                    let p = *index.get(&n.peer)?;
+                    let p = *index.get(&n.peer?)?;
                     if down(s) || down(&speakers[p]) || link_down(n) {
                         return None;
                     }
