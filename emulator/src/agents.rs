@@ -330,6 +330,7 @@ impl Agents {
                 known: known.clone(),
                 epoch: started,
                 converged_at: None,
+                last_change: started,
                 log: log.clone(),
                 speaker,
             };
@@ -693,6 +694,10 @@ struct Agent {
     known: Rc<BTreeSet<Ipv4Net>>,
     epoch: Instant,
     converged_at: Option<Duration>,
+    /// The last change of the FIB or of a session's state: when the agent
+    /// converges, it converged then (a plan that arrives later, as after a
+    /// `fail`, may find it converged already).
+    last_change: Instant,
     log: EventLog,
 }
 
@@ -740,6 +745,7 @@ impl Agent {
                 });
                 peer.state = PeerState::Established;
                 peer.since = Instant::now();
+                self.last_change = peer.since;
                 fresh.push(n);
                 self.log.write(
                     "bgp",
@@ -771,6 +777,7 @@ impl Agent {
                     PeerState::PortDown
                 };
                 peer.since = Instant::now();
+                self.last_change = peer.since;
                 peer.info = None;
                 peer.commands = None;
                 peer.last_error = Some(reason.to_string());
@@ -878,7 +885,9 @@ impl Agent {
             routes.push((*prefix, hops));
         }
         if !routes.is_empty() {
-            if let Err(e) = self.fib.apply(routes).await {
+            let applied = self.fib.apply(routes).await;
+            self.last_change = Instant::now();
+            if let Err(e) = applied {
                 self.log.write(
                     "bgp",
                     &format!("{}: installing routes", self.speaker.name),
@@ -912,7 +921,7 @@ impl Agent {
             }
         }
         if self.converged_at.is_none() && self.converged() {
-            self.converged_at = Some(self.epoch.elapsed());
+            self.converged_at = Some(self.last_change.saturating_duration_since(self.epoch));
         }
     }
 

@@ -34,15 +34,26 @@ pub struct BenchArgs {
     /// With --engine: frames per configured loss probability.
     #[arg(long, default_value_t = 1_000_000)]
     pub loss_frames: u64,
+    /// Measure BGP instead: convergence from `up` and after a link and a
+    /// switch failure on fat-tree k=4, k=8 and hpn, per agent.
+    #[arg(long)]
+    pub bgp: bool,
+    /// With --bgp: the agents to compare.
+    #[arg(long, value_delimiter = ',', default_value = "builtin,frr")]
+    pub agents: Vec<String>,
+    /// With --bgp: agent density instead (CPU and memory of 80, 320 and
+    /// 1,000 built-in agents at steady state; FRR on k=8 for comparison).
+    #[arg(long, requires = "bgp")]
+    pub density: bool,
 }
 
-struct Measured {
-    seconds: f64,
+pub(crate) struct Measured {
+    pub(crate) seconds: f64,
     peak_rss_kib: u64,
 }
 
 /// Runs this binary with `args`, returning wall time and peak RSS.
-fn measure(args: &[&str]) -> Result<Measured> {
+pub(crate) fn measure(args: &[&str]) -> Result<Measured> {
     let exe = std::env::current_exe()?;
     let start = Instant::now();
     let child = Command::new(&exe)
@@ -79,6 +90,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
     if args.engine {
         return crate::bench_engine::bench(args.probes, args.loss_frames);
+    }
+    if args.bgp {
+        return crate::bench_bgp::bench(args.density, &args.agents);
     }
     let files = if args.files.is_empty() {
         let dir = Path::new("scenarios");

@@ -2,6 +2,7 @@
 
 mod agents;
 mod bench;
+mod bench_bgp;
 mod bench_engine;
 mod check;
 mod cli;
