@@ -191,7 +191,10 @@ enum AgentEvent {
     Port { ifname: String, up: bool },
     /// The FIB the plan expects from now on (after a fail or restore);
     /// `epoch` is when that change happened.
-    Expect { fib: plan::Fib, epoch: Instant },
+    Expect {
+        fib: plan::FibDigest,
+        epoch: Instant,
+    },
     /// Report the status.
     Report(oneshot::Sender<SpeakerStatus>),
 }
@@ -228,12 +231,14 @@ pub struct Agents {
     lab: String,
     /// What every FIB holds once converged (read for FRR and BIRD switches;
     /// built-in agents keep their own copy).
-    expected: RefCell<Vec<plan::Fib>>,
+    expected: RefCell<Vec<plan::FibDigest>>,
     /// When each FRR or BIRD switch was first seen converged since the
     /// epoch, by speaker position (kept by [`watch_routers`]).
     observed: Rc<RefCell<HashMap<usize, f64>>>,
     /// Stops the current watcher when the plan changes.
     watcher: RefCell<Option<tokio::task::JoinHandle<()>>>,
+    /// The plan with every link up, until it has been computed.
+    plan: RefCell<Option<oneshot::Receiver<Vec<plan::FibDigest>>>>,
 }
 
 impl Agents {
@@ -246,12 +251,27 @@ impl Agents {
             .iter()
             .map(|s| lab.routing.agent_of(s.node))
             .collect();
-        let expected = plan::converged(&speakers, &turbonet_routing::Failures::default());
+        // What every FIB will hold: computed on another thread (seconds
+        // for a thousand switches) while the agents start; an agent is not
+        // converged until it has the plan.
+        let (plan_tx, plan_rx) = oneshot::channel();
+        let planned = speakers.clone();
+        std::thread::spawn(move || {
+            let t = Instant::now();
+            let digests = digests(&planned, &turbonet_routing::Failures::default());
+            eprintln!(
+                "BGP plan: {} FIB entries for {} switches in {:.2} s",
+                digests.iter().map(|d| d.routes).sum::<usize>(),
+                planned.len(),
+                t.elapsed().as_secs_f64()
+            );
+            let _ = plan_tx.send(digests);
+        });
         let known = Rc::new(plan::known_prefixes(&speakers));
         let started = Instant::now();
         let mut inboxes = HashMap::new();
         let mut pending = Vec::new();
-        for ((speaker, kind), expected) in speakers.iter().zip(&kinds).zip(expected.clone()) {
+        for (speaker, kind) in speakers.iter().zip(&kinds) {
             if *kind != AgentKind::Builtin {
                 continue;
             }
@@ -283,10 +303,10 @@ impl Agents {
             };
             let (tx, rx) = mpsc::unbounded_channel();
             inboxes.insert(speaker.node, tx.clone());
-            pending.push((speaker.clone(), ns, listener, fib, tx, rx, expected));
+            pending.push((speaker.clone(), ns, listener, fib, tx, rx));
         }
         let timers = lab.routing.timers;
-        for (speaker, ns, listener, fib, tx, rx, expected) in pending {
+        for (speaker, ns, listener, fib, tx, rx) in pending {
             let mut accepted = Vec::new();
             let mut ports = HashMap::new();
             for (n, neighbour) in speaker.neighbours.iter().enumerate() {
@@ -326,7 +346,7 @@ impl Agents {
                 port_up: HashMap::new(),
                 fib,
                 installed: BTreeMap::new(),
-                expected,
+                expected: None,
                 known: known.clone(),
                 epoch: started,
                 converged_at: None,
@@ -343,26 +363,33 @@ impl Agents {
             started,
             epoch: Cell::new(None),
             lab: lab.name.clone(),
-            expected: RefCell::new(expected.clone()),
+            expected: RefCell::new(Vec::new()),
             observed: Rc::new(RefCell::new(HashMap::new())),
             watcher: RefCell::new(None),
-        }
-        .watching(expected, started))
+            plan: RefCell::new(Some(plan_rx)),
+        })
     }
 
-    /// Starts watching the FRR and BIRD switches converge to `expected`
-    /// from `epoch` on.
-    fn watching(self, expected: Vec<plan::Fib>, epoch: Instant) -> Self {
-        self.watch_routers(expected, epoch);
-        self
+    /// Waits for the plan with every link up and hands it to the agents
+    /// (unless a `fail` or `restore` brought a newer one meanwhile). Run it
+    /// as a task once the agents are started.
+    pub async fn plan_ready(&self) {
+        let Some(rx) = self.plan.borrow_mut().take() else {
+            return;
+        };
+        if let Ok(expected) = rx.await {
+            if self.epoch.get().is_none() {
+                self.send_plan(expected, self.started);
+            }
+        }
     }
 
     /// (Re)starts the task that records when each FRR or BIRD switch's
     /// kernel table becomes `expected`.
-    fn watch_routers(&self, expected: Vec<plan::Fib>, epoch: Instant) {
+    fn watch_routers(&self, expected: Vec<plan::FibDigest>, epoch: Instant) {
         self.observed.borrow_mut().clear();
         let known = plan::known_prefixes(&self.speakers);
-        let routers: Vec<(usize, String, plan::Fib)> = self
+        let routers: Vec<(usize, String, plan::FibDigest)> = self
             .speakers
             .iter()
             .zip(&self.kinds)
@@ -400,12 +427,17 @@ impl Agents {
 
     /// The fabric changed at `epoch`: from now on every agent converges to
     /// the FIBs in `expected` (one per speaker, see [`plan::converged`]).
-    pub fn expect(&self, expected: Vec<plan::Fib>, epoch: Instant) {
+    pub fn expect(&self, expected: Vec<plan::FibDigest>, epoch: Instant) {
         self.epoch.set(Some(epoch));
+        self.send_plan(expected, epoch);
+    }
+
+    /// Sends every agent its FIB to converge to, and watches FRR and BIRD.
+    fn send_plan(&self, expected: Vec<plan::FibDigest>, epoch: Instant) {
         for (speaker, fib) in self.speakers.iter().zip(&expected) {
             if let Some(inbox) = self.inboxes.get(&speaker.node) {
                 let _ = inbox.send(AgentEvent::Expect {
-                    fib: fib.clone(),
+                    fib: *fib,
                     epoch,
                 });
             }
@@ -435,10 +467,11 @@ impl Agents {
             }
             let ns = fabric::ns_name(&self.lab, &speaker.name);
             let mut fib = kernel_fib(&ns).await.unwrap_or_default();
-            let expected = self.expected.borrow()[i].clone();
+            // No plan yet: not converged.
+            let expected = self.expected.borrow().get(i).copied();
             let routes = fib.len();
             fib.retain(|p, _| known.contains(p));
-            let converged = fib == expected;
+            let converged = expected == Some(plan::FibDigest::of(&fib));
             let converged_at = if converged {
                 Some(
                     *self
@@ -456,7 +489,7 @@ impl Agents {
                 asn: speaker.asn,
                 router_id: speaker.router_id,
                 routes,
-                expected: expected.len(),
+                expected: expected.map_or(0, |d| d.routes),
                 converged,
                 converged_at,
                 sessions: Vec::new(),
@@ -474,7 +507,7 @@ impl Agents {
 /// each matches its expected FIB, recording when it first did (seconds
 /// after `epoch`), for at most two minutes.
 async fn watch_routers(
-    mut routers: Vec<(usize, String, plan::Fib)>,
+    mut routers: Vec<(usize, String, plan::FibDigest)>,
     known: BTreeSet<Ipv4Net>,
     epoch: Instant,
     observed: Rc<RefCell<HashMap<usize, f64>>>,
@@ -494,9 +527,7 @@ async fn watch_routers(
             }
             let fib = kernel_fib_of(&handles[&i]).await;
             if fib.is_ok_and(|fib| {
-                fib.iter()
-                    .filter(|(p, _)| known.contains(p))
-                    .eq(expected.iter())
+                plan::FibDigest::of(fib.iter().filter(|(p, _)| known.contains(p))) == expected
             }) {
                 observed
                     .borrow_mut()
@@ -564,6 +595,24 @@ async fn kernel_fib_of(handle: &rtnetlink::Handle) -> Result<plan::Fib> {
         }
     }
     Ok(fib)
+}
+
+/// The digest of every speaker's FIB once converged around `failures`.
+/// Blocking (seconds for a thousand switches): run it on its own thread.
+pub fn digests(
+    speakers: &[Speaker],
+    failures: &turbonet_routing::Failures,
+) -> Vec<plan::FibDigest> {
+    let digests = plan::converged(speakers, failures)
+        .iter()
+        .map(plan::FibDigest::of)
+        .collect();
+    // The simulation's RIBs are gone: give their memory back.
+    // SAFETY: malloc_trim only releases free heap memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    digests
 }
 
 /// The session configuration of one neighbour, with the lab's timers.
@@ -689,7 +738,8 @@ struct Agent {
     fib: NetlinkFib,
     /// What the FIB holds: next hops by prefix.
     installed: BTreeMap<Ipv4Net, BTreeSet<Ipv4Addr>>,
-    expected: plan::Fib,
+    /// Its FIB once converged (`None` until the plan is computed).
+    expected: Option<plan::FibDigest>,
     /// Every prefix of the plan.
     known: Rc<BTreeSet<Ipv4Net>>,
     epoch: Instant,
@@ -716,6 +766,11 @@ impl Agent {
                 return;
             };
             self.handle(event, &mut changed, &mut fresh);
+            // Let every other runnable task (the other agents, the
+            // sessions) take its turn first: what they send meanwhile
+            // joins this batch, so a burst costs one FIB pass, not one per
+            // UPDATE.
+            tokio::task::yield_now().await;
             while let Ok(event) = inbox.try_recv() {
                 self.handle(event, &mut changed, &mut fresh);
             }
@@ -828,7 +883,7 @@ impl Agent {
                 }
             }
             AgentEvent::Expect { fib, epoch } => {
-                self.expected = fib;
+                self.expected = Some(fib);
                 self.epoch = epoch;
                 self.converged_at = None;
             }
@@ -903,6 +958,7 @@ impl Agent {
             all = self.rib.loc_rib().map(|(p, _)| *p).collect();
             &all[..]
         };
+        let mut work = 0;
         for (n, peer) in self.peers.iter().enumerate() {
             let (Some(info), Some(commands)) = (&peer.info, &peer.commands) else {
                 continue;
@@ -919,6 +975,13 @@ impl Agent {
             for update in self.rib.export(n as PeerId, info, local, prefixes) {
                 let _ = commands.send(DriverCommand::SendUpdate(Box::new(update)));
             }
+            // A spine advertising a whole table to hundreds of peers must
+            // not starve the other sessions' keepalives.
+            work += prefixes.len();
+            if work >= 4096 {
+                work = 0;
+                tokio::task::yield_now().await;
+            }
         }
         if self.converged_at.is_none() && self.converged() {
             self.converged_at = Some(self.last_change.saturating_duration_since(self.epoch));
@@ -929,10 +992,14 @@ impl Agent {
     /// not those learned from outside the fabric), and every session in
     /// the fabric whose port is up is established.
     fn converged(&self) -> bool {
-        self.installed
-            .iter()
-            .filter(|(p, _)| self.known.contains(p))
-            .eq(self.expected.iter())
+        let Some(expected) = self.expected else {
+            return false;
+        };
+        plan::FibDigest::of(
+            self.installed
+                .iter()
+                .filter(|(p, _)| self.known.contains(p)),
+        ) == expected
             && self
                 .speaker
                 .neighbours
@@ -953,7 +1020,7 @@ impl Agent {
             asn: self.speaker.asn,
             router_id: self.speaker.router_id,
             routes: self.installed.len(),
-            expected: self.expected.len(),
+            expected: self.expected.map_or(0, |d| d.routes),
             converged: self.converged(),
             converged_at: self
                 .converged_at

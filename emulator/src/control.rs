@@ -108,6 +108,11 @@ pub enum Response {
 
 /// Sends one request to a lab's daemon and waits for the answer.
 pub fn call(dir: &LabDir, request: &Request) -> Result<Response> {
+    call_within(dir, request, Duration::from_secs(30))
+}
+
+/// [`call`], waiting at most `timeout` for the answer.
+pub fn call_within(dir: &LabDir, request: &Request, timeout: Duration) -> Result<Response> {
     let path = socket_path(dir);
     let mut stream = UnixStream::connect(&path).with_context(|| {
         format!(
@@ -115,7 +120,7 @@ pub fn call(dir: &LabDir, request: &Request) -> Result<Response> {
             path.display()
         )
     })?;
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    stream.set_read_timeout(Some(timeout))?;
     let mut line = serde_json::to_string(request)?;
     line.push('\n');
     stream.write_all(line.as_bytes())?;

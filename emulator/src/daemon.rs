@@ -419,7 +419,7 @@ impl Daemon {
             // Off the event loop: the agents are converging meanwhile.
             let (tx, rx) = tokio::sync::oneshot::channel();
             std::thread::spawn(move || {
-                let _ = tx.send(turbonet_routing::bgp::plan::converged(&speakers, &failures));
+                let _ = tx.send(crate::agents::digests(&speakers, &failures));
             });
             agents.expect(rx.await?, epoch);
             return Ok(format!(
@@ -749,6 +749,12 @@ async fn serve(daemon: Rc<Daemon>) -> Result<()> {
     if daemon.bgp() {
         let agents = Agents::start(&daemon.lab, daemon.log.clone())?;
         let _ = daemon.agents.set(agents);
+        let planner = daemon.clone();
+        tokio::task::spawn_local(async move {
+            if let Some(agents) = planner.agents.get() {
+                agents.plan_ready().await;
+            }
+        });
     }
     fs::write(ready_path(&daemon.dir), std::process::id().to_string())?;
     tokio::task::spawn_local(daemon.clone().run_timeline());

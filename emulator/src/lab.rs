@@ -516,7 +516,11 @@ async fn wait_converged(
     let timeout = std::time::Duration::from_secs(60 + switches as u64 / 4);
     let started = std::time::Instant::now();
     loop {
-        let report = match crate::control::call(dir, &Request::Bgp { node: None })? {
+        // A daemon busy converging a large fabric answers late.
+        let left = timeout.saturating_sub(started.elapsed()).max(std::time::Duration::from_secs(1));
+        let report = match crate::control::call_within(dir, &Request::Bgp { node: None }, left)
+            .context("asking the lab daemon how far BGP has come")?
+        {
             Response::Bgp { report } => report,
             Response::Error { message } | Response::Ok { message } => bail!("{message}"),
         };

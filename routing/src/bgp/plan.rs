@@ -165,6 +165,21 @@ fn dual_homed(fabric: &Fabric, host: Ipv4Addr) -> bool {
     })
 }
 
+/// Adds `changed` to speaker `i`'s pending prefixes, queueing it if it had
+/// none.
+fn push(
+    queue: &mut VecDeque<usize>,
+    pending: &mut BTreeSet<Ipv4Net>,
+    i: usize,
+    changed: impl IntoIterator<Item = Ipv4Net>,
+) {
+    let was_empty = pending.is_empty();
+    pending.extend(changed);
+    if was_empty && !pending.is_empty() {
+        queue.push_back(i);
+    }
+}
+
 /// Every prefix some speaker originates: what the plan knows of (routes
 /// learned from routers outside the fabric are not in it).
 pub fn known_prefixes(speakers: &[Speaker]) -> BTreeSet<Ipv4Net> {
@@ -172,6 +187,35 @@ pub fn known_prefixes(speakers: &[Speaker]) -> BTreeSet<Ipv4Net> {
         .iter()
         .flat_map(|s| s.originate.iter().map(|o| o.prefix))
         .collect()
+}
+
+/// A FIB in a few bytes: its size and a hash of its content, to compare a
+/// switch's FIB with the plan's without keeping the plan's (two million
+/// entries for a thousand switches).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FibDigest {
+    /// Prefixes.
+    pub routes: usize,
+    /// Hash of the prefixes and their next hops, in prefix order.
+    pub hash: u64,
+}
+
+impl FibDigest {
+    /// The digest of a FIB given in prefix order.
+    pub fn of<'a>(fib: impl IntoIterator<Item = (&'a Ipv4Net, &'a BTreeSet<Ipv4Addr>)>) -> Self {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::hash::DefaultHasher::new();
+        let mut routes = 0;
+        for (prefix, hops) in fib {
+            prefix.hash(&mut hasher);
+            hops.hash(&mut hasher);
+            routes += 1;
+        }
+        FibDigest {
+            routes,
+            hash: hasher.finish(),
+        }
+    }
 }
 
 /// What a speaker's FIB holds: for every prefix it learned, the next hops
@@ -228,7 +272,11 @@ pub fn converged(speakers: &[Speaker], failures: &Failures) -> Vec<Fib> {
         .iter()
         .map(|s| Rib::new(s.asn, s.router_id, Multipath::Relax))
         .collect();
-    let mut queue: VecDeque<(usize, Vec<Ipv4Net>)> = VecDeque::new();
+    // Speakers with changes to advertise, each queued once with all its
+    // changed prefixes: a spine hears from every leaf before it advertises
+    // the lot, instead of once per leaf.
+    let mut pending: Vec<BTreeSet<Ipv4Net>> = vec![BTreeSet::new(); speakers.len()];
+    let mut queue: VecDeque<usize> = VecDeque::new();
     for (i, s) in speakers.iter().enumerate() {
         if down(s) {
             continue;
@@ -247,9 +295,10 @@ pub fn converged(speakers: &[Speaker], failures: &Failures) -> Vec<Fib> {
             .flat_map(|o| ribs[i].originate(o.prefix))
             .map(|c| c.prefix())
             .collect();
-        queue.push_back((i, changed));
+        push(&mut queue, &mut pending[i], i, changed);
     }
-    while let Some((i, prefixes)) = queue.pop_front() {
+    while let Some(i) = queue.pop_front() {
+        let prefixes: Vec<Ipv4Net> = std::mem::take(&mut pending[i]).into_iter().collect();
         for (n, neighbour) in speakers[i].neighbours.iter().enumerate() {
             let Some((p, back)) = reverse[i][n] else {
                 continue;
@@ -257,17 +306,9 @@ pub fn converged(speakers: &[Speaker], failures: &Failures) -> Vec<Fib> {
             let to = summary(neighbour, &speakers[p]);
             let from = summary(&speakers[p].neighbours[back as usize], &speakers[i]);
             let updates = ribs[i].export(n as PeerId, &to, neighbour.local_addr, &prefixes);
-            let mut changed = Vec::new();
             for update in &updates {
-                changed.extend(
-                    ribs[p]
-                        .update(back, &from, update)
-                        .iter()
-                        .map(Change::prefix),
-                );
-            }
-            if !changed.is_empty() {
-                queue.push_back((p, changed));
+                let changes = ribs[p].update(back, &from, update);
+                push(&mut queue, &mut pending[p], p, changes.iter().map(Change::prefix));
             }
         }
     }
