@@ -436,10 +436,7 @@ impl Agents {
     fn send_plan(&self, expected: Vec<plan::FibDigest>, epoch: Instant) {
         for (speaker, fib) in self.speakers.iter().zip(&expected) {
             if let Some(inbox) = self.inboxes.get(&speaker.node) {
-                let _ = inbox.send(AgentEvent::Expect {
-                    fib: *fib,
-                    epoch,
-                });
+                let _ = inbox.send(AgentEvent::Expect { fib: *fib, epoch });
             }
         }
         *self.expected.borrow_mut() = expected.clone();
@@ -517,15 +514,14 @@ async fn watch_routers(
     while !routers.is_empty() && Instant::now() < deadline {
         let mut waiting = Vec::new();
         for (i, ns, expected) in routers {
-            if !handles.contains_key(&i) {
-                match namespace_handle(&ns) {
-                    Ok(h) => {
-                        handles.insert(i, h);
-                    }
+            let handle = match handles.entry(i) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => match namespace_handle(&ns) {
+                    Ok(h) => e.insert(h),
                     Err(_) => return,
-                }
-            }
-            let fib = kernel_fib_of(&handles[&i]).await;
+                },
+            };
+            let fib = kernel_fib_of(handle).await;
             if fib.is_ok_and(|fib| {
                 plan::FibDigest::of(fib.iter().filter(|(p, _)| known.contains(p))) == expected
             }) {

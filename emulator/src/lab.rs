@@ -517,7 +517,9 @@ async fn wait_converged(
     let started = std::time::Instant::now();
     loop {
         // A daemon busy converging a large fabric answers late.
-        let left = timeout.saturating_sub(started.elapsed()).max(std::time::Duration::from_secs(1));
+        let left = timeout
+            .saturating_sub(started.elapsed())
+            .max(std::time::Duration::from_secs(1));
         let report = match crate::control::call_within(dir, &Request::Bgp { node: None }, left)
             .context("asking the lab daemon how far BGP has come")?
         {

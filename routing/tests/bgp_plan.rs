@@ -1,8 +1,6 @@
 //! The BGP plan of generated fabrics: sessions, originations, and what
 //! every switch learns once the fabric has converged.
 
-use std::net::Ipv4Addr;
-
 use ipnet::Ipv4Net;
 use turbonet_routing::Failures;
 use turbonet_routing::bgp::plan::{self, Speaker};

@@ -308,7 +308,12 @@ pub fn converged(speakers: &[Speaker], failures: &Failures) -> Vec<Fib> {
             let updates = ribs[i].export(n as PeerId, &to, neighbour.local_addr, &prefixes);
             for update in &updates {
                 let changes = ribs[p].update(back, &from, update);
-                push(&mut queue, &mut pending[p], p, changes.iter().map(Change::prefix));
+                push(
+                    &mut queue,
+                    &mut pending[p],
+                    p,
+                    changes.iter().map(Change::prefix),
+                );
             }
         }
     }
