@@ -41,6 +41,31 @@ pub fn count(n: usize) -> String {
     out
 }
 
+/// `static`, `controller`, or `bgp (builtin; 2 frr, 1 bird)`.
+pub fn routing_name(lab: &Lab) -> String {
+    use turbonet_topo::{Agent, RoutingMode};
+    if lab.routing.mode != RoutingMode::Bgp {
+        return lab.routing.mode.to_string();
+    }
+    let mut counts = std::collections::HashMap::new();
+    for node in lab.fabric.switches() {
+        *counts
+            .entry(lab.routing.agent_of(node.id))
+            .or_insert(0usize) += 1;
+    }
+    let default = lab.routing.agent;
+    let others: Vec<String> = Agent::ALL
+        .iter()
+        .filter(|&&a| a != default)
+        .filter_map(|a| counts.get(a).map(|n| format!("{n} {a}")))
+        .collect();
+    if others.is_empty() {
+        format!("bgp ({default})")
+    } else {
+        format!("bgp ({default}; {})", others.join(", "))
+    }
+}
+
 /// The `validate` summary.
 pub fn summary(lab: &Lab, summary: &Summary) -> String {
     let mut out = format!(
@@ -48,7 +73,7 @@ pub fn summary(lab: &Lab, summary: &Summary) -> String {
         lab.name,
         kind_name(lab),
         lab.target,
-        lab.routing.mode,
+        routing_name(lab),
         lab.seed
     );
     let asn_of = |role| {
@@ -186,6 +211,9 @@ pub fn up_summary(lab: &Lab, state: &LabState) -> String {
     let host = lab.fabric.hosts().next().map(|h| h.name.clone());
     out.push_str("\nnext:\n");
     out.push_str("  turbonet status | show nodes | show links | show routes NODE\n");
+    if lab.routing.mode == turbonet_topo::RoutingMode::Bgp {
+        out.push_str("  turbonet show bgp [SWITCH]   # sessions, routes, convergence\n");
+    }
     if let Some(host) = host {
         out.push_str(&format!("  turbonet exec {host} -- ip route\n"));
     }
