@@ -14,6 +14,7 @@ use std::process::{Command, Stdio};
 use common::{LOCAL_AS, Ours, PeerNet, have, is_root, run, wait_until};
 use ipnet::Ipv4Net;
 use turbonet_routing::bgp::AsPath;
+use turbonet_routing::bgp::session::Reason;
 
 const FRR_AS: u32 = 65003;
 const BGPD: &str = "/usr/lib/frr/bgpd";
@@ -64,18 +65,10 @@ fn neighbor_state(net: &PeerNet, peer: Ipv4Addr) -> Option<String> {
     json_str_after(&out, &peer.to_string(), "bgpState")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn frr_exchanges_routes_and_sees_the_stop() {
-    if !is_root() {
-        eprintln!("bgp_frr: skipped, needs root");
-        return;
-    }
-    if !Path::new(BGPD).exists() || !have("vtysh") {
-        eprintln!("bgp_frr: skipped, {BGPD}/vtysh not installed (Debian package frr)");
-        return;
-    }
-    // 64 /30s on from the one the BIRD test picks for the same pid.
-    let mut net = PeerNet::new("frr", "tf", 64);
+/// A namespace `tnt-<tag>-<pid>` (veths `<veth>r<pid>`, `<veth>n<pid>`)
+/// with bgpd in it, configured by [`bgpd_config`]; `offset` picks its /30.
+fn start_bgpd(tag: &str, veth: &str, offset: u32) -> PeerNet {
+    let mut net = PeerNet::new(tag, veth, offset);
     let (ours, theirs) = (net.ours, net.theirs);
     net.log = Some(net.dir.join("bgpd.log"));
 
@@ -101,6 +94,23 @@ async fn frr_exchanges_routes_and_sees_the_stop() {
             .spawn()
             .expect("spawn bgpd"),
     );
+
+    net
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frr_exchanges_routes_and_sees_the_stop() {
+    if !is_root() {
+        eprintln!("bgp_frr: skipped, needs root");
+        return;
+    }
+    if !Path::new(BGPD).exists() || !have("vtysh") {
+        eprintln!("bgp_frr: skipped, {BGPD}/vtysh not installed (Debian package frr)");
+        return;
+    }
+    // 64 /30s on from the one the BIRD test picks for the same pid.
+    let net = start_bgpd("frr", "tf", 64);
+    let (ours, theirs) = (net.ours, net.theirs);
 
     // The neighbor is passive: we connect to bgpd.
     let mut session = Ours::establish(&net, FRR_AS).await;
@@ -137,4 +147,74 @@ async fn frr_exchanges_routes_and_sees_the_stop() {
         neighbor_state(&net, ours).filter(|s| s != "Established")
     })
     .await;
+}
+
+/// The session ends cleanly when FRR sends a NOTIFICATION (an
+/// administrative shutdown) and when FRR goes silent (our hold timer
+/// expires and we send the NOTIFICATION RFC 4271 §6.5 asks for).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frr_notification_and_silence_end_the_session() {
+    if !is_root() {
+        eprintln!("bgp_frr: skipped, needs root");
+        return;
+    }
+    if !Path::new(BGPD).exists() || !have("vtysh") {
+        eprintln!("bgp_frr: skipped, {BGPD}/vtysh not installed (Debian package frr)");
+        return;
+    }
+    // 96 /30s on: clear of the other interop tests of this pid.
+    let net = start_bgpd("frrn", "tg", 96);
+    let ours = net.ours;
+
+    // FRR shuts the neighbor down: Cease, Administrative Shutdown
+    // (RFC 4486 §3, subcode 2).
+    let session = Ours::establish(&net, FRR_AS).await;
+    vtysh_config(
+        &net,
+        &[
+            &format!("router bgp {FRR_AS}"),
+            &format!("neighbor {ours} shutdown"),
+        ],
+    );
+    match session.down().await {
+        Reason::PeerNotification(n) => assert_eq!((n.code, n.subcode), (6, 2), "{n:?}"),
+        other => panic!("expected FRR's Cease, got {other:?}"),
+    }
+
+    // Back up, then FRR stops answering: after the 9 s hold time our side
+    // gives up with Hold Timer Expired (code 4).
+    vtysh_config(
+        &net,
+        &[
+            &format!("router bgp {FRR_AS}"),
+            &format!("no neighbor {ours} shutdown"),
+        ],
+    );
+    let session = Ours::establish(&net, FRR_AS).await;
+    let pid = net.daemon.as_ref().expect("bgpd runs").id();
+    run("kill", &["-STOP", &pid.to_string()]);
+    let reason = session.down().await;
+    run("kill", &["-CONT", &pid.to_string()]);
+    assert_eq!(reason, Reason::HoldTimerExpired);
+    assert_eq!(
+        reason.sent_notification().map(|n| (n.code, n.subcode)),
+        Some((4, 0))
+    );
+}
+
+/// Runs configuration commands in FRR (`configure terminal` first).
+fn vtysh_config(net: &PeerNet, commands: &[&str]) {
+    let mut args = vec!["netns", "exec", &net.netns, "vtysh", "--vty_socket"];
+    let dir = net.dir.to_str().unwrap().to_owned();
+    args.push(&dir);
+    args.extend(["-c", "configure terminal"]);
+    for c in commands {
+        args.extend(["-c", c]);
+    }
+    let out = Command::new("ip").args(&args).output().expect("vtysh runs");
+    assert!(
+        out.status.success(),
+        "vtysh {commands:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -283,6 +283,21 @@ impl Ours {
             .unwrap();
     }
 
+    /// Waits until the session goes down (skipping what the peer still
+    /// sends) and returns why; our side must end Idle.
+    pub async fn down(mut self) -> Reason {
+        let reason = loop {
+            match self.next_event().await {
+                DriverEvent::Down(reason) => break reason,
+                DriverEvent::Received(_) => {}
+                other => panic!("expected the session to go down, got {other:?}"),
+            }
+        };
+        let session = timeout(TIMEOUT, self.driver).await.unwrap().unwrap();
+        assert_eq!(session.state(), State::Idle);
+        reason
+    }
+
     /// Stops the session (Cease NOTIFICATION) and waits until our side is
     /// down and Idle.
     pub async fn stop(mut self) {
