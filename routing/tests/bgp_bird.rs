@@ -12,6 +12,7 @@ use common::{LOCAL_AS, Ours, PeerNet, have, is_root, wait_until};
 use ipnet::Ipv4Net;
 use std::net::Ipv4Addr;
 use turbonet_routing::bgp::AsPath;
+use turbonet_routing::bgp::session::Reason;
 
 const BIRD_AS: u32 = 65002;
 
@@ -42,17 +43,10 @@ protocol bgp tnt {{
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bird_exchanges_routes_and_sees_the_stop() {
-    if !is_root() {
-        eprintln!("bgp_bird: skipped, needs root");
-        return;
-    }
-    if !have("bird") || !have("birdc") {
-        eprintln!("bgp_bird: skipped, bird/birdc not installed (Debian package bird2)");
-        return;
-    }
-    let mut net = PeerNet::new("bird", "tb", 0);
+/// A namespace `tnt-<tag>-<pid>` (veths `<veth>r<pid>`, `<veth>n<pid>`)
+/// with BIRD in it, configured by [`bird_config`]; `offset` picks its /30.
+fn start_bird(tag: &str, veth: &str, offset: u32) -> PeerNet {
+    let mut net = PeerNet::new(tag, veth, offset);
     let (ours, theirs) = (net.ours, net.theirs);
     let conf = net.dir.join("bird.conf");
     std::fs::write(&conf, bird_config(theirs, theirs, ours)).unwrap();
@@ -68,6 +62,22 @@ async fn bird_exchanges_routes_and_sees_the_stop() {
             .spawn()
             .expect("spawn bird"),
     );
+
+    net
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bird_exchanges_routes_and_sees_the_stop() {
+    if !is_root() {
+        eprintln!("bgp_bird: skipped, needs root");
+        return;
+    }
+    if !have("bird") || !have("birdc") {
+        eprintln!("bgp_bird: skipped, bird/birdc not installed (Debian package bird2)");
+        return;
+    }
+    let net = start_bird("bird", "tb", 0);
+    let (ours, theirs) = (net.ours, net.theirs);
 
     // BIRD is passive: we connect to it.
     let mut session = Ours::establish(&net, BIRD_AS).await;
@@ -112,4 +122,40 @@ async fn bird_exchanges_routes_and_sees_the_stop() {
         (established(&out) == Some(false)).then_some(())
     })
     .await;
+}
+
+/// The session ends cleanly when BIRD sends a NOTIFICATION (`disable`:
+/// an administrative shutdown) and when BIRD goes silent (our hold timer
+/// expires and we send the NOTIFICATION RFC 4271 §6.5 asks for).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bird_notification_and_silence_end_the_session() {
+    if !is_root() {
+        eprintln!("bgp_bird: skipped, needs root");
+        return;
+    }
+    if !have("bird") || !have("birdc") {
+        eprintln!("bgp_bird: skipped, bird/birdc not installed (Debian package bird2)");
+        return;
+    }
+    // 32 /30s on: clear of the other interop tests of this pid.
+    let net = start_bird("birdn", "tc", 32);
+
+    let session = Ours::establish(&net, BIRD_AS).await;
+    birdc(&net, &["disable", "tnt"]);
+    match session.down().await {
+        Reason::PeerNotification(n) => assert_eq!((n.code, n.subcode), (6, 2), "{n:?}"),
+        other => panic!("expected BIRD's Cease, got {other:?}"),
+    }
+
+    birdc(&net, &["enable", "tnt"]);
+    let session = Ours::establish(&net, BIRD_AS).await;
+    let pid = net.daemon.as_ref().expect("bird runs").id();
+    common::run("kill", &["-STOP", &pid.to_string()]);
+    let reason = session.down().await;
+    common::run("kill", &["-CONT", &pid.to_string()]);
+    assert_eq!(reason, Reason::HoldTimerExpired);
+    assert_eq!(
+        reason.sent_notification().map(|n| (n.code, n.subcode)),
+        Some((4, 0))
+    );
 }
