@@ -763,12 +763,20 @@ impl Agent {
             };
             self.handle(event, &mut changed, &mut fresh);
             // Let every other runnable task (the other agents, the
-            // sessions) take its turn first: what they send meanwhile
-            // joins this batch, so a burst costs one FIB pass, not one per
-            // UPDATE.
-            tokio::task::yield_now().await;
-            while let Ok(event) = inbox.try_recv() {
-                self.handle(event, &mut changed, &mut fresh);
+            // sessions) take its turn first, for as long as that brings
+            // more: what they send meanwhile joins this batch, so a burst
+            // costs one FIB pass and one round of UPDATEs, not one per
+            // UPDATE received.
+            for _ in 0..8 {
+                tokio::task::yield_now().await;
+                let mut more = false;
+                while let Ok(event) = inbox.try_recv() {
+                    self.handle(event, &mut changed, &mut fresh);
+                    more = true;
+                }
+                if !more {
+                    break;
+                }
             }
         }
     }

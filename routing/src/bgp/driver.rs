@@ -58,21 +58,31 @@ pub async fn run_session(
 ) -> Session {
     let start = Instant::now();
     let now = || start.elapsed();
-    let mut buf = vec![0u8; MAX_MESSAGE_LEN];
+    // Room for many messages per read (a peer's table arrives in bursts).
+    let mut buf = vec![0u8; 16 * MAX_MESSAGE_LEN];
     let mut out = session.handle(now(), Input::Start);
     out.extend(session.handle(now(), Input::TcpConnected));
     let mut commands_open = true;
+    // Messages of one batch go out in one write: a table of UPDATEs is
+    // one system call, not one per message.
+    let mut pending: Vec<u8> = Vec::new();
     loop {
         let mut closed = false;
         let mut write_failed = false;
         for o in out.drain(..) {
             match o {
                 Output::Send(bytes) => {
-                    if !closed && !write_failed && stream.write_all(&bytes).await.is_err() {
-                        write_failed = true;
+                    if !closed {
+                        pending.extend_from_slice(&bytes);
                     }
                 }
-                Output::Close => closed = true,
+                Output::Close => {
+                    if !pending.is_empty() && stream.write_all(&pending).await.is_err() {
+                        write_failed = true;
+                    }
+                    pending.clear();
+                    closed = true;
+                }
                 Output::Established(peer) => {
                     report(DriverEvent::Established(peer));
                 }
@@ -82,11 +92,19 @@ pub async fn run_session(
                 Output::Down(reason) => {
                     // The only connection is gone: the run ends after this
                     // batch, even if the session would restart on its own.
+                    if !closed && !pending.is_empty() {
+                        let _ = stream.write_all(&pending).await;
+                    }
+                    pending.clear();
                     closed = true;
                     report(DriverEvent::Down(reason));
                 }
                 Output::Connect | Output::StateChanged { .. } => {}
             }
+        }
+        if !closed && !pending.is_empty() {
+            write_failed = stream.write_all(&pending).await.is_err();
+            pending.clear();
         }
         if closed {
             // Let the peer read the NOTIFICATION before the FIN.
@@ -103,14 +121,33 @@ pub async fn run_session(
                 Ok(0) | Err(_) => session.handle(now(), Input::TcpFailed),
                 Ok(n) => session.handle(now(), Input::Bytes(buf[..n].to_vec())),
             },
-            cmd = commands.recv(), if commands_open => match cmd {
-                Some(DriverCommand::SendUpdate(update)) => session.send_update(now(), *update),
-                Some(DriverCommand::Stop) => session.handle(now(), Input::Stop),
-                None => {
-                    commands_open = false;
-                    session.handle(now(), Input::Stop)
+            cmd = commands.recv(), if commands_open => {
+                // Everything already queued joins this batch.
+                let mut out = Vec::new();
+                let mut next = cmd;
+                loop {
+                    match next {
+                        Some(DriverCommand::SendUpdate(update)) => {
+                            out.extend(session.send_update(now(), *update));
+                        }
+                        Some(DriverCommand::Stop) => {
+                            out.extend(session.handle(now(), Input::Stop));
+                            break;
+                        }
+                        None => {
+                            commands_open = false;
+                            out.extend(session.handle(now(), Input::Stop));
+                            break;
+                        }
+                    }
+                    match commands.try_recv() {
+                        Ok(cmd) => next = Some(cmd),
+                        Err(mpsc::error::TryRecvError::Empty) => break,
+                        Err(mpsc::error::TryRecvError::Disconnected) => next = None,
+                    }
                 }
-            },
+                out
+            }
             () = sleep_until(deadline) => session.handle(now(), Input::Tick),
         };
     }
