@@ -58,8 +58,9 @@ pub async fn run_session(
 ) -> Session {
     let start = Instant::now();
     let now = || start.elapsed();
-    // Room for many messages per read (a peer's table arrives in bursts).
-    let mut buf = vec![0u8; 16 * MAX_MESSAGE_LEN];
+    // Per session, so small: a burst takes several reads, each handed to
+    // the session whole.
+    let mut buf = vec![0u8; MAX_MESSAGE_LEN];
     let mut out = session.handle(now(), Input::Start);
     out.extend(session.handle(now(), Input::TcpConnected));
     let mut commands_open = true;
