@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::control::{Request, Response, Target};
-use crate::{bench, check, daemon, exec, inspect, lab};
+use crate::{bench, check, daemon, exec, inspect, lab, plan};
 
 /// Exit code for invalid input (a scenario with errors, a bad argument).
 pub const EXIT_INVALID: u8 = 2;
@@ -43,6 +43,9 @@ enum Command {
     },
     /// Build the fabric of a scenario and wait until it is routed.
     Up(UpArgs),
+    /// Map a scenario onto physical P4 switches: ports, queues, cables.
+    /// Exit 2 if it does not fit.
+    Plan(plan::PlanArgs),
     /// Remove everything a lab created (idempotent; works after a crash).
     Down {
         /// Lab name (default: the only lab that is up).
@@ -281,6 +284,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Validate { file, json } => lab::validate(&file, json),
         Command::Up(args) => lab::up(&args),
+        Command::Plan(args) => plan::plan(&args),
         Command::Down { lab } => lab::down(lab.as_deref()),
         Command::Status { json } => inspect::status(json),
         Command::Show {

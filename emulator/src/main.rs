@@ -16,6 +16,7 @@ mod inspect;
 mod lab;
 mod limits;
 mod netns;
+mod plan;
 mod render;
 mod routers;
 mod state;

@@ -7,6 +7,7 @@
 //! `docs/scenarios.md`.
 
 pub mod diag;
+pub mod mapper;
 pub mod model;
 pub mod suggest;
 pub mod summary;
