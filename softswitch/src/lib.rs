@@ -1,0 +1,60 @@
+//! turbonet's userspace P4 switch (the `soft` target): the P4Runtime server
+//! and the device state its packet data plane reads.
+//!
+//! The switch runs the turbonet pipeline (`p4/turbonet.p4`) as described by
+//! its P4Info. This crate is the control-plane side:
+//!
+//! - [`parse_p4info`] / [`turbonet_p4info`] load a text-format P4Info;
+//! - [`Schema`] is the validated, indexed view of a P4Info;
+//! - [`Device`] holds the forwarding pipeline, table entries, action
+//!   profile members and groups, and counters, and carries packets between
+//!   the controller and the data plane;
+//! - [`SoftSwitchService`] implements the `p4.v1.P4Runtime` gRPC service
+//!   (P4Runtime specification v1.4) over a [`Device`], and [`serve`] runs
+//!   it on a TCP port.
+//!
+//! The data plane reads the tables through [`Device::snapshot`] or
+//! [`Device::with_state`], bumps counters with [`Device::count`], sends
+//! packets to the controller with [`Device::packet_in`] and receives the
+//! controller's packets from [`Device::take_packet_out_receiver`].
+//!
+//! # Error codes
+//!
+//! Whole-request errors: another device id is `NOT_FOUND`; Write and
+//! SetForwardingPipelineConfig from anyone but the role's primary are
+//! `PERMISSION_DENIED`; Write, Read and GetForwardingPipelineConfig before a
+//! pipeline is committed are `FAILED_PRECONDITION`. A Write with failed
+//! updates is `UNKNOWN` with one `p4.v1.Error` per update in the status
+//! details (section 12.3). Per update: unknown table, action profile or
+//! counter id, and MODIFY/DELETE of something absent, are `NOT_FOUND`;
+//! INSERT of something present is `ALREADY_EXISTS`; a value wider than its
+//! bitwidth is `OUT_OF_RANGE` (section 8.3); every other malformed entity
+//! (unknown field/action/param id, wrong match kind, missing exact field,
+//! LPM or ternary bits outside the prefix or mask, priority rules) is
+//! `INVALID_ARGUMENT`; deleting a member or group still in use is
+//! `FAILED_PRECONDITION`; a full table or profile is `RESOURCE_EXHAUSTED`;
+//! entity types the switch lacks are `UNIMPLEMENTED`.
+
+mod arbitration;
+mod bytes;
+mod device;
+mod error;
+mod p4info;
+mod service;
+mod write;
+
+pub use bytes::{canonical_bytes, to_fixed_width};
+pub use device::{
+    ActionProfileState, CounterValue, Device, DeviceState, EntryKey, Group, KeyMatch, Pipeline,
+    Snapshot, Table,
+};
+pub use error::Error;
+pub use p4info::{
+    ActionInfo, CounterInfo, MatchFieldInfo, ParamInfo, ProfileInfo, Schema, TableInfo,
+    parse_p4info, turbonet_p4info,
+};
+pub use service::{API_VERSION, ServerHandle, SoftSwitchService, serve};
+pub use write::P4Error;
+
+/// The P4Runtime messages this crate speaks, re-exported for callers.
+pub use p4runtime_proto as proto;
