@@ -43,6 +43,20 @@ protocol bgp tnt {{
     )
 }
 
+/// True (with a note) when this machine cannot run BIRD: not root, or
+/// BIRD not installed.
+fn skipped() -> bool {
+    if !is_root() {
+        eprintln!("bgp_bird: skipped, needs root");
+        return true;
+    }
+    if !have("bird") || !have("birdc") {
+        eprintln!("bgp_bird: skipped, bird/birdc not installed (Debian package bird2)");
+        return true;
+    }
+    false
+}
+
 /// A namespace `tnt-<tag>-<pid>` (veths `<veth>r<pid>`, `<veth>n<pid>`)
 /// with BIRD in it, configured by [`bird_config`]; `offset` picks its /30.
 fn start_bird(tag: &str, veth: &str, offset: u32) -> PeerNet {
@@ -68,12 +82,7 @@ fn start_bird(tag: &str, veth: &str, offset: u32) -> PeerNet {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bird_exchanges_routes_and_sees_the_stop() {
-    if !is_root() {
-        eprintln!("bgp_bird: skipped, needs root");
-        return;
-    }
-    if !have("bird") || !have("birdc") {
-        eprintln!("bgp_bird: skipped, bird/birdc not installed (Debian package bird2)");
+    if skipped() {
         return;
     }
     let net = start_bird("bird", "tb", 0);
@@ -129,12 +138,7 @@ async fn bird_exchanges_routes_and_sees_the_stop() {
 /// expires and we send the NOTIFICATION RFC 4271 §6.5 asks for).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bird_notification_and_silence_end_the_session() {
-    if !is_root() {
-        eprintln!("bgp_bird: skipped, needs root");
-        return;
-    }
-    if !have("bird") || !have("birdc") {
-        eprintln!("bgp_bird: skipped, bird/birdc not installed (Debian package bird2)");
+    if skipped() {
         return;
     }
     // 32 /30s on: clear of the other interop tests of this pid.

@@ -65,6 +65,20 @@ fn neighbor_state(net: &PeerNet, peer: Ipv4Addr) -> Option<String> {
     json_str_after(&out, &peer.to_string(), "bgpState")
 }
 
+/// True (with a note) when this machine cannot run FRR: not root, or FRR
+/// not installed.
+fn skipped() -> bool {
+    if !is_root() {
+        eprintln!("bgp_frr: skipped, needs root");
+        return true;
+    }
+    if !Path::new(BGPD).exists() || !have("vtysh") {
+        eprintln!("bgp_frr: skipped, {BGPD}/vtysh not installed (Debian package frr)");
+        return true;
+    }
+    false
+}
+
 /// A namespace `tnt-<tag>-<pid>` (veths `<veth>r<pid>`, `<veth>n<pid>`)
 /// with bgpd in it, configured by [`bgpd_config`]; `offset` picks its /30.
 fn start_bgpd(tag: &str, veth: &str, offset: u32) -> PeerNet {
@@ -100,12 +114,7 @@ fn start_bgpd(tag: &str, veth: &str, offset: u32) -> PeerNet {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frr_exchanges_routes_and_sees_the_stop() {
-    if !is_root() {
-        eprintln!("bgp_frr: skipped, needs root");
-        return;
-    }
-    if !Path::new(BGPD).exists() || !have("vtysh") {
-        eprintln!("bgp_frr: skipped, {BGPD}/vtysh not installed (Debian package frr)");
+    if skipped() {
         return;
     }
     // 64 /30s on from the one the BIRD test picks for the same pid.
@@ -154,12 +163,7 @@ async fn frr_exchanges_routes_and_sees_the_stop() {
 /// expires and we send the NOTIFICATION RFC 4271 §6.5 asks for).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frr_notification_and_silence_end_the_session() {
-    if !is_root() {
-        eprintln!("bgp_frr: skipped, needs root");
-        return;
-    }
-    if !Path::new(BGPD).exists() || !have("vtysh") {
-        eprintln!("bgp_frr: skipped, {BGPD}/vtysh not installed (Debian package frr)");
+    if skipped() {
         return;
     }
     // 96 /30s on: clear of the other interop tests of this pid.

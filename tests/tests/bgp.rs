@@ -150,15 +150,19 @@ fn fat_tree_converges_and_reconverges_around_a_link_and_a_core() {
 fn hpn_routes_around_a_failed_host_link_by_the_hosts_32() {
     require_root!();
     let lab = up("hpn.toml", "bh", "");
-    let lab = lab.0.as_str();
+    host_link_failover(lab.0.as_str());
+}
+
+/// h0-0's rail-0 address is announced as a /32 by both ToRs of its pair;
+/// agg0-0 (plane 0) reaches it through tor0-r0p0 directly. When that host
+/// link fails, tor0-r0p0 withdraws the /32: plane 0 reaches the host
+/// through the cores and its plane-1 ToR, and tor0-r0p0 itself learns it
+/// from the fabric. A restore puts the direct path back.
+fn host_link_failover(lab: &str) {
     check(lab);
-    // h0-0's rail-0 address, announced as a /32 by both ToRs of its pair:
-    // agg0-0 (plane 0) reaches it through tor0-r0p0 directly.
     let host = "10.128.0.2/32";
     assert!(nexthops(lab, "agg0-0", host).contains("tor0-r0p0"));
     change(lab, "fail", "link", "h0-0--tor0-r0p0");
-    // tor0-r0p0 withdrew it: plane 0 now reaches the host through the
-    // cores and its plane-1 ToR.
     let hops = nexthops(lab, "agg0-0", host);
     assert!(!hops.is_empty() && !hops.contains("tor0-r0p0"), "{hops}");
     assert!(!nexthops(lab, "tor0-r0p0", host).is_empty());
@@ -214,7 +218,7 @@ fn fat_tree_on_frr_converges_and_reconverges() {
     change(lab, "restore", "node", "core0");
     change(lab, "restore", "link", "edge0-0--agg0-0");
     assert_eq!(route_count(lab, "agg1-0"), before);
-    // FRR's own view: every session of edge0-0 is up again.
+    // FRR's sessions are FRR's to show: `show bgp` names the command.
     let out = run(&["show", "bgp", "edge0-0", "--lab", lab]);
     assert!(text(&out).contains("vtysh"), "{}", text(&out));
 }
@@ -224,14 +228,7 @@ fn hpn_on_frr_routes_around_a_failed_host_link() {
     require_root!();
     let lab = up("hpn.toml", "bp", "agent = \"frr\"");
     let lab = lab.0.as_str();
-    check(lab);
-    let host = "10.128.0.2/32";
-    assert!(nexthops(lab, "agg0-0", host).contains("tor0-r0p0"));
-    change(lab, "fail", "link", "h0-0--tor0-r0p0");
-    let hops = nexthops(lab, "agg0-0", host);
-    assert!(!hops.is_empty() && !hops.contains("tor0-r0p0"), "{hops}");
-    change(lab, "restore", "link", "h0-0--tor0-r0p0");
-    assert!(nexthops(lab, "agg0-0", host).contains("tor0-r0p0"));
+    host_link_failover(lab);
     change(lab, "fail", "node", "agg0-1");
     change(lab, "restore", "node", "agg0-1");
 }
