@@ -46,6 +46,17 @@ enum Command {
     /// Map a scenario onto physical P4 switches: ports, queues, cables.
     /// Exit 2 if it does not fit.
     Plan(plan::PlanArgs),
+    /// Run turbonet's soft switch: a P4Runtime server for one device that
+    /// accepts the turbonet pipeline (`turbonet plan --program` writes to
+    /// it). Prints the address it listens on; runs until Ctrl-C.
+    Softswitch {
+        /// Address to listen on (port 0: any free port).
+        #[arg(long, default_value = "127.0.0.1:9559")]
+        listen: std::net::SocketAddr,
+        /// P4Runtime device id.
+        #[arg(long, default_value_t = 1)]
+        device_id: u64,
+    },
     /// Remove everything a lab created (idempotent; works after a crash).
     Down {
         /// Lab name (default: the only lab that is up).
@@ -285,6 +296,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Validate { file, json } => lab::validate(&file, json),
         Command::Up(args) => lab::up(&args),
         Command::Plan(args) => plan::plan(&args),
+        Command::Softswitch { listen, device_id } => crate::p4rt::softswitch(listen, device_id),
         Command::Down { lab } => lab::down(lab.as_deref()),
         Command::Status { json } => inspect::status(json),
         Command::Show {

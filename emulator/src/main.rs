@@ -16,6 +16,7 @@ mod inspect;
 mod lab;
 mod limits;
 mod netns;
+mod p4rt;
 mod plan;
 mod render;
 mod routers;

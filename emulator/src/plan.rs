@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
 use turbonet_topo::Lab;
@@ -45,6 +45,21 @@ pub struct PlanArgs {
     /// Print JSON (always with every virtual port).
     #[arg(long)]
     pub json: bool,
+    /// Program a physical switch that runs the turbonet pipeline:
+    /// NAME=HOST:PORT of its P4Runtime server (device id 1), e.g.
+    /// `s1=127.0.0.1:9559`; repeat per switch. turbonet becomes primary,
+    /// sets the pipeline and writes every table entry of the plan with the
+    /// fabric's static routes.
+    #[arg(long = "program", value_name = "NAME=HOST:PORT")]
+    pub program: Vec<String>,
+    /// With --program: the P4Info the switches run (text format); default
+    /// turbonet's own (p4/turbonet.p4info.txtpb).
+    #[arg(long, value_name = "FILE")]
+    pub p4info: Option<PathBuf>,
+    /// With --program: the target's compiled pipeline (BMv2 JSON, Tofino
+    /// binary) sent with the P4Info; none for the soft switch.
+    #[arg(long, value_name = "FILE")]
+    pub device_config: Option<PathBuf>,
 }
 
 /// What `--json` prints.
@@ -131,6 +146,9 @@ pub fn plan(args: &PlanArgs) -> Result<ExitCode> {
                     human(&lab, &args.target, &config, &mapping, args.ports)
                 );
             }
+            if !args.program.is_empty() {
+                return program(args, &lab, &mapping);
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
@@ -151,6 +169,66 @@ pub fn plan(args: &PlanArgs) -> Result<ExitCode> {
             Ok(ExitCode::from(EXIT_INVALID))
         }
     }
+}
+
+/// `--program`: writes the plan into each named switch.
+fn program(args: &PlanArgs, lab: &Lab, mapping: &Mapping) -> Result<ExitCode> {
+    use crate::p4rt::{client::Client, entries};
+    let mut targets = Vec::new();
+    for spec in &args.program {
+        let Some((name, addr)) = spec.split_once('=') else {
+            eprintln!("error: --program {spec}: write NAME=HOST:PORT, e.g. s1=127.0.0.1:9559");
+            return Ok(ExitCode::from(EXIT_INVALID));
+        };
+        if !mapping.switches.iter().any(|s| s.name == name) {
+            eprintln!(
+                "error: --program {spec}: no switch {name} in the plan (the --switch names are {})",
+                mapping
+                    .switches
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            return Ok(ExitCode::from(EXIT_INVALID));
+        }
+        targets.push((name.to_owned(), addr.to_owned()));
+    }
+    let p4info = match &args.p4info {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            turbonet_softswitch::parse_p4info(&text)
+                .with_context(|| format!("{}: not a text-format P4Info", path.display()))?
+        }
+        None => turbonet_softswitch::turbonet_p4info(),
+    };
+    let schema = turbonet_softswitch::Schema::new(&p4info)?;
+    let device_config = match &args.device_config {
+        Some(path) => std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
+        None => Vec::new(),
+    };
+    let routes = turbonet_routing::static_routes(&lab.fabric);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        for (name, addr) in &targets {
+            let entities = entries::switch_entries(lab, mapping, &routes, &schema, name)?;
+            let count = entities.len();
+            let mut client = Client::connect(addr, 1, 1).await?;
+            client.set_pipeline(p4info.clone(), device_config.clone()).await?;
+            client
+                .write(p4runtime_proto::p4::v1::update::Type::Insert, entities)
+                .await?;
+            let tables = client.read(entries::all_table_entries()).await?.len();
+            println!(
+                "programmed {name} at {addr}: pipeline set, {count} entities written, {tables} table entries read back"
+            );
+        }
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The human report: switch summaries, table estimates, cables, host ports,

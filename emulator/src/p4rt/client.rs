@@ -1,0 +1,173 @@
+//! A P4Runtime client for one device: connect, become primary, set the
+//! pipeline, write and read (P4Runtime specification §5-§12).
+
+use anyhow::{Context, Result, bail};
+use p4runtime_proto::google::rpc;
+use p4runtime_proto::p4::config::v1::P4Info;
+use p4runtime_proto::p4::v1::p4_runtime_client::P4RuntimeClient;
+use p4runtime_proto::p4::v1::{
+    Entity, ForwardingPipelineConfig, MasterArbitrationUpdate, ReadRequest,
+    SetForwardingPipelineConfigRequest, StreamMessageRequest, StreamMessageResponse, Uint128,
+    Update, WriteRequest, set_forwarding_pipeline_config_request, stream_message_request,
+    stream_message_response, update,
+};
+use prost::Message;
+use tokio::sync::mpsc;
+use tonic::transport::Channel;
+
+/// Updates per WriteRequest.
+const BATCH: usize = 1000;
+
+/// A session with one device as its primary controller.
+#[derive(Debug)]
+pub struct Client {
+    rpc: P4RuntimeClient<Channel>,
+    device_id: u64,
+    election_id: Uint128,
+    /// Keeps the stream (and so the primary role) open.
+    _stream: mpsc::Sender<StreamMessageRequest>,
+    _responses: tonic::Streaming<StreamMessageResponse>,
+}
+
+impl Client {
+    /// Connects to `addr` (`host:port`) and becomes primary for
+    /// `device_id` with `election_id` (§5): fails if another controller
+    /// holds a higher election id.
+    pub async fn connect(addr: &str, device_id: u64, election_id: u128) -> Result<Client> {
+        let mut rpc = P4RuntimeClient::connect(format!("http://{addr}"))
+            .await
+            .with_context(|| format!("connecting to the P4Runtime server at {addr}"))?
+            .max_decoding_message_size(64 << 20)
+            .max_encoding_message_size(64 << 20);
+        let (tx, rx) = mpsc::channel(16);
+        tx.send(StreamMessageRequest {
+            update: Some(stream_message_request::Update::Arbitration(
+                MasterArbitrationUpdate {
+                    device_id,
+                    election_id: Some(election_id.into()),
+                    ..Default::default()
+                },
+            )),
+        })
+        .await?;
+        let mut responses = rpc
+            .stream_channel(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .context("opening the P4Runtime stream")?
+            .into_inner();
+        loop {
+            let Some(response) = responses.message().await? else {
+                bail!("device {device_id} at {addr} closed the stream during arbitration");
+            };
+            if let Some(stream_message_response::Update::Arbitration(a)) = response.update {
+                let code = a.status.as_ref().map_or(0, |s| s.code);
+                if code != rpc::Code::Ok as i32 {
+                    bail!(
+                        "device {device_id} at {addr}: not primary (another controller holds a \
+                         higher election id than {election_id}): {}",
+                        a.status.map(|s| s.message).unwrap_or_default()
+                    );
+                }
+                break;
+            }
+        }
+        Ok(Client {
+            rpc,
+            device_id,
+            election_id: election_id.into(),
+            _stream: tx,
+            _responses: responses,
+        })
+    }
+
+    /// Installs the pipeline: its P4Info and the target's artifact (BMv2
+    /// JSON, Tofino binary; empty for the soft switch).
+    pub async fn set_pipeline(&mut self, p4info: P4Info, device_config: Vec<u8>) -> Result<()> {
+        self.rpc
+            .set_forwarding_pipeline_config(SetForwardingPipelineConfigRequest {
+                device_id: self.device_id,
+                election_id: Some(self.election_id),
+                action: set_forwarding_pipeline_config_request::Action::VerifyAndCommit as i32,
+                config: Some(ForwardingPipelineConfig {
+                    p4info: Some(p4info),
+                    p4_device_config: device_config,
+                    cookie: None,
+                }),
+                ..Default::default()
+            })
+            .await
+            .map_err(|s| anyhow::anyhow!("setting the pipeline: {}", s.message()))?;
+        Ok(())
+    }
+
+    /// Writes `entities` (`kind` INSERT, MODIFY or DELETE) in batches, in
+    /// order; the first failed batch fails with the device's reasons for
+    /// its first failed updates.
+    pub async fn write(&mut self, kind: update::Type, entities: Vec<Entity>) -> Result<()> {
+        let mut entities = entities.into_iter().peekable();
+        while entities.peek().is_some() {
+            let updates: Vec<Update> = entities
+                .by_ref()
+                .take(BATCH)
+                .map(|entity| Update {
+                    r#type: kind as i32,
+                    entity: Some(entity),
+                })
+                .collect();
+            let request = WriteRequest {
+                device_id: self.device_id,
+                election_id: Some(self.election_id),
+                updates,
+                ..Default::default()
+            };
+            if let Err(status) = self.rpc.write(request).await {
+                bail!(
+                    "writing to device {}: {}",
+                    self.device_id,
+                    describe(&status)
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads what matches `filter` (wildcards as §11 allows).
+    pub async fn read(&mut self, filter: Entity) -> Result<Vec<Entity>> {
+        let mut stream = self
+            .rpc
+            .read(ReadRequest {
+                device_id: self.device_id,
+                entities: vec![filter],
+                ..Default::default()
+            })
+            .await
+            .map_err(|s| anyhow::anyhow!("reading: {}", s.message()))?
+            .into_inner();
+        let mut out = Vec::new();
+        while let Some(response) = stream.message().await? {
+            out.extend(response.entities);
+        }
+        Ok(out)
+    }
+}
+
+/// A failed Write's status with the first per-update errors (§12.3).
+fn describe(status: &tonic::Status) -> String {
+    let mut text = status.message().to_owned();
+    if let Ok(details) = rpc::Status::decode(status.details()) {
+        let errors: Vec<String> = details
+            .details
+            .iter()
+            .filter_map(|any| p4runtime_proto::p4::v1::Error::decode(any.value.as_slice()).ok())
+            .enumerate()
+            .filter(|(_, e)| e.canonical_code != rpc::Code::Ok as i32)
+            .take(3)
+            .map(|(i, e)| format!("update {i}: {}", e.message))
+            .collect();
+        if !errors.is_empty() {
+            text.push_str(": ");
+            text.push_str(&errors.join("; "));
+        }
+    }
+    text
+}

@@ -1,0 +1,405 @@
+//! The table entries of one physical switch, from the mapping and the
+//! routes. Every name is resolved through the P4Info the device runs, so a
+//! P4Info compiled by p4c (other IDs) works as well as turbonet's own.
+//!
+//! Numbering, per physical switch: virtual switch ids count from 1 in node
+//! order, virtual port ids from 1 in the mapping's port order. MAC
+//! addresses derive from node ids: a switch's is `02:74:6e:` and its node
+//! id (24 bits), a host's `02:74:68:` and its node id; the `soft` target
+//! gives host interfaces exactly these.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::Ipv4Addr;
+
+use anyhow::{Context, Result, anyhow, bail};
+use p4runtime_proto::p4::v1::{
+    Action, ActionProfileGroup, ActionProfileMember, Entity, FieldMatch, TableAction, TableEntry,
+    action, action_profile_group, entity, field_match, table_action,
+};
+use turbonet_routing::Route;
+use turbonet_softswitch::Schema;
+use turbonet_topo::mapper::Mapping;
+use turbonet_topo::{Lab, NodeId, Role};
+
+/// A switch's MAC address.
+pub fn switch_mac(node: NodeId) -> [u8; 6] {
+    mac(0x6e, node)
+}
+
+/// A host's MAC address.
+pub fn host_mac(node: NodeId) -> [u8; 6] {
+    mac(0x68, node)
+}
+
+fn mac(kind: u8, node: NodeId) -> [u8; 6] {
+    let id = node.0.to_be_bytes();
+    [0x02, 0x74, kind, id[1], id[2], id[3]]
+}
+
+/// The loss threshold of the pipeline's 32-bit draw for probability `p`.
+pub fn loss_threshold(p: f64) -> u32 {
+    (p.clamp(0.0, 1.0) * 4_294_967_296.0)
+        .round()
+        .min(u32::MAX as f64) as u32
+}
+
+/// A Read filter for every table entry of every table (§11.1).
+pub fn all_table_entries() -> Entity {
+    Entity {
+        entity: Some(entity::Entity::TableEntry(TableEntry::default())),
+    }
+}
+
+/// Resolves names against the device's P4Info.
+struct Names<'a> {
+    schema: &'a Schema,
+}
+
+impl Names<'_> {
+    fn table(&self, name: &str) -> Result<u32> {
+        Ok(self
+            .schema
+            .table_by_name(name)
+            .ok_or_else(|| anyhow!("the pipeline has no table {name}"))?
+            .id)
+    }
+
+    /// An action with its parameters, by name, each value as wide as its
+    /// parameter.
+    fn action(&self, name: &str, params: &[(&str, u64)]) -> Result<Action> {
+        let info = self
+            .schema
+            .action_by_name(name)
+            .ok_or_else(|| anyhow!("the pipeline has no action {name}"))?;
+        let params = params
+            .iter()
+            .map(|(param, value)| {
+                let p = info
+                    .params
+                    .values()
+                    .find(|p| p.name == *param)
+                    .ok_or_else(|| anyhow!("action {name} has no parameter {param}"))?;
+                Ok(action::Param {
+                    param_id: p.id,
+                    value: bytes(*value, p.bitwidth)?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Action {
+            action_id: info.id,
+            params,
+        })
+    }
+
+    /// The width of parameter `param` of action `action`, if both exist.
+    fn param_width(&self, action: &str, param: &str) -> Option<u32> {
+        self.schema
+            .action_by_name(action)?
+            .params
+            .values()
+            .find(|p| p.name == param)
+            .map(|p| p.bitwidth)
+    }
+
+    /// The id of match field `field` of `table`.
+    fn field(&self, table: &str, field: &str) -> Result<u32> {
+        let info = self
+            .schema
+            .table_by_name(table)
+            .ok_or_else(|| anyhow!("the pipeline has no table {table}"))?;
+        info.match_fields
+            .values()
+            .find(|f| f.name == field)
+            .map(|f| f.id)
+            .ok_or_else(|| anyhow!("table {table} has no match field {field}"))
+    }
+
+    fn profile(&self, name: &str) -> Result<u32> {
+        self.schema
+            .profiles
+            .values()
+            .find(|p| p.name == name)
+            .map(|p| p.id)
+            .ok_or_else(|| anyhow!("the pipeline has no action profile {name}"))
+    }
+}
+
+/// `value` as a canonical P4Runtime bytestring of a `bitwidth`-bit field.
+fn bytes(value: u64, bitwidth: u32) -> Result<Vec<u8>> {
+    if bitwidth < 64 && value >> bitwidth != 0 {
+        bail!("{value} does not fit in {bitwidth} bits");
+    }
+    let be = value.to_be_bytes();
+    let first = be.iter().position(|&b| b != 0).unwrap_or(7);
+    Ok(be[first..].to_vec())
+}
+
+fn exact(field_id: u32, value: Vec<u8>) -> FieldMatch {
+    FieldMatch {
+        field_id,
+        field_match_type: Some(field_match::FieldMatchType::Exact(field_match::Exact {
+            value,
+        })),
+    }
+}
+
+fn table_entry(table_id: u32, matches: Vec<FieldMatch>, action: table_action::Type) -> Entity {
+    Entity {
+        entity: Some(entity::Entity::TableEntry(TableEntry {
+            table_id,
+            r#match: matches,
+            action: Some(TableAction {
+                r#type: Some(action),
+            }),
+            ..TableEntry::default()
+        })),
+    }
+}
+
+fn mac_value(mac: [u8; 6]) -> u64 {
+    mac.iter().fold(0u64, |v, &b| (v << 8) | u64::from(b))
+}
+
+/// Every entity of physical switch `switch`: action profile members and
+/// groups first, then table entries (in an order a device accepts as one
+/// batch).
+pub fn switch_entries(
+    lab: &Lab,
+    mapping: &Mapping,
+    routes: &[Vec<Route>],
+    schema: &Schema,
+    switch: &str,
+) -> Result<Vec<Entity>> {
+    let names = Names { schema };
+    let fabric = &lab.fabric;
+    // Virtual switches and ports of this physical switch, numbered from 1.
+    let vswitches: HashMap<&str, u64> = mapping
+        .placement
+        .iter()
+        .filter(|p| p.switch == switch)
+        .enumerate()
+        .map(|(i, p)| (p.virtual_switch.as_str(), i as u64 + 1))
+        .collect();
+    if vswitches.is_empty() {
+        bail!("no virtual switch is placed on {switch}");
+    }
+    let vports: HashMap<(&str, &str), (u64, &turbonet_topo::mapper::VirtualPort)> = mapping
+        .ports
+        .iter()
+        .filter(|p| p.switch == switch && vswitches.contains_key(p.virtual_switch.as_str()))
+        .enumerate()
+        .map(|(i, p)| {
+            (
+                (p.virtual_switch.as_str(), p.virtual_port.as_str()),
+                (i as u64 + 1, p),
+            )
+        })
+        .collect();
+
+    let port_mapper = names.table("TurbonetIngress.port_mapper")?;
+    let queue_mapper = names.table("TurbonetIngress.queue_mapper")?;
+    let arp = names.table("TurbonetIngress.arp_responder")?;
+    let local = names.table("TurbonetIngress.local")?;
+    let lpm = names.table("TurbonetIngress.ipv4_lpm")?;
+    let selector = names.profile("TurbonetIngress.ecmp_selector")?;
+    let f = |t: &str, name: &str| names.field(t, name);
+
+    let mut members: Vec<Entity> = Vec::new();
+    let mut groups: Vec<Entity> = Vec::new();
+    let mut entries: Vec<Entity> = Vec::new();
+    let mut member_ids: BTreeMap<(u64, u64, [u8; 6]), u32> = BTreeMap::new();
+    let mut group_ids: BTreeMap<Vec<u32>, u32> = BTreeMap::new();
+
+    let mut ports: Vec<_> = vports.iter().collect();
+    ports.sort_by_key(|(_, (id, _))| *id);
+    for ((vswitch_name, _), (vport, vp)) in &ports {
+        let vswitch = vswitches[vswitch_name];
+        if let Some(bits) = names.param_width("TurbonetIngress.set_egress", "queue") {
+            if bits < 32 && vp.queue >> bits != 0 {
+                bail!(
+                    "{} port {} uses queue {}, but the pipeline's queues are {bits}-bit (v1model: 8 \
+                     priority queues): plan with --queues {}",
+                    vp.switch,
+                    vp.port,
+                    vp.queue,
+                    1u32 << bits
+                );
+            }
+        }
+        entries.push(table_entry(
+            port_mapper,
+            vec![
+                exact(
+                    f(
+                        "TurbonetIngress.port_mapper",
+                        "standard_metadata.ingress_port",
+                    )?,
+                    bytes(u64::from(vp.port), 9)?,
+                ),
+                exact(
+                    f("TurbonetIngress.port_mapper", "hdr.vlan.vid")?,
+                    bytes(u64::from(vp.tag), 12)?,
+                ),
+            ],
+            table_action::Type::Action(names.action(
+                "TurbonetIngress.set_vport",
+                &[("vswitch", vswitch), ("vport", *vport)],
+            )?),
+        ));
+        let link = fabric
+            .link_by_name(&vp.link)
+            .with_context(|| format!("mapping names an unknown link {}", vp.link))?;
+        let delay = link.params.delay.map_or(0, |d| d.as_nanos());
+        let loss = match &link.params.loss {
+            Some(turbonet_topo::Loss::Bernoulli(p)) => loss_threshold(p.0),
+            _ => 0,
+        };
+        entries.push(table_entry(
+            queue_mapper,
+            vec![exact(
+                f("TurbonetIngress.queue_mapper", "meta.vport_out")?,
+                bytes(*vport, 16)?,
+            )],
+            table_action::Type::Action(names.action(
+                "TurbonetIngress.set_egress",
+                &[
+                    ("port", u64::from(vp.port)),
+                    ("tag", u64::from(vp.tag)),
+                    ("queue", u64::from(vp.queue)),
+                    ("delay_ns", delay),
+                    ("loss_threshold", u64::from(loss)),
+                ],
+            )?),
+        ));
+    }
+
+    for node in fabric.nodes.iter().filter(|n| n.role != Role::Host) {
+        let Some(&vswitch) = vswitches.get(node.name.as_str()) else {
+            continue;
+        };
+        let own = mac_value(switch_mac(node.id));
+        // The switch's own addresses: ARP answers and punts to the CPU.
+        let mut addrs: Vec<Ipv4Addr> = fabric
+            .ports(node.id)
+            .map(|(_, local, _)| local.addr.addr())
+            .chain(node.loopback)
+            .collect();
+        addrs.sort();
+        addrs.dedup();
+        for addr in addrs {
+            let key = |table: &str| -> Result<Vec<FieldMatch>> {
+                Ok(vec![
+                    exact(f(table, "meta.vswitch")?, bytes(vswitch, 16)?),
+                    exact(
+                        f(
+                            table,
+                            if table.ends_with("arp_responder") {
+                                "hdr.arp.tpa"
+                            } else {
+                                "hdr.ipv4.dst"
+                            },
+                        )?,
+                        bytes(u64::from(u32::from(addr)), 32)?,
+                    ),
+                ])
+            };
+            entries.push(table_entry(
+                arp,
+                key("TurbonetIngress.arp_responder")?,
+                table_action::Type::Action(
+                    names.action("TurbonetIngress.arp_reply", &[("mac", own)])?,
+                ),
+            ));
+            entries.push(table_entry(
+                local,
+                key("TurbonetIngress.local")?,
+                table_action::Type::Action(names.action("TurbonetIngress.to_cpu", &[])?),
+            ));
+        }
+        // Routes: one member per next hop, one group per ECMP set.
+        let peer_mac: HashMap<&str, [u8; 6]> = fabric
+            .ports(node.id)
+            .map(|(_, local, remote)| {
+                let peer = fabric.node(remote.node);
+                let mac = if peer.role == Role::Host {
+                    host_mac(peer.id)
+                } else {
+                    switch_mac(peer.id)
+                };
+                (local.ifname.as_str(), mac)
+            })
+            .collect();
+        for route in &routes[node.id.0 as usize] {
+            let mut hop_members = Vec::new();
+            for hop in &route.nexthops {
+                let (vport, _) = vports
+                    .get(&(node.name.as_str(), hop.ifname.as_str()))
+                    .with_context(|| format!("{}: port {} is not mapped", node.name, hop.ifname))?;
+                let dmac = peer_mac[hop.ifname.as_str()];
+                let next = member_ids.len() as u32 + 1;
+                let id = *member_ids
+                    .entry((vswitch, *vport, dmac))
+                    .or_insert_with(|| next);
+                if id == next {
+                    members.push(Entity {
+                        entity: Some(entity::Entity::ActionProfileMember(ActionProfileMember {
+                            action_profile_id: selector,
+                            member_id: id,
+                            action: Some(names.action(
+                                "TurbonetIngress.set_next_hop",
+                                &[("vport", *vport), ("dmac", mac_value(dmac)), ("smac", own)],
+                            )?),
+                        })),
+                    });
+                }
+                hop_members.push(id);
+            }
+            hop_members.sort_unstable();
+            hop_members.dedup();
+            let action = match hop_members.as_slice() {
+                [] => continue,
+                [one] => table_action::Type::ActionProfileMemberId(*one),
+                many => {
+                    let next = group_ids.len() as u32 + 1;
+                    let id = *group_ids.entry(many.to_vec()).or_insert(next);
+                    if id == next {
+                        groups.push(Entity {
+                            entity: Some(entity::Entity::ActionProfileGroup(ActionProfileGroup {
+                                action_profile_id: selector,
+                                group_id: id,
+                                members: many
+                                    .iter()
+                                    .map(|&member_id| action_profile_group::Member {
+                                        member_id,
+                                        weight: 1,
+                                        ..Default::default()
+                                    })
+                                    .collect(),
+                                max_size: 0,
+                            })),
+                        });
+                    }
+                    table_action::Type::ActionProfileGroupId(id)
+                }
+            };
+            let mut key = vec![exact(
+                f("TurbonetIngress.ipv4_lpm", "meta.vswitch")?,
+                bytes(vswitch, 16)?,
+            )];
+            // A /0 is a wildcard: the field is left out (P4Runtime §9.1.1).
+            if route.prefix.prefix_len() > 0 {
+                key.push(FieldMatch {
+                    field_id: f("TurbonetIngress.ipv4_lpm", "hdr.ipv4.dst")?,
+                    field_match_type: Some(field_match::FieldMatchType::Lpm(field_match::Lpm {
+                        value: bytes(u64::from(u32::from(route.prefix.network())), 32)?,
+                        prefix_len: i32::from(route.prefix.prefix_len()),
+                    })),
+                });
+            }
+            entries.push(table_entry(lpm, key, action));
+        }
+    }
+    members.extend(groups);
+    members.extend(entries);
+    Ok(members)
+}
