@@ -215,8 +215,8 @@ fn show_bgp(dir: &LabDir, node: Option<&str>, json: bool) -> Result<ExitCode> {
                         s.peer_asn.to_string(),
                         s.ifname.clone(),
                         s.state.clone(),
-                        ago(s.since),
-                        s.received.to_string(),
+                        s.since.map_or_else(|| "-".to_owned(), ago),
+                        s.received.map_or_else(|| "-".to_owned(), |n| n.to_string()),
                         s.last_error.clone().unwrap_or_default(),
                     ]
                 }),
@@ -275,7 +275,7 @@ fn show_bgp(dir: &LabDir, node: Option<&str>, json: bool) -> Result<ExitCode> {
             _ => String::new(),
         },
         if all > 0 {
-            format!("; {up}/{all} built-in sessions established")
+            format!("; {up}/{all} sessions established")
         } else {
             String::new()
         }

@@ -485,7 +485,7 @@ async fn build(
         let (up, sessions) = report.sessions();
         let routes: usize = report.speakers.iter().map(|s| s.routes).sum();
         let builtin = if sessions > 0 {
-            format!(", {up}/{sessions} built-in sessions established")
+            format!(", {up}/{sessions} sessions established")
         } else {
             String::new()
         };

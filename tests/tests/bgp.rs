@@ -218,9 +218,14 @@ fn fat_tree_on_frr_converges_and_reconverges() {
     change(lab, "restore", "node", "core0");
     change(lab, "restore", "link", "edge0-0--agg0-0");
     assert_eq!(route_count(lab, "agg1-0"), before);
-    // FRR's sessions are FRR's to show: `show bgp` names the command.
+    // FRR's own view of edge0-0's sessions, through `show bgp`.
     let out = run(&["show", "bgp", "edge0-0", "--lab", lab]);
-    assert!(text(&out).contains("vtysh"), "{}", text(&out));
+    assert_eq!(
+        text(&out).matches("established").count(),
+        2,
+        "{}",
+        text(&out)
+    );
 }
 
 #[test]
@@ -256,6 +261,9 @@ fn builtin_frr_and_bird_share_one_fabric() {
         [agent("tor0-r0p0"), agent("tor0-r0p1"), agent("tor1-r0p0")],
         ["frr", "bird", "builtin"]
     );
+    // Every session, whichever implementation runs either end, as the
+    // agents (and FRR's and BIRD's own reports) see it.
+    assert_eq!(sessions(&report), (40, 40));
     check(lab);
     // The host behind the FRR ToR moves to the BIRD ToR's plane and back.
     change(lab, "fail", "link", "h0-0--tor0-r0p0");

@@ -381,8 +381,8 @@ impl Agent {
                         PeerState::PortDown => "port down",
                     }
                     .to_owned(),
-                    since: now.duration_since(peer.since).as_secs_f64(),
-                    received: self.rib.adj_rib_in(n as PeerId).count(),
+                    since: Some(now.duration_since(peer.since).as_secs_f64()),
+                    received: Some(self.rib.adj_rib_in(n as PeerId).count()),
                     last_error: peer.last_error.clone(),
                 })
                 .collect(),

@@ -1,5 +1,5 @@
-//! The kernel tables of switches run by FRR or BIRD: read, and watched
-//! until they hold what the plan says.
+//! Switches run by FRR or BIRD: their kernel tables, read and watched until
+//! they hold what the plan says, and their sessions, asked of the daemons.
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use ipnet::Ipv4Net;
 use rtnetlink::packet_route::route::RouteProtocol;
-use turbonet_routing::bgp::plan;
+use turbonet_routing::bgp::plan::{self, Neighbour, Speaker};
+
+use super::status::SessionStatus;
 
 use crate::{fabric, netns};
 
@@ -105,4 +107,88 @@ async fn kernel_fib_of(handle: &rtnetlink::Handle) -> Result<plan::Fib> {
         }
     }
     Ok(fib)
+}
+
+/// The sessions of an FRR or BIRD switch, as its daemon reports them
+/// (`vtysh ... show bgp summary json`, `birdc show protocols`), matched to
+/// the plan's neighbours by address (FRR) or protocol name (BIRD). Empty
+/// when the daemon does not answer within a second.
+pub(super) async fn router_sessions(
+    lab: &str,
+    speaker: &Speaker,
+    kind: turbonet_topo::Agent,
+) -> Vec<SessionStatus> {
+    use turbonet_topo::Agent;
+    let dir = crate::routers::router_dir(&crate::state::LabDir::of(lab), &speaker.name);
+    let mut command = match kind {
+        Agent::Frr => {
+            let mut c = tokio::process::Command::new("vtysh");
+            c.arg("--vty_socket")
+                .arg(&dir)
+                .args(["-c", "show bgp ipv4 unicast summary json"]);
+            c
+        }
+        Agent::Bird => {
+            let mut c = tokio::process::Command::new("birdc");
+            c.arg("-s")
+                .arg(dir.join("bird.ctl"))
+                .args(["show", "protocols"]);
+            c
+        }
+        Agent::Builtin => return Vec::new(),
+    };
+    command.kill_on_drop(true);
+    let Ok(Ok(out)) = tokio::time::timeout(Duration::from_secs(1), command.output()).await else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let session =
+        |n: &Neighbour, state: String, since: Option<f64>, received: Option<usize>| SessionStatus {
+            peer: n.peer_name.clone(),
+            peer_addr: n.peer_addr,
+            peer_asn: n.peer_asn,
+            ifname: n.ifname.clone(),
+            state,
+            since,
+            received,
+            last_error: None,
+        };
+    match kind {
+        Agent::Frr => {
+            let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) else {
+                return Vec::new();
+            };
+            let peers = &json["peers"];
+            speaker
+                .neighbours
+                .iter()
+                .map(|n| {
+                    let p = &peers[n.peer_addr.to_string()];
+                    let state = p["state"].as_str().unwrap_or("unknown").to_lowercase();
+                    let since = (state == "established")
+                        .then(|| p["peerUptimeMsec"].as_f64().map(|ms| ms / 1000.0))
+                        .flatten();
+                    let received = p["pfxRcd"].as_u64().map(|n| n as usize);
+                    session(n, state, since, received)
+                })
+                .collect()
+        }
+        _ => speaker
+            .neighbours
+            .iter()
+            .map(|n| {
+                let name = turbonet_routing::bgp::config::bird_symbol(n);
+                let line = text
+                    .lines()
+                    .find(|l| l.split_whitespace().next() == Some(name.as_str()));
+                // Name Proto Table State Since Info...
+                let state = line
+                    .map(|l| l.split_whitespace().skip(5).collect::<Vec<_>>().join(" "))
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "unknown".to_owned())
+                    .to_lowercase();
+                session(n, state, None, None)
+            })
+            .collect(),
+    }
 }

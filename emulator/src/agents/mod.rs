@@ -301,7 +301,7 @@ impl Agents {
                 expected: expected.map_or(0, |d| d.routes),
                 converged,
                 converged_at,
-                sessions: Vec::new(),
+                sessions: kernel::router_sessions(&self.lab, speaker, *kind).await,
             });
         }
         BgpReport {

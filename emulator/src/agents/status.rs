@@ -19,9 +19,9 @@ pub struct SessionStatus {
     /// `connect`, `idle` or `port down`.
     pub state: String,
     /// Seconds in that state.
-    pub since: f64,
+    pub since: Option<f64>,
     /// Prefixes received from the peer and kept.
-    pub received: usize,
+    pub received: Option<usize>,
     /// Why the session last went down.
     pub last_error: Option<String>,
 }

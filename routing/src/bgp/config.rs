@@ -317,9 +317,10 @@ fn describe(n: &Neighbour) -> String {
     format!("{} via {}", n.peer_name, n.ifname)
 }
 
-/// A BIRD protocol name for a session: unique per speaker (interface names
-/// are), and a valid symbol whatever the interface name contains.
-fn bird_symbol(n: &Neighbour) -> String {
+/// The BIRD protocol name of session `n` (`peer_<interface>`, as `birdc
+/// show protocols` lists it): unique per speaker (interface names are), and
+/// a valid symbol whatever the interface name contains.
+pub fn bird_symbol(n: &Neighbour) -> String {
     let clean: String = n
         .ifname
         .chars()
