@@ -444,20 +444,9 @@ fn write_table_entry(
     let key = entry_key(t, e)?;
     let exists = fwd.tables[&t.id].entries.contains_key(&key);
     let profile_id = t.implementation_id;
+    check_presence(ty, exists, &format!("entry in table {}", t.name))?;
     match ty {
         update::Type::Insert | update::Type::Modify => {
-            if ty == update::Type::Insert && exists {
-                return Err(P4Error::new(
-                    Code::AlreadyExists,
-                    format!("table {}: the entry exists", t.name),
-                ));
-            }
-            if ty == update::Type::Modify && !exists {
-                return Err(P4Error::not_found(format!(
-                    "table {}: no such entry",
-                    t.name
-                )));
-            }
             if ty == update::Type::Insert
                 && t.size > 0
                 && fwd.tables[&t.id].entries.len() as u64 >= t.size
@@ -503,7 +492,7 @@ fn write_table_entry(
                 .expect("table of schema")
                 .entries
                 .remove(&key)
-                .ok_or_else(|| P4Error::not_found(format!("table {}: no such entry", t.name)))?;
+                .expect("presence checked");
             if let Some(pid) = profile_id {
                 adjust_ref(
                     fwd.profiles.get_mut(&pid).expect("profile"),
@@ -517,6 +506,21 @@ fn write_table_entry(
     Ok(())
 }
 
+/// INSERT of what exists is ALREADY_EXISTS; MODIFY or DELETE of what does
+/// not is NOT_FOUND (P4Runtime §12.1). `what` names it ("member 3 in
+/// action profile P").
+fn check_presence(ty: update::Type, exists: bool, what: &str) -> R<()> {
+    match (ty, exists) {
+        (update::Type::Insert, true) => {
+            Err(P4Error::new(Code::AlreadyExists, format!("{what} exists")))
+        }
+        (update::Type::Modify | update::Type::Delete, false) => {
+            Err(P4Error::not_found(format!("no {what}")))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn write_member(
     schema: &Schema,
     fwd: &mut Forwarding,
@@ -528,13 +532,12 @@ fn write_member(
     })?;
     let p = fwd.profiles.get_mut(&info.id).expect("profile of schema");
     let exists = p.members.contains_key(&m.member_id);
+    check_presence(
+        ty,
+        exists,
+        &format!("member {} in action profile {}", m.member_id, info.name),
+    )?;
     if ty == update::Type::Delete {
-        if !exists {
-            return Err(P4Error::not_found(format!(
-                "action profile {}: no member {}",
-                info.name, m.member_id
-            )));
-        }
         if p.member_refs.get(&m.member_id).copied().unwrap_or(0) > 0 {
             return Err(P4Error::new(
                 Code::FailedPrecondition,
@@ -547,21 +550,6 @@ fn write_member(
         p.members.remove(&m.member_id);
         p.member_refs.remove(&m.member_id);
         return Ok(());
-    }
-    if ty == update::Type::Insert && exists {
-        return Err(P4Error::new(
-            Code::AlreadyExists,
-            format!(
-                "action profile {}: member {} exists",
-                info.name, m.member_id
-            ),
-        ));
-    }
-    if ty == update::Type::Modify && !exists {
-        return Err(P4Error::not_found(format!(
-            "action profile {}: no member {}",
-            info.name, m.member_id
-        )));
     }
     if ty == update::Type::Insert && info.size > 0 && p.members.len() as u64 >= info.size {
         return Err(P4Error::new(
@@ -615,13 +603,12 @@ fn write_group(
             }
         }
     };
+    check_presence(
+        ty,
+        exists,
+        &format!("group {} in action profile {}", g.group_id, info.name),
+    )?;
     if ty == update::Type::Delete {
-        if !exists {
-            return Err(P4Error::not_found(format!(
-                "action profile {}: no group {}",
-                info.name, g.group_id
-            )));
-        }
         if p.group_refs.get(&g.group_id).copied().unwrap_or(0) > 0 {
             return Err(P4Error::new(
                 Code::FailedPrecondition,
@@ -634,18 +621,6 @@ fn write_group(
         release(p, g.group_id);
         p.group_refs.remove(&g.group_id);
         return Ok(());
-    }
-    if ty == update::Type::Insert && exists {
-        return Err(P4Error::new(
-            Code::AlreadyExists,
-            format!("action profile {}: group {} exists", info.name, g.group_id),
-        ));
-    }
-    if ty == update::Type::Modify && !exists {
-        return Err(P4Error::not_found(format!(
-            "action profile {}: no group {}",
-            info.name, g.group_id
-        )));
     }
     let limit = info.max_group_size;
     if g.max_size < 0 || (limit > 0 && g.max_size as u32 > limit) {
