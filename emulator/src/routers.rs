@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use turbonet_routing::bgp::config::{self, Timers};
+use turbonet_routing::bgp::config;
 use turbonet_routing::bgp::plan;
 use turbonet_topo::{Agent, Lab};
 
@@ -82,11 +82,7 @@ pub fn shell_hint(dir: &LabDir, node: &str, agent: Agent) -> String {
 /// them even if `up` dies right after). Returns how many switches run
 /// each.
 pub fn start(lab: &Lab, dir: &LabDir, state: &mut LabState) -> Result<(usize, usize)> {
-    let timers = Timers {
-        hold_time: lab.routing.timers.hold_time,
-        keepalive: lab.routing.timers.keepalive,
-        connect_retry: lab.routing.timers.connect_retry,
-    };
+    let timers = lab.routing.timers;
     let (mut frr, mut bird) = (0, 0);
     let mut staged = Vec::new();
     for speaker in plan::speakers(&lab.fabric) {
@@ -164,68 +160,64 @@ pub fn start(lab: &Lab, dir: &LabDir, state: &mut LabState) -> Result<(usize, us
     }
     // zebra first: bgpd started before zebra listens backs off for
     // seconds before it retries, and installs nothing meanwhile.
-    staged.sort_by_key(|(_, program, ..)| program != "zebra");
-    let mut zebras_ready = false;
-    for (node, program, mut command, ns) in staged {
-        if program == "bgpd" && !zebras_ready {
-            wait_for_zebras(dir, state)?;
-            zebras_ready = true;
+    let (zebras, others): (Vec<_>, Vec<_>) = staged
+        .into_iter()
+        .partition(|(_, program, ..)| program == "zebra");
+    for batch in [zebras, others] {
+        let first = state.routers.len();
+        for (node, program, mut command, ns) in batch {
+            let home = router_dir(dir, &node);
+            let pid = spawn_in(&ns, &mut command, &home.join(format!("{program}.out")))
+                .with_context(|| format!("{node}: starting {program}"))?;
+            state.routers.push(RouterProcess { node, program, pid });
+            dir.save(state)?;
         }
-        let home = router_dir(dir, &node);
-        let pid = spawn_in(&ns, &mut command, &home.join(format!("{program}.out")))
-            .with_context(|| format!("{node}: starting {program}"))?;
-        state.routers.push(RouterProcess { node, program, pid });
-        dir.save(state)?;
-    }
-    // A daemon that refused its configuration exits at once: say so now,
-    // with its own words, rather than time out waiting for BGP.
-    std::thread::sleep(Duration::from_millis(200));
-    for router in &state.routers {
-        if !state::process_alive(router.pid, &router.program) {
-            let home = router_dir(dir, &router.node);
-            let out = fs::read_to_string(home.join(format!("{}.out", router.program)))
-                .unwrap_or_default();
-            let log = fs::read_to_string(home.join(format!("{}.log", router.program)))
-                .unwrap_or_default();
-            bail!(
-                "{} on {} exited at start:\n{}{}",
-                router.program,
-                router.node,
-                out.trim_end(),
-                log.lines()
-                    .rev()
-                    .take(10)
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev()
-                    .fold(String::new(), |mut s, l| {
-                        s.push('\n');
-                        s.push_str(l);
-                        s
-                    })
-            );
-        }
+        wait_listening(dir, &state.routers[first..])?;
     }
     Ok((frr, bird))
 }
 
-/// Waits until every zebra started so far listens on its zserv socket.
-fn wait_for_zebras(dir: &LabDir, state: &LabState) -> Result<()> {
+/// The socket a routing daemon listens on once it runs: zebra's for
+/// bgpd, bgpd's vty, BIRD's control socket.
+fn control_socket(dir: &LabDir, router: &RouterProcess) -> PathBuf {
+    let home = router_dir(dir, &router.node);
+    match router.program.as_str() {
+        "zebra" => home.join("zserv.api"),
+        "bird" => home.join("bird.ctl"),
+        program => home.join(format!("{program}.vty")),
+    }
+}
+
+/// Waits until each of `routers` accepts connections on its control
+/// socket. A daemon that refused its configuration exits instead: that
+/// fails at once, with its own words.
+fn wait_listening(dir: &LabDir, routers: &[RouterProcess]) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
-    for zebra in state.routers.iter().filter(|r| r.program == "zebra") {
-        let socket = router_dir(dir, &zebra.node).join("zserv.api");
+    for router in routers {
+        let socket = control_socket(dir, router);
         while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-            if !state::process_alive(zebra.pid, "zebra") {
+            if !state::process_alive(router.pid, &router.program) {
+                let home = router_dir(dir, &router.node);
+                let read = |ext: &str| {
+                    fs::read_to_string(home.join(format!("{}.{ext}", router.program)))
+                        .unwrap_or_default()
+                };
+                let log = read("log");
+                let mut tail: Vec<&str> = log.lines().rev().take(10).collect();
+                tail.reverse();
                 bail!(
-                    "zebra on {} exited at start; see {}",
-                    zebra.node,
-                    router_dir(dir, &zebra.node).join("zebra.log").display()
+                    "{} on {} exited at start:\n{}\n{}",
+                    router.program,
+                    router.node,
+                    read("out").trim_end(),
+                    tail.join("\n")
                 );
             }
             if Instant::now() >= deadline {
                 bail!(
-                    "zebra on {} is not listening on {} after 10 s",
-                    zebra.node,
+                    "{} on {} is not listening on {} after 10 s",
+                    router.program,
+                    router.node,
                     socket.display()
                 );
             }

@@ -7,11 +7,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use turbonet_routing::bgp::config::{self, Timers};
+use turbonet_routing::bgp::config;
 use turbonet_routing::bgp::plan::{self, Speaker};
-use turbonet_topo::Lab;
+use turbonet_topo::{BgpTimers, Lab};
 
-const TIMERS: Timers = Timers {
+const TIMERS: BgpTimers = BgpTimers {
     hold_time: 9,
     keepalive: 3,
     connect_retry: 5,

@@ -6,14 +6,10 @@ use std::collections::HashMap;
 use anyhow::{Context, Result};
 use ipnet::Ipv4Net;
 use rtnetlink::packet_route::route::RouteProtocol;
+use turbonet_routing::bgp::config::KERNEL_METRIC;
 use turbonet_routing::{NextHop, Route, RouteOrigin};
 
 use crate::fabric;
-
-/// Metric of the routes BGP installs: above the static routes `up`
-/// installs on host and external ports (metric 0), which therefore win
-/// while their port is up, and the same as FRR's zebra.
-pub const BGP_METRIC: u32 = 20;
 
 /// A switch's forwarding table, as a BGP agent drives it. The netns target
 /// implements it with rtnetlink ([`NetlinkFib`]); a P4 target writes table
@@ -25,7 +21,7 @@ pub trait Fib {
 }
 
 /// A namespace's main table through rtnetlink: routes as protocol `bgp`
-/// with metric [`BGP_METRIC`].
+/// with metric [`KERNEL_METRIC`].
 #[derive(Debug)]
 pub struct NetlinkFib {
     handle: rtnetlink::Handle,
@@ -52,7 +48,7 @@ impl Fib for NetlinkFib {
                     handle,
                     prefix,
                     RouteProtocol::Bgp,
-                    Some(BGP_METRIC),
+                    Some(KERNEL_METRIC),
                 )
                 .await;
             }
@@ -62,7 +58,7 @@ impl Fib for NetlinkFib {
                 origin: RouteOrigin::Fabric,
             };
             let message =
-                fabric::route_message(&route, ifindex, RouteProtocol::Bgp, Some(BGP_METRIC))?;
+                fabric::route_message(&route, ifindex, RouteProtocol::Bgp, Some(KERNEL_METRIC))?;
             match handle.route().add(message).replace().execute().await {
                 Ok(()) => Ok(()),
                 // The port went down between the decision and the request:
