@@ -38,19 +38,17 @@ pub fn bench(density: bool, agents: &[String]) -> Result<ExitCode> {
     if density {
         return bench_density(&dir);
     }
-    let mut rows = Vec::new();
-    for agent in agents {
-        if let Some(why) = turbonet_topo::Agent::from_name(agent)
-            .and_then(crate::routers::missing)
-            .or_else(|| {
-                turbonet_topo::Agent::from_name(agent)
-                    .is_none()
-                    .then(|| format!("unknown agent {agent}: builtin, frr or bird"))
-            })
-        {
-            bail!("{why}");
-        }
+    let kinds = agents
+        .iter()
+        .map(|a| {
+            turbonet_topo::Agent::from_name(a)
+                .with_context(|| format!("--agents: unknown agent `{a}` (builtin, frr or bird)"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if let Some(why) = kinds.iter().find_map(|&k| crate::routers::missing(k)) {
+        bail!("{why}");
     }
+    let mut rows = Vec::new();
     for (file, stem) in SCENARIOS {
         for agent in agents {
             let name = format!("bb{stem}{}", &agent[..1]);

@@ -133,15 +133,22 @@ pub struct EventLog {
 }
 
 impl EventLog {
-    fn open(dir: &LabDir, ready: Instant) -> Result<EventLog> {
+    /// Opens the log; the fabric is ready now.
+    fn open(dir: &LabDir) -> Result<EventLog> {
         let file = fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(events_path(dir))?;
         Ok(EventLog {
             file: Arc::new(Mutex::new(file)),
-            ready,
+            ready: Instant::now(),
         })
+    }
+
+    /// When the fabric was ready: the origin of event times and of the
+    /// timeline.
+    fn ready(&self) -> Instant {
+        self.ready
     }
 
     /// Logs one event; `error` is `None` when it succeeded.
@@ -183,7 +190,6 @@ struct Daemon {
     carriers: Vec<engine::Carrier>,
     control: Option<engine::Control>,
     snapshot: engine::Snapshot,
-    ready: Instant,
     log: EventLog,
     /// BGP mode: the built-in agents (started on the event loop).
     agents: std::cell::OnceCell<Agents>,
@@ -197,12 +203,10 @@ impl Daemon {
 
     /// Executes a request from the CLI and logs it.
     async fn execute(self: &Rc<Self>, source: &str, request: Request) -> Response {
-        if let Request::Bgp { node } = &request {
-            return self.bgp_report(node.as_deref()).await;
-        }
         let event = describe(&request);
         let result = match request {
-            Request::Bgp { .. } => unreachable!("answered above"),
+            // A question, not an event: answered, not logged.
+            Request::Bgp { node } => return self.bgp_report(node.as_deref()).await,
             Request::LinkSet { link, params } => match control::parse_patch(&params) {
                 Ok(patch) => self.link_set(&link, Some(&patch)),
                 Err(e) => Err(anyhow!(e)),
@@ -232,7 +236,7 @@ impl Daemon {
     /// fabric was ready.
     async fn run_timeline(self: Rc<Self>) {
         for event in &self.lab.timeline {
-            let due = self.ready + event.at.as_duration();
+            let due = self.log.ready() + event.at.as_duration();
             tokio::time::sleep_until(due.into()).await;
             let fabric = &self.lab.fabric;
             let target = |t: &EventTarget| match t {
@@ -360,17 +364,21 @@ impl Daemon {
             }
         };
         let failures = self.record_failure(&links, target, up)?;
-        let mut ports: BTreeMap<NodeId, Vec<u32>> = BTreeMap::new();
+        // Per node, its ports on those links: ifindex and interface name.
+        let mut ports: BTreeMap<NodeId, Vec<(u32, &str)>> = BTreeMap::new();
         for link in &links {
             for end in &link.ends {
                 let index =
                     fabric::port_index(&self.lab, end.node, link.id).expect("link's end is a port");
-                ports.entry(end.node).or_default().push(index);
+                ports
+                    .entry(end.node)
+                    .or_default()
+                    .push((index, end.ifname.as_str()));
             }
         }
         for (&node, indices) in &ports {
             let handle = node_handle(&self.lab, node)?;
-            for &index in indices {
+            for &(index, _) in indices {
                 let message = if up {
                     LinkUnspec::new_with_index(index).up().build()
                 } else {
@@ -406,14 +414,10 @@ impl Daemon {
         }
         if let Some(agents) = self.agents.get() {
             let epoch = Instant::now();
-            for (&node, indices) in &ports {
-                let ifnames: Vec<String> = fabric
-                    .ports(node)
-                    .enumerate()
-                    .filter(|(port, _)| indices.contains(&fabric::port_ifindex(*port)))
-                    .map(|(_, (_, local, _))| local.ifname.clone())
-                    .collect();
-                agents.ports_changed(node, &ifnames, up);
+            for (&node, node_ports) in &ports {
+                for &(_, ifname) in node_ports {
+                    agents.port_changed(node, ifname, up);
+                }
             }
             let speakers = agents.speakers().to_vec();
             // Off the event loop: the agents are converging meanwhile.
@@ -697,7 +701,6 @@ pub fn run(lab_name: &str) -> Result<ExitCode> {
         );
     }
 
-    let ready = Instant::now();
     let daemon = Rc::new(Daemon {
         routes: std::sync::OnceLock::new(),
         failures: Mutex::new(turbonet_routing::Failures::default()),
@@ -711,8 +714,7 @@ pub fn run(lab_name: &str) -> Result<ExitCode> {
         carriers,
         control: control_end,
         snapshot: snapshot.clone(),
-        ready,
-        log: EventLog::open(&dir, ready)?,
+        log: EventLog::open(&dir)?,
         agents: std::cell::OnceCell::new(),
         dir: dir.clone(),
         lab,

@@ -553,7 +553,6 @@ fn ifindex_by_name<'a>(lab: &'a Lab, node: &Node) -> std::collections::HashMap<&
         .collect()
 }
 
-/// The netlink message for one route.
 /// The netlink message that installs `route` (`ifindex` maps its
 /// interfaces), as `protocol`, with metric `priority` (`None`: 0).
 pub(crate) fn route_message(

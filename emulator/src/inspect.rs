@@ -170,7 +170,6 @@ fn show_bgp(dir: &LabDir, node: Option<&str>, json: bool) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let ago = |s: f64| format_duration(s);
     if let (Some(_), [speaker]) = (node, report.speakers.as_slice()) {
         println!(
             "{}: AS {}, router id {}, agent {}, {}/{} routes, {}",
@@ -187,12 +186,14 @@ fn show_bgp(dir: &LabDir, node: Option<&str>, json: bool) -> Result<ExitCode> {
             }
         );
         if speaker.sessions.is_empty() {
-            let agent = turbonet_topo::Agent::from_name(&speaker.agent).unwrap_or_default();
-            println!(
-                "its sessions are {}'s to show: {}",
-                speaker.agent,
-                crate::routers::shell_hint(dir, &speaker.node, agent)
-            );
+            match turbonet_topo::Agent::from_name(&speaker.agent) {
+                Some(agent @ (turbonet_topo::Agent::Frr | turbonet_topo::Agent::Bird)) => println!(
+                    "{} did not say how its sessions are; ask it: {}",
+                    speaker.agent,
+                    crate::routers::shell_hint(dir, &speaker.node, agent)
+                ),
+                _ => println!("{} has no BGP sessions", speaker.node),
+            }
             return Ok(ExitCode::SUCCESS);
         }
         println!(
@@ -215,7 +216,7 @@ fn show_bgp(dir: &LabDir, node: Option<&str>, json: bool) -> Result<ExitCode> {
                         s.peer_asn.to_string(),
                         s.ifname.clone(),
                         s.state.clone(),
-                        s.since.map_or_else(|| "-".to_owned(), ago),
+                        s.since.map_or_else(|| "-".to_owned(), format_duration),
                         s.received.map_or_else(|| "-".to_owned(), |n| n.to_string()),
                         s.last_error.clone().unwrap_or_default(),
                     ]

@@ -484,7 +484,7 @@ async fn build(
         let report = wait_converged(lab, dir, progress).await?;
         let (up, sessions) = report.sessions();
         let routes: usize = report.speakers.iter().map(|s| s.routes).sum();
-        let builtin = if sessions > 0 {
+        let established = if sessions > 0 {
             format!(", {up}/{sessions} sessions established")
         } else {
             String::new()
@@ -492,7 +492,7 @@ async fn build(
         phase(
             "bgp",
             format!(
-                "converged in {:.2} s: {routes} routes in {} switches{builtin}",
+                "converged in {:.2} s: {routes} routes in {} switches{established}",
                 report.convergence_time().unwrap_or(report.elapsed),
                 report.speakers.len()
             ),

@@ -21,7 +21,7 @@ use crate::{fabric, netns};
 /// after `epoch`), for at most two minutes.
 pub(super) async fn watch_routers(
     mut routers: Vec<(usize, String, plan::FibDigest)>,
-    known: BTreeSet<Ipv4Net>,
+    known: Rc<BTreeSet<Ipv4Net>>,
     epoch: Instant,
     observed: Rc<RefCell<HashMap<usize, f64>>>,
 ) {

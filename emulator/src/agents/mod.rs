@@ -32,11 +32,12 @@ pub use status::BgpReport;
 use status::SpeakerStatus;
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::rc::Rc;
 use std::time::Instant;
 
 use anyhow::Result;
+use ipnet::Ipv4Net;
 use tokio::sync::{mpsc, oneshot};
 use turbonet_routing::bgp::driver::DriverCommand;
 use turbonet_routing::bgp::driver::DriverEvent;
@@ -100,6 +101,9 @@ pub struct Agents {
     epoch: Cell<Option<Instant>>,
     /// Lab name (namespace names).
     lab: String,
+    /// Every prefix of the plan: FIBs are compared on these only (routes
+    /// learned from outside the fabric are extra).
+    known: Rc<BTreeSet<Ipv4Net>>,
     /// What every FIB holds once converged (read for FRR and BIRD switches;
     /// built-in agents keep their own copy).
     expected: RefCell<Vec<plan::FibDigest>>,
@@ -175,6 +179,7 @@ impl Agents {
             started,
             epoch: Cell::new(None),
             lab: lab.name.clone(),
+            known,
             expected: RefCell::new(Vec::new()),
             observed: Rc::new(RefCell::new(HashMap::new())),
             watcher: RefCell::new(None),
@@ -200,7 +205,6 @@ impl Agents {
     /// kernel table becomes `expected`.
     fn watch_routers(&self, expected: Vec<plan::FibDigest>, epoch: Instant) {
         self.observed.borrow_mut().clear();
-        let known = plan::known_prefixes(&self.speakers);
         let routers: Vec<(usize, String, plan::FibDigest)> = self
             .speakers
             .iter()
@@ -213,8 +217,12 @@ impl Agents {
         if routers.is_empty() {
             return;
         }
-        let task =
-            tokio::task::spawn_local(watch_routers(routers, known, epoch, self.observed.clone()));
+        let task = tokio::task::spawn_local(watch_routers(
+            routers,
+            self.known.clone(),
+            epoch,
+            self.observed.clone(),
+        ));
         if let Some(old) = self.watcher.replace(Some(task)) {
             old.abort();
         }
@@ -225,15 +233,14 @@ impl Agents {
         &self.speakers
     }
 
-    /// Tells the agent of `node` (if built in) that ports went up or down.
-    pub fn ports_changed(&self, node: NodeId, ifnames: &[String], up: bool) {
+    /// Tells the agent of `node` (if built in) that port `ifname` went up
+    /// or down.
+    pub fn port_changed(&self, node: NodeId, ifname: &str, up: bool) {
         if let Some(inbox) = self.inboxes.get(&node) {
-            for ifname in ifnames {
-                let _ = inbox.send(AgentEvent::Port {
-                    ifname: ifname.clone(),
-                    up,
-                });
-            }
+            let _ = inbox.send(AgentEvent::Port {
+                ifname: ifname.to_owned(),
+                up,
+            });
         }
     }
 
@@ -255,12 +262,12 @@ impl Agents {
         self.watch_routers(expected, epoch);
     }
 
-    /// The status of every switch, or of `node` only. Switches run by FRR
-    /// or BIRD are read from their namespace's kernel table (their
-    /// sessions are theirs to show: `turbonet exec NODE vtysh` or `birdc`).
+    /// The status of every switch, or of `node` only. Built-in agents
+    /// report themselves; for switches run by FRR or BIRD the routes come
+    /// from their namespace's kernel table and the sessions from the
+    /// daemons.
     pub async fn report(&self, node: Option<NodeId>) -> BgpReport {
         let epoch = self.epoch.get().unwrap_or(self.started);
-        let known = plan::known_prefixes(&self.speakers);
         let mut speakers = Vec::new();
         for (i, (speaker, kind)) in self.speakers.iter().zip(&self.kinds).enumerate() {
             if node.is_some_and(|n| n != speaker.node) {
@@ -279,7 +286,7 @@ impl Agents {
             // No plan yet: not converged.
             let expected = self.expected.borrow().get(i).copied();
             let routes = fib.len();
-            fib.retain(|p, _| known.contains(p));
+            fib.retain(|p, _| self.known.contains(p));
             let converged = expected == Some(plan::FibDigest::of(&fib));
             let converged_at = if converged {
                 Some(

@@ -183,17 +183,16 @@ pub fn switch_entries(
     if vswitches.is_empty() {
         bail!("no virtual switch is placed on {switch}");
     }
-    let vports: HashMap<(&str, &str), (u64, &turbonet_topo::mapper::VirtualPort)> = mapping
+    let vports: Vec<(u64, &turbonet_topo::mapper::VirtualPort)> = mapping
         .ports
         .iter()
         .filter(|p| p.switch == switch && vswitches.contains_key(p.virtual_switch.as_str()))
         .enumerate()
-        .map(|(i, p)| {
-            (
-                (p.virtual_switch.as_str(), p.virtual_port.as_str()),
-                (i as u64 + 1, p),
-            )
-        })
+        .map(|(i, p)| (i as u64 + 1, p))
+        .collect();
+    let vport_of: HashMap<(&str, &str), u64> = vports
+        .iter()
+        .map(|(id, p)| ((p.virtual_switch.as_str(), p.virtual_port.as_str()), *id))
         .collect();
 
     let port_mapper = names.table("TurbonetIngress.port_mapper")?;
@@ -210,11 +209,10 @@ pub fn switch_entries(
     let mut member_ids: BTreeMap<(u64, u64, [u8; 6]), u32> = BTreeMap::new();
     let mut group_ids: BTreeMap<Vec<u32>, u32> = BTreeMap::new();
 
-    let mut ports: Vec<_> = vports.iter().collect();
-    ports.sort_by_key(|(_, (id, _))| *id);
-    for ((vswitch_name, _), (vport, vp)) in &ports {
-        let vswitch = vswitches[vswitch_name];
-        if let Some(bits) = names.param_width("TurbonetIngress.set_egress", "queue") {
+    let queue_bits = names.param_width("TurbonetIngress.set_egress", "queue");
+    for (vport, vp) in &vports {
+        let vswitch = vswitches[vp.virtual_switch.as_str()];
+        if let Some(bits) = queue_bits {
             if bits < 32 && vp.queue >> bits != 0 {
                 bail!(
                     "{} port {} uses queue {}, but the pipeline's queues are {bits}-bit (v1model: 8 \
@@ -287,32 +285,26 @@ pub fn switch_entries(
         addrs.sort();
         addrs.dedup();
         for addr in addrs {
-            let key = |table: &str| -> Result<Vec<FieldMatch>> {
+            // (virtual switch, address), the address field named per table.
+            let key = |table: &str, addr_field: &str| -> Result<Vec<FieldMatch>> {
                 Ok(vec![
                     exact(f(table, "meta.vswitch")?, bytes(vswitch, 16)?),
                     exact(
-                        f(
-                            table,
-                            if table.ends_with("arp_responder") {
-                                "hdr.arp.tpa"
-                            } else {
-                                "hdr.ipv4.dst"
-                            },
-                        )?,
+                        f(table, addr_field)?,
                         bytes(u64::from(u32::from(addr)), 32)?,
                     ),
                 ])
             };
             entries.push(table_entry(
                 arp,
-                key("TurbonetIngress.arp_responder")?,
+                key("TurbonetIngress.arp_responder", "hdr.arp.tpa")?,
                 table_action::Type::Action(
                     names.action("TurbonetIngress.arp_reply", &[("mac", own)])?,
                 ),
             ));
             entries.push(table_entry(
                 local,
-                key("TurbonetIngress.local")?,
+                key("TurbonetIngress.local", "hdr.ipv4.dst")?,
                 table_action::Type::Action(names.action("TurbonetIngress.to_cpu", &[])?),
             ));
         }
@@ -332,7 +324,7 @@ pub fn switch_entries(
         for route in &routes[node.id.0 as usize] {
             let mut hop_members = Vec::new();
             for hop in &route.nexthops {
-                let (vport, _) = vports
+                let vport = vport_of
                     .get(&(node.name.as_str(), hop.ifname.as_str()))
                     .with_context(|| format!("{}: port {} is not mapped", node.name, hop.ifname))?;
                 let dmac = peer_mac[hop.ifname.as_str()];
