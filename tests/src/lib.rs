@@ -173,3 +173,32 @@ pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// The address of `host`'s first link (`show links HOST --json`), without
+/// its prefix length.
+pub fn host_address(lab: &str, host: &str) -> String {
+    let out = run(&["show", "links", host, "--lab", lab, "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let links: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    links[0]["a_addr"]
+        .as_str()
+        .and_then(|a| a.split('/').next())
+        .unwrap_or_else(|| panic!("no address for {host} in {links}"))
+        .to_owned()
+}
+
+/// Pings `addr` twice from the named namespace `netns`; the output on
+/// failure.
+pub fn ping_from(netns: &str, addr: &str) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args([
+            "netns", "exec", netns, "ping", "-c", "2", "-W", "2", "-i", "0.2", addr,
+        ])
+        .output()
+        .expect("ip netns exec runs");
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("ping {addr} from {netns}: {}", text(&out)))
+    }
+}

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use turbonet_tests::{
-    LabGuard, require_root, run, text, unique_lab, wait_until, workspace, write_scenario,
+    LabGuard, host_address, ping_from, require_root, run, text, unique_lab, wait_until, workspace,
+    write_scenario,
 };
 
 /// A bundled scenario under another name, in BGP mode, with `routing`
@@ -375,20 +376,8 @@ fn an_external_router_joins_the_fabric_over_bgp() {
     let shown = text(&run(&["show", "bgp", "edge0-0", "--lab", &lab]));
     assert!(shown.contains(&format!("external {inside}")), "{shown}");
     // The router learned the fabric's: it reaches a host in another pod.
-    let links = run(&["show", "links", "h3-1-1", "--lab", &lab, "--json"]);
-    let links: Value = serde_json::from_slice(&links.stdout).unwrap();
-    let host = links[0]["a_addr"]
-        .as_str()
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .to_owned();
-    let ping = Command::new("ip")
-        .args([
-            "netns", "exec", &peer_ns, "ping", "-c", "2", "-W", "2", "-i", "0.2", &host,
-        ])
-        .output()
-        .unwrap();
-    assert!(ping.status.success(), "{}", text(&ping));
+    let host = host_address(&lab, "h3-1-1");
+    if let Err(e) = ping_from(&peer_ns, &host) {
+        panic!("{e}");
+    }
 }

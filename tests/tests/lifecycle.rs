@@ -321,26 +321,10 @@ fn external_port_joins_the_fabric_and_is_handed_back() {
     );
 
     // The user's namespace reaches a host in another pod through the fabric.
-    let nodes = run(&["show", "links", "h3-1-1", "--lab", &lab, "--json"]);
-    let links: serde_json::Value = serde_json::from_slice(&nodes.stdout).unwrap();
-    let host_addr = links[0]["a_addr"]
-        .as_str()
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .to_owned();
-    let ping = Command::new("ip")
-        .args([
-            "netns", "exec", &user_ns, "ping", "-c", "2", "-W", "2", "-i", "0.2", &host_addr,
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        ping.status.success(),
-        "ping {host_addr} from outside: {}",
-        text(&ping)
-    );
+    let host_addr = turbonet_tests::host_address(&lab, "h3-1-1");
+    if let Err(e) = turbonet_tests::ping_from(&user_ns, &host_addr) {
+        panic!("from outside: {e}");
+    }
 
     let down = run(&["down", &lab]);
     assert!(down.status.success(), "{}", text(&down));

@@ -1,43 +1,14 @@
 //! Golden files: wiring of generated fabrics and rendered diagnostics.
 //! Regenerate with `UPDATE_GOLDEN=1 cargo test -p turbonet-topo --test golden`.
 
+mod common;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use turbonet_topo::{Lab, PrefixKind, RoutingMode};
 
-fn golden_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
-}
-
-/// Compares `actual` with the golden file, or rewrites it when
-/// `UPDATE_GOLDEN` is set.
-fn check_golden(name: &str, actual: &str) {
-    let path = golden_dir().join(name);
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
-        panic!(
-            "missing golden file {}; run with UPDATE_GOLDEN=1",
-            path.display()
-        )
-    });
-    if expected != actual {
-        let (line, (e, a)) = expected
-            .lines()
-            .zip(actual.lines())
-            .enumerate()
-            .find(|(_, (e, a))| e != a)
-            .map(|(i, p)| (i + 1, p))
-            .unwrap_or((0, ("<length differs>", "")));
-        panic!(
-            "{name} differs from the golden file at line {line}:\n  expected: {e}\n  actual:   {a}\n(run with UPDATE_GOLDEN=1 to accept)"
-        );
-    }
-}
+use common::{check_golden, golden_dir};
 
 /// A readable, complete dump of a lab.
 fn dump(lab: &Lab) -> String {

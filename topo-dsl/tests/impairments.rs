@@ -1,31 +1,12 @@
 //! The impairment keys of links: jitter shape, reordering, Gilbert-Elliott
 //! loss, corruption, duplication, ECN, and the checks across keys.
 
+mod common;
+
 use turbonet_topo::units::{Delay, LossProb, QueueLimit, Rate};
-use turbonet_topo::{JitterDistribution, LinkParams, Loss, parse};
+use turbonet_topo::{JitterDistribution, LinkParams, Loss};
 
-fn ok(text: &str) -> turbonet_topo::Lab {
-    parse("t.toml", text).unwrap_or_else(|e| panic!("{}", e.render_plain(100)))
-}
-
-/// (line, column, message, help) of every error.
-fn errors(text: &str) -> Vec<(usize, usize, String, String)> {
-    match parse("t.toml", text) {
-        Ok(_) => panic!("expected errors"),
-        Err(e) => e
-            .iter()
-            .map(|x| {
-                let (l, c) = x.line_col().unwrap_or((0, 0));
-                (
-                    l,
-                    c,
-                    x.message().to_string(),
-                    x.help().unwrap_or("").to_string(),
-                )
-            })
-            .collect(),
-    }
-}
+use common::{errors, ok};
 
 const FAT_TREE: &str = "[lab]\nname = \"imp\"\n[topology]\nkind = \"fat-tree\"\nk = 2\n";
 

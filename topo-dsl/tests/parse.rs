@@ -1,10 +1,14 @@
 //! Behaviour of `parse` and `summary` beyond the golden files.
 
+mod common;
+
 use std::path::Path;
 
 use turbonet_topo::summary::CapacityBasis;
 use turbonet_topo::units::{Delay, LossProb, Mtu, QueueLimit, Rate};
 use turbonet_topo::{LinkClass, Loss, PrefixKind, Role, Target, TopologyKind, parse, summary};
+
+use common::{errors, ok};
 
 fn scenario(name: &str) -> String {
     std::fs::read_to_string(
@@ -13,28 +17,6 @@ fn scenario(name: &str) -> String {
             .join(name),
     )
     .unwrap()
-}
-
-fn ok(text: &str) -> turbonet_topo::Lab {
-    parse("t.toml", text).unwrap_or_else(|e| panic!("{}", e.render_plain(100)))
-}
-
-fn errors(text: &str) -> Vec<(usize, usize, String, String)> {
-    match parse("t.toml", text) {
-        Ok(_) => panic!("expected errors"),
-        Err(e) => e
-            .iter()
-            .map(|x| {
-                let (l, c) = x.line_col().unwrap_or((0, 0));
-                (
-                    l,
-                    c,
-                    x.message().to_string(),
-                    x.help().unwrap_or("").to_string(),
-                )
-            })
-            .collect(),
-    }
 }
 
 #[test]

@@ -1,32 +1,13 @@
 //! `[routing]` in BGP mode (agents, per-switch overrides, timers) and the
 //! eBGP neighbours of `[[external]]` ports.
 
+mod common;
+
 use std::net::Ipv4Addr;
 
-use turbonet_topo::{Agent, Asn, BgpTimers, ExternalPeer, RoutingMode, parse};
+use turbonet_topo::{Agent, Asn, BgpTimers, ExternalPeer, RoutingMode};
 
-fn ok(text: &str) -> turbonet_topo::Lab {
-    parse("t.toml", text).unwrap_or_else(|e| panic!("{}", e.render_plain(100)))
-}
-
-/// (line, column, message, help) of every error.
-fn errors(text: &str) -> Vec<(usize, usize, String, String)> {
-    match parse("t.toml", text) {
-        Ok(_) => panic!("expected errors"),
-        Err(e) => e
-            .iter()
-            .map(|x| {
-                let (l, c) = x.line_col().unwrap_or((0, 0));
-                (
-                    l,
-                    c,
-                    x.message().to_string(),
-                    x.help().unwrap_or("").to_string(),
-                )
-            })
-            .collect(),
-    }
-}
+use common::{errors, ok};
 
 /// The only error of `text`.
 fn one_error(text: &str) -> (usize, usize, String, String) {

@@ -1,33 +1,12 @@
 //! `[[timeline]]`: events after the fabric is ready, and the link
 //! parameter rules they share with `[links]` and `turbonet link set`.
 
+mod common;
+
 use turbonet_topo::units::{Delay, LossProb, QueueLimit, Rate};
-use turbonet_topo::{
-    Action, Event, EventTarget, LinkId, LinkParams, Loss, NodeId, ParamProblem, parse,
-};
+use turbonet_topo::{Action, Event, EventTarget, LinkId, LinkParams, Loss, NodeId, ParamProblem};
 
-fn ok(text: &str) -> turbonet_topo::Lab {
-    parse("t.toml", text).unwrap_or_else(|e| panic!("{}", e.render_plain(100)))
-}
-
-/// (line, column, message, help) of every error.
-fn errors(text: &str) -> Vec<(usize, usize, String, String)> {
-    match parse("t.toml", text) {
-        Ok(_) => panic!("expected errors"),
-        Err(e) => e
-            .iter()
-            .map(|x| {
-                let (l, c) = x.line_col().unwrap_or((0, 0));
-                (
-                    l,
-                    c,
-                    x.message().to_string(),
-                    x.help().unwrap_or("").to_string(),
-                )
-            })
-            .collect(),
-    }
-}
+use common::{errors, ok};
 
 /// A k=4 fat-tree whose agg-core links have a rate and a 100-packet queue.
 const K4: &str = r#"[lab]
