@@ -118,8 +118,11 @@ fn config(args: &PlanArgs) -> Result<MapConfig, String> {
 
 /// `turbonet plan FILE --switch NAME=PORTSxSPEED ...`.
 pub fn plan(args: &PlanArgs) -> Result<ExitCode> {
-    let config = match config(args) {
-        Ok(c) => c,
+    let (config, targets) = match config(args).and_then(|c| {
+        let targets = program_targets(args, &c)?;
+        Ok((c, targets))
+    }) {
+        Ok(checked) => checked,
         Err(e) => {
             eprintln!("error: {e}");
             return Ok(ExitCode::from(EXIT_INVALID));
@@ -146,8 +149,8 @@ pub fn plan(args: &PlanArgs) -> Result<ExitCode> {
                     human(&lab, &args.target, &config, &mapping, args.ports)
                 );
             }
-            if !args.program.is_empty() {
-                return program(args, &lab, &mapping);
+            if !targets.is_empty() {
+                return program(args, &lab, &mapping, &targets);
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -171,29 +174,39 @@ pub fn plan(args: &PlanArgs) -> Result<ExitCode> {
     }
 }
 
+/// `--program NAME=HOST:PORT` as (switch, address) pairs, each naming a
+/// `--switch`; checked before anything is planned or printed.
+fn program_targets(args: &PlanArgs, config: &MapConfig) -> Result<Vec<(String, String)>, String> {
+    args.program
+        .iter()
+        .map(|spec| {
+            let (name, addr) = spec.split_once('=').ok_or_else(|| {
+                format!("--program {spec}: write NAME=HOST:PORT, e.g. s1=127.0.0.1:9559")
+            })?;
+            if !config.switches.iter().any(|s| s.name == name) {
+                return Err(format!(
+                    "--program {spec}: no switch {name} in the plan (the --switch names are {})",
+                    config
+                        .switches
+                        .iter()
+                        .map(|s| s.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            Ok((name.to_owned(), addr.to_owned()))
+        })
+        .collect()
+}
+
 /// `--program`: writes the plan into each named switch.
-fn program(args: &PlanArgs, lab: &Lab, mapping: &Mapping) -> Result<ExitCode> {
+fn program(
+    args: &PlanArgs,
+    lab: &Lab,
+    mapping: &Mapping,
+    targets: &[(String, String)],
+) -> Result<ExitCode> {
     use crate::p4rt::{client::Client, entries};
-    let mut targets = Vec::new();
-    for spec in &args.program {
-        let Some((name, addr)) = spec.split_once('=') else {
-            eprintln!("error: --program {spec}: write NAME=HOST:PORT, e.g. s1=127.0.0.1:9559");
-            return Ok(ExitCode::from(EXIT_INVALID));
-        };
-        if !mapping.switches.iter().any(|s| s.name == name) {
-            eprintln!(
-                "error: --program {spec}: no switch {name} in the plan (the --switch names are {})",
-                mapping
-                    .switches
-                    .iter()
-                    .map(|s| s.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            return Ok(ExitCode::from(EXIT_INVALID));
-        }
-        targets.push((name.to_owned(), addr.to_owned()));
-    }
     let p4info = match &args.p4info {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -213,7 +226,7 @@ fn program(args: &PlanArgs, lab: &Lab, mapping: &Mapping) -> Result<ExitCode> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        for (name, addr) in &targets {
+        for (name, addr) in targets {
             let entities = entries::switch_entries(lab, mapping, &routes, &schema, name)?;
             let count = entities.len();
             let mut client = Client::connect(addr, 1, 1).await?;

@@ -36,7 +36,12 @@ impl Client {
     pub async fn connect(addr: &str, device_id: u64, election_id: u128) -> Result<Client> {
         let mut rpc = P4RuntimeClient::connect(format!("http://{addr}"))
             .await
-            .with_context(|| format!("connecting to the P4Runtime server at {addr}"))?
+            .with_context(|| {
+                format!(
+                    "connecting to the P4Runtime server at {addr} (is the switch's P4Runtime \
+                     server running there? `turbonet softswitch --listen {addr}` runs turbonet's own)"
+                )
+            })?
             .max_decoding_message_size(64 << 20)
             .max_encoding_message_size(64 << 20);
         let (tx, rx) = mpsc::channel(16);
