@@ -319,10 +319,13 @@ control TurbonetIngress(inout headers_t hdr, inout metadata_t meta,
         std.priority = queue;
         meta.delay_ns = delay_ns;
         meta.loss_threshold = loss_threshold;
-        hdr.vlan.setValid();
-        hdr.vlan.vid = tag;
-        hdr.vlan.ether_type = hdr.ethernet.ether_type;
-        hdr.ethernet.ether_type = ETHERTYPE_VLAN;
+        /* Tag 0: the port is untagged (a host port of one host link). */
+        if (tag != 0) {
+            hdr.vlan.setValid();
+            hdr.vlan.vid = tag;
+            hdr.vlan.ether_type = hdr.ethernet.ether_type;
+            hdr.ethernet.ether_type = ETHERTYPE_VLAN;
+        }
     }
     table queue_mapper {
         key = {
