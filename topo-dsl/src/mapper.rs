@@ -208,6 +208,10 @@ pub struct MapConfig {
     pub queues: u32,
     /// Rate of virtual links that declare none.
     pub default_rate: Rate,
+    /// Every host link gets a host port of its own, untagged (tag 0), for
+    /// hosts that know nothing of tags (namespaces on the `soft` target,
+    /// servers cabled straight to the switch).
+    pub untagged_hosts: bool,
 }
 
 impl MapConfig {
@@ -217,6 +221,7 @@ impl MapConfig {
             switches,
             queues: DEFAULT_QUEUES,
             default_rate: DEFAULT_RATE,
+            untagged_hosts: false,
         }
     }
 
@@ -475,7 +480,8 @@ pub struct VirtualPort {
     pub switch: String,
     /// Physical port, from 1.
     pub port: u32,
-    /// Tag on the physical port (`queue + 1`).
+    /// Tag on the physical port: `queue + 1`, or 0 (untagged) on host ports
+    /// of [`MapConfig::untagged_hosts`].
     pub tag: u32,
     /// Egress queue on the physical port, from 0.
     pub queue: u32,
@@ -653,6 +659,10 @@ fn layout(fabric: &Fabric, config: &MapConfig, rates: &[(Rate, bool)]) -> Result
         // First-fit decreasing by rate; the sort is stable, so equal rates
         // keep link order.
         links.sort_by_key(|l| Reverse(rates[l.0 as usize].0));
+        let per_port = match group {
+            Group::Host(_) if config.untagged_hosts => 1,
+            _ => config.queues,
+        };
         let mut bins: Vec<Bin> = Vec::new();
         for l in links {
             let rate = rates[l.0 as usize].0;
@@ -665,7 +675,7 @@ fn layout(fabric: &Fabric, config: &MapConfig, rates: &[(Rate, bool)]) -> Result
                 });
             }
             let fits = |b: &Bin| {
-                (b.links.len() as u32) < config.queues
+                (b.links.len() as u32) < per_port
                     && b.load + rate.bits_per_sec() <= speed.bits_per_sec()
             };
             match bins.iter_mut().find(|b| fits(b)) {
@@ -873,7 +883,11 @@ impl Layout {
                         kind,
                         switch: name(sw),
                         port,
-                        tag: slot + 1,
+                        tag: if kind == PortKind::Host && config.untagged_hosts {
+                            0
+                        } else {
+                            slot + 1
+                        },
                         queue: slot,
                         rate,
                         default_rate,
@@ -1009,7 +1023,17 @@ fn partition(fabric: &Fabric, config: &MapConfig, rates: &[(Rate, bool)]) -> Vec
         weight[node.id.0 as usize] = node
             .links
             .iter()
-            .map(|l| (1.0 / q).max(rates[l.0 as usize].0.bits_per_sec() as f64 / speed))
+            .map(|&l| {
+                let to_host = fabric
+                    .link(l)
+                    .ends_from(node.id)
+                    .is_some_and(|(_, remote)| !fabric.node(remote.node).role.is_switch());
+                if to_host && config.untagged_hosts {
+                    1.0
+                } else {
+                    (1.0 / q).max(rates[l.0 as usize].0.bits_per_sec() as f64 / speed)
+                }
+            })
             .sum();
     }
     // Switch neighbours of every node, one entry per link.

@@ -64,7 +64,11 @@ fn check_invariants(fabric: &Fabric, config: &MapConfig, m: &Mapping) {
         .collect();
     let mut per_port: BTreeMap<(String, u32), (BTreeSet<u32>, u64)> = BTreeMap::new();
     for p in &m.ports {
-        assert_eq!(p.tag, p.queue + 1);
+        if config.untagged_hosts && p.kind == PortKind::Host {
+            assert_eq!((p.tag, p.queue), (0, 0), "{p:?}");
+        } else {
+            assert_eq!(p.tag, p.queue + 1);
+        }
         assert!(p.queue < config.queues, "{p:?}");
         let e = per_port.entry((p.switch.clone(), p.port)).or_default();
         assert!(
@@ -556,4 +560,19 @@ fn bad_configurations_are_refused_with_examples() {
         "invalid switch `s1=64`: no `x` between the port count and the speed; write \
          NAME=PORTSxSPEED, e.g. s1=64x100G or s2=32x400G"
     );
+}
+
+#[test]
+fn untagged_hosts_get_a_port_each() {
+    let lab = fat_tree(4, "");
+    let mut config = switches(&["soft=254x400G"]);
+    config.queues = 8;
+    config.untagged_hosts = true;
+    let m = mapper::map(&lab.fabric, &config).unwrap();
+    check_invariants(&lab.fabric, &config, &m);
+    assert_eq!(m.host_ports.len(), 16);
+    assert!(m.host_ports.iter().all(|p| p.host_links == 1));
+    // 32 switch-switch links, 8 per loopback pair: 4 pairs.
+    assert_eq!(m.switches[0].loopback_pairs, 4);
+    assert_eq!(m.switches[0].ports_used, 8 + 16);
 }
