@@ -12,7 +12,7 @@ use p4runtime_proto::p4::v1::{
 use tokio::sync::mpsc;
 
 use crate::arbitration::Arbitration;
-use crate::{Error, Schema};
+use crate::{DeviceConfig, Error, Schema};
 
 /// How many controller packets may wait for the data plane.
 const PACKET_OUT_QUEUE: usize = 1024;
@@ -25,6 +25,8 @@ pub struct Pipeline {
     pub config: ForwardingPipelineConfig,
     /// The indexed P4Info.
     pub schema: Arc<Schema>,
+    /// The parsed `p4_device_config` (ports, cables, queue shaping).
+    pub device_config: Arc<DeviceConfig>,
 }
 
 /// One match field of a table entry, in canonical form (values are
@@ -127,6 +129,7 @@ impl CounterCells {
         }
     }
 
+    /// Number of cells.
     pub(crate) fn len(&self) -> usize {
         self.packets.len()
     }
@@ -143,9 +146,14 @@ impl CounterCells {
         self.bytes[index].store(value.bytes, Ordering::Relaxed);
     }
 
-    fn add(&self, index: usize, bytes: u64) {
-        self.packets[index].fetch_add(1, Ordering::Relaxed);
-        self.bytes[index].fetch_add(bytes, Ordering::Relaxed);
+    /// Counts one packet of `bytes` bytes; an index past the end is
+    /// ignored (the data plane checks sizes when it compiles).
+    pub(crate) fn add(&self, index: usize, bytes: u64) {
+        let (Some(packets), Some(total)) = (self.packets.get(index), self.bytes.get(index)) else {
+            return;
+        };
+        packets.fetch_add(1, Ordering::Relaxed);
+        total.fetch_add(bytes, Ordering::Relaxed);
     }
 }
 
@@ -155,7 +163,9 @@ pub struct DeviceState {
     pub(crate) pipeline: Option<Pipeline>,
     pub(crate) saved: Option<Pipeline>,
     pub(crate) fwd: Forwarding,
-    pub(crate) counters: BTreeMap<u32, CounterCells>,
+    /// Shared so the data plane can count without taking the state lock
+    /// (it resolves the cells when it compiles).
+    pub(crate) counters: BTreeMap<u32, Arc<CounterCells>>,
 }
 
 impl DeviceState {
@@ -208,7 +218,7 @@ impl DeviceState {
                     cells.set(i, old.get(i));
                 }
             }
-            self.counters.insert(*id, cells);
+            self.counters.insert(*id, Arc::new(cells));
         }
         self.pipeline = Some(pipeline);
     }
@@ -234,6 +244,9 @@ struct Inner {
     arbitration: Mutex<Arbitration>,
     packet_out_tx: mpsc::Sender<PacketOut>,
     packet_out_rx: Mutex<Option<mpsc::Receiver<PacketOut>>>,
+    /// Bumped, under the state's write lock, by every change a data plane
+    /// must compile: committed pipelines and Write batches.
+    generation: AtomicU64,
 }
 
 /// One P4Runtime device (a switch). Cheap to clone: clones share the state.
@@ -253,6 +266,7 @@ impl Device {
                 arbitration: Mutex::new(Arbitration::default()),
                 packet_out_tx: tx,
                 packet_out_rx: Mutex::new(Some(rx)),
+                generation: AtomicU64::new(0),
             }),
         }
     }
@@ -260,6 +274,19 @@ impl Device {
     /// The P4Runtime device id.
     pub fn device_id(&self) -> u64 {
         self.inner.device_id
+    }
+
+    /// A number that changes with every committed Write batch and pipeline
+    /// commit, so a data plane notices with one atomic load that it must
+    /// recompile. Read inside [`Device::with_state`] it is the generation
+    /// of exactly the state `f` sees (changes bump it under the write lock).
+    pub fn generation(&self) -> u64 {
+        self.inner.generation.load(Ordering::Acquire)
+    }
+
+    /// Marks a change of the state; called with the write lock held.
+    pub(crate) fn bump_generation(&self) {
+        self.inner.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Runs `f` with shared access to the state (the data plane's fast

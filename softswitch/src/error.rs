@@ -17,6 +17,13 @@ pub enum Error {
     /// The P4Info parses but is not usable (duplicate or dangling ids, ...).
     #[error("invalid P4Info: {0}")]
     InvalidP4Info(String),
+    /// The device config is not the JSON the soft switch reads.
+    #[error("device config: {0}")]
+    DeviceConfigJson(#[from] serde_json::Error),
+    /// The device config parses but cannot be used (a port out of range
+    /// or listed twice, a cable without its other end, ...).
+    #[error("invalid device config: {0}")]
+    InvalidDeviceConfig(String),
     /// No forwarding pipeline has been committed yet.
     #[error("no forwarding pipeline is set")]
     NoPipeline,

@@ -37,6 +37,7 @@
 
 mod arbitration;
 mod bytes;
+mod config;
 mod device;
 mod error;
 mod p4info;
@@ -44,6 +45,7 @@ mod service;
 mod write;
 
 pub use bytes::{canonical_bytes, to_fixed_width};
+pub use config::{Attach, CPU_PORT, DeviceConfig, PortConfig, QueueConfig};
 pub use device::{
     ActionProfileState, CounterValue, Device, DeviceState, EntryKey, Group, KeyMatch, Pipeline,
     Snapshot, Table,

@@ -26,7 +26,7 @@ use crate::arbitration::{Outbox, StreamTx};
 use crate::bytes::canonical_bytes;
 use crate::device::{Device, Pipeline};
 use crate::write::{P4Error, apply_batch, read_entity, reconcile};
-use crate::{Error, Schema};
+use crate::{DeviceConfig, Error, Schema};
 
 /// The P4Runtime API version the server implements (Capabilities).
 pub const API_VERSION: &str = "1.4.0";
@@ -302,9 +302,14 @@ impl P4Runtime for SoftSwitchService {
                 .ok_or_else(|| Status::invalid_argument("the config has no P4Info"))?;
             let schema =
                 Schema::new(p4info).map_err(|e| Status::invalid_argument(e.to_string()))?;
+            // The soft switch's own device config (ports, cables, queues):
+            // refused here, not found broken later by the data plane.
+            let device_config = DeviceConfig::from_bytes(&config.p4_device_config)
+                .map_err(|e| Status::invalid_argument(e.to_string()))?;
             Ok(Pipeline {
                 config,
                 schema: Arc::new(schema),
+                device_config: Arc::new(device_config),
             })
         };
         let mut state = self.device.write_state();
@@ -320,12 +325,14 @@ impl P4Runtime for SoftSwitchService {
                 let pipeline = verify(req.config)?;
                 state.saved = None;
                 state.commit(pipeline, false);
+                self.device.bump_generation();
             }
             PipelineAction::Commit => {
                 let pipeline = state.saved.take().ok_or_else(|| {
                     Status::failed_precondition("COMMIT without a config saved by VERIFY_AND_SAVE")
                 })?;
                 state.commit(pipeline, false);
+                self.device.bump_generation();
             }
             PipelineAction::ReconcileAndCommit => {
                 let pipeline = verify(req.config)?;
@@ -333,6 +340,7 @@ impl P4Runtime for SoftSwitchService {
                 state.fwd = fwd;
                 state.saved = None;
                 state.commit(pipeline, true);
+                self.device.bump_generation();
             }
         }
         Ok(Response::new(SetForwardingPipelineConfigResponse {}))
@@ -384,6 +392,10 @@ impl P4Runtime for SoftSwitchService {
             .map(|p| p.schema.clone())
             .ok_or_else(|| Status::failed_precondition("no forwarding pipeline is set"))?;
         let results = apply_batch(&mut state, &schema, &req.updates, atomic);
+        // Failed atomic batches changed nothing; anything else may have.
+        if results.iter().any(Result::is_ok) && (!atomic || results.iter().all(Result::is_ok)) {
+            self.device.bump_generation();
+        }
         drop(state);
         if results.iter().all(Result::is_ok) {
             Ok(Response::new(WriteResponse {}))

@@ -24,6 +24,9 @@ use tonic::transport::Channel;
 use turbonet_softswitch::{Device, ServerHandle, serve, turbonet_p4info};
 
 const DEVICE: u64 = 1;
+/// A device config: one interface port and a loopback cable.
+const DEVICE_CONFIG: &[u8] =
+    br#"{"ports":[{"port":1,"interface":"p1"},{"port":3,"cable":4},{"port":4,"cable":3}]}"#;
 const PORT_MAPPER: u32 = 33554433;
 const LOCAL: u32 = 33554435;
 const IPV4_LPM: u32 = 33554436;
@@ -125,7 +128,7 @@ fn pipeline_request(
         action: action as i32,
         config: Some(ForwardingPipelineConfig {
             p4info: Some(turbonet_p4info()),
-            p4_device_config: b"soft".to_vec(),
+            p4_device_config: DEVICE_CONFIG.to_vec(),
             cookie: Some(forwarding_pipeline_config::Cookie { cookie }),
         }),
         ..Default::default()
@@ -402,7 +405,7 @@ async fn pipeline_set_get_and_actions() {
         .config
         .unwrap();
     assert_eq!(all.p4info, Some(turbonet_p4info()));
-    assert_eq!(all.p4_device_config, b"soft");
+    assert_eq!(all.p4_device_config, DEVICE_CONFIG);
     assert_eq!(all.cookie.unwrap().cookie, 7);
     let cookie = s
         .client
@@ -1077,5 +1080,98 @@ async fn packet_out_reaches_the_data_plane_and_packet_in_the_primary() {
         Some(stream_message_response::Update::Packet(pi)) => assert_eq!(pi.payload, b"punt"),
         other => panic!("expected a packet, got {other:?}"),
     }
+    s.handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn device_configs_that_do_not_validate_are_invalid_argument() {
+    let mut s = start().await;
+    let _c = primary(&mut s.client, 1).await;
+    set_pipeline(&mut s.client, 1).await;
+    let generation = s.device.generation();
+    for (bytes, what) in [
+        (
+            &br#"{"ports":[{"port":3,"cable":4}]}"#[..],
+            "port 3: its cable goes to port 4, which is not configured",
+        ),
+        (b"soft", "device config: expected value"),
+        (
+            br#"{"ports":[{"port":1,"interface":"p1","queues":[{"queue":0,"rate_bps":0}]}]}"#,
+            "rate_bps must be positive",
+        ),
+    ] {
+        for action in [
+            PipelineAction::Verify,
+            PipelineAction::VerifyAndSave,
+            PipelineAction::VerifyAndCommit,
+            PipelineAction::ReconcileAndCommit,
+        ] {
+            let mut req = pipeline_request(action, 1, 9);
+            req.config.as_mut().unwrap().p4_device_config = bytes.to_vec();
+            let err = s
+                .client
+                .set_forwarding_pipeline_config(req)
+                .await
+                .unwrap_err();
+            assert_eq!(err.code(), tonic::Code::InvalidArgument, "{action:?}");
+            assert!(
+                err.message().contains(what),
+                "{action:?}: {}",
+                err.message()
+            );
+        }
+    }
+    // Nothing was committed, and the committed config is the old one.
+    assert_eq!(s.device.generation(), generation);
+    let snapshot = s.device.snapshot();
+    let pipeline = snapshot.pipeline.unwrap();
+    assert_eq!(pipeline.config.p4_device_config, DEVICE_CONFIG);
+    assert_eq!(pipeline.device_config.ports.len(), 3);
+    // COMMIT has nothing saved.
+    let err = s
+        .client
+        .set_forwarding_pipeline_config(pipeline_request(PipelineAction::Commit, 1, 1))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+    s.handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn generation_moves_with_commits_and_write_batches() {
+    let mut s = start().await;
+    let _c = primary(&mut s.client, 1).await;
+    let g0 = s.device.generation();
+    set_pipeline(&mut s.client, 1).await;
+    let g1 = s.device.generation();
+    assert!(g1 > g0);
+    write(
+        &mut s.client,
+        1,
+        vec![table(update::Type::Insert, port_entry(&[1], &[10], &[1]))],
+    )
+    .await
+    .unwrap();
+    let g2 = s.device.generation();
+    assert!(g2 > g1);
+    // A batch that fails as a whole changes nothing and keeps the generation.
+    let err = write_atomic(
+        &mut s.client,
+        1,
+        vec![
+            table(update::Type::Insert, port_entry(&[1], &[11], &[2])),
+            table(update::Type::Insert, port_entry(&[1], &[10], &[1])),
+        ],
+        Atomicity::RollbackOnError,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unknown);
+    assert_eq!(s.device.generation(), g2);
+    s.client
+        .set_forwarding_pipeline_config(pipeline_request(PipelineAction::ReconcileAndCommit, 1, 8))
+        .await
+        .unwrap();
+    assert!(s.device.generation() > g2);
     s.handle.shutdown().await.unwrap();
 }
