@@ -38,6 +38,7 @@
 mod arbitration;
 mod bytes;
 mod config;
+mod dataplane;
 mod device;
 mod error;
 mod p4info;
@@ -46,6 +47,7 @@ mod write;
 
 pub use bytes::{canonical_bytes, to_fixed_width};
 pub use config::{Attach, CPU_PORT, DeviceConfig, PortConfig, QueueConfig};
+pub use dataplane::{Switch, SwitchStats, ipv4_checksum};
 pub use device::{
     ActionProfileState, CounterValue, Device, DeviceState, EntryKey, Group, KeyMatch, Pipeline,
     Snapshot, Table,

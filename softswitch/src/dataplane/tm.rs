@@ -1,0 +1,369 @@
+//! The traffic manager: per (physical port, queue) FIFOs, shaped to the
+//! device config's rates with a tail-drop limit, followed by the delayed
+//! queue (a frame is due its link delay after it left its queue); and the
+//! loss draws' random streams.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+
+use super::frame::Frame;
+use super::tables::FastMap;
+use crate::DeviceConfig;
+
+const NS_PER_SEC: u128 = 1_000_000_000;
+
+/// A queue's shaper: the time its last queued bit is serialized.
+#[derive(Debug, Clone)]
+struct Shaper {
+    rate_bps: u64,
+    limit_bytes: u64,
+    /// When the last accepted frame's last bit leaves (ns).
+    busy_until: u64,
+    /// Sub-nanosecond remainder of `busy_until`, in units of 1/rate ns, so
+    /// a long burst keeps the exact rate whatever the rounding.
+    carry: u64,
+}
+
+#[derive(Debug)]
+struct Pending {
+    due: u64,
+    seq: u64,
+    frame: Frame,
+}
+
+#[derive(Debug)]
+struct Queue {
+    port: u32,
+    queue: u32,
+    shaper: Option<Shaper>,
+    fifo: VecDeque<Pending>,
+    /// Due time of the last frame queued: a later frame is never due
+    /// before it (a delay lowered by the controller must not reorder).
+    last_due: u64,
+}
+
+/// Why a frame was not queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QueueFull;
+
+/// The per-(port, queue) FIFOs and the heap of their heads.
+#[derive(Debug, Default)]
+pub(crate) struct TrafficManager {
+    slots: FastMap<u64, u32>,
+    queues: Vec<Queue>,
+    /// (rate, limit) per (port << 32 | queue) from the device config.
+    shaping: FastMap<u64, (u64, u64)>,
+    /// One entry per non-empty queue: its head's (due, seq, slot). FIFOs
+    /// are in due order, so the heap's top is the next frame due.
+    heads: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    seq: u64,
+    queued: usize,
+}
+
+fn key(port: u32, queue: u32) -> u64 {
+    u64::from(port) << 32 | u64::from(queue)
+}
+
+fn shaper(rate_bps: u64, limit_bytes: u64) -> Shaper {
+    Shaper {
+        rate_bps,
+        limit_bytes,
+        busy_until: 0,
+        carry: 0,
+    }
+}
+
+impl TrafficManager {
+    /// Takes the shaping of a (new) device config: queues keep their
+    /// frames; a changed rate applies from the next frame on.
+    pub(crate) fn configure(&mut self, config: &DeviceConfig) {
+        self.shaping = config
+            .ports
+            .iter()
+            .flat_map(|p| {
+                p.queues
+                    .iter()
+                    .map(|q| (key(p.port, q.queue), (q.rate_bps, q.limit())))
+            })
+            .collect();
+        for q in &mut self.queues {
+            q.shaper = match (self.shaping.get(&key(q.port, q.queue)), q.shaper.take()) {
+                (None, _) => None,
+                (Some(&(rate, limit)), Some(mut s)) => {
+                    s.rate_bps = rate;
+                    s.limit_bytes = limit;
+                    Some(s)
+                }
+                (Some(&(rate, limit)), None) => Some(shaper(rate, limit)),
+            };
+        }
+    }
+
+    /// The slot of queue `queue` of `port`, created on first use.
+    pub(crate) fn slot(&mut self, port: u32, queue: u32) -> u32 {
+        let k = key(port, queue);
+        if let Some(slot) = self.slots.get(&k) {
+            return *slot;
+        }
+        let slot = self.queues.len() as u32;
+        self.queues.push(Queue {
+            port,
+            queue,
+            shaper: self
+                .shaping
+                .get(&k)
+                .map(|&(rate, limit)| shaper(rate, limit)),
+            fifo: VecDeque::new(),
+            last_due: 0,
+        });
+        self.slots.insert(k, slot);
+        slot
+    }
+
+    /// Queues `frame` at `now` in `slot`; it is due when its queue has
+    /// serialized it (shaped queues) plus `delay_ns`. A shaped queue whose
+    /// backlog would pass its limit refuses it (tail drop).
+    pub(crate) fn enqueue(
+        &mut self,
+        now: u64,
+        slot: u32,
+        delay_ns: u64,
+        frame: Frame,
+    ) -> Result<(), QueueFull> {
+        let Some(q) = self.queues.get_mut(slot as usize) else {
+            return Err(QueueFull);
+        };
+        let len = frame.len() as u64;
+        let departure = match &mut q.shaper {
+            None => now,
+            Some(s) => {
+                let start = if s.busy_until > now {
+                    s.busy_until
+                } else {
+                    s.carry = 0;
+                    now
+                };
+                // The bytes still to serialize ahead of this frame.
+                let backlog =
+                    (u128::from(start - now) * u128::from(s.rate_bps) / (8 * NS_PER_SEC)) as u64;
+                if backlog.saturating_add(len) > s.limit_bytes {
+                    return Err(QueueFull);
+                }
+                let work = u128::from(len) * 8 * NS_PER_SEC + u128::from(s.carry);
+                let rate = u128::from(s.rate_bps);
+                s.carry = (work % rate) as u64;
+                s.busy_until = start.saturating_add(u64::try_from(work / rate).unwrap_or(u64::MAX));
+                s.busy_until
+            }
+        };
+        let due = departure.saturating_add(delay_ns).max(q.last_due);
+        q.last_due = due;
+        let seq = self.seq;
+        self.seq += 1;
+        if q.fifo.is_empty() {
+            self.heads.push(Reverse((due, seq, slot)));
+        }
+        q.fifo.push_back(Pending { due, seq, frame });
+        self.queued += 1;
+        Ok(())
+    }
+
+    /// The next frame due at or before `now`: (due time, port, frame).
+    pub(crate) fn pop_due(&mut self, now: u64) -> Option<(u64, u32, Frame)> {
+        let &Reverse((due, _, slot)) = self.heads.peek()?;
+        if due > now {
+            return None;
+        }
+        self.heads.pop();
+        let q = &mut self.queues[slot as usize];
+        let p = q.fifo.pop_front()?;
+        if let Some(next) = q.fifo.front() {
+            self.heads.push(Reverse((next.due, next.seq, slot)));
+        }
+        self.queued -= 1;
+        Some((p.due, q.port, p.frame))
+    }
+
+    /// When the next frame is due.
+    pub(crate) fn next_due(&self) -> Option<u64> {
+        self.heads.peek().map(|Reverse((due, _, _))| *due)
+    }
+
+    /// Frames queued or in the delayed queue.
+    pub(crate) fn len(&self) -> usize {
+        self.queued
+    }
+}
+
+/// The loss draws: one ChaCha8 stream per virtual egress port (the
+/// config's seed as key, the vport as stream number), so a link's losses
+/// depend on its own traffic only and a run is reproducible per link.
+#[derive(Debug, Default)]
+pub(crate) struct LossStreams {
+    seed: u64,
+    by_vport: FastMap<u16, u32>,
+    streams: Vec<ChaCha8Rng>,
+}
+
+impl LossStreams {
+    /// Starts every stream again from `seed` when it changes.
+    pub(crate) fn reseed(&mut self, seed: u64) {
+        if seed != self.seed || self.streams.is_empty() {
+            self.seed = seed;
+            self.by_vport.clear();
+            self.streams.clear();
+        }
+    }
+
+    /// The stream of `vport`, created on first use.
+    pub(crate) fn stream(&mut self, vport: u16) -> u32 {
+        if let Some(s) = self.by_vport.get(&vport) {
+            return *s;
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        rng.set_stream(u64::from(vport));
+        let s = self.streams.len() as u32;
+        self.streams.push(rng);
+        self.by_vport.insert(vport, s);
+        s
+    }
+
+    /// One 32-bit draw from stream `s`.
+    pub(crate) fn draw(&mut self, s: u32) -> u32 {
+        match self.streams.get_mut(s as usize) {
+            Some(rng) => rng.next_u32(),
+            // A stream index from an older compile: no loss rather than a panic.
+            None => u32::MAX,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Attach, PortConfig, QueueConfig};
+
+    fn config(rate_bps: u64, limit_bytes: Option<u64>) -> DeviceConfig {
+        DeviceConfig {
+            ports: vec![PortConfig {
+                port: 1,
+                attach: Attach::Interface("p1".into()),
+                queues: vec![QueueConfig {
+                    queue: 0,
+                    rate_bps,
+                    limit_bytes,
+                }],
+            }],
+            seed: 0,
+        }
+    }
+
+    fn drain(tm: &mut TrafficManager, now: u64) -> Vec<u64> {
+        std::iter::from_fn(|| tm.pop_due(now).map(|(due, _, _)| due)).collect()
+    }
+
+    #[test]
+    fn shaped_frames_leave_one_serialization_time_apart_then_delayed() {
+        let mut tm = TrafficManager::default();
+        tm.configure(&config(1_000_000_000, None));
+        let slot = tm.slot(1, 0);
+        for _ in 0..5 {
+            tm.enqueue(100, slot, 1_000, Frame::from_vec(vec![0; 1000]))
+                .unwrap();
+        }
+        assert_eq!(tm.next_due(), Some(100 + 8_000 + 1_000));
+        assert_eq!(drain(&mut tm, 9_099), Vec::<u64>::new());
+        assert_eq!(
+            drain(&mut tm, u64::MAX),
+            vec![9_100, 17_100, 25_100, 33_100, 41_100]
+        );
+    }
+
+    #[test]
+    fn odd_rates_keep_their_long_run_rate() {
+        let mut tm = TrafficManager::default();
+        tm.configure(&config(3_000_000, Some(u64::MAX)));
+        let slot = tm.slot(1, 0);
+        for _ in 0..3_000 {
+            tm.enqueue(0, slot, 0, Frame::from_vec(vec![0; 1])).unwrap();
+        }
+        // 3000 bytes at 3 Mbit/s: exactly 8 ms.
+        assert_eq!(drain(&mut tm, u64::MAX).last(), Some(&8_000_000));
+    }
+
+    #[test]
+    fn the_limit_tail_drops_and_an_idle_queue_starts_afresh() {
+        let mut tm = TrafficManager::default();
+        tm.configure(&config(1_000_000_000, Some(3_000)));
+        let slot = tm.slot(1, 0);
+        let sent: Vec<bool> = (0..5)
+            .map(|_| {
+                tm.enqueue(0, slot, 0, Frame::from_vec(vec![0; 1000]))
+                    .is_ok()
+            })
+            .collect();
+        assert_eq!(sent, [true, true, true, false, false]);
+        // After the first frame left, one more fits.
+        assert!(
+            tm.enqueue(8_000, slot, 0, Frame::from_vec(vec![0; 1000]))
+                .is_ok()
+        );
+        assert!(
+            tm.enqueue(8_000, slot, 0, Frame::from_vec(vec![0; 1000]))
+                .is_err()
+        );
+        assert_eq!(drain(&mut tm, u64::MAX), [8_000, 16_000, 24_000, 32_000]);
+        tm.enqueue(100_000, slot, 0, Frame::from_vec(vec![0; 1000]))
+            .unwrap();
+        assert_eq!(drain(&mut tm, u64::MAX), [108_000]);
+    }
+
+    #[test]
+    fn fifo_order_holds_when_the_delay_drops_and_queues_interleave_by_due_time() {
+        let mut tm = TrafficManager::default();
+        let a = tm.slot(1, 0);
+        let b = tm.slot(2, 0);
+        tm.enqueue(0, a, 5_000, Frame::from_vec(vec![1])).unwrap();
+        tm.enqueue(0, a, 1_000, Frame::from_vec(vec![2])).unwrap();
+        tm.enqueue(0, b, 2_000, Frame::from_vec(vec![3])).unwrap();
+        let order: Vec<(u64, u32, u8)> =
+            std::iter::from_fn(|| tm.pop_due(u64::MAX).map(|(d, p, f)| (d, p, f.bytes()[0])))
+                .collect();
+        assert_eq!(order, [(2_000, 2, 3), (5_000, 1, 1), (5_000, 1, 2)]);
+        assert_eq!(tm.len(), 0);
+        assert_eq!(tm.next_due(), None);
+    }
+
+    #[test]
+    fn a_new_rate_applies_to_queued_queues() {
+        let mut tm = TrafficManager::default();
+        tm.configure(&config(1_000_000_000, None));
+        let slot = tm.slot(1, 0);
+        tm.enqueue(0, slot, 0, Frame::from_vec(vec![0; 1000]))
+            .unwrap();
+        tm.configure(&config(2_000_000_000, None));
+        tm.enqueue(0, slot, 0, Frame::from_vec(vec![0; 1000]))
+            .unwrap();
+        tm.configure(&DeviceConfig::default());
+        tm.enqueue(0, slot, 0, Frame::from_vec(vec![0; 1000]))
+            .unwrap();
+        assert_eq!(drain(&mut tm, u64::MAX), [8_000, 12_000, 12_000]);
+    }
+
+    #[test]
+    fn loss_streams_are_per_vport_and_reproducible() {
+        let mut a = LossStreams::default();
+        a.reseed(7);
+        let (x, y) = (a.stream(1), a.stream(2));
+        let first: Vec<u32> = (0..4).map(|_| a.draw(x)).collect();
+        let other: Vec<u32> = (0..4).map(|_| a.draw(y)).collect();
+        assert_ne!(first, other);
+        let mut b = LossStreams::default();
+        b.reseed(7);
+        let s = b.stream(1);
+        assert_eq!(first, (0..4).map(|_| b.draw(s)).collect::<Vec<_>>());
+    }
+}
