@@ -1,51 +1,5 @@
-//! The data plane: the turbonet pipeline (`p4/turbonet.p4`) run natively
-//! on frames, sans-I/O. A driver hands [`Switch`] the frames its interface
-//! ports receive and the controller's PacketOuts, with the time (ns from
-//! any monotonic origin), and sends what [`Switch::poll_transmit`] makes
-//! due; [`Switch::next_wakeup`] says when to call it next.
-//!
-//! What the switch does with a frame, in the program's order:
-//!
-//! 1. parse Ethernet, an optional 802.1Q tag, ARP or IPv4 (options
-//!    honoured) and the TCP/UDP ports;
-//! 2. `port_mapper` (ingress port, VLAN id or 0 when untagged) gives the
-//!    virtual switch and virtual ingress port (a miss drops), `vport_rx`
-//!    counts the frame, and the tag comes off;
-//! 3. ARP requests for an address in `arp_responder` are answered in place
-//!    and sent back out of the virtual ingress port; IPv4 to an address in
-//!    `local`, or with TTL <= 1, goes to the controller as a PacketIn
-//!    (metadata: virtual switch and ingress port); other IPv4 takes the
-//!    longest `ipv4_lpm` prefix of its virtual switch: a next hop (MACs
-//!    rewritten, TTL decremented, checksum updated per RFC 1624), an ECMP
-//!    group member chosen by a hash of the 5-tuple, the CPU or a drop;
-//! 4. `queue_mapper` maps the virtual egress port to a physical port, a
-//!    tag (0: untagged), a queue, the link's delay and loss threshold, or
-//!    drops (a cut link); one 32-bit random draw below the threshold loses
-//!    the frame (`vport_lost`), otherwise `vport_tx` counts it;
-//! 5. the traffic manager queues it per (port, queue), shaped to the device
-//!    config's rate with a tail-drop limit, and holds it for the delay.
-//!
-//! Frames due on an interface port leave through `poll_transmit`; frames
-//! due on a loopback-cable port enter the pipeline again at the cable's
-//! other port at their due time (tag and all), so virtual links between
-//! virtual switches of this switch cost no I/O.
-//!
-//! Where the soft switch departs from what BMv2 would do with the P4
-//! source, on purpose:
-//!
-//! - only ARP *requests* are answered: the program would answer any ARP
-//!   packet whose target it owns, so two virtual switches could answer
-//!   each other's replies forever over a zero-delay cable;
-//! - fragments hash with L4 ports 0 (as Linux's L4 hash does), so the
-//!   fragments of a datagram take one path; the ECMP hash is salted with
-//!   the config's seed and the virtual switch, like the `netns` target's
-//!   per-switch `fib_multipath_hash_seed` (an unsalted hash shared by
-//!   every tier polarizes);
-//! - the checksum is updated incrementally, so IPv4 options stay covered
-//!   (the program recomputes it over the first 20 bytes only);
-//! - loss draws come from one ChaCha8 stream per virtual egress port, and
-//!   a threshold of 0 draws nothing;
-//! - a port_mapper miss is not counted in `vport_rx` cell 0.
+//! The data plane: the turbonet pipeline run natively on frames, sans-I/O
+//! (see [`Switch`]).
 
 mod frame;
 mod program;
@@ -165,9 +119,54 @@ enum Port {
 struct Program {
     ids: Ids,
     tables: Tables,
-    vport_rx: Arc<CounterCells>,
-    vport_tx: Arc<CounterCells>,
-    vport_lost: Arc<CounterCells>,
+    /// `vport_rx`, `vport_tx`, `vport_lost` (see [`Counts`]).
+    counters: [Arc<CounterCells>; 3],
+}
+
+const RX: usize = 0;
+const TX: usize = 1;
+const LOST: usize = 2;
+
+/// Counter updates not yet added to the device's cells: a frame costs
+/// plain adds here, and each touched cell one atomic add per
+/// [`Switch::poll_transmit`] (atomic adds were a quarter of a hop's time).
+#[derive(Debug, Default)]
+struct Counts {
+    /// (packets, bytes) per cell of `vport_rx`, `vport_tx`, `vport_lost`.
+    cells: [Vec<(u64, u64)>; 3],
+    /// Cells with a count, (counter, index).
+    dirty: Vec<(usize, usize)>,
+}
+
+impl Counts {
+    fn add(&mut self, counter: usize, index: usize, bytes: u64) {
+        let Some(cell) = self.cells[counter].get_mut(index) else {
+            return;
+        };
+        if cell.0 == 0 {
+            self.dirty.push((counter, index));
+        }
+        cell.0 += 1;
+        cell.1 += bytes;
+    }
+
+    /// Adds the counts to the device's cells.
+    fn flush(&mut self, to: &[Arc<CounterCells>; 3]) {
+        for (counter, index) in self.dirty.drain(..) {
+            let cell = std::mem::take(&mut self.cells[counter][index]);
+            to[counter].add_many(index, cell.0, cell.1);
+        }
+    }
+
+    /// Sizes the local cells like the device's.
+    fn resize(&mut self, to: &[Arc<CounterCells>; 3]) {
+        // Flushed cells are zero: only a new size needs new cells.
+        for (cells, device) in self.cells.iter_mut().zip(to) {
+            if cells.len() != device.len() {
+                *cells = vec![(0, 0); device.len()];
+            }
+        }
+    }
 }
 
 /// The switch's state that outlives a compile.
@@ -182,6 +181,7 @@ struct Runtime {
     hash_seed: u64,
     tm: TrafficManager,
     losses: LossStreams,
+    counts: Counts,
     stats: SwitchStats,
 }
 
@@ -222,8 +222,60 @@ impl Runtime {
     }
 }
 
-/// The soft switch's data plane (sans-I/O): see the [module
-/// documentation](self).
+/// The soft switch's data plane: the turbonet pipeline (`p4/turbonet.p4`)
+/// run natively on frames, sans-I/O. A driver hands it the frames its
+/// interface ports receive and the controller's PacketOuts, with the time
+/// (ns from any monotonic origin), and sends what
+/// [`Switch::poll_transmit`] makes due; [`Switch::next_wakeup`] says when
+/// to call it next.
+///
+/// What the switch does with a frame, in the program's order:
+///
+/// 1. parse Ethernet, an optional 802.1Q tag, ARP or IPv4 (options
+///    honoured) and the TCP/UDP ports;
+/// 2. `port_mapper` (ingress port, VLAN id or 0 when untagged) gives the
+///    virtual switch and virtual ingress port (a miss drops), `vport_rx`
+///    counts the frame, and the tag comes off;
+/// 3. ARP requests for an address in `arp_responder` are answered in place
+///    and sent back out of the virtual ingress port; IPv4 to an address in
+///    `local`, or with TTL <= 1, goes to the controller as a PacketIn
+///    (metadata: virtual switch and ingress port); other IPv4 takes the
+///    longest `ipv4_lpm` prefix of its virtual switch: a next hop (MACs
+///    rewritten, TTL decremented, checksum updated per RFC 1624), an ECMP
+///    group member chosen by a hash of the 5-tuple, the CPU or a drop;
+/// 4. `queue_mapper` maps the virtual egress port to a physical port, a
+///    tag (0: untagged), a queue, the link's delay and loss threshold, or
+///    drops (a cut link); one 32-bit random draw below the threshold loses
+///    the frame (`vport_lost`), otherwise `vport_tx` counts it;
+/// 5. the traffic manager queues it per (port, queue), shaped to the device
+///    config's rate with a tail-drop limit, and holds it for the delay.
+///
+/// Frames due on an interface port leave through `poll_transmit`; frames
+/// due on a loopback-cable port enter the pipeline again at the cable's
+/// other port at their due time (tag and all), so virtual links between
+/// virtual switches of this switch cost no I/O.
+///
+/// Where the soft switch departs from what BMv2 would do with the P4
+/// source, on purpose:
+///
+/// - only ARP *requests* are answered: the program would answer any ARP
+///   packet whose target it owns, so two virtual switches could answer
+///   each other's replies forever over a zero-delay cable;
+/// - fragments hash with L4 ports 0 (as Linux's L4 hash does), so the
+///   fragments of a datagram take one path; the ECMP hash is salted with
+///   the config's seed and the virtual switch, like the `netns` target's
+///   per-switch `fib_multipath_hash_seed` (an unsalted hash shared by
+///   every tier polarizes);
+/// - the checksum is updated incrementally, so IPv4 options stay covered
+///   (the program recomputes it over the first 20 bytes only);
+/// - group members are picked in proportion to their weights (BMv2's
+///   selector ignores weights);
+/// - loss draws come from one ChaCha8 stream per virtual egress port, and
+///   a threshold of 0 draws nothing;
+/// - a `local` hit on `NoAction` drops (the program returns without an
+///   egress port), a port_mapper miss is not counted in `vport_rx` cell 0,
+///   and `vport_tx` counts the bytes as they leave (tag included);
+/// - counts reach the device's counters at the next `poll_transmit`.
 pub struct Switch {
     device: Arc<Device>,
     /// The device generation compiled; `None` before the first compile.
@@ -244,6 +296,12 @@ impl std::fmt::Debug for Switch {
             .field("interfaces", &self.rt.interfaces)
             .field("stats", &self.stats())
             .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Switch {
+    fn drop(&mut self) {
+        self.flush_counts();
     }
 }
 
@@ -280,16 +338,17 @@ impl Switch {
     /// load otherwise). [`Switch::receive`], [`Switch::packet_out`] and
     /// [`Switch::poll_transmit`] call it.
     pub fn refresh(&mut self) {
-        let device = self.device.clone();
-        if self.compiled == Some(device.generation()) {
+        if self.compiled == Some(self.device.generation()) {
             return;
         }
+        let device = self.device.clone();
         // Read under the state lock, the generation is that of the state
         // compiled (changes bump it under the write lock).
         device.with_state(|state| self.compile(device.generation(), state));
     }
 
     fn compile(&mut self, generation: u64, state: &DeviceState) {
+        self.flush_counts();
         self.compiled = Some(generation);
         let Some(pipeline) = state.pipeline() else {
             self.program = None;
@@ -309,15 +368,18 @@ impl Switch {
                     .ok_or_else(|| format!("counter id {id} has no cells"))
             };
             Ok(Program {
-                vport_rx: cells(ids.vport_rx)?,
-                vport_tx: cells(ids.vport_tx)?,
-                vport_lost: cells(ids.vport_lost)?,
+                counters: [
+                    cells(ids.vport_rx)?,
+                    cells(ids.vport_tx)?,
+                    cells(ids.vport_lost)?,
+                ],
                 tables: tables::compile(&ids, state, &mut self.rt.tm, &mut self.rt.losses),
                 ids,
             })
         });
         match program {
             Ok(program) => {
+                self.rt.counts.resize(&program.counters);
                 if self.down.take().is_some() {
                     tracing::debug!(generation, "soft switch data plane compiled");
                 }
@@ -394,6 +456,10 @@ impl Switch {
     /// pipeline again at the cable's other port (with their tag), as if
     /// received there at their due time. At most a fixed budget of frames
     /// is moved per call; [`Switch::next_wakeup`] is then `<= now`.
+    ///
+    /// The `vport_rx`, `vport_tx` and `vport_lost` counts of the frames
+    /// handled since the last call reach the device's counters here (one
+    /// atomic add per touched cell, not per frame).
     pub fn poll_transmit(&mut self, now: u64, out: &mut Vec<(u32, Vec<u8>)>) {
         self.refresh();
         for _ in 0..POLL_BUDGET {
@@ -420,6 +486,15 @@ impl Switch {
                 // The port left the device config while the frame waited.
                 Port::Absent => self.rt.stats.dropped_no_egress_port += 1,
             }
+        }
+        self.flush_counts();
+    }
+
+    /// Adds the counts of the frames since the last flush to the device's
+    /// counters.
+    fn flush_counts(&mut self) {
+        if let Some(prog) = &self.program {
+            self.rt.counts.flush(&prog.counters);
         }
     }
 
@@ -483,7 +558,7 @@ fn ingress(
         rt.stats.dropped_no_port_mapping += 1;
         return;
     };
-    prog.vport_rx.add(usize::from(vport), frame.len() as u64);
+    rt.counts.add(RX, usize::from(vport), frame.len() as u64);
     if tagged {
         frame.strip_vlan();
     }
@@ -649,11 +724,11 @@ fn egress(prog: &Program, rt: &mut Runtime, now: u64, vport: u16, mut frame: Fra
     }
     if draw {
         if loss_threshold != 0 && rt.losses.draw(loss) < loss_threshold {
-            prog.vport_lost.add(usize::from(vport), frame.len() as u64);
+            rt.counts.add(LOST, usize::from(vport), frame.len() as u64);
             rt.stats.dropped_loss += 1;
             return;
         }
-        prog.vport_tx.add(usize::from(vport), frame.len() as u64);
+        rt.counts.add(TX, usize::from(vport), frame.len() as u64);
     }
     if rt.port(port) == Port::Absent {
         rt.stats.dropped_no_egress_port += 1;

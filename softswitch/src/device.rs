@@ -146,14 +146,19 @@ impl CounterCells {
         self.bytes[index].store(value.bytes, Ordering::Relaxed);
     }
 
-    /// Counts one packet of `bytes` bytes; an index past the end is
-    /// ignored (the data plane checks sizes when it compiles).
-    pub(crate) fn add(&self, index: usize, bytes: u64) {
-        let (Some(packets), Some(total)) = (self.packets.get(index), self.bytes.get(index)) else {
+    /// Counts one packet of `bytes` bytes.
+    fn add(&self, index: usize, bytes: u64) {
+        self.add_many(index, 1, bytes);
+    }
+
+    /// Counts `packets` packets of `bytes` bytes in all; an index past the
+    /// end is ignored.
+    pub(crate) fn add_many(&self, index: usize, packets: u64, bytes: u64) {
+        let (Some(p), Some(b)) = (self.packets.get(index), self.bytes.get(index)) else {
             return;
         };
-        packets.fetch_add(1, Ordering::Relaxed);
-        total.fetch_add(bytes, Ordering::Relaxed);
+        p.fetch_add(packets, Ordering::Relaxed);
+        b.fetch_add(bytes, Ordering::Relaxed);
     }
 }
 

@@ -1,8 +1,8 @@
 //! turbonet's userspace P4 switch (the `soft` target): the P4Runtime server
 //! and the device state its packet data plane reads.
 //!
-//! The switch runs the turbonet pipeline (`p4/turbonet.p4`) as described by
-//! its P4Info. This crate is the control-plane side:
+//! The switch runs the turbonet pipeline (`p4/turbonet.p4`), its tables,
+//! actions and counters found by name in the P4Info it is given:
 //!
 //! - [`parse_p4info`] / [`turbonet_p4info`] load a text-format P4Info;
 //! - [`Schema`] is the validated, indexed view of a P4Info;
@@ -11,12 +11,18 @@
 //!   the controller and the data plane;
 //! - [`SoftSwitchService`] implements the `p4.v1.P4Runtime` gRPC service
 //!   (P4Runtime specification v1.4) over a [`Device`], and [`serve`] runs
-//!   it on a TCP port.
+//!   it on a TCP port;
+//! - [`DeviceConfig`] is the switch's `p4_device_config`: its ports
+//!   (network interfaces or loopback cables) and the shaping of their
+//!   egress queues, as JSON;
+//! - [`Switch`] is the data plane: the turbonet pipeline run natively on
+//!   frames, sans-I/O (a driver owns the sockets and the clock).
 //!
-//! The data plane reads the tables through [`Device::snapshot`] or
-//! [`Device::with_state`], bumps counters with [`Device::count`], sends
-//! packets to the controller with [`Device::packet_in`] and receives the
-//! controller's packets from [`Device::take_packet_out_receiver`].
+//! The data plane compiles the tables it reads under
+//! [`Device::with_state`] whenever [`Device::generation`] moves, counts in
+//! the device's counters, sends packets to the controller with
+//! [`Device::packet_in`], and is fed the controller's packets, which a
+//! driver takes from [`Device::take_packet_out_receiver`].
 //!
 //! # Error codes
 //!
@@ -33,7 +39,9 @@
 //! LPM or ternary bits outside the prefix or mask, priority rules) is
 //! `INVALID_ARGUMENT`; deleting a member or group still in use is
 //! `FAILED_PRECONDITION`; a full table or profile is `RESOURCE_EXHAUSTED`;
-//! entity types the switch lacks are `UNIMPLEMENTED`.
+//! entity types the switch lacks are `UNIMPLEMENTED`. A pipeline config
+//! whose device config does not parse or validate is `INVALID_ARGUMENT`,
+//! whatever the action (VERIFY included).
 
 mod arbitration;
 mod bytes;

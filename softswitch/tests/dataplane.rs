@@ -722,6 +722,9 @@ async fn a_p4info_with_other_ids_runs_the_same_pipeline() {
     );
     let p = b.packet_in().await;
     assert_eq!(metadata(&p), vec![(31, vec![1]), (32, vec![1])]);
+    // Counts reach the device at the next poll.
+    assert_eq!(b.counter("vport_rx", 1).packets, 1);
+    poll(&mut sw, 1);
     assert_eq!(b.counter("vport_rx", 1).packets, 2);
     b.stop().await;
 }

@@ -4,6 +4,7 @@
 //! loss draws' random streams.
 
 use std::cmp::Reverse;
+use std::collections::binary_heap::PeekMut;
 use std::collections::{BinaryHeap, VecDeque};
 
 use rand_chacha::ChaCha8Rng;
@@ -173,15 +174,20 @@ impl TrafficManager {
 
     /// The next frame due at or before `now`: (due time, port, frame).
     pub(crate) fn pop_due(&mut self, now: u64) -> Option<(u64, u32, Frame)> {
-        let &Reverse((due, _, slot)) = self.heads.peek()?;
+        let mut head = self.heads.peek_mut()?;
+        let Reverse((due, _, slot)) = *head;
         if due > now {
             return None;
         }
-        self.heads.pop();
         let q = &mut self.queues[slot as usize];
         let p = q.fifo.pop_front()?;
-        if let Some(next) = q.fifo.front() {
-            self.heads.push(Reverse((next.due, next.seq, slot)));
+        // The queue's next frame takes its place in the heap: one sift
+        // instead of a pop and a push.
+        match q.fifo.front() {
+            Some(next) => *head = Reverse((next.due, next.seq, slot)),
+            None => {
+                PeekMut::pop(head);
+            }
         }
         self.queued -= 1;
         Some((p.due, q.port, p.frame))
