@@ -822,13 +822,20 @@ async fn five_hops_deliver_with_ttl_minus_five() {
 #[ignore = "a benchmark; prints ns per frame"]
 async fn bench_five_hops() {
     let (b, mut sw) = five_hops().await;
-    let frames: Vec<Vec<u8>> = (0..64u16)
-        .map(|i| Ip::new(smac(1), hmac(A), "10.0.1.2", "10.0.2.2", 64).udp(1000 + i, 80, 18))
-        .collect();
     let mut out = Vec::with_capacity(64);
-    for (label, rounds) in [("warm-up", 2_000u64), ("measured", 20_000)] {
+    let mut now = 0u64;
+    // 60 bytes: the minimum frame; 1514: a full one.
+    for (label, payload, rounds) in [
+        ("warm-up", 18, 2_000u64),
+        ("measured", 18, 20_000),
+        ("measured", 1_472, 5_000),
+    ] {
+        let frames: Vec<Vec<u8>> = (0..64u16)
+            .map(|i| {
+                Ip::new(smac(1), hmac(A), "10.0.1.2", "10.0.2.2", 64).udp(1000 + i, 80, payload)
+            })
+            .collect();
         let start = Instant::now();
-        let mut now = 0u64;
         let mut sent = 0u64;
         for _ in 0..rounds {
             for f in &frames {
@@ -843,7 +850,8 @@ async fn bench_five_hops() {
         let n = rounds * frames.len() as u64;
         assert_eq!(sent, n);
         println!(
-            "{label}: {n} frames of {} bytes through 5 virtual switches and 4 cables: {:.0} ns/frame ({:.0} ns per hop), {:.2} Mfps",
+            "{label}: {n} frames of {} bytes through 5 virtual switches and 4 cables: {:.0} \
+             ns/frame ({:.0} ns per hop), {:.2} Mfps",
             frames[0].len(),
             elapsed.as_nanos() as f64 / n as f64,
             elapsed.as_nanos() as f64 / n as f64 / 5.0,
@@ -851,6 +859,44 @@ async fn bench_five_hops() {
         );
     }
     b.stop().await;
+}
+
+/// Micro-benchmark: a full recompile after a one-entry MODIFY, with many
+/// routes installed.
+#[tokio::test]
+#[ignore = "a benchmark; prints the recompile time"]
+async fn bench_recompile() {
+    let (mut b, mut sw) = fabric(true).await;
+    let routes: u32 = 50_000;
+    let mut entities: Vec<_> = (0..routes)
+        .map(|i| {
+            let prefix = std::net::Ipv4Addr::from(0x1400_0000 + (i << 8)).to_string();
+            b.e.route_member(1 + (i % 2) as u16, &prefix, 24, 2 + 2 * (i % 2))
+        })
+        .collect();
+    while !entities.is_empty() {
+        let rest = entities.split_off(entities.len().saturating_sub(10_000));
+        b.insert(rest).await;
+    }
+    sw.refresh();
+    for _ in 0..3 {
+        let moved = b.e.route_member(1, "10.0.2.0", 24, 1);
+        b.modify(vec![moved]).await;
+        let start = Instant::now();
+        sw.refresh();
+        println!(
+            "recompile with {} routes: {:.1} ms",
+            routes + 4,
+            start.elapsed().as_secs_f64() * 1e3
+        );
+    }
+    b.stop().await;
+}
+
+#[test]
+fn a_switch_moves_to_its_driver_thread() {
+    fn send<T: Send>() {}
+    send::<Switch>();
 }
 
 #[test]

@@ -85,8 +85,11 @@ impl TrafficManager {
             .ports
             .iter()
             .flat_map(|p| {
+                // A zero rate never gets past validation; were it to, the
+                // queue is left unshaped rather than divide by zero.
                 p.queues
                     .iter()
+                    .filter(|q| q.rate_bps > 0)
                     .map(|q| (key(p.port, q.queue), (q.rate_bps, q.limit())))
             })
             .collect();
