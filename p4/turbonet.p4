@@ -23,6 +23,10 @@
  *                 own, until it is due.
  *   loss          a 32-bit random draw against the link's threshold
  *                 (probability x 2^32): 1e-8 is 43, so it is representable.
+ *   host links    a link with one end outside the pipeline (a host) has
+ *                 its host-to-switch direction impaired where its frames
+ *                 enter: the port mapper gives that direction's delay and
+ *                 loss, drawn at once and added to the egress delay.
  *   counters      packets and bytes per virtual port, both directions.
  *
  * The control plane (turbonet, over P4Runtime) fills every table from the
@@ -151,6 +155,8 @@ struct metadata_t {
     vport_t   vport_out;
     bit<32>   loss_threshold;   /* drop when random < threshold */
     bit<48>   delay_ns;
+    bit<48>   in_delay_ns;      /* host links: the inbound direction's */
+    bit<32>   in_loss_threshold;
     bit<16>   l4_src;
     bit<16>   l4_dst;
 }
@@ -228,15 +234,19 @@ control TurbonetIngress(inout headers_t hdr, inout metadata_t meta,
     counter(MAX_VPORTS, CounterType.packets_and_bytes) vport_rx;
     counter(MAX_VPORTS, CounterType.packets_and_bytes) vport_tx;
     counter(MAX_VPORTS, CounterType.packets) vport_lost;
+    counter(MAX_VPORTS, CounterType.packets) vport_rx_lost;
 
     action drop() {
         mark_to_drop(std);
     }
 
     /* Port mapper. */
-    action set_vport(vswitch_t vswitch, vport_t vport) {
+    action set_vport(vswitch_t vswitch, vport_t vport,
+                     bit<48> delay_ns, bit<32> loss_threshold) {
         meta.vswitch = vswitch;
         meta.vport_in = vport;
+        meta.in_delay_ns = delay_ns;
+        meta.in_loss_threshold = loss_threshold;
     }
     table port_mapper {
         key = {
@@ -317,7 +327,7 @@ control TurbonetIngress(inout headers_t hdr, inout metadata_t meta,
                       bit<48> delay_ns, bit<32> loss_threshold) {
         std.egress_spec = port;
         std.priority = queue;
-        meta.delay_ns = delay_ns;
+        meta.delay_ns = meta.in_delay_ns + delay_ns;
         meta.loss_threshold = loss_threshold;
         /* Tag 0: the port is untagged (a host port of one host link). */
         if (tag != 0) {
@@ -359,6 +369,15 @@ control TurbonetIngress(inout headers_t hdr, inout metadata_t meta,
 
         port_mapper.apply();
         vport_rx.count((bit<32>)meta.vport_in);
+        if (meta.in_loss_threshold != 0) {
+            bit<32> in_draw;
+            random(in_draw, 0, 32w0xffffffff);
+            if (in_draw < meta.in_loss_threshold) {
+                vport_rx_lost.count((bit<32>)meta.vport_in);
+                drop();
+                return;
+            }
+        }
         if (hdr.vlan.isValid()) {
             hdr.ethernet.ether_type = hdr.vlan.ether_type;
             hdr.vlan.setInvalid();

@@ -45,6 +45,13 @@ pub struct BenchArgs {
     /// 1,000 built-in agents at steady state; FRR on k=8 for comparison).
     #[arg(long, requires = "bgp")]
     pub density: bool,
+    /// Measure the soft switch instead: its forwarding rate through a
+    /// 5-hop fat-tree path, beside the netns target on the same path.
+    #[arg(long)]
+    pub soft: bool,
+    /// With --soft: frames per path.
+    #[arg(long, default_value_t = 1_000_000, requires = "soft")]
+    pub frames: u64,
 }
 
 pub(crate) struct Measured {
@@ -93,6 +100,9 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
     }
     if args.bgp {
         return crate::bench_bgp::bench(args.density, &args.agents);
+    }
+    if args.soft {
+        return crate::bench_soft::bench(args.frames);
     }
     let files = if args.files.is_empty() {
         let dir = Path::new("scenarios");

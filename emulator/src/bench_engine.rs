@@ -86,7 +86,12 @@ impl Drop for BenchLab {
 
 /// A UDP socket created inside a node of the bench lab.
 fn udp_in(node: &str, bind: Option<SocketAddrV4>) -> Result<Socket> {
-    let ns = netns::open(&fabric::ns_name(LAB, node))?;
+    udp_in_lab(LAB, node, bind)
+}
+
+/// A UDP socket created inside a node of lab `lab`.
+pub(crate) fn udp_in_lab(lab: &str, node: &str, bind: Option<SocketAddrV4>) -> Result<Socket> {
+    let ns = netns::open(&fabric::ns_name(lab, node))?;
     let socket = netns::in_namespace(&ns, || {
         let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
         if let Some(addr) = bind {
@@ -317,11 +322,25 @@ fn binomial_99(n: u64, p: f64) -> (u64, u64) {
 /// Sends `frames` small UDP frames from h1 to h2, paced to `pps` if given,
 /// and returns (seconds, frames received).
 fn blast(lab: &BenchLab, frames: u64, pps: Option<u64>) -> Result<(f64, u64)> {
-    let rx = udp_in("h2", Some(SocketAddrV4::new(lab.h2, PORT)))?;
+    blast_between(LAB, ("h1", "h2"), lab.h2, frames, pps)
+}
+
+/// Sends `frames` 64-byte UDP frames from host `hosts.0` to `to` (host
+/// `hosts.1`) of lab `lab`, at `pps` or as fast as the sender can;
+/// returns the seconds from the first frame to the last received one, and
+/// how many arrived.
+pub(crate) fn blast_between(
+    lab: &str,
+    hosts: (&str, &str),
+    to: Ipv4Addr,
+    frames: u64,
+    pps: Option<u64>,
+) -> Result<(f64, u64)> {
+    let rx = udp_in_lab(lab, hosts.1, Some(SocketAddrV4::new(to, PORT)))?;
     rx.set_read_timeout(Some(Duration::from_millis(500)))?;
     let _ = rx.set_recv_buffer_size(16 << 20);
-    let tx = udp_in("h1", None)?;
-    let to = SocketAddrV4::new(lab.h2, PORT).into();
+    let tx = udp_in_lab(lab, hosts.0, None)?;
+    let to = SocketAddrV4::new(to, PORT).into();
     tx.send_to(&[0u8; 18], &to)?;
     std::thread::sleep(Duration::from_millis(100));
     drain(&rx);

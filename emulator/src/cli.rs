@@ -56,6 +56,14 @@ enum Command {
         /// P4Runtime device id.
         #[arg(long, default_value_t = 1)]
         device_id: u64,
+        /// Network namespace whose interfaces the device config's ports
+        /// name (default: the current one).
+        #[arg(long, value_name = "NAME")]
+        netns: Option<String>,
+        /// Also write the address it listens on to this file, once it
+        /// accepts connections.
+        #[arg(long, value_name = "PATH")]
+        address_file: Option<std::path::PathBuf>,
     },
     /// Remove everything a lab created (idempotent; works after a crash).
     Down {
@@ -296,7 +304,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Validate { file, json } => lab::validate(&file, json),
         Command::Up(args) => lab::up(&args),
         Command::Plan(args) => plan::plan(&args),
-        Command::Softswitch { listen, device_id } => crate::p4rt::softswitch(listen, device_id),
+        Command::Softswitch {
+            listen,
+            device_id,
+            netns,
+            address_file,
+        } => crate::p4rt::softswitch(listen, device_id, netns.as_deref(), address_file.as_deref()),
         Command::Down { lab } => lab::down(lab.as_deref()),
         Command::Status { json } => inspect::status(json),
         Command::Show {

@@ -1,7 +1,9 @@
 //! The per-lab daemon: the same binary, detached (`turbonet daemon LAB`).
-//! It owns what must keep running after `up` returns: today the userspace
-//! link engine. `up` starts it and waits until it is ready; `down` stops it
-//! before removing the namespaces.
+//! It owns what must keep running after `up` returns: the userspace link
+//! engine, the BGP agents, the timeline, and on the `soft` target the
+//! primary P4Runtime session with the soft switch. `up` starts it and
+//! waits until it is ready; `down` stops it before removing the
+//! namespaces.
 
 use std::fs;
 use std::os::unix::process::CommandExt;
@@ -26,6 +28,7 @@ use turbonet_topo::{Action, EventTarget, Lab, Link, LinkParams, NodeId};
 use crate::agents::Agents;
 use crate::control::{self, Request, Response, Target};
 use crate::engine::{self, EngineLink, LinkCounters, packet::PacketSocket};
+use crate::p4rt::control::P4Lab;
 use crate::state::{self, LabDir, LabState};
 use crate::{fabric, lab, netns};
 
@@ -193,6 +196,9 @@ struct Daemon {
     log: EventLog,
     /// BGP mode: the built-in agents (started on the event loop).
     agents: std::cell::OnceCell<Agents>,
+    /// P4 targets: the controller's hold on the switch (connected on the
+    /// event loop).
+    p4: std::cell::OnceCell<tokio::sync::Mutex<P4Lab>>,
 }
 
 impl Daemon {
@@ -208,10 +214,10 @@ impl Daemon {
             // A question, not an event: answered, not logged.
             Request::Bgp { node } => return self.bgp_report(node.as_deref()).await,
             Request::LinkSet { link, params } => match control::parse_patch(&params) {
-                Ok(patch) => self.link_set(&link, Some(&patch)),
+                Ok(patch) => self.link_set(&link, Some(&patch)).await,
                 Err(e) => Err(anyhow!(e)),
             },
-            Request::LinkReset { link } => self.link_set(&link, None),
+            Request::LinkReset { link } => self.link_set(&link, None).await,
             Request::Fail { target } => self.set_state(&target, false).await,
             Request::Restore { target } => self.set_state(&target, true).await,
             Request::Flap {
@@ -245,9 +251,9 @@ impl Daemon {
             };
             let result = match &event.action {
                 Action::Set { link, params } => {
-                    self.link_set(&fabric.link(*link).name, Some(params))
+                    self.link_set(&fabric.link(*link).name, Some(params)).await
                 }
-                Action::Reset { link } => self.link_set(&fabric.link(*link).name, None),
+                Action::Reset { link } => self.link_set(&fabric.link(*link).name, None).await,
                 Action::Fail(t) => self.set_state(&target(t), false).await,
                 Action::Restore(t) => self.set_state(&target(t), true).await,
                 Action::Flap {
@@ -281,8 +287,54 @@ impl Daemon {
         bail!("lab {} has no link {name}{hint}", self.lab.name)
     }
 
+    /// Every link's parameters now: the scenario's, or what `link set`
+    /// made them, by link id.
+    fn params(&self) -> Result<Vec<LinkParams>> {
+        let current = self.current.lock().map_err(|_| anyhow!("state poisoned"))?;
+        Ok(self
+            .lab
+            .fabric
+            .links
+            .iter()
+            .map(|l| current.get(&l.name).unwrap_or(&l.params).clone())
+            .collect())
+    }
+
+    /// `link set` on a P4 target: the queue mapper's delay and loss, and
+    /// (through the device config) the queue's rate.
+    async fn p4_link_set(
+        &self,
+        p4: &tokio::sync::Mutex<P4Lab>,
+        link: &Link,
+        params: LinkParams,
+    ) -> Result<()> {
+        if let Some(what) = crate::p4rt::soft::pipeline_lacks(&params) {
+            bail!(
+                "the turbonet pipeline has no {what}; on target \"{}\" a link takes rate, delay, \
+                 loss (independent), queue and mtu",
+                self.lab.target
+            );
+        }
+        let old = self.params()?;
+        let mut new = old.clone();
+        new[link.id.0 as usize] = params;
+        let failures = self
+            .failures
+            .lock()
+            .map_err(|_| anyhow!("state poisoned"))?
+            .clone();
+        let mut p4 = p4.lock().await;
+        let (before, after) = (&old[link.id.0 as usize], &new[link.id.0 as usize]);
+        if (before.rate, before.queue) != (after.rate, after.queue) {
+            let config = crate::p4rt::soft::device_config(&self.lab, &p4.mapping, &new).to_bytes();
+            p4.session.set_device_config(config).await?;
+        }
+        p4.update(&self.lab, &new, &failures).await?;
+        Ok(())
+    }
+
     /// `link set` (with a patch) or `link reset` (without).
-    fn link_set(&self, name: &str, patch: Option<&LinkParams>) -> Result<String> {
+    async fn link_set(&self, name: &str, patch: Option<&LinkParams>) -> Result<String> {
         let link = self.find_link(name)?;
         let name = link.name.as_str();
         let carrier = &self.carriers[link.id.0 as usize];
@@ -305,6 +357,13 @@ impl Daemon {
         };
         let impairment = Impairment::from_params(&params);
         match carrier {
+            engine::Carrier::Pipeline => {
+                let p4 = self
+                    .p4
+                    .get()
+                    .ok_or_else(|| anyhow!("the daemon is not connected to the switch"))?;
+                self.p4_link_set(p4, link, params.clone()).await?;
+            }
             engine::Carrier::Kernel => {
                 crate::tc::netem_supports(&impairment).map_err(|e| {
                     anyhow!(
@@ -364,6 +423,21 @@ impl Daemon {
             }
         };
         let failures = self.record_failure(&links, target, up)?;
+        if let Some(p4) = self.p4.get() {
+            let changes = p4
+                .lock()
+                .await
+                .update(&self.lab, &self.params()?, &failures)
+                .await?;
+            return Ok(format!(
+                "{} {}: {} link(s) {}; {} entries of the switch rewritten",
+                if up { "restored" } else { "failed" },
+                target,
+                links.len(),
+                if up { "up" } else { "down" },
+                changes.total()
+            ));
+        }
         // Per node, its ports on those links: ifindex and interface name.
         let mut ports: BTreeMap<NodeId, Vec<(u32, &str)>> = BTreeMap::new();
         for link in &links {
@@ -716,6 +790,7 @@ pub fn run(lab_name: &str) -> Result<ExitCode> {
         snapshot: snapshot.clone(),
         log: EventLog::open(&dir)?,
         agents: std::cell::OnceCell::new(),
+        p4: std::cell::OnceCell::new(),
         dir: dir.clone(),
         lab,
     });
@@ -758,6 +833,10 @@ async fn serve(daemon: Rc<Daemon>) -> Result<()> {
             }
         });
     }
+    if daemon.lab.target == turbonet_topo::Target::Soft {
+        let p4 = connect_soft(&daemon.lab, &daemon.dir).await?;
+        let _ = daemon.p4.set(tokio::sync::Mutex::new(p4));
+    }
     fs::write(ready_path(&daemon.dir), std::process::id().to_string())?;
     tokio::task::spawn_local(daemon.clone().run_timeline());
     eprintln!(
@@ -777,10 +856,47 @@ async fn serve(daemon: Rc<Daemon>) -> Result<()> {
                     tokio::task::spawn_local(async move { let _ = answer(daemon, stream).await; });
                 }
             }
-            _ = tick.tick() => write_counters(&counters, &daemon.snapshot),
+            _ = tick.tick() => {
+                if let Some(p4) = daemon.p4.get() {
+                    // Taken only if free: a rewrite in progress goes first.
+                    if let Ok(mut p4) = p4.try_lock() {
+                        if let Ok(links) = p4.link_counters(&daemon.lab).await {
+                            if let Ok(mut s) = daemon.snapshot.lock() {
+                                *s = links;
+                            }
+                        }
+                    }
+                }
+                write_counters(&counters, &daemon.snapshot);
+            }
         }
     }
     Ok(())
+}
+
+/// Takes over the lab's soft switch from `up`: primary under a higher
+/// election id, with the entities `up` wrote.
+async fn connect_soft(lab: &Lab, dir: &LabDir) -> Result<P4Lab> {
+    use crate::p4rt::{build, client::Client, session::SwitchSession, soft};
+    let mapping = soft::map(lab).map_err(|e| anyhow!(e))?;
+    let addr = build::address(dir)?;
+    let client = Client::connect(&addr, soft::DEVICE_ID, soft::DAEMON_ELECTION_ID).await?;
+    let p4info = turbonet_softswitch::turbonet_p4info();
+    let schema = turbonet_softswitch::Schema::new(&p4info)?;
+    let params: Vec<LinkParams> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
+    let entities = P4Lab::entities(
+        lab,
+        &mapping,
+        soft::SWITCH,
+        &schema,
+        &params,
+        &turbonet_routing::Failures::default(),
+    )?;
+    Ok(P4Lab {
+        session: SwitchSession::adopt(client, p4info, entities)?,
+        mapping,
+        switch: soft::SWITCH.to_owned(),
+    })
 }
 
 /// Reads one request from a control connection and answers it.

@@ -9,7 +9,7 @@ use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sched::{CloneFlags, setns, unshare};
 
 use crate::cli::EXIT_INVALID;
-use crate::{fabric, inspect, lab, netns};
+use crate::{inspect, lab, netns};
 
 /// Runs `command` in the namespace of `node`, like `ip netns exec`: the
 /// child also gets a private mount namespace with `/sys` remounted, so tools
@@ -26,7 +26,7 @@ pub fn exec(lab_name: Option<&str>, node: &str, command: &[String]) -> Result<Ex
         );
         return Ok(ExitCode::from(EXIT_INVALID));
     }
-    let ns_name = fabric::ns_name(&lab.name, node);
+    let ns_name = inspect::node_namespace(&lab, node)?;
     let ns = netns::open(&ns_name).with_context(|| format!("opening namespace {ns_name}"))?;
     let (program, args) = command.split_first().expect("clap requires a command");
     let mut child = Command::new(program);

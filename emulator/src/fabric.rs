@@ -50,6 +50,11 @@ pub struct NodeNs {
 }
 
 impl NodeNs {
+    /// A namespace and a route-netlink socket created inside it.
+    pub(crate) fn new(ns: OwnedFd, socket: OwnedFd) -> Self {
+        NodeNs { ns, socket }
+    }
+
     /// An rtnetlink handle on a duplicate of the node's socket; the
     /// connection closes when the handle (and its clones) are dropped.
     pub fn handle(&self) -> Result<Handle> {
@@ -59,7 +64,7 @@ impl NodeNs {
 
 /// Runs `f` for every item with at most [`NODES_IN_FLIGHT`] at once,
 /// collecting results in order and failing on the first error.
-async fn per_node<I, T, F, Fut>(items: I, f: F) -> Result<Vec<T>>
+pub(crate) async fn per_node<I, T, F, Fut>(items: I, f: F) -> Result<Vec<T>>
 where
     I: IntoIterator,
     F: Fn(I::Item) -> Fut,
@@ -92,7 +97,7 @@ pub fn hash_seed(seed: u64, node: &str) -> u32 {
 }
 
 /// Sysctls for a node, set inside its namespace right after creation.
-fn node_sysctls(lab: &Lab, node: &Node, has_seed: bool) -> Vec<(&'static str, String)> {
+pub(crate) fn node_sysctls(lab: &Lab, node: &Node, has_seed: bool) -> Vec<(&'static str, String)> {
     let mut s = vec![
         ("net/ipv4/conf/all/rp_filter", "0".to_owned()),
         ("net/ipv4/conf/default/rp_filter", "0".to_owned()),
@@ -172,7 +177,7 @@ pub fn configure_kernel_engine(
 
 /// Sysctls of the hidden engine namespace: its interfaces must stay silent
 /// (no IPv6 router solicitations or MLD reports leaking into the links).
-const ENGINE_SYSCTLS: [(&str, &str); 2] = [
+pub(crate) const ENGINE_SYSCTLS: [(&str, &str); 2] = [
     ("net/ipv6/conf/all/disable_ipv6", "1"),
     ("net/ipv6/conf/default/disable_ipv6", "1"),
 ];
@@ -419,47 +424,61 @@ pub async fn configure_addresses(lab: &Lab, nodes: &[NodeNs]) -> Result<usize> {
             })
             .map(|(port, _)| port_ifindex(port))
             .collect();
-        pipelined(peer_ends.into_iter().map(|index| {
-            let request = handle
-                .link()
-                .set(LinkUnspec::new_with_index(index).up().build());
-            let node = &node.name;
-            async move {
-                request
-                    .execute()
-                    .await
-                    .with_context(|| format!("{node}: bringing port {index} up"))
-            }
-        }))
-        .await?;
-        let mut addrs: Vec<(u32, Ipv4Addr, u8, String)> = Vec::new();
-        if let Some(lo) = node.loopback {
-            addrs.push((1, lo, 32, "lo".to_owned()));
-        }
-        for (port, (_, local, _)) in lab.fabric.ports(node.id).enumerate() {
-            addrs.push((
-                port_ifindex(port),
-                local.addr.addr(),
-                local.addr.prefix_len(),
-                local.ifname.clone(),
-            ));
-        }
-        let count = addrs.len();
-        pipelined(addrs.into_iter().map(|(index, addr, len, ifname)| {
-            let request = handle.address().add(index, IpAddr::V4(addr), len);
-            let node = &node.name;
-            async move {
-                request
-                    .execute()
-                    .await
-                    .with_context(|| format!("{node}: address {addr}/{len} on {ifname}"))
-            }
-        }))
-        .await?;
-        Ok::<_, anyhow::Error>(count)
+        bring_up(handle, peer_ends, &node.name).await?;
+        add_addresses(lab, node, handle).await
     })
     .await?;
     Ok(counts.into_iter().sum())
+}
+
+/// Brings the interfaces `indices` of `who` up.
+pub(crate) async fn bring_up(
+    handle: &Handle,
+    indices: impl IntoIterator<Item = u32>,
+    who: &str,
+) -> Result<()> {
+    pipelined(indices.into_iter().map(|index| {
+        let request = handle
+            .link()
+            .set(LinkUnspec::new_with_index(index).up().build());
+        async move {
+            request
+                .execute()
+                .await
+                .with_context(|| format!("{who}: bringing interface {index} up"))
+        }
+    }))
+    .await
+}
+
+/// Puts a node's loopback address on `lo` and addresses its ports.
+/// Returns how many addresses it added.
+pub(crate) async fn add_addresses(lab: &Lab, node: &Node, handle: &Handle) -> Result<usize> {
+    let mut addrs: Vec<(u32, Ipv4Addr, u8, String)> = Vec::new();
+    if let Some(lo) = node.loopback {
+        addrs.push((1, lo, 32, "lo".to_owned()));
+    }
+    for (port, (_, local, _)) in lab.fabric.ports(node.id).enumerate() {
+        addrs.push((
+            port_ifindex(port),
+            local.addr.addr(),
+            local.addr.prefix_len(),
+            local.ifname.clone(),
+        ));
+    }
+    let count = addrs.len();
+    pipelined(addrs.into_iter().map(|(index, addr, len, ifname)| {
+        let request = handle.address().add(index, IpAddr::V4(addr), len);
+        let node = &node.name;
+        async move {
+            request
+                .execute()
+                .await
+                .with_context(|| format!("{node}: address {addr}/{len} on {ifname}"))
+        }
+    }))
+    .await?;
+    Ok(count)
 }
 
 /// Installs every node's routes. Returns how many were installed.

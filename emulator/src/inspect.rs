@@ -319,6 +319,27 @@ struct NodeRow<'a> {
     ports: usize,
 }
 
+/// True when the node is a namespace of its own: every node on `netns`,
+/// only hosts on the P4 targets (their switches are virtual switches of a
+/// P4 switch).
+pub fn has_namespace(lab: &Lab, node: &turbonet_topo::Node) -> bool {
+    lab.target == turbonet_topo::Target::Netns || !node.role.is_switch()
+}
+
+/// The namespace of node `name`, or why it has none.
+pub fn node_namespace(lab: &Lab, name: &str) -> Result<String> {
+    match lab.fabric.node_by_name(name) {
+        Some(node) if !has_namespace(lab, node) => anyhow::bail!(
+            "{name} is a virtual switch inside the {} switch (target \"{}\"): it has no \
+             namespace of its own; its forwarding is the pipeline's tables (`turbonet link \
+             show` has its counters), and hosts are namespaces",
+            lab.target,
+            lab.target
+        ),
+        _ => Ok(fabric::ns_name(&lab.name, name)),
+    }
+}
+
 fn show_nodes(lab: &Lab, only: Option<&str>, json: bool) -> Result<()> {
     let rows: Vec<NodeRow> = lab
         .fabric
@@ -328,7 +349,11 @@ fn show_nodes(lab: &Lab, only: Option<&str>, json: bool) -> Result<()> {
         .map(|n| NodeRow {
             name: &n.name,
             role: n.role.to_string(),
-            namespace: fabric::ns_name(&lab.name, &n.name),
+            namespace: if has_namespace(lab, n) {
+                fabric::ns_name(&lab.name, &n.name)
+            } else {
+                format!("- (in the {} switch)", lab.target)
+            },
             asn: n.asn.map(|a| a.0),
             loopback: n.loopback.map(|l| l.to_string()),
             ports: n.links.len(),
@@ -435,7 +460,7 @@ struct RouteRow {
 
 /// Dumps a node's kernel routing table (main table, IPv4).
 fn show_routes(lab: &Lab, node: &str, json: bool) -> Result<()> {
-    let ns_name = fabric::ns_name(&lab.name, node);
+    let ns_name = node_namespace(lab, node)?;
     let ns = netns::open(&ns_name).with_context(|| format!("opening namespace {ns_name}"))?;
     let socket = netns::in_namespace(&ns, netns::route_socket)?;
     let runtime = tokio::runtime::Builder::new_current_thread()

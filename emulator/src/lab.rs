@@ -10,6 +10,7 @@ use turbonet_topo::{Lab, RoutingMode, Target};
 
 use crate::cli::{EXIT_INVALID, UpArgs};
 use crate::fabric::{self, Stopwatch};
+use crate::p4rt::{build as soft_build, soft};
 use crate::state::{self, LabDir, LabState, Phase, Timing};
 use crate::{daemon, engine, externals, limits, netns, render};
 
@@ -70,11 +71,23 @@ pub fn validate(path: &Path, json: bool) -> Result<ExitCode> {
 /// How every link of a lab would be carried on this machine, or why this
 /// build cannot bring the (valid) lab up here.
 fn runnable(lab: &Lab) -> Result<Vec<engine::Carrier>, String> {
-    if lab.target != Target::Netns {
-        return Err(format!(
-            "target \"{}\" is not available in this build; use target = \"netns\"",
-            lab.target
-        ));
+    match lab.target {
+        Target::Netns => {}
+        Target::Soft => {
+            if let Some(why) = soft::unsupported(lab) {
+                return Err(why);
+            }
+            soft::map(lab)?;
+            return engine::carriers(lab, false);
+        }
+        Target::P4rt => {
+            return Err(
+                "target \"p4rt\" cannot be brought up by `up` in this build: program the \
+                 switches with `turbonet plan FILE --switch NAME=PORTSxSPEED --program \
+                 NAME=HOST:PORT`, or use target = \"soft\" to run the same pipeline here"
+                    .to_owned(),
+            );
+        }
     }
     if let Some(err) = agents_missing(lab) {
         return Err(err);
@@ -262,12 +275,15 @@ pub fn up(args: &UpArgs) -> Result<ExitCode> {
         Err(e) => return Err(e).context(format!("creating {}", dir.path().display())),
     }
     let engine_needed = carriers.iter().any(engine::Carrier::is_userspace);
-    let mut namespaces: Vec<String> = lab
-        .fabric
-        .nodes
-        .iter()
-        .map(|n| fabric::ns_name(&lab.name, &n.name))
-        .collect();
+    let mut namespaces: Vec<String> = match lab.target {
+        Target::Soft => soft_build::namespace_names(&lab),
+        _ => lab
+            .fabric
+            .nodes
+            .iter()
+            .map(|n| fabric::ns_name(&lab.name, &n.name))
+            .collect(),
+    };
     if engine_needed {
         namespaces.push(engine::namespace(&lab.name));
     }
@@ -328,6 +344,17 @@ pub fn up(args: &UpArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Records a finished phase and prints it.
+fn phase(progress: &Progress, name: &str, detail: String, state: &mut LabState, seconds: f64) {
+    let t = Timing {
+        phase: name.to_owned(),
+        detail,
+        seconds,
+    };
+    progress.done(&t);
+    state.timings.push(t);
+}
+
 /// The building phases of `up`, each timed.
 async fn build(
     lab: &Lab,
@@ -338,14 +365,194 @@ async fn build(
     dir: &LabDir,
     state: &mut LabState,
 ) -> Result<()> {
+    match lab.target {
+        Target::Soft => build_soft(lab, routes, threads, progress, dir, state).await?,
+        _ => build_netns(lab, carriers, routes, threads, progress, dir, state).await?,
+    }
     let phase = |name: &str, detail: String, state: &mut LabState, seconds: f64| {
-        let t = Timing {
-            phase: name.to_owned(),
-            detail,
-            seconds,
+        phase(progress, name, detail, state, seconds)
+    };
+
+    // The daemon owns what keeps running: the control API, the link
+    // engine, the timeline, the agents, the P4Runtime session.
+    progress.start("daemon");
+    let watch = Stopwatch::start();
+    let pid = daemon::spawn(&lab.name, dir)?;
+    state.daemon_pid = Some(pid);
+    dir.save(state)?;
+    daemon::wait_ready(dir, pid, std::time::Duration::from_secs(15))?;
+    let impaired = carriers.iter().filter(|c| c.is_userspace()).count();
+    phase(
+        "daemon",
+        if impaired > 0 {
+            format!("pid {pid}: control API, link engine for {impaired} impaired links")
+        } else if lab.target == Target::Soft {
+            format!("pid {pid}: control API, primary controller of the soft switch")
+        } else {
+            format!("pid {pid}: control API")
+        },
+        state,
+        watch.seconds(),
+    );
+
+    if lab.routing.mode == RoutingMode::Bgp {
+        progress.start("bgp");
+        let watch = Stopwatch::start();
+        let report = wait_converged(lab, dir, progress).await?;
+        let (up, sessions) = report.sessions();
+        let routes: usize = report.speakers.iter().map(|s| s.routes).sum();
+        let established = if sessions > 0 {
+            format!(", {up}/{sessions} sessions established")
+        } else {
+            String::new()
         };
-        progress.done(&t);
-        state.timings.push(t);
+        phase(
+            "bgp",
+            format!(
+                "converged in {:.2} s: {routes} routes in {} switches{established}",
+                report.convergence_time().unwrap_or(report.elapsed),
+                report.speakers.len()
+            ),
+            state,
+            watch.seconds(),
+        );
+    }
+    Ok(())
+}
+
+/// The `soft` target: hosts in namespaces cabled to one soft switch, which
+/// `up` starts and programs over P4Runtime.
+async fn build_soft(
+    lab: &Lab,
+    routes: &[Vec<turbonet_routing::Route>],
+    threads: usize,
+    progress: &Progress,
+    dir: &LabDir,
+    state: &mut LabState,
+) -> Result<()> {
+    let phase = |name: &str, detail: String, state: &mut LabState, seconds: f64| {
+        phase(progress, name, detail, state, seconds)
+    };
+    let mapping = soft::map(lab).map_err(|e| anyhow::anyhow!(e))?;
+
+    progress.start("namespaces");
+    let watch = Stopwatch::start();
+    let ns = soft_build::create_namespaces(lab, threads)?;
+    phase(
+        "namespaces",
+        format!("{} hosts and the soft switch's", ns.hosts.len()),
+        state,
+        watch.seconds(),
+    );
+
+    progress.start("links");
+    let watch = Stopwatch::start();
+    let ports = soft_build::create_links(lab, &mapping, &ns).await?;
+    phase(
+        "links",
+        format!("{ports} host ports (veth to the soft switch)"),
+        state,
+        watch.seconds(),
+    );
+    fail_point("links")?;
+
+    progress.start("addresses");
+    let watch = Stopwatch::start();
+    let addrs = soft_build::configure(lab, &mapping, &ns).await?;
+    phase(
+        "addresses",
+        format!("{addrs} addresses"),
+        state,
+        watch.seconds(),
+    );
+    fail_point("addresses")?;
+
+    progress.start("links up");
+    let watch = Stopwatch::start();
+    let ports = soft_build::wait_links_up(lab, &ns, std::time::Duration::from_secs(30)).await?;
+    phase(
+        "links up",
+        format!("{ports} host ports with carrier"),
+        state,
+        watch.seconds(),
+    );
+
+    progress.start("routes");
+    let watch = Stopwatch::start();
+    let count = soft_build::install_routes(lab, &ns, routes).await?;
+    phase(
+        "routes",
+        format!("{count} host routes installed"),
+        state,
+        watch.seconds(),
+    );
+
+    progress.start("soft switch");
+    let watch = Stopwatch::start();
+    let (pid, addr) = soft_build::start_switch(lab, dir)?;
+    state.routers.push(state::RouterProcess {
+        node: soft::SWITCH.to_owned(),
+        program: "turbonet".to_owned(),
+        pid,
+    });
+    dir.save(state)?;
+    phase(
+        "soft switch",
+        format!("pid {pid}: P4Runtime at {addr}, device {}", soft::DEVICE_ID),
+        state,
+        watch.seconds(),
+    );
+
+    progress.start("pipeline");
+    let watch = Stopwatch::start();
+    let p4info = turbonet_softswitch::turbonet_p4info();
+    let schema = turbonet_softswitch::Schema::new(&p4info)?;
+    let params: Vec<_> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
+    let failures = turbonet_routing::Failures::default();
+    let entities = crate::p4rt::control::P4Lab::entities(
+        lab,
+        &mapping,
+        soft::SWITCH,
+        &schema,
+        &params,
+        &failures,
+    )?;
+    let client =
+        crate::p4rt::client::Client::connect(&addr, soft::DEVICE_ID, soft::UP_ELECTION_ID).await?;
+    let device_config = soft::device_config(lab, &mapping, &params).to_bytes();
+    let session =
+        crate::p4rt::session::SwitchSession::program(client, p4info, device_config, entities)
+            .await?;
+    let usage = &mapping.switches[0];
+    phase(
+        "pipeline",
+        format!(
+            "{} entities: {} virtual switches, {} ports ({} loopback pairs, {} host ports)",
+            session.installed(),
+            usage.virtual_switches,
+            usage.ports_used,
+            usage.loopback_pairs,
+            usage.host_ports
+        ),
+        state,
+        watch.seconds(),
+    );
+    Ok(())
+}
+
+/// The `netns` target: a namespace per node, veth links, the link engine
+/// for impaired links, kernel routes.
+async fn build_netns(
+    lab: &Lab,
+    carriers: &[engine::Carrier],
+    routes: &[Vec<turbonet_routing::Route>],
+    threads: usize,
+    progress: &Progress,
+    dir: &LabDir,
+    state: &mut LabState,
+) -> Result<()> {
+    let phase = |name: &str, detail: String, state: &mut LabState, seconds: f64| {
+        phase(progress, name, detail, state, seconds)
     };
 
     progress.start("namespaces");
@@ -458,48 +665,6 @@ async fn build(
         );
     }
 
-    // The daemon owns what keeps running: the control API, the link
-    // engine, the timeline.
-    progress.start("daemon");
-    let watch = Stopwatch::start();
-    let pid = daemon::spawn(&lab.name, dir)?;
-    state.daemon_pid = Some(pid);
-    dir.save(state)?;
-    daemon::wait_ready(dir, pid, std::time::Duration::from_secs(15))?;
-    let impaired = carriers.iter().filter(|c| c.is_userspace()).count();
-    phase(
-        "daemon",
-        if impaired > 0 {
-            format!("pid {pid}: control API, link engine for {impaired} impaired links")
-        } else {
-            format!("pid {pid}: control API")
-        },
-        state,
-        watch.seconds(),
-    );
-
-    if lab.routing.mode == RoutingMode::Bgp {
-        progress.start("bgp");
-        let watch = Stopwatch::start();
-        let report = wait_converged(lab, dir, progress).await?;
-        let (up, sessions) = report.sessions();
-        let routes: usize = report.speakers.iter().map(|s| s.routes).sum();
-        let established = if sessions > 0 {
-            format!(", {up}/{sessions} sessions established")
-        } else {
-            String::new()
-        };
-        phase(
-            "bgp",
-            format!(
-                "converged in {:.2} s: {routes} routes in {} switches{established}",
-                report.convergence_time().unwrap_or(report.elapsed),
-                report.speakers.len()
-            ),
-            state,
-            watch.seconds(),
-        );
-    }
     Ok(())
 }
 

@@ -4,6 +4,7 @@ mod agents;
 mod bench;
 mod bench_bgp;
 mod bench_engine;
+mod bench_soft;
 mod check;
 mod cli;
 mod control;

@@ -222,12 +222,18 @@ fn program(
         None => Vec::new(),
     };
     let routes = turbonet_routing::static_routes(&lab.fabric);
+    let params: Vec<_> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
         for (name, addr) in targets {
-            let entities = entries::switch_entries(lab, mapping, &routes, &schema, name)?;
+            let state = entries::FabricState {
+                routes: &routes,
+                params: &params,
+                failures: &turbonet_routing::Failures::default(),
+            };
+            let entities = entries::switch_entries(lab, mapping, state, &schema, name)?;
             let count = entities.len();
             let mut client = Client::connect(addr, 1, 1).await?;
             client.set_pipeline(p4info.clone(), device_config.clone()).await?;

@@ -31,7 +31,7 @@ use packet::PacketSocket;
 /// Spin instead of sleeping when the next frame is due within this long:
 /// waking from a deeper sleep (idle states, a VM's timer path) takes tens
 /// of microseconds, which would make frames late.
-const SPIN_NS: u64 = 100_000;
+pub(crate) const SPIN_NS: u64 = 100_000;
 /// Frames read with one `recvmmsg`.
 const RX_BATCH: usize = 32;
 /// Batches read from one socket per pass, so one busy link cannot starve
@@ -64,6 +64,9 @@ pub enum Carrier {
     Userspace(String),
     /// netem on both ends.
     Kernel,
+    /// In a P4 pipeline (targets `soft` and `p4rt`): the queue mapper's
+    /// delay and loss, the egress queue's rate.
+    Pipeline,
 }
 
 impl Carrier {
@@ -78,6 +81,7 @@ impl Carrier {
             Carrier::Veth => "none (veth)",
             Carrier::Userspace(_) => "userspace",
             Carrier::Kernel => "kernel (netem)",
+            Carrier::Pipeline => "pipeline",
         }
     }
 
@@ -87,6 +91,7 @@ impl Carrier {
             Carrier::Veth => "no impairment declared",
             Carrier::Userspace(why) => why,
             Carrier::Kernel => "netem can apply every parameter",
+            Carrier::Pipeline => "the switch's pipeline carries every link",
         }
     }
 }
@@ -97,6 +102,9 @@ impl Carrier {
 /// missing or cannot honour a link; `"auto"` picks netem per link when it
 /// can, the userspace engine otherwise. Never drops a parameter silently.
 pub fn carriers(lab: &Lab, netem: bool) -> Result<Vec<Carrier>, String> {
+    if lab.target != turbonet_topo::Target::Netns {
+        return Ok(vec![Carrier::Pipeline; lab.fabric.links.len()]);
+    }
     lab.fabric
         .links
         .iter()
@@ -253,14 +261,14 @@ impl Inbox {
 
 /// The engine's clock: nanoseconds since it started (monotonic), and the
 /// mapping from kernel receive timestamps (realtime) onto it.
-struct Clock {
+pub(crate) struct Clock {
     epoch: Instant,
     /// realtime - engine time, ns, measured at start.
     offset: i128,
 }
 
 impl Clock {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let epoch = Instant::now();
         let real = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME)
             .map(|t| i128::from(t.tv_sec()) * 1_000_000_000 + i128::from(t.tv_nsec()))
@@ -271,13 +279,13 @@ impl Clock {
         }
     }
 
-    fn now(&self) -> u64 {
+    pub(crate) fn now(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64
     }
 
     /// Engine time of a frame the kernel stamped at `real`, never later
     /// than `now` (a realtime step must not push frames into the future).
-    fn arrival(&self, real: Option<i128>, now: u64) -> u64 {
+    pub(crate) fn arrival(&self, real: Option<i128>, now: u64) -> u64 {
         match real {
             Some(real) => (real - self.offset).clamp(0, i128::from(now)) as u64,
             None => now,
@@ -289,7 +297,7 @@ impl Clock {
 /// frames leave on time on a busy machine. The engine sleeps between
 /// frames and spins only for the last few microseconds, so it cannot
 /// monopolise a core; without the privilege it runs at normal priority.
-fn request_realtime() {
+pub(crate) fn request_realtime() {
     let param = libc::sched_param { sched_priority: 10 };
     // SAFETY: sched_setscheduler on the calling thread (pid 0) with a valid param.
     unsafe {
@@ -384,28 +392,35 @@ pub fn run(
             Some(due) => Duration::from_nanos(due - now - SPIN_NS),
             None => PUBLISH_EVERY,
         };
-        let timeout = libc::timespec {
-            tv_sec: wait.as_secs() as libc::time_t,
-            tv_nsec: wait.subsec_nanos() as libc::c_long,
-        };
-        // SAFETY: ppoll over a valid array of pollfds with a valid timeout.
-        let r = unsafe {
-            libc::ppoll(
-                fds.as_mut_ptr(),
-                fds.len() as libc::nfds_t,
-                &timeout,
-                std::ptr::null(),
-            )
-        };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        }
+        wait_readable(&mut fds, wait)?;
         all_readable = false;
     }
     publish(&links, &tx_errors, snapshot);
+    Ok(())
+}
+
+/// Waits until one of `fds` is readable or `wait` has passed, with the
+/// kernel's high-resolution timers (`ppoll`), not millisecond `poll`.
+pub(crate) fn wait_readable(fds: &mut [libc::pollfd], wait: Duration) -> io::Result<()> {
+    let timeout = libc::timespec {
+        tv_sec: wait.as_secs() as libc::time_t,
+        tv_nsec: wait.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: ppoll over a valid array of pollfds with a valid timeout.
+    let r = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            &timeout,
+            std::ptr::null(),
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
     Ok(())
 }
 

@@ -8,8 +8,8 @@ use p4runtime_proto::p4::v1::p4_runtime_client::P4RuntimeClient;
 use p4runtime_proto::p4::v1::{
     Entity, ForwardingPipelineConfig, MasterArbitrationUpdate, ReadRequest,
     SetForwardingPipelineConfigRequest, StreamMessageRequest, StreamMessageResponse, Uint128,
-    Update, WriteRequest, set_forwarding_pipeline_config_request, stream_message_request,
-    stream_message_response, update,
+    Update, WriteRequest, set_forwarding_pipeline_config_request::Action as PipelineAction,
+    stream_message_request, stream_message_response, update,
 };
 use prost::Message;
 use tokio::sync::mpsc;
@@ -86,13 +86,35 @@ impl Client {
     }
 
     /// Installs the pipeline: its P4Info and the target's artifact (BMv2
-    /// JSON, Tofino binary; empty for the soft switch).
+    /// JSON, Tofino binary, the soft switch's port configuration). The
+    /// device starts with empty tables.
     pub async fn set_pipeline(&mut self, p4info: P4Info, device_config: Vec<u8>) -> Result<()> {
+        self.pipeline(PipelineAction::VerifyAndCommit, p4info, device_config)
+            .await
+    }
+
+    /// Changes the device config of the running pipeline, keeping its
+    /// tables (RECONCILE_AND_COMMIT, §7.2).
+    pub async fn reconcile_pipeline(
+        &mut self,
+        p4info: P4Info,
+        device_config: Vec<u8>,
+    ) -> Result<()> {
+        self.pipeline(PipelineAction::ReconcileAndCommit, p4info, device_config)
+            .await
+    }
+
+    async fn pipeline(
+        &mut self,
+        action: PipelineAction,
+        p4info: P4Info,
+        device_config: Vec<u8>,
+    ) -> Result<()> {
         self.rpc
             .set_forwarding_pipeline_config(SetForwardingPipelineConfigRequest {
                 device_id: self.device_id,
                 election_id: Some(self.election_id),
-                action: set_forwarding_pipeline_config_request::Action::VerifyAndCommit as i32,
+                action: action as i32,
                 config: Some(ForwardingPipelineConfig {
                     p4info: Some(p4info),
                     p4_device_config: device_config,
@@ -109,16 +131,24 @@ impl Client {
     /// order; the first failed batch fails with the device's reasons for
     /// its first failed updates.
     pub async fn write(&mut self, kind: update::Type, entities: Vec<Entity>) -> Result<()> {
-        let mut entities = entities.into_iter().peekable();
-        while entities.peek().is_some() {
-            let updates: Vec<Update> = entities
-                .by_ref()
-                .take(BATCH)
+        self.write_updates(
+            entities
+                .into_iter()
                 .map(|entity| Update {
                     r#type: kind as i32,
                     entity: Some(entity),
                 })
-                .collect();
+                .collect(),
+        )
+        .await
+    }
+
+    /// Writes `updates` in batches. Updates of one batch may be applied in
+    /// any order (§12.2): give dependent updates separate calls.
+    pub async fn write_updates(&mut self, updates: Vec<Update>) -> Result<()> {
+        let mut updates = updates.into_iter().peekable();
+        while updates.peek().is_some() {
+            let updates: Vec<Update> = updates.by_ref().take(BATCH).collect();
             let request = WriteRequest {
                 device_id: self.device_id,
                 election_id: Some(self.election_id),
@@ -138,11 +168,16 @@ impl Client {
 
     /// Reads what matches `filter` (wildcards as §11 allows).
     pub async fn read(&mut self, filter: Entity) -> Result<Vec<Entity>> {
+        self.read_all(vec![filter]).await
+    }
+
+    /// Reads what matches any of `filters`, in one request.
+    pub async fn read_all(&mut self, filters: Vec<Entity>) -> Result<Vec<Entity>> {
         let mut stream = self
             .rpc
             .read(ReadRequest {
                 device_id: self.device_id,
-                entities: vec![filter],
+                entities: filters,
                 ..Default::default()
             })
             .await

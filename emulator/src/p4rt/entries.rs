@@ -3,7 +3,11 @@
 //! P4Info compiled by p4c (other IDs) works as well as turbonet's own.
 //!
 //! Numbering, per physical switch: virtual switch ids count from 1 in node
-//! order, virtual port ids from 1 in the mapping's port order. MAC
+//! order, virtual port ids from 1 in the mapping's port order. An action
+//! profile member is one next hop, a (virtual port, neighbour MAC) pair, so
+//! its id is the virtual port's; a group's id is derived from its members.
+//! Ids therefore stay put when routes change, and rewriting a switch after
+//! a failure touches only what changed. MAC
 //! addresses derive from node ids: a switch's is `02:74:6e:` and its node
 //! id (24 bits), a host's `02:74:68:` and its node id; the `soft` target
 //! gives host interfaces exactly these.
@@ -16,10 +20,10 @@ use p4runtime_proto::p4::v1::{
     Action, ActionProfileGroup, ActionProfileMember, Entity, FieldMatch, TableAction, TableEntry,
     action, action_profile_group, entity, field_match, table_action,
 };
-use turbonet_routing::Route;
+use turbonet_routing::{Failures, Route};
 use turbonet_softswitch::Schema;
-use turbonet_topo::mapper::Mapping;
-use turbonet_topo::{Lab, NodeId, Role};
+use turbonet_topo::mapper::{Mapping, VirtualPort};
+use turbonet_topo::{Lab, LinkParams, NodeId, Role};
 
 /// A switch's MAC address.
 pub fn switch_mac(node: NodeId) -> [u8; 6] {
@@ -160,16 +164,55 @@ fn mac_value(mac: [u8; 6]) -> u64 {
     mac.iter().fold(0u64, |v, &b| (v << 8) | u64::from(b))
 }
 
+/// The state of the fabric that the entries follow.
+#[derive(Debug, Clone, Copy)]
+pub struct FabricState<'a> {
+    /// Every node's routes (switches' only are used), by node id.
+    pub routes: &'a [Vec<Route>],
+    /// Every link's current parameters, by link id.
+    pub params: &'a [LinkParams],
+    /// What is down: the queue mapper drops what would leave over it.
+    pub failures: &'a Failures,
+}
+
+/// The virtual ports of physical switch `switch` with their ids.
+pub fn vports<'m>(mapping: &'m Mapping, switch: &str) -> Vec<(u64, &'m VirtualPort)> {
+    mapping
+        .ports
+        .iter()
+        .filter(|p| p.switch == switch)
+        .enumerate()
+        .map(|(i, p)| (i as u64 + 1, p))
+        .collect()
+}
+
+/// A group id for a set of members: stable for the same set, never 0.
+fn group_id(members: &[u32], taken: &BTreeMap<u32, Vec<u32>>) -> u32 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for m in members {
+        for b in m.to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    let mut id = ((h >> 32) as u32 ^ h as u32).max(1);
+    // Another set with the same hash takes the next free id.
+    while taken.get(&id).is_some_and(|other| other != members) {
+        id = id.wrapping_add(1).max(1);
+    }
+    id
+}
+
 /// Every entity of physical switch `switch`: action profile members and
 /// groups first, then table entries (in an order a device accepts as one
 /// batch).
 pub fn switch_entries(
     lab: &Lab,
     mapping: &Mapping,
-    routes: &[Vec<Route>],
+    state: FabricState<'_>,
     schema: &Schema,
     switch: &str,
 ) -> Result<Vec<Entity>> {
+    let routes = state.routes;
     let names = Names { schema };
     let fabric = &lab.fabric;
     // Virtual switches and ports of this physical switch, numbered from 1.
@@ -183,13 +226,7 @@ pub fn switch_entries(
     if vswitches.is_empty() {
         bail!("no virtual switch is placed on {switch}");
     }
-    let vports: Vec<(u64, &turbonet_topo::mapper::VirtualPort)> = mapping
-        .ports
-        .iter()
-        .filter(|p| p.switch == switch && vswitches.contains_key(p.virtual_switch.as_str()))
-        .enumerate()
-        .map(|(i, p)| (i as u64 + 1, p))
-        .collect();
+    let vports = vports(mapping, switch);
     let vport_of: HashMap<(&str, &str), u64> = vports
         .iter()
         .map(|(id, p)| ((p.virtual_switch.as_str(), p.virtual_port.as_str()), *id))
@@ -206,8 +243,9 @@ pub fn switch_entries(
     let mut members: Vec<Entity> = Vec::new();
     let mut groups: Vec<Entity> = Vec::new();
     let mut entries: Vec<Entity> = Vec::new();
-    let mut member_ids: BTreeMap<(u64, u64, [u8; 6]), u32> = BTreeMap::new();
+    let mut member_done: std::collections::HashSet<u32> = Default::default();
     let mut group_ids: BTreeMap<Vec<u32>, u32> = BTreeMap::new();
+    let mut group_members: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
 
     let queue_bits = names.param_width("TurbonetIngress.set_egress", "queue");
     for (vport, vp) in &vports {
@@ -224,6 +262,21 @@ pub fn switch_entries(
                 );
             }
         }
+        let link = fabric
+            .link_by_name(&vp.link)
+            .with_context(|| format!("mapping names an unknown link {}", vp.link))?;
+        // A link that is down is cut at both of its ports: frames neither
+        // enter the virtual switch from it nor leave into it (a host link
+        // has only its switch end in the pipeline).
+        let down = state.failures.blocks(link);
+        let ingress = if down {
+            names.action("TurbonetIngress.drop", &[])?
+        } else {
+            names.action(
+                "TurbonetIngress.set_vport",
+                &[("vswitch", vswitch), ("vport", *vport)],
+            )?
+        };
         entries.push(table_entry(
             port_mapper,
             vec![
@@ -239,26 +292,18 @@ pub fn switch_entries(
                     bytes(u64::from(vp.tag), 12)?,
                 ),
             ],
-            table_action::Type::Action(names.action(
-                "TurbonetIngress.set_vport",
-                &[("vswitch", vswitch), ("vport", *vport)],
-            )?),
+            table_action::Type::Action(ingress),
         ));
-        let link = fabric
-            .link_by_name(&vp.link)
-            .with_context(|| format!("mapping names an unknown link {}", vp.link))?;
-        let delay = link.params.delay.map_or(0, |d| d.as_nanos());
-        let loss = match &link.params.loss {
+        let params = &state.params[link.id.0 as usize];
+        let delay = params.delay.map_or(0, |d| d.as_nanos());
+        let loss = match &params.loss {
             Some(turbonet_topo::Loss::Bernoulli(p)) => loss_threshold(p.0),
             _ => 0,
         };
-        entries.push(table_entry(
-            queue_mapper,
-            vec![exact(
-                f("TurbonetIngress.queue_mapper", "meta.vport_out")?,
-                bytes(*vport, 16)?,
-            )],
-            table_action::Type::Action(names.action(
+        let egress = if down {
+            names.action("TurbonetIngress.drop", &[])?
+        } else {
+            names.action(
                 "TurbonetIngress.set_egress",
                 &[
                     ("port", u64::from(vp.port)),
@@ -267,7 +312,15 @@ pub fn switch_entries(
                     ("delay_ns", delay),
                     ("loss_threshold", u64::from(loss)),
                 ],
-            )?),
+            )?
+        };
+        entries.push(table_entry(
+            queue_mapper,
+            vec![exact(
+                f("TurbonetIngress.queue_mapper", "meta.vport_out")?,
+                bytes(*vport, 16)?,
+            )],
+            table_action::Type::Action(egress),
         ));
     }
 
@@ -328,11 +381,8 @@ pub fn switch_entries(
                     .get(&(node.name.as_str(), hop.ifname.as_str()))
                     .with_context(|| format!("{}: port {} is not mapped", node.name, hop.ifname))?;
                 let dmac = peer_mac[hop.ifname.as_str()];
-                let next = member_ids.len() as u32 + 1;
-                let id = *member_ids
-                    .entry((vswitch, *vport, dmac))
-                    .or_insert_with(|| next);
-                if id == next {
+                let id = u32::try_from(*vport)?;
+                if member_done.insert(id) {
                     members.push(Entity {
                         entity: Some(entity::Entity::ActionProfileMember(ActionProfileMember {
                             action_profile_id: selector,
@@ -352,9 +402,11 @@ pub fn switch_entries(
                 [] => continue,
                 [one] => table_action::Type::ActionProfileMemberId(*one),
                 many => {
-                    let next = group_ids.len() as u32 + 1;
-                    let id = *group_ids.entry(many.to_vec()).or_insert(next);
-                    if id == next {
+                    let known = group_ids.get(many).copied();
+                    let id = known.unwrap_or_else(|| group_id(many, &group_members));
+                    if known.is_none() {
+                        group_ids.insert(many.to_vec(), id);
+                        group_members.insert(id, many.to_vec());
                         groups.push(Entity {
                             entity: Some(entity::Entity::ActionProfileGroup(ActionProfileGroup {
                                 action_profile_id: selector,

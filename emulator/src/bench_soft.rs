@@ -1,0 +1,156 @@
+//! `turbonet bench --soft`: the soft switch's forwarding rate through a
+//! 5-hop fat-tree path (edge, aggregation, core, aggregation, edge), beside
+//! the `netns` target (the kernel forwarding in five namespaces) on the
+//! same path, measured in one run.
+//!
+//! 64-byte UDP frames go from h0-0-0 to h1-0-0 as fast as one sender can;
+//! the rate is what arrives. For the soft switch, the CPU time of its
+//! data-plane thread over the blast gives its load (one thread: one core).
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+
+use crate::bench_engine::blast_between;
+use crate::render::{count, table};
+use crate::state::LabDir;
+
+const FROM: &str = "h0-0-0";
+const TO: &str = "h1-0-0";
+
+/// A bench lab that is up; `down` when dropped.
+struct Lab {
+    name: String,
+}
+
+impl Lab {
+    fn up(name: &str, target: &str, links: &str) -> Result<Lab> {
+        let text = format!(
+            "[lab]\nname = \"{name}\"\nseed = 1\ntarget = \"{target}\"\n\
+             [topology]\nkind = \"fat-tree\"\nk = 4\n[routing]\nmode = \"static\"\n{links}"
+        );
+        let path = std::env::temp_dir().join(format!("{name}.toml"));
+        std::fs::write(&path, text)?;
+        let out = std::process::Command::new(std::env::current_exe()?)
+            .args(["up", "--quiet"])
+            .arg(&path)
+            .output()?;
+        if !out.status.success() {
+            bail!(
+                "bench lab {name} did not come up: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(Lab {
+            name: name.to_owned(),
+        })
+    }
+
+    /// The first address of host `host`.
+    fn address(&self, host: &str) -> Result<std::net::Ipv4Addr> {
+        let lab = crate::lab::saved_lab(&LabDir::of(&self.name))?;
+        let node = lab
+            .fabric
+            .node_by_name(host)
+            .with_context(|| format!("no host {host}"))?;
+        let (_, local, _) = lab
+            .fabric
+            .ports(node.id)
+            .next()
+            .context("host has a port")?;
+        Ok(local.addr.addr())
+    }
+
+    /// CPU seconds the soft switch's data-plane thread has used so far.
+    fn data_plane_cpu(&self) -> Option<f64> {
+        let state = LabDir::of(&self.name).load().ok()??;
+        let pid = state
+            .routers
+            .iter()
+            .find(|r| r.node == crate::p4rt::soft::SWITCH)?
+            .pid;
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+        for task in tasks.flatten() {
+            let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
+            let (head, rest) = stat.rsplit_once(')')?;
+            if !head.ends_with("(data-plane") {
+                continue;
+            }
+            // Fields after the command: state is 3rd, utime 14th, stime 15th.
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let ticks: u64 =
+                fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+            // SAFETY: sysconf has no preconditions.
+            let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+            return Some(ticks as f64 / hz);
+        }
+        None
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if let Ok(exe) = std::env::current_exe() {
+            let _ = std::process::Command::new(exe)
+                .args(["down", &self.name])
+                .output();
+        }
+    }
+}
+
+/// `turbonet bench --soft`.
+pub fn bench(frames: u64) -> Result<ExitCode> {
+    let mut rows = Vec::new();
+    for (label, name, target, links) in [
+        ("netns (kernel)", "tnbsnetns", "netns", ""),
+        ("soft switch", "tnbssoft", "soft", ""),
+        (
+            "soft switch, 50us every link",
+            "tnbssoftd",
+            "soft",
+            "[links.default]\ndelay = \"50us\"\n",
+        ),
+    ] {
+        eprintln!("bench soft: {label} ...");
+        let lab = Lab::up(name, target, links)?;
+        let to = lab.address(TO)?;
+        // The first frames resolve the hosts' gateways.
+        blast_between(name, (FROM, TO), to, 100, Some(1_000))?;
+        let cpu_before = lab.data_plane_cpu();
+        let started = Instant::now();
+        let (secs, got) = blast_between(name, (FROM, TO), to, frames, None)?;
+        let wall = started.elapsed().as_secs_f64();
+        let cpu = match (cpu_before, lab.data_plane_cpu()) {
+            (Some(a), Some(b)) => format!("{:.0}", (b - a) / wall * 100.0),
+            _ => "-".into(),
+        };
+        rows.push(vec![
+            label.to_owned(),
+            count(frames as usize),
+            count(got as usize),
+            format!("{:.0}", got as f64 / secs / 1000.0),
+            cpu,
+        ]);
+    }
+    println!(
+        "{}",
+        table(
+            &[
+                "path h0-0-0 -> h1-0-0 (5 hops)",
+                "sent",
+                "received",
+                "kpps",
+                "data plane CPU %"
+            ],
+            rows,
+            &[1, 2, 3, 4],
+        )
+    );
+    println!(
+        "64-byte UDP frames from one sender thread; kpps = frames received / time to the last one. \
+         The soft switch's data plane is one thread (CPU % of one core); netns forwards in the \
+         kernel on the sender's core."
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,153 @@
+//! The soft switch's packet I/O: raw packet sockets on its interface ports,
+//! feeding the sans-I/O [`Switch`] and sending what it makes due. One
+//! thread, batched `recvmmsg`/`sendmmsg`, sleeps on `ppoll` with
+//! high-resolution timeouts and spins only for the last microseconds before
+//! a frame is due (as the link engine does).
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use std::{io, thread};
+
+use turbonet_softswitch::{Device, Switch};
+
+use crate::engine::packet::{PacketSocket, RxBatch};
+use crate::engine::{self, Clock};
+use crate::netns;
+
+/// Frames per `recvmmsg`.
+const RX_BATCH: usize = 64;
+
+/// Longest sleep: the controller's PacketOuts arrive on a channel with no
+/// file descriptor to wake on.
+const MAX_SLEEP: Duration = Duration::from_millis(2);
+
+/// One attached interface port.
+struct Port {
+    port: u32,
+    name: String,
+    socket: PacketSocket,
+    /// Frames due on it, gathered for one `sendmmsg`.
+    due: Vec<Vec<u8>>,
+}
+
+/// Opens a packet socket on every interface of `wanted`, inside `ns` (the
+/// switch's namespace) when given.
+fn attach(ns: Option<&OwnedFd>, wanted: &[(u32, String)]) -> Vec<Port> {
+    let open = || {
+        wanted
+            .iter()
+            .filter_map(|(port, name)| {
+                let socket = nix::net::if_::if_nametoindex(name.as_str())
+                    .map_err(io::Error::from)
+                    .and_then(PacketSocket::bind);
+                match socket {
+                    Ok(socket) => Some(Port {
+                        port: *port,
+                        name: name.clone(),
+                        socket,
+                        due: Vec::new(),
+                    }),
+                    Err(e) => {
+                        tracing::warn!("port {port}: cannot attach interface {name}: {e}");
+                        None
+                    }
+                }
+            })
+            .collect::<Vec<_>>()
+    };
+    match ns {
+        Some(ns) => netns::in_namespace(ns, || Ok(open())).unwrap_or_else(|e| {
+            tracing::warn!("cannot enter the switch's namespace: {e}");
+            Vec::new()
+        }),
+        None => open(),
+    }
+}
+
+/// Runs the data plane of `device` until `stop` is set.
+pub fn run(device: Device, ns: Option<OwnedFd>, stop: &AtomicBool) -> io::Result<()> {
+    // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+    engine::request_realtime();
+    let mut packet_out = device.take_packet_out_receiver();
+    let mut switch = Switch::new(device);
+    let clock = Clock::new();
+    let mut ports: Vec<Port> = Vec::new();
+    let mut generation = None;
+    let mut rx = RxBatch::new(RX_BATCH, 65_536);
+    let mut out: Vec<(u32, Vec<u8>)> = Vec::with_capacity(RX_BATCH);
+    let mut fds: Vec<libc::pollfd> = Vec::new();
+    // Port number -> position in `ports`.
+    let mut slot: Vec<Option<usize>> = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        switch.refresh();
+        if generation != Some(switch.generation()) {
+            generation = Some(switch.generation());
+            let wanted = switch.interfaces();
+            let attached: Vec<(u32, String)> =
+                ports.iter().map(|p| (p.port, p.name.clone())).collect();
+            if wanted != attached {
+                ports = attach(ns.as_ref(), &wanted);
+                slot = vec![None; ports.iter().map(|p| p.port as usize + 1).max().unwrap_or(0)];
+                for (i, p) in ports.iter().enumerate() {
+                    slot[p.port as usize] = Some(i);
+                }
+                fds = ports
+                    .iter()
+                    .map(|p| libc::pollfd {
+                        fd: p.socket.as_fd().as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    })
+                    .collect();
+            }
+        }
+        let now = clock.now();
+        if let Some(channel) = &mut packet_out {
+            while let Ok(packet) = channel.try_recv() {
+                switch.packet_out(now, packet);
+            }
+        }
+        for p in &ports {
+            loop {
+                let n = p.socket.recv_batch(&mut rx)?;
+                for f in 0..n {
+                    let arrival = clock.arrival(rx.received[f].1, now);
+                    switch.receive(arrival, p.port, rx.frame(f));
+                }
+                if n < RX_BATCH {
+                    break;
+                }
+            }
+        }
+        let now = clock.now();
+        switch.poll_transmit(now, &mut out);
+        for (port, frame) in out.drain(..) {
+            if let Some(&Some(i)) = slot.get(port as usize) {
+                ports[i].due.push(frame);
+            }
+        }
+        for p in &mut ports {
+            if !p.due.is_empty() {
+                // Frames the kernel refuses (a port going down) are lost
+                // on the wire, as they would be.
+                let _ = p.socket.send_batch(&p.due);
+                p.due.clear();
+            }
+        }
+        let now = clock.now();
+        let wait = match switch.next_wakeup() {
+            Some(due) if due <= now + engine::SPIN_NS => {
+                thread::yield_now();
+                continue;
+            }
+            Some(due) => Duration::from_nanos(due - now - engine::SPIN_NS).min(MAX_SLEEP),
+            None => MAX_SLEEP,
+        };
+        engine::wait_readable(&mut fds, wait)?;
+    }
+    Ok(())
+}
