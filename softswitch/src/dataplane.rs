@@ -357,8 +357,11 @@ impl Switch {
             return;
         };
         self.rt.apply_config(&pipeline.device_config);
-        let p4info = pipeline.config.p4info.clone().unwrap_or_default();
-        let ids = Ids::resolve(&pipeline.schema, &p4info);
+        let ids = match &pipeline.config.p4info {
+            Some(p4info) => Ids::resolve(&pipeline.schema, p4info),
+            // The service refuses such configs; a Device is only set by it.
+            None => Err("the pipeline has no P4Info".to_string()),
+        };
         let program = ids.and_then(|ids| {
             let cells = |id: u32| {
                 state

@@ -584,6 +584,24 @@ async fn a_shaped_queue_spaces_frames_by_their_serialization_time() {
 }
 
 #[tokio::test]
+async fn a_new_device_config_changes_the_interfaces_and_keeps_forwarding() {
+    let (mut b, mut sw) = fabric(true).await;
+    let g = sw.generation();
+    let mut more = config(true, vec![]);
+    more.ports.push(PortConfig {
+        port: 9,
+        attach: Attach::Interface("extra".into()),
+        queues: vec![],
+    });
+    b.reconcile(&more).await;
+    sw.refresh();
+    assert!(sw.generation() > g);
+    assert_eq!(sw.interfaces().last(), Some(&(9, "extra".to_string())));
+    assert_eq!(out_port(&mut sw, 0, &ping_a_to_b(64)), Some(2));
+    b.stop().await;
+}
+
+#[tokio::test]
 async fn a_full_queue_tail_drops() {
     let mut b = Bench::start(&config(true, shaped(1_000_000_000, Some(3_000)))).await;
     program(&mut b, 0, 0).await;
