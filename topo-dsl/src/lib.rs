@@ -14,6 +14,7 @@ pub mod summary;
 pub mod units;
 
 mod generate;
+mod p4rt;
 mod plan;
 mod raw;
 mod resolve;

@@ -34,6 +34,52 @@ pub struct Lab {
     /// Events the lab daemon executes once the fabric is ready, sorted by
     /// [`Event::at`]; events at the same time keep their file order.
     pub timeline: Vec<Event>,
+    /// Target `p4rt`: the P4 switches (present exactly on that target).
+    pub p4rt: Option<P4rtConfig>,
+}
+
+/// `[p4rt]`: the programmable switches a `p4rt` lab runs on, and the
+/// pipeline they get.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct P4rtConfig {
+    /// The switches, in file order (at least one).
+    pub switches: Vec<P4rtSwitch>,
+    /// Text-format P4Info of the compiled pipeline, as written (relative
+    /// paths are relative to the scenario file); `None`: turbonet's own.
+    pub p4info: Option<String>,
+    /// The target's compiled artifact (BMv2 JSON, Tofino binary), as
+    /// written; `None`: empty.
+    pub device_config: Option<String>,
+    /// Egress queues per physical port (default 8: v1model's priority
+    /// queues, which the pipeline's 3-bit queue addresses).
+    pub queues: u32,
+}
+
+/// One programmable switch of a `p4rt` lab.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct P4rtSwitch {
+    /// Name in the mapping (`s1`).
+    pub name: String,
+    /// Physical ports.
+    pub ports: u32,
+    /// Port speed.
+    pub speed: Rate,
+    /// Where its P4Runtime server is.
+    pub device: P4rtDevice,
+    /// P4Runtime device id.
+    pub device_id: u64,
+    /// Election id turbonet's controller uses (the daemon uses the next).
+    pub election_id: u64,
+}
+
+/// Where a `p4rt` switch's P4Runtime server is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum P4rtDevice {
+    /// A running server at `host:port` (a Tofino's, a BMv2 someone started).
+    Address(String),
+    /// BMv2's `simple_switch_grpc`, started by `up` on this machine.
+    Bmv2,
 }
 
 /// One entry of the scenario's `[[timeline]]`: an action at a time after

@@ -22,6 +22,31 @@ pub(crate) struct RawLab {
     pub engine: Option<Spanned<String>>,
 }
 
+/// `[p4rt]` (`switch` is read separately).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawP4rt {
+    pub p4info: Option<Spanned<String>>,
+    pub device_config: Option<Spanned<String>>,
+    pub queues: Option<Spanned<u32>>,
+    /// Listed for the key checks; read from [`Section::extra`].
+    #[allow(dead_code)]
+    pub switch: Option<IgnoredAny>,
+}
+
+/// `[[p4rt.switch]]`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawP4rtSwitch {
+    pub name: Option<Spanned<String>>,
+    pub ports: Option<Spanned<u32>>,
+    pub speed: Option<Spanned<String>>,
+    pub address: Option<Spanned<String>>,
+    pub bmv2: Option<Spanned<bool>>,
+    pub device_id: Option<Spanned<u64>>,
+    pub election_id: Option<Spanned<u64>>,
+}
+
 /// `[topology]` (all kinds; `nodes` and `links` are read separately).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -27,6 +27,7 @@ const TOP_KEYS: &[&str] = &[
     "links",
     "external",
     "timeline",
+    "p4rt",
 ];
 const KINDS: &[&str] = &["fat-tree", "leaf-spine", "hpn", "custom"];
 const TARGETS: &[&str] = &["netns", "p4rt", "soft"];
@@ -206,6 +207,15 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
         None => Vec::new(),
     };
 
+    // [p4rt], against the target.
+    let target_hint = lab.as_ref().and_then(|l| l.2);
+    let p4rt = crate::p4rt::read_p4rt(
+        d,
+        sections.get("p4rt").copied(),
+        target_hint,
+        sections.get("lab").map(|v| v.span()),
+    );
+
     let (name, seed, target, engine) = lab?;
     Some(Lab {
         name: name?,
@@ -220,6 +230,7 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
         },
         fabric: fabric?,
         timeline,
+        p4rt: p4rt?,
     })
 }
 

@@ -293,6 +293,11 @@ queue = "1MiB"
 [[links.override]]
 link = "edge0-0--agg0-0"
 delay = "3us"
+[[p4rt.switch]]
+name = "s1"
+ports = 64
+speed = "100G"
+address = "10.0.0.2:9559"
 "#);
     assert_eq!(lab.target, Target::P4rt);
     let f = &lab.fabric;
