@@ -1,11 +1,12 @@
 //! The soft switch's device config: which physical ports it has, what each
-//! is attached to, and how its egress queues are shaped.
+//! is attached to, how fast an interface port receives, and how its egress
+//! queues are shaped.
 //!
 //! It travels as the `p4_device_config` bytes of the ForwardingPipelineConfig
 //! (P4Runtime section 7 leaves their format to the target), as JSON:
 //!
 //! ```json
-//! {"ports": [{"port": 1, "interface": "p1"},
+//! {"ports": [{"port": 1, "interface": "p1", "line_rate_bps": 1000000000},
 //!            {"port": 3, "cable": 4,
 //!             "queues": [{"queue": 0, "rate_bps": 10000000000, "limit_bytes": 150000}]},
 //!            {"port": 4, "cable": 3}],
@@ -37,7 +38,8 @@ pub struct DeviceConfig {
     /// The physical ports, each at most once.
     pub ports: Vec<PortConfig>,
     /// Seed of the data plane's random draws (loss, one ChaCha8 stream per
-    /// virtual egress port; ECMP hashing is salted with it too).
+    /// virtual egress port and one per virtual ingress port; ECMP hashing
+    /// is salted with it too).
     #[serde(default)]
     pub seed: u64,
 }
@@ -55,6 +57,32 @@ pub struct PortConfig {
     /// shaped (frames leave as soon as they are due).
     #[serde(default)]
     pub queues: Vec<QueueConfig>,
+    /// Line rate of an interface port, bits per second: frames it receives
+    /// enter the pipeline no faster (each when its last bit has arrived at
+    /// this rate). `None`: as fast as they come. Cables have none (their
+    /// queues shape them). What the port sends is shaped by its `queues`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_rate_bps: Option<u64>,
+    /// Tail-drop limit on the received bytes waiting for the line rate;
+    /// `None`: 100 ms worth of the rate, at least 64 KiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_limit_bytes: Option<u64>,
+}
+
+impl PortConfig {
+    /// The tail-drop limit of the port's line rate in bytes, if it has a
+    /// rate: the configured one, or 100 ms worth of the rate (at least 64
+    /// KiB), as for a queue ([`QueueConfig::limit`]).
+    pub fn line_limit(&self) -> Option<u64> {
+        let rate = self.line_rate_bps?;
+        Some(self.line_limit_bytes.unwrap_or_else(|| default_limit(rate)))
+    }
+}
+
+/// 100 ms worth of `rate_bps`, at least 64 KiB (so a slow link still holds
+/// a burst of full-size frames).
+fn default_limit(rate_bps: u64) -> u64 {
+    (rate_bps / 8 / 10).max(64 * 1024)
 }
 
 /// What a physical port is attached to.
@@ -89,7 +117,7 @@ impl QueueConfig {
     /// burst of full-size frames).
     pub fn limit(&self) -> u64 {
         self.limit_bytes
-            .unwrap_or_else(|| (self.rate_bps / 8 / 10).max(64 * 1024))
+            .unwrap_or_else(|| default_limit(self.rate_bps))
     }
 }
 
@@ -104,6 +132,8 @@ struct RawPort {
     cable: Option<u32>,
     #[serde(default)]
     queues: Vec<QueueConfig>,
+    line_rate_bps: Option<u64>,
+    line_limit_bytes: Option<u64>,
 }
 
 impl TryFrom<RawPort> for PortConfig {
@@ -131,6 +161,8 @@ impl TryFrom<RawPort> for PortConfig {
             port: raw.port,
             attach,
             queues: raw.queues,
+            line_rate_bps: raw.line_rate_bps,
+            line_limit_bytes: raw.line_limit_bytes,
         })
     }
 }
@@ -151,7 +183,8 @@ impl DeviceConfig {
     /// each port once, interface names non-empty, at most 15 bytes and
     /// used once, every cable's other port present and cabled back (and
     /// not to itself), queues listed once per port with a positive rate and
-    /// limit.
+    /// limit, line rates (and their limits) positive and on interface ports
+    /// only, a line limit only with a line rate.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, Error> {
         if bytes.is_empty() {
             return Ok(Self::default());
@@ -193,6 +226,31 @@ impl DeviceConfig {
                         p.port
                     )));
                 }
+            }
+            if p.line_rate_bps == Some(0) {
+                return Err(invalid(format!(
+                    "port {}: line_rate_bps must be positive (leave it out for no line rate)",
+                    p.port
+                )));
+            }
+            if p.line_limit_bytes == Some(0) {
+                return Err(invalid(format!(
+                    "port {}: line_limit_bytes must be positive",
+                    p.port
+                )));
+            }
+            if p.line_limit_bytes.is_some() && p.line_rate_bps.is_none() {
+                return Err(invalid(format!(
+                    "port {}: line_limit_bytes needs line_rate_bps (the rate the limit is \
+                     drained at)",
+                    p.port
+                )));
+            }
+            if p.line_rate_bps.is_some() && matches!(p.attach, Attach::Cable(_)) {
+                return Err(invalid(format!(
+                    "port {}: a cable has no line rate (shape its queues instead)",
+                    p.port
+                )));
             }
             let mut queues = BTreeSet::new();
             for q in &p.queues {
@@ -271,7 +329,7 @@ mod tests {
 
     #[test]
     fn json_both_ways() {
-        let json = r#"{"ports":[{"port":1,"interface":"p1"},{"port":3,"cable":4,"queues":[{"queue":2,"rate_bps":1000000,"limit_bytes":3000}]},{"port":4,"cable":3}],"seed":9}"#;
+        let json = r#"{"ports":[{"port":1,"interface":"p1","line_rate_bps":1000000},{"port":3,"cable":4,"queues":[{"queue":2,"rate_bps":1000000,"limit_bytes":3000}]},{"port":4,"cable":3}],"seed":9}"#;
         let config = parse(json).unwrap();
         assert_eq!(
             config,
@@ -281,6 +339,8 @@ mod tests {
                         port: 1,
                         attach: Attach::Interface("p1".into()),
                         queues: vec![],
+                        line_rate_bps: Some(1_000_000),
+                        line_limit_bytes: None,
                     },
                     PortConfig {
                         port: 3,
@@ -290,11 +350,15 @@ mod tests {
                             rate_bps: 1_000_000,
                             limit_bytes: Some(3000),
                         }],
+                        line_rate_bps: None,
+                        line_limit_bytes: None,
                     },
                     PortConfig {
                         port: 4,
                         attach: Attach::Cable(3),
                         queues: vec![],
+                        line_rate_bps: None,
+                        line_limit_bytes: None,
                     },
                 ],
                 seed: 9,
@@ -306,7 +370,11 @@ mod tests {
         );
         let text = String::from_utf8(config.to_bytes()).unwrap();
         assert!(
-            text.contains(r#"{"port":1,"interface":"p1","queues":[]}"#),
+            text.contains(r#"{"port":1,"interface":"p1","queues":[],"line_rate_bps":1000000}"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"{"port":4,"cable":3,"queues":[]}"#),
             "{text}"
         );
         assert_eq!(parse(r#"{"ports":[]}"#).unwrap().seed, 0);
@@ -321,6 +389,20 @@ mod tests {
         };
         assert_eq!(q(10_000_000_000).limit(), 125_000_000);
         assert_eq!(q(1_000_000).limit(), 65_536);
+        let line = |line_rate_bps, line_limit_bytes| PortConfig {
+            port: 1,
+            attach: Attach::Interface("p1".into()),
+            queues: vec![],
+            line_rate_bps,
+            line_limit_bytes,
+        };
+        assert_eq!(
+            line(Some(10_000_000_000), None).line_limit(),
+            Some(125_000_000)
+        );
+        assert_eq!(line(Some(1_000_000), None).line_limit(), Some(65_536));
+        assert_eq!(line(Some(1_000_000), Some(3_000)).line_limit(), Some(3_000));
+        assert_eq!(line(None, None).line_limit(), None);
     }
 
     #[test]
@@ -331,7 +413,8 @@ mod tests {
             (r#"{"ports":[{"port":1}]}"#, r#"port 1: give "interface""#),
             (
                 r#"{"ports":[{"port":1,"interface":"p1","speed":3}]}"#,
-                "unknown field `speed`, expected one of `port`, `interface`, `cable`, `queues`",
+                "unknown field `speed`, expected one of `port`, `interface`, `cable`, `queues`, \
+                 `line_rate_bps`, `line_limit_bytes`",
             ),
             (
                 r#"{"ports":[{"port":1,"interface":"p1","cable":2}]}"#,
@@ -397,6 +480,22 @@ mod tests {
             (
                 r#"{"ports":[{"port":1,"interface":"a","queues":[{"queue":0,"rate_bps":1},{"queue":0,"rate_bps":2}]}]}"#,
                 "queue 0 is listed twice",
+            ),
+            (
+                r#"{"ports":[{"port":1,"interface":"a","line_rate_bps":0}]}"#,
+                "port 1: line_rate_bps must be positive",
+            ),
+            (
+                r#"{"ports":[{"port":1,"interface":"a","line_rate_bps":1,"line_limit_bytes":0}]}"#,
+                "line_limit_bytes must be positive",
+            ),
+            (
+                r#"{"ports":[{"port":1,"interface":"a","line_limit_bytes":9000}]}"#,
+                "line_limit_bytes needs line_rate_bps",
+            ),
+            (
+                r#"{"ports":[{"port":3,"cable":4,"line_rate_bps":1},{"port":4,"cable":3}]}"#,
+                "port 3: a cable has no line rate",
             ),
         ] {
             let err = parse(json).expect_err(json);

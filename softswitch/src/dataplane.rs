@@ -17,7 +17,7 @@ use frame::{
 };
 use program::Ids;
 use tables::{Egress, Hop, Local, Route, Tables, Vport, mix};
-use tm::{LossStreams, TrafficManager};
+use tm::{LineRates, LossStreams, TrafficManager};
 
 use crate::device::CounterCells;
 use crate::{Attach, Device, DeviceConfig, DeviceState};
@@ -75,11 +75,19 @@ pub struct SwitchStats {
     pub dropped_link_cut: u64,
     /// Dropped: the link's loss draw.
     pub dropped_loss: u64,
-    /// Dropped: the egress queue was over its limit (tail drop).
+    /// Dropped: a host link's inbound loss draw (the port mapper's
+    /// threshold), counted in `vport_rx_lost`.
+    pub dropped_inbound_loss: u64,
+    /// Dropped: the egress queue, or the ingress backlog of an interface
+    /// port's line rate, was over its limit (tail drop).
     pub dropped_queue_full: u64,
+    /// Of those, frames received on an interface port whose line rate's
+    /// backlog was full.
+    pub line_rate_full: u64,
     /// Dropped: the egress port is neither an interface nor a cable.
     pub dropped_no_egress_port: u64,
-    /// Frames in the traffic manager now (queued or delayed).
+    /// Frames in the traffic manager now (queued or delayed), or received
+    /// and waiting for their port's line rate.
     pub queued: u64,
 }
 
@@ -90,7 +98,7 @@ impl SwitchStats {
     }
 
     /// Drops by reason, named as a `show` table prints them.
-    pub fn drops(&self) -> [(&'static str, u64); 10] {
+    pub fn drops(&self) -> [(&'static str, u64); 11] {
         [
             ("no pipeline", self.dropped_no_pipeline),
             ("malformed", self.dropped_malformed),
@@ -100,6 +108,7 @@ impl SwitchStats {
             ("no route", self.dropped_no_route),
             ("link cut", self.dropped_link_cut),
             ("loss", self.dropped_loss),
+            ("inbound loss", self.dropped_inbound_loss),
             ("queue full", self.dropped_queue_full),
             ("no egress port", self.dropped_no_egress_port),
         ]
@@ -119,21 +128,25 @@ enum Port {
 struct Program {
     ids: Ids,
     tables: Tables,
-    /// `vport_rx`, `vport_tx`, `vport_lost` (see [`Counts`]).
-    counters: [Arc<CounterCells>; 3],
+    /// `vport_rx`, `vport_tx`, `vport_lost`, `vport_rx_lost` (see
+    /// [`Counts`]); `None` for a counter the P4Info lacks.
+    counters: [Option<Arc<CounterCells>>; COUNTERS],
 }
 
 const RX: usize = 0;
 const TX: usize = 1;
 const LOST: usize = 2;
+const RX_LOST: usize = 3;
+const COUNTERS: usize = 4;
 
 /// Counter updates not yet added to the device's cells: a frame costs
 /// plain adds here, and each touched cell one atomic add per
 /// [`Switch::poll_transmit`] (atomic adds were a quarter of a hop's time).
 #[derive(Debug, Default)]
 struct Counts {
-    /// (packets, bytes) per cell of `vport_rx`, `vport_tx`, `vport_lost`.
-    cells: [Vec<(u64, u64)>; 3],
+    /// (packets, bytes) per cell of `vport_rx`, `vport_tx`, `vport_lost`,
+    /// `vport_rx_lost` (none for a counter the P4Info lacks).
+    cells: [Vec<(u64, u64)>; COUNTERS],
     /// Cells with a count, (counter, index).
     dirty: Vec<(usize, usize)>,
 }
@@ -151,19 +164,22 @@ impl Counts {
     }
 
     /// Adds the counts to the device's cells.
-    fn flush(&mut self, to: &[Arc<CounterCells>; 3]) {
+    fn flush(&mut self, to: &[Option<Arc<CounterCells>>; COUNTERS]) {
         for (counter, index) in self.dirty.drain(..) {
             let cell = std::mem::take(&mut self.cells[counter][index]);
-            to[counter].add_many(index, cell.0, cell.1);
+            if let Some(device) = &to[counter] {
+                device.add_many(index, cell.0, cell.1);
+            }
         }
     }
 
     /// Sizes the local cells like the device's.
-    fn resize(&mut self, to: &[Arc<CounterCells>; 3]) {
+    fn resize(&mut self, to: &[Option<Arc<CounterCells>>; COUNTERS]) {
         // Flushed cells are zero: only a new size needs new cells.
         for (cells, device) in self.cells.iter_mut().zip(to) {
-            if cells.len() != device.len() {
-                *cells = vec![(0, 0); device.len()];
+            let len = device.as_ref().map_or(0, |d| d.len());
+            if cells.len() != len {
+                *cells = vec![(0, 0); len];
             }
         }
     }
@@ -180,6 +196,8 @@ struct Runtime {
     /// Salt of the ECMP hash (from the config's seed).
     hash_seed: u64,
     tm: TrafficManager,
+    /// Interface ports' line rates, pacing what they receive.
+    lines: LineRates,
     losses: LossStreams,
     counts: Counts,
     stats: SwitchStats,
@@ -217,6 +235,7 @@ impl Runtime {
         self.interfaces.sort();
         self.hash_seed = mix(config.seed ^ 0x7475_7262_6f6e_6574);
         self.tm.configure(config);
+        self.lines.configure(config);
         self.losses.reseed(config.seed);
         self.config = Some(config.clone());
     }
@@ -231,11 +250,17 @@ impl Runtime {
 ///
 /// What the switch does with a frame, in the program's order:
 ///
+/// 0. (not in the program: the port's wire) an interface port with a line
+///    rate in the device config lets a received frame in when its last bit
+///    has arrived at that rate, in arrival order, and tail-drops what
+///    would pass its backlog limit;
 /// 1. parse Ethernet, an optional 802.1Q tag, ARP or IPv4 (options
 ///    honoured) and the TCP/UDP ports;
 /// 2. `port_mapper` (ingress port, VLAN id or 0 when untagged) gives the
-///    virtual switch and virtual ingress port (a miss drops), `vport_rx`
-///    counts the frame, and the tag comes off;
+///    virtual switch and virtual ingress port (a miss drops) and, for a
+///    host link, its inbound delay and loss threshold; `vport_rx` counts
+///    the frame; one 32-bit random draw below the inbound threshold loses
+///    it (`vport_rx_lost`); the tag comes off;
 /// 3. ARP requests for an address in `arp_responder` are answered in place
 ///    and sent back out of the virtual ingress port; IPv4 to an address in
 ///    `local`, or with TTL <= 1, goes to the controller as a PacketIn
@@ -248,7 +273,9 @@ impl Runtime {
 ///    drops (a cut link); one 32-bit random draw below the threshold loses
 ///    the frame (`vport_lost`), otherwise `vport_tx` counts it;
 /// 5. the traffic manager queues it per (port, queue), shaped to the device
-///    config's rate with a tail-drop limit, and holds it for the delay.
+///    config's rate with a tail-drop limit, and holds it for the delay:
+///    the egress link's plus the inbound delay of step 2 (a PacketOut has
+///    none).
 ///
 /// Frames due on an interface port leave through `poll_transmit`; frames
 /// due on a loopback-cable port enter the pipeline again at the cable's
@@ -270,8 +297,8 @@ impl Runtime {
 ///   (the program recomputes it over the first 20 bytes only);
 /// - group members are picked in proportion to their weights (BMv2's
 ///   selector ignores weights);
-/// - loss draws come from one ChaCha8 stream per virtual egress port, and
-///   a threshold of 0 draws nothing;
+/// - loss draws come from one ChaCha8 stream per virtual egress port and
+///   one per virtual ingress port, and a threshold of 0 draws nothing;
 /// - a `local` hit on `NoAction` drops (the program returns without an
 ///   egress port), a port_mapper miss is not counted in `vport_rx` cell 0,
 ///   and `vport_tx` counts the bytes as they leave (tag included);
@@ -372,9 +399,10 @@ impl Switch {
             };
             Ok(Program {
                 counters: [
-                    cells(ids.vport_rx)?,
-                    cells(ids.vport_tx)?,
-                    cells(ids.vport_lost)?,
+                    Some(cells(ids.vport_rx)?),
+                    Some(cells(ids.vport_tx)?),
+                    Some(cells(ids.vport_lost)?),
+                    ids.vport_rx_lost.map(cells).transpose()?,
                 ],
                 tables: tables::compile(&ids, state, &mut self.rt.tm, &mut self.rt.losses),
                 ids,
@@ -401,19 +429,29 @@ impl Switch {
         }
     }
 
-    /// A frame received on interface port `port` at `now`.
+    /// A frame received on interface port `port` at `now`. On a port with
+    /// a line rate it enters the pipeline when its last bit has arrived at
+    /// that rate (from [`Switch::poll_transmit`], in arrival order), or is
+    /// tail-dropped when the port's backlog is full; otherwise at once.
     pub fn receive(&mut self, now: u64, port: u32, frame: &[u8]) {
         self.refresh();
         self.rt.stats.received += 1;
         self.rt.stats.received_bytes += frame.len() as u64;
-        ingress(
-            self.program.as_ref(),
-            &mut self.rt,
-            &self.device,
-            now,
-            port,
-            Frame::from_wire(frame),
-        );
+        match self.rt.lines.receive(now, port, Frame::from_wire(frame)) {
+            Ok(Some(frame)) => ingress(
+                self.program.as_ref(),
+                &mut self.rt,
+                &self.device,
+                now,
+                port,
+                frame,
+            ),
+            Ok(None) => {}
+            Err(tm::QueueFull) => {
+                self.rt.stats.dropped_queue_full += 1;
+                self.rt.stats.line_rate_full += 1;
+            }
+        }
     }
 
     /// A controller PacketOut (metadata vswitch and vport from the P4Info's
@@ -451,21 +489,42 @@ impl Switch {
             }
             frame.strip_vlan();
         }
-        egress(prog, &mut self.rt, now, vport as u16, frame, false);
+        // A controller's packet did not come in over a host link: no
+        // inbound delay.
+        egress(prog, &mut self.rt, now, vport as u16, frame, false, 0);
     }
 
     /// Frames due on interface ports at or before `now`, appended to `out`
     /// as (port, frame), in due order. Frames due on cable ports enter the
     /// pipeline again at the cable's other port (with their tag), as if
-    /// received there at their due time. At most a fixed budget of frames
-    /// is moved per call; [`Switch::next_wakeup`] is then `<= now`.
+    /// received there at their due time; frames an interface port's line
+    /// rate held enter the pipeline at their admission time, in time order
+    /// with the rest. At most a fixed budget of frames is moved per call;
+    /// [`Switch::next_wakeup`] is then `<= now`.
     ///
-    /// The `vport_rx`, `vport_tx` and `vport_lost` counts of the frames
-    /// handled since the last call reach the device's counters here (one
-    /// atomic add per touched cell, not per frame).
+    /// The counts (`vport_rx`, `vport_tx`, `vport_lost`, `vport_rx_lost`)
+    /// of the frames handled since the last call reach the device's
+    /// counters here (one atomic add per touched cell, not per frame).
     pub fn poll_transmit(&mut self, now: u64, out: &mut Vec<(u32, Vec<u8>)>) {
         self.refresh();
         for _ in 0..POLL_BUDGET {
+            // The earlier of the next admission and the next departure, so
+            // what a line rate held meets the pipeline's state of its time.
+            let admission = self.rt.lines.next_due().filter(|&at| at <= now);
+            let departure = self.rt.tm.next_due().filter(|&due| due <= now);
+            if let Some(at) = admission.filter(|&at| departure.is_none_or(|due| at < due)) {
+                if let Some((at, port, frame)) = self.rt.lines.pop_due(at) {
+                    ingress(
+                        self.program.as_ref(),
+                        &mut self.rt,
+                        &self.device,
+                        at,
+                        port,
+                        frame,
+                    );
+                }
+                continue;
+            }
             let Some((due, port, frame)) = self.rt.tm.pop_due(now) else {
                 break;
             };
@@ -501,9 +560,13 @@ impl Switch {
         }
     }
 
-    /// When the next frame is due, if any.
+    /// When the next frame is due (to leave, or to enter the pipeline at
+    /// its port's line rate), if any.
     pub fn next_wakeup(&self) -> Option<u64> {
-        self.rt.tm.next_due()
+        match (self.rt.tm.next_due(), self.rt.lines.next_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Why the data plane drops every frame, if it does (no pipeline, or a
@@ -515,7 +578,7 @@ impl Switch {
     /// Counters of this data plane.
     pub fn stats(&self) -> SwitchStats {
         SwitchStats {
-            queued: self.rt.tm.len() as u64,
+            queued: (self.rt.tm.len() + self.rt.lines.len()) as u64,
             ..self.rt.stats
         }
     }
@@ -557,24 +620,53 @@ fn ingress(
     } else {
         0
     };
-    let Some(Vport { vswitch, vport }) = prog.tables.port_mapper(port, vid) else {
+    let Some(Vport {
+        vswitch,
+        vport,
+        delay_ns,
+        loss_threshold,
+        loss,
+    }) = prog.tables.port_mapper(port, vid)
+    else {
         rt.stats.dropped_no_port_mapping += 1;
         return;
     };
     rt.counts.add(RX, usize::from(vport), frame.len() as u64);
+    // A host link's inbound loss, drawn as the frame enters (its other
+    // end is outside the pipeline, so no egress draws for it).
+    if loss_threshold != 0 && rt.losses.draw(loss) < loss_threshold {
+        rt.counts
+            .add(RX_LOST, usize::from(vport), frame.len() as u64);
+        rt.stats.dropped_inbound_loss += 1;
+        return;
+    }
     if tagged {
         frame.strip_vlan();
     }
+    let from = Ingress {
+        vswitch,
+        vport,
+        delay_ns,
+    };
     match frame.ether_type() {
-        ETHERTYPE_ARP => arp(prog, rt, now, vswitch, vport, frame),
-        ETHERTYPE_IPV4 => ipv4(prog, rt, device, now, vswitch, vport, frame),
+        ETHERTYPE_ARP => arp(prog, rt, now, from, frame),
+        ETHERTYPE_IPV4 => ipv4(prog, rt, device, now, from, frame),
         _ => rt.stats.dropped_not_ip += 1,
     }
 }
 
+/// Where a frame entered: its virtual switch and virtual ingress port, and
+/// the inbound delay of that port's link (a host link's; 0 otherwise).
+#[derive(Debug, Clone, Copy)]
+struct Ingress {
+    vswitch: u16,
+    vport: u16,
+    delay_ns: u64,
+}
+
 /// `arp_responder`: a request for one of the virtual switch's addresses
 /// is turned into its reply in place (RFC 826) and sent back out.
-fn arp(prog: &Program, rt: &mut Runtime, now: u64, vswitch: u16, vport_in: u16, mut frame: Frame) {
+fn arp(prog: &Program, rt: &mut Runtime, now: u64, from: Ingress, mut frame: Frame) {
     let b = frame.bytes();
     if b.len() < ETH_LEN + ARP_LEN {
         rt.stats.dropped_malformed += 1;
@@ -587,7 +679,7 @@ fn arp(prog: &Program, rt: &mut Runtime, now: u64, vswitch: u16, vport_in: u16, 
         rt.stats.dropped_arp += 1;
         return;
     }
-    let Some(mac) = prog.tables.arp_responder(vswitch, be32(a, 24)) else {
+    let Some(mac) = prog.tables.arp_responder(from.vswitch, be32(a, 24)) else {
         rt.stats.dropped_arp += 1;
         return;
     };
@@ -607,7 +699,8 @@ fn arp(prog: &Program, rt: &mut Runtime, now: u64, vswitch: u16, vport_in: u16, 
     eth.copy_within(6..12, 0);
     eth[6..12].copy_from_slice(&mac);
     rt.stats.arp_replies += 1;
-    egress(prog, rt, now, vport_in, frame, true);
+    // Back over the link it came in on: both directions' delay.
+    egress(prog, rt, now, from.vport, frame, true, from.delay_ns);
 }
 
 /// IPv4: `local`, the TTL check, then `ipv4_lpm`.
@@ -616,10 +709,14 @@ fn ipv4(
     rt: &mut Runtime,
     device: &Device,
     now: u64,
-    vswitch: u16,
-    vport_in: u16,
+    from: Ingress,
     mut frame: Frame,
 ) {
+    let Ingress {
+        vswitch,
+        vport: vport_in,
+        ..
+    } = from;
     let b = frame.bytes();
     if b.len() < ETH_LEN + IPV4_MIN || b[ETH_LEN] >> 4 != 4 {
         rt.stats.dropped_malformed += 1;
@@ -662,7 +759,7 @@ fn ipv4(
             ip[8] -= 1;
             let checksum = checksum_update(be16(ip, 10), old, be16(ip, 8));
             ip[10..12].copy_from_slice(&checksum.to_be_bytes());
-            egress(prog, rt, now, vport, frame, true);
+            egress(prog, rt, now, vport, frame, true, from.delay_ns);
         }
         Hop::ToCpu => punt(prog, rt, device, vswitch, vport_in, frame),
         Hop::Drop => rt.stats.dropped_no_route += 1,
@@ -708,8 +805,18 @@ fn punt(prog: &Program, rt: &mut Runtime, device: &Device, vswitch: u16, vport: 
 }
 
 /// `queue_mapper`, then (for frames of the pipeline, `draw`) the loss
-/// draw and `vport_tx`, then the traffic manager.
-fn egress(prog: &Program, rt: &mut Runtime, now: u64, vport: u16, mut frame: Frame, draw: bool) {
+/// draw and `vport_tx`, then the traffic manager, which holds the frame
+/// for the link's delay plus `in_delay_ns` (the inbound delay of the host
+/// link it came in on, as `set_egress` adds `meta.in_delay_ns`).
+fn egress(
+    prog: &Program,
+    rt: &mut Runtime,
+    now: u64,
+    vport: u16,
+    mut frame: Frame,
+    draw: bool,
+    in_delay_ns: u64,
+) {
     let Egress::Set {
         port,
         tag,
@@ -737,6 +844,7 @@ fn egress(prog: &Program, rt: &mut Runtime, now: u64, vport: u16, mut frame: Fra
         rt.stats.dropped_no_egress_port += 1;
         return;
     }
+    let delay_ns = delay_ns.saturating_add(in_delay_ns);
     if rt.tm.enqueue(now, queue, delay_ns, frame).is_err() {
         rt.stats.dropped_queue_full += 1;
     }

@@ -28,6 +28,8 @@ fn iface(port: u32, queues: Vec<QueueConfig>) -> PortConfig {
         port,
         attach: Attach::Interface(format!("p{port}")),
         queues,
+        line_rate_bps: None,
+        line_limit_bytes: None,
     }
 }
 
@@ -36,6 +38,8 @@ fn cable(port: u32, peer: u32) -> PortConfig {
         port,
         attach: Attach::Cable(peer),
         queues: vec![],
+        line_rate_bps: None,
+        line_limit_bytes: None,
     }
 }
 
@@ -592,6 +596,8 @@ async fn a_new_device_config_changes_the_interfaces_and_keeps_forwarding() {
         port: 9,
         attach: Attach::Interface("extra".into()),
         queues: vec![],
+        line_rate_bps: None,
+        line_limit_bytes: None,
     });
     b.reconcile(&more).await;
     sw.refresh();
@@ -680,6 +686,236 @@ async fn egress_to_a_port_the_config_lacks_is_dropped() {
     sw.receive(0, 1, &ping_a_to_b(64));
     assert!(poll(&mut sw, 0).is_empty());
     assert_eq!(sw.stats().dropped_no_egress_port, 1);
+    b.stop().await;
+}
+
+/// Sends `n` pings from host A, whose port 1 maps with inbound loss
+/// threshold `threshold`; returns how many reached host B.
+async fn through_lossy_host_port(threshold: u32, n: u32) -> (u32, SwitchStats, Bench) {
+    let (mut b, mut sw) = fabric(true).await;
+    let lossy = b.e.port_map_in(1, 0, 1, 1, 0, threshold);
+    b.modify(vec![lossy]).await;
+    let mut passed = 0;
+    for i in 0..n {
+        sw.receive(u64::from(i), 1, &ping_a_to_b(64));
+        passed += poll(&mut sw, u64::from(i)).len() as u32;
+    }
+    (passed, sw.stats(), b)
+}
+
+#[tokio::test]
+async fn a_host_ports_inbound_loss_follows_its_threshold_and_is_counted() {
+    // 2^30 / 2^32 = 1/4; sigma of 10000 draws is about 43.
+    let (passed, s, b) = through_lossy_host_port(1 << 30, 10_000).await;
+    let lost = 10_000 - passed;
+    assert!((2350..2650).contains(&lost), "lost {lost}");
+    assert_eq!(s.dropped_inbound_loss, u64::from(lost));
+    assert_eq!(s.dropped_loss, 0, "not the egress draw");
+    assert_eq!(s.dropped(), u64::from(lost));
+    // As in the program: vport_rx counts before the draw, vport_rx_lost
+    // what it took; both read back through the device.
+    assert_eq!(b.counter("vport_rx_lost", 1).packets, u64::from(lost));
+    assert_eq!(b.counter("vport_rx", 1).packets, 10_000);
+    assert_eq!(b.counter("vport_tx", 2).packets, u64::from(passed));
+    assert_eq!(b.counter("vport_lost", 2).packets, 0);
+    b.stop().await;
+
+    // The same seed loses the same frames; threshold 0 loses none.
+    let (again, _, b) = through_lossy_host_port(1 << 30, 10_000).await;
+    assert_eq!(again, passed);
+    b.stop().await;
+    let (all, s, b) = through_lossy_host_port(0, 1_000).await;
+    assert_eq!((all, s.dropped_inbound_loss), (1_000, 0));
+    assert_eq!(b.counter("vport_rx_lost", 1).packets, 0);
+    b.stop().await;
+}
+
+#[tokio::test]
+async fn inbound_and_egress_delays_add_up_on_a_forwarded_frame() {
+    let mut b = Bench::start(&config(true, vec![])).await;
+    program(&mut b, 3_000, 2_000).await;
+    let inbound = b.e.port_map_in(1, 0, 1, 1, 5_000, 0);
+    b.modify(vec![inbound]).await;
+    let mut sw = Switch::new(b.device.clone());
+    sw.receive(1_000, 1, &ping_a_to_b(64));
+    // Host A's inbound 5 us plus the virtual link's 3 us to the cable ...
+    assert_eq!(sw.next_wakeup(), Some(9_000));
+    assert!(poll(&mut sw, 8_999).is_empty());
+    assert!(poll(&mut sw, 9_000).is_empty());
+    // ... then vs2's 2 us to host B; the cable's port mapping adds none.
+    assert_eq!(sw.next_wakeup(), Some(11_000));
+    assert!(poll(&mut sw, 10_999).is_empty());
+    assert_eq!(poll(&mut sw, 11_000).len(), 1);
+    // Host B's port has no inbound delay: B -> A takes the link's 3 us
+    // and vport 1's 0.
+    sw.receive(
+        20_000,
+        2,
+        &Ip::new(smac(2), hmac(B), "10.0.2.2", "10.0.1.2", 64).ping(),
+    );
+    assert!(poll(&mut sw, 20_000).is_empty());
+    assert_eq!(sw.next_wakeup(), Some(23_000));
+    assert_eq!(poll(&mut sw, 23_000).len(), 1);
+    b.stop().await;
+}
+
+#[tokio::test]
+async fn an_arp_reply_gets_the_host_links_delay_both_ways() {
+    let (mut b, mut sw) = fabric(true).await;
+    let entities = vec![
+        b.e.port_map_in(1, 0, 1, 1, 5_000, 0),
+        b.e.egress(1, 1, 0, 0, 4_000, 0),
+    ];
+    b.modify(entities).await;
+    sw.receive(
+        1_000,
+        1,
+        &arp_request(hmac(A), ip("10.0.1.2"), ip("10.0.1.1")),
+    );
+    assert_eq!(sw.next_wakeup(), Some(10_000));
+    assert!(poll(&mut sw, 9_999).is_empty());
+    let out = poll(&mut sw, 10_000);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].0, 1);
+    assert_eq!(sw.stats().arp_replies, 1);
+    // A controller's packet out of vport 1 has no inbound part.
+    let packet = PacketOut {
+        payload: ping_a_to_b(64),
+        metadata: vec![
+            PacketMetadata {
+                metadata_id: 1,
+                value: vec![1],
+            },
+            PacketMetadata {
+                metadata_id: 2,
+                value: vec![1],
+            },
+        ],
+    };
+    sw.packet_out(20_000, packet);
+    assert_eq!(sw.next_wakeup(), Some(24_000));
+    b.stop().await;
+}
+
+/// Ports as [`config`] (with the cable, no queue shaping), host A's port 1
+/// received at `rate_bps` with limit `limit_bytes`.
+fn rated(rate_bps: Option<u64>, limit_bytes: Option<u64>) -> DeviceConfig {
+    let mut c = config(true, vec![]);
+    c.ports[0].line_rate_bps = rate_bps;
+    c.ports[0].line_limit_bytes = limit_bytes;
+    c
+}
+
+/// Every time a frame leaves, polling at each wakeup until none is left.
+fn departures(sw: &mut Switch) -> Vec<(u64, u32)> {
+    let mut times = Vec::new();
+    while let Some(t) = sw.next_wakeup() {
+        if t > 0 {
+            assert!(poll(sw, t - 1).is_empty(), "nothing leaves before {t}");
+        }
+        times.extend(poll(sw, t).into_iter().map(|(port, _)| (t, port)));
+    }
+    times
+}
+
+#[tokio::test]
+async fn a_line_rate_spaces_received_frames_and_tail_drops_beyond_its_limit() {
+    let mut b = Bench::start(&rated(Some(1_000_000_000), Some(3_000))).await;
+    program(&mut b, 0, 0).await;
+    let mut sw = Switch::new(b.device.clone());
+    for _ in 0..10 {
+        sw.receive(0, 1, &kilobyte());
+    }
+    // Nothing enters the pipeline before its last bit has arrived.
+    assert!(poll(&mut sw, 7_999).is_empty());
+    assert_eq!(b.counter("vport_rx", 1).packets, 0);
+    let s = sw.stats();
+    assert_eq!((s.received, s.queued), (10, 3));
+    assert_eq!((s.dropped_queue_full, s.line_rate_full), (7, 7));
+    // 1000 bytes at 1 Gbit/s: one every 8 us, forwarded at once to B.
+    assert_eq!(departures(&mut sw), [(8_000, 2), (16_000, 2), (24_000, 2)]);
+    assert_eq!(b.counter("vport_rx", 1).packets, 3);
+    assert_eq!(sw.stats().queued, 0);
+
+    // Host B's port has no line rate: its frames go straight in.
+    sw.receive(
+        30_000,
+        2,
+        &Ip::new(smac(2), hmac(B), "10.0.2.2", "10.0.1.2", 64).ping(),
+    );
+    assert_eq!(poll(&mut sw, 30_000).len(), 1);
+
+    // A new device config's line rate applies from the next frame on.
+    b.reconcile(&rated(Some(2_000_000_000), None)).await;
+    for _ in 0..3 {
+        sw.receive(100_000, 1, &kilobyte());
+    }
+    assert_eq!(
+        departures(&mut sw),
+        [(104_000, 2), (108_000, 2), (112_000, 2)]
+    );
+    // Without one, the port receives at once again.
+    b.reconcile(&rated(None, None)).await;
+    sw.receive(200_000, 1, &kilobyte());
+    assert_eq!(poll(&mut sw, 200_000).len(), 1);
+    b.stop().await;
+}
+
+#[tokio::test]
+async fn frames_a_line_rate_held_enter_the_pipeline_at_their_admission_time() {
+    // Port 1 received at 1 Gbit/s, port 2 (host B) shaped at 1 Gbit/s too,
+    // 3 us on the virtual link between the two virtual switches.
+    let mut c = config(true, shaped(1_000_000_000, None));
+    c.ports[0].line_rate_bps = Some(1_000_000_000);
+    let mut b = Bench::start(&c).await;
+    program(&mut b, 3_000, 0).await;
+    let mut sw = Switch::new(b.device.clone());
+    sw.receive(0, 1, &kilobyte());
+    sw.receive(0, 1, &kilobyte());
+    assert_eq!(sw.next_wakeup(), Some(8_000));
+    // Admitted at 8 and 16 us, across the cable at 11 and 19 us, then
+    // 8 us each on port 2's queue.
+    assert_eq!(departures(&mut sw), [(19_000, 2), (27_000, 2)]);
+
+    // Polled late, once: each frame still entered at its admission time
+    // and crossed at its due time, in time order with the queue's
+    // departures (entering at the poll's time, they would leave later).
+    sw.receive(100_000, 1, &kilobyte());
+    sw.receive(100_000, 1, &kilobyte());
+    assert_eq!(poll(&mut sw, 126_999).len(), 1);
+    assert_eq!(poll(&mut sw, 127_000).len(), 1);
+    assert_eq!(sw.stats().cable_crossings, 4);
+    assert_eq!(sw.next_wakeup(), None);
+    b.stop().await;
+}
+
+/// The P4Info of before host links were impaired at ingress: set_vport
+/// with two parameters, no vport_rx_lost.
+fn two_param_set_vport() -> p4runtime_proto::p4::config::v1::P4Info {
+    let mut p = turbonet_p4info();
+    p.counters
+        .retain(|c| c.preamble.as_ref().unwrap().alias != "vport_rx_lost");
+    let set_vport = p
+        .actions
+        .iter_mut()
+        .find(|a| a.preamble.as_ref().unwrap().alias == "set_vport")
+        .unwrap();
+    set_vport.params.truncate(2);
+    p
+}
+
+#[tokio::test]
+async fn a_p4info_with_the_two_parameter_set_vport_still_forwards() {
+    let mut b = Bench::start_with(two_param_set_vport(), &config(true, vec![])).await;
+    program(&mut b, 0, 1_000).await;
+    let mut sw = Switch::new(b.device.clone());
+    assert_eq!(sw.down(), None);
+    sw.receive(0, 1, &ping_a_to_b(64));
+    assert!(poll(&mut sw, 999).is_empty(), "vs2's egress delay only");
+    let out = poll(&mut sw, 1_000);
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].0, ttl(&out[0].1)), (2, 62));
+    assert_eq!(b.counter("vport_rx", 1).packets, 1);
     b.stop().await;
 }
 

@@ -184,12 +184,16 @@ fn direct(a: Action) -> Option<TableAction> {
     })
 }
 
-/// A port_mapper entry: (port, vlan) -> set_vport(vswitch, vport).
+/// A port_mapper entry: (port, vlan) -> set_vport(vswitch, vport, no
+/// inbound delay, no inbound loss).
 fn port_entry(port: &[u8], vlan: &[u8], vport: &[u8]) -> TableEntry {
     TableEntry {
         table_id: PORT_MAPPER,
         r#match: vec![exact(1, port), exact(2, vlan)],
-        action: direct(act(SET_VPORT, &[(1, &[1]), (2, vport)])),
+        action: direct(act(
+            SET_VPORT,
+            &[(1, &[1]), (2, vport), (3, &[0]), (4, &[0])],
+        )),
         ..Default::default()
     }
 }
@@ -992,7 +996,8 @@ async fn counters_count_read_and_reset() {
             .await
             .unwrap()
             .len(),
-        3 * 16384
+        4 * 16384,
+        "vport_rx, vport_tx, vport_lost, vport_rx_lost"
     );
     assert_eq!(
         read(&mut s.client, vec![cell(VPORT_RX, Some(16384))])

@@ -13,7 +13,7 @@ use turbonet_topo::mapper::Mapping;
 use turbonet_topo::{Lab, LinkParams, RoutingMode};
 
 use super::entries::{self, FabricState};
-use super::session::{Changes, SwitchSession, VportCounters};
+use super::session::{Changes, Count, SwitchSession, VportCounters};
 use crate::engine::LinkCounters;
 
 /// The routes the virtual switches forward by around `failures`. The
@@ -42,6 +42,17 @@ pub fn routes(lab: &Lab, failures: &Failures) -> Vec<Vec<Route>> {
         });
     }
     routes
+}
+
+/// The bytes of the `lost` frames among `seen`. `vport_rx_lost` counts
+/// packets only (its bytes read 0), so they are taken at the mean size of
+/// the frames seen: the draw does not depend on size.
+fn lost_bytes(seen: Count, lost: Count) -> u64 {
+    if lost.bytes > 0 || seen.packets == 0 {
+        return lost.bytes;
+    }
+    let share = u128::from(seen.bytes) * u128::from(lost.packets) / u128::from(seen.packets);
+    u64::try_from(share).unwrap_or(u64::MAX)
 }
 
 /// A lab on one P4 switch, as its controller holds it.
@@ -96,7 +107,7 @@ impl P4Lab {
     /// Per-link counters from the pipeline's per-virtual-port counters.
     /// Direction `d` runs from `ends[d]`: a switch end counts what it sent
     /// and what the link's loss took; a host end is counted where the
-    /// switch received it.
+    /// switch received it, where that direction's loss is drawn too.
     pub async fn link_counters(&mut self, lab: &Lab) -> Result<Vec<LinkCounters>> {
         let vports = entries::vports(&self.mapping, &self.switch);
         let counters = self.session.vport_counters(vports.len() as u32).await?;
@@ -129,11 +140,15 @@ impl P4Lab {
                         dropped_loss: from.lost.packets,
                         ..Counters::default()
                     },
+                    // The program counts vport_rx before the inbound loss
+                    // draw: rx is what the host offered, of which rx_lost
+                    // was lost.
                     (None, Some(to)) => Counters {
                         rx_packets: to.rx.packets,
                         rx_bytes: to.rx.bytes,
-                        tx_packets: to.rx.packets,
-                        tx_bytes: to.rx.bytes,
+                        tx_packets: to.rx.packets.saturating_sub(to.rx_lost.packets),
+                        tx_bytes: to.rx.bytes.saturating_sub(lost_bytes(to.rx, to.rx_lost)),
+                        dropped_loss: to.rx_lost.packets,
                         ..Counters::default()
                     },
                     (None, None) => Counters::default(),
@@ -145,5 +160,21 @@ impl P4Lab {
                 }
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lost_bytes_are_counted_or_taken_at_the_mean_frame_size() {
+        let count = |packets, bytes| Count { packets, bytes };
+        // A packets-only counter: 1 of 4 frames of 100 bytes on average.
+        assert_eq!(lost_bytes(count(4, 400), count(1, 0)), 100);
+        // A counter with bytes is taken as it is.
+        assert_eq!(lost_bytes(count(4, 400), count(1, 64)), 64);
+        assert_eq!(lost_bytes(count(0, 0), count(0, 0)), 0);
+        assert_eq!(lost_bytes(count(3, 300), count(0, 0)), 0);
     }
 }

@@ -248,6 +248,14 @@ pub fn switch_entries(
     let mut group_members: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
 
     let queue_bits = names.param_width("TurbonetIngress.set_egress", "queue");
+    // A P4Info from before host links were impaired where they enter has a
+    // two-parameter set_vport: it gets none.
+    let inbound = names
+        .param_width("TurbonetIngress.set_vport", "delay_ns")
+        .is_some()
+        && names
+            .param_width("TurbonetIngress.set_vport", "loss_threshold")
+            .is_some();
     for (vport, vp) in &vports {
         let vswitch = vswitches[vp.virtual_switch.as_str()];
         if let Some(bits) = queue_bits {
@@ -269,13 +277,31 @@ pub fn switch_entries(
         // enter the virtual switch from it nor leave into it (a host link
         // has only its switch end in the pipeline).
         let down = state.failures.blocks(link);
+        let params = &state.params[link.id.0 as usize];
+        let delay = params.delay.map_or(0, |d| d.as_nanos());
+        let loss = match &params.loss {
+            Some(turbonet_topo::Loss::Bernoulli(p)) => loss_threshold(p.0),
+            _ => 0,
+        };
         let ingress = if down {
             names.action("TurbonetIngress.drop", &[])?
         } else {
-            names.action(
-                "TurbonetIngress.set_vport",
-                &[("vswitch", vswitch), ("vport", *vport)],
-            )?
+            let mut set_vport = vec![("vswitch", vswitch), ("vport", *vport)];
+            if inbound {
+                // A host link's host-to-switch direction has no egress in
+                // the pipeline: it is impaired where it enters. Between
+                // switches, the other virtual switch's egress does it.
+                let (in_delay, in_loss) = if link.is_host_link() {
+                    (delay, loss)
+                } else {
+                    (0, 0)
+                };
+                set_vport.extend([
+                    ("delay_ns", in_delay),
+                    ("loss_threshold", u64::from(in_loss)),
+                ]);
+            }
+            names.action("TurbonetIngress.set_vport", &set_vport)?
         };
         entries.push(table_entry(
             port_mapper,
@@ -294,12 +320,6 @@ pub fn switch_entries(
             ],
             table_action::Type::Action(ingress),
         ));
-        let params = &state.params[link.id.0 as usize];
-        let delay = params.delay.map_or(0, |d| d.as_nanos());
-        let loss = match &params.loss {
-            Some(turbonet_topo::Loss::Bernoulli(p)) => loss_threshold(p.0),
-            _ => 0,
-        };
         let egress = if down {
             names.action("TurbonetIngress.drop", &[])?
         } else {
@@ -446,4 +466,133 @@ pub fn switch_entries(
     members.extend(groups);
     members.extend(entries);
     Ok(members)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use p4runtime_proto::p4::config::v1::P4Info;
+    use turbonet_softswitch::turbonet_p4info;
+
+    fn lab() -> Lab {
+        turbonet_topo::parse(
+            "t.toml",
+            "[lab]\nname = \"t\"\ntarget = \"soft\"\n[topology]\nkind = \"fat-tree\"\nk = 4\n\
+             [links.host-edge]\ndelay = \"10ms\"\nloss = \"1%\"\n\
+             [links.edge-agg]\ndelay = \"1ms\"\nloss = \"2%\"\n",
+        )
+        .unwrap()
+    }
+
+    /// The port_mapper entries of the soft switch, as (link, action name,
+    /// params by name).
+    fn port_mappers(
+        lab: &Lab,
+        p4info: &P4Info,
+        failures: &Failures,
+    ) -> Vec<(String, String, BTreeMap<String, u64>)> {
+        let schema = Schema::new(p4info).unwrap();
+        let mapping = super::super::soft::map(lab).unwrap();
+        let params: Vec<LinkParams> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
+        let routes = super::super::control::routes(lab, failures);
+        let state = FabricState {
+            routes: &routes,
+            params: &params,
+            failures,
+        };
+        let entities = switch_entries(lab, &mapping, state, &schema, "soft").unwrap();
+        let table = schema
+            .table_by_name("TurbonetIngress.port_mapper")
+            .unwrap()
+            .id;
+        let value = |b: &[u8]| b.iter().fold(0u64, |v, b| v << 8 | u64::from(*b));
+        entities
+            .iter()
+            .filter_map(|e| match &e.entity {
+                Some(entity::Entity::TableEntry(t)) if t.table_id == table => Some(t),
+                _ => None,
+            })
+            .map(|t| {
+                let key: Vec<u64> = t
+                    .r#match
+                    .iter()
+                    .map(|m| match &m.field_match_type {
+                        Some(field_match::FieldMatchType::Exact(x)) => value(&x.value),
+                        other => panic!("{other:?}"),
+                    })
+                    .collect();
+                let vp = mapping
+                    .ports
+                    .iter()
+                    .find(|vp| [u64::from(vp.port), u64::from(vp.tag)] == key[..])
+                    .unwrap();
+                let Some(table_action::Type::Action(a)) =
+                    t.action.as_ref().and_then(|a| a.r#type.as_ref())
+                else {
+                    panic!("a direct action")
+                };
+                let info = schema.actions.get(&a.action_id).unwrap();
+                let params = a
+                    .params
+                    .iter()
+                    .map(|p| (info.params[&p.param_id].name.clone(), value(&p.value)))
+                    .collect();
+                (vp.link.clone(), info.name.clone(), params)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn host_links_are_impaired_where_they_enter_and_switch_links_are_not() {
+        let lab = lab();
+        let entries = port_mappers(&lab, &turbonet_p4info(), &Failures::default());
+        assert_eq!(
+            entries.len(),
+            16 + 2 * 32,
+            "a port per host, two per fabric link"
+        );
+        for (link, action, params) in &entries {
+            assert_eq!(action, "TurbonetIngress.set_vport");
+            let host = lab.fabric.link_by_name(link).unwrap().is_host_link();
+            let (delay, loss) = if host {
+                (10_000_000, u64::from(loss_threshold(0.01)))
+            } else {
+                (0, 0)
+            };
+            assert_eq!(params["delay_ns"], delay, "{link}");
+            assert_eq!(params["loss_threshold"], loss, "{link}");
+        }
+    }
+
+    #[test]
+    fn a_down_host_link_drops_where_it_enters() {
+        let lab = lab();
+        let link = lab.fabric.links.iter().find(|l| l.is_host_link()).unwrap();
+        let failures = Failures {
+            links: [link.id].into_iter().collect(),
+            ..Failures::default()
+        };
+        let entries = port_mappers(&lab, &turbonet_p4info(), &failures);
+        let (_, action, params) = entries.iter().find(|(l, _, _)| *l == link.name).unwrap();
+        assert_eq!(action, "TurbonetIngress.drop");
+        assert!(params.is_empty());
+    }
+
+    #[test]
+    fn a_two_parameter_set_vport_gets_two_parameters() {
+        let mut p4info = turbonet_p4info();
+        let set_vport = p4info
+            .actions
+            .iter_mut()
+            .find(|a| a.preamble.as_ref().unwrap().alias == "set_vport")
+            .unwrap();
+        set_vport.params.truncate(2);
+        for (link, _, params) in port_mappers(&lab(), &p4info, &Failures::default()) {
+            assert_eq!(
+                params.keys().map(String::as_str).collect::<Vec<_>>(),
+                ["vport", "vswitch"],
+                "{link}"
+            );
+        }
+    }
 }

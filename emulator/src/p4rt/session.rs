@@ -30,6 +30,10 @@ pub struct VportCounters {
     pub tx: Count,
     /// Frames the link's loss dropped on the way out.
     pub lost: Count,
+    /// Frames a host link's inbound loss dropped as they came in (counted
+    /// in `rx` too, which counts before the draw); zero when the pipeline
+    /// has no `vport_rx_lost`.
+    pub rx_lost: Count,
 }
 
 /// What a sync wrote.
@@ -219,18 +223,24 @@ impl SwitchSession {
             .await
     }
 
-    /// The rx, tx and lost counters of virtual ports `1..=vports`.
+    /// The rx, tx, lost and rx_lost counters of virtual ports `1..=vports`
+    /// (rx_lost stays zero on a pipeline without `vport_rx_lost`).
     pub async fn vport_counters(&mut self, vports: u32) -> Result<Vec<VportCounters>> {
-        let ids: Vec<u32> = ["vport_rx", "vport_tx", "vport_lost"]
+        let id = |name: &str| {
+            self.schema
+                .counter_by_name(&format!("TurbonetIngress.{name}"))
+                .map(|c| c.id)
+        };
+        let mut ids: Vec<u32> = ["vport_rx", "vport_tx", "vport_lost"]
             .iter()
             .map(|name| {
-                let full = format!("TurbonetIngress.{name}");
-                self.schema
-                    .counter_by_name(&full)
-                    .map(|c| c.id)
-                    .with_context(|| format!("the pipeline has no counter {full}"))
+                id(name)
+                    .with_context(|| format!("the pipeline has no counter TurbonetIngress.{name}"))
             })
             .collect::<Result<_>>()?;
+        // A pipeline from before host links were impaired at ingress has
+        // no vport_rx_lost: nothing is lost there.
+        ids.extend(id("vport_rx_lost"));
         let filters = ids
             .iter()
             .map(|&counter_id| Entity {
@@ -262,6 +272,7 @@ impl SwitchSession {
                 Some(0) => cell.rx = count,
                 Some(1) => cell.tx = count,
                 Some(2) => cell.lost = count,
+                Some(3) => cell.rx_lost = count,
                 _ => {}
             }
         }

@@ -7,8 +7,10 @@
 //! loopback cables (which it emulates internally), hosts get untagged host
 //! ports (a veth whose switch end, `p<port>`, lives in the lab's hidden
 //! `tn-<lab>.soft` namespace). Delay and loss are in the pipeline's queue
-//! mapper; rates shape the port's egress queues, which the soft switch's
-//! device config carries.
+//! mapper, and for a host link's host-to-switch direction in its port
+//! mapper; rates shape the ports' egress queues and, on a host port, the
+//! port's line rate paces what the host sends; the soft switch's device
+//! config carries both.
 
 use turbonet_softswitch::{Attach, DeviceConfig, PortConfig, QueueConfig};
 use turbonet_topo::mapper::{self, MapConfig, Mapping, PhysicalSwitch, PortKind};
@@ -122,7 +124,9 @@ pub fn map(lab: &Lab) -> Result<Mapping, String> {
 }
 
 /// The soft switch's device config: an interface per host port, the
-/// loopback cables, and each queue shaped to its link's rate. `params`
+/// loopback cables, each queue shaped to its link's rate, and each host
+/// port's line rate its host link's rate (with the link's queue as its
+/// limit), so the host-to-switch direction is rate-limited too. `params`
 /// are the links' current parameters, by link id.
 pub fn device_config(lab: &Lab, mapping: &Mapping, params: &[LinkParams]) -> DeviceConfig {
     let mut ports: std::collections::BTreeMap<u32, PortConfig> = Default::default();
@@ -138,6 +142,8 @@ pub fn device_config(lab: &Lab, mapping: &Mapping, params: &[LinkParams]) -> Dev
                     port: end.port,
                     attach: Attach::Cable(other.port),
                     queues: Vec::new(),
+                    line_rate_bps: None,
+                    line_limit_bytes: None,
                 },
             );
         }
@@ -149,6 +155,8 @@ pub fn device_config(lab: &Lab, mapping: &Mapping, params: &[LinkParams]) -> Dev
                 port: host.port.port,
                 attach: Attach::Interface(port_ifname(host.port.port)),
                 queues: Vec::new(),
+                line_rate_bps: None,
+                line_limit_bytes: None,
             },
         );
     }
@@ -160,14 +168,22 @@ pub fn device_config(lab: &Lab, mapping: &Mapping, params: &[LinkParams]) -> Dev
         let (Some(rate), Some(port)) = (p.rate, ports.get_mut(&vp.port)) else {
             continue;
         };
+        let limit_bytes = p.queue.map(|q| match q {
+            QueueLimit::Bytes(b) => b,
+            QueueLimit::Packets(n) => u64::from(n) * QUEUE_MTU,
+        });
         port.queues.push(QueueConfig {
             queue: vp.queue,
             rate_bps: rate.bits_per_sec(),
-            limit_bytes: p.queue.map(|q| match q {
-                QueueLimit::Bytes(b) => b,
-                QueueLimit::Packets(n) => u64::from(n) * QUEUE_MTU,
-            }),
+            limit_bytes,
         });
+        // A host port carries its host's one link (hosts are untagged,
+        // a port each): the link's rate is the port's line rate, which
+        // limits what the host sends as the queue limits what it gets.
+        if matches!(port.attach, Attach::Interface(_)) && link.is_host_link() {
+            port.line_rate_bps = Some(rate.bits_per_sec());
+            port.line_limit_bytes = limit_bytes;
+        }
     }
     DeviceConfig {
         ports: ports.into_values().collect(),
@@ -218,6 +234,55 @@ mod tests {
                 .all(|q| q.rate_bps == 10_000_000_000)
         );
         assert!(DeviceConfig::from_bytes(&config.to_bytes()).is_ok());
+    }
+
+    #[test]
+    fn a_rated_host_links_port_gets_its_line_rate_and_queue_limit() {
+        let lab = lab("[links.host-edge]\nrate = \"100mbit\"\nqueue = \"20p\"\n\
+             [links.agg-core]\nrate = \"10gbit\"\n");
+        let m = map(&lab).unwrap();
+        let mut params: Vec<LinkParams> =
+            lab.fabric.links.iter().map(|l| l.params.clone()).collect();
+        let config = device_config(&lab, &m, &params);
+        let interfaces: Vec<&PortConfig> = config
+            .ports
+            .iter()
+            .filter(|p| matches!(p.attach, Attach::Interface(_)))
+            .collect();
+        assert_eq!(interfaces.len(), 16);
+        for p in &interfaces {
+            assert_eq!(p.line_rate_bps, Some(100_000_000), "port {}", p.port);
+            // 20 packets of the MTU, as the egress queue's limit.
+            assert_eq!(p.line_limit_bytes, Some(20 * QUEUE_MTU), "port {}", p.port);
+            assert_eq!(p.queues.len(), 1);
+            assert_eq!(p.queues[0].limit_bytes, Some(20 * QUEUE_MTU));
+        }
+        // Cables have no line rate (their queues shape them).
+        assert!(
+            config
+                .ports
+                .iter()
+                .filter(|p| matches!(p.attach, Attach::Cable(_)))
+                .all(|p| p.line_rate_bps.is_none() && p.line_limit_bytes.is_none())
+        );
+        assert!(DeviceConfig::from_bytes(&config.to_bytes()).is_ok());
+
+        // The current parameters count: a new rate for one host link
+        // moves its port's line rate; a link without a rate has none.
+        let link = lab.fabric.links.iter().find(|l| l.is_host_link()).unwrap();
+        let port = m.ports.iter().find(|vp| vp.link == link.name).unwrap().port;
+        params[link.id.0 as usize].rate = Some(Rate::from_gbit(1));
+        params[link.id.0 as usize].queue = None;
+        let line = |config: &DeviceConfig| {
+            let p = config.ports.iter().find(|p| p.port == port).unwrap();
+            (p.line_rate_bps, p.line_limit_bytes)
+        };
+        assert_eq!(
+            line(&device_config(&lab, &m, &params)),
+            (Some(1_000_000_000), None)
+        );
+        params[link.id.0 as usize].rate = None;
+        assert_eq!(line(&device_config(&lab, &m, &params)), (None, None));
     }
 
     #[test]

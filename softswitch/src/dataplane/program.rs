@@ -44,6 +44,10 @@ pub(crate) struct Ids {
     pub(crate) no_action: Option<u32>,
     /// (vswitch, vport).
     pub(crate) set_vport: ActionIds<2>,
+    /// `set_vport`'s inbound (delay_ns, loss_threshold) of a host link; a
+    /// P4Info from before host links were impaired at ingress lacks them
+    /// (no inbound delay or loss).
+    pub(crate) set_vport_in: [Option<u32>; 2],
     /// (mac).
     pub(crate) arp_reply: ActionIds<1>,
     pub(crate) to_cpu: u32,
@@ -54,6 +58,9 @@ pub(crate) struct Ids {
     pub(crate) vport_rx: u32,
     pub(crate) vport_tx: u32,
     pub(crate) vport_lost: u32,
+    /// The inbound loss counter of host links (absent from older P4Infos:
+    /// not counted).
+    pub(crate) vport_rx_lost: Option<u32>,
     /// `packet_in` metadata (vswitch, vport).
     pub(crate) packet_in: [u32; 2],
     /// `packet_out` metadata (vswitch, vport).
@@ -131,6 +138,18 @@ fn params<const N: usize>(
     Ok(ActionIds { id: a.id, params })
 }
 
+/// Parameter `name` of `a`, at most `bits` wide, if the action has it.
+fn optional_param(a: &ActionInfo, name: &str, bits: u32) -> Result<Option<u32>, String> {
+    match a.params.values().find(|p| p.name == name) {
+        None => Ok(None),
+        Some(p) if p.bitwidth > bits => Err(format!(
+            "action {} parameter {name} is {} bits wide (the pipeline's is {bits})",
+            a.name, p.bitwidth
+        )),
+        Some(p) => Ok(Some(p.id)),
+    }
+}
+
 fn counter(schema: &Schema, name: &str) -> Result<u32, String> {
     schema
         .counter_by_name(name)
@@ -177,6 +196,7 @@ impl Ids {
         // Every action that is not one of the others drops; `drop` must
         // still be there, or this is not the turbonet pipeline.
         action(schema, "TurbonetIngress.drop")?;
+        let set_vport = action(schema, "TurbonetIngress.set_vport")?;
         Ok(Self {
             port_mapper: TableIds {
                 id: pm.id,
@@ -213,9 +233,13 @@ impl Ids {
             },
             no_action: schema.action_by_name("NoAction").map(|a| a.id),
             set_vport: params(
-                action(schema, "TurbonetIngress.set_vport")?,
+                set_vport,
                 [("vswitch", ID_BITS, false), ("vport", ID_BITS, false)],
             )?,
+            set_vport_in: [
+                optional_param(set_vport, "delay_ns", 64)?,
+                optional_param(set_vport, "loss_threshold", 32)?,
+            ],
             arp_reply: params(
                 action(schema, "TurbonetIngress.arp_reply")?,
                 [("mac", 48, true)],
@@ -242,6 +266,9 @@ impl Ids {
             vport_rx: counter(schema, "TurbonetIngress.vport_rx")?,
             vport_tx: counter(schema, "TurbonetIngress.vport_tx")?,
             vport_lost: counter(schema, "TurbonetIngress.vport_lost")?,
+            vport_rx_lost: schema
+                .counter_by_name("TurbonetIngress.vport_rx_lost")
+                .map(|c| c.id),
             packet_in: metadata(p4info, "packet_in", ["vswitch", "vport"])?,
             packet_out: metadata(p4info, "packet_out", ["vswitch", "vport"])?,
         })
@@ -260,8 +287,28 @@ mod tests {
         assert_eq!(ids.port_mapper.id, 33554433);
         assert_eq!(ids.port_mapper.fields, [1, 2]);
         assert_eq!(ids.set_egress.params, [1, 2, 3, 4, 5]);
+        assert_eq!(ids.set_vport.params, [1, 2]);
+        assert_eq!(ids.set_vport_in, [Some(3), Some(4)]);
+        assert_eq!(ids.vport_rx_lost, Some(301989892));
         assert_eq!(ids.ecmp_selector, Some(285212673));
         assert_eq!(ids.packet_out, [1, 2]);
+    }
+
+    #[test]
+    fn a_p4info_without_inbound_impairments_still_resolves() {
+        let mut p4info = turbonet_p4info();
+        p4info
+            .counters
+            .retain(|c| c.preamble.as_ref().unwrap().alias != "vport_rx_lost");
+        let set_vport = p4info
+            .actions
+            .iter_mut()
+            .find(|a| a.preamble.as_ref().unwrap().alias == "set_vport")
+            .unwrap();
+        set_vport.params.truncate(2);
+        let ids = Ids::resolve(&Schema::new(&p4info).unwrap(), &p4info).unwrap();
+        assert_eq!(ids.set_vport_in, [None, None]);
+        assert_eq!(ids.vport_rx_lost, None);
     }
 
     #[test]

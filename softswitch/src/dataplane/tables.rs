@@ -53,11 +53,18 @@ pub(crate) fn mix(mut x: u64) -> u64 {
 
 pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
 
-/// `set_vport`'s result: the virtual switch and virtual ingress port.
+/// `set_vport`'s result: the virtual switch and virtual ingress port, and
+/// the inbound delay and loss of a host link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Vport {
     pub(crate) vswitch: u16,
     pub(crate) vport: u16,
+    /// Added to the delay of whatever egress the frame then takes.
+    pub(crate) delay_ns: u64,
+    pub(crate) loss_threshold: u32,
+    /// The inbound loss stream of this virtual port (when the threshold is
+    /// not 0).
+    pub(crate) loss: u32,
 }
 
 /// What `local` decides.
@@ -308,18 +315,31 @@ pub(crate) fn compile(
     };
     let default = |table: u32| state.table(table).and_then(|t| t.default_action.as_ref());
 
-    // Port mapper.
-    let set_vport = |a: &Action| {
-        (a.action_id == ids.set_vport.id).then(|| Vport {
+    // Port mapper. A P4Info without the inbound parameters has none.
+    let mut set_vport = |a: &Action| {
+        if a.action_id != ids.set_vport.id {
+            return None;
+        }
+        let [delay, loss] = ids.set_vport_in.map(|p| p.map_or(0, |p| param(a, p)));
+        let vport = param(a, ids.set_vport.params[1]) as u16;
+        let loss_threshold = loss as u32;
+        Some(Vport {
             vswitch: param(a, ids.set_vport.params[0]) as u16,
-            vport: param(a, ids.set_vport.params[1]) as u16,
+            vport,
+            delay_ns: delay,
+            loss_threshold,
+            loss: if loss_threshold == 0 {
+                0
+            } else {
+                losses.ingress_stream(vport)
+            },
         })
     };
     let TableIds { id, fields } = &ids.port_mapper;
     for (key, e) in entries(*id) {
         let k = exact(key, fields[0]) << 32 | exact(key, fields[1]);
         t.port_mapper
-            .insert(k, direct(e.action.as_ref()).and_then(set_vport));
+            .insert(k, direct(e.action.as_ref()).and_then(&mut set_vport));
     }
     t.port_mapper_default = direct(default(*id)).and_then(set_vport);
 

@@ -1,7 +1,8 @@
 //! The traffic manager: per (physical port, queue) FIFOs, shaped to the
 //! device config's rates with a tail-drop limit, followed by the delayed
-//! queue (a frame is due its link delay after it left its queue); and the
-//! loss draws' random streams.
+//! queue (a frame is due its link delay after it left its queue); the line
+//! rates of interface ports, which pace what they receive; and the loss
+//! draws' random streams.
 
 use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
@@ -12,7 +13,7 @@ use rand_core::{RngCore, SeedableRng};
 
 use super::frame::Frame;
 use super::tables::FastMap;
-use crate::DeviceConfig;
+use crate::{Attach, DeviceConfig};
 
 const NS_PER_SEC: u128 = 1_000_000_000;
 
@@ -26,6 +27,42 @@ struct Shaper {
     /// Sub-nanosecond remainder of `busy_until`, in units of 1/rate ns, so
     /// a long burst keeps the exact rate whatever the rounding.
     carry: u64,
+}
+
+impl Shaper {
+    /// Accepts `len` bytes offered at `now`, or refuses them when the
+    /// backlog ahead of them plus themselves would pass the limit (tail
+    /// drop); returns when their last bit is serialized.
+    fn admit(&mut self, now: u64, len: u64) -> Result<u64, QueueFull> {
+        let start = if self.busy_until > now {
+            self.busy_until
+        } else {
+            self.carry = 0;
+            now
+        };
+        // The bytes still to serialize ahead of this frame.
+        let backlog =
+            (u128::from(start - now) * u128::from(self.rate_bps) / (8 * NS_PER_SEC)) as u64;
+        if backlog.saturating_add(len) > self.limit_bytes {
+            return Err(QueueFull);
+        }
+        let work = u128::from(len) * 8 * NS_PER_SEC + u128::from(self.carry);
+        let rate = u128::from(self.rate_bps);
+        self.carry = (work % rate) as u64;
+        self.busy_until = start.saturating_add(u64::try_from(work / rate).unwrap_or(u64::MAX));
+        Ok(self.busy_until)
+    }
+
+    /// The same shaper at a new rate and limit: what is being serialized
+    /// finishes at the old rate, the next frame starts at the new one.
+    fn reconfigure(&mut self, rate_bps: u64, limit_bytes: u64) {
+        if self.rate_bps != rate_bps {
+            // The carry is in units of the old rate.
+            self.carry = 0;
+        }
+        self.rate_bps = rate_bps;
+        self.limit_bytes = limit_bytes;
+    }
 }
 
 #[derive(Debug)]
@@ -97,8 +134,7 @@ impl TrafficManager {
             q.shaper = match (self.shaping.get(&key(q.port, q.queue)), q.shaper.take()) {
                 (None, _) => None,
                 (Some(&(rate, limit)), Some(mut s)) => {
-                    s.rate_bps = rate;
-                    s.limit_bytes = limit;
+                    s.reconfigure(rate, limit);
                     Some(s)
                 }
                 (Some(&(rate, limit)), None) => Some(shaper(rate, limit)),
@@ -140,28 +176,9 @@ impl TrafficManager {
         let Some(q) = self.queues.get_mut(slot as usize) else {
             return Err(QueueFull);
         };
-        let len = frame.len() as u64;
         let departure = match &mut q.shaper {
             None => now,
-            Some(s) => {
-                let start = if s.busy_until > now {
-                    s.busy_until
-                } else {
-                    s.carry = 0;
-                    now
-                };
-                // The bytes still to serialize ahead of this frame.
-                let backlog =
-                    (u128::from(start - now) * u128::from(s.rate_bps) / (8 * NS_PER_SEC)) as u64;
-                if backlog.saturating_add(len) > s.limit_bytes {
-                    return Err(QueueFull);
-                }
-                let work = u128::from(len) * 8 * NS_PER_SEC + u128::from(s.carry);
-                let rate = u128::from(s.rate_bps);
-                s.carry = (work % rate) as u64;
-                s.busy_until = start.saturating_add(u64::try_from(work / rate).unwrap_or(u64::MAX));
-                s.busy_until
-            }
+            Some(s) => s.admit(now, frame.len() as u64)?,
         };
         let due = departure.saturating_add(delay_ns).max(q.last_due);
         q.last_due = due;
@@ -207,13 +224,159 @@ impl TrafficManager {
     }
 }
 
-/// The loss draws: one ChaCha8 stream per virtual egress port (the
-/// config's seed as key, the vport as stream number), so a link's losses
-/// depend on its own traffic only and a run is reproducible per link.
+/// A frame received on a rated port, waiting for its admission.
+#[derive(Debug)]
+struct Admission {
+    at: u64,
+    seq: u64,
+    port: u32,
+    frame: Frame,
+}
+
+impl PartialEq for Admission {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+
+impl Eq for Admission {}
+
+impl PartialOrd for Admission {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Admission {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+/// The line rates of interface ports. A port's line rate limits what it
+/// receives, as a wire would: a frame enters the pipeline when its last
+/// bit has arrived, `max(arrival, the previous frame's admission) + its
+/// bits / rate`, and a frame that would make the bytes not yet admitted
+/// pass the port's limit is tail-dropped. A host sends into its veth as
+/// fast as it likes, so without this the host-to-switch direction of a
+/// host link would have no rate at all.
+#[derive(Debug, Default)]
+pub(crate) struct LineRates {
+    /// The shaper of every rated port, by port.
+    shapers: FastMap<u32, Shaper>,
+    /// Ports with frames waiting: (admission time of the last, how many).
+    waiting: FastMap<u32, (u64, usize)>,
+    /// The frames waiting, earliest admission first (ties: arrival order).
+    admissions: BinaryHeap<Reverse<Admission>>,
+    seq: u64,
+}
+
+impl LineRates {
+    /// Takes the line rates of a (new) device config: frames waiting keep
+    /// their admission time; a changed rate applies from the next frame on.
+    pub(crate) fn configure(&mut self, config: &DeviceConfig) {
+        let rates: FastMap<u32, (u64, u64)> = config
+            .ports
+            .iter()
+            .filter(|p| matches!(p.attach, Attach::Interface(_)))
+            .filter_map(|p| {
+                // A zero rate never gets past validation; were it to, the
+                // port is left unrated rather than divide by zero.
+                let rate = p.line_rate_bps.filter(|&r| r > 0)?;
+                Some((p.port, (rate, p.line_limit().unwrap_or(u64::MAX))))
+            })
+            .collect();
+        self.shapers.retain(|port, _| rates.contains_key(port));
+        for (port, (rate, limit)) in rates {
+            self.shapers
+                .entry(port)
+                .and_modify(|s| s.reconfigure(rate, limit))
+                .or_insert_with(|| shaper(rate, limit));
+        }
+    }
+
+    /// A frame received on `port` at `now`: handed back when it enters the
+    /// pipeline at once (no line rate and nothing waiting before it), held
+    /// for [`LineRates::pop_due`] otherwise, or refused (tail drop).
+    pub(crate) fn receive(
+        &mut self,
+        now: u64,
+        port: u32,
+        frame: Frame,
+    ) -> Result<Option<Frame>, QueueFull> {
+        if self.shapers.is_empty() && self.waiting.is_empty() {
+            // No line rates: the common case costs no lookups.
+            return Ok(Some(frame));
+        }
+        let behind = self.waiting.get(&port).map(|w| w.0);
+        let at = match self.shapers.get_mut(&port) {
+            Some(s) => {
+                // Frames admitted under an earlier config still go first.
+                if let Some(last) = behind.filter(|&last| last > s.busy_until) {
+                    s.busy_until = last;
+                    s.carry = 0;
+                }
+                s.admit(now, frame.len() as u64)?
+            }
+            // Unrated, but frames from when it was rated still wait:
+            // never overtake them.
+            None => behind.map_or(now, |last| last.max(now)),
+        };
+        if at <= now && behind.is_none() {
+            return Ok(Some(frame));
+        }
+        let w = self.waiting.entry(port).or_insert((at, 0));
+        *w = (at, w.1 + 1);
+        let seq = self.seq;
+        self.seq += 1;
+        self.admissions.push(Reverse(Admission {
+            at,
+            seq,
+            port,
+            frame,
+        }));
+        Ok(None)
+    }
+
+    /// The next frame admitted at or before `now`: (admission time, port,
+    /// frame).
+    pub(crate) fn pop_due(&mut self, now: u64) -> Option<(u64, u32, Frame)> {
+        if self.admissions.peek()?.0.at > now {
+            return None;
+        }
+        let Reverse(a) = self.admissions.pop()?;
+        if let Some(w) = self.waiting.get_mut(&a.port) {
+            w.1 -= 1;
+            if w.1 == 0 {
+                self.waiting.remove(&a.port);
+            }
+        }
+        Some((a.at, a.port, a.frame))
+    }
+
+    /// When the next waiting frame is admitted.
+    pub(crate) fn next_due(&self) -> Option<u64> {
+        self.admissions.peek().map(|Reverse(a)| a.at)
+    }
+
+    /// Frames waiting for admission.
+    pub(crate) fn len(&self) -> usize {
+        self.admissions.len()
+    }
+}
+
+/// Stream numbers from here on are the virtual ingress ports' (a host
+/// link's inbound loss); below, the virtual egress ports'.
+const INGRESS_STREAMS: u64 = 1 << 32;
+
+/// The loss draws: one ChaCha8 stream per virtual egress port and one per
+/// virtual ingress port (the config's seed as key, the vport as stream
+/// number, ingress ports' apart), so a link direction's losses depend on
+/// its own traffic only and a run is reproducible per link.
 #[derive(Debug, Default)]
 pub(crate) struct LossStreams {
     seed: u64,
-    by_vport: FastMap<u16, u32>,
+    by_number: FastMap<u64, u32>,
     streams: Vec<ChaCha8Rng>,
 }
 
@@ -222,21 +385,30 @@ impl LossStreams {
     pub(crate) fn reseed(&mut self, seed: u64) {
         if seed != self.seed || self.streams.is_empty() {
             self.seed = seed;
-            self.by_vport.clear();
+            self.by_number.clear();
             self.streams.clear();
         }
     }
 
-    /// The stream of `vport`, created on first use.
+    /// The stream of virtual egress port `vport`, created on first use.
     pub(crate) fn stream(&mut self, vport: u16) -> u32 {
-        if let Some(s) = self.by_vport.get(&vport) {
+        self.numbered(u64::from(vport))
+    }
+
+    /// The stream of virtual ingress port `vport`, created on first use.
+    pub(crate) fn ingress_stream(&mut self, vport: u16) -> u32 {
+        self.numbered(INGRESS_STREAMS | u64::from(vport))
+    }
+
+    fn numbered(&mut self, number: u64) -> u32 {
+        if let Some(s) = self.by_number.get(&number) {
             return *s;
         }
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
-        rng.set_stream(u64::from(vport));
+        rng.set_stream(number);
         let s = self.streams.len() as u32;
         self.streams.push(rng);
-        self.by_vport.insert(vport, s);
+        self.by_number.insert(number, s);
         s
     }
 
@@ -253,7 +425,7 @@ impl LossStreams {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Attach, PortConfig, QueueConfig};
+    use crate::{PortConfig, QueueConfig};
 
     fn config(rate_bps: u64, limit_bytes: Option<u64>) -> DeviceConfig {
         DeviceConfig {
@@ -265,9 +437,98 @@ mod tests {
                     rate_bps,
                     limit_bytes,
                 }],
+                line_rate_bps: None,
+                line_limit_bytes: None,
             }],
             seed: 0,
         }
+    }
+
+    /// Port 1 an interface received at `rate_bps` (limit `limit_bytes`),
+    /// port 2 a cable (to port 3), which has no line rate.
+    fn lines(rate_bps: Option<u64>, limit_bytes: Option<u64>) -> DeviceConfig {
+        let port = |port, attach| PortConfig {
+            port,
+            attach,
+            queues: vec![],
+            line_rate_bps: rate_bps,
+            line_limit_bytes: limit_bytes,
+        };
+        DeviceConfig {
+            ports: vec![
+                port(1, Attach::Interface("p1".into())),
+                port(2, Attach::Cable(3)),
+            ],
+            seed: 0,
+        }
+    }
+
+    fn admitted(l: &mut LineRates, now: u64) -> Vec<(u64, u32, u8)> {
+        std::iter::from_fn(|| l.pop_due(now).map(|(at, p, f)| (at, p, f.bytes()[0]))).collect()
+    }
+
+    fn kilobyte(tag: u8) -> Frame {
+        Frame::from_vec(vec![tag; 1000])
+    }
+
+    #[test]
+    fn a_line_rate_admits_frames_one_serialization_time_apart_and_tail_drops() {
+        let mut l = LineRates::default();
+        l.configure(&lines(Some(1_000_000_000), Some(3_000)));
+        let taken: Vec<bool> = (0..5)
+            .map(|i| l.receive(100, 1, kilobyte(i)).is_ok())
+            .collect();
+        assert_eq!(taken, [true, true, true, false, false]);
+        assert_eq!(l.len(), 3);
+        assert_eq!(l.next_due(), Some(8_100));
+        assert!(admitted(&mut l, 8_099).is_empty());
+        assert_eq!(
+            admitted(&mut l, u64::MAX),
+            [(8_100, 1, 0), (16_100, 1, 1), (24_100, 1, 2)]
+        );
+        // An idle line starts afresh from the arrival.
+        assert!(l.receive(50_000, 1, kilobyte(9)).unwrap().is_none());
+        assert_eq!(admitted(&mut l, u64::MAX), [(58_000, 1, 9)]);
+        // Unrated ports (and cables) hand the frame straight back.
+        assert!(l.receive(0, 2, kilobyte(1)).unwrap().is_some());
+        assert!(l.receive(0, 7, kilobyte(1)).unwrap().is_some());
+        assert_eq!(l.len(), 0);
+    }
+
+    #[test]
+    fn the_default_line_limit_holds_100ms() {
+        let mut l = LineRates::default();
+        // 10 Mbit/s: 125000 bytes in 100 ms.
+        l.configure(&lines(Some(10_000_000), None));
+        let taken = (0..200)
+            .filter(|_| l.receive(0, 1, kilobyte(0)).is_ok())
+            .count();
+        assert_eq!(taken, 125);
+    }
+
+    #[test]
+    fn a_new_line_rate_keeps_the_order_of_what_waits() {
+        let mut l = LineRates::default();
+        l.configure(&lines(Some(1_000_000_000), None));
+        l.receive(0, 1, kilobyte(1)).unwrap();
+        l.receive(0, 1, kilobyte(2)).unwrap();
+        // Twice the rate: the next frame takes 4 us after the last waiting.
+        l.configure(&lines(Some(2_000_000_000), None));
+        l.receive(0, 1, kilobyte(3)).unwrap();
+        // No rate at all: behind them still, but at once after them.
+        l.configure(&lines(None, None));
+        assert!(l.receive(0, 1, kilobyte(4)).unwrap().is_none());
+        assert_eq!(
+            admitted(&mut l, u64::MAX),
+            [
+                (8_000, 1, 1),
+                (16_000, 1, 2),
+                (20_000, 1, 3),
+                (20_000, 1, 4)
+            ]
+        );
+        // Nothing waits any more: straight through.
+        assert!(l.receive(30_000, 1, kilobyte(5)).unwrap().is_some());
     }
 
     fn drain(tm: &mut TrafficManager, now: u64) -> Vec<u64> {
@@ -366,10 +627,15 @@ mod tests {
     fn loss_streams_are_per_vport_and_reproducible() {
         let mut a = LossStreams::default();
         a.reseed(7);
-        let (x, y) = (a.stream(1), a.stream(2));
+        let (x, y, z) = (a.stream(1), a.stream(2), a.ingress_stream(1));
         let first: Vec<u32> = (0..4).map(|_| a.draw(x)).collect();
         let other: Vec<u32> = (0..4).map(|_| a.draw(y)).collect();
+        let inbound: Vec<u32> = (0..4).map(|_| a.draw(z)).collect();
         assert_ne!(first, other);
+        assert_ne!(
+            first, inbound,
+            "a vport's ingress draws are not its egress draws"
+        );
         let mut b = LossStreams::default();
         b.reseed(7);
         let s = b.stream(1);

@@ -135,18 +135,40 @@ impl Entities {
         }
     }
 
-    /// port_mapper: (port, tag) -> set_vport(vswitch, vport).
+    /// port_mapper: (port, tag) -> set_vport(vswitch, vport), no inbound
+    /// delay or loss.
     pub fn port_map(&self, port: u32, tag: u16, vswitch: u16, vport: u16) -> Entity {
+        self.port_map_in(port, tag, vswitch, vport, 0, 0)
+    }
+
+    /// port_mapper: (port, tag) -> set_vport(vswitch, vport, delay_ns,
+    /// loss_threshold); a P4Info whose set_vport lacks the last two gets
+    /// the first two only.
+    pub fn port_map_in(
+        &self,
+        port: u32,
+        tag: u16,
+        vswitch: u16,
+        vport: u16,
+        delay_ns: u64,
+        loss: u32,
+    ) -> Entity {
+        let info = self
+            .schema
+            .action_by_name("TurbonetIngress.set_vport")
+            .unwrap();
+        let has = |name: &str| info.params.values().any(|p| p.name == name);
+        let mut params = vec![("vswitch", u64::from(vswitch)), ("vport", vport.into())];
+        if has("delay_ns") {
+            params.extend([("delay_ns", delay_ns), ("loss_threshold", loss.into())]);
+        }
         self.entry(
             "port_mapper",
             vec![
                 self.exact("port_mapper", "standard_metadata.ingress_port", port.into()),
                 self.exact("port_mapper", "hdr.vlan.vid", tag.into()),
             ],
-            table_action::Type::Action(self.action(
-                "set_vport",
-                &[("vswitch", vswitch.into()), ("vport", vport.into())],
-            )),
+            table_action::Type::Action(self.action("set_vport", &params)),
         )
     }
 
