@@ -57,6 +57,13 @@ struct Report {
 pub fn check(lab_name: Option<&str>, timeout: f64, json: bool) -> Result<ExitCode> {
     let (dir, _) = lab::resolve(lab_name)?;
     let lab = lab::saved_lab(&dir)?;
+    if lab.target == turbonet_topo::Target::P4rt {
+        anyhow::bail!(
+            "`check` pings between the hosts' namespaces; on target \"p4rt\" the hosts are the \
+             servers cabled to the switches' host ports (`turbonet plan` lists them): ping \
+             from those"
+        );
+    }
     let hosts: Vec<_> = lab.fabric.hosts().collect();
     let addrs: Vec<Vec<Ipv4Addr>> = hosts
         .iter()

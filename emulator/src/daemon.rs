@@ -196,9 +196,9 @@ struct Daemon {
     log: EventLog,
     /// BGP mode: the built-in agents (started on the event loop).
     agents: std::cell::OnceCell<Agents>,
-    /// P4 targets: the controller's hold on the switch (connected on the
+    /// P4 targets: the controller's hold on each switch (connected on the
     /// event loop).
-    p4: std::cell::OnceCell<tokio::sync::Mutex<P4Lab>>,
+    p4: std::cell::OnceCell<tokio::sync::Mutex<Vec<P4Lab>>>,
 }
 
 impl Daemon {
@@ -304,7 +304,7 @@ impl Daemon {
     /// (through the device config) the queue's rate.
     async fn p4_link_set(
         &self,
-        p4: &tokio::sync::Mutex<P4Lab>,
+        p4: &tokio::sync::Mutex<Vec<P4Lab>>,
         link: &Link,
         params: LinkParams,
     ) -> Result<()> {
@@ -326,10 +326,24 @@ impl Daemon {
         let mut p4 = p4.lock().await;
         let (before, after) = (&old[link.id.0 as usize], &new[link.id.0 as usize]);
         if (before.rate, before.queue) != (after.rate, after.queue) {
-            let config = crate::p4rt::soft::device_config(&self.lab, &p4.mapping, &new).to_bytes();
-            p4.session.set_device_config(config).await?;
+            // Rates live in the traffic manager, outside P4Runtime: the soft
+            // switch takes them in its device config.
+            if self.lab.target != turbonet_topo::Target::Soft {
+                bail!(
+                    "a link's rate and queue are the switch's traffic manager's (BMv2: \
+                     set_queue_rate; Tofino: its port shaping), not P4Runtime's; turbonet \
+                     changes them on target \"soft\" only (delay and loss work here)"
+                );
+            }
+            for sw in p4.iter_mut() {
+                let config =
+                    crate::p4rt::soft::device_config(&self.lab, &sw.mapping, &new).to_bytes();
+                sw.session.set_device_config(config).await?;
+            }
         }
-        p4.update(&self.lab, &new, &failures).await?;
+        for sw in p4.iter_mut() {
+            sw.update(&self.lab, &new, &failures).await?;
+        }
         Ok(())
     }
 
@@ -424,18 +438,17 @@ impl Daemon {
         };
         let failures = self.record_failure(&links, target, up)?;
         if let Some(p4) = self.p4.get() {
-            let changes = p4
-                .lock()
-                .await
-                .update(&self.lab, &self.params()?, &failures)
-                .await?;
+            let params = self.params()?;
+            let mut changed = 0;
+            for sw in p4.lock().await.iter_mut() {
+                changed += sw.update(&self.lab, &params, &failures).await?.total();
+            }
             return Ok(format!(
-                "{} {}: {} link(s) {}; {} entries of the switch rewritten",
+                "{} {}: {} link(s) {}; {changed} entries of the switch rewritten",
                 if up { "restored" } else { "failed" },
                 target,
                 links.len(),
                 if up { "up" } else { "down" },
-                changes.total()
             ));
         }
         // Per node, its ports on those links: ifindex and interface name.
@@ -833,8 +846,12 @@ async fn serve(daemon: Rc<Daemon>) -> Result<()> {
             }
         });
     }
-    if daemon.lab.target == turbonet_topo::Target::Soft {
-        let p4 = connect_soft(&daemon.lab, &daemon.dir).await?;
+    let p4 = match daemon.lab.target {
+        turbonet_topo::Target::Soft => Some(vec![connect_soft(&daemon.lab, &daemon.dir).await?]),
+        turbonet_topo::Target::P4rt => Some(connect_p4rt(&daemon.lab, &daemon.dir).await?),
+        turbonet_topo::Target::Netns => None,
+    };
+    if let Some(p4) = p4 {
         let _ = daemon.p4.set(tokio::sync::Mutex::new(p4));
     }
     fs::write(ready_path(&daemon.dir), std::process::id().to_string())?;
@@ -860,7 +877,7 @@ async fn serve(daemon: Rc<Daemon>) -> Result<()> {
                 if let Some(p4) = daemon.p4.get() {
                     // Taken only if free: a rewrite in progress goes first.
                     if let Ok(mut p4) = p4.try_lock() {
-                        if let Ok(links) = p4.link_counters(&daemon.lab).await {
+                        if let Ok(links) = p4_counters(&daemon.lab, &mut p4).await {
                             if let Ok(mut s) = daemon.snapshot.lock() {
                                 *s = links;
                             }
@@ -897,6 +914,67 @@ async fn connect_soft(lab: &Lab, dir: &LabDir) -> Result<P4Lab> {
         mapping,
         switch: soft::SWITCH.to_owned(),
     })
+}
+
+/// Takes over the lab's switches from `up`: on each, primary under the
+/// election id after `up`'s, with the entities `up` wrote.
+async fn connect_p4rt(lab: &Lab, dir: &LabDir) -> Result<Vec<P4Lab>> {
+    use crate::p4rt::{client::Client, session::SwitchSession, switches};
+    let state = dir.load()?.context("the lab has no state")?;
+    let mapping = switches::map(lab).map_err(|e| anyhow!(e))?;
+    let (p4info, _) = switches::pipeline(lab, &state.scenario)?;
+    let schema = turbonet_softswitch::Schema::new(&p4info)?;
+    let params: Vec<LinkParams> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
+    let mut out = Vec::new();
+    for sw in &switches::config(lab)?.switches {
+        let turbonet_topo::P4rtDevice::Address(addr) = &sw.device else {
+            bail!(
+                "switch {}: BMv2 started by turbonet is not available",
+                sw.name
+            );
+        };
+        let client = Client::connect(addr, sw.device_id, u128::from(sw.election_id) + 1)
+            .await
+            .with_context(|| format!("switch {}", sw.name))?;
+        let entities = P4Lab::entities(
+            lab,
+            &mapping,
+            &sw.name,
+            &schema,
+            &params,
+            &turbonet_routing::Failures::default(),
+        )?;
+        out.push(P4Lab {
+            session: SwitchSession::adopt(client, p4info.clone(), entities)?,
+            mapping: mapping.clone(),
+            switch: sw.name.clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// Every link's counters over all the lab's switches: each direction is
+/// counted by the switch its sending end (or, from a host, its receiving
+/// end) runs on, so the sum is the link's.
+async fn p4_counters(lab: &Lab, switches: &mut [P4Lab]) -> Result<Vec<LinkCounters>> {
+    let mut total: Vec<LinkCounters> = Vec::new();
+    for sw in switches {
+        let counters = sw.link_counters(lab).await?;
+        if total.is_empty() {
+            total = counters;
+            continue;
+        }
+        for (sum, c) in total.iter_mut().zip(counters) {
+            for (s, c) in sum.directions.iter_mut().zip(c.directions) {
+                s.rx_packets += c.rx_packets;
+                s.rx_bytes += c.rx_bytes;
+                s.tx_packets += c.tx_packets;
+                s.tx_bytes += c.tx_bytes;
+                s.dropped_loss += c.dropped_loss;
+            }
+        }
+    }
+    Ok(total)
 }
 
 /// Reads one request from a control connection and answers it.

@@ -10,7 +10,7 @@ use turbonet_topo::{Lab, RoutingMode, Target};
 
 use crate::cli::{EXIT_INVALID, UpArgs};
 use crate::fabric::{self, Stopwatch};
-use crate::p4rt::{build as soft_build, soft};
+use crate::p4rt::{build as soft_build, soft, switches};
 use crate::state::{self, LabDir, LabState, Phase, Timing};
 use crate::{daemon, engine, externals, limits, netns, render};
 
@@ -81,12 +81,11 @@ fn runnable(lab: &Lab) -> Result<Vec<engine::Carrier>, String> {
             return engine::carriers(lab, false);
         }
         Target::P4rt => {
-            return Err(
-                "target \"p4rt\" cannot be brought up by `up` in this build: program the \
-                 switches with `turbonet plan FILE --switch NAME=PORTSxSPEED --program \
-                 NAME=HOST:PORT`, or use target = \"soft\" to run the same pipeline here"
-                    .to_owned(),
-            );
+            if let Some(why) = switches::unsupported(lab) {
+                return Err(why);
+            }
+            switches::map(lab)?;
+            return engine::carriers(lab, false);
         }
     }
     if let Some(err) = agents_missing(lab) {
@@ -277,7 +276,8 @@ pub fn up(args: &UpArgs) -> Result<ExitCode> {
     let engine_needed = carriers.iter().any(engine::Carrier::is_userspace);
     let mut namespaces: Vec<String> = match lab.target {
         Target::Soft => soft_build::namespace_names(&lab),
-        _ => lab
+        Target::P4rt => Vec::new(),
+        Target::Netns => lab
             .fabric
             .nodes
             .iter()
@@ -367,7 +367,8 @@ async fn build(
 ) -> Result<()> {
     match lab.target {
         Target::Soft => build_soft(lab, routes, threads, progress, dir, state).await?,
-        _ => build_netns(lab, carriers, routes, threads, progress, dir, state).await?,
+        Target::P4rt => build_p4rt(lab, progress, state).await?,
+        Target::Netns => build_netns(lab, carriers, routes, threads, progress, dir, state).await?,
     }
     let phase = |name: &str, detail: String, state: &mut LabState, seconds: f64| {
         phase(progress, name, detail, state, seconds)
@@ -388,6 +389,8 @@ async fn build(
             format!("pid {pid}: control API, link engine for {impaired} impaired links")
         } else if lab.target == Target::Soft {
             format!("pid {pid}: control API, primary controller of the soft switch")
+        } else if lab.target == Target::P4rt {
+            format!("pid {pid}: control API, primary controller of the switches")
         } else {
             format!("pid {pid}: control API")
         },
@@ -537,6 +540,62 @@ async fn build_soft(
         state,
         watch.seconds(),
     );
+    Ok(())
+}
+
+/// The `p4rt` target: every switch of `[p4rt]` gets the pipeline and its
+/// share of the fabric over P4Runtime. The hosts are what is cabled to
+/// the host ports; nothing is created on this machine.
+async fn build_p4rt(lab: &Lab, progress: &Progress, state: &mut LabState) -> Result<()> {
+    let mapping = switches::map(lab).map_err(|e| anyhow::anyhow!(e))?;
+    let (p4info, device_config) = switches::pipeline(lab, &state.scenario)?;
+    let schema = turbonet_softswitch::Schema::new(&p4info)?;
+    let params: Vec<_> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
+    let failures = turbonet_routing::Failures::default();
+    for (sw, usage) in switches::config(lab)?
+        .switches
+        .iter()
+        .zip(&mapping.switches)
+    {
+        let what = format!("pipeline {}", sw.name);
+        progress.start(&what);
+        let watch = Stopwatch::start();
+        let turbonet_topo::P4rtDevice::Address(addr) = &sw.device else {
+            bail!(
+                "switch {}: BMv2 started by turbonet is not available",
+                sw.name
+            );
+        };
+        let entities = crate::p4rt::control::P4Lab::entities(
+            lab, &mapping, &sw.name, &schema, &params, &failures,
+        )?;
+        let client =
+            crate::p4rt::client::Client::connect(addr, sw.device_id, u128::from(sw.election_id))
+                .await
+                .with_context(|| format!("switch {}", sw.name))?;
+        let session = crate::p4rt::session::SwitchSession::program(
+            client,
+            p4info.clone(),
+            device_config.clone(),
+            entities,
+        )
+        .await
+        .with_context(|| format!("switch {} at {addr}", sw.name))?;
+        phase(
+            progress,
+            &what,
+            format!(
+                "{} entities at {addr} (device {}): {} virtual switches, {} of {} ports",
+                session.installed(),
+                sw.device_id,
+                usage.virtual_switches,
+                usage.ports_used,
+                usage.ports
+            ),
+            state,
+            watch.seconds(),
+        );
+    }
     Ok(())
 }
 

@@ -87,3 +87,94 @@ fn plan_programs_a_fat_tree_into_the_soft_switch() {
     assert!(again.status.success(), "{}", text(&again));
     assert!(text(&again).contains(line.split(" at ").next().unwrap()));
 }
+
+/// A `p4rt` scenario: fat-tree k=4 on two switches at these addresses.
+fn two_switch_scenario(lab: &str, a: &str, b: &str, extra: &str) -> std::path::PathBuf {
+    turbonet_tests::write_scenario(
+        lab,
+        &format!(
+            "[lab]\nname = \"{lab}\"\ntarget = \"p4rt\"\n[topology]\nkind = \"fat-tree\"\nk = 4\n\
+             [routing]\nmode = \"controller\"\n[p4rt]\nqueues = 8\n\
+             [[p4rt.switch]]\nname = \"s1\"\nports = 32\nspeed = \"100G\"\naddress = \"{a}\"\n\
+             [[p4rt.switch]]\nname = \"s2\"\nports = 32\nspeed = \"100G\"\naddress = \"{b}\"\n{extra}"
+        ),
+    )
+}
+
+#[test]
+fn a_p4rt_lab_programs_its_switches_and_rewrites_them_on_failures() {
+    turbonet_tests::require_root!();
+    let (s1, s2) = (SoftSwitch::start(), SoftSwitch::start());
+    let lab = turbonet_tests::unique_lab("pr");
+    let file = two_switch_scenario(&lab, &s1.addr, &s2.addr, "");
+    let _guard = turbonet_tests::LabGuard(lab.clone());
+    let up = run(&["up", file.to_str().unwrap()]);
+    let shown = text(&up);
+    assert!(up.status.success(), "{shown}");
+    // Both switches got the pipeline and their share of the fabric.
+    for sw in ["pipeline s1", "pipeline s2"] {
+        assert!(shown.contains(sw), "{shown}");
+    }
+    // Nothing is created on this machine: no namespaces.
+    assert!(turbonet_tests::lab_namespaces(&lab).is_empty());
+
+    // The daemon is primary now (a higher election id than up's) and
+    // rewrites the entries a failure changes, on both switches.
+    for verb in ["fail", "restore"] {
+        let out = run(&[verb, "link", "edge0-0--agg0-0", "--lab", &lab]);
+        assert!(out.status.success(), "{}", text(&out));
+        let shown = text(&out);
+        let rewritten: usize = shown
+            .split_once(" entries of the switch rewritten")
+            .and_then(|(before, _)| before.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{shown}"));
+        assert!(rewritten > 0, "{}", text(&out));
+    }
+    let delay = run(&[
+        "link",
+        "set",
+        "agg0-0--core0",
+        "--delay",
+        "1ms",
+        "--lab",
+        &lab,
+    ]);
+    assert!(delay.status.success(), "{}", text(&delay));
+    // Rates are the traffic manager's, not P4Runtime's.
+    let rate = run(&[
+        "link",
+        "set",
+        "agg0-0--core0",
+        "--rate",
+        "1gbit",
+        "--lab",
+        &lab,
+    ]);
+    assert!(!rate.status.success());
+    assert!(text(&rate).contains("traffic manager"), "{}", text(&rate));
+    // `check` explains why it cannot run here.
+    let check = run(&["check", "--lab", &lab]);
+    assert!(!check.status.success());
+    assert!(text(&check).contains("servers cabled"), "{}", text(&check));
+}
+
+#[test]
+fn bmv2_is_asked_for_by_name() {
+    turbonet_tests::require_root!();
+    let lab = turbonet_tests::unique_lab("pb");
+    let file = two_switch_scenario(&lab, "127.0.0.1:1", "127.0.0.1:2", "")
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let text_of = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text_of.replace("address = \"127.0.0.1:2\"", "bmv2 = true"),
+    )
+    .unwrap();
+    let up = run(&["up", &file]);
+    assert!(!up.status.success());
+    assert!(text(&up).contains("simple_switch_grpc"), "{}", text(&up));
+    assert!(!turbonet_tests::lab_state_exists(&lab));
+}

@@ -131,6 +131,8 @@ impl P4Lab {
                         .get(&(fabric.node(end.node).name.as_str(), end.ifname.as_str()))
                         .copied()
                 };
+                // A switch end on another physical switch counts there.
+                let from_host = |d: usize| !fabric.node(link.ends[d].node).role.is_switch();
                 let direction = |d: usize| match (at(d), at(1 - d)) {
                     (Some(from), _) => Counters {
                         rx_packets: from.tx.packets + from.lost.packets,
@@ -143,7 +145,7 @@ impl P4Lab {
                     // The program counts vport_rx before the inbound loss
                     // draw: rx is what the host offered, of which rx_lost
                     // was lost.
-                    (None, Some(to)) => Counters {
+                    (None, Some(to)) if from_host(d) => Counters {
                         rx_packets: to.rx.packets,
                         rx_bytes: to.rx.bytes,
                         tx_packets: to.rx.packets.saturating_sub(to.rx_lost.packets),
@@ -151,7 +153,7 @@ impl P4Lab {
                         dropped_loss: to.rx_lost.packets,
                         ..Counters::default()
                     },
-                    (None, None) => Counters::default(),
+                    (None, _) => Counters::default(),
                 };
                 LinkCounters {
                     link: link.name.clone(),

@@ -20,6 +20,7 @@ pub mod driver;
 pub mod entries;
 pub mod session;
 pub mod soft;
+pub mod switches;
 
 /// `turbonet softswitch`: serves P4Runtime for one soft-switch device and
 /// runs its data plane until Ctrl-C or SIGTERM. Its interface ports are
