@@ -26,9 +26,11 @@ use turbonet_topo::units::Delay;
 use turbonet_topo::{Action, EventTarget, Lab, Link, LinkParams, NodeId};
 
 use crate::agents::Agents;
+use crate::agents::fib::PipelineRoutes;
 use crate::control::{self, Request, Response, Target};
 use crate::engine::{self, EngineLink, LinkCounters, packet::PacketSocket};
 use crate::p4rt::control::P4Lab;
+use crate::p4rt::entries::FabricState;
 use crate::state::{self, LabDir, LabState};
 use crate::{fabric, lab, netns};
 
@@ -199,6 +201,9 @@ struct Daemon {
     /// P4 targets: the controller's hold on each switch (connected on the
     /// event loop).
     p4: std::cell::OnceCell<tokio::sync::Mutex<Vec<P4Lab>>>,
+    /// BGP on a P4 target: the routes the built-in agents hold, which the
+    /// controller writes to the pipeline.
+    pipeline_routes: Option<Rc<PipelineRoutes>>,
 }
 
 impl Daemon {
@@ -300,6 +305,62 @@ impl Daemon {
             .collect())
     }
 
+    /// The routes a P4 target's virtual switches forward by around
+    /// `failures`: the controller's or static routing's, or with BGP the
+    /// agents' (see [`crate::p4rt::control::routes_with_agents`]).
+    fn p4_routes(&self, failures: &turbonet_routing::Failures) -> Vec<Vec<Route>> {
+        match &self.pipeline_routes {
+            Some(agents) => {
+                crate::p4rt::control::routes_with_agents(&self.lab, failures, &agents.routes())
+            }
+            None => crate::p4rt::control::routes(&self.lab, failures),
+        }
+    }
+
+    /// Writes what the switches must hold now; returns how many entities
+    /// changed.
+    async fn p4_sync(&self, p4: &tokio::sync::Mutex<Vec<P4Lab>>) -> Result<usize> {
+        let failures = self
+            .failures
+            .lock()
+            .map_err(|_| anyhow!("state poisoned"))?
+            .clone();
+        let params = self.params()?;
+        let routes = self.p4_routes(&failures);
+        let state = FabricState {
+            routes: &routes,
+            params: &params,
+            failures: &failures,
+        };
+        let mut changed = 0;
+        for sw in p4.lock().await.iter_mut() {
+            changed += sw.update(&self.lab, state).await?.total();
+        }
+        Ok(changed)
+    }
+
+    /// BGP on a P4 target: writes the agents' routes to the switch each
+    /// time they change (changes that arrive meanwhile go in one pass),
+    /// and tells the agents when they are in.
+    async fn write_agent_routes(self: Rc<Self>, table: Rc<PipelineRoutes>) {
+        loop {
+            table.changed().await;
+            // Let the other agents' changes of this burst arrive.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            let change = table.latest();
+            if let Some(p4) = self.p4.get() {
+                if let Err(e) = self.p4_sync(p4).await {
+                    self.log.write(
+                        "bgp",
+                        "writing routes to the switch",
+                        Some(&format!("{e:#}")),
+                    );
+                }
+            }
+            table.written(change);
+        }
+    }
+
     /// `link set` on a P4 target: the queue mapper's delay and loss, and
     /// (through the device config) the queue's rate.
     async fn p4_link_set(
@@ -341,8 +402,14 @@ impl Daemon {
                 sw.session.set_device_config(config).await?;
             }
         }
+        let routes = self.p4_routes(&failures);
+        let state = FabricState {
+            routes: &routes,
+            params: &new,
+            failures: &failures,
+        };
         for sw in p4.iter_mut() {
-            sw.update(&self.lab, &new, &failures).await?;
+            sw.update(&self.lab, state).await?;
         }
         Ok(())
     }
@@ -437,19 +504,18 @@ impl Daemon {
             }
         };
         let failures = self.record_failure(&links, target, up)?;
-        if let Some(p4) = self.p4.get() {
-            let params = self.params()?;
-            let mut changed = 0;
-            for sw in p4.lock().await.iter_mut() {
-                changed += sw.update(&self.lab, &params, &failures).await?.total();
+        let p4 = self.p4.get();
+        if let Some(p4) = p4 {
+            let changed = self.p4_sync(p4).await?;
+            if self.agents.get().is_none() {
+                return Ok(format!(
+                    "{} {}: {} link(s) {}; {changed} entries of the switch rewritten",
+                    if up { "restored" } else { "failed" },
+                    target,
+                    links.len(),
+                    if up { "up" } else { "down" },
+                ));
             }
-            return Ok(format!(
-                "{} {}: {} link(s) {}; {changed} entries of the switch rewritten",
-                if up { "restored" } else { "failed" },
-                target,
-                links.len(),
-                if up { "up" } else { "down" },
-            ));
         }
         // Per node, its ports on those links: ifindex and interface name.
         let mut ports: BTreeMap<NodeId, Vec<(u32, &str)>> = BTreeMap::new();
@@ -463,7 +529,8 @@ impl Daemon {
                     .push((index, end.ifname.as_str()));
             }
         }
-        for (&node, indices) in &ports {
+        // On a P4 target the pipeline cut the links (above).
+        for (&node, indices) in ports.iter().filter(|_| p4.is_none()) {
             let handle = node_handle(&self.lab, node)?;
             for &(index, _) in indices {
                 let message = if up {
@@ -804,6 +871,9 @@ pub fn run(lab_name: &str) -> Result<ExitCode> {
         log: EventLog::open(&dir)?,
         agents: std::cell::OnceCell::new(),
         p4: std::cell::OnceCell::new(),
+        pipeline_routes: (lab.target != turbonet_topo::Target::Netns
+            && lab.routing.mode == turbonet_topo::RoutingMode::Bgp)
+            .then(|| PipelineRoutes::new(lab.fabric.nodes.len())),
         dir: dir.clone(),
         lab,
     });
@@ -836,16 +906,6 @@ async fn serve(daemon: Rc<Daemon>) -> Result<()> {
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut hangup = signal(SignalKind::hangup())?;
     let mut tick = tokio::time::interval(Duration::from_millis(250));
-    if daemon.bgp() {
-        let agents = Agents::start(&daemon.lab, daemon.log.clone())?;
-        let _ = daemon.agents.set(agents);
-        let planner = daemon.clone();
-        tokio::task::spawn_local(async move {
-            if let Some(agents) = planner.agents.get() {
-                agents.plan_ready().await;
-            }
-        });
-    }
     let p4 = match daemon.lab.target {
         turbonet_topo::Target::Soft => Some(vec![connect_soft(&daemon.lab, &daemon.dir).await?]),
         turbonet_topo::Target::P4rt => Some(connect_p4rt(&daemon.lab, &daemon.dir).await?),
@@ -853,6 +913,44 @@ async fn serve(daemon: Rc<Daemon>) -> Result<()> {
     };
     if let Some(p4) = p4 {
         let _ = daemon.p4.set(tokio::sync::Mutex::new(p4));
+    }
+    if let (Some(p4), Some(table)) = (daemon.p4.get(), &daemon.pipeline_routes) {
+        // The agents' traffic goes through the switch's CPU port.
+        let mut switches = p4.lock().await;
+        for sw in switches.iter_mut() {
+            let cpu = crate::p4rt::cpu::CpuPorts::open(
+                &daemon.lab,
+                &sw.mapping,
+                &sw.switch,
+                sw.session.p4info(),
+            )
+            .await?;
+            let io = sw
+                .session
+                .packet_io()
+                .context("the switch's stream is taken")?;
+            let log = daemon.log.clone();
+            tokio::task::spawn_local(async move {
+                if let Err(e) = cpu.run(io).await {
+                    log.write("bgp", "CPU port", Some(&format!("{e:#}")));
+                }
+            });
+        }
+        tokio::task::spawn_local(daemon.clone().write_agent_routes(table.clone()));
+    }
+    if daemon.bgp() {
+        let agents = Agents::start(
+            &daemon.lab,
+            daemon.log.clone(),
+            daemon.pipeline_routes.as_ref(),
+        )?;
+        let _ = daemon.agents.set(agents);
+        let planner = daemon.clone();
+        tokio::task::spawn_local(async move {
+            if let Some(agents) = planner.agents.get() {
+                agents.plan_ready().await;
+            }
+        });
     }
     fs::write(ready_path(&daemon.dir), std::process::id().to_string())?;
     tokio::task::spawn_local(daemon.clone().run_timeline());
@@ -900,20 +998,47 @@ async fn connect_soft(lab: &Lab, dir: &LabDir) -> Result<P4Lab> {
     let client = Client::connect(&addr, soft::DEVICE_ID, soft::DAEMON_ELECTION_ID).await?;
     let p4info = turbonet_softswitch::turbonet_p4info();
     let schema = turbonet_softswitch::Schema::new(&p4info)?;
-    let params: Vec<LinkParams> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
-    let entities = P4Lab::entities(
-        lab,
-        &mapping,
-        soft::SWITCH,
-        &schema,
-        &params,
-        &turbonet_routing::Failures::default(),
-    )?;
+    let entities = P4Lab::entities(lab, &mapping, soft::SWITCH, &schema, initial(lab).state())?;
     Ok(P4Lab {
         session: SwitchSession::adopt(client, p4info, entities)?,
         mapping,
         switch: soft::SWITCH.to_owned(),
     })
+}
+
+/// What `up` wrote to a P4 target's switches: the scenario's link
+/// parameters, nothing down, and the routes `up` computes (in BGP mode
+/// without the fabric's, which the agents bring).
+pub struct Initial {
+    routes: Vec<Vec<Route>>,
+    params: Vec<LinkParams>,
+    failures: turbonet_routing::Failures,
+}
+
+impl Initial {
+    /// As the entries builder takes it.
+    pub fn state(&self) -> FabricState<'_> {
+        FabricState {
+            routes: &self.routes,
+            params: &self.params,
+            failures: &self.failures,
+        }
+    }
+}
+
+/// The state `up` programs a P4 target's switches with.
+pub fn initial(lab: &Lab) -> Initial {
+    let failures = turbonet_routing::Failures::default();
+    let routes = if lab.routing.mode == turbonet_topo::RoutingMode::Bgp {
+        crate::p4rt::control::routes_with_agents(lab, &failures, &[])
+    } else {
+        crate::p4rt::control::routes(lab, &failures)
+    };
+    Initial {
+        routes,
+        params: lab.fabric.links.iter().map(|l| l.params.clone()).collect(),
+        failures,
+    }
 }
 
 /// Takes over the lab's switches from `up`: on each, primary under the
@@ -924,7 +1049,7 @@ async fn connect_p4rt(lab: &Lab, dir: &LabDir) -> Result<Vec<P4Lab>> {
     let mapping = switches::map(lab).map_err(|e| anyhow!(e))?;
     let (p4info, _) = switches::pipeline(lab, &state.scenario)?;
     let schema = turbonet_softswitch::Schema::new(&p4info)?;
-    let params: Vec<LinkParams> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
+    let initial = initial(lab);
     let mut out = Vec::new();
     for sw in &switches::config(lab)?.switches {
         let turbonet_topo::P4rtDevice::Address(addr) = &sw.device else {
@@ -936,14 +1061,7 @@ async fn connect_p4rt(lab: &Lab, dir: &LabDir) -> Result<Vec<P4Lab>> {
         let client = Client::connect(addr, sw.device_id, u128::from(sw.election_id) + 1)
             .await
             .with_context(|| format!("switch {}", sw.name))?;
-        let entities = P4Lab::entities(
-            lab,
-            &mapping,
-            &sw.name,
-            &schema,
-            &params,
-            &turbonet_routing::Failures::default(),
-        )?;
+        let entities = P4Lab::entities(lab, &mapping, &sw.name, &schema, initial.state())?;
         out.push(P4Lab {
             session: SwitchSession::adopt(client, p4info.clone(), entities)?,
             mapping: mapping.clone(),

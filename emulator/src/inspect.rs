@@ -319,24 +319,36 @@ struct NodeRow<'a> {
     ports: usize,
 }
 
-/// True when the node is a namespace of its own: every node on `netns`,
-/// only hosts on the P4 targets (their switches are virtual switches of a
-/// P4 switch).
-pub fn has_namespace(lab: &Lab, node: &turbonet_topo::Node) -> bool {
-    lab.target == turbonet_topo::Target::Netns || !node.role.is_switch()
+/// What namespace a node has: on `netns` every node is one; on the P4
+/// targets hosts are, and a switch has at most a control-plane namespace
+/// (its BGP agent's, on `soft`), its forwarding being the pipeline's.
+pub fn namespace_of(lab: &Lab, node: &turbonet_topo::Node) -> Option<(String, bool)> {
+    let name = fabric::ns_name(&lab.name, &node.name);
+    if lab.target == turbonet_topo::Target::Netns || !node.role.is_switch() {
+        Some((name, false))
+    } else if lab.target == turbonet_topo::Target::Soft
+        && lab.routing.mode == turbonet_topo::RoutingMode::Bgp
+    {
+        Some((name, true))
+    } else {
+        None
+    }
 }
 
-/// The namespace of node `name`, or why it has none.
+/// The namespace `exec` runs in for node `name`, or why it has none.
 pub fn node_namespace(lab: &Lab, name: &str) -> Result<String> {
-    match lab.fabric.node_by_name(name) {
-        Some(node) if !has_namespace(lab, node) => anyhow::bail!(
+    let Some(node) = lab.fabric.node_by_name(name) else {
+        return Ok(fabric::ns_name(&lab.name, name));
+    };
+    match namespace_of(lab, node) {
+        Some((ns, _)) => Ok(ns),
+        None => anyhow::bail!(
             "{name} is a virtual switch inside the {} switch (target \"{}\"): it has no \
              namespace of its own; its forwarding is the pipeline's tables (`turbonet link \
              show` has its counters), and hosts are namespaces",
             lab.target,
             lab.target
         ),
-        _ => Ok(fabric::ns_name(&lab.name, name)),
     }
 }
 
@@ -349,10 +361,10 @@ fn show_nodes(lab: &Lab, only: Option<&str>, json: bool) -> Result<()> {
         .map(|n| NodeRow {
             name: &n.name,
             role: n.role.to_string(),
-            namespace: if has_namespace(lab, n) {
-                fabric::ns_name(&lab.name, &n.name)
-            } else {
-                format!("- (in the {} switch)", lab.target)
+            namespace: match namespace_of(lab, n) {
+                Some((ns, false)) => ns,
+                Some((ns, true)) => format!("{ns} (control plane)"),
+                None => format!("- (in the {} switch)", lab.target),
             },
             asn: n.asn.map(|a| a.0),
             loopback: n.loopback.map(|l| l.to_string()),
@@ -460,6 +472,18 @@ struct RouteRow {
 
 /// Dumps a node's kernel routing table (main table, IPv4).
 fn show_routes(lab: &Lab, node: &str, json: bool) -> Result<()> {
+    if lab.target != turbonet_topo::Target::Netns
+        && lab
+            .fabric
+            .node_by_name(node)
+            .is_some_and(|n| n.role.is_switch())
+    {
+        anyhow::bail!(
+            "{node} forwards by the {} switch's tables, not a kernel table: `turbonet show bgp \
+             {node}` has its routes with BGP, and the routes follow the plan otherwise",
+            lab.target
+        );
+    }
     let ns_name = node_namespace(lab, node)?;
     let ns = netns::open(&ns_name).with_context(|| format!("opening namespace {ns_name}"))?;
     let socket = netns::in_namespace(&ns, netns::route_socket)?;

@@ -510,19 +510,17 @@ async fn build_soft(
     let watch = Stopwatch::start();
     let p4info = turbonet_softswitch::turbonet_p4info();
     let schema = turbonet_softswitch::Schema::new(&p4info)?;
-    let params: Vec<_> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
-    let failures = turbonet_routing::Failures::default();
+    let initial = daemon::initial(lab);
     let entities = crate::p4rt::control::P4Lab::entities(
         lab,
         &mapping,
         soft::SWITCH,
         &schema,
-        &params,
-        &failures,
+        initial.state(),
     )?;
     let client =
         crate::p4rt::client::Client::connect(&addr, soft::DEVICE_ID, soft::UP_ELECTION_ID).await?;
-    let device_config = soft::device_config(lab, &mapping, &params).to_bytes();
+    let device_config = soft::device_config(lab, &mapping, initial.state().params).to_bytes();
     let session =
         crate::p4rt::session::SwitchSession::program(client, p4info, device_config, entities)
             .await?;
@@ -550,8 +548,7 @@ async fn build_p4rt(lab: &Lab, progress: &Progress, state: &mut LabState) -> Res
     let mapping = switches::map(lab).map_err(|e| anyhow::anyhow!(e))?;
     let (p4info, device_config) = switches::pipeline(lab, &state.scenario)?;
     let schema = turbonet_softswitch::Schema::new(&p4info)?;
-    let params: Vec<_> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
-    let failures = turbonet_routing::Failures::default();
+    let initial = daemon::initial(lab);
     for (sw, usage) in switches::config(lab)?
         .switches
         .iter()
@@ -567,7 +564,11 @@ async fn build_p4rt(lab: &Lab, progress: &Progress, state: &mut LabState) -> Res
             );
         };
         let entities = crate::p4rt::control::P4Lab::entities(
-            lab, &mapping, &sw.name, &schema, &params, &failures,
+            lab,
+            &mapping,
+            &sw.name,
+            &schema,
+            initial.state(),
         )?;
         let client =
             crate::p4rt::client::Client::connect(addr, sw.device_id, u128::from(sw.election_id))

@@ -90,3 +90,48 @@ fn a_fat_tree_runs_on_the_soft_switch() {
     assert!(out.status.success(), "{}", text(&out));
     assert!(!std::path::Path::new(&format!("/run/netns/tn-{lab}.soft")).exists());
 }
+
+#[test]
+fn bgp_agents_speak_through_the_soft_switchs_cpu_port() {
+    require_root!();
+    // The same fabric with built-in BGP agents: their sessions run over
+    // the emulated links (PacketIn/PacketOut through the CPU port), their
+    // routes go into the pipeline's tables.
+    let scenario = std::fs::read_to_string(
+        turbonet_tests::workspace().join("scenarios/fat-tree-k4-soft.toml"),
+    )
+    .unwrap()
+    .replace("mode = \"controller\"", "mode = \"bgp\"");
+    let lab = turbonet_tests::unique_lab("sb");
+    let file = turbonet_tests::write_scenario(&lab, &scenario.replace("k4soft", &lab));
+    let _guard = turbonet_tests::LabGuard(lab.clone());
+    let up = run(&["up", file.to_str().unwrap()]);
+    assert!(up.status.success(), "{}", text(&up));
+    assert!(
+        text(&up).contains("64/64 sessions established"),
+        "{}",
+        text(&up)
+    );
+    let check = |when: &str| {
+        let out = run(&["check", "--lab", &lab]);
+        assert!(out.status.success(), "check {when}: {}", text(&out));
+    };
+    check("after up");
+
+    // A failed link takes its session down and BGP routes around it.
+    let out = run(&["fail", "link", "edge0-0--agg0-0", "--lab", &lab]);
+    assert!(out.status.success(), "{}", text(&out));
+    let converged = |sessions: &str| {
+        wait_until(std::time::Duration::from_secs(20), || {
+            let out = run(&["show", "bgp", "--lab", &lab]);
+            let shown = text(&out);
+            shown.contains("20/20 switches converged") && shown.contains(sessions)
+        })
+    };
+    assert!(converged("62/64 sessions established"), "no re-convergence");
+    check("after the failure");
+    let out = run(&["restore", "link", "edge0-0--agg0-0", "--lab", &lab]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(converged("64/64 sessions established"), "no re-convergence");
+    check("after the restore");
+}

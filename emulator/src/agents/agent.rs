@@ -14,7 +14,7 @@ use turbonet_routing::bgp::plan::{self, Speaker};
 use turbonet_routing::bgp::rib::{Multipath, PeerId, PeerSummary, Rib};
 use turbonet_topo::Agent as AgentKind;
 
-use super::fib::{Fib, NetlinkFib};
+use super::fib::{AnyFib, Fib};
 use super::status::{SessionStatus, SpeakerStatus};
 use super::{AgentEvent, Peer, PeerState};
 use crate::daemon::EventLog;
@@ -28,7 +28,7 @@ pub(super) struct Agent {
     ports: HashMap<String, Vec<watch::Sender<bool>>>,
     /// Ports known to be down (absent: up).
     port_up: HashMap<String, bool>,
-    fib: NetlinkFib,
+    fib: AnyFib,
     /// What the FIB holds: next hops by prefix.
     installed: BTreeMap<Ipv4Net, BTreeSet<Ipv4Addr>>,
     /// Its FIB once converged (`None` until the plan is computed).
@@ -47,7 +47,7 @@ pub(super) struct Agent {
 impl Agent {
     pub(super) fn new(
         speaker: Speaker,
-        fib: NetlinkFib,
+        fib: AnyFib,
         ports: HashMap<String, Vec<watch::Sender<bool>>>,
         known: Rc<BTreeSet<Ipv4Net>>,
         log: EventLog,

@@ -1,11 +1,14 @@
 //! The FIB a BGP agent drives: a trait, and its rtnetlink implementation
 //! for the netns target.
 
-use std::collections::HashMap;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 
 use anyhow::{Context, Result};
 use ipnet::Ipv4Net;
 use rtnetlink::packet_route::route::RouteProtocol;
+use tokio::sync::{Notify, watch};
 use turbonet_routing::bgp::config::KERNEL_METRIC;
 use turbonet_routing::{NextHop, Route, RouteOrigin};
 
@@ -72,5 +75,120 @@ impl Fib for NetlinkFib {
             }
         }))
         .await
+    }
+}
+
+/// The routes built-in agents hold for virtual switches that run in a P4
+/// pipeline, by node: the daemon's controller writes them to the switch
+/// (with the routes `up` would have put in a kernel) and says when it has.
+#[derive(Debug)]
+pub struct PipelineRoutes {
+    routes: RefCell<Vec<BTreeMap<Ipv4Net, Vec<NextHop>>>>,
+    requested: Cell<u64>,
+    wake: Notify,
+    synced: watch::Sender<u64>,
+}
+
+impl PipelineRoutes {
+    /// An empty table for `nodes` nodes.
+    pub fn new(nodes: usize) -> Rc<PipelineRoutes> {
+        Rc::new(PipelineRoutes {
+            routes: RefCell::new(vec![BTreeMap::new(); nodes]),
+            requested: Cell::new(0),
+            wake: Notify::new(),
+            synced: watch::Sender::new(0),
+        })
+    }
+
+    /// Every node's routes as the agents hold them.
+    pub fn routes(&self) -> Vec<Vec<Route>> {
+        self.routes
+            .borrow()
+            .iter()
+            .map(|node| {
+                node.iter()
+                    .map(|(prefix, nexthops)| Route {
+                        prefix: *prefix,
+                        nexthops: nexthops.clone(),
+                        origin: RouteOrigin::Fabric,
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Waits until an agent changed its routes; returns the change's
+    /// number, for [`PipelineRoutes::written`].
+    pub async fn changed(&self) -> u64 {
+        self.wake.notified().await;
+        self.requested.get()
+    }
+
+    /// The number of the last change.
+    pub fn latest(&self) -> u64 {
+        self.requested.get()
+    }
+
+    /// The switch holds every change up to `change`.
+    pub fn written(&self, change: u64) {
+        self.synced.send_replace(change);
+    }
+}
+
+/// One virtual switch's FIB in a P4 pipeline (see [`PipelineRoutes`]).
+#[derive(Debug)]
+pub struct PipelineFib {
+    node: usize,
+    table: Rc<PipelineRoutes>,
+}
+
+impl PipelineFib {
+    /// Node `node`'s share of `table`.
+    pub fn new(node: usize, table: Rc<PipelineRoutes>) -> PipelineFib {
+        PipelineFib { node, table }
+    }
+}
+
+impl Fib for PipelineFib {
+    async fn apply(&mut self, routes: Vec<(Ipv4Net, Vec<NextHop>)>) -> Result<()> {
+        {
+            let mut table = self.table.routes.borrow_mut();
+            let mine = &mut table[self.node];
+            for (prefix, nexthops) in routes {
+                if nexthops.is_empty() {
+                    mine.remove(&prefix);
+                } else {
+                    mine.insert(prefix, nexthops);
+                }
+            }
+        }
+        let change = self.table.requested.get() + 1;
+        self.table.requested.set(change);
+        self.table.wake.notify_one();
+        let mut synced = self.table.synced.subscribe();
+        synced
+            .wait_for(|&written| written >= change)
+            .await
+            .map(|_| ())
+            .map_err(|_| anyhow::anyhow!("the controller stopped"))
+    }
+}
+
+/// The FIB of a built-in agent: the switch's kernel table, or its tables
+/// in a P4 pipeline.
+#[derive(Debug)]
+pub enum AnyFib {
+    /// `netns`.
+    Netlink(NetlinkFib),
+    /// `soft`.
+    Pipeline(PipelineFib),
+}
+
+impl Fib for AnyFib {
+    async fn apply(&mut self, routes: Vec<(Ipv4Net, Vec<NextHop>)>) -> Result<()> {
+        match self {
+            AnyFib::Netlink(fib) => fib.apply(routes).await,
+            AnyFib::Pipeline(fib) => fib.apply(routes).await,
+        }
     }
 }

@@ -118,8 +118,13 @@ pub struct Agents {
 
 impl Agents {
     /// Starts a built-in agent on every switch whose agent is `builtin`
-    /// (on the current `LocalSet`).
-    pub fn start(lab: &Lab, log: EventLog) -> Result<Agents> {
+    /// (on the current `LocalSet`). Their routes go to the switches'
+    /// kernel tables, or with `pipeline` to the P4 pipeline's.
+    pub fn start(
+        lab: &Lab,
+        log: EventLog,
+        pipeline: Option<&Rc<fib::PipelineRoutes>>,
+    ) -> Result<Agents> {
         let speakers = plan::speakers(&lab.fabric);
         let kinds: Vec<AgentKind> = speakers
             .iter()
@@ -148,7 +153,7 @@ impl Agents {
         let mut opened = Vec::new();
         for (speaker, kind) in speakers.iter().zip(&kinds) {
             if *kind == AgentKind::Builtin {
-                opened.push((speaker, SwitchSockets::open(lab, speaker)?));
+                opened.push((speaker, SwitchSockets::open(lab, speaker, pipeline)?));
             }
         }
         let mut inboxes = HashMap::new();

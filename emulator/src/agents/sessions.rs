@@ -17,7 +17,7 @@ use turbonet_routing::bgp::session::{Session, SessionConfig};
 use turbonet_topo::{BgpTimers, Lab};
 
 use super::AgentEvent;
-use super::fib::NetlinkFib;
+use super::fib::{AnyFib, NetlinkFib, PipelineFib, PipelineRoutes};
 use crate::{fabric, netns};
 
 /// What a built-in agent needs of its switch's namespace: a handle on it,
@@ -25,11 +25,17 @@ use crate::{fabric, netns};
 pub(super) struct SwitchSockets {
     pub(super) ns: Rc<OwnedFd>,
     pub(super) listener: TcpListener,
-    pub(super) fib: NetlinkFib,
+    pub(super) fib: AnyFib,
 }
 
 impl SwitchSockets {
-    pub(super) fn open(lab: &Lab, speaker: &Speaker) -> Result<SwitchSockets> {
+    /// The sockets in the switch's namespace, and its FIB: the
+    /// namespace's kernel table, or its share of `pipeline`.
+    pub(super) fn open(
+        lab: &Lab,
+        speaker: &Speaker,
+        pipeline: Option<&Rc<PipelineRoutes>>,
+    ) -> Result<SwitchSockets> {
         let ns_name = fabric::ns_name(&lab.name, &speaker.name);
         let ns = Rc::new(netns::open(&ns_name).with_context(|| format!("opening {ns_name}"))?);
         let listener = netns::in_namespace(&*ns, || {
@@ -45,14 +51,19 @@ impl SwitchSockets {
             Ok(std::net::TcpListener::from(socket))
         })
         .with_context(|| format!("{}: listening on port {PORT}", speaker.name))?;
-        let fib = NetlinkFib::new(
-            fabric::connect(netns::in_namespace(&*ns, netns::route_socket)?)?,
-            lab.fabric
-                .ports(speaker.node)
-                .enumerate()
-                .map(|(port, (_, local, _))| (local.ifname.clone(), fabric::port_ifindex(port)))
-                .collect(),
-        );
+        let fib = match pipeline {
+            Some(table) => {
+                AnyFib::Pipeline(PipelineFib::new(speaker.node.0 as usize, table.clone()))
+            }
+            None => AnyFib::Netlink(NetlinkFib::new(
+                fabric::connect(netns::in_namespace(&*ns, netns::route_socket)?)?,
+                lab.fabric
+                    .ports(speaker.node)
+                    .enumerate()
+                    .map(|(port, (_, local, _))| (local.ifname.clone(), fabric::port_ifindex(port)))
+                    .collect(),
+            )),
+        };
         Ok(SwitchSockets {
             ns,
             listener: TcpListener::from_std(listener)?,

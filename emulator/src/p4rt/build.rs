@@ -40,19 +40,32 @@ impl SoftNamespaces {
     }
 }
 
-/// Names of the namespaces the soft target creates: hosts, then the soft
-/// switch's.
+/// Names of the namespaces the soft target creates: hosts, the soft
+/// switch's, and with BGP the switches' control planes.
 pub fn namespace_names(lab: &Lab) -> Vec<String> {
-    lab.fabric
+    let mut names: Vec<String> = lab
+        .fabric
         .hosts()
         .map(|h| fabric::ns_name(&lab.name, &h.name))
         .chain([soft::namespace(&lab.name)])
-        .collect()
+        .collect();
+    if lab.routing.mode == turbonet_topo::RoutingMode::Bgp {
+        names.extend(super::cpu::namespace_names(lab));
+    }
+    names
 }
 
 /// Creates the hosts' namespaces and the soft switch's, with their sysctls.
 pub fn create_namespaces(lab: &Lab, threads: usize) -> Result<SoftNamespaces> {
-    let names = namespace_names(lab);
+    if lab.routing.mode == turbonet_topo::RoutingMode::Bgp {
+        super::cpu::create_namespaces(lab, threads)?;
+    }
+    let names: Vec<String> = lab
+        .fabric
+        .hosts()
+        .map(|h| fabric::ns_name(&lab.name, &h.name))
+        .chain([soft::namespace(&lab.name)])
+        .collect();
     let hosts: Vec<&Node> = lab.fabric.hosts().collect();
     let results = netns::create_batch(&names, threads, &|name: &str| {
         match hosts

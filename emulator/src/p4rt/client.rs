@@ -24,10 +24,20 @@ pub struct Client {
     rpc: P4RuntimeClient<Channel>,
     device_id: u64,
     election_id: Uint128,
-    /// Keeps the stream (and so the primary role) open.
-    _stream: mpsc::Sender<StreamMessageRequest>,
-    _responses: tonic::Streaming<StreamMessageResponse>,
+    /// The stream: open as long as its sender lives (and with it the
+    /// primary role); [`Client::packet_io`] hands both ends out.
+    stream: Option<(
+        mpsc::Sender<StreamMessageRequest>,
+        tonic::Streaming<StreamMessageResponse>,
+    )>,
 }
+
+/// The controller's ends of a device's stream (§16): PacketOut goes in,
+/// PacketIn (and the device's other messages) come out.
+pub type PacketIo = (
+    mpsc::Sender<StreamMessageRequest>,
+    tonic::Streaming<StreamMessageResponse>,
+);
 
 impl Client {
     /// Connects to `addr` (`host:port`) and becomes primary for
@@ -80,9 +90,14 @@ impl Client {
             rpc,
             device_id,
             election_id: election_id.into(),
-            _stream: tx,
-            _responses: responses,
+            stream: Some((tx, responses)),
         })
+    }
+
+    /// The stream's ends, for packet I/O through the CPU port; the session
+    /// stays primary while the sender lives. Only the first call gets them.
+    pub fn packet_io(&mut self) -> Option<PacketIo> {
+        self.stream.take()
     }
 
     /// Installs the pipeline: its P4Info and the target's artifact (BMv2

@@ -10,7 +10,7 @@ use p4runtime_proto::p4::v1::Entity;
 use turbonet_injectors::Counters;
 use turbonet_routing::{Failures, Route};
 use turbonet_topo::mapper::Mapping;
-use turbonet_topo::{Lab, LinkParams, RoutingMode};
+use turbonet_topo::{Lab, RoutingMode};
 
 use super::entries::{self, FabricState};
 use super::session::{Changes, Count, SwitchSession, VportCounters};
@@ -55,6 +55,32 @@ fn lost_bytes(seen: Count, lost: Count) -> u64 {
     u64::try_from(share).unwrap_or(u64::MAX)
 }
 
+/// The routes of a BGP lab's virtual switches: those `up` would install
+/// in a kernel (host ports, externals; around `failures`), and for other
+/// prefixes what the agents hold (`agents`, by node), as a kernel prefers
+/// the static route (metric 0) over BGP's.
+pub fn routes_with_agents(
+    lab: &Lab,
+    failures: &Failures,
+    agents: &[Vec<Route>],
+) -> Vec<Vec<Route>> {
+    let mut all = routes(lab, failures);
+    for (node, mine) in all.iter_mut().enumerate() {
+        mine.retain(|r| r.origin != turbonet_routing::RouteOrigin::Fabric);
+        let have: std::collections::HashSet<ipnet::Ipv4Net> =
+            mine.iter().map(|r| r.prefix).collect();
+        if let Some(learned) = agents.get(node) {
+            mine.extend(
+                learned
+                    .iter()
+                    .filter(|r| !have.contains(&r.prefix))
+                    .cloned(),
+            );
+        }
+    }
+    all
+}
+
 /// A lab on one P4 switch, as its controller holds it.
 #[derive(Debug)]
 pub struct P4Lab {
@@ -74,32 +100,19 @@ impl P4Lab {
         mapping: &Mapping,
         switch: &str,
         schema: &turbonet_softswitch::Schema,
-        params: &[LinkParams],
-        failures: &Failures,
+        state: FabricState<'_>,
     ) -> Result<Vec<Entity>> {
-        let routes = routes(lab, failures);
-        let state = FabricState {
-            routes: &routes,
-            params,
-            failures,
-        };
         entries::switch_entries(lab, mapping, state, schema, switch)
     }
 
-    /// Rewrites what changed for `params` and `failures`.
-    pub async fn update(
-        &mut self,
-        lab: &Lab,
-        params: &[LinkParams],
-        failures: &Failures,
-    ) -> Result<Changes> {
+    /// Rewrites what changed for `state`.
+    pub async fn update(&mut self, lab: &Lab, state: FabricState<'_>) -> Result<Changes> {
         let desired = Self::entities(
             lab,
             &self.mapping,
             &self.switch,
             self.session.schema(),
-            params,
-            failures,
+            state,
         )?;
         self.session.sync(desired).await
     }

@@ -175,6 +175,18 @@ pub struct FabricState<'a> {
     pub failures: &'a Failures,
 }
 
+/// The virtual switches of physical switch `switch`, by name, with their
+/// ids.
+pub fn vswitches<'m>(mapping: &'m Mapping, switch: &str) -> HashMap<&'m str, u64> {
+    mapping
+        .placement
+        .iter()
+        .filter(|p| p.switch == switch)
+        .enumerate()
+        .map(|(i, p)| (p.virtual_switch.as_str(), i as u64 + 1))
+        .collect()
+}
+
 /// The virtual ports of physical switch `switch` with their ids.
 pub fn vports<'m>(mapping: &'m Mapping, switch: &str) -> Vec<(u64, &'m VirtualPort)> {
     mapping
@@ -216,13 +228,7 @@ pub fn switch_entries(
     let names = Names { schema };
     let fabric = &lab.fabric;
     // Virtual switches and ports of this physical switch, numbered from 1.
-    let vswitches: HashMap<&str, u64> = mapping
-        .placement
-        .iter()
-        .filter(|p| p.switch == switch)
-        .enumerate()
-        .map(|(i, p)| (p.virtual_switch.as_str(), i as u64 + 1))
-        .collect();
+    let vswitches = vswitches(mapping, switch);
     if vswitches.is_empty() {
         bail!("no virtual switch is placed on {switch}");
     }

@@ -16,6 +16,7 @@
 pub mod build;
 pub mod client;
 pub mod control;
+pub mod cpu;
 pub mod driver;
 pub mod entries;
 pub mod session;

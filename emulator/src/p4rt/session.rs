@@ -196,6 +196,16 @@ impl SwitchSession {
         })
     }
 
+    /// The pipeline's P4Info.
+    pub fn p4info(&self) -> &P4Info {
+        &self.p4info
+    }
+
+    /// The stream's ends, for packet I/O (see [`Client::packet_io`]).
+    pub fn packet_io(&mut self) -> Option<super::client::PacketIo> {
+        self.client.packet_io()
+    }
+
     /// The pipeline's P4Info, indexed.
     pub fn schema(&self) -> &Schema {
         &self.schema

@@ -65,12 +65,18 @@ pub fn port_ifindex(port: u32) -> u32 {
 /// its pipeline has no stage for, and routing it does not carry yet.
 pub fn unsupported(lab: &Lab) -> Option<String> {
     if lab.routing.mode == RoutingMode::Bgp {
-        return Some(
-            "routing mode \"bgp\" is not available on target \"soft\" yet (the pipeline punts \
-             BGP to its CPU port, but no agent listens there); use mode \"static\" or \
-             \"controller\""
-                .to_owned(),
-        );
+        if let Some(node) = lab
+            .fabric
+            .switches()
+            .find(|n| lab.routing.agent_of(n.id) != turbonet_topo::Agent::Builtin)
+        {
+            return Some(format!(
+                "switch {} runs agent \"{}\": on target \"soft\" only the built-in agent \
+                 writes its routes into the pipeline; use agent = \"builtin\" there",
+                node.name,
+                lab.routing.agent_of(node.id)
+            ));
+        }
     }
     if let Some(ext) = lab.fabric.externals.first() {
         return Some(format!(
@@ -297,7 +303,8 @@ mod tests {
         );
         assert!(why.contains("jitter"), "{why}");
         assert!(unsupported(&lab("[links.agg-core]\nloss = \"1%\"\n")).is_none());
-        let bgp = unsupported(&lab("[routing]\nmode = \"bgp\"\n")).unwrap();
-        assert!(bgp.contains("controller"), "{bgp}");
+        assert!(unsupported(&lab("[routing]\nmode = \"bgp\"\n")).is_none());
+        let frr = unsupported(&lab("[routing]\nmode = \"bgp\"\nagent = \"frr\"\n")).unwrap();
+        assert!(frr.contains("built-in agent"), "{frr}");
     }
 }

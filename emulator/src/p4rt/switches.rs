@@ -51,6 +51,14 @@ pub fn find_bmv2() -> Option<PathBuf> {
 /// on a machine without it. (BMv2 started by turbonet is not wired to
 /// hosts yet either: say so instead of starting a switch no frame reaches.)
 pub fn unsupported(lab: &Lab) -> Option<String> {
+    if lab.routing.mode == turbonet_topo::RoutingMode::Bgp {
+        return Some(
+            "routing mode \"bgp\" runs on targets \"netns\" and \"soft\"; on \"p4rt\" the \
+             agents would need a control-plane host wired to each switch's CPU port: use mode \
+             \"static\" or \"controller\""
+                .to_owned(),
+        );
+    }
     let p4rt = lab.p4rt.as_ref()?;
     let bmv2 = p4rt
         .switches
