@@ -95,7 +95,10 @@ fn config(args: &PlanArgs) -> Result<MapConfig, String> {
         }
     }
     if args.switches.is_empty() {
-        return Err(MapError::NoSwitch.to_string());
+        return Err(format!(
+            "{} (or plan a scenario whose target is soft or p4rt: it has its own)",
+            MapError::NoSwitch
+        ));
     }
     let switches = args
         .switches
@@ -118,7 +121,26 @@ fn config(args: &PlanArgs) -> Result<MapConfig, String> {
 
 /// `turbonet plan FILE --switch NAME=PORTSxSPEED ...`.
 pub fn plan(args: &PlanArgs) -> Result<ExitCode> {
-    let (config, targets) = match config(args).and_then(|c| {
+    // Without --switch, a soft or p4rt scenario is planned onto its own
+    // switches.
+    let own = if args.switches.is_empty() {
+        let Ok((lab, _)) = lab::load(&args.file) else {
+            return Ok(ExitCode::from(EXIT_INVALID));
+        };
+        match lab.target {
+            turbonet_topo::Target::Soft => Some(crate::p4rt::soft::map_config()),
+            turbonet_topo::Target::P4rt => lab.p4rt.as_ref().map(crate::p4rt::switches::map_config),
+            turbonet_topo::Target::Netns => None,
+        }
+    } else {
+        None
+    };
+    let own_switches = own.is_some();
+    let configured = match own {
+        Some(c) => Ok(c),
+        None => config(args),
+    };
+    let (config, targets) = match configured.and_then(|c| {
         let targets = program_targets(args, &c)?;
         Ok((c, targets))
     }) {
@@ -131,12 +153,17 @@ pub fn plan(args: &PlanArgs) -> Result<ExitCode> {
     let Ok((lab, _)) = lab::load(&args.file) else {
         return Ok(ExitCode::from(EXIT_INVALID));
     };
+    let target = if own_switches {
+        lab.target.to_string()
+    } else {
+        args.target.clone()
+    };
     match mapper::map(&lab.fabric, &config) {
         Ok(mapping) => {
             if args.json {
                 let out = PlanJson {
                     lab: &lab.name,
-                    target: &args.target,
+                    target: &target,
                     fits: true,
                     mapping: Some(&mapping),
                     refusal: None,
@@ -144,10 +171,7 @@ pub fn plan(args: &PlanArgs) -> Result<ExitCode> {
                 };
                 println!("{}", serde_json::to_string_pretty(&out)?);
             } else {
-                print!(
-                    "{}",
-                    human(&lab, &args.target, &config, &mapping, args.ports)
-                );
+                print!("{}", human(&lab, &target, &config, &mapping, args.ports));
             }
             if !targets.is_empty() {
                 return program(args, &lab, &mapping, &targets);
@@ -159,7 +183,7 @@ pub fn plan(args: &PlanArgs) -> Result<ExitCode> {
                 if let MapError::DoesNotFit(refusal) = &e {
                     let out = PlanJson {
                         lab: &lab.name,
-                        target: &args.target,
+                        target: &target,
                         fits: false,
                         mapping: None,
                         refusal: Some(refusal),
@@ -322,7 +346,14 @@ fn human(lab: &Lab, target: &str, config: &MapConfig, m: &Mapping, ports: bool) 
         ));
     }
     if !m.cables.is_empty() {
-        out.push_str(&format!("\ncables to connect ({}):\n", m.cables.len()));
+        if target == "soft" {
+            out.push_str(&format!(
+                "\ncables ({}, emulated inside the soft switch):\n",
+                m.cables.len()
+            ));
+        } else {
+            out.push_str(&format!("\ncables to connect ({}):\n", m.cables.len()));
+        }
         out.push_str(&table(
             &["#", "kind", "from", "to", "virtual links", "load"],
             m.cables.iter().enumerate().map(|(i, c)| {

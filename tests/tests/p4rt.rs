@@ -178,3 +178,24 @@ fn bmv2_is_asked_for_by_name() {
     assert!(text(&up).contains("simple_switch_grpc"), "{}", text(&up));
     assert!(!turbonet_tests::lab_state_exists(&lab));
 }
+
+#[test]
+fn a_soft_scenario_is_planned_onto_its_own_switch() {
+    let scenario = workspace().join("scenarios/fat-tree-k4-soft.toml");
+    let out = run(&["plan", scenario.to_str().unwrap()]);
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    // One soft switch, a port per host, 32 switch links on 4 loopback
+    // pairs of 8 queues.
+    assert!(shown.contains("soft=254x1000G"), "{shown}");
+    assert!(shown.contains("24/254"), "{shown}");
+    assert!(
+        shown.contains("cables (4, emulated inside the soft switch)"),
+        "{shown}"
+    );
+    // A netns scenario has no switches of its own.
+    let netns = workspace().join("scenarios/fat-tree-k4.toml");
+    let out = run(&["plan", netns.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("--switch"), "{}", text(&out));
+}

@@ -113,15 +113,19 @@ pub fn pipeline_lacks(params: &LinkParams) -> Option<&'static str> {
     }
 }
 
-/// Maps the lab onto one soft switch, or says what is short.
-pub fn map(lab: &Lab) -> Result<Mapping, String> {
-    let config = MapConfig {
+/// The soft switch as the mapper sees it.
+pub fn map_config() -> MapConfig {
+    MapConfig {
         switches: vec![PhysicalSwitch::new(SWITCH, PORTS, SPEED)],
         queues: QUEUES,
         default_rate: mapper::DEFAULT_RATE,
         untagged_hosts: true,
-    };
-    mapper::map(&lab.fabric, &config).map_err(|e| {
+    }
+}
+
+/// Maps the lab onto one soft switch, or says what is short.
+pub fn map(lab: &Lab) -> Result<Mapping, String> {
+    mapper::map(&lab.fabric, &map_config()).map_err(|e| {
         format!(
             "the fabric does not fit one soft switch ({PORTS} ports of {QUEUES} queues, one \
              port per host): {e}"

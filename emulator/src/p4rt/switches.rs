@@ -20,12 +20,9 @@ pub fn config(lab: &Lab) -> Result<&P4rtConfig> {
         .ok_or_else(|| anyhow!("lab {} has no [p4rt] section", lab.name))
 }
 
-/// Maps the lab onto its switches, or says what is short.
-pub fn map(lab: &Lab) -> Result<Mapping, String> {
-    let Some(p4rt) = &lab.p4rt else {
-        return Err("target \"p4rt\" needs a [p4rt] section".to_owned());
-    };
-    let config = MapConfig {
+/// The `[p4rt]` switches as the mapper sees them.
+pub fn map_config(p4rt: &P4rtConfig) -> MapConfig {
+    MapConfig {
         switches: p4rt
             .switches
             .iter()
@@ -34,8 +31,15 @@ pub fn map(lab: &Lab) -> Result<Mapping, String> {
         queues: p4rt.queues,
         default_rate: mapper::DEFAULT_RATE,
         untagged_hosts: false,
+    }
+}
+
+/// Maps the lab onto its switches, or says what is short.
+pub fn map(lab: &Lab) -> Result<Mapping, String> {
+    let Some(p4rt) = &lab.p4rt else {
+        return Err("target \"p4rt\" needs a [p4rt] section".to_owned());
     };
-    mapper::map(&lab.fabric, &config).map_err(|e| format!("the fabric does not fit: {e}"))
+    mapper::map(&lab.fabric, &map_config(p4rt)).map_err(|e| format!("the fabric does not fit: {e}"))
 }
 
 /// Where `simple_switch_grpc` is on `PATH`, if it is.
