@@ -46,13 +46,27 @@ pub fn counters_path(dir: &LabDir) -> PathBuf {
 /// Starts the daemon of `lab`, detached (new session, output to
 /// `daemon.log` in the lab directory), and returns its pid.
 pub fn spawn(lab: &str, dir: &LabDir) -> Result<u32> {
-    let log = fs::File::create(dir.path().join("daemon.log")).context("creating daemon.log")?;
+    let child = spawn_detached(
+        &["daemon".as_ref(), lab.as_ref()],
+        &dir.path().join("daemon.log"),
+    )
+    .context("starting the lab daemon")?;
+    Ok(child.id())
+}
+
+/// Starts this binary with `args`, detached from the caller: a session of
+/// its own, no stdin, its output to (a new) `log`.
+pub fn spawn_detached(
+    args: &[&std::ffi::OsStr],
+    log: &std::path::Path,
+) -> Result<std::process::Child> {
+    let file = fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let mut command = Command::new(std::env::current_exe()?);
     command
-        .args(["daemon", lab])
+        .args(args)
         .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
+        .stdout(file.try_clone()?)
+        .stderr(file);
     // SAFETY: setsid is async-signal-safe; nothing else runs before exec.
     unsafe {
         command.pre_exec(|| {
@@ -60,8 +74,7 @@ pub fn spawn(lab: &str, dir: &LabDir) -> Result<u32> {
             Ok(())
         });
     }
-    let child = command.spawn().context("starting the lab daemon")?;
-    Ok(child.id())
+    Ok(command.spawn()?)
 }
 
 /// Waits until the daemon reports ready, failing early if it dies.

@@ -423,6 +423,22 @@ async fn build(
     Ok(())
 }
 
+/// Runs one phase of `up`: announces it, times it, and records and prints
+/// what `detail` says of its result.
+async fn timed<T>(
+    progress: &Progress,
+    state: &mut LabState,
+    name: &str,
+    work: impl Future<Output = Result<T>>,
+    detail: impl FnOnce(&T) -> String,
+) -> Result<T> {
+    progress.start(name);
+    let watch = Stopwatch::start();
+    let out = work.await?;
+    phase(progress, name, detail(&out), state, watch.seconds());
+    Ok(out)
+}
+
 /// The `soft` target: hosts in namespaces cabled to one soft switch, which
 /// `up` starts and programs over P4Runtime.
 async fn build_soft(
@@ -433,66 +449,54 @@ async fn build_soft(
     dir: &LabDir,
     state: &mut LabState,
 ) -> Result<()> {
-    let phase = |name: &str, detail: String, state: &mut LabState, seconds: f64| {
-        phase(progress, name, detail, state, seconds)
-    };
     let mapping = soft::map(lab).map_err(|e| anyhow::anyhow!(e))?;
-
-    progress.start("namespaces");
-    let watch = Stopwatch::start();
-    let ns = soft_build::create_namespaces(lab, threads)?;
-    phase(
+    let ns = timed(
+        progress,
+        state,
         "namespaces",
-        format!("{} hosts and the soft switch's", ns.hosts.len()),
+        async { soft_build::create_namespaces(lab, threads) },
+        |ns| format!("{} hosts and the soft switch's", ns.hosts.len()),
+    )
+    .await?;
+    timed(
+        progress,
         state,
-        watch.seconds(),
-    );
-
-    progress.start("links");
-    let watch = Stopwatch::start();
-    let ports = soft_build::create_links(lab, &mapping, &ns).await?;
-    phase(
         "links",
-        format!("{ports} host ports (veth to the soft switch)"),
-        state,
-        watch.seconds(),
-    );
+        soft_build::create_links(lab, &mapping, &ns),
+        |ports| format!("{ports} host ports (veth to the soft switch)"),
+    )
+    .await?;
     fail_point("links")?;
-
-    progress.start("addresses");
-    let watch = Stopwatch::start();
-    let addrs = soft_build::configure(lab, &mapping, &ns).await?;
-    phase(
+    timed(
+        progress,
+        state,
         "addresses",
-        format!("{addrs} addresses"),
-        state,
-        watch.seconds(),
-    );
+        soft_build::configure(lab, &mapping, &ns),
+        |addrs| format!("{addrs} addresses"),
+    )
+    .await?;
     fail_point("addresses")?;
-
-    progress.start("links up");
-    let watch = Stopwatch::start();
-    let ports = soft_build::wait_links_up(lab, &ns, std::time::Duration::from_secs(30)).await?;
-    phase(
+    timed(
+        progress,
+        state,
         "links up",
-        format!("{ports} host ports with carrier"),
+        soft_build::wait_links_up(lab, &ns, std::time::Duration::from_secs(30)),
+        |ports| format!("{ports} host ports with carrier"),
+    )
+    .await?;
+    timed(
+        progress,
         state,
-        watch.seconds(),
-    );
-
-    progress.start("routes");
-    let watch = Stopwatch::start();
-    let count = soft_build::install_routes(lab, &ns, routes).await?;
-    phase(
         "routes",
-        format!("{count} host routes installed"),
-        state,
-        watch.seconds(),
-    );
+        soft_build::install_routes(lab, &ns, routes),
+        |count| format!("{count} host routes installed"),
+    )
+    .await?;
 
     progress.start("soft switch");
     let watch = Stopwatch::start();
     let (pid, addr) = soft_build::start_switch(lab, dir)?;
+    // Recorded at once: a failure from here on stops it.
     state.routers.push(state::RouterProcess {
         node: soft::SWITCH.to_owned(),
         program: "turbonet".to_owned(),
@@ -500,44 +504,49 @@ async fn build_soft(
     });
     dir.save(state)?;
     phase(
+        progress,
         "soft switch",
         format!("pid {pid}: P4Runtime at {addr}, device {}", soft::DEVICE_ID),
         state,
         watch.seconds(),
     );
 
-    progress.start("pipeline");
-    let watch = Stopwatch::start();
-    let p4info = turbonet_softswitch::turbonet_p4info();
-    let schema = turbonet_softswitch::Schema::new(&p4info)?;
-    let initial = daemon::initial(lab);
-    let entities = crate::p4rt::control::P4Lab::entities(
-        lab,
-        &mapping,
-        soft::SWITCH,
-        &schema,
-        initial.state(),
-    )?;
-    let client =
-        crate::p4rt::client::Client::connect(&addr, soft::DEVICE_ID, soft::UP_ELECTION_ID).await?;
-    let device_config = soft::device_config(lab, &mapping, initial.state().params).to_bytes();
-    let session =
-        crate::p4rt::session::SwitchSession::program(client, p4info, device_config, entities)
-            .await?;
     let usage = &mapping.switches[0];
-    phase(
-        "pipeline",
-        format!(
-            "{} entities: {} virtual switches, {} ports ({} loopback pairs, {} host ports)",
-            session.installed(),
-            usage.virtual_switches,
-            usage.ports_used,
-            usage.loopback_pairs,
-            usage.host_ports
-        ),
+    timed(
+        progress,
         state,
-        watch.seconds(),
-    );
+        "pipeline",
+        async {
+            let p4info = turbonet_softswitch::turbonet_p4info();
+            let schema = turbonet_softswitch::Schema::new(&p4info)?;
+            let initial = daemon::initial(lab);
+            let entities = crate::p4rt::control::P4Lab::entities(
+                lab,
+                &mapping,
+                soft::SWITCH,
+                &schema,
+                initial.state(),
+            )?;
+            let client =
+                crate::p4rt::client::Client::connect(&addr, soft::DEVICE_ID, soft::UP_ELECTION_ID)
+                    .await?;
+            let device_config =
+                soft::device_config(lab, &mapping, initial.state().params).to_bytes();
+            crate::p4rt::session::SwitchSession::program(client, p4info, device_config, entities)
+                .await
+        },
+        |session| {
+            format!(
+                "{} entities: {} virtual switches, {} ports ({} loopback pairs, {} host ports)",
+                session.installed(),
+                usage.virtual_switches,
+                usage.ports_used,
+                usage.loopback_pairs,
+                usage.host_ports
+            )
+        },
+    )
+    .await?;
     Ok(())
 }
 
@@ -615,26 +624,23 @@ async fn build_netns(
         phase(progress, name, detail, state, seconds)
     };
 
-    progress.start("namespaces");
-    let watch = Stopwatch::start();
     let engine_needed = carriers.iter().any(engine::Carrier::is_userspace);
-    let (nodes, engine) = fabric::create_namespaces(lab, threads, engine_needed)?;
-    phase(
+    let (nodes, engine) = timed(
+        progress,
+        state,
         "namespaces",
-        format!("{} namespaces", nodes.len() + usize::from(engine.is_some())),
+        async { fabric::create_namespaces(lab, threads, engine_needed) },
+        |(nodes, engine)| format!("{} namespaces", nodes.len() + usize::from(engine.is_some())),
+    )
+    .await?;
+    timed(
+        progress,
         state,
-        watch.seconds(),
-    );
-
-    progress.start("links");
-    let watch = Stopwatch::start();
-    fabric::create_links(lab, &nodes, engine.as_ref(), carriers).await?;
-    phase(
         "links",
-        format!("{} veth pairs", lab.fabric.links.len()),
-        state,
-        watch.seconds(),
-    );
+        fabric::create_links(lab, &nodes, engine.as_ref(), carriers),
+        |()| format!("{} veth pairs", lab.fabric.links.len()),
+    )
+    .await?;
     fail_point("links")?;
 
     if !state.externals.is_empty() {
@@ -650,15 +656,14 @@ async fn build_netns(
     }
 
     if let Some(engine) = &engine {
-        progress.start("engine");
-        let watch = Stopwatch::start();
-        let spliced = fabric::configure_engine(lab, &nodes, engine, carriers).await?;
-        phase(
-            "engine",
-            format!("{spliced} impaired links spliced through the link engine"),
+        timed(
+            progress,
             state,
-            watch.seconds(),
-        );
+            "engine",
+            fabric::configure_engine(lab, &nodes, engine, carriers),
+            |spliced| format!("{spliced} impaired links spliced through the link engine"),
+        )
+        .await?;
     }
 
     let kernel_links = carriers
@@ -666,47 +671,40 @@ async fn build_netns(
         .filter(|c| **c == engine::Carrier::Kernel)
         .count();
     if kernel_links > 0 {
-        progress.start("netem");
-        let watch = Stopwatch::start();
-        let count = fabric::configure_kernel_engine(lab, &nodes, carriers)?;
-        phase(
-            "netem",
-            format!("{count} impaired links on the kernel engine"),
+        timed(
+            progress,
             state,
-            watch.seconds(),
-        );
+            "netem",
+            async { fabric::configure_kernel_engine(lab, &nodes, carriers) },
+            |count| format!("{count} impaired links on the kernel engine"),
+        )
+        .await?;
     }
-
-    progress.start("addresses");
-    let watch = Stopwatch::start();
-    let addrs = fabric::configure_addresses(lab, &nodes).await?;
-    phase(
+    timed(
+        progress,
+        state,
         "addresses",
-        format!("{addrs} addresses"),
-        state,
-        watch.seconds(),
-    );
+        fabric::configure_addresses(lab, &nodes),
+        |addrs| format!("{addrs} addresses"),
+    )
+    .await?;
     fail_point("addresses")?;
-
-    progress.start("links up");
-    let watch = Stopwatch::start();
-    let ports = fabric::wait_links_up(lab, &nodes, std::time::Duration::from_secs(30)).await?;
-    phase(
+    timed(
+        progress,
+        state,
         "links up",
-        format!("{ports} ports with carrier"),
+        fabric::wait_links_up(lab, &nodes, std::time::Duration::from_secs(30)),
+        |ports| format!("{ports} ports with carrier"),
+    )
+    .await?;
+    timed(
+        progress,
         state,
-        watch.seconds(),
-    );
-
-    progress.start("routes");
-    let watch = Stopwatch::start();
-    let count = fabric::install_routes(lab, &nodes, routes).await?;
-    phase(
         "routes",
-        format!("{count} routes installed"),
-        state,
-        watch.seconds(),
-    );
+        fabric::install_routes(lab, &nodes, routes),
+        |count| format!("{count} routes installed"),
+    )
+    .await?;
 
     if lab.routing.mode == RoutingMode::Bgp
         && lab

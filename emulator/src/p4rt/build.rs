@@ -289,30 +289,23 @@ pub fn address(dir: &crate::state::LabDir) -> Result<String> {
 /// connections, its P4Runtime address; fails with its own output if it
 /// exits first.
 pub fn start_switch(lab: &Lab, dir: &crate::state::LabDir) -> Result<(u32, String)> {
-    use std::os::unix::process::CommandExt;
-    use std::process::{Command, Stdio};
     let log_path = dir.path().join("softswitch.log");
-    let log = std::fs::File::create(&log_path).context("creating softswitch.log")?;
     let addr_path = address_path(dir);
-    let mut command = Command::new(std::env::current_exe()?);
-    command
-        .arg("softswitch")
-        .args(["--listen", "127.0.0.1:0"])
-        .args(["--device-id", &soft::DEVICE_ID.to_string()])
-        .args(["--netns", &soft::namespace(&lab.name)])
-        .arg("--address-file")
-        .arg(&addr_path)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
-    // SAFETY: setsid is async-signal-safe; nothing else runs before exec.
-    unsafe {
-        command.pre_exec(|| {
-            nix::unistd::setsid()?;
-            Ok(())
-        });
-    }
-    let mut child = command.spawn().context("starting the soft switch")?;
+    let device_id = soft::DEVICE_ID.to_string();
+    let netns = soft::namespace(&lab.name);
+    let args: [&std::ffi::OsStr; 9] = [
+        "softswitch".as_ref(),
+        "--listen".as_ref(),
+        "127.0.0.1:0".as_ref(),
+        "--device-id".as_ref(),
+        device_id.as_ref(),
+        "--netns".as_ref(),
+        netns.as_ref(),
+        "--address-file".as_ref(),
+        addr_path.as_os_str(),
+    ];
+    let mut child =
+        crate::daemon::spawn_detached(&args, &log_path).context("starting the soft switch")?;
     let pid = child.id();
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {
@@ -327,6 +320,9 @@ pub fn start_switch(lab: &Lab, dir: &crate::state::LabDir) -> Result<(u32, Strin
             );
         }
         if std::time::Instant::now() >= deadline {
+            // Not recorded in the lab's state yet: nothing else would stop it.
+            let _ = child.kill();
+            let _ = child.wait();
             bail!(
                 "the soft switch (pid {pid}) did not serve P4Runtime within 15 s; see {}",
                 log_path.display()
