@@ -330,6 +330,29 @@ impl Daemon {
         }
     }
 
+    /// What to say when writing to switch `name` failed: on `soft`, whether
+    /// the soft switch is still running, and where its log is.
+    fn switch_gone(&self, name: &str) -> String {
+        if self.lab.target != turbonet_topo::Target::Soft {
+            return format!("switch {name} (is its P4Runtime server still up?)");
+        }
+        let pid = self
+            .dir
+            .load()
+            .ok()
+            .flatten()
+            .and_then(|st| st.routers.iter().find(|r| r.node == name).map(|r| r.pid));
+        match pid {
+            Some(pid) if !state::process_alive(pid, "turbonet") => format!(
+                "the soft switch (pid {pid}) is no longer running (its log: {}); `turbonet down \
+                 {lab}` and `up` again",
+                self.dir.path().join("softswitch.log").display(),
+                lab = self.lab.name
+            ),
+            _ => format!("the soft switch of lab {}", self.lab.name),
+        }
+    }
+
     /// Writes what the switches must hold now; returns how many entities
     /// changed.
     async fn p4_sync(&self, p4: &tokio::sync::Mutex<Vec<P4Lab>>) -> Result<usize> {
@@ -347,7 +370,11 @@ impl Daemon {
         };
         let mut changed = 0;
         for sw in p4.lock().await.iter_mut() {
-            changed += sw.update(&self.lab, state).await?.total();
+            changed += sw
+                .update(&self.lab, state)
+                .await
+                .with_context(|| self.switch_gone(&sw.switch))?
+                .total();
         }
         Ok(changed)
     }
@@ -422,7 +449,9 @@ impl Daemon {
             failures: &failures,
         };
         for sw in p4.iter_mut() {
-            sw.update(&self.lab, state).await?;
+            sw.update(&self.lab, state)
+                .await
+                .with_context(|| self.switch_gone(&sw.switch))?;
         }
         Ok(())
     }

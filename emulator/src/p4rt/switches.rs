@@ -39,7 +39,14 @@ pub fn map(lab: &Lab) -> Result<Mapping, String> {
     let Some(p4rt) = &lab.p4rt else {
         return Err("target \"p4rt\" needs a [p4rt] section".to_owned());
     };
-    mapper::map(&lab.fabric, &map_config(p4rt)).map_err(|e| format!("the fabric does not fit: {e}"))
+    mapper::map(&lab.fabric, &map_config(p4rt)).map_err(|e| match e {
+        // The mapper's advice names `plan`'s flags: in a scenario they are
+        // more `[[p4rt.switch]]` or `[p4rt] queues`.
+        mapper::MapError::DoesNotFit(_) => {
+            format!("{e} (in the scenario: more [[p4rt.switch]] entries, or [p4rt] queues)")
+        }
+        e => e.to_string(),
+    })
 }
 
 /// Where `simple_switch_grpc` is on `PATH`, if it is.
