@@ -64,6 +64,11 @@ enum Command {
         /// accepts connections.
         #[arg(long, value_name = "PATH")]
         address_file: Option<std::path::PathBuf>,
+        /// A port on an interface, PORT@IFACE (as BMv2's `-i`), e.g.
+        /// `-i 1@veth1`; repeat per port. Used while the pipeline's device
+        /// config names no ports.
+        #[arg(short = 'i', long = "interface", value_name = "PORT@IFACE")]
+        interfaces: Vec<String>,
     },
     /// Remove everything a lab created (idempotent; works after a crash).
     Down {
@@ -309,7 +314,14 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             device_id,
             netns,
             address_file,
-        } => crate::p4rt::softswitch(listen, device_id, netns.as_deref(), address_file.as_deref()),
+            interfaces,
+        } => crate::p4rt::softswitch(
+            listen,
+            device_id,
+            netns.as_deref(),
+            address_file.as_deref(),
+            &interfaces,
+        ),
         Command::Down { lab } => lab::down(lab.as_deref()),
         Command::Status { json } => inspect::status(json),
         Command::Show {

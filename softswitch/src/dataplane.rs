@@ -311,6 +311,9 @@ pub struct Switch {
     program: Option<Program>,
     /// Why there is no program, as last logged.
     down: Option<String>,
+    /// The ports a device config without ports gets (given when the
+    /// switch was started, as BMv2's `-i PORT@IFACE`).
+    base: Arc<DeviceConfig>,
     rt: Runtime,
 }
 
@@ -338,11 +341,18 @@ impl Switch {
     /// here: the driver takes [`Device::take_packet_out_receiver`] and
     /// feeds [`Switch::packet_out`].
     pub fn new(device: impl Into<Arc<Device>>) -> Self {
+        Self::with_ports(device, DeviceConfig::default())
+    }
+
+    /// A data plane whose ports are `base`'s while the committed device
+    /// config names none (a pipeline set with an empty device config).
+    pub fn with_ports(device: impl Into<Arc<Device>>, base: DeviceConfig) -> Self {
         let mut switch = Self {
             device: device.into(),
             compiled: None,
             program: None,
             down: None,
+            base: Arc::new(base),
             rt: Runtime::default(),
         };
         switch.refresh();
@@ -383,7 +393,12 @@ impl Switch {
             self.down = Some("no forwarding pipeline is set".into());
             return;
         };
-        self.rt.apply_config(&pipeline.device_config);
+        let config = if pipeline.device_config.ports.is_empty() {
+            &self.base
+        } else {
+            &pipeline.device_config
+        };
+        self.rt.apply_config(config);
         let ids = match &pipeline.config.p4info {
             Some(p4info) => Ids::resolve(&pipeline.schema, p4info),
             // The service refuses such configs; a Device is only set by it.

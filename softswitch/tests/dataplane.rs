@@ -1164,3 +1164,29 @@ fn the_stats_total_every_drop_reason() {
     assert_eq!(s.dropped(), 5);
     assert!(s.drops().contains(&("link cut", 3)));
 }
+
+#[tokio::test]
+async fn ports_given_at_start_serve_a_pipeline_without_a_device_config() {
+    // As BMv2's `-i 1@p1 -i 2@p2`: the pipeline's device config is empty.
+    let b = Bench::start(&DeviceConfig::default()).await;
+    let base = DeviceConfig {
+        ports: vec![iface(1, vec![]), iface(2, vec![])],
+        seed: 0,
+    };
+    let sw = Switch::with_ports(b.device.clone(), base.clone());
+    assert_eq!(
+        sw.interfaces(),
+        vec![(1, "p1".to_string()), (2, "p2".to_string())]
+    );
+    // A device config with ports takes over.
+    let own = DeviceConfig {
+        ports: vec![iface(7, vec![])],
+        seed: 0,
+    };
+    let mut b = b;
+    b.reconcile(&own).await;
+    let mut sw = sw;
+    sw.refresh();
+    assert_eq!(sw.interfaces(), vec![(7, "p7".to_string())]);
+    b.stop().await;
+}

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use std::{io, thread};
 
-use turbonet_softswitch::{Device, Switch};
+use turbonet_softswitch::{Device, DeviceConfig, Switch};
 
 use crate::engine::packet::{PacketSocket, RxBatch};
 use crate::engine::{self, Clock};
@@ -65,15 +65,21 @@ fn attach(ns: Option<&OwnedFd>, wanted: &[(u32, String)]) -> Vec<Port> {
     }
 }
 
-/// Runs the data plane of `device` until `stop` is set.
-pub fn run(device: Device, ns: Option<OwnedFd>, stop: &AtomicBool) -> io::Result<()> {
+/// Runs the data plane of `device` until `stop` is set; `base` has the
+/// ports used while the pipeline's device config names none.
+pub fn run(
+    device: Device,
+    base: DeviceConfig,
+    ns: Option<OwnedFd>,
+    stop: &AtomicBool,
+) -> io::Result<()> {
     // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
     }
     engine::request_realtime();
     let mut packet_out = device.take_packet_out_receiver();
-    let mut switch = Switch::new(device);
+    let mut switch = Switch::with_ports(device, base);
     let clock = Clock::new();
     let mut ports: Vec<Port> = Vec::new();
     let mut generation = None;

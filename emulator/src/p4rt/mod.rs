@@ -23,6 +23,32 @@ pub mod session;
 pub mod soft;
 pub mod switches;
 
+/// `-i PORT@IFACE` values as a device config of interface ports.
+fn interface_ports(values: &[String]) -> anyhow::Result<turbonet_softswitch::DeviceConfig> {
+    use turbonet_softswitch::{Attach, DeviceConfig, PortConfig};
+    let ports = values
+        .iter()
+        .map(|v| {
+            let (port, iface) = v
+                .split_once('@')
+                .ok_or_else(|| anyhow::anyhow!("-i {v}: expected PORT@IFACE, e.g. 1@veth1"))?;
+            let port: u32 = port
+                .parse()
+                .map_err(|_| anyhow::anyhow!("-i {v}: port `{port}` is not a number"))?;
+            Ok(PortConfig {
+                port,
+                attach: Attach::Interface(iface.to_owned()),
+                queues: Vec::new(),
+                line_rate_bps: None,
+                line_limit_bytes: None,
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let config = DeviceConfig { ports, seed: 0 };
+    config.validate().map_err(|e| anyhow::anyhow!("-i: {e}"))?;
+    Ok(config)
+}
+
 /// `turbonet softswitch`: serves P4Runtime for one soft-switch device and
 /// runs its data plane until Ctrl-C or SIGTERM. Its interface ports are
 /// looked up in namespace `netns` (default: its own); the address it
@@ -33,6 +59,7 @@ pub fn softswitch(
     device_id: u64,
     netns: Option<&str>,
     address_file: Option<&std::path::Path>,
+    interfaces: &[String],
 ) -> anyhow::Result<std::process::ExitCode> {
     use std::io::Write;
     use std::sync::Arc;
@@ -40,6 +67,7 @@ pub fn softswitch(
 
     use anyhow::Context;
 
+    let base = interface_ports(interfaces)?;
     let ns = netns
         .map(|name| crate::netns::open(name).with_context(|| format!("opening namespace {name}")))
         .transpose()?;
@@ -49,7 +77,7 @@ pub fn softswitch(
         let (device, stop) = (device.clone(), stop.clone());
         std::thread::Builder::new()
             .name("data-plane".into())
-            .spawn(move || driver::run(device, ns, &stop))?
+            .spawn(move || driver::run(device, base, ns, &stop))?
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
