@@ -1094,15 +1094,22 @@ async fn connect_p4rt(lab: &Lab, dir: &LabDir) -> Result<Vec<P4Lab>> {
     let initial = initial(lab);
     let mut out = Vec::new();
     for sw in &switches::config(lab)?.switches {
-        let turbonet_topo::P4rtDevice::Address(addr) = &sw.device else {
-            bail!(
-                "switch {}: BMv2 started by turbonet is not available",
-                sw.name
-            );
-        };
-        let client = Client::connect(addr, sw.device_id, u128::from(sw.election_id) + 1)
-            .await
-            .with_context(|| format!("switch {}", sw.name))?;
+        let election_id = u128::from(sw.election_id) + 1;
+        let client = match &sw.device {
+            turbonet_topo::P4rtDevice::Address(addr) => {
+                Client::connect(addr, sw.device_id, election_id).await
+            }
+            turbonet_topo::P4rtDevice::Bmv2 => {
+                Client::connect_in(
+                    &switches::namespace(&lab.name, &sw.name),
+                    switches::BMV2_GRPC,
+                    sw.device_id,
+                    election_id,
+                )
+                .await
+            }
+        }
+        .with_context(|| format!("switch {}", sw.name))?;
         let entities = P4Lab::entities(lab, &mapping, &sw.name, &schema, initial.state())?;
         out.push(P4Lab {
             session: SwitchSession::adopt(client, p4info.clone(), entities)?,

@@ -276,6 +276,7 @@ pub fn up(args: &UpArgs) -> Result<ExitCode> {
     let engine_needed = carriers.iter().any(engine::Carrier::is_userspace);
     let mut namespaces: Vec<String> = match lab.target {
         Target::Soft => soft_build::namespace_names(&lab),
+        Target::P4rt if switches::local(&lab) => soft_build::namespace_names(&lab),
         Target::P4rt => Vec::new(),
         Target::Netns => lab
             .fabric
@@ -367,7 +368,7 @@ async fn build(
 ) -> Result<()> {
     match lab.target {
         Target::Soft => build_soft(lab, routes, threads, progress, dir, state).await?,
-        Target::P4rt => build_p4rt(lab, progress, state).await?,
+        Target::P4rt => build_p4rt(lab, routes, threads, progress, dir, state).await?,
         Target::Netns => build_netns(lab, carriers, routes, threads, progress, dir, state).await?,
     }
     let phase = |name: &str, detail: String, state: &mut LabState, seconds: f64| {
@@ -471,7 +472,7 @@ async fn build_soft(
         progress,
         state,
         "addresses",
-        soft_build::configure(lab, &mapping, &ns),
+        soft_build::configure(lab, &mapping, &ns, false),
         |addrs| format!("{addrs} addresses"),
     )
     .await?;
@@ -553,8 +554,18 @@ async fn build_soft(
 /// The `p4rt` target: every switch of `[p4rt]` gets the pipeline and its
 /// share of the fabric over P4Runtime. The hosts are what is cabled to
 /// the host ports; nothing is created on this machine.
-async fn build_p4rt(lab: &Lab, progress: &Progress, state: &mut LabState) -> Result<()> {
+async fn build_p4rt(
+    lab: &Lab,
+    routes: &[Vec<turbonet_routing::Route>],
+    threads: usize,
+    progress: &Progress,
+    dir: &LabDir,
+    state: &mut LabState,
+) -> Result<()> {
     let mapping = switches::map(lab).map_err(|e| anyhow::anyhow!(e))?;
+    if switches::local(lab) {
+        build_local(lab, &mapping, routes, threads, progress, state).await?;
+    }
     let (p4info, device_config) = switches::pipeline(lab, &state.scenario)?;
     let schema = turbonet_softswitch::Schema::new(&p4info)?;
     let initial = daemon::initial(lab);
@@ -563,14 +574,46 @@ async fn build_p4rt(lab: &Lab, progress: &Progress, state: &mut LabState) -> Res
         .iter()
         .zip(&mapping.switches)
     {
-        let what = format!("pipeline {}", sw.name);
-        progress.start(&what);
-        let watch = Stopwatch::start();
-        let turbonet_topo::P4rtDevice::Address(addr) = &sw.device else {
-            bail!(
-                "switch {}: BMv2 started by turbonet is not available",
-                sw.name
-            );
+        let election_id = u128::from(sw.election_id);
+        let (client, at) = match &sw.device {
+            turbonet_topo::P4rtDevice::Address(addr) => (
+                crate::p4rt::client::Client::connect(addr, sw.device_id, election_id).await,
+                addr.clone(),
+            ),
+            turbonet_topo::P4rtDevice::Bmv2 => {
+                let ns = switches::namespace(&lab.name, &sw.name);
+                let pid = timed(
+                    progress,
+                    state,
+                    &format!("bmv2 {}", sw.name),
+                    switches::start_bmv2(
+                        &sw.name,
+                        &ns,
+                        sw.device_id,
+                        &switch_ports(&mapping, &sw.name),
+                        &dir.path().join(format!("bmv2-{}.log", sw.name)),
+                    ),
+                    |pid| format!("pid {pid}: {} in {ns}", switches::BMV2),
+                )
+                .await?;
+                // Recorded at once: a failure from here on stops it.
+                state.routers.push(state::RouterProcess {
+                    node: sw.name.clone(),
+                    program: switches::bmv2_comm(),
+                    pid,
+                });
+                dir.save(state)?;
+                (
+                    crate::p4rt::client::Client::connect_in(
+                        &ns,
+                        switches::BMV2_GRPC,
+                        sw.device_id,
+                        election_id,
+                    )
+                    .await,
+                    format!("{} in {ns}", switches::BMV2_GRPC),
+                )
+            }
         };
         let entities = crate::p4rt::control::P4Lab::entities(
             lab,
@@ -579,33 +622,110 @@ async fn build_p4rt(lab: &Lab, progress: &Progress, state: &mut LabState) -> Res
             &schema,
             initial.state(),
         )?;
-        let client =
-            crate::p4rt::client::Client::connect(addr, sw.device_id, u128::from(sw.election_id))
-                .await
-                .with_context(|| format!("switch {}", sw.name))?;
-        let session = crate::p4rt::session::SwitchSession::program(
-            client,
-            p4info.clone(),
-            device_config.clone(),
-            entities,
-        )
-        .await
-        .with_context(|| format!("switch {} at {addr}", sw.name))?;
-        phase(
+        timed(
             progress,
-            &what,
-            format!(
-                "{} entities at {addr} (device {}): {} virtual switches, {} of {} ports",
-                session.installed(),
-                sw.device_id,
-                usage.virtual_switches,
-                usage.ports_used,
-                usage.ports
-            ),
             state,
-            watch.seconds(),
-        );
+            &format!("pipeline {}", sw.name),
+            async {
+                let client = client.with_context(|| format!("switch {}", sw.name))?;
+                crate::p4rt::session::SwitchSession::program(
+                    client,
+                    p4info.clone(),
+                    device_config.clone(),
+                    entities,
+                )
+                .await
+                .with_context(|| format!("switch {} at {at}", sw.name))
+            },
+            |session| {
+                format!(
+                    "{} entities at {at} (device {}): {} virtual switches, {} of {} ports",
+                    session.installed(),
+                    sw.device_id,
+                    usage.virtual_switches,
+                    usage.ports_used,
+                    usage.ports
+                )
+            },
+        )
+        .await?;
     }
+    Ok(())
+}
+
+/// The physical ports of `switch` in use: host ports and cable ends.
+fn switch_ports(mapping: &turbonet_topo::mapper::Mapping, switch: &str) -> Vec<u32> {
+    let mut ports: Vec<u32> = mapping
+        .host_ports
+        .iter()
+        .map(|h| &h.port)
+        .chain(mapping.cables.iter().flat_map(|c| [&c.a, &c.b]))
+        .filter(|p| p.switch == switch)
+        .map(|p| p.port)
+        .collect();
+    ports.sort_unstable();
+    ports
+}
+
+/// The kernel side of a `p4rt` lab whose switches run here (BMv2): host
+/// and switch namespaces, host ports, cables as veth pairs, addresses and
+/// host routes.
+async fn build_local(
+    lab: &Lab,
+    mapping: &turbonet_topo::mapper::Mapping,
+    routes: &[Vec<turbonet_routing::Route>],
+    threads: usize,
+    progress: &Progress,
+    state: &mut LabState,
+) -> Result<()> {
+    let ns = timed(
+        progress,
+        state,
+        "namespaces",
+        async { soft_build::create_namespaces(lab, threads) },
+        |ns| format!("{} hosts, {} switches", ns.hosts.len(), ns.switches.len()),
+    )
+    .await?;
+    timed(
+        progress,
+        state,
+        "links",
+        soft_build::create_links(lab, mapping, &ns),
+        |ports| format!("{ports} host ports"),
+    )
+    .await?;
+    timed(
+        progress,
+        state,
+        "cables",
+        soft_build::create_cables(mapping, &ns),
+        |cables| format!("{cables} cables (veth pairs between switch ports)"),
+    )
+    .await?;
+    timed(
+        progress,
+        state,
+        "addresses",
+        soft_build::configure(lab, mapping, &ns, true),
+        |addrs| format!("{addrs} addresses"),
+    )
+    .await?;
+    timed(
+        progress,
+        state,
+        "links up",
+        soft_build::wait_links_up(lab, &ns, std::time::Duration::from_secs(30)),
+        |ports| format!("{ports} host ports with carrier"),
+    )
+    .await?;
+    timed(
+        progress,
+        state,
+        "routes",
+        soft_build::install_routes(lab, &ns, routes),
+        |count| format!("{count} host routes installed"),
+    )
+    .await?;
     Ok(())
 }
 

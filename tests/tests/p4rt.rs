@@ -199,3 +199,106 @@ fn a_soft_scenario_is_planned_onto_its_own_switch() {
     assert!(!out.status.success());
     assert!(text(&out).contains("--switch"), "{}", text(&out));
 }
+
+/// A stand-in for BMv2's `simple_switch_grpc` in a directory of its own:
+/// it takes BMv2's flags and runs turbonet's soft switch with them (ports
+/// as `-i PORT@IFACE`, the gRPC address), so the whole BMv2 path runs
+/// where BMv2 is not installed. Returns the directory (for `PATH`).
+fn fake_bmv2() -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("turbonet-fake-bmv2-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("simple_switch_grpc");
+    std::fs::write(
+        &script,
+        format!(
+            r#"#!/bin/sh
+dev=1; ports=""; addr=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --device-id) dev=$2; shift 2 ;;
+    -i) ports="$ports -i $2"; shift 2 ;;
+    --grpc-server-addr) addr=$2; shift 2 ;;
+    --cpu-port) shift 2 ;;
+    *) shift ;;
+  esac
+done
+{bin} softswitch --listen "$addr" --device-id "$dev" $ports &
+child=$!
+trap 'kill $child; wait $child; exit 0' TERM INT
+wait $child
+"#,
+            bin = binary().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+#[test]
+fn bmv2_switches_run_here_with_their_hosts() {
+    turbonet_tests::require_root!();
+    let dir = fake_bmv2();
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let lab = turbonet_tests::unique_lab("pm");
+    let file = turbonet_tests::write_scenario(
+        &lab,
+        &format!(
+            "[lab]\nname = \"{lab}\"\ntarget = \"p4rt\"\n[topology]\nkind = \"fat-tree\"\nk = 4\n\
+             [routing]\nmode = \"controller\"\n\
+             [[p4rt.switch]]\nname = \"s1\"\nports = 32\nspeed = \"100G\"\nbmv2 = true\n\
+             [[p4rt.switch]]\nname = \"s2\"\nports = 32\nspeed = \"100G\"\nbmv2 = true\ndevice_id = 2\n"
+        ),
+    );
+    let _guard = turbonet_tests::LabGuard(lab.clone());
+    let run_with_path = |args: &[&str]| {
+        turbonet_tests::turbonet()
+            .env("PATH", &path)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let up = run_with_path(&["up", file.to_str().unwrap()]);
+    let shown = text(&up);
+    assert!(up.status.success(), "{shown}");
+    for phase in ["cables", "bmv2 s1", "bmv2 s2", "pipeline s1", "pipeline s2"] {
+        assert!(shown.contains(phase), "no {phase} phase: {shown}");
+    }
+    // Hosts are namespaces here, and reach each other across both
+    // switches and the cables between them.
+    let check = || {
+        let out = run(&["check", "--lab", &lab]);
+        assert!(out.status.success(), "{}", text(&out));
+    };
+    check();
+    let out = run(&["fail", "node", "core0", "--lab", &lab]);
+    assert!(out.status.success(), "{}", text(&out));
+    check();
+    // down stops every switch process and removes every namespace.
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(format!("/run/turbonet/{lab}/state.json")).unwrap())
+            .unwrap();
+    let pids: Vec<u64> = state["routers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["pid"].as_u64())
+        .collect();
+    assert_eq!(pids.len(), 2, "{state}");
+    let down = run(&["down", &lab]);
+    assert!(down.status.success(), "{}", text(&down));
+    for pid in pids {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        assert!(
+            stat.is_empty() || stat.contains(") Z"),
+            "switch process {pid} still runs: {stat}"
+        );
+    }
+    assert!(turbonet_tests::lab_namespaces(&lab).is_empty());
+    let _ = std::fs::remove_dir_all(dir);
+}

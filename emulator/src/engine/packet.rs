@@ -8,6 +8,24 @@ const ETH_P_ALL: u16 = 0x0003;
 /// `PACKET_IGNORE_OUTGOING` (linux/if_packet.h): do not hand us the frames
 /// we send ourselves.
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+/// `PACKET_AUXDATA` (linux/if_packet.h): a `tpacket_auxdata` with every
+/// frame, which carries the VLAN tag the kernel took out of it.
+const PACKET_AUXDATA: libc::c_int = 8;
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+
+/// `struct tpacket_auxdata` (linux/if_packet.h).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct TpacketAuxdata {
+    tp_status: u32,
+    tp_len: u32,
+    tp_snaplen: u32,
+    tp_mac: u16,
+    tp_net: u16,
+    tp_vlan_tci: u16,
+    tp_vlan_tpid: u16,
+}
 
 /// A non-blocking raw packet socket bound to one interface.
 #[derive(Debug)]
@@ -50,6 +68,10 @@ impl PacketSocket {
         }
         let socket = PacketSocket { fd };
         socket.set_int(libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
+        // The kernel takes an 802.1Q tag out of every frame it receives
+        // (into the skb's metadata) before packet sockets see it; the
+        // auxiliary data gives it back, so tagged frames keep their tag.
+        socket.set_int(libc::SOL_PACKET, PACKET_AUXDATA, 1)?;
         // Kernel receive timestamps: a frame's delay runs from when it
         // arrived, not from when the engine got round to reading it.
         socket.set_int(libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
@@ -118,6 +140,7 @@ impl PacketSocket {
         for i in 0..got as usize {
             let hdr = &batch.headers[i].msg_hdr;
             let mut stamp = None;
+            let mut vlan = None;
             // SAFETY: walking the control messages the kernel wrote.
             unsafe {
                 let mut cmsg = libc::CMSG_FIRSTHDR(hdr);
@@ -130,10 +153,27 @@ impl PacketSocket {
                         stamp =
                             Some(i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec));
                     }
+                    if (*cmsg).cmsg_level == libc::SOL_PACKET && (*cmsg).cmsg_type == PACKET_AUXDATA
+                    {
+                        let aux: TpacketAuxdata =
+                            std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
+                        if aux.tp_status & TP_STATUS_VLAN_VALID != 0 {
+                            let tpid = if aux.tp_status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                                aux.tp_vlan_tpid
+                            } else {
+                                0x8100
+                            };
+                            vlan = Some((tpid, aux.tp_vlan_tci));
+                        }
+                    }
                     cmsg = libc::CMSG_NXTHDR(hdr, cmsg);
                 }
             }
-            batch.received[i] = (batch.headers[i].msg_len as usize, stamp);
+            let mut len = batch.headers[i].msg_len as usize;
+            if let Some((tpid, tci)) = vlan {
+                len = reinsert_tag(&mut batch.buffers[i], len, tpid, tci);
+            }
+            batch.received[i] = (len, stamp);
         }
         Ok(got as usize)
     }
@@ -253,12 +293,24 @@ pub fn disable_offloads(ifname: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// Puts an 802.1Q tag back after the MAC addresses of the `len`-byte frame
+/// in `buf`; returns the new length (unchanged if it does not fit).
+fn reinsert_tag(buf: &mut [u8], len: usize, tpid: u16, tci: u16) -> usize {
+    if len < 12 || len + 4 > buf.len() {
+        return len;
+    }
+    buf.copy_within(12..len, 16);
+    buf[12..14].copy_from_slice(&tpid.to_be_bytes());
+    buf[14..16].copy_from_slice(&tci.to_be_bytes());
+    len + 4
+}
+
 /// Reusable buffers for [`PacketSocket::recv_batch`].
 #[derive(Debug)]
 pub struct RxBatch {
     buffers: Vec<Vec<u8>>,
     iovecs: Vec<libc::iovec>,
-    controls: Vec<[u64; 8]>,
+    controls: Vec<[u64; 16]>,
     headers: Vec<libc::mmsghdr>,
     /// (length, kernel receive time) of each frame of the last batch.
     pub received: Vec<(usize, Option<i128>)>,
@@ -276,7 +328,7 @@ impl RxBatch {
                 };
                 frames
             ],
-            controls: vec![[0u64; 8]; frames],
+            controls: vec![[0u64; 16]; frames],
             // SAFETY: an all-zero mmsghdr is a valid (empty) value.
             headers: (0..frames).map(|_| unsafe { std::mem::zeroed() }).collect(),
             received: vec![(0, None); frames],
@@ -286,5 +338,24 @@ impl RxBatch {
     /// The `i`-th frame of the last batch.
     pub fn frame(&self, i: usize) -> &[u8] {
         &self.buffers[i][..self.received[i].0]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tag_goes_back_after_the_addresses() {
+        let mut buf = [0u8; 32];
+        let frame: Vec<u8> = (1..=20).collect();
+        buf[..20].copy_from_slice(&frame);
+        let len = reinsert_tag(&mut buf, 20, 0x8100, 0x0005);
+        assert_eq!(len, 24);
+        assert_eq!(&buf[..12], &frame[..12]);
+        assert_eq!(&buf[12..16], &[0x81, 0x00, 0x00, 0x05]);
+        assert_eq!(&buf[16..24], &frame[12..]);
+        // No room: unchanged.
+        assert_eq!(reinsert_tag(&mut buf[..25], 24, 0x8100, 1), 24);
     }
 }

@@ -1,8 +1,10 @@
-//! The kernel side of the `soft` target: a namespace per host, the soft
-//! switch's namespace, and one veth per host link between them (the host's
-//! port, with the host's MAC, and the soft switch's `p<port>`). Hosts get
-//! their addresses and routes as on `netns`; everything between the host
-//! ports is the soft switch's.
+//! The kernel side of labs whose P4 switches run on this machine (the soft
+//! switch, BMv2): a namespace per host, a namespace per switch, and one
+//! veth per host link between them (the host's port, with the host's MAC,
+//! and the switch's `p<port>`). Cables the switch cannot emulate itself
+//! (BMv2's) are veth pairs between its ports. Hosts get their addresses
+//! and routes as on `netns`; everything between the host ports is the
+//! switches'.
 
 use std::os::fd::AsRawFd;
 use std::time::Duration;
@@ -21,16 +23,16 @@ use super::soft;
 use crate::fabric::{self, NodeNs};
 use crate::{engine, netns};
 
-/// The namespaces of a lab on the soft target.
+/// The namespaces of a lab whose switches run here.
 #[derive(Debug)]
-pub struct SoftNamespaces {
+pub struct LocalNamespaces {
     /// Every host's, in node order.
     pub hosts: Vec<(NodeId, NodeNs)>,
-    /// The soft switch's.
-    pub switch: NodeNs,
+    /// Every physical switch's, by its name in the mapping.
+    pub switches: Vec<(String, NodeNs)>,
 }
 
-impl SoftNamespaces {
+impl LocalNamespaces {
     fn host(&self, id: NodeId) -> Result<&NodeNs> {
         self.hosts
             .iter()
@@ -38,16 +40,43 @@ impl SoftNamespaces {
             .map(|(_, ns)| ns)
             .ok_or_else(|| anyhow!("node {} has no namespace", id.0))
     }
+
+    /// Physical switch `name`'s namespace.
+    pub fn switch(&self, name: &str) -> Result<&NodeNs> {
+        self.switches
+            .iter()
+            .find(|(s, _)| s == name)
+            .map(|(_, ns)| ns)
+            .ok_or_else(|| anyhow!("switch {name} has no namespace"))
+    }
 }
 
-/// Names of the namespaces the soft target creates: hosts, the soft
-/// switch's, and with BGP the switches' control planes.
+/// The physical switches that run on this machine, with their namespace
+/// names: the soft switch, or a `p4rt` lab's BMv2 switches.
+pub fn local_switches(lab: &Lab) -> Vec<(String, String)> {
+    match &lab.p4rt {
+        Some(p4rt) if lab.target == turbonet_topo::Target::P4rt => p4rt
+            .switches
+            .iter()
+            .map(|s| {
+                (
+                    s.name.clone(),
+                    super::switches::namespace(&lab.name, &s.name),
+                )
+            })
+            .collect(),
+        _ => vec![(soft::SWITCH.to_owned(), soft::namespace(&lab.name))],
+    }
+}
+
+/// Names of the namespaces such a lab creates: hosts, switches, and with
+/// BGP the switches' control planes.
 pub fn namespace_names(lab: &Lab) -> Vec<String> {
     let mut names: Vec<String> = lab
         .fabric
         .hosts()
         .map(|h| fabric::ns_name(&lab.name, &h.name))
-        .chain([soft::namespace(&lab.name)])
+        .chain(local_switches(lab).into_iter().map(|(_, ns)| ns))
         .collect();
     if lab.routing.mode == turbonet_topo::RoutingMode::Bgp {
         names.extend(super::cpu::namespace_names(lab));
@@ -55,16 +84,17 @@ pub fn namespace_names(lab: &Lab) -> Vec<String> {
     names
 }
 
-/// Creates the hosts' namespaces and the soft switch's, with their sysctls.
-pub fn create_namespaces(lab: &Lab, threads: usize) -> Result<SoftNamespaces> {
+/// Creates the hosts' namespaces and the switches', with their sysctls.
+pub fn create_namespaces(lab: &Lab, threads: usize) -> Result<LocalNamespaces> {
     if lab.routing.mode == turbonet_topo::RoutingMode::Bgp {
         super::cpu::create_namespaces(lab, threads)?;
     }
+    let switches = local_switches(lab);
     let names: Vec<String> = lab
         .fabric
         .hosts()
         .map(|h| fabric::ns_name(&lab.name, &h.name))
-        .chain([soft::namespace(&lab.name)])
+        .chain(switches.iter().map(|(_, ns)| ns.clone()))
         .collect();
     let hosts: Vec<&Node> = lab.fabric.hosts().collect();
     let results = netns::create_batch(&names, threads, &|name: &str| {
@@ -90,24 +120,29 @@ pub fn create_namespaces(lab: &Lab, threads: usize) -> Result<SoftNamespaces> {
         let (ns, socket) = result.with_context(|| format!("creating namespace {name}"))?;
         all.push(NodeNs::new(ns, socket));
     }
-    let switch = all.pop().expect("the soft switch's namespace is last");
-    Ok(SoftNamespaces {
+    let switch_ns = all.split_off(hosts.len());
+    Ok(LocalNamespaces {
         hosts: hosts.iter().map(|h| h.id).zip(all).collect(),
-        switch,
+        switches: switches
+            .into_iter()
+            .map(|(name, _)| name)
+            .zip(switch_ns)
+            .collect(),
     })
 }
 
-/// One host port: the host, its interface and ifindex, and the soft
-/// switch's physical port.
+/// One host port: the host, its interface and ifindex, and the physical
+/// switch and port.
 struct HostPort<'a> {
     host: &'a Node,
     ifname: &'a str,
     ifindex: u32,
+    switch: &'a str,
     port: u32,
     mtu: Option<u32>,
 }
 
-fn host_ports<'a>(lab: &'a Lab, mapping: &Mapping) -> Result<Vec<HostPort<'a>>> {
+fn host_ports<'a>(lab: &'a Lab, mapping: &'a Mapping) -> Result<Vec<HostPort<'a>>> {
     let fabric = &lab.fabric;
     mapping
         .ports
@@ -128,6 +163,7 @@ fn host_ports<'a>(lab: &'a Lab, mapping: &Mapping) -> Result<Vec<HostPort<'a>>> 
                 ifname: &end.ifname,
                 ifindex: fabric::port_index(lab, host.id, link.id)
                     .expect("a link's end is a port of its node"),
+                switch: &vp.switch,
                 port: vp.port,
                 mtu: link.params.mtu.map(|m| u32::from(m.0)),
             })
@@ -136,13 +172,13 @@ fn host_ports<'a>(lab: &'a Lab, mapping: &Mapping) -> Result<Vec<HostPort<'a>>> 
 }
 
 /// Creates every host port: a veth from the host's namespace (its planned
-/// name, ifindex and MAC) to `p<port>` in the soft switch's namespace.
-/// Returns how many.
-pub async fn create_links(lab: &Lab, mapping: &Mapping, ns: &SoftNamespaces) -> Result<usize> {
+/// name, ifindex and MAC) to `p<port>` in its switch's namespace. Returns
+/// how many.
+pub async fn create_links(lab: &Lab, mapping: &Mapping, ns: &LocalNamespaces) -> Result<usize> {
     let ports = host_ports(lab, mapping)?;
     let count = ports.len();
-    let switch_fd = ns.switch.ns.as_raw_fd();
     fabric::per_node(ports, |p| async move {
+        let switch_fd = ns.switch(p.switch)?.ns.as_raw_fd();
         let handle = ns.host(p.host.id)?.handle()?;
         let mut peer = LinkUnspec::new_with_index(soft::port_ifindex(p.port))
             .name(soft::port_ifname(p.port))
@@ -169,26 +205,73 @@ pub async fn create_links(lab: &Lab, mapping: &Mapping, ns: &SoftNamespaces) -> 
     Ok(count)
 }
 
-/// Brings the soft switch's ports and every `lo` up, turns offloads off on
-/// both ends of every host port (the soft switch reads and writes whole
-/// frames), and addresses the hosts. Returns how many addresses.
-pub async fn configure(lab: &Lab, mapping: &Mapping, ns: &SoftNamespaces) -> Result<usize> {
+/// Creates the loopback and inter-switch cables as veth pairs between the
+/// switches' ports (for switches that cannot emulate them, as BMv2).
+/// Returns how many.
+pub async fn create_cables(mapping: &Mapping, ns: &LocalNamespaces) -> Result<usize> {
+    for cable in &mapping.cables {
+        let (a, b) = (&cable.a, &cable.b);
+        let handle = ns.switch(&a.switch)?.handle()?;
+        let peer = LinkUnspec::new_with_index(soft::port_ifindex(b.port))
+            .name(soft::port_ifname(b.port))
+            .setns_by_fd(ns.switch(&b.switch)?.ns.as_raw_fd());
+        let veth = LinkVeth::new(&soft::port_ifname(a.port), &soft::port_ifname(b.port))
+            .index(soft::port_ifindex(a.port))
+            .set_info_data(InfoData::Veth(InfoVeth::Peer(peer.build())))
+            .build();
+        handle
+            .link()
+            .add(veth)
+            .execute()
+            .await
+            .with_context(|| format!("cable {a} <-> {b}"))?;
+    }
+    Ok(mapping.cables.len())
+}
+
+/// Brings the switches' ports (host ports, and cable ends when `cables`)
+/// and every `lo` up, turns offloads off on both ends of every host port
+/// and cable (the switches read and write whole frames), and addresses the
+/// hosts. Returns how many addresses.
+pub async fn configure(
+    lab: &Lab,
+    mapping: &Mapping,
+    ns: &LocalNamespaces,
+    cables: bool,
+) -> Result<usize> {
     let ports = host_ports(lab, mapping)?;
-    let switch = ns.switch.handle()?;
-    fabric::bring_up(
-        &switch,
-        [1].into_iter()
-            .chain(ports.iter().map(|p| soft::port_ifindex(p.port))),
-        "soft switch",
-    )
-    .await?;
-    let names: Vec<String> = ports.iter().map(|p| soft::port_ifname(p.port)).collect();
-    netns::in_namespace(&ns.switch.ns, || {
-        names
+    for (name, switch_ns) in &ns.switches {
+        let mut mine: Vec<u32> = ports
             .iter()
-            .try_for_each(|n| engine::packet::disable_offloads(n))
-    })
-    .context("soft switch: turning offloads off")?;
+            .filter(|p| p.switch == name)
+            .map(|p| p.port)
+            .collect();
+        if cables {
+            mine.extend(
+                mapping
+                    .cables
+                    .iter()
+                    .flat_map(|c| [&c.a, &c.b])
+                    .filter(|end| &end.switch == name)
+                    .map(|end| end.port),
+            );
+        }
+        let handle = switch_ns.handle()?;
+        fabric::bring_up(
+            &handle,
+            [1].into_iter()
+                .chain(mine.iter().map(|&p| soft::port_ifindex(p))),
+            name,
+        )
+        .await?;
+        let names: Vec<String> = mine.iter().map(|&p| soft::port_ifname(p)).collect();
+        netns::in_namespace(&switch_ns.ns, || {
+            names
+                .iter()
+                .try_for_each(|n| engine::packet::disable_offloads(n))
+        })
+        .with_context(|| format!("switch {name}: turning offloads off"))?;
+    }
     let counts = fabric::per_node(&ns.hosts, |(id, host_ns)| {
         let ports = &ports;
         async move {
@@ -213,7 +296,7 @@ pub async fn configure(lab: &Lab, mapping: &Mapping, ns: &SoftNamespaces) -> Res
 }
 
 /// Waits until every host port has carrier. Returns how many ports.
-pub async fn wait_links_up(lab: &Lab, ns: &SoftNamespaces, timeout: Duration) -> Result<usize> {
+pub async fn wait_links_up(lab: &Lab, ns: &LocalNamespaces, timeout: Duration) -> Result<usize> {
     let deadline = tokio::time::Instant::now() + timeout;
     let total: usize = ns
         .hosts
@@ -257,7 +340,7 @@ pub async fn wait_links_up(lab: &Lab, ns: &SoftNamespaces, timeout: Duration) ->
 /// Installs every host's routes (the switches' are the pipeline's).
 pub async fn install_routes(
     lab: &Lab,
-    ns: &SoftNamespaces,
+    ns: &LocalNamespaces,
     routes: &[Vec<Route>],
 ) -> Result<usize> {
     let counts = fabric::per_node(&ns.hosts, |(id, host_ns)| async move {

@@ -13,7 +13,7 @@ use p4runtime_proto::p4::v1::{
 };
 use prost::Message;
 use tokio::sync::mpsc;
-use tonic::transport::Channel;
+use tonic::transport::{Channel, Endpoint};
 
 /// Updates per WriteRequest.
 const BATCH: usize = 1000;
@@ -44,14 +44,64 @@ impl Client {
     /// `device_id` with `election_id` (§5): fails if another controller
     /// holds a higher election id.
     pub async fn connect(addr: &str, device_id: u64, election_id: u128) -> Result<Client> {
-        let mut rpc = P4RuntimeClient::connect(format!("http://{addr}"))
+        let channel = Endpoint::from_shared(format!("http://{addr}"))
+            .with_context(|| format!("`{addr}` is not an address"))?
+            .connect()
             .await
             .with_context(|| {
                 format!(
                     "connecting to the P4Runtime server at {addr} (is the switch's P4Runtime \
                      server running there? `turbonet softswitch --listen {addr}` runs turbonet's own)"
                 )
-            })?
+            })?;
+        Self::arbitrate(channel, addr, device_id, election_id).await
+    }
+
+    /// [`Client::connect`] to a server listening at `addr` inside network
+    /// namespace `netns` (a switch turbonet runs in a namespace of its
+    /// own): every connection's socket is created in that namespace.
+    pub async fn connect_in(
+        netns: &str,
+        addr: std::net::SocketAddr,
+        device_id: u64,
+        election_id: u128,
+    ) -> Result<Client> {
+        let ns = std::sync::Arc::new(
+            crate::netns::open(netns).with_context(|| format!("opening namespace {netns}"))?,
+        );
+        let connector = tower::service_fn(move |_: tonic::transport::Uri| {
+            let ns = ns.clone();
+            async move {
+                let stream = tokio::task::spawn_blocking(move || {
+                    crate::netns::in_namespace(&ns, || {
+                        let stream = std::net::TcpStream::connect(addr)?;
+                        stream.set_nonblocking(true)?;
+                        Ok(stream)
+                    })
+                })
+                .await
+                .map_err(std::io::Error::other)??;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                    tokio::net::TcpStream::from_std(stream)?,
+                ))
+            }
+        });
+        let label = format!("{addr} in {netns}");
+        let channel = Endpoint::from_static("http://p4runtime.local")
+            .connect_with_connector(connector)
+            .await
+            .with_context(|| format!("connecting to the P4Runtime server at {label}"))?;
+        Self::arbitrate(channel, &label, device_id, election_id).await
+    }
+
+    /// Opens the stream on `channel` and becomes primary (§5).
+    async fn arbitrate(
+        channel: Channel,
+        addr: &str,
+        device_id: u64,
+        election_id: u128,
+    ) -> Result<Client> {
+        let mut rpc = P4RuntimeClient::new(channel)
             .max_decoding_message_size(64 << 20)
             .max_encoding_message_size(64 << 20);
         let (tx, rx) = mpsc::channel(16);

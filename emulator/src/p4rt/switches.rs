@@ -2,10 +2,15 @@
 //! `[p4rt]` section names, each reached over P4Runtime at its address.
 //! Hosts are whatever is cabled to the host ports (servers); turbonet
 //! creates nothing in this machine's kernel for them.
+//!
+//! Or, when every switch says `bmv2 = true`, the whole lab runs here: each
+//! switch is BMv2's `simple_switch_grpc` in a namespace of its own, its
+//! ports `p<N>` there, its cables veth pairs between them, and every host a
+//! namespace with a port of its own on its switch.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use p4runtime_proto::p4::config::v1::P4Info;
 use turbonet_topo::mapper::{self, MapConfig, Mapping, PhysicalSwitch};
 use turbonet_topo::{Lab, P4rtConfig, P4rtDevice};
@@ -30,8 +35,19 @@ pub fn map_config(p4rt: &P4rtConfig) -> MapConfig {
             .collect(),
         queues: p4rt.queues,
         default_rate: mapper::DEFAULT_RATE,
-        untagged_hosts: false,
+        // Hosts turbonet runs are namespaces: a port each, untagged.
+        untagged_hosts: all_bmv2(p4rt),
     }
+}
+
+/// True when every switch is a BMv2 turbonet runs here.
+pub fn all_bmv2(p4rt: &P4rtConfig) -> bool {
+    p4rt.switches.iter().all(|s| s.device == P4rtDevice::Bmv2)
+}
+
+/// True when the lab runs entirely on this machine (hosts included).
+pub fn local(lab: &Lab) -> bool {
+    lab.p4rt.as_ref().is_some_and(all_bmv2)
 }
 
 /// Maps the lab onto its switches, or says what is short.
@@ -49,6 +65,12 @@ pub fn map(lab: &Lab) -> Result<Mapping, String> {
     })
 }
 
+/// Name of the namespace of a BMv2 switch turbonet runs (the dot keeps
+/// it apart from node namespaces).
+pub fn namespace(lab: &str, switch: &str) -> String {
+    format!("tn-{lab}.{switch}")
+}
+
 /// Where `simple_switch_grpc` is on `PATH`, if it is.
 pub fn find_bmv2() -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|paths| {
@@ -58,9 +80,9 @@ pub fn find_bmv2() -> Option<PathBuf> {
     })
 }
 
-/// Why the lab cannot run here, if it cannot: a switch that asks for BMv2
-/// on a machine without it. (BMv2 started by turbonet is not wired to
-/// hosts yet either: say so instead of starting a switch no frame reaches.)
+/// Why the lab cannot run here, if it cannot: BGP (its agents would need
+/// a control plane wired to each switch's CPU port), BMv2 asked for on a
+/// machine without it, or BMv2 switches mixed with remote ones.
 pub fn unsupported(lab: &Lab) -> Option<String> {
     if lab.routing.mode == turbonet_topo::RoutingMode::Bgp {
         return Some(
@@ -75,22 +97,113 @@ pub fn unsupported(lab: &Lab) -> Option<String> {
         .switches
         .iter()
         .find(|s| s.device == P4rtDevice::Bmv2)?;
-    Some(match find_bmv2() {
-        None => format!(
+    if find_bmv2().is_none() {
+        return Some(format!(
             "switch {} asks for BMv2 (`bmv2 = true`), but {BMV2} is not on PATH; install \
              BMv2 (p4lang/behavioral-model, built with --with-pi), or start it elsewhere and \
              give `address = \"HOST:PORT\"` instead",
             bmv2.name
-        ),
-        Some(path) => format!(
-            "switch {}: turbonet does not start {} itself yet; start it with its ports on \
-             your interfaces (`{BMV2} --device-id {} -i 1@IFACE ... -- --grpc-server-addr \
-             127.0.0.1:9559 --cpu-port 255`) and give `address = \"127.0.0.1:9559\"`",
-            bmv2.name,
-            path.display(),
-            bmv2.device_id
-        ),
-    })
+        ));
+    }
+    if let Some(remote) = p4rt.switches.iter().find(|s| s.device != P4rtDevice::Bmv2) {
+        return Some(format!(
+            "switch {} runs BMv2 here but {} is remote: either every switch is `bmv2 = true` \
+             (the lab runs on this machine, hosts included) or none is",
+            bmv2.name, remote.name
+        ));
+    }
+    None
+}
+
+/// Where a BMv2 turbonet starts serves P4Runtime, inside its namespace.
+pub const BMV2_GRPC: std::net::SocketAddr = std::net::SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::LOCALHOST,
+    9559,
+));
+
+/// The name the kernel gives BMv2's process (`comm`, 15 bytes): what is
+/// checked before it is signalled.
+pub fn bmv2_comm() -> String {
+    BMV2.chars().take(15).collect()
+}
+
+/// Starts BMv2 for switch `switch` (device `device_id`) in its namespace
+/// `netns`, with `ports` as `-i PORT@p<PORT>`, no program yet, its CPU
+/// port 255 and its log in `log`. Returns its pid once it accepts
+/// P4Runtime connections; fails with its own output if it exits first.
+pub async fn start_bmv2(
+    switch: &str,
+    netns: &str,
+    device_id: u64,
+    ports: &[u32],
+    log: &Path,
+) -> Result<u32> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let program = find_bmv2().ok_or_else(|| anyhow!("{BMV2} is not on PATH"))?;
+    let ns = crate::netns::open(netns).with_context(|| format!("opening {netns}"))?;
+    let file = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let mut command = std::process::Command::new(&program);
+    command.args(["--device-id", &device_id.to_string(), "--no-p4"]);
+    for port in ports {
+        command
+            .arg("-i")
+            .arg(format!("{port}@{}", super::soft::port_ifname(*port)));
+    }
+    command
+        .args([
+            "--",
+            "--grpc-server-addr",
+            &BMV2_GRPC.to_string(),
+            "--cpu-port",
+            "255",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(file.try_clone()?)
+        .stderr(file);
+    let fd = ns.as_raw_fd();
+    // SAFETY: setns and setsid are async-signal-safe; nothing else runs
+    // between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sched::setns(
+                std::os::fd::BorrowedFd::borrow_raw(fd),
+                nix::sched::CloneFlags::CLONE_NEWNET,
+            )?;
+            nix::unistd::setsid()?;
+            Ok(())
+        });
+    }
+    let mut child = command
+        .spawn()
+        .with_context(|| format!("starting {}", program.display()))?;
+    let pid = child.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let probe = {
+            let ns = ns.try_clone()?;
+            tokio::task::spawn_blocking(move || {
+                crate::netns::in_namespace(&ns, || std::net::TcpStream::connect(BMV2_GRPC))
+            })
+            .await?
+        };
+        if probe.is_ok() {
+            return Ok(pid);
+        }
+        if let Some(status) = child.try_wait()? {
+            let output = std::fs::read_to_string(log).unwrap_or_default();
+            bail!("{BMV2} for {switch} exited ({status}): {}", output.trim());
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "{BMV2} for {switch} did not serve P4Runtime within 20 s; see {}",
+                log.display()
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 /// A path of the scenario, relative to the scenario file's directory.
