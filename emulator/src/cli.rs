@@ -46,9 +46,10 @@ enum Command {
     /// Map a scenario onto physical P4 switches: ports, queues, cables.
     /// Exit 2 if it does not fit.
     Plan(plan::PlanArgs),
-    /// Run turbonet's soft switch: a P4Runtime server for one device that
-    /// accepts the turbonet pipeline (`turbonet plan --program` writes to
-    /// it). Prints the address it listens on; runs until Ctrl-C.
+    /// Run turbonet's soft switch: one P4Runtime device that runs the
+    /// turbonet pipeline on its ports (`up` starts one for target "soft";
+    /// `turbonet plan --program` writes to it). Prints the address it
+    /// listens on; runs until Ctrl-C.
     Softswitch {
         /// Address to listen on (port 0: any free port).
         #[arg(long, default_value = "127.0.0.1:9559")]
