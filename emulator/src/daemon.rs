@@ -589,22 +589,13 @@ impl Daemon {
                 let routes = self
                     .routes
                     .get_or_init(|| turbonet_routing::static_routes(&self.lab.fabric));
-                // Not through a port that is still down.
-                let down: Vec<&str> = fabric
-                    .ports(node)
-                    .filter(|(link, _, _)| failures.blocks(link))
-                    .map(|(_, local, _)| local.ifname.as_str())
-                    .collect();
-                let routes: Vec<Route> = routes[node.0 as usize]
+                let mut routes: Vec<Route> = routes[node.0 as usize]
                     .iter()
                     .filter(|r| !self.bgp() || r.origin != RouteOrigin::Fabric)
-                    .filter_map(|r| {
-                        let mut r = r.clone();
-                        r.nexthops
-                            .retain(|hop| !down.contains(&hop.ifname.as_str()));
-                        (!r.nexthops.is_empty()).then_some(r)
-                    })
+                    .cloned()
                     .collect();
+                // Not through a port that is still down.
+                failures.prune(fabric, node, &mut routes);
                 fabric::install_node_routes(&self.lab, &handle, n, &routes, true).await?;
             }
         }

@@ -10,7 +10,7 @@ use turbonet_topo::{Lab, RoutingMode, Target};
 
 use crate::cli::{EXIT_INVALID, UpArgs};
 use crate::fabric::{self, Stopwatch};
-use crate::p4rt::{build as soft_build, soft, switches};
+use crate::p4rt::{build as local_build, soft, switches};
 use crate::state::{self, LabDir, LabState, Phase, Timing};
 use crate::{daemon, engine, externals, limits, netns, render};
 
@@ -275,8 +275,8 @@ pub fn up(args: &UpArgs) -> Result<ExitCode> {
     }
     let engine_needed = carriers.iter().any(engine::Carrier::is_userspace);
     let mut namespaces: Vec<String> = match lab.target {
-        Target::Soft => soft_build::namespace_names(&lab),
-        Target::P4rt if switches::local(&lab) => soft_build::namespace_names(&lab),
+        Target::Soft => local_build::namespace_names(&lab),
+        Target::P4rt if switches::local(&lab) => local_build::namespace_names(&lab),
         Target::P4rt => Vec::new(),
         Target::Netns => lab
             .fabric
@@ -451,52 +451,11 @@ async fn build_soft(
     state: &mut LabState,
 ) -> Result<()> {
     let mapping = soft::map(lab).map_err(|e| anyhow::anyhow!(e))?;
-    let ns = timed(
-        progress,
-        state,
-        "namespaces",
-        async { soft_build::create_namespaces(lab, threads) },
-        |ns| format!("{} hosts and the soft switch's", ns.hosts.len()),
-    )
-    .await?;
-    timed(
-        progress,
-        state,
-        "links",
-        soft_build::create_links(lab, &mapping, &ns),
-        |ports| format!("{ports} host ports (veth to the soft switch)"),
-    )
-    .await?;
-    fail_point("links")?;
-    timed(
-        progress,
-        state,
-        "addresses",
-        soft_build::configure(lab, &mapping, &ns, false),
-        |addrs| format!("{addrs} addresses"),
-    )
-    .await?;
-    fail_point("addresses")?;
-    timed(
-        progress,
-        state,
-        "links up",
-        soft_build::wait_links_up(lab, &ns, std::time::Duration::from_secs(30)),
-        |ports| format!("{ports} host ports with carrier"),
-    )
-    .await?;
-    timed(
-        progress,
-        state,
-        "routes",
-        soft_build::install_routes(lab, &ns, routes),
-        |count| format!("{count} host routes installed"),
-    )
-    .await?;
+    build_local(lab, &mapping, routes, threads, progress, state, false).await?;
 
     progress.start("soft switch");
     let watch = Stopwatch::start();
-    let (pid, addr) = soft_build::start_switch(lab, dir)?;
+    let (pid, addr) = local_build::start_switch(lab, dir)?;
     // Recorded at once: a failure from here on stops it.
     state.routers.push(state::RouterProcess {
         node: soft::SWITCH.to_owned(),
@@ -564,7 +523,7 @@ async fn build_p4rt(
 ) -> Result<()> {
     let mapping = switches::map(lab).map_err(|e| anyhow::anyhow!(e))?;
     if switches::local(lab) {
-        build_local(lab, &mapping, routes, threads, progress, state).await?;
+        build_local(lab, &mapping, routes, threads, progress, state, true).await?;
     }
     let (p4info, device_config) = switches::pipeline(lab, &state.scenario)?;
     let schema = turbonet_softswitch::Schema::new(&p4info)?;
@@ -667,9 +626,10 @@ fn switch_ports(mapping: &turbonet_topo::mapper::Mapping, switch: &str) -> Vec<u
     ports
 }
 
-/// The kernel side of a `p4rt` lab whose switches run here (BMv2): host
-/// and switch namespaces, host ports, cables as veth pairs, addresses and
-/// host routes.
+/// The kernel side of a lab whose switches run here (the soft switch,
+/// BMv2): host and switch namespaces, host ports, addresses and host
+/// routes; with `veth_cables` (switches that cannot emulate cables) the
+/// cables as veth pairs between switch ports.
 async fn build_local(
     lab: &Lab,
     mapping: &turbonet_topo::mapper::Mapping,
@@ -677,12 +637,13 @@ async fn build_local(
     threads: usize,
     progress: &Progress,
     state: &mut LabState,
+    veth_cables: bool,
 ) -> Result<()> {
     let ns = timed(
         progress,
         state,
         "namespaces",
-        async { soft_build::create_namespaces(lab, threads) },
+        async { local_build::create_namespaces(lab, threads) },
         |ns| format!("{} hosts, {} switches", ns.hosts.len(), ns.switches.len()),
     )
     .await?;
@@ -690,31 +651,35 @@ async fn build_local(
         progress,
         state,
         "links",
-        soft_build::create_links(lab, mapping, &ns),
-        |ports| format!("{ports} host ports"),
+        local_build::create_links(lab, mapping, &ns),
+        |ports| format!("{ports} host ports (veth to their switch)"),
     )
     .await?;
-    timed(
-        progress,
-        state,
-        "cables",
-        soft_build::create_cables(mapping, &ns),
-        |cables| format!("{cables} cables (veth pairs between switch ports)"),
-    )
-    .await?;
+    fail_point("links")?;
+    if veth_cables {
+        timed(
+            progress,
+            state,
+            "cables",
+            local_build::create_cables(mapping, &ns),
+            |cables| format!("{cables} cables (veth pairs between switch ports)"),
+        )
+        .await?;
+    }
     timed(
         progress,
         state,
         "addresses",
-        soft_build::configure(lab, mapping, &ns, true),
+        local_build::configure(lab, mapping, &ns, veth_cables),
         |addrs| format!("{addrs} addresses"),
     )
     .await?;
+    fail_point("addresses")?;
     timed(
         progress,
         state,
         "links up",
-        soft_build::wait_links_up(lab, &ns, std::time::Duration::from_secs(30)),
+        local_build::wait_links_up(lab, &ns, std::time::Duration::from_secs(30)),
         |ports| format!("{ports} host ports with carrier"),
     )
     .await?;
@@ -722,7 +687,7 @@ async fn build_local(
         progress,
         state,
         "routes",
-        soft_build::install_routes(lab, &ns, routes),
+        local_build::install_routes(lab, &ns, routes),
         |count| format!("{count} host routes installed"),
     )
     .await?;

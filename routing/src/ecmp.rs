@@ -40,6 +40,25 @@ impl Failures {
     pub fn blocks(&self, link: &Link) -> bool {
         self.links.contains(&link.id) || link.ends.iter().any(|e| self.nodes.contains(&e.node))
     }
+
+    /// Drops the next hops of `node`'s `routes` that leave through a port
+    /// that is down, and the routes left without any: what a kernel keeps
+    /// of static routes when ports go down.
+    pub fn prune(&self, fabric: &Fabric, node: NodeId, routes: &mut Vec<Route>) {
+        let down: Vec<&str> = fabric
+            .ports(node)
+            .filter(|(link, _, _)| self.blocks(link))
+            .map(|(_, local, _)| local.ifname.as_str())
+            .collect();
+        if down.is_empty() {
+            return;
+        }
+        routes.retain_mut(|r| {
+            r.nexthops
+                .retain(|hop| !down.contains(&hop.ifname.as_str()));
+            !r.nexthops.is_empty()
+        });
+    }
 }
 
 /// [`static_routes`] over the fabric without what `failures` takes down:

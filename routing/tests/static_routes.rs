@@ -153,3 +153,42 @@ fn routes_avoid_failed_links_and_nodes() {
     assert_eq!(agg.nexthops.len(), 1, "one core left above agg0-0");
     assert!(all[core0.0 as usize].is_empty());
 }
+
+#[test]
+fn pruning_keeps_what_a_kernel_keeps_when_a_port_goes_down() {
+    let lab = lab(K4);
+    let fabric = &lab.fabric;
+    let edge = fabric.node_by_name("edge0-0").unwrap().id;
+    let agg = fabric.node_by_name("agg0-0").unwrap().id;
+    let all = static_routes(fabric);
+    let mut failures = turbonet_routing::Failures::default();
+    failures
+        .links
+        .insert(fabric.link_by_name("edge0-0--agg0-0").unwrap().id);
+
+    // edge0-0 keeps the routes it had over agg0-1 too, over agg0-1 only;
+    // those it had through agg0-0 alone are gone.
+    let before = &all[edge.0 as usize];
+    let mut at_edge = before.clone();
+    failures.prune(fabric, edge, &mut at_edge);
+    let only_via = |r: &Route, port: &str| r.nexthops.iter().all(|h| h.ifname == port);
+    let lost = before.iter().filter(|r| only_via(r, "agg0-0")).count();
+    assert!(lost > 0);
+    assert_eq!(at_edge.len(), before.len() - lost);
+    assert!(
+        at_edge
+            .iter()
+            .all(|r| !r.nexthops.is_empty() && r.nexthops.iter().all(|h| h.ifname != "agg0-0"))
+    );
+    assert!(at_edge.iter().any(|r| only_via(r, "agg0-1")));
+
+    // agg0-0 loses what it reached only through edge0-0, its hosts among
+    // them.
+    let before = &all[agg.0 as usize];
+    let mut at_agg = before.clone();
+    failures.prune(fabric, agg, &mut at_agg);
+    let lost = before.iter().filter(|r| only_via(r, "edge0-0")).count();
+    assert_eq!(at_agg.len(), before.len() - lost);
+    let h = host_addr(&lab, "h0-0-0");
+    assert!(at_agg.iter().all(|r| !r.prefix.contains(&h)));
+}

@@ -25,21 +25,8 @@ pub fn routes(lab: &Lab, failures: &Failures) -> Vec<Vec<Route>> {
         return turbonet_routing::routes_avoiding(&lab.fabric, failures);
     }
     let mut routes = turbonet_routing::static_routes(&lab.fabric);
-    if failures.links.is_empty() && failures.nodes.is_empty() {
-        return routes;
-    }
-    for node in &lab.fabric.nodes {
-        let down: Vec<&str> = lab
-            .fabric
-            .ports(node.id)
-            .filter(|(link, _, _)| failures.blocks(link))
-            .map(|(_, local, _)| local.ifname.as_str())
-            .collect();
-        routes[node.id.0 as usize].retain_mut(|r| {
-            r.nexthops
-                .retain(|hop| !down.contains(&hop.ifname.as_str()));
-            !r.nexthops.is_empty()
-        });
+    for (node, mine) in lab.fabric.nodes.iter().zip(&mut routes) {
+        failures.prune(&lab.fabric, node.id, mine);
     }
     routes
 }
