@@ -320,14 +320,14 @@ impl Daemon {
 
     /// The routes a P4 target's virtual switches forward by around
     /// `failures`: the controller's or static routing's, or with BGP the
-    /// agents' (see [`crate::p4rt::control::routes_with_agents`]).
+    /// agents' (see [`crate::p4rt::control::lab_routes`]).
     fn p4_routes(&self, failures: &turbonet_routing::Failures) -> Vec<Vec<Route>> {
-        match &self.pipeline_routes {
-            Some(agents) => {
-                crate::p4rt::control::routes_with_agents(&self.lab, failures, &agents.routes())
-            }
-            None => crate::p4rt::control::routes(&self.lab, failures),
-        }
+        let agents = self
+            .pipeline_routes
+            .as_ref()
+            .map(|table| table.routes())
+            .unwrap_or_default();
+        crate::p4rt::control::lab_routes(&self.lab, failures, &agents)
     }
 
     /// What to say when writing to switch `name` failed: on `soft`, whether
@@ -356,20 +356,26 @@ impl Daemon {
     /// Writes what the switches must hold now; returns how many entities
     /// changed.
     async fn p4_sync(&self, p4: &tokio::sync::Mutex<Vec<P4Lab>>) -> Result<usize> {
+        let params = self.params()?;
+        self.p4_write(&mut p4.lock().await, &params).await
+    }
+
+    /// Writes what `switches` must hold with links of `params`, around what
+    /// is down; returns how many entities changed.
+    async fn p4_write(&self, switches: &mut [P4Lab], params: &[LinkParams]) -> Result<usize> {
         let failures = self
             .failures
             .lock()
             .map_err(|_| anyhow!("state poisoned"))?
             .clone();
-        let params = self.params()?;
         let routes = self.p4_routes(&failures);
         let state = FabricState {
             routes: &routes,
-            params: &params,
+            params,
             failures: &failures,
         };
         let mut changed = 0;
-        for sw in p4.lock().await.iter_mut() {
+        for sw in switches.iter_mut() {
             changed += sw
                 .update(&self.lab, state)
                 .await
@@ -419,11 +425,6 @@ impl Daemon {
         let old = self.params()?;
         let mut new = old.clone();
         new[link.id.0 as usize] = params;
-        let failures = self
-            .failures
-            .lock()
-            .map_err(|_| anyhow!("state poisoned"))?
-            .clone();
         let mut p4 = p4.lock().await;
         let (before, after) = (&old[link.id.0 as usize], &new[link.id.0 as usize]);
         if (before.rate, before.queue) != (after.rate, after.queue) {
@@ -442,17 +443,7 @@ impl Daemon {
                 sw.session.set_device_config(config).await?;
             }
         }
-        let routes = self.p4_routes(&failures);
-        let state = FabricState {
-            routes: &routes,
-            params: &new,
-            failures: &failures,
-        };
-        for sw in p4.iter_mut() {
-            sw.update(&self.lab, state)
-                .await
-                .with_context(|| self.switch_gone(&sw.switch))?;
-        }
+        self.p4_write(&mut p4, &new).await?;
         Ok(())
     }
 
@@ -1025,88 +1016,36 @@ async fn serve(daemon: Rc<Daemon>) -> Result<()> {
 /// Takes over the lab's soft switch from `up`: primary under a higher
 /// election id, with the entities `up` wrote.
 async fn connect_soft(lab: &Lab, dir: &LabDir) -> Result<P4Lab> {
-    use crate::p4rt::{build, client::Client, session::SwitchSession, soft};
+    use crate::p4rt::{build, client::Client, soft};
     let mapping = soft::map(lab).map_err(|e| anyhow!(e))?;
     let addr = build::address(dir)?;
     let client = Client::connect(&addr, soft::DEVICE_ID, soft::DAEMON_ELECTION_ID).await?;
-    let p4info = turbonet_softswitch::turbonet_p4info();
-    let schema = turbonet_softswitch::Schema::new(&p4info)?;
-    let entities = P4Lab::entities(lab, &mapping, soft::SWITCH, &schema, initial(lab).state())?;
-    Ok(P4Lab {
-        session: SwitchSession::adopt(client, p4info, entities)?,
+    P4Lab::adopt(
+        lab,
         mapping,
-        switch: soft::SWITCH.to_owned(),
-    })
-}
-
-/// What `up` wrote to a P4 target's switches: the scenario's link
-/// parameters, nothing down, and the routes `up` computes (in BGP mode
-/// without the fabric's, which the agents bring).
-pub struct Initial {
-    routes: Vec<Vec<Route>>,
-    params: Vec<LinkParams>,
-    failures: turbonet_routing::Failures,
-}
-
-impl Initial {
-    /// As the entries builder takes it.
-    pub fn state(&self) -> FabricState<'_> {
-        FabricState {
-            routes: &self.routes,
-            params: &self.params,
-            failures: &self.failures,
-        }
-    }
-}
-
-/// The state `up` programs a P4 target's switches with.
-pub fn initial(lab: &Lab) -> Initial {
-    let failures = turbonet_routing::Failures::default();
-    let routes = if lab.routing.mode == turbonet_topo::RoutingMode::Bgp {
-        crate::p4rt::control::routes_with_agents(lab, &failures, &[])
-    } else {
-        crate::p4rt::control::routes(lab, &failures)
-    };
-    Initial {
-        routes,
-        params: lab.fabric.links.iter().map(|l| l.params.clone()).collect(),
-        failures,
-    }
+        soft::SWITCH,
+        client,
+        turbonet_softswitch::turbonet_p4info(),
+    )
 }
 
 /// Takes over the lab's switches from `up`: on each, primary under the
 /// election id after `up`'s, with the entities `up` wrote.
 async fn connect_p4rt(lab: &Lab, dir: &LabDir) -> Result<Vec<P4Lab>> {
-    use crate::p4rt::{client::Client, session::SwitchSession, switches};
+    use crate::p4rt::switches;
     let state = dir.load()?.context("the lab has no state")?;
     let mapping = switches::map(lab).map_err(|e| anyhow!(e))?;
     let (p4info, _) = switches::pipeline(lab, &state.scenario)?;
-    let schema = turbonet_softswitch::Schema::new(&p4info)?;
-    let initial = initial(lab);
     let mut out = Vec::new();
     for sw in &switches::config(lab)?.switches {
-        let election_id = u128::from(sw.election_id) + 1;
-        let client = match &sw.device {
-            turbonet_topo::P4rtDevice::Address(addr) => {
-                Client::connect(addr, sw.device_id, election_id).await
-            }
-            turbonet_topo::P4rtDevice::Bmv2 => {
-                Client::connect_in(
-                    &switches::namespace(&lab.name, &sw.name),
-                    switches::BMV2_GRPC,
-                    sw.device_id,
-                    election_id,
-                )
-                .await
-            }
-        }
-        .with_context(|| format!("switch {}", sw.name))?;
-        let entities = P4Lab::entities(lab, &mapping, &sw.name, &schema, initial.state())?;
-        out.push(P4Lab {
-            session: SwitchSession::adopt(client, p4info.clone(), entities)?,
-            mapping: mapping.clone(),
-            switch: sw.name.clone(),
-        });
+        let (client, _) = switches::connect(lab, sw, u128::from(sw.election_id) + 1).await?;
+        out.push(P4Lab::adopt(
+            lab,
+            mapping.clone(),
+            &sw.name,
+            client,
+            p4info.clone(),
+        )?);
     }
     Ok(out)
 }

@@ -477,28 +477,26 @@ async fn build_soft(
         state,
         "pipeline",
         async {
-            let p4info = turbonet_softswitch::turbonet_p4info();
-            let schema = turbonet_softswitch::Schema::new(&p4info)?;
-            let initial = daemon::initial(lab);
-            let entities = crate::p4rt::control::P4Lab::entities(
-                lab,
-                &mapping,
-                soft::SWITCH,
-                &schema,
-                initial.state(),
-            )?;
             let client =
                 crate::p4rt::client::Client::connect(&addr, soft::DEVICE_ID, soft::UP_ELECTION_ID)
                     .await?;
-            let device_config =
-                soft::device_config(lab, &mapping, initial.state().params).to_bytes();
-            crate::p4rt::session::SwitchSession::program(client, p4info, device_config, entities)
-                .await
+            let params: Vec<_> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
+            let device_config = soft::device_config(lab, &mapping, &params).to_bytes();
+            let p4info = turbonet_softswitch::turbonet_p4info();
+            crate::p4rt::control::P4Lab::program(
+                lab,
+                mapping.clone(),
+                soft::SWITCH,
+                client,
+                p4info,
+                device_config,
+            )
+            .await
         },
-        |session| {
+        |p4| {
             format!(
                 "{} entities: {} virtual switches, {} ports ({} loopback pairs, {} host ports)",
-                session.installed(),
+                p4.session.installed(),
                 usage.virtual_switches,
                 usage.ports_used,
                 usage.loopback_pairs,
@@ -526,80 +524,57 @@ async fn build_p4rt(
         build_local(lab, &mapping, routes, threads, progress, state, true).await?;
     }
     let (p4info, device_config) = switches::pipeline(lab, &state.scenario)?;
-    let schema = turbonet_softswitch::Schema::new(&p4info)?;
-    let initial = daemon::initial(lab);
     for (sw, usage) in switches::config(lab)?
         .switches
         .iter()
         .zip(&mapping.switches)
     {
-        let election_id = u128::from(sw.election_id);
-        let (client, at) = match &sw.device {
-            turbonet_topo::P4rtDevice::Address(addr) => (
-                crate::p4rt::client::Client::connect(addr, sw.device_id, election_id).await,
-                addr.clone(),
-            ),
-            turbonet_topo::P4rtDevice::Bmv2 => {
-                let ns = switches::namespace(&lab.name, &sw.name);
-                let pid = timed(
-                    progress,
-                    state,
-                    &format!("bmv2 {}", sw.name),
-                    switches::start_bmv2(
-                        &sw.name,
-                        &ns,
-                        sw.device_id,
-                        &switch_ports(&mapping, &sw.name),
-                        &dir.path().join(format!("bmv2-{}.log", sw.name)),
-                    ),
-                    |pid| format!("pid {pid}: {} in {ns}", switches::BMV2),
-                )
-                .await?;
-                // Recorded at once: a failure from here on stops it.
-                state.routers.push(state::RouterProcess {
-                    node: sw.name.clone(),
-                    program: switches::bmv2_comm(),
-                    pid,
-                });
-                dir.save(state)?;
-                (
-                    crate::p4rt::client::Client::connect_in(
-                        &ns,
-                        switches::BMV2_GRPC,
-                        sw.device_id,
-                        election_id,
-                    )
-                    .await,
-                    format!("{} in {ns}", switches::BMV2_GRPC),
-                )
-            }
-        };
-        let entities = crate::p4rt::control::P4Lab::entities(
-            lab,
-            &mapping,
-            &sw.name,
-            &schema,
-            initial.state(),
-        )?;
+        if sw.device == turbonet_topo::P4rtDevice::Bmv2 {
+            let ns = switches::namespace(&lab.name, &sw.name);
+            let pid = timed(
+                progress,
+                state,
+                &format!("bmv2 {}", sw.name),
+                switches::start_bmv2(
+                    &sw.name,
+                    &ns,
+                    sw.device_id,
+                    &switch_ports(&mapping, &sw.name),
+                    &dir.path().join(format!("bmv2-{}.log", sw.name)),
+                ),
+                |pid| format!("pid {pid}: {} in {ns}", switches::BMV2),
+            )
+            .await?;
+            // Recorded at once: a failure from here on stops it.
+            state.routers.push(state::RouterProcess {
+                node: sw.name.clone(),
+                program: switches::bmv2_comm(),
+                pid,
+            });
+            dir.save(state)?;
+        }
         timed(
             progress,
             state,
             &format!("pipeline {}", sw.name),
             async {
-                let client = client.with_context(|| format!("switch {}", sw.name))?;
-                crate::p4rt::session::SwitchSession::program(
+                let (client, at) = switches::connect(lab, sw, u128::from(sw.election_id)).await?;
+                let p4 = crate::p4rt::control::P4Lab::program(
+                    lab,
+                    mapping.clone(),
+                    &sw.name,
                     client,
                     p4info.clone(),
                     device_config.clone(),
-                    entities,
                 )
                 .await
-                .with_context(|| format!("switch {} at {at}", sw.name))
+                .with_context(|| format!("switch {} at {at}", sw.name))?;
+                Ok((p4, at))
             },
-            |session| {
+            |(p4, at)| {
                 format!(
                     "{} entities at {at} (device {}): {} virtual switches, {} of {} ports",
-                    session.installed(),
+                    p4.session.installed(),
                     sw.device_id,
                     usage.virtual_switches,
                     usage.ports_used,

@@ -117,14 +117,12 @@ impl PipelineRoutes {
             .collect()
     }
 
-    /// Waits until an agent changed its routes; returns the change's
-    /// number, for [`PipelineRoutes::written`].
-    pub async fn changed(&self) -> u64 {
+    /// Waits until an agent changed its routes.
+    pub async fn changed(&self) {
         self.wake.notified().await;
-        self.requested.get()
     }
 
-    /// The number of the last change.
+    /// The number of the last change, for [`PipelineRoutes::written`].
     pub fn latest(&self) -> u64 {
         self.requested.get()
     }

@@ -12,6 +12,10 @@ use turbonet_routing::{Failures, Route};
 use turbonet_topo::mapper::Mapping;
 use turbonet_topo::{Lab, RoutingMode};
 
+use p4runtime_proto::p4::config::v1::P4Info;
+use turbonet_softswitch::Schema;
+
+use super::client::Client;
 use super::entries::{self, FabricState};
 use super::session::{Changes, Count, SwitchSession, VportCounters};
 use crate::engine::LinkCounters;
@@ -20,7 +24,7 @@ use crate::engine::LinkCounters;
 /// controller recomputes them over what is left; static routing only stops
 /// using next hops over what is down, as a kernel does when a port goes
 /// down.
-pub fn routes(lab: &Lab, failures: &Failures) -> Vec<Vec<Route>> {
+pub(super) fn routes(lab: &Lab, failures: &Failures) -> Vec<Vec<Route>> {
     if lab.routing.mode == RoutingMode::Controller {
         return turbonet_routing::routes_avoiding(&lab.fabric, failures);
     }
@@ -46,11 +50,7 @@ fn lost_bytes(seen: Count, lost: Count) -> u64 {
 /// in a kernel (host ports, externals; around `failures`), and for other
 /// prefixes what the agents hold (`agents`, by node), as a kernel prefers
 /// the static route (metric 0) over BGP's.
-pub fn routes_with_agents(
-    lab: &Lab,
-    failures: &Failures,
-    agents: &[Vec<Route>],
-) -> Vec<Vec<Route>> {
+fn routes_with_agents(lab: &Lab, failures: &Failures, agents: &[Vec<Route>]) -> Vec<Vec<Route>> {
     let mut all = routes(lab, failures);
     for (node, mine) in all.iter_mut().enumerate() {
         mine.retain(|r| r.origin != turbonet_routing::RouteOrigin::Fabric);
@@ -68,6 +68,31 @@ pub fn routes_with_agents(
     all
 }
 
+/// The routes of a P4 target's virtual switches around `failures`: with
+/// BGP, those `up` would install in a kernel and the agents' (`agents`,
+/// by node; none at start), otherwise the controller's or static routing's.
+pub fn lab_routes(lab: &Lab, failures: &Failures, agents: &[Vec<Route>]) -> Vec<Vec<Route>> {
+    if lab.routing.mode == RoutingMode::Bgp {
+        routes_with_agents(lab, failures, agents)
+    } else {
+        routes(lab, failures)
+    }
+}
+
+/// Every entity of physical switch `switch` as `up` programs it: the
+/// scenario's link parameters, nothing down, no route learned yet.
+fn at_start(lab: &Lab, mapping: &Mapping, switch: &str, schema: &Schema) -> Result<Vec<Entity>> {
+    let failures = Failures::default();
+    let routes = lab_routes(lab, &failures, &[]);
+    let params: Vec<_> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
+    let state = FabricState {
+        routes: &routes,
+        params: &params,
+        failures: &failures,
+    };
+    entries::switch_entries(lab, mapping, state, schema, switch)
+}
+
 /// A lab on one P4 switch, as its controller holds it.
 #[derive(Debug)]
 pub struct P4Lab {
@@ -80,26 +105,50 @@ pub struct P4Lab {
 }
 
 impl P4Lab {
-    /// Every entity the switch holds when the links have `params` and
-    /// `failures` are down.
-    pub fn entities(
+    /// Sets the pipeline of the switch behind `client` (physical switch
+    /// `switch` of `mapping`) and writes its share of the lab as `up`
+    /// leaves it.
+    pub async fn program(
         lab: &Lab,
-        mapping: &Mapping,
+        mapping: Mapping,
         switch: &str,
-        schema: &turbonet_softswitch::Schema,
-        state: FabricState<'_>,
-    ) -> Result<Vec<Entity>> {
-        entries::switch_entries(lab, mapping, state, schema, switch)
+        client: Client,
+        p4info: P4Info,
+        device_config: Vec<u8>,
+    ) -> Result<P4Lab> {
+        let entities = at_start(lab, &mapping, switch, &Schema::new(&p4info)?)?;
+        Ok(P4Lab {
+            session: SwitchSession::program(client, p4info, device_config, entities).await?,
+            mapping,
+            switch: switch.to_owned(),
+        })
+    }
+
+    /// Takes over a switch [`P4Lab::program`] wrote (under a lower
+    /// election id): what it holds is known without reading it back.
+    pub fn adopt(
+        lab: &Lab,
+        mapping: Mapping,
+        switch: &str,
+        client: Client,
+        p4info: P4Info,
+    ) -> Result<P4Lab> {
+        let entities = at_start(lab, &mapping, switch, &Schema::new(&p4info)?)?;
+        Ok(P4Lab {
+            session: SwitchSession::adopt(client, p4info, entities)?,
+            mapping,
+            switch: switch.to_owned(),
+        })
     }
 
     /// Rewrites what changed for `state`.
     pub async fn update(&mut self, lab: &Lab, state: FabricState<'_>) -> Result<Changes> {
-        let desired = Self::entities(
+        let desired = entries::switch_entries(
             lab,
             &self.mapping,
-            &self.switch,
-            self.session.schema(),
             state,
+            self.session.schema(),
+            &self.switch,
         )?;
         self.session.sync(desired).await
     }

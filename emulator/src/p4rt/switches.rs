@@ -206,6 +206,31 @@ pub async fn start_bmv2(
     }
 }
 
+/// Connects to switch `sw` of the lab with `election_id`: at its address,
+/// or inside the namespace of the BMv2 turbonet started for it. Returns
+/// the client and where it reached it (for messages).
+pub async fn connect(
+    lab: &Lab,
+    sw: &turbonet_topo::P4rtSwitch,
+    election_id: u128,
+) -> Result<(super::client::Client, String)> {
+    use super::client::Client;
+    let (client, at) = match &sw.device {
+        P4rtDevice::Address(addr) => (
+            Client::connect(addr, sw.device_id, election_id).await,
+            addr.clone(),
+        ),
+        P4rtDevice::Bmv2 => {
+            let ns = namespace(&lab.name, &sw.name);
+            (
+                Client::connect_in(&ns, BMV2_GRPC, sw.device_id, election_id).await,
+                format!("{BMV2_GRPC} in {ns}"),
+            )
+        }
+    };
+    Ok((client.with_context(|| format!("switch {}", sw.name))?, at))
+}
+
 /// A path of the scenario, relative to the scenario file's directory.
 fn relative_to(scenario: &Path, path: &str) -> PathBuf {
     let path = Path::new(path);
