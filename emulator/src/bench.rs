@@ -54,6 +54,58 @@ pub struct BenchArgs {
     pub frames: u64,
 }
 
+/// A lab a benchmark brought up (`up --quiet` of `text`); `down` when
+/// dropped.
+pub(crate) struct UpLab {
+    /// The lab's name.
+    pub(crate) name: String,
+}
+
+impl UpLab {
+    /// Writes `text` (a scenario naming lab `name`) to a temporary file and
+    /// brings it up with this binary.
+    pub(crate) fn up(name: &str, text: &str) -> Result<UpLab> {
+        let path = std::env::temp_dir().join(format!("turbonet-bench-{name}.toml"));
+        std::fs::write(&path, text)?;
+        let out = Command::new(std::env::current_exe()?)
+            .args(["up", "--quiet"])
+            .arg(&path)
+            .output()?;
+        if !out.status.success() {
+            bail!(
+                "bench lab {name} did not come up: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(UpLab {
+            name: name.to_owned(),
+        })
+    }
+
+    /// The first address of node `node`.
+    pub(crate) fn address(&self, node: &str) -> Result<std::net::Ipv4Addr> {
+        let lab = lab::saved_lab(&crate::state::LabDir::of(&self.name))?;
+        let n = lab
+            .fabric
+            .node_by_name(node)
+            .with_context(|| format!("lab {} has no node {node}", self.name))?;
+        let (_, local, _) = lab
+            .fabric
+            .ports(n.id)
+            .next()
+            .with_context(|| format!("{node} has no port"))?;
+        Ok(local.addr.addr())
+    }
+}
+
+impl Drop for UpLab {
+    fn drop(&mut self) {
+        if let Ok(exe) = std::env::current_exe() {
+            let _ = Command::new(exe).args(["down", &self.name]).output();
+        }
+    }
+}
+
 pub(crate) struct Measured {
     pub(crate) seconds: f64,
     peak_rss_kib: u64,

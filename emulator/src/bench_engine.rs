@@ -16,7 +16,6 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -42,45 +41,19 @@ fn scenario(params: &str) -> String {
     )
 }
 
-/// A bench lab that is up; `down` when dropped.
+/// The bench lab, up (`down` when dropped), and h2's address.
 struct BenchLab {
+    _lab: crate::bench::UpLab,
     h2: Ipv4Addr,
 }
 
 impl BenchLab {
     fn up(params: &str) -> Result<Self> {
-        let path: PathBuf = std::env::temp_dir().join("turbonet-bench.toml");
-        std::fs::write(&path, scenario(params))?;
-        let exe = std::env::current_exe()?;
-        let out = std::process::Command::new(&exe)
-            .args(["up", "--quiet"])
-            .arg(&path)
-            .output()?;
-        if !out.status.success() {
-            bail!(
-                "bench lab did not come up: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        let lab = crate::lab::saved_lab(&LabDir::of(LAB))?;
-        let h2 = lab.fabric.node_by_name("h2").expect("bench lab has h2");
-        let addr = lab
-            .fabric
-            .ports(h2.id)
-            .next()
-            .expect("h2 has a port")
-            .1
-            .addr
-            .addr();
-        Ok(BenchLab { h2: addr })
-    }
-}
-
-impl Drop for BenchLab {
-    fn drop(&mut self) {
-        if let Ok(exe) = std::env::current_exe() {
-            let _ = std::process::Command::new(exe).args(["down", LAB]).output();
-        }
+        let lab = crate::bench::UpLab::up(LAB, &scenario(params))?;
+        Ok(BenchLab {
+            h2: lab.address("h2")?,
+            _lab: lab,
+        })
     }
 }
 

@@ -10,8 +10,9 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 
+use crate::bench::UpLab;
 use crate::bench_engine::blast_between;
 use crate::render::{count, table};
 use crate::state::LabDir;
@@ -19,84 +20,42 @@ use crate::state::LabDir;
 const FROM: &str = "h0-0-0";
 const TO: &str = "h1-0-0";
 
-/// A bench lab that is up; `down` when dropped.
-struct Lab {
-    name: String,
-}
-
-impl Lab {
-    fn up(name: &str, target: &str, links: &str) -> Result<Lab> {
-        let text = format!(
+/// Brings fat-tree k=4 up as lab `name` on `target`, with `links` TOML.
+fn up(name: &str, target: &str, links: &str) -> Result<UpLab> {
+    UpLab::up(
+        name,
+        &format!(
             "[lab]\nname = \"{name}\"\nseed = 1\ntarget = \"{target}\"\n\
              [topology]\nkind = \"fat-tree\"\nk = 4\n[routing]\nmode = \"static\"\n{links}"
-        );
-        let path = std::env::temp_dir().join(format!("{name}.toml"));
-        std::fs::write(&path, text)?;
-        let out = std::process::Command::new(std::env::current_exe()?)
-            .args(["up", "--quiet"])
-            .arg(&path)
-            .output()?;
-        if !out.status.success() {
-            bail!(
-                "bench lab {name} did not come up: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Ok(Lab {
-            name: name.to_owned(),
-        })
-    }
-
-    /// The first address of host `host`.
-    fn address(&self, host: &str) -> Result<std::net::Ipv4Addr> {
-        let lab = crate::lab::saved_lab(&LabDir::of(&self.name))?;
-        let node = lab
-            .fabric
-            .node_by_name(host)
-            .with_context(|| format!("no host {host}"))?;
-        let (_, local, _) = lab
-            .fabric
-            .ports(node.id)
-            .next()
-            .context("host has a port")?;
-        Ok(local.addr.addr())
-    }
-
-    /// CPU seconds the soft switch's data-plane thread has used so far.
-    fn data_plane_cpu(&self) -> Option<f64> {
-        let state = LabDir::of(&self.name).load().ok()??;
-        let pid = state
-            .routers
-            .iter()
-            .find(|r| r.node == crate::p4rt::soft::SWITCH)?
-            .pid;
-        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-        for task in tasks.flatten() {
-            let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
-            let (head, rest) = stat.rsplit_once(')')?;
-            if !head.ends_with("(data-plane") {
-                continue;
-            }
-            // Fields after the command: state is 3rd, utime 14th, stime 15th.
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            let ticks: u64 =
-                fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-            // SAFETY: sysconf has no preconditions.
-            let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-            return Some(ticks as f64 / hz);
-        }
-        None
-    }
+        ),
+    )
 }
 
-impl Drop for Lab {
-    fn drop(&mut self) {
-        if let Ok(exe) = std::env::current_exe() {
-            let _ = std::process::Command::new(exe)
-                .args(["down", &self.name])
-                .output();
+/// CPU seconds the data-plane thread of lab `lab`'s soft switch has used
+/// so far (`None` on other targets).
+fn data_plane_cpu(lab: &UpLab) -> Option<f64> {
+    let state = LabDir::of(&lab.name).load().ok()??;
+    let pid = state
+        .routers
+        .iter()
+        .find(|r| r.node == crate::p4rt::soft::SWITCH)?
+        .pid;
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    for task in tasks.flatten() {
+        let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
+        let (head, rest) = stat.rsplit_once(')')?;
+        if !head.ends_with("(data-plane") {
+            continue;
         }
+        // Fields after the command: state is 3rd, utime 14th, stime 15th.
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: u64 =
+            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        return Some(ticks as f64 / hz);
     }
+    None
 }
 
 /// `turbonet bench --soft`.
@@ -113,15 +72,15 @@ pub fn bench(frames: u64) -> Result<ExitCode> {
         ),
     ] {
         eprintln!("bench soft: {label} ...");
-        let lab = Lab::up(name, target, links)?;
+        let lab = up(name, target, links)?;
         let to = lab.address(TO)?;
         // The first frames resolve the hosts' gateways.
         blast_between(name, (FROM, TO), to, 100, Some(1_000))?;
-        let cpu_before = lab.data_plane_cpu();
+        let cpu_before = data_plane_cpu(&lab);
         let started = Instant::now();
         let (secs, got) = blast_between(name, (FROM, TO), to, frames, None)?;
         let wall = started.elapsed().as_secs_f64();
-        let cpu = match (cpu_before, lab.data_plane_cpu()) {
+        let cpu = match (cpu_before, data_plane_cpu(&lab)) {
             (Some(a), Some(b)) => format!("{:.0}", (b - a) / wall * 100.0),
             _ => "-".into(),
         };
