@@ -250,7 +250,7 @@ pub fn switch_entries(
     let mut groups: Vec<Entity> = Vec::new();
     let mut entries: Vec<Entity> = Vec::new();
     let mut member_done: std::collections::HashSet<u32> = Default::default();
-    let mut group_ids: BTreeMap<Vec<u32>, u32> = BTreeMap::new();
+    // Groups written so far, by id.
     let mut group_members: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
 
     let queue_bits = names.param_width("TurbonetIngress.set_egress", "queue");
@@ -428,11 +428,9 @@ pub fn switch_entries(
                 [] => continue,
                 [one] => table_action::Type::ActionProfileMemberId(*one),
                 many => {
-                    let known = group_ids.get(many).copied();
-                    let id = known.unwrap_or_else(|| group_id(many, &group_members));
-                    if known.is_none() {
-                        group_ids.insert(many.to_vec(), id);
-                        group_members.insert(id, many.to_vec());
+                    // The same set finds its own id again.
+                    let id = group_id(many, &group_members);
+                    if group_members.insert(id, many.to_vec()).is_none() {
                         groups.push(Entity {
                             entity: Some(entity::Entity::ActionProfileGroup(ActionProfileGroup {
                                 action_profile_id: selector,
@@ -499,14 +497,7 @@ mod tests {
     ) -> Vec<(String, String, BTreeMap<String, u64>)> {
         let schema = Schema::new(p4info).unwrap();
         let mapping = super::super::soft::map(lab).unwrap();
-        let params: Vec<LinkParams> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
-        let routes = super::super::control::routes(lab, failures);
-        let state = FabricState {
-            routes: &routes,
-            params: &params,
-            failures,
-        };
-        let entities = switch_entries(lab, &mapping, state, &schema, "soft").unwrap();
+        let entities = all_entities(lab, p4info, failures);
         let table = schema
             .table_by_name("TurbonetIngress.port_mapper")
             .unwrap()
@@ -546,6 +537,58 @@ mod tests {
                 (vp.link.clone(), info.name.clone(), params)
             })
             .collect()
+    }
+
+    /// Every entity of the soft switch with `failures` down.
+    fn all_entities(lab: &Lab, p4info: &P4Info, failures: &Failures) -> Vec<Entity> {
+        let schema = Schema::new(p4info).unwrap();
+        let mapping = super::super::soft::map(lab).unwrap();
+        let params: Vec<LinkParams> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
+        let routes = super::super::control::routes(lab, failures);
+        let state = FabricState {
+            routes: &routes,
+            params: &params,
+            failures,
+        };
+        switch_entries(lab, &mapping, state, &schema, "soft").unwrap()
+    }
+
+    #[test]
+    fn ids_stay_put_so_a_failure_rewrites_little() {
+        let lab = lab();
+        let before = all_entities(&lab, &turbonet_p4info(), &Failures::default());
+        let mut failures = Failures::default();
+        failures
+            .links
+            .insert(lab.fabric.link_by_name("edge0-0--agg0-0").unwrap().id);
+        let after = all_entities(&lab, &turbonet_p4info(), &failures);
+        let (batches, changes) = super::super::session::Installed::new(before.clone()).diff(&after);
+        // Two port-mapper and two queue-mapper entries cut, and the routes
+        // of the two switches at its ends: a few dozen of a thousand.
+        assert!(changes.total() > 4, "{changes:?}");
+        assert!(
+            changes.total() * 10 < before.len(),
+            "{changes:?} of {}",
+            before.len()
+        );
+        // No member changes its next hop: a member is one virtual port.
+        let modified_members = batches
+            .iter()
+            .flatten()
+            .filter(|u| u.r#type == p4runtime_proto::p4::v1::update::Type::Modify as i32)
+            .filter(|u| {
+                matches!(
+                    u.entity.as_ref().and_then(|e| e.entity.as_ref()),
+                    Some(entity::Entity::ActionProfileMember(_))
+                )
+            })
+            .count();
+        assert_eq!(modified_members, 0);
+        // Back up: the same entities, ids included.
+        assert_eq!(
+            all_entities(&lab, &turbonet_p4info(), &Failures::default()),
+            before
+        );
     }
 
     #[test]
