@@ -563,31 +563,33 @@ impl Daemon {
             }
         }
         // On a P4 target the pipeline cut the links (above).
-        for (&node, indices) in ports.iter().filter(|_| p4.is_none()) {
-            let handle = node_handle(&self.lab, node)?;
-            for &(index, _) in indices {
-                let message = if up {
-                    LinkUnspec::new_with_index(index).up().build()
-                } else {
-                    LinkUnspec::new_with_index(index).down().build()
-                };
-                handle.link().set(message).execute().await?;
-            }
-            if up && !self.controller() {
-                // Taking a port down flushed the routes through it. With
-                // BGP, only those `up` installed (host ports, externals).
-                let n = fabric.node(node);
-                let routes = self
-                    .routes
-                    .get_or_init(|| turbonet_routing::static_routes(&self.lab.fabric));
-                let mut routes: Vec<Route> = routes[node.0 as usize]
-                    .iter()
-                    .filter(|r| !self.bgp() || r.origin != RouteOrigin::Fabric)
-                    .cloned()
-                    .collect();
-                // Not through a port that is still down.
-                failures.prune(fabric, node, &mut routes);
-                fabric::install_node_routes(&self.lab, &handle, n, &routes, true).await?;
+        if p4.is_none() {
+            for (&node, indices) in &ports {
+                let handle = node_handle(&self.lab, node)?;
+                for &(index, _) in indices {
+                    let message = if up {
+                        LinkUnspec::new_with_index(index).up().build()
+                    } else {
+                        LinkUnspec::new_with_index(index).down().build()
+                    };
+                    handle.link().set(message).execute().await?;
+                }
+                if up && !self.controller() {
+                    // Taking a port down flushed the routes through it. With
+                    // BGP, only those `up` installed (host ports, externals).
+                    let n = fabric.node(node);
+                    let routes = self
+                        .routes
+                        .get_or_init(|| turbonet_routing::static_routes(&self.lab.fabric));
+                    let mut routes: Vec<Route> = routes[node.0 as usize]
+                        .iter()
+                        .filter(|r| !self.bgp() || r.origin != RouteOrigin::Fabric)
+                        .cloned()
+                        .collect();
+                    // Not through a port that is still down.
+                    failures.prune(fabric, node, &mut routes);
+                    fabric::install_node_routes(&self.lab, &handle, n, &routes, true).await?;
+                }
             }
         }
         if let Some(agents) = self.agents.get() {
