@@ -89,9 +89,17 @@ impl SoftSwitchService {
     }
 }
 
-async fn send_all(outbox: Outbox) {
+/// Sends arbitration messages: to `own` (the stream that caused them) it
+/// waits for room; another controller's stream gets them only if it has
+/// room, so a controller that does not read its stream can never stall
+/// this one (and with it the packets this one sends).
+async fn send_all(own: &StreamTx, outbox: Outbox) {
     for (tx, msg) in outbox {
-        let _ = tx.send(Ok(msg)).await;
+        if tx.same_channel(own) {
+            let _ = tx.send(Ok(msg)).await;
+        } else {
+            let _ = tx.try_send(Ok(msg));
+        }
     }
 }
 
@@ -142,7 +150,7 @@ async fn run_stream(
                 }
                 let result = device.arbitration().update(device_id, stream, &a, &tx);
                 match result {
-                    Ok(outbox) => send_all(outbox).await,
+                    Ok(outbox) => send_all(&tx, outbox).await,
                     Err(status) => {
                         let _ = tx.send(Err(status)).await;
                         break;
@@ -170,7 +178,7 @@ async fn run_stream(
         }
     }
     let outbox = device.arbitration().remove(device_id, stream);
-    send_all(outbox).await;
+    send_all(&tx, outbox).await;
 }
 
 /// Checks a PacketOut (primary, pipeline, metadata against the P4Info's

@@ -1180,3 +1180,51 @@ async fn generation_moves_with_commits_and_write_batches() {
     assert!(s.device.generation() > g2);
     s.handle.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_controller_that_does_not_read_its_stream_never_stalls_another() {
+    let mut s = start().await;
+    let mut data_plane = s.device.take_packet_out_receiver().unwrap();
+    // The first primary sets the pipeline, then stops reading its stream
+    // while PacketIns fill it.
+    let idle = primary(&mut s.client, 1).await;
+    set_pipeline(&mut s.client, 1).await;
+    // More than its queue, the HTTP/2 windows and the buffers between hold.
+    for i in 0..20_000 {
+        s.device.packet_in(PacketIn {
+            payload: vec![0; 4000],
+            metadata: vec![],
+        });
+        if i % 64 == 0 {
+            // Let the server move what it can towards the client.
+            tokio::task::yield_now().await;
+        }
+    }
+    // A new primary takes over: the old one is told (if it has room), and
+    // the new one's packets flow.
+    let p = primary(&mut s.client, 2).await;
+    p.tx.send(StreamMessageRequest {
+        update: Some(stream_message_request::Update::Packet(PacketOut {
+            payload: b"frame".to_vec(),
+            metadata: vec![
+                PacketMetadata {
+                    metadata_id: 1,
+                    value: vec![1],
+                },
+                PacketMetadata {
+                    metadata_id: 2,
+                    value: vec![3],
+                },
+            ],
+        })),
+    })
+    .await
+    .unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), data_plane.recv())
+        .await
+        .expect("the new primary's packet reaches the data plane")
+        .unwrap();
+    assert_eq!(got.payload, b"frame");
+    drop(idle);
+    s.handle.shutdown().await.unwrap();
+}
