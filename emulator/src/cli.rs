@@ -28,11 +28,11 @@ pub const EXIT_INVALID: u8 = 2;
 )]
 pub struct Cli {
     #[command(subcommand)]
-    command: Command,
+    pub(crate) command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {
+pub(crate) enum Command {
     /// Check a scenario file and print what it describes. Exit 2 if invalid.
     Validate {
         /// Scenario file (TOML).
@@ -305,6 +305,13 @@ pub enum ShowWhat {
 }
 
 /// Runs a parsed command line.
+impl Command {
+    /// True for the long-running servers (the lab daemon, the soft switch).
+    pub(crate) fn is_server(&self) -> bool {
+        matches!(self, Command::Daemon { .. } | Command::Softswitch { .. })
+    }
+}
+
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Validate { file, json } => lab::validate(&file, json),

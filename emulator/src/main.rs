@@ -29,13 +29,18 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    // Die quietly on a closed pipe (`turbonet show links | head`), as Unix
-    // tools do, instead of panicking in println!.
-    // SAFETY: setting a signal disposition before any thread exists.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
     let cli = cli::Cli::parse();
+    // A command that prints dies quietly on a closed pipe (`turbonet show
+    // links | head`), as Unix tools do, instead of panicking in println!.
+    // The servers (the lab daemon, the soft switch) keep Rust's default of
+    // ignoring SIGPIPE: a peer that resets its connection must cost them an
+    // EPIPE on that socket, not their life.
+    if !cli.command.is_server() {
+        // SAFETY: setting a signal disposition before any thread exists.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("TURBONET_LOG")

@@ -302,3 +302,21 @@ fn bmv2_switches_run_here_with_their_hosts() {
     assert!(turbonet_tests::lab_namespaces(&lab).is_empty());
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn the_soft_switch_outlives_peers_that_reset_their_connections() {
+    // A peer that resets its connection while the server writes must cost
+    // an EPIPE on that socket, not the process: SIGPIPE is ignored.
+    let switch = SoftSwitch::start();
+    let status = std::fs::read_to_string(format!("/proc/{}/status", switch.child.id())).unwrap();
+    let ignored = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .unwrap();
+    assert_ne!(
+        ignored & (1 << (libc::SIGPIPE - 1)),
+        0,
+        "SigIgn {ignored:#x}"
+    );
+}

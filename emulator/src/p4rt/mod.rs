@@ -96,10 +96,11 @@ pub fn softswitch(
                 .with_context(|| format!("writing {}", path.display()))?;
         }
         let mut terminate = signal(SignalKind::terminate())?;
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = terminate.recv() => {}
-        }
+        let why = tokio::select! {
+            _ = tokio::signal::ctrl_c() => "SIGINT",
+            _ = terminate.recv() => "SIGTERM",
+        };
+        println!("turbonet soft switch: {why}, stopping");
         let _ = handle.shutdown().await;
         Ok::<_, anyhow::Error>(())
     });
