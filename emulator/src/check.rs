@@ -273,10 +273,10 @@ fn drain(sockets: &[Socket], ident: u16, answered: &mut [bool]) {
         while let Ok((n, _)) = socket.recv_from(&mut buf) {
             // SAFETY: recv_from initialised the first n bytes.
             let packet: &[u8] = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast(), n) };
-            if let Some(probe) = parse_reply(packet, ident) {
-                if let Some(a) = answered.get_mut(probe as usize) {
-                    *a = true;
-                }
+            if let Some(probe) = parse_reply(packet, ident)
+                && let Some(a) = answered.get_mut(probe as usize)
+            {
+                *a = true;
             }
         }
     }
@@ -297,7 +297,7 @@ fn parse_reply(packet: &[u8], ident: u16) -> Option<u32> {
 }
 
 fn wait_readable(sockets: &[Socket], timeout: Duration) -> Result<()> {
-    let mut fds: Vec<PollFd> = sockets
+    let mut fds: Vec<PollFd<'_>> = sockets
         .iter()
         .map(|s| PollFd::new(s.as_fd(), PollFlags::POLLIN))
         .collect();

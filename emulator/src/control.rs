@@ -156,7 +156,7 @@ pub fn parse_patch(params: &[(String, String)]) -> Result<LinkParams, String> {
                 p.reorder = Some(
                     v.parse::<bool>()
                         .map_err(|_| format!("--reorder {v}: write true or false"))?,
-                )
+                );
             }
             "loss" => p.loss = value::<Loss>(key, v)?,
             "corrupt" => p.corrupt = value::<LossProb>(key, v)?,

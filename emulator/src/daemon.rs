@@ -295,10 +295,10 @@ impl Daemon {
         if let Some(link) = fabric.link_by_name(name) {
             return Ok(link);
         }
-        if let Some((a, b)) = name.split_once("--") {
-            if let Some(link) = fabric.link_by_name(&format!("{b}--{a}")) {
-                return Ok(link);
-            }
+        if let Some((a, b)) = name.split_once("--")
+            && let Some(link) = fabric.link_by_name(&format!("{b}--{a}"))
+        {
+            return Ok(link);
         }
         let hint = crate::inspect::did_you_mean(name, fabric.links.iter().map(|l| l.name.as_str()))
             .unwrap_or_else(|| " (`turbonet show links` lists them)".to_owned());
@@ -394,14 +394,14 @@ impl Daemon {
             // Let the other agents' changes of this burst arrive.
             tokio::time::sleep(Duration::from_millis(2)).await;
             let change = table.latest();
-            if let Some(p4) = self.p4.get() {
-                if let Err(e) = self.p4_sync(p4).await {
-                    self.log.write(
-                        "bgp",
-                        "writing routes to the switch",
-                        Some(&format!("{e:#}")),
-                    );
-                }
+            if let Some(p4) = self.p4.get()
+                && let Err(e) = self.p4_sync(p4).await
+            {
+                self.log.write(
+                    "bgp",
+                    "writing routes to the switch",
+                    Some(&format!("{e:#}")),
+                );
             }
             table.written(change);
         }
@@ -1000,13 +1000,11 @@ async fn serve(daemon: Rc<Daemon>) -> Result<()> {
             _ = tick.tick() => {
                 if let Some(p4) = daemon.p4.get() {
                     // Taken only if free: a rewrite in progress goes first.
-                    if let Ok(mut p4) = p4.try_lock() {
-                        if let Ok(links) = p4_counters(&daemon.lab, &mut p4).await {
-                            if let Ok(mut s) = daemon.snapshot.lock() {
+                    if let Ok(mut p4) = p4.try_lock()
+                        && let Ok(links) = p4_counters(&daemon.lab, &mut p4).await
+                            && let Ok(mut s) = daemon.snapshot.lock() {
                                 *s = links;
                             }
-                        }
-                    }
                 }
                 write_counters(&counters, &daemon.snapshot);
             }

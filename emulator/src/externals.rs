@@ -80,10 +80,10 @@ async fn ipv4_addrs(handle: &Handle, index: u32) -> Result<Vec<Ipv4Net>> {
             if let AddressAttribute::Local(IpAddr::V4(ip))
             | AddressAttribute::Address(IpAddr::V4(ip)) = attr
             {
-                if let Ok(net) = Ipv4Net::new(*ip, msg.header.prefix_len) {
-                    if !out.contains(&net) {
-                        out.push(net);
-                    }
+                if let Ok(net) = Ipv4Net::new(*ip, msg.header.prefix_len)
+                    && !out.contains(&net)
+                {
+                    out.push(net);
                 }
                 break;
             }
@@ -141,57 +141,75 @@ pub fn plan(lab: &Lab) -> Result<Vec<ExternalState>> {
         .collect()
 }
 
-/// Moves every external interface into its node, renames it, addresses it
-/// and brings it up. The state records each move before it happens.
-pub async fn attach(lab: &Lab, nodes: &[NodeNs], dir: &LabDir, state: &mut LabState) -> Result<()> {
+/// Moves every external interface into its node through `kernel`. The
+/// state records each move before it happens.
+pub async fn attach<K: crate::kernel::Kernel>(
+    kernel: &K,
+    lab: &Lab,
+    nodes: &[crate::kernel::Ns],
+    dir: &LabDir,
+    state: &mut LabState,
+) -> Result<()> {
     for (i, ext) in lab.fabric.externals.iter().enumerate() {
-        let source = open_ns(ext.netns.as_deref())?;
-        let socket = netns::in_namespace(&source, netns::route_socket)?;
-        let source_handle = fabric::connect(socket)?;
-        let link = link_by_name(&source_handle, &ext.interface)
-            .await?
-            .ok_or_else(|| anyhow!("external interface {} disappeared", ext.interface))?;
         state.externals[i].attached = true;
         dir.save(state)?;
-        let node = &nodes[ext.node.0 as usize];
-        let node_handle = node.handle()?;
-        source_handle
-            .link()
-            .set(
-                LinkUnspec::new_with_index(link.header.index)
-                    .down()
-                    .setns_by_fd(node.ns.as_raw_fd())
-                    .build(),
-            )
-            .execute()
-            .await
-            .with_context(|| format!("moving {} into its node", ext.interface))?;
-        let moved = link_by_name(&node_handle, &ext.interface)
-            .await?
-            .ok_or_else(|| anyhow!("{} vanished while moving", ext.interface))?;
-        let index = moved.header.index;
-        node_handle
-            .link()
-            .set(
-                LinkUnspec::new_with_index(index)
-                    .name(ext.ifname.clone())
-                    .alias(fabric::alias(
-                        &lab.name,
-                        &format!("external:{}", ext.interface),
-                    ))
-                    .up()
-                    .build(),
-            )
-            .execute()
-            .await
-            .with_context(|| format!("renaming {} to {}", ext.interface, ext.ifname))?;
-        node_handle
-            .address()
-            .add(index, IpAddr::V4(ext.addr.addr()), ext.addr.prefix_len())
-            .execute()
-            .await
-            .with_context(|| format!("address {} on {}", ext.addr, ext.ifname))?;
+        kernel
+            .attach_external(&crate::kernel::External {
+                interface: ext.interface.clone(),
+                from: ext.netns.clone(),
+                into: nodes[ext.node.0 as usize],
+                ifname: ext.ifname.clone(),
+                alias: fabric::alias(&lab.name, &format!("external:{}", ext.interface)),
+                addr: ext.addr,
+            })
+            .await?;
     }
+    Ok(())
+}
+
+/// Moves one external interface into its node's namespace `node`, renames
+/// it, addresses it and brings it up.
+pub async fn attach_one(ext: &crate::kernel::External, node: &NodeNs) -> Result<()> {
+    let source = open_ns(ext.from.as_deref())?;
+    let socket = netns::in_namespace(&source, netns::route_socket)?;
+    let source_handle = fabric::connect(socket)?;
+    let link = link_by_name(&source_handle, &ext.interface)
+        .await?
+        .ok_or_else(|| anyhow!("external interface {} disappeared", ext.interface))?;
+    let node_handle = node.handle()?;
+    source_handle
+        .link()
+        .set(
+            LinkUnspec::new_with_index(link.header.index)
+                .down()
+                .setns_by_fd(node.ns.as_raw_fd())
+                .build(),
+        )
+        .execute()
+        .await
+        .with_context(|| format!("moving {} into its node", ext.interface))?;
+    let moved = link_by_name(&node_handle, &ext.interface)
+        .await?
+        .ok_or_else(|| anyhow!("{} vanished while moving", ext.interface))?;
+    let index = moved.header.index;
+    node_handle
+        .link()
+        .set(
+            LinkUnspec::new_with_index(index)
+                .name(ext.ifname.clone())
+                .alias(ext.alias.clone())
+                .up()
+                .build(),
+        )
+        .execute()
+        .await
+        .with_context(|| format!("renaming {} to {}", ext.interface, ext.ifname))?;
+    node_handle
+        .address()
+        .add(index, IpAddr::V4(ext.addr.addr()), ext.addr.prefix_len())
+        .execute()
+        .await
+        .with_context(|| format!("address {} on {}", ext.addr, ext.ifname))?;
     Ok(())
 }
 

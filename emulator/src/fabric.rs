@@ -1,25 +1,26 @@
-//! The `netns` target: a fabric of network namespaces and veth links, built
-//! through rtnetlink.
+//! The `netns` target: a fabric of network namespaces and veth links, as
+//! the requests [`crate::kernel::Kernel`] carries out, phase by phase.
 //!
 //! Every node is a namespace `tn-<lab>-<node>`. Every link is a veth pair
 //! created with each end already in its namespace, in one request, sent from
-//! the lower-tier end's namespace. Port `i` of a node (its i-th link) gets
+//! the namespace of its first end. Port `i` of a node (its i-th link) gets
 //! ifindex `i + 2` (1 is `lo`), so no lookups are needed to address it.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Instant;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
 use futures::stream::{self, StreamExt, TryStreamExt};
-use rtnetlink::packet_route::link::{InfoData, InfoVeth};
-use rtnetlink::packet_route::route::{RouteProtocol, RouteScope};
-use rtnetlink::{Handle, LinkUnspec, LinkVeth, RouteMessageBuilder, RouteNextHopBuilder};
+use ipnet::Ipv4Net;
+use rtnetlink::packet_route::route::RouteProtocol;
+use rtnetlink::{Handle, RouteMessageBuilder};
 use turbonet_injectors::Impairment;
 use turbonet_routing::Route;
-use turbonet_topo::{Lab, Link, LinkId, Node, NodeId, Role};
+use turbonet_topo::{Lab, LinkId, Node, NodeId, Role};
 
-use crate::{engine, netns};
+use crate::engine;
+use crate::kernel::{Address, KernelHop, KernelRoute, NamespaceSpec, Ns, PerNs, Veth, VethEnd};
 
 /// Requests in flight per netlink connection. Bounded so that the kernel's
 /// ACKs never overflow the socket's receive buffer.
@@ -147,34 +148,6 @@ pub fn link_carriers(lab: &Lab) -> Vec<engine::Carrier> {
     })
 }
 
-/// Installs netem on both ends of every link the kernel engine carries and
-/// turns segmentation offloads off there (netem would count a 64 KiB
-/// super-frame as one packet). Returns how many links.
-pub fn configure_kernel_engine(
-    lab: &Lab,
-    nodes: &[NodeNs],
-    carriers: &[engine::Carrier],
-) -> Result<usize> {
-    let mut count = 0;
-    for (link, carrier) in lab.fabric.links.iter().zip(carriers) {
-        if *carrier != engine::Carrier::Kernel {
-            continue;
-        }
-        let imp = Impairment::from_params(&link.params);
-        for (direction, end) in link.ends.iter().enumerate() {
-            let ns = &nodes[end.node.0 as usize].ns;
-            let index = port_index(lab, end.node, link.id).expect("link's end is a port");
-            netns::in_namespace(ns, || engine::packet::disable_offloads(&end.ifname))
-                .with_context(|| format!("{}: turning offloads off", link.name))?;
-            let seed = turbonet_injectors::direction_seed(lab.seed, &link.name, direction as u8);
-            engine::kernel::apply(ns, index, &imp, seed)
-                .with_context(|| format!("{}: netem on {}", link.name, end.ifname))?;
-        }
-        count += 1;
-    }
-    Ok(count)
-}
-
 /// Sysctls of the hidden engine namespace: its interfaces must stay silent
 /// (no IPv6 router solicitations or MLD reports leaking into the links).
 pub(crate) const ENGINE_SYSCTLS: [(&str, &str); 2] = [
@@ -182,53 +155,275 @@ pub(crate) const ENGINE_SYSCTLS: [(&str, &str); 2] = [
     ("net/ipv6/conf/default/disable_ipv6", "1"),
 ];
 
-/// Creates every node's namespace (and, when some link is impaired, the
-/// lab's hidden engine namespace, returned last), sets its sysctls and
-/// opens a netlink socket inside it. Namespaces are created by `threads`
-/// dedicated threads.
-pub fn create_namespaces(
-    lab: &Lab,
-    threads: usize,
-    engine: bool,
-) -> Result<(Vec<NodeNs>, Option<NodeNs>)> {
-    let mut names: Vec<String> = lab
+/// Every node's namespace in node order (and, with `engine`, the lab's
+/// hidden engine namespace last), each with its sysctls. `has_seed`: the
+/// kernel has `fib_multipath_hash_seed`.
+pub fn namespace_specs(lab: &Lab, engine: bool, has_seed: bool) -> Vec<NamespaceSpec> {
+    let mut specs: Vec<NamespaceSpec> = lab
         .fabric
         .nodes
         .iter()
-        .map(|n| ns_name(&lab.name, &n.name))
+        .map(|n| NamespaceSpec {
+            name: ns_name(&lab.name, &n.name),
+            sysctls: node_sysctls(lab, n, has_seed),
+        })
         .collect();
-    let engine_name = engine::namespace(&lab.name);
     if engine {
-        names.push(engine_name.clone());
+        specs.push(NamespaceSpec {
+            name: engine::namespace(&lab.name),
+            sysctls: ENGINE_SYSCTLS
+                .iter()
+                .map(|(k, v)| (*k, (*v).to_owned()))
+                .collect(),
+        });
     }
-    let has_seed = netns::has_sysctl("net/ipv4/fib_multipath_hash_seed");
-    let by_name: std::collections::HashMap<&str, &Node> = names
-        .iter()
-        .map(String::as_str)
-        .zip(lab.fabric.nodes.iter())
-        .collect();
-    let results = netns::create_batch(&names, threads, &|name: &str| {
-        match by_name.get(name) {
-            Some(node) => {
-                for (key, value) in node_sysctls(lab, node, has_seed) {
-                    netns::write_sysctl(key, &value)?;
-                }
-            }
-            None => {
-                for (key, value) in ENGINE_SYSCTLS {
-                    netns::write_sysctl(key, value)?;
+    specs
+}
+
+/// Every link's veth pairs: a plain link is one pair with an end in each
+/// node; an impaired link is two, each node's port paired with an
+/// interface in the engine namespace. Both ends get their deterministic
+/// ifindex; each request goes from the namespace of the end it creates
+/// first (where that ifindex is known to be free), so link creation also
+/// spreads over all connections.
+pub fn veths(
+    lab: &Lab,
+    nodes: &[Ns],
+    engine: Option<Ns>,
+    carriers: &[engine::Carrier],
+) -> Result<Vec<Veth>> {
+    let port_of = port_positions(lab);
+    let impaired = engine::spliced(carriers);
+    let mut out = Vec::new();
+    for link in &lab.fabric.links {
+        let [a, b] = &link.ends;
+        let [ia, ib] = port_of[link.id.0 as usize];
+        let mtu = link.params.mtu.map(|m| u32::from(m.0));
+        let end = |ns, name: &str, ifindex| VethEnd {
+            ns,
+            name: name.to_owned(),
+            ifindex,
+            mac: None,
+        };
+        match impaired[link.id.0 as usize] {
+            None => out.push(Veth {
+                what: format!("link {}", link.name),
+                local: end(nodes[a.node.0 as usize], &a.ifname, port_ifindex(ia)),
+                peer: end(nodes[b.node.0 as usize], &b.ifname, port_ifindex(ib)),
+                mtu,
+            }),
+            Some(k) => {
+                let engine = engine
+                    .ok_or_else(|| anyhow!("impaired link {} without an engine", link.name))?;
+                for (side, (e, index)) in [(a, ia), (b, ib)].into_iter().enumerate() {
+                    let (name, ifindex) = engine::port(link.id.0, k, side);
+                    out.push(Veth {
+                        what: format!("link {}", link.name),
+                        local: end(nodes[e.node.0 as usize], &e.ifname, port_ifindex(index)),
+                        peer: end(engine, &name, ifindex),
+                        mtu,
+                    });
                 }
             }
         }
-        Ok((netns::open_current()?, netns::route_socket()?))
-    });
-    let mut nodes = Vec::with_capacity(results.len());
-    for (name, result) in names.iter().zip(results) {
-        let (ns, socket) = result.with_context(|| format!("creating namespace {name}"))?;
-        nodes.push(NodeNs { ns, socket });
     }
-    let engine_ns = if engine { nodes.pop() } else { None };
-    Ok((nodes, engine_ns))
+    // Grouped by the namespace that sends the request, in node order.
+    out.sort_by_key(|v| v.local.ns);
+    Ok(out)
+}
+
+/// The engine's side of impaired links: the engine-side interfaces to
+/// bring up, and the interfaces on both sides of every spliced veth whose
+/// offloads (segmentation, checksum) go off, so the engine reads and
+/// writes plain, complete frames.
+pub fn engine_ports(
+    lab: &Lab,
+    nodes: &[Ns],
+    engine: Ns,
+    carriers: &[engine::Carrier],
+) -> (PerNs<u32>, PerNs<String>) {
+    let impaired = engine::spliced(carriers);
+    let mut engine_ports = Vec::new();
+    let mut node_ports: Vec<Vec<String>> = vec![Vec::new(); lab.fabric.nodes.len()];
+    for link in &lab.fabric.links {
+        let Some(k) = impaired[link.id.0 as usize] else {
+            continue;
+        };
+        for (side, end) in link.ends.iter().enumerate() {
+            engine_ports.push(engine::port(link.id.0, k, side));
+            node_ports[end.node.0 as usize].push(end.ifname.clone());
+        }
+    }
+    let up = vec![(engine, engine_ports.iter().map(|(_, i)| *i).collect())];
+    let mut offloads = vec![(engine, engine_ports.into_iter().map(|(n, _)| n).collect())];
+    offloads.extend(
+        node_ports
+            .into_iter()
+            .enumerate()
+            .filter(|(_, p)| !p.is_empty())
+            .map(|(node, ports)| (nodes[node], ports)),
+    );
+    (up, offloads)
+}
+
+/// Every link the kernel engine carries: netem on both ends (each end
+/// shapes its own egress, one direction), with segmentation offloads off
+/// there (netem would count a 64 KiB super-frame as one packet).
+pub struct KernelEngine {
+    /// Interfaces whose offloads go off.
+    pub offloads: PerNs<String>,
+    /// `(namespace, ifindex, impairment, seed)` per link end.
+    pub netem: Vec<(Ns, u32, Impairment, u64)>,
+    /// How many links.
+    pub links: usize,
+}
+
+/// The kernel engine's share of the lab (see [`KernelEngine`]).
+pub fn kernel_engine(lab: &Lab, nodes: &[Ns], carriers: &[engine::Carrier]) -> KernelEngine {
+    let mut plan = KernelEngine {
+        offloads: Vec::new(),
+        netem: Vec::new(),
+        links: 0,
+    };
+    for (link, carrier) in lab.fabric.links.iter().zip(carriers) {
+        if *carrier != engine::Carrier::Kernel {
+            continue;
+        }
+        let imp = Impairment::from_params(&link.params);
+        for (direction, end) in link.ends.iter().enumerate() {
+            let ns = nodes[end.node.0 as usize];
+            let index = port_index(lab, end.node, link.id).expect("link's end is a port");
+            plan.offloads.push((ns, vec![end.ifname.clone()]));
+            let seed = turbonet_injectors::direction_seed(lab.seed, &link.name, direction as u8);
+            plan.netem.push((ns, index, imp.clone(), seed));
+        }
+        plan.links += 1;
+    }
+    plan
+}
+
+/// What comes up before addresses go on: every `lo`, and the ends of veths
+/// the request created as peers (they could not come up with it).
+pub fn ports_to_bring_up(lab: &Lab, nodes: &[Ns]) -> PerNs<u32> {
+    lab.fabric
+        .nodes
+        .iter()
+        .map(|node| {
+            let peer_ends = lab
+                .fabric
+                .ports(node.id)
+                .enumerate()
+                .filter(|(_, (link, local, _))| {
+                    link.ends[1].node == local.node && link.ends[0].node != local.node
+                })
+                .map(|(port, _)| port_ifindex(port));
+            (
+                nodes[node.id.0 as usize],
+                std::iter::once(1).chain(peer_ends).collect(),
+            )
+        })
+        .collect()
+}
+
+/// A node's addresses: its loopback on `lo` (switches) and every port's.
+pub fn node_addresses(lab: &Lab, node: &Node) -> Vec<Address> {
+    let mut addrs = Vec::new();
+    if let Some(lo) = node.loopback {
+        addrs.push(Address {
+            ifindex: 1,
+            addr: Ipv4Net::new(lo, 32).expect("a /32"),
+        });
+    }
+    for (port, (_, local, _)) in lab.fabric.ports(node.id).enumerate() {
+        addrs.push(Address {
+            ifindex: port_ifindex(port),
+            addr: local.addr,
+        });
+    }
+    addrs
+}
+
+/// Every node's addresses.
+pub fn addresses(lab: &Lab, nodes: &[Ns]) -> PerNs<Address> {
+    lab.fabric
+        .nodes
+        .iter()
+        .map(|n| (nodes[n.id.0 as usize], node_addresses(lab, n)))
+        .collect()
+}
+
+/// Every node's ports, to wait for carrier on.
+pub fn carrier_ports(lab: &Lab, nodes: &[Ns]) -> Vec<(Ns, String, usize)> {
+    lab.fabric
+        .nodes
+        .iter()
+        .map(|n| (nodes[n.id.0 as usize], n.name.clone(), n.links.len()))
+        .collect()
+}
+
+/// `routes` (by node) as kernel routes of `protocol` with metric
+/// `metric`, in the namespaces `nodes`; nodes without routes are left out.
+pub fn kernel_routes(lab: &Lab, nodes: &[Ns], routes: &[Vec<Route>]) -> Result<PerNs<KernelRoute>> {
+    lab.fabric
+        .nodes
+        .iter()
+        .filter(|n| !routes[n.id.0 as usize].is_empty())
+        .map(|n| {
+            let mine = node_kernel_routes(
+                lab,
+                n,
+                &routes[n.id.0 as usize],
+                RouteProtocol::Static,
+                None,
+            )?;
+            Ok((nodes[n.id.0 as usize], mine))
+        })
+        .collect()
+}
+
+/// One node's `routes` as kernel routes (interfaces by ifindex).
+pub fn node_kernel_routes(
+    lab: &Lab,
+    node: &Node,
+    routes: &[Route],
+    protocol: RouteProtocol,
+    metric: Option<u32>,
+) -> Result<Vec<KernelRoute>> {
+    let ifindex = ifindex_by_name(lab, node);
+    routes
+        .iter()
+        .map(|r| kernel_route(r, &ifindex, protocol, metric))
+        .collect::<Result<_>>()
+        .with_context(|| format!("{}: building routes", node.name))
+}
+
+/// `route` as a kernel route; `ifindex` maps its interfaces.
+pub(crate) fn kernel_route(
+    route: &Route,
+    ifindex: &std::collections::HashMap<&str, u32>,
+    protocol: RouteProtocol,
+    metric: Option<u32>,
+) -> Result<KernelRoute> {
+    let hops = route
+        .nexthops
+        .iter()
+        .map(|hop| {
+            Ok(KernelHop {
+                via: hop.via,
+                ifindex: ifindex
+                    .get(hop.ifname.as_str())
+                    .copied()
+                    .ok_or_else(|| anyhow!("no interface {}", hop.ifname))?,
+                onlink: hop.onlink,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(KernelRoute {
+        prefix: route.prefix,
+        hops,
+        protocol,
+        metric,
+    })
 }
 
 /// Turns a route-netlink socket into an rtnetlink handle on the current
@@ -255,142 +450,6 @@ where
         .await
 }
 
-/// One veth pair to create: `local` in the requesting node's namespace,
-/// `peer` in another (a node's, or the engine's).
-struct Veth<'a> {
-    link: &'a Link,
-    local: (&'a str, u32),
-    peer: (String, u32),
-    peer_ns: i32,
-}
-
-/// Creates every link: a plain link is one veth pair with an end in each
-/// node; an impaired link is two pairs, each node's port paired with an
-/// interface in the engine namespace. Both ends get their deterministic
-/// ifindex; each request is sent from the namespace of the end it creates
-/// first (where that ifindex is known to be free), so link creation also
-/// spreads over all connections.
-pub async fn create_links(
-    lab: &Lab,
-    nodes: &[NodeNs],
-    engine: Option<&NodeNs>,
-    carriers: &[engine::Carrier],
-) -> Result<()> {
-    let port_of = port_positions(lab);
-    let impaired = engine::spliced(carriers);
-    let mut jobs: Vec<Vec<Veth>> = (0..lab.fabric.nodes.len()).map(|_| Vec::new()).collect();
-    for link in &lab.fabric.links {
-        let [a, b] = &link.ends;
-        let [ia, ib] = port_of[link.id.0 as usize];
-        match impaired[link.id.0 as usize] {
-            None => jobs[a.node.0 as usize].push(Veth {
-                link,
-                local: (&a.ifname, port_ifindex(ia)),
-                peer: (b.ifname.clone(), port_ifindex(ib)),
-                peer_ns: nodes[b.node.0 as usize].ns.as_raw_fd(),
-            }),
-            Some(k) => {
-                let engine = engine
-                    .ok_or_else(|| anyhow!("impaired link {} without an engine", link.name))?;
-                for (side, (end, index)) in [(a, ia), (b, ib)].into_iter().enumerate() {
-                    jobs[end.node.0 as usize].push(Veth {
-                        link,
-                        local: (&end.ifname, port_ifindex(index)),
-                        peer: engine::port(link.id.0, k, side),
-                        peer_ns: engine.ns.as_raw_fd(),
-                    });
-                }
-            }
-        }
-    }
-    per_node(jobs.into_iter().enumerate(), |(node, veths)| async move {
-        if veths.is_empty() {
-            return Ok(());
-        }
-        let handle = nodes[node].handle()?;
-        pipelined(veths.into_iter().map(|v| {
-            // The peer cannot be brought up in the same request (the kernel
-            // answers ENOTCONN); `configure_addresses` and `configure_engine`
-            // do it.
-            let mut peer = LinkUnspec::new_with_index(v.peer.1)
-                .name(v.peer.0.clone())
-                .setns_by_fd(v.peer_ns);
-            let mut veth = LinkVeth::new(v.local.0, &v.peer.0).index(v.local.1).up();
-            if let Some(mtu) = v.link.params.mtu {
-                peer = peer.mtu(u32::from(mtu.0));
-                veth = veth.mtu(u32::from(mtu.0));
-            }
-            let veth = veth
-                .set_info_data(InfoData::Veth(InfoVeth::Peer(peer.build())))
-                .build();
-            let request = handle.link().add(veth);
-            let name = &v.link.name;
-            async move {
-                request
-                    .execute()
-                    .await
-                    .with_context(|| format!("creating link {name}"))
-            }
-        }))
-        .await
-    })
-    .await?;
-    Ok(())
-}
-
-/// Prepares the engine's side of impaired links: brings the engine-side
-/// interfaces up and turns off the offloads (segmentation, checksum) on
-/// both sides of every spliced veth, so the engine reads and writes plain,
-/// complete frames.
-pub async fn configure_engine(
-    lab: &Lab,
-    nodes: &[NodeNs],
-    engine: &NodeNs,
-    carriers: &[engine::Carrier],
-) -> Result<usize> {
-    let impaired = engine::spliced(carriers);
-    let mut engine_ports = Vec::new();
-    let mut node_ports: Vec<Vec<String>> = vec![Vec::new(); lab.fabric.nodes.len()];
-    for link in &lab.fabric.links {
-        let Some(k) = impaired[link.id.0 as usize] else {
-            continue;
-        };
-        for (side, end) in link.ends.iter().enumerate() {
-            engine_ports.push(engine::port(link.id.0, k, side));
-            node_ports[end.node.0 as usize].push(end.ifname.clone());
-        }
-    }
-    let handle = engine.handle()?;
-    pipelined(engine_ports.iter().map(|(name, index)| {
-        let request = handle
-            .link()
-            .set(LinkUnspec::new_with_index(*index).up().build());
-        async move {
-            request
-                .execute()
-                .await
-                .with_context(|| format!("engine: bringing {name} up"))
-        }
-    }))
-    .await?;
-    let names: Vec<String> = engine_ports.iter().map(|(n, _)| n.clone()).collect();
-    netns::in_namespace(&engine.ns, || {
-        names
-            .iter()
-            .try_for_each(|n| engine::packet::disable_offloads(n))
-    })
-    .context("engine: turning offloads off")?;
-    for (node, ports) in node_ports.iter().enumerate().filter(|(_, p)| !p.is_empty()) {
-        netns::in_namespace(&nodes[node].ns, || {
-            ports
-                .iter()
-                .try_for_each(|n| engine::packet::disable_offloads(n))
-        })
-        .with_context(|| format!("{}: turning offloads off", lab.fabric.nodes[node].name))?;
-    }
-    Ok(engine_ports.len() / 2)
-}
-
 /// For every link, the port position of each end in its node.
 fn port_positions(lab: &Lab) -> Vec<[usize; 2]> {
     let mut pos = vec![[0usize; 2]; lab.fabric.links.len()];
@@ -404,93 +463,6 @@ fn port_positions(lab: &Lab) -> Vec<[usize; 2]> {
     pos
 }
 
-/// Brings `lo` and the peer ends of veths up, puts switch loopbacks on `lo`
-/// and addresses every port.
-pub async fn configure_addresses(lab: &Lab, nodes: &[NodeNs]) -> Result<usize> {
-    let counts = per_node(&lab.fabric.nodes, |node| async move {
-        let handle = &nodes[node.id.0 as usize].handle()?;
-        handle
-            .link()
-            .set(LinkUnspec::new_with_index(1).up().build())
-            .execute()
-            .await
-            .with_context(|| format!("{}: bringing lo up", node.name))?;
-        let peer_ends: Vec<u32> = lab
-            .fabric
-            .ports(node.id)
-            .enumerate()
-            .filter(|(_, (link, local, _))| {
-                link.ends[1].node == local.node && link.ends[0].node != local.node
-            })
-            .map(|(port, _)| port_ifindex(port))
-            .collect();
-        bring_up(handle, peer_ends, &node.name).await?;
-        add_addresses(lab, node, handle).await
-    })
-    .await?;
-    Ok(counts.into_iter().sum())
-}
-
-/// Brings the interfaces `indices` of `who` up.
-pub(crate) async fn bring_up(
-    handle: &Handle,
-    indices: impl IntoIterator<Item = u32>,
-    who: &str,
-) -> Result<()> {
-    pipelined(indices.into_iter().map(|index| {
-        let request = handle
-            .link()
-            .set(LinkUnspec::new_with_index(index).up().build());
-        async move {
-            request
-                .execute()
-                .await
-                .with_context(|| format!("{who}: bringing interface {index} up"))
-        }
-    }))
-    .await
-}
-
-/// Puts a node's loopback address on `lo` and addresses its ports.
-/// Returns how many addresses it added.
-pub(crate) async fn add_addresses(lab: &Lab, node: &Node, handle: &Handle) -> Result<usize> {
-    let mut addrs: Vec<(u32, Ipv4Addr, u8, String)> = Vec::new();
-    if let Some(lo) = node.loopback {
-        addrs.push((1, lo, 32, "lo".to_owned()));
-    }
-    for (port, (_, local, _)) in lab.fabric.ports(node.id).enumerate() {
-        addrs.push((
-            port_ifindex(port),
-            local.addr.addr(),
-            local.addr.prefix_len(),
-            local.ifname.clone(),
-        ));
-    }
-    let count = addrs.len();
-    pipelined(addrs.into_iter().map(|(index, addr, len, ifname)| {
-        let request = handle.address().add(index, IpAddr::V4(addr), len);
-        let node = &node.name;
-        async move {
-            request
-                .execute()
-                .await
-                .with_context(|| format!("{node}: address {addr}/{len} on {ifname}"))
-        }
-    }))
-    .await?;
-    Ok(count)
-}
-
-/// Installs every node's routes. Returns how many were installed.
-pub async fn install_routes(lab: &Lab, nodes: &[NodeNs], routes: &[Vec<Route>]) -> Result<usize> {
-    let counts = per_node(&lab.fabric.nodes, |node| async move {
-        let handle = nodes[node.id.0 as usize].handle()?;
-        install_node_routes(lab, &handle, node, &routes[node.id.0 as usize], false).await
-    })
-    .await?;
-    Ok(counts.into_iter().sum())
-}
-
 /// Installs one node's routes through `handle`; with `replace`, existing
 /// routes to the same prefixes are replaced (restoring after a failure).
 pub async fn install_node_routes(
@@ -500,28 +472,10 @@ pub async fn install_node_routes(
     routes: &[Route],
     replace: bool,
 ) -> Result<usize> {
-    let ifindex = ifindex_by_name(lab, node);
-    let messages = routes
-        .iter()
-        .map(|route| {
-            route_message(route, &ifindex, RouteProtocol::Static, None).map(|m| (route, m))
-        })
-        .collect::<Result<Vec<_>>>()
-        .with_context(|| format!("{}: building routes", node.name))?;
-    pipelined(messages.into_iter().map(|(route, message)| {
-        let mut request = handle.route().add(message);
-        if replace {
-            request = request.replace();
-        }
-        let node = &node.name;
-        async move {
-            request
-                .execute()
-                .await
-                .with_context(|| format!("{node}: route {}", route.prefix))
-        }
-    }))
-    .await?;
+    let kernel = node_kernel_routes(lab, node, routes, RouteProtocol::Static, None)?;
+    crate::kernel::install(handle, kernel, replace)
+        .await
+        .with_context(|| node.name.clone())?;
     Ok(routes.len())
 }
 
@@ -564,66 +518,15 @@ pub fn port_index(lab: &Lab, node: NodeId, link: LinkId) -> Option<u32> {
 }
 
 /// Interface name to ifindex for a node's ports.
-fn ifindex_by_name<'a>(lab: &'a Lab, node: &Node) -> std::collections::HashMap<&'a str, u32> {
+pub(crate) fn ifindex_by_name<'a>(
+    lab: &'a Lab,
+    node: &Node,
+) -> std::collections::HashMap<&'a str, u32> {
     lab.fabric
         .ports(node.id)
         .enumerate()
         .map(|(port, (_, local, _))| (local.ifname.as_str(), port_ifindex(port)))
         .collect()
-}
-
-/// The netlink message that installs `route` (`ifindex` maps its
-/// interfaces), as `protocol`, with metric `priority` (`None`: 0).
-pub(crate) fn route_message(
-    route: &Route,
-    ifindex: &std::collections::HashMap<&str, u32>,
-    protocol: RouteProtocol,
-    priority: Option<u32>,
-) -> Result<rtnetlink::packet_route::route::RouteMessage> {
-    let index = |name: &str| {
-        ifindex
-            .get(name)
-            .copied()
-            .ok_or_else(|| anyhow!("no interface {name}"))
-    };
-    let mut builder = RouteMessageBuilder::<Ipv4Addr>::new()
-        .destination_prefix(route.prefix.network(), route.prefix.prefix_len())
-        .protocol(protocol);
-    if let Some(priority) = priority {
-        builder = builder.priority(priority);
-    }
-    match route.nexthops.as_slice() {
-        [] => bail!("route {} has no next hop", route.prefix),
-        [hop] => {
-            builder = builder.output_interface(index(&hop.ifname)?);
-            match hop.via {
-                Some(via) => {
-                    builder = builder.gateway(via);
-                    if hop.onlink {
-                        builder = builder.onlink();
-                    }
-                }
-                None => builder = builder.scope(RouteScope::Link),
-            }
-        }
-        hops => {
-            let nexthops = hops
-                .iter()
-                .map(|hop| {
-                    let mut nh = RouteNextHopBuilder::new_ipv4().interface(index(&hop.ifname)?);
-                    if let Some(via) = hop.via {
-                        nh = nh.via(IpAddr::V4(via)).map_err(|e| anyhow!("{e:?}"))?;
-                    }
-                    if hop.onlink {
-                        nh = nh.onlink();
-                    }
-                    Ok(nh.build())
-                })
-                .collect::<Result<Vec<_>>>()?;
-            builder = builder.multipath(nexthops);
-        }
-    }
-    Ok(builder.build())
 }
 
 /// Times a phase.
@@ -651,50 +554,6 @@ pub fn describe_nodes(lab: &Lab) -> String {
         .count();
     let switches = lab.fabric.nodes.len() - hosts;
     format!("{switches} switches, {hosts} hosts")
-}
-
-/// Waits until every port of every node has carrier (`LOWER_UP`), polling
-/// each namespace's link table. Returns the number of ports checked.
-pub async fn wait_links_up(
-    lab: &Lab,
-    nodes: &[NodeNs],
-    timeout: std::time::Duration,
-) -> Result<usize> {
-    use rtnetlink::packet_route::link::LinkFlags;
-    let deadline = tokio::time::Instant::now() + timeout;
-    let mut pending: Vec<&Node> = lab.fabric.nodes.iter().collect();
-    let total: usize = lab.fabric.nodes.iter().map(|n| n.links.len()).sum();
-    loop {
-        let checks = per_node(&pending, |node| async move {
-            let handle = &nodes[node.id.0 as usize].handle()?;
-            let links: Vec<_> = handle.link().get().execute().try_collect().await?;
-            let up = links
-                .iter()
-                .filter(|l| l.header.index >= 2 && (l.header.index as usize) < node.links.len() + 2)
-                .filter(|l| l.header.flags.contains(LinkFlags::LowerUp))
-                .count();
-            Ok::<_, anyhow::Error>(up == node.links.len())
-        })
-        .await?;
-        pending = pending
-            .into_iter()
-            .zip(checks)
-            .filter(|(_, ready)| !ready)
-            .map(|(node, _)| node)
-            .collect();
-        if pending.is_empty() {
-            return Ok(total);
-        }
-        if tokio::time::Instant::now() >= deadline {
-            bail!(
-                "{} node(s) still have ports without carrier after {:?} (first: {})",
-                pending.len(),
-                timeout,
-                pending[0].name
-            );
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
 }
 
 #[cfg(test)]

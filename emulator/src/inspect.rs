@@ -122,15 +122,15 @@ pub fn show(
 ) -> Result<ExitCode> {
     let (dir, _) = lab::resolve(lab_name)?;
     let lab = lab::saved_lab(&dir)?;
-    if let Some(name) = node {
-        if lab.fabric.node_by_name(name).is_none() {
-            eprintln!(
-                "error: lab {} has no node {name}{}",
-                lab.name,
-                suggest(&lab, name)
-            );
-            return Ok(ExitCode::from(EXIT_INVALID));
-        }
+    if let Some(name) = node
+        && lab.fabric.node_by_name(name).is_none()
+    {
+        eprintln!(
+            "error: lab {} has no node {name}{}",
+            lab.name,
+            suggest(&lab, name)
+        );
+        return Ok(ExitCode::from(EXIT_INVALID));
     }
     match what {
         ShowWhat::Nodes => show_nodes(&lab, node, json)?,
@@ -353,7 +353,7 @@ pub fn node_namespace(lab: &Lab, name: &str) -> Result<String> {
 }
 
 fn show_nodes(lab: &Lab, only: Option<&str>, json: bool) -> Result<()> {
-    let rows: Vec<NodeRow> = lab
+    let rows: Vec<NodeRow<'_>> = lab
         .fabric
         .nodes
         .iter()
@@ -455,7 +455,7 @@ fn show_links(lab: &Lab, only: Option<&str>, json: bool) -> Result<()> {
                 r.b.clone(),
                 r.b_ifname.clone(),
                 r.b_addr.clone(),
-                r.mtu.map(|m| m.to_string()).unwrap_or_else(|| "-".into()),
+                r.mtu.map_or_else(|| "-".into(), |m| m.to_string()),
             ]),
             &[8],
         )
@@ -531,9 +531,7 @@ fn show_routes(lab: &Lab, node: &str, json: bool) -> Result<()> {
 fn sort_key(prefix: &str) -> (u32, u8) {
     let (addr, len) = prefix.split_once('/').unwrap_or((prefix, "32"));
     (
-        addr.parse::<std::net::Ipv4Addr>()
-            .map(u32::from)
-            .unwrap_or(0),
+        addr.parse::<std::net::Ipv4Addr>().map_or(0, u32::from),
         len.parse().unwrap_or(32),
     )
 }
@@ -616,13 +614,13 @@ struct DirectionView {
 pub fn link_show(only: Option<&str>, lab_name: Option<&str>, json: bool) -> Result<ExitCode> {
     let (dir, _) = lab::resolve(lab_name)?;
     let lab = lab::saved_lab(&dir)?;
-    if let Some(name) = only {
-        if lab.fabric.link_by_name(name).is_none() {
-            let close = did_you_mean(name, lab.fabric.links.iter().map(|l| l.name.as_str()))
-                .unwrap_or_default();
-            eprintln!("error: lab {} has no link {name}{close}", lab.name);
-            return Ok(ExitCode::from(EXIT_INVALID));
-        }
+    if let Some(name) = only
+        && lab.fabric.link_by_name(name).is_none()
+    {
+        let close = did_you_mean(name, lab.fabric.links.iter().map(|l| l.name.as_str()))
+            .unwrap_or_default();
+        eprintln!("error: lab {} has no link {name}{close}", lab.name);
+        return Ok(ExitCode::from(EXIT_INVALID));
     }
     let counters: Vec<crate::engine::LinkCounters> =
         std::fs::read(crate::daemon::counters_path(&dir))
@@ -651,7 +649,7 @@ pub fn link_show(only: Option<&str>, lab_name: Option<&str>, json: bool) -> Resu
                     rate: p.rate.map(|v| v.to_string()),
                     delay: p.delay.map(|v| v.to_string()),
                     jitter: p.jitter.map(|v| v.to_string()),
-                    loss: p.loss.as_ref().map(|v| v.to_string()),
+                    loss: p.loss.as_ref().map(std::string::ToString::to_string),
                     queue: p.queue.map(|v| v.to_string()),
                     mtu: p.mtu.map(|m| m.0),
                 },
@@ -690,7 +688,7 @@ pub fn link_show(only: Option<&str>, lab_name: Option<&str>, json: bool) -> Resu
                 r.params.jitter.clone().unwrap_or_else(dash),
                 r.params.loss.clone().unwrap_or_else(dash),
                 r.params.queue.clone().unwrap_or_else(dash),
-                r.params.mtu.map(|m| m.to_string()).unwrap_or_else(dash),
+                r.params.mtu.map_or_else(dash, |m| m.to_string()),
             ]),
             &[],
         )

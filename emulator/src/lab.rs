@@ -10,6 +10,7 @@ use turbonet_topo::{Lab, RoutingMode, Target};
 
 use crate::cli::{EXIT_INVALID, UpArgs};
 use crate::fabric::{self, Stopwatch};
+use crate::kernel::{Kernel, Netlink};
 use crate::p4rt::{build as local_build, soft, switches};
 use crate::state::{self, LabDir, LabState, Phase, Timing};
 use crate::{daemon, engine, externals, limits, netns, render};
@@ -235,20 +236,14 @@ pub fn up(args: &UpArgs) -> Result<ExitCode> {
     let total = Stopwatch::start();
     let neighbours =
         limits::neighbours_needed(lab.fabric.links.len() * 2 + lab.fabric.externals.len());
-    if let Some(note) = limits::raise_neighbour_limits(neighbours)? {
-        if !args.quiet {
-            eprintln!("note: {note}");
-        }
+    if let Some(note) = limits::raise_neighbour_limits(neighbours)?
+        && !args.quiet
+    {
+        eprintln!("note: {note}");
     }
 
     let watch = Stopwatch::start();
-    let mut routes = turbonet_routing::static_routes(&lab.fabric);
-    if lab.routing.mode == RoutingMode::Bgp {
-        // The fabric's routes are the agents' to install.
-        for node_routes in &mut routes {
-            node_routes.retain(|r| r.origin != turbonet_routing::RouteOrigin::Fabric);
-        }
-    }
+    let routes = up_routes(&lab);
     let route_count: usize = routes.iter().map(Vec::len).sum();
     let plan_timing = Timing {
         phase: "plan".into(),
@@ -302,7 +297,7 @@ pub fn up(args: &UpArgs) -> Result<ExitCode> {
 
     let threads = args
         .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, std::num::NonZero::get));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -345,6 +340,19 @@ pub fn up(args: &UpArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The routes `up` installs: every static route, but with BGP only those
+/// outside the fabric (host ports, defaults, externals): the fabric's are
+/// the agents' to install.
+fn up_routes(lab: &Lab) -> Vec<Vec<turbonet_routing::Route>> {
+    let mut routes = turbonet_routing::static_routes(&lab.fabric);
+    if lab.routing.mode == RoutingMode::Bgp {
+        for node_routes in &mut routes {
+            node_routes.retain(|r| r.origin != turbonet_routing::RouteOrigin::Fabric);
+        }
+    }
+    routes
+}
+
 /// Records a finished phase and prints it.
 fn phase(progress: &Progress, name: &str, detail: String, state: &mut LabState, seconds: f64) {
     let t = Timing {
@@ -366,13 +374,29 @@ async fn build(
     dir: &LabDir,
     state: &mut LabState,
 ) -> Result<()> {
+    let mut kernel = Netlink::new();
+    let host = Host {
+        threads,
+        hash_seed: netns::has_sysctl("net/ipv4/fib_multipath_hash_seed"),
+    };
+    build_kernel(
+        &mut kernel,
+        lab,
+        carriers,
+        routes,
+        host,
+        progress,
+        dir,
+        state,
+    )
+    .await?;
     match lab.target {
-        Target::Soft => build_soft(lab, routes, threads, progress, dir, state).await?,
-        Target::P4rt => build_p4rt(lab, routes, threads, progress, dir, state).await?,
-        Target::Netns => build_netns(lab, carriers, routes, threads, progress, dir, state).await?,
+        Target::Soft => start_soft(lab, progress, dir, state).await?,
+        Target::P4rt => start_p4rt(lab, progress, dir, state).await?,
+        Target::Netns => start_routers(lab, progress, dir, state)?,
     }
     let phase = |name: &str, detail: String, state: &mut LabState, seconds: f64| {
-        phase(progress, name, detail, state, seconds)
+        phase(progress, name, detail, state, seconds);
     };
 
     // The daemon owns what keeps running: the control API, the link
@@ -440,18 +464,15 @@ async fn timed<T>(
     Ok(out)
 }
 
-/// The `soft` target: hosts in namespaces cabled to one soft switch, which
-/// `up` starts and programs over P4Runtime.
-async fn build_soft(
+/// The `soft` target once its kernel side is built: `up` starts the soft
+/// switch and programs it over P4Runtime.
+async fn start_soft(
     lab: &Lab,
-    routes: &[Vec<turbonet_routing::Route>],
-    threads: usize,
     progress: &Progress,
     dir: &LabDir,
     state: &mut LabState,
 ) -> Result<()> {
     let mapping = soft::map(lab).map_err(|e| anyhow::anyhow!(e))?;
-    build_local(lab, &mapping, routes, threads, progress, state, false).await?;
 
     progress.start("soft switch");
     let watch = Stopwatch::start();
@@ -508,21 +529,16 @@ async fn build_soft(
     Ok(())
 }
 
-/// The `p4rt` target: every switch of `[p4rt]` gets the pipeline and its
-/// share of the fabric over P4Runtime. The hosts are what is cabled to
-/// the host ports; nothing is created on this machine.
-async fn build_p4rt(
+/// The `p4rt` target once its kernel side (if it runs here) is built:
+/// every switch of `[p4rt]` gets the pipeline and its share of the fabric
+/// over P4Runtime (BMv2 switches started first).
+async fn start_p4rt(
     lab: &Lab,
-    routes: &[Vec<turbonet_routing::Route>],
-    threads: usize,
     progress: &Progress,
     dir: &LabDir,
     state: &mut LabState,
 ) -> Result<()> {
     let mapping = switches::map(lab).map_err(|e| anyhow::anyhow!(e))?;
-    if switches::local(lab) {
-        build_local(lab, &mapping, routes, threads, progress, state, true).await?;
-    }
     let (p4info, device_config) = switches::pipeline(lab, &state.scenario)?;
     for (sw, usage) in switches::config(lab)?
         .switches
@@ -601,103 +617,154 @@ fn switch_ports(mapping: &turbonet_topo::mapper::Mapping, switch: &str) -> Vec<u
     ports
 }
 
+/// What the machine brings to a build: threads that create namespaces,
+/// and whether its kernel has `fib_multipath_hash_seed`.
+#[derive(Debug, Clone, Copy)]
+pub struct Host {
+    /// Threads that create namespaces.
+    pub threads: usize,
+    /// The kernel has per-namespace ECMP hash seeds.
+    pub hash_seed: bool,
+}
+
+/// Everything `up` asks of the kernel for `lab`, phase by phase, through
+/// `kernel` (on the P4 targets, the hosts' side and, for switches that run
+/// here, theirs; a `p4rt` lab of remote switches asks nothing).
+#[allow(clippy::too_many_arguments)]
+pub async fn build_kernel<K: Kernel>(
+    kernel: &mut K,
+    lab: &Lab,
+    carriers: &[engine::Carrier],
+    routes: &[Vec<turbonet_routing::Route>],
+    host: Host,
+    progress: &Progress,
+    dir: &LabDir,
+    state: &mut LabState,
+) -> Result<()> {
+    match lab.target {
+        Target::Netns => {
+            build_netns(kernel, lab, carriers, routes, host, progress, dir, state).await
+        }
+        Target::Soft => {
+            let mapping = soft::map(lab).map_err(|e| anyhow::anyhow!(e))?;
+            build_local(kernel, lab, &mapping, routes, host, progress, state, false).await
+        }
+        Target::P4rt if switches::local(lab) => {
+            let mapping = switches::map(lab).map_err(|e| anyhow::anyhow!(e))?;
+            build_local(kernel, lab, &mapping, routes, host, progress, state, true).await
+        }
+        Target::P4rt => Ok(()),
+    }
+}
+
 /// The kernel side of a lab whose switches run here (the soft switch,
 /// BMv2): host and switch namespaces, host ports, addresses and host
 /// routes; with `veth_cables` (switches that cannot emulate cables) the
 /// cables as veth pairs between switch ports.
-async fn build_local(
+#[allow(clippy::too_many_arguments)]
+async fn build_local<K: Kernel>(
+    kernel: &mut K,
     lab: &Lab,
     mapping: &turbonet_topo::mapper::Mapping,
     routes: &[Vec<turbonet_routing::Route>],
-    threads: usize,
+    host: Host,
     progress: &Progress,
     state: &mut LabState,
     veth_cables: bool,
 ) -> Result<()> {
-    let ns = timed(
+    let specs = local_build::namespace_specs(lab);
+    let created = timed(
         progress,
         state,
         "namespaces",
-        async { local_build::create_namespaces(lab, threads) },
-        |ns| format!("{} hosts, {} switches", ns.hosts.len(), ns.switches.len()),
+        async { kernel.create_namespaces(&specs, host.threads) },
+        |ns| format!("{} namespaces", ns.len()),
     )
     .await?;
-    timed(
-        progress,
-        state,
-        "links",
-        local_build::create_links(lab, mapping, &ns),
-        |ports| format!("{ports} host ports (veth to their switch)"),
-    )
+    let ns = local_build::local_namespaces(lab, &created);
+    let veths = local_build::host_veths(lab, mapping, &ns)?;
+    let count = veths.len();
+    timed(progress, state, "links", kernel.add_veths(veths), |()| {
+        format!("{count} host ports (veth to their switch)")
+    })
     .await?;
     fail_point("links")?;
     if veth_cables {
-        timed(
-            progress,
-            state,
-            "cables",
-            local_build::create_cables(mapping, &ns),
-            |cables| format!("{cables} cables (veth pairs between switch ports)"),
-        )
+        let cables = local_build::cable_veths(mapping, &ns)?;
+        let count = cables.len();
+        timed(progress, state, "cables", kernel.add_veths(cables), |()| {
+            format!("{count} cables (veth pairs between switch ports)")
+        })
         .await?;
     }
+    let plan = local_build::configure(lab, mapping, &ns, veth_cables)?;
+    let addrs: usize = plan.addresses.iter().map(|(_, a)| a.len()).sum();
     timed(
         progress,
         state,
         "addresses",
-        local_build::configure(lab, mapping, &ns, veth_cables),
-        |addrs| format!("{addrs} addresses"),
+        async {
+            kernel.set_up(plan.up).await?;
+            kernel.disable_offloads(plan.offloads)?;
+            kernel.add_addresses(plan.addresses).await
+        },
+        |()| format!("{addrs} addresses"),
     )
     .await?;
     fail_point("addresses")?;
+    let ports = local_build::carrier_ports(lab, &ns);
+    let count: usize = ports.iter().map(|(_, _, n)| n).sum();
     timed(
         progress,
         state,
         "links up",
-        local_build::wait_links_up(lab, &ns, std::time::Duration::from_secs(30)),
-        |ports| format!("{ports} host ports with carrier"),
+        kernel.wait_carrier(ports, std::time::Duration::from_secs(30)),
+        |()| format!("{count} host ports with carrier"),
     )
     .await?;
+    let host_routes = local_build::host_routes(lab, &ns, routes)?;
+    let count: usize = host_routes.iter().map(|(_, r)| r.len()).sum();
     timed(
         progress,
         state,
         "routes",
-        local_build::install_routes(lab, &ns, routes),
-        |count| format!("{count} host routes installed"),
+        kernel.add_routes(host_routes, false),
+        |()| format!("{count} host routes installed"),
     )
     .await?;
     Ok(())
 }
 
-/// The `netns` target: a namespace per node, veth links, the link engine
-/// for impaired links, kernel routes.
-async fn build_netns(
+/// The `netns` target: a namespace per node, veth links, the link engine's
+/// side of impaired links (or netem), addresses, kernel routes.
+#[allow(clippy::too_many_arguments)]
+async fn build_netns<K: Kernel>(
+    kernel: &mut K,
     lab: &Lab,
     carriers: &[engine::Carrier],
     routes: &[Vec<turbonet_routing::Route>],
-    threads: usize,
+    host: Host,
     progress: &Progress,
     dir: &LabDir,
     state: &mut LabState,
 ) -> Result<()> {
-    let phase = |name: &str, detail: String, state: &mut LabState, seconds: f64| {
-        phase(progress, name, detail, state, seconds)
-    };
-
     let engine_needed = carriers.iter().any(engine::Carrier::is_userspace);
-    let (nodes, engine) = timed(
+    let specs = fabric::namespace_specs(lab, engine_needed, host.hash_seed);
+    let created = timed(
         progress,
         state,
         "namespaces",
-        async { fabric::create_namespaces(lab, threads, engine_needed) },
-        |(nodes, engine)| format!("{} namespaces", nodes.len() + usize::from(engine.is_some())),
+        async { kernel.create_namespaces(&specs, host.threads) },
+        |ns| format!("{} namespaces", ns.len()),
     )
     .await?;
+    let (nodes, engine) = created.split_at(lab.fabric.nodes.len());
+    let engine = engine.first().copied();
     timed(
         progress,
         state,
         "links",
-        fabric::create_links(lab, &nodes, engine.as_ref(), carriers),
+        kernel.add_veths(fabric::veths(lab, nodes, engine, carriers)?),
         |()| format!("{} veth pairs", lab.fabric.links.len()),
     )
     .await?;
@@ -706,8 +773,9 @@ async fn build_netns(
     if !state.externals.is_empty() {
         progress.start("externals");
         let watch = Stopwatch::start();
-        externals::attach(lab, &nodes, dir, state).await?;
+        externals::attach(kernel, lab, nodes, dir, state).await?;
         phase(
+            progress,
             "externals",
             format!("{} interfaces attached", state.externals.len()),
             state,
@@ -715,57 +783,80 @@ async fn build_netns(
         );
     }
 
-    if let Some(engine) = &engine {
+    if let Some(engine) = engine {
+        let (up, offloads) = fabric::engine_ports(lab, nodes, engine, carriers);
+        let spliced = up.iter().map(|(_, p)| p.len()).sum::<usize>() / 2;
         timed(
             progress,
             state,
             "engine",
-            fabric::configure_engine(lab, &nodes, engine, carriers),
-            |spliced| format!("{spliced} impaired links spliced through the link engine"),
+            async {
+                kernel.set_up(up).await?;
+                kernel.disable_offloads(offloads)
+            },
+            |()| format!("{spliced} impaired links spliced through the link engine"),
         )
         .await?;
     }
 
-    let kernel_links = carriers
-        .iter()
-        .filter(|c| **c == engine::Carrier::Kernel)
-        .count();
-    if kernel_links > 0 {
+    let netem = fabric::kernel_engine(lab, nodes, carriers);
+    if netem.links > 0 {
+        let links = netem.links;
         timed(
             progress,
             state,
             "netem",
-            async { fabric::configure_kernel_engine(lab, &nodes, carriers) },
-            |count| format!("{count} impaired links on the kernel engine"),
+            async {
+                kernel.disable_offloads(netem.offloads)?;
+                for (ns, ifindex, impairment, seed) in &netem.netem {
+                    kernel.set_netem(*ns, *ifindex, impairment, *seed)?;
+                }
+                Ok(())
+            },
+            |()| format!("{links} impaired links on the kernel engine"),
         )
         .await?;
     }
+    let addresses = fabric::addresses(lab, nodes);
+    let count: usize = addresses.iter().map(|(_, a)| a.len()).sum();
     timed(
         progress,
         state,
         "addresses",
-        fabric::configure_addresses(lab, &nodes),
-        |addrs| format!("{addrs} addresses"),
+        async {
+            kernel.set_up(fabric::ports_to_bring_up(lab, nodes)).await?;
+            kernel.add_addresses(addresses).await
+        },
+        |()| format!("{count} addresses"),
     )
     .await?;
     fail_point("addresses")?;
+    let ports = fabric::carrier_ports(lab, nodes);
+    let count: usize = ports.iter().map(|(_, _, n)| n).sum();
     timed(
         progress,
         state,
         "links up",
-        fabric::wait_links_up(lab, &nodes, std::time::Duration::from_secs(30)),
-        |ports| format!("{ports} ports with carrier"),
+        kernel.wait_carrier(ports, std::time::Duration::from_secs(30)),
+        |()| format!("{count} ports with carrier"),
     )
     .await?;
+    let kernel_routes = fabric::kernel_routes(lab, nodes, routes)?;
+    let count: usize = kernel_routes.iter().map(|(_, r)| r.len()).sum();
     timed(
         progress,
         state,
         "routes",
-        fabric::install_routes(lab, &nodes, routes),
-        |count| format!("{count} routes installed"),
+        kernel.add_routes(kernel_routes, false),
+        |()| format!("{count} routes installed"),
     )
     .await?;
+    Ok(())
+}
 
+/// BGP on `netns` with FRR or BIRD switches: their daemons start once the
+/// fabric is routed.
+fn start_routers(lab: &Lab, progress: &Progress, dir: &LabDir, state: &mut LabState) -> Result<()> {
     if lab.routing.mode == RoutingMode::Bgp
         && lab
             .fabric
@@ -776,13 +867,13 @@ async fn build_netns(
         let watch = Stopwatch::start();
         let (frr, bird) = crate::routers::start(lab, dir, state)?;
         phase(
+            progress,
             "routers",
             format!("FRR on {frr} switch(es), BIRD on {bird}"),
             state,
             watch.seconds(),
         );
     }
-
     Ok(())
 }
 
@@ -1002,4 +1093,176 @@ pub fn clean() -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+#[cfg(test)]
+mod characterisation {
+    //! What `up` asks of the kernel for every bundled scenario, recorded
+    //! and compared with `emulator/tests/golden/up/<scenario>.txt`, so a
+    //! change of how the fabric is built shows without root. Large fabrics
+    //! are recorded as counts per request and a digest of every request.
+    //! Regenerate with `UPDATE_GOLDEN=1 cargo test -p turbonet-emulator
+    //! characterisation`.
+
+    use std::collections::BTreeMap;
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+    use crate::kernel::Recorder;
+
+    /// Above this many requests a scenario's golden file is a summary.
+    const FULL_UP_TO: usize = 6_000;
+
+    fn workspace() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("in the workspace")
+            .to_path_buf()
+    }
+
+    /// FNV-1a, 64 bits: a stable digest of the requests.
+    fn digest(lines: &[String]) -> u64 {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for line in lines {
+            for b in line.bytes().chain([b'\n']) {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        h
+    }
+
+    /// The requests `up` makes of the kernel for the scenario at `path`.
+    fn record(path: &Path) -> Vec<String> {
+        let text = std::fs::read_to_string(path).unwrap();
+        let lab = turbonet_topo::parse(&path.display().to_string(), &text).unwrap();
+        assert!(
+            lab.fabric.externals.is_empty(),
+            "bundled scenarios attach no interface of the machine"
+        );
+        // As on a machine without netem, with per-namespace hash seeds.
+        let carriers = engine::carriers(&lab, false).unwrap();
+        let routes = up_routes(&lab);
+        let root = std::env::temp_dir().join(format!("tn-golden-{}", std::process::id()));
+        let dir = LabDir::new(&root, &lab.name);
+        dir.claim().unwrap();
+        let mut state = LabState::new(&lab.name, path.to_owned(), Vec::new());
+        let mut kernel = Recorder::new();
+        let host = Host {
+            threads: 1,
+            hash_seed: true,
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime
+            .block_on(build_kernel(
+                &mut kernel,
+                &lab,
+                &carriers,
+                &routes,
+                host,
+                &Progress::new(true),
+                &dir,
+                &mut state,
+            ))
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&root);
+        kernel.lines()
+    }
+
+    /// The golden text: every request, or for a large fabric the count of
+    /// each kind of request and the digest of all.
+    fn golden_text(lines: &[String]) -> String {
+        if lines.len() <= FULL_UP_TO {
+            return lines.join("\n") + "\n";
+        }
+        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+        for line in lines {
+            *kinds
+                .entry(line.split(' ').next().unwrap_or(""))
+                .or_default() += 1;
+        }
+        let mut out = format!(
+            "# {} requests, digest {:016x} (FNV-1a of every line)\n",
+            lines.len(),
+            digest(lines)
+        );
+        for (kind, n) in kinds {
+            out.push_str(&format!("{kind} {n}\n"));
+        }
+        out.push_str("# the first requests of each kind:\n");
+        let mut shown: BTreeMap<&str, usize> = BTreeMap::new();
+        for line in lines {
+            let kind = line.split(' ').next().unwrap_or("");
+            let n = shown.entry(kind).or_default();
+            if *n < 3 {
+                *n += 1;
+                let cut = line.char_indices().nth(160).map_or(line.len(), |(i, _)| i);
+                out.push_str(&line[..cut]);
+                out.push_str(if cut < line.len() { " ...\n" } else { "\n" });
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn up_asks_the_kernel_what_the_golden_files_say() {
+        let scenarios = workspace().join("scenarios");
+        let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/up");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&scenarios)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+            .collect();
+        files.sort();
+        assert!(files.len() >= 10, "every bundled scenario is recorded");
+        let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+        let mut differ = Vec::new();
+        for file in files {
+            let name = file.file_stem().unwrap().to_string_lossy().into_owned();
+            let text = golden_text(&record(&file));
+            let path = golden.join(format!("{name}.txt"));
+            if update {
+                std::fs::create_dir_all(&golden).unwrap();
+                std::fs::write(&path, &text).unwrap();
+                continue;
+            }
+            let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+                panic!(
+                    "no golden file {}; run with UPDATE_GOLDEN=1",
+                    path.display()
+                )
+            });
+            if expected != text {
+                let line = expected
+                    .lines()
+                    .zip(text.lines())
+                    .position(|(e, a)| e != a)
+                    .map_or_else(
+                        || {
+                            format!(
+                                "lengths differ ({} vs {} lines)",
+                                expected.lines().count(),
+                                text.lines().count()
+                            )
+                        },
+                        |i| {
+                            format!(
+                                "line {}:\n  expected: {}\n  actual:   {}",
+                                i + 1,
+                                expected.lines().nth(i).unwrap_or(""),
+                                text.lines().nth(i).unwrap_or("")
+                            )
+                        },
+                    );
+                differ.push(format!("{name}: {line}"));
+            }
+        }
+        assert!(
+            differ.is_empty(),
+            "up asks the kernel for something else than before (UPDATE_GOLDEN=1 accepts it):\n{}",
+            differ.join("\n")
+        );
+    }
 }

@@ -1,4 +1,5 @@
 //! `turbonet`: turn a scenario file into a running data-center fabric.
+#![allow(unsafe_code)]
 
 mod agents;
 mod bench;
@@ -14,6 +15,7 @@ mod exec;
 mod externals;
 mod fabric;
 mod inspect;
+mod kernel;
 mod lab;
 mod limits;
 mod netns;

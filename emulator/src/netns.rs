@@ -89,6 +89,8 @@ pub fn create_batch<T: Send>(
     let threads = threads.clamp(1, names.len().max(1));
     let chunk = names.len().div_ceil(threads).max(1);
     thread::scope(|scope| {
+        // Collected: every worker starts before the first is joined.
+        #[allow(clippy::needless_collect)]
         let workers: Vec<_> = names
             .chunks(chunk)
             .map(|chunk| {
@@ -143,7 +145,7 @@ pub fn delete(name: &str) -> io::Result<()> {
         return Ok(());
     }
     match umount2(&target, MntFlags::MNT_DETACH) {
-        Ok(()) | Err(nix::errno::Errno::EINVAL) | Err(nix::errno::Errno::ENOENT) => {}
+        Ok(()) | Err(nix::errno::Errno::EINVAL | nix::errno::Errno::ENOENT) => {}
         Err(e) => return Err(e.into()),
     }
     match fs::remove_file(&target) {

@@ -179,18 +179,18 @@ pub fn plan(args: &PlanArgs) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            if args.json {
-                if let MapError::DoesNotFit(refusal) = &e {
-                    let out = PlanJson {
-                        lab: &lab.name,
-                        target: &target,
-                        fits: false,
-                        mapping: None,
-                        refusal: Some(refusal),
-                        message: Some(e.to_string()),
-                    };
-                    println!("{}", serde_json::to_string_pretty(&out)?);
-                }
+            if args.json
+                && let MapError::DoesNotFit(refusal) = &e
+            {
+                let out = PlanJson {
+                    lab: &lab.name,
+                    target: &target,
+                    fits: false,
+                    mapping: None,
+                    refusal: Some(refusal),
+                    message: Some(e.to_string()),
+                };
+                println!("{}", serde_json::to_string_pretty(&out)?);
             }
             eprintln!("error: {}: {e}", args.file.display());
             Ok(ExitCode::from(EXIT_INVALID))

@@ -16,7 +16,7 @@ where
     R: IntoIterator<Item = String>,
 {
     let mut builder = Builder::default();
-    builder.push_record(header.iter().map(|h| h.to_string()));
+    builder.push_record(header.iter().map(std::string::ToString::to_string));
     for row in rows {
         builder.push_record(row);
     }
@@ -33,7 +33,7 @@ pub fn count(n: usize) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -109,7 +109,7 @@ pub fn summary(lab: &Lab, summary: &Summary) -> String {
                 vec![
                     c.class.clone(),
                     count(c.count),
-                    c.rate.map(|r| r.to_string()).unwrap_or_else(|| "-".into()),
+                    c.rate.map_or_else(|| "-".into(), |r| r.to_string()),
                 ]
             })
             .chain([vec!["total".into(), count(summary.links), String::new()]]),
@@ -173,9 +173,7 @@ pub fn summary(lab: &Lab, summary: &Summary) -> String {
                     count(o.switches),
                     down,
                     up,
-                    o.ratio
-                        .map(|r| format!("{r:.3}:1"))
-                        .unwrap_or_else(|| "-".into()),
+                    o.ratio.map_or_else(|| "-".into(), |r| format!("{r:.3}:1")),
                 ]
             }),
             &[1, 2, 3, 4],

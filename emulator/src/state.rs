@@ -127,8 +127,7 @@ impl LabState {
             pid: std::process::id(),
             started: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0),
+                .map_or(0, |d| d.as_secs()),
             namespaces,
             externals: Vec::new(),
             timings: Vec::new(),
@@ -223,7 +222,7 @@ impl LabDir {
 pub fn labs(root: &Path) -> io::Result<Vec<String>> {
     let mut labs = match fs::read_dir(root) {
         Ok(entries) => entries
-            .filter_map(|e| e.ok())
+            .filter_map(std::result::Result::ok)
             .filter(|e| e.path().is_dir())
             .filter_map(|e| e.file_name().into_string().ok())
             .collect::<Vec<_>>(),
@@ -271,7 +270,7 @@ mod tests {
         let state = LabState::new("k4", "/x.toml".into(), vec!["tn-k4-h0".into()]);
         dir.save(&state).unwrap();
         assert_eq!(dir.load().unwrap(), Some(state));
-        assert_eq!(labs(&root).unwrap(), vec!["k4".to_string()]);
+        assert_eq!(labs(&root).unwrap(), vec!["k4".to_owned()]);
         dir.remove().unwrap();
         dir.remove().unwrap();
         fs::remove_dir_all(&root).unwrap();

@@ -340,7 +340,7 @@ impl Netem {
         // tcm_ifindex is a C int; the bits go through unchanged.
         let mut tc = TcMessage::with_index(ifindex as i32);
         tc.header.parent = TcHandle::ROOT;
-        tc.attributes.push(TcAttribute::Kind("netem".to_string()));
+        tc.attributes.push(TcAttribute::Kind("netem".to_owned()));
         // Not TcAttribute::Options: netlink-packet-route would wrap an
         // unknown kind's options in a second attribute header.
         tc.attributes.push(TcAttribute::Other(DefaultNla::new(
@@ -679,7 +679,7 @@ mod tests {
         assert_eq!(tc.header.index, 7);
         assert_eq!(tc.header.parent, TcHandle::ROOT);
         assert_eq!(u32::from(tc.header.handle), 0);
-        assert_eq!(tc.attributes[0], TcAttribute::Kind("netem".to_string()));
+        assert_eq!(tc.attributes[0], TcAttribute::Kind("netem".to_owned()));
         // An unknown kind's options come back as one opaque attribute.
         let want = Netem::from_impairment(&imp, SEED).unwrap().options();
         assert_eq!(

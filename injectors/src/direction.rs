@@ -294,7 +294,9 @@ impl Direction {
                 // Serialization: the frame starts when the link is free
                 // (now, or when the previous frame ends) and takes
                 // len*8/rate seconds, rounded up to the next nanosecond.
-                let tx_time = rate.transmit_time(len).map_or(u64::MAX, |d| d.as_nanos());
+                let tx_time = rate
+                    .transmit_time(len)
+                    .map_or(u64::MAX, turbonet_topo::units::Delay::as_nanos);
                 let tx_end = now.max(self.last_tx_end).saturating_add(tx_time);
                 self.last_tx_end = tx_end;
                 if tx_end > now {

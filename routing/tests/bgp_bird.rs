@@ -47,11 +47,11 @@ protocol bgp tnt {{
 /// BIRD not installed.
 fn skipped() -> bool {
     if !is_root() {
-        eprintln!("bgp_bird: skipped, needs root");
+        turbonet_tests::skip("needs root (network namespaces)");
         return true;
     }
     if !have("bird") || !have("birdc") {
-        eprintln!("bgp_bird: skipped, bird/birdc not installed (Debian package bird2)");
+        turbonet_tests::skip("bird/birdc not installed (Debian package bird2)");
         return true;
     }
     false

@@ -60,8 +60,7 @@ fn check_golden(name: &str, actual: &str) {
             .zip(actual.lines().chain(std::iter::repeat("<end of file>")))
             .enumerate()
             .find(|(_, (e, a))| e != a)
-            .map(|(i, p)| (i + 1, p))
-            .unwrap_or((0, ("<trailing newline differs>", "")));
+            .map_or((0, ("<trailing newline differs>", "")), |(i, p)| (i + 1, p));
         panic!(
             "{name} differs from the golden file at line {line}:\n  expected: {e}\n  actual:   {a}\n(run with UPDATE_GOLDEN=1 to accept)"
         );

@@ -69,11 +69,11 @@ fn neighbor_state(net: &PeerNet, peer: Ipv4Addr) -> Option<String> {
 /// not installed.
 fn skipped() -> bool {
     if !is_root() {
-        eprintln!("bgp_frr: skipped, needs root");
+        turbonet_tests::skip("needs root (network namespaces)");
         return true;
     }
     if !Path::new(BGPD).exists() || !have("vtysh") {
-        eprintln!("bgp_frr: skipped, {BGPD}/vtysh not installed (Debian package frr)");
+        turbonet_tests::skip(&format!("{BGPD}/vtysh not installed (Debian package frr)"));
         return true;
     }
     false

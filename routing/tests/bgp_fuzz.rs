@@ -435,7 +435,7 @@ fn check_error(bytes: &[u8], e: &DecodeError) {
                 InvalidOrigin { .. } => assert_eq!(n.data[1], 1),
                 InvalidNextHop { .. } => assert_eq!(n.data[1], 3),
                 UnrecognizedWellKnownAttribute { .. } => {
-                    assert_eq!(n.data[0] & attr_flags::OPTIONAL, 0)
+                    assert_eq!(n.data[0] & attr_flags::OPTIONAL, 0);
                 }
                 _ => {}
             }

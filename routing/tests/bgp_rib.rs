@@ -603,38 +603,38 @@ fn brute_force(model: &Model, local_as: u32, mp: Multipath) -> BTreeMap<Ipv4Net,
             info: PeerSummary,
             a: &'a PathAttributes,
         }
-        let ebgp = |r: &R| r.info.peer_as != local_as;
-        let lp = |r: &R| {
+        let ebgp = |r: &R<'_>| r.info.peer_as != local_as;
+        let lp = |r: &R<'_>| {
             if ebgp(r) {
                 100
             } else {
                 r.a.local_pref.unwrap_or(100)
             }
         };
-        let len = |r: &R| r.a.as_path.as_ref().unwrap().path_len();
-        let nas = |r: &R| {
+        let len = |r: &R<'_>| r.a.as_path.as_ref().unwrap().path_len();
+        let nas = |r: &R<'_>| {
             r.a.as_path
                 .as_ref()
                 .unwrap()
                 .first_as()
                 .unwrap_or(if ebgp(r) { r.info.peer_as } else { local_as })
         };
-        let med = |r: &R| r.a.med.unwrap_or(0);
-        let all: Vec<R> = model
+        let med = |r: &R<'_>| r.a.med.unwrap_or(0);
+        let all: Vec<R<'_>> = model
             .peers
             .iter()
             .filter_map(|(&id, (info, routes))| routes.get(&p).map(|a| R { id, info: *info, a }))
             .collect();
         let top_lp = all.iter().map(lp).max().unwrap();
-        let c: Vec<&R> = all.iter().filter(|r| lp(r) == top_lp).collect();
+        let c: Vec<&R<'_>> = all.iter().filter(|r| lp(r) == top_lp).collect();
         let min_len = c.iter().map(|r| len(r)).min().unwrap();
-        let c: Vec<&R> = c.into_iter().filter(|r| len(r) == min_len).collect();
+        let c: Vec<&R<'_>> = c.into_iter().filter(|r| len(r) == min_len).collect();
         let min_origin = c.iter().map(|r| r.a.origin.unwrap()).min().unwrap();
-        let c: Vec<&R> = c
+        let c: Vec<&R<'_>> = c
             .into_iter()
             .filter(|r| r.a.origin.unwrap() == min_origin)
             .collect();
-        let c: Vec<&R> = c
+        let c: Vec<&R<'_>> = c
             .iter()
             .filter(|r| {
                 c.iter()
@@ -644,7 +644,7 @@ fn brute_force(model: &Model, local_as: u32, mp: Multipath) -> BTreeMap<Ipv4Net,
             .copied()
             .collect();
         let any_ebgp = c.iter().any(|r| ebgp(r));
-        let pool: Vec<&R> = c.into_iter().filter(|r| ebgp(r) == any_ebgp).collect();
+        let pool: Vec<&R<'_>> = c.into_iter().filter(|r| ebgp(r) == any_ebgp).collect();
         let best = pool
             .iter()
             .min_by_key(|r| (r.info.peer_id, r.info.peer_addr, r.id))

@@ -339,7 +339,7 @@ fn notifications() {
     );
     assert_eq!(
         Notification::new(6, 2).to_string(),
-        "cease (6/2)".to_string()
+        "cease (6/2)".to_owned()
     );
 }
 

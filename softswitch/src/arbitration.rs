@@ -93,13 +93,13 @@ impl Arbitration {
             .map(|r| r.name.clone())
             .unwrap_or_default();
         let election_id = update.election_id.map(u128::from);
-        if let Some(existing) = self.controllers.get(&stream) {
-            if existing.role != role {
-                return Err(Status::failed_precondition(format!(
-                    "this stream arbitrated for role {:?}; a stream cannot change role",
-                    existing.role
-                )));
-            }
+        if let Some(existing) = self.controllers.get(&stream)
+            && existing.role != role
+        {
+            return Err(Status::failed_precondition(format!(
+                "this stream arbitrated for role {:?}; a stream cannot change role",
+                existing.role
+            )));
         }
         if let Some(e) = election_id {
             let taken = self
@@ -157,7 +157,7 @@ impl Arbitration {
         let c = &self.controllers[&stream];
         let primary = self.primary(&c.role);
         let (code, message) = match primary {
-            Some((s, _)) if s == stream => (Code::Ok, "primary".to_string()),
+            Some((s, _)) if s == stream => (Code::Ok, "primary".to_owned()),
             Some(_) => (
                 Code::AlreadyExists,
                 "a primary controller exists; this one is a backup".into(),

@@ -402,7 +402,7 @@ impl Switch {
         let ids = match &pipeline.config.p4info {
             Some(p4info) => Ids::resolve(&pipeline.schema, p4info),
             // The service refuses such configs; a Device is only set by it.
-            None => Err("the pipeline has no P4Info".to_string()),
+            None => Err("the pipeline has no P4Info".to_owned()),
         };
         let program = ids.and_then(|ids| {
             let cells = |id: u32| {

@@ -356,7 +356,7 @@ impl Device {
         self.inner
             .packet_out_rx
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()
     }
 
@@ -369,18 +369,24 @@ impl Device {
     pub(crate) fn read_state(&self) -> RwLockReadGuard<'_, DeviceState> {
         // A panic while holding the lock leaves the state consistent enough
         // to keep serving: every mutation is a single insert or swap.
-        self.inner.state.read().unwrap_or_else(|e| e.into_inner())
+        self.inner
+            .state
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub(crate) fn write_state(&self) -> RwLockWriteGuard<'_, DeviceState> {
-        self.inner.state.write().unwrap_or_else(|e| e.into_inner())
+        self.inner
+            .state
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub(crate) fn arbitration(&self) -> MutexGuard<'_, Arbitration> {
         self.inner
             .arbitration
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub(crate) fn packet_out_sender(&self) -> &mpsc::Sender<PacketOut> {

@@ -81,10 +81,10 @@ impl SoftSwitchService {
         }
         Err(Status::permission_denied(format!(
             "not the primary controller of role {role:?}: election id {} (primary: {})",
-            election_id.map_or("unset".to_string(), |e| e.to_string()),
+            election_id.map_or("unset".to_owned(), |e| e.to_string()),
             self.device
                 .primary_election_id(role)
-                .map_or("none".to_string(), |e| e.to_string()),
+                .map_or("none".to_owned(), |e| e.to_string()),
         )))
     }
 }
@@ -133,10 +133,7 @@ async fn run_stream(
             next = inbound.message() => next,
             _ = stop.wait_for(|stop| *stop) => break,
         };
-        let msg = match next {
-            Ok(Some(m)) => m,
-            Ok(None) | Err(_) => break,
-        };
+        let Ok(Some(msg)) = next else { break };
         match msg.update {
             Some(stream_message_request::Update::Arbitration(a)) => {
                 if a.device_id != device_id {
@@ -205,7 +202,7 @@ fn packet_out(device: &Device, stream: u64, p: &PacketOut) -> Result<(), (Code, 
         .map(|p| p.schema.clone())
         .ok_or((
             Code::FailedPrecondition,
-            "no forwarding pipeline is set".to_string(),
+            "no forwarding pipeline is set".to_owned(),
         ))?;
     let mut packet = p.clone();
     for m in &mut packet.metadata {

@@ -812,12 +812,12 @@ pub(crate) fn reconcile(state: &DeviceState, schema: &Schema) -> R<Forwarding> {
         tables: schema
             .tables
             .keys()
-            .map(|id| (*id, Default::default()))
+            .map(|id| (*id, crate::device::Table::default()))
             .collect(),
         profiles: schema
             .profiles
             .keys()
-            .map(|id| (*id, Default::default()))
+            .map(|id| (*id, ActionProfileState::default()))
             .collect(),
     };
     let cant = |e: P4Error| {

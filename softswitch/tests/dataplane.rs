@@ -602,7 +602,7 @@ async fn a_new_device_config_changes_the_interfaces_and_keeps_forwarding() {
     b.reconcile(&more).await;
     sw.refresh();
     assert!(sw.generation() > g);
-    assert_eq!(sw.interfaces().last(), Some(&(9, "extra".to_string())));
+    assert_eq!(sw.interfaces().last(), Some(&(9, "extra".to_owned())));
     assert_eq!(out_port(&mut sw, 0, &ping_a_to_b(64)), Some(2));
     b.stop().await;
 }
@@ -1176,7 +1176,7 @@ async fn ports_given_at_start_serve_a_pipeline_without_a_device_config() {
     let sw = Switch::with_ports(b.device.clone(), base.clone());
     assert_eq!(
         sw.interfaces(),
-        vec![(1, "p1".to_string()), (2, "p2".to_string())]
+        vec![(1, "p1".to_owned()), (2, "p2".to_owned())]
     );
     // A device config with ports takes over.
     let own = DeviceConfig {
@@ -1187,6 +1187,6 @@ async fn ports_given_at_start_serve_a_pipeline_without_a_device_config() {
     b.reconcile(&own).await;
     let mut sw = sw;
     sw.refresh();
-    assert_eq!(sw.interfaces(), vec![(7, "p7".to_string())]);
+    assert_eq!(sw.interfaces(), vec![(7, "p7".to_owned())]);
     b.stop().await;
 }

@@ -2,7 +2,7 @@
 //! P4Runtime client, drives the soft switch (`tests/interop.py`).
 //!
 //! Needs the venv `scripts/setup` creates at /var/tmp/turbonet-py; skipped
-//! with a note when it is absent.
+//! with a note when it is absent (a failure under CI).
 
 use std::path::Path;
 use std::process::Stdio;
@@ -15,9 +15,9 @@ const VENV_PYTHON: &str = "/var/tmp/turbonet-py/bin/python3";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_p4runtime_client_drives_the_switch() {
     if !Path::new(VENV_PYTHON).exists() {
-        eprintln!(
-            "SKIPPED: {VENV_PYTHON} is missing; run scripts/setup as root to create the venv"
-        );
+        turbonet_tests::skip(&format!(
+            "{VENV_PYTHON} is missing; run scripts/setup as root to create the venv"
+        ));
         return;
     }
     let (addr, handle) = serve("127.0.0.1:0".parse().unwrap(), Device::new(1))

@@ -103,7 +103,7 @@ impl Controller {
         match self.next().await.unwrap().update {
             Some(stream_message_response::Update::Arbitration(a)) => (
                 Code::try_from(a.status.unwrap().code).unwrap(),
-                a.election_id.map(u128::from).unwrap_or(0),
+                a.election_id.map_or(0, u128::from),
             ),
             other => panic!("expected arbitration, got {other:?}"),
         }
@@ -1070,7 +1070,7 @@ async fn packet_out_reaches_the_data_plane_and_packet_in_the_primary() {
     b.tx.send(out(packet)).await.unwrap();
     match b.next().await.unwrap().update {
         Some(stream_message_response::Update::Error(e)) => {
-            assert_eq!(e.canonical_code, Code::PermissionDenied as i32)
+            assert_eq!(e.canonical_code, Code::PermissionDenied as i32);
         }
         other => panic!("expected a stream error, got {other:?}"),
     }

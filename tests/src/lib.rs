@@ -24,8 +24,7 @@ pub fn binary() -> PathBuf {
         return bin.into();
     }
     let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target"));
+        .map_or_else(|| workspace().join("target"), PathBuf::from);
     let bin = target.join("debug").join("turbonet");
     assert!(
         bin.exists(),
@@ -57,19 +56,36 @@ pub fn text(out: &Output) -> String {
     )
 }
 
-/// True when running as root; root tests print a note and pass vacuously
-/// otherwise (CI runs as root).
+/// True when running as root.
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    nix::unistd::geteuid().is_root()
 }
 
-/// Skips the calling test unless root.
+/// True under CI (`CI` set and not `false`/`0`): every test must run there,
+/// so a test that cannot is a failure, not a skip.
+pub fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
+}
+
+/// Says that the calling test cannot run here and why. Outside CI it prints
+/// `skipped: REASON` (the test then returns, and the harness counts it as
+/// passed, so the note is the only sign); under CI it fails the test, since
+/// CI runs as root with every peer installed and a skip there hides a
+/// missing install step.
+pub fn skip(reason: &str) {
+    assert!(
+        !under_ci(),
+        "cannot run under CI: {reason} (CI runs as root after scripts/setup)"
+    );
+    eprintln!("skipped: {reason}");
+}
+
+/// Returns from the calling test, through [`skip`], unless running as root.
 #[macro_export]
 macro_rules! require_root {
     () => {
         if !$crate::is_root() {
-            eprintln!("skipped: needs root");
+            $crate::skip("needs root (network namespaces)");
             return;
         }
     };
@@ -147,7 +163,7 @@ pub fn lab_namespaces(lab: &str) -> Vec<String> {
     let prefix = format!("tn-{lab}-");
     std::fs::read_dir("/run/netns")
         .map(|d| {
-            d.filter_map(|e| e.ok())
+            d.filter_map(std::result::Result::ok)
                 .filter_map(|e| e.file_name().into_string().ok())
                 .filter(|n| n.starts_with(&prefix))
                 .collect()

@@ -107,7 +107,7 @@ fn declared_delay_shows_in_ping_and_down_removes_the_engine() {
     let (rtts, _, out) = ping(&lab, "h1", &h2, 5, "0.2");
     assert_eq!(rtts.len(), 5, "{}", text(&out));
     // Four crossings of a 5 ms link per round trip.
-    let min = rtts.iter().cloned().fold(f64::MAX, f64::min);
+    let min = rtts.iter().copied().fold(f64::MAX, f64::min);
     assert!(
         min >= 20.0,
         "RTT {min} ms below the 20 ms the links declare"
@@ -197,7 +197,7 @@ fn link_set_reset_fail_restore_and_flap_change_what_traffic_sees() {
     let min_rtt = |label: &str| {
         let (rtts, _, out) = ping(&lab, "h1", &h2, 3, "0.2");
         assert_eq!(rtts.len(), 3, "{label}: {}", text(&out));
-        rtts.iter().cloned().fold(f64::MAX, f64::min)
+        rtts.iter().copied().fold(f64::MAX, f64::min)
     };
     assert!(min_rtt("declared") < 25.0);
 

@@ -26,8 +26,7 @@ impl SoftSwitch {
         let addr = line
             .trim()
             .rsplit_once("P4Runtime at ")
-            .map(|(_, a)| a.to_owned())
-            .unwrap_or_else(|| panic!("no address in {line:?}"));
+            .map_or_else(|| panic!("no address in {line:?}"), |(_, a)| a.to_owned());
         SoftSwitch { child, addr }
     }
 }

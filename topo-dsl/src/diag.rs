@@ -238,8 +238,8 @@ impl<'t> Diags<'t> {
             .sort_by_key(|e| e.span.as_ref().map_or(usize::MAX, |s| s.start));
         self.errors.dedup();
         Err(ScenarioErrors {
-            origin: origin.to_string(),
-            source: NamedSource::new(origin, self.text.to_string()),
+            origin: origin.to_owned(),
+            source: NamedSource::new(origin, self.text.to_owned()),
             errors: self.errors,
         })
     }

@@ -119,9 +119,9 @@ impl PhysicalSwitch {
 /// Speed in the `--switch` syntax: `100G`, `2500M`.
 fn short_speed(speed: Rate) -> String {
     let bps = speed.bits_per_sec();
-    if bps % 1_000_000_000 == 0 {
+    if bps.is_multiple_of(1_000_000_000) {
         format!("{}G", bps / 1_000_000_000)
-    } else if bps % 1_000_000 == 0 {
+    } else if bps.is_multiple_of(1_000_000) {
         format!("{}M", bps / 1_000_000)
     } else {
         speed.to_string()
@@ -376,7 +376,7 @@ impl fmt::Display for Refusal {
                 }
             }
             None => {
-                f.write_str("; add larger switches (32 more of the largest given are not enough)")?
+                f.write_str("; add larger switches (32 more of the largest given are not enough)")?;
             }
         }
         let bandwidth = self.shortages.iter().any(|s| s.bound == Bound::Bandwidth);
@@ -1165,10 +1165,10 @@ fn suggest(
         add.push(PhysicalSwitch::new(name, largest.ports, largest.speed));
         let mut bigger = config.clone();
         bigger.switches.extend(add.iter().cloned());
-        if let Ok(layout) = layout(fabric, &bigger, rates) {
-            if layout.shortages(fabric, &bigger, rates).is_empty() {
-                return Some(add);
-            }
+        if let Ok(layout) = layout(fabric, &bigger, rates)
+            && layout.shortages(fabric, &bigger, rates).is_empty()
+        {
+            return Some(add);
         }
     }
     None

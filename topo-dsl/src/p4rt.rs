@@ -100,20 +100,19 @@ pub(crate) fn read_p4rt(
                             ok = false;
                             continue;
                         }
-                        if let P4rtDevice::Address(a) = &sw.device {
-                            if devices
+                        if let P4rtDevice::Address(a) = &sw.device
+                            && devices
                                 .insert((a.clone(), sw.device_id), item.span())
                                 .is_some()
-                            {
-                                d.error(
+                        {
+                            d.error(
                                     Some(item.span()),
                                     format!("device {} at {a} is declared twice", sw.device_id),
                                 )
                                 .label("same address and device id")
                                 .help("each switch is one P4Runtime device: give another `device_id` or `address`");
-                                ok = false;
-                                continue;
-                            }
+                            ok = false;
+                            continue;
                         }
                         switches.push(sw);
                     }

@@ -112,10 +112,11 @@ pub(crate) fn build(
             _ => None,
         })
         .max();
-    if let Some(max) = max_offset {
-        if u64::from(asn.base) + max > u64::from(u32::MAX) {
-            let span = asn.span.clone().unwrap_or_else(|| fallback.clone());
-            d.error(
+    if let Some(max) = max_offset
+        && u64::from(asn.base) + max > u64::from(u32::MAX)
+    {
+        let span = asn.span.clone().unwrap_or_else(|| fallback.clone());
+        d.error(
                 Some(span),
                 format!(
                     "ASN plan overflows: base {} + {} is above 4294967295",
@@ -127,7 +128,6 @@ pub(crate) fn build(
                 "this topology needs ASNs base..=base+{max}; use a base of at most {} in `[routing.asn] base`",
                 u64::from(u32::MAX) - max
             ));
-        }
     }
 
     // Loopbacks, in node order; the pool's first address is skipped.

@@ -367,7 +367,7 @@ pub(crate) fn read_table<'a, 'i, T: DeserializeOwned>(
     };
     let mut filtered = DeTable::new();
     let mut extra = BTreeMap::new();
-    for (key, val) in table.iter() {
+    for (key, val) in table {
         let name: &'a str = key.get_ref();
         if !keys.allowed.contains(&name) {
             if keys.foreign.contains(&name) {
@@ -401,7 +401,7 @@ pub(crate) fn read_table<'a, 'i, T: DeserializeOwned>(
             });
             let what = match key {
                 Some(k) => format!("`{k}` in {what}"),
-                None => what.to_string(),
+                None => what.to_owned(),
             };
             report_toml_error(d, &e, span, &what);
             None
@@ -425,39 +425,39 @@ pub(crate) fn report_toml_error(
 /// Rewords serde's messages ("invalid type: string \"4\", expected u32") in
 /// scenario terms.
 fn explain_serde_message(message: &str, what: &str) -> (String, String) {
-    if let Some(rest) = message.strip_prefix("invalid type: ") {
-        if let Some((found, expected)) = rest.split_once(", expected ") {
-            let expected = match expected {
-                "u32" | "u64" => "a non-negative integer",
-                "a string" => "a string",
-                other => other,
-            };
-            return (
-                format!("{what}: expected {expected}, found {found}"),
-                type_help(expected),
-            );
-        }
+    if let Some(rest) = message.strip_prefix("invalid type: ")
+        && let Some((found, expected)) = rest.split_once(", expected ")
+    {
+        let expected = match expected {
+            "u32" | "u64" => "a non-negative integer",
+            "a string" => "a string",
+            other => other,
+        };
+        return (
+            format!("{what}: expected {expected}, found {found}"),
+            type_help(expected),
+        );
     }
-    if let Some(rest) = message.strip_prefix("invalid value: ") {
-        if let Some((found, expected)) = rest.split_once(", expected ") {
-            let expected = match expected {
-                "u32" => "an integer from 0 to 4294967295",
-                "u64" => "a non-negative integer",
-                other => other,
-            };
-            return (
-                format!("{what}: expected {expected}, found {found}"),
-                String::new(),
-            );
-        }
+    if let Some(rest) = message.strip_prefix("invalid value: ")
+        && let Some((found, expected)) = rest.split_once(", expected ")
+    {
+        let expected = match expected {
+            "u32" => "an integer from 0 to 4294967295",
+            "u64" => "a non-negative integer",
+            other => other,
+        };
+        return (
+            format!("{what}: expected {expected}, found {found}"),
+            String::new(),
+        );
     }
     (format!("{what}: {message}"), String::new())
 }
 
 fn type_help(expected: &str) -> String {
     match expected {
-        "a string" => "quote the value, e.g. `\"value\"`".to_string(),
-        "a non-negative integer" => "write a plain integer without quotes, e.g. `4`".to_string(),
+        "a string" => "quote the value, e.g. `\"value\"`".to_owned(),
+        "a non-negative integer" => "write a plain integer without quotes, e.g. `4`".to_owned(),
         _ => String::new(),
     }
 }

@@ -114,7 +114,7 @@ pub(crate) fn parse(origin: &str, text: &str) -> Result<Lab, ScenarioErrors> {
 
 fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
     let mut sections: BTreeMap<&str, &Spanned<DeValue<'_>>> = BTreeMap::new();
-    for (key, value) in root.iter() {
+    for (key, value) in root {
         let name: &str = key.get_ref();
         if TOP_KEYS.contains(&name) {
             sections.insert(name, value);
@@ -262,7 +262,7 @@ fn read_lab(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>) -> Option<LabParts> {
                     let rule = "a lab name is 1-12 bytes of a-z, 0-9 and -, starting with a letter or digit (namespaces are named `tn-<lab>-<node>`)";
                     let help = match suggest_lab_name(name) {
                         Some(s) => format!("did you mean `{s}`? {rule}"),
-                        None => rule.to_string(),
+                        None => rule.to_owned(),
                     };
                     d.error(Some(n.span()), format!("invalid lab name `{name}`: {why}"))
                         .label("invalid lab name")
@@ -318,9 +318,9 @@ fn suggest_lab_name(name: &str) -> Option<String> {
             }
         })
         .collect();
-    s = s.trim_matches('-').to_string();
+    s = s.trim_matches('-').to_owned();
     s.truncate(12);
-    let s = s.trim_end_matches('-').to_string();
+    let s = s.trim_end_matches('-').to_owned();
     (check_lab_name(&s).is_ok() && s != name).then_some(s)
 }
 
@@ -397,7 +397,7 @@ impl RoutingRead {
                 "the routing mode is \"{mode}\" (`mode` at line {})",
                 d.line_col(m.start).0
             ),
-            None => "the routing mode is \"static\" by default".to_string(),
+            None => "the routing mode is \"static\" by default".to_owned(),
         };
         d.error(
             Some(span),
@@ -434,7 +434,7 @@ fn read_routing(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>) -> RoutingRead {
         out.mode = None;
         return out;
     };
-    out.mode_span = s.raw.mode.as_ref().map(|m| m.span());
+    out.mode_span = s.raw.mode.as_ref().map(toml::Spanned::span);
     out.mode = match &s.raw.mode {
         None => Some(RoutingMode::Static),
         Some(m) => match m.get_ref().as_str() {
@@ -456,13 +456,13 @@ fn read_routing(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>) -> RoutingRead {
             foreign: &[],
             foreign_reason: "",
         };
-        if let Some(a) = read_table::<RawAsn>(d, asn, "`[routing.asn]`", keys) {
-            if let Some(b) = a.raw.base {
-                out.asn_base = AsnBase {
-                    base: *b.get_ref(),
-                    span: Some(b.span()),
-                };
-            }
+        if let Some(a) = read_table::<RawAsn>(d, asn, "`[routing.asn]`", keys)
+            && let Some(b) = a.raw.base
+        {
+            out.asn_base = AsnBase {
+                base: *b.get_ref(),
+                span: Some(b.span()),
+            };
         }
     }
 
@@ -558,7 +558,7 @@ fn read_routing(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>) -> RoutingRead {
                     None => format!("the default `hold_time` of {hold_time}"),
                 };
                 // A default keepalive (1) always fits a valid hold time.
-                let span = keepalive_span.or(s.raw.hold_time.as_ref().map(|h| h.span()));
+                let span = keepalive_span.or(s.raw.hold_time.as_ref().map(toml::Spanned::span));
                 d.error(
                     span,
                     format!(
@@ -603,7 +603,7 @@ fn read_routing(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>) -> RoutingRead {
                 ));
             }
             Some(table) => {
-                for (key, val) in table.iter() {
+                for (key, val) in table {
                     let name: &str = key.get_ref();
                     let agent = match val.get_ref().as_str() {
                         Some(text) => read_agent(d, text, val.span(), Some(name)),
@@ -623,7 +623,7 @@ fn read_routing(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>) -> RoutingRead {
                             None
                         }
                     };
-                    out.agents.push((name.to_string(), key.span(), agent));
+                    out.agents.push((name.to_owned(), key.span(), agent));
                 }
             }
         }
@@ -726,11 +726,10 @@ fn resolve_agents(
                         .into_iter()
                         .map(|n| format!("`{n}`"))
                         .collect();
-                let example = fabric
-                    .switches()
-                    .next()
-                    .map(|n| format!("switch names look like `{}`", n.name))
-                    .unwrap_or_else(|| "this topology has no switches".to_string());
+                let example = fabric.switches().next().map_or_else(
+                    || "this topology has no switches".to_owned(),
+                    |n| format!("switch names look like `{}`", n.name),
+                );
                 let help = if close.is_empty() {
                     example
                 } else {
@@ -844,7 +843,7 @@ fn read_pool(
 
 /// Parses an IPv4 network with no host bits set.
 fn parse_net(text: &str) -> Result<Ipv4Net, (String, String)> {
-    let example = "write an IPv4 network in CIDR form, e.g. \"10.0.0.0/16\"".to_string();
+    let example = "write an IPv4 network in CIDR form, e.g. \"10.0.0.0/16\"".to_owned();
     if text.contains(':') {
         return Err(("IPv6 is not supported yet".into(), example));
     }
@@ -853,7 +852,7 @@ fn parse_net(text: &str) -> Result<Ipv4Net, (String, String)> {
     }
     let net: Ipv4Net = text
         .parse()
-        .map_err(|_| ("not an IPv4 network".to_string(), example.clone()))?;
+        .map_err(|_| ("not an IPv4 network".to_owned(), example.clone()))?;
     if net.addr() != net.network() {
         return Err((
             "host bits are set".into(),
@@ -948,7 +947,10 @@ fn read_topology(
     let s = read_table::<RawTopology>(d, v, "`[topology]`", keys)?;
     let kind = kind?;
     let t = &s.raw;
-    let span = t.kind.as_ref().map_or(table_span.clone(), |k| k.span());
+    let span = t
+        .kind
+        .as_ref()
+        .map_or(table_span.clone(), toml::Spanned::span);
     let mut ok = true;
     let mut get = |d: &mut Diags<'_>,
                    v: &Option<Spanned<u32>>,
@@ -991,7 +993,7 @@ fn read_topology(
             let k = get(d, &t.k, "k", None, 2, 64);
             if ok && k % 2 != 0 {
                 ok = false;
-                let k_span = t.k.as_ref().map(|k| k.span());
+                let k_span = t.k.as_ref().map(toml::Spanned::span);
                 d.error(k_span, format!("`k` must be even, found {k}"))
                     .label("odd k")
                     .help(format!(
@@ -1052,7 +1054,10 @@ fn read_topology(
             };
             if ok && p.cores > 0 && (p.core_uplinks == 0 || p.core_uplinks > p.cores) {
                 ok = false;
-                let s = t.core_uplinks.as_ref().map_or(span.clone(), |c| c.span());
+                let s = t
+                    .core_uplinks
+                    .as_ref()
+                    .map_or(span.clone(), toml::Spanned::span);
                 d.error(
                     Some(s),
                     format!(
@@ -1065,7 +1070,10 @@ fn read_topology(
             }
             if ok && p.cores == 0 && p.core_uplinks > 0 {
                 ok = false;
-                let s = t.core_uplinks.as_ref().map_or(span.clone(), |c| c.span());
+                let s = t
+                    .core_uplinks
+                    .as_ref()
+                    .map_or(span.clone(), toml::Spanned::span);
                 d.error(Some(s), "`core_uplinks` is set but there are no cores")
                     .label("no cores to link to")
                     .help("set `cores` to the number of core switches, or remove `core_uplinks`");
@@ -1238,7 +1246,7 @@ fn read_custom(
                     Some((id, _)) => Some(*id),
                     None => {
                         let declared = if names.is_empty() {
-                            "no nodes are declared".to_string()
+                            "no nodes are declared".to_owned()
                         } else if names.len() <= 8 {
                             format!("declared nodes: {}", names.join(", "))
                         } else {
@@ -1388,7 +1396,7 @@ fn read_links(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, kind: Option<&str>) -
         foreign_reason: "",
     };
     let mut class_entries = Vec::new();
-    for (key, value) in table.iter() {
+    for (key, value) in table {
         let name: &str = key.get_ref();
         match name {
             "default" => {
@@ -1440,7 +1448,7 @@ fn read_links(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, kind: Option<&str>) -
             _ => {
                 let what = match kind {
                     Some(k) => format!("link classes of `{k}` topologies"),
-                    None => "link classes".to_string(),
+                    None => "link classes".to_owned(),
                 };
                 let msg = match kind {
                     Some(k) if class_from_str(name).is_some() => {
@@ -1499,7 +1507,7 @@ pub(crate) fn read_params(
     raw: &RawParams,
     loss: Option<&Spanned<DeValue<'_>>>,
 ) -> (LinkParams, ParamSpans) {
-    let span = |v: &Option<Spanned<toml::Value>>| v.as_ref().map(|v| v.span());
+    let span = |v: &Option<Spanned<toml::Value>>| v.as_ref().map(toml::Spanned::span);
     let params = LinkParams {
         rate: unit::<Rate>(d, &raw.rate, "rate"),
         delay: unit::<Delay>(d, &raw.delay, "delay"),
@@ -1520,7 +1528,7 @@ pub(crate) fn read_params(
             match text.parse::<JitterDistribution>() {
                 Ok(x) => Some(x),
                 Err(e) => {
-                    d.error(Some(v.span()), e.message().to_string())
+                    d.error(Some(v.span()), e.message().to_owned())
                         .label("unknown distribution")
                         .help(e.hint().unwrap_or_default());
                     None
@@ -1534,7 +1542,7 @@ pub(crate) fn read_params(
                     Some(t @ ("true" | "false")) => {
                         format!("write it without quotes: `reorder = {t}`")
                     }
-                    _ => example_for("reorder").to_string(),
+                    _ => example_for("reorder").to_owned(),
                 };
                 d.error(
                     Some(v.span()),
@@ -1608,8 +1616,8 @@ fn read_loss(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>) -> Option<Loss> {
     }
     let text = match v.get_ref() {
         DeValue::String(s) => s.to_string(),
-        DeValue::Integer(i) => i.as_str().to_string(),
-        DeValue::Float(f) => f.as_str().to_string(),
+        DeValue::Integer(i) => i.as_str().to_owned(),
+        DeValue::Float(f) => f.as_str().to_owned(),
         other => {
             d.error(
                 Some(v.span()),
@@ -1798,7 +1806,7 @@ fn check_link_params(
         let link = &fabric.links[first];
         let others = match count - 1 {
             0 => String::new(),
-            1 => " (and 1 other link)".to_string(),
+            1 => " (and 1 other link)".to_owned(),
             n => format!(" (and {n} other links)"),
         };
         let name = &link.name;
@@ -1863,16 +1871,15 @@ pub(crate) fn close_link_names(name: &str, fabric: &Fabric) -> String {
             .into_iter()
             .map(|n| format!("`{n}`"))
             .collect();
-    let example = fabric
-        .links
-        .first()
-        .map(|l| {
+    let example = fabric.links.first().map_or_else(
+        || "this topology has no links".to_owned(),
+        |l| {
             format!(
                 "link names look like `{}` (lower tier first, `:1`, `:2` for parallel links)",
                 l.name
             )
-        })
-        .unwrap_or_else(|| "this topology has no links".to_string());
+        },
+    );
     if close.is_empty() {
         example
     } else {
@@ -1928,14 +1935,14 @@ fn read_externals(
         let check_ifname = |d: &mut Diags<'_>, v: &Spanned<String>, key: &str| -> bool {
             let name = v.get_ref();
             let why = if name.is_empty() {
-                Some("it is empty".to_string())
+                Some("it is empty".to_owned())
             } else if name.len() > IFNAMSIZ {
                 Some(format!(
                     "it is {} bytes long, the limit is {IFNAMSIZ}",
                     name.len()
                 ))
             } else if name == "." || name == ".." {
-                Some("`.` and `..` are not interface names".to_string())
+                Some("`.` and `..` are not interface names".to_owned())
             } else {
                 name.chars()
                     .find(|c| *c == '/' || *c == ':' || c.is_whitespace() || c.is_control())
@@ -2025,19 +2032,19 @@ fn read_externals(
             None => None,
             Some(g) => match g.get_ref().trim().parse::<Ipv4Addr>() {
                 Ok(gw) => {
-                    if let Some((net, _)) = &address {
-                        if !net.contains(&gw) || gw == net.addr() {
-                            ok = false;
-                            d.error(
-                                Some(g.span()),
-                                format!("gateway {gw} is not a neighbor on {}", net.trunc()),
-                            )
-                            .label("not on the external subnet")
-                            .help(format!(
-                                "the gateway must be another address in {}",
-                                net.trunc()
-                            ));
-                        }
+                    if let Some((net, _)) = &address
+                        && (!net.contains(&gw) || gw == net.addr())
+                    {
+                        ok = false;
+                        d.error(
+                            Some(g.span()),
+                            format!("gateway {gw} is not a neighbor on {}", net.trunc()),
+                        )
+                        .label("not on the external subnet")
+                        .help(format!(
+                            "the gateway must be another address in {}",
+                            net.trunc()
+                        ));
                     }
                     Some(gw)
                 }
@@ -2151,7 +2158,7 @@ fn read_externals(
                 .iter()
                 .any(|x| x.node == node && x.ifname == ifname);
         if clash {
-            let span = e.name.as_ref().map_or(s.span.clone(), |n| n.span());
+            let span = e.name.as_ref().map_or(s.span.clone(), toml::Spanned::span);
             d.error(
                 Some(span),
                 format!("interface name `{ifname}` is already used in `{node_name}`"),
@@ -2160,19 +2167,19 @@ fn read_externals(
             .help("set `name` to an interface name not used by the node's links");
             continue;
         }
-        if let (_, Some((asn, asn_span))) = &peer {
-            if fabric.node(node).asn == Some(*asn) {
-                d.error(
-                    Some(asn_span.clone()),
-                    format!("the BGP peer's ASN {asn} is the ASN of `{node_name}`"),
-                )
-                .label("same ASN as the node")
-                .help(format!(
-                    "an external neighbour is an eBGP peer: give it an ASN other than {asn} \
+        if let (_, Some((asn, asn_span))) = &peer
+            && fabric.node(node).asn == Some(*asn)
+        {
+            d.error(
+                Some(asn_span.clone()),
+                format!("the BGP peer's ASN {asn} is the ASN of `{node_name}`"),
+            )
+            .label("same ASN as the node")
+            .help(format!(
+                "an external neighbour is an eBGP peer: give it an ASN other than {asn} \
                      (e.g. a private ASN from 64512 to 65534)"
-                ));
-                continue;
-            }
+            ));
+            continue;
         }
         if !ok {
             continue;
@@ -2202,7 +2209,7 @@ fn read_externals(
         fabric.externals.push(ExternalPort {
             node,
             interface: interface.into_inner(),
-            netns: e.netns.map(|n| n.into_inner()),
+            netns: e.netns.map(toml::Spanned::into_inner),
             ifname,
             addr,
             routes: routes.into_iter().map(|(n, _)| n).collect(),

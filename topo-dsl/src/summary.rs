@@ -293,7 +293,7 @@ fn oversubscription(f: &Fabric) -> Vec<Oversubscription> {
     for l in &f.links {
         let [lower, upper] = &l.ends;
         let lower_node = f.node(lower.node);
-        let bps = l.params.rate.map_or(0, |r| r.bits_per_sec());
+        let bps = l.params.rate.map_or(0, super::units::Rate::bits_per_sec);
         if !(lower_node.role == Role::Host && lower_node.backup) {
             let t = tiers
                 .get_mut(&f.node(upper.node).role)

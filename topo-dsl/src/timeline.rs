@@ -116,7 +116,7 @@ fn read_event(
         }
     };
     ok &= action.is_some();
-    let action_span = e.action.as_ref().map_or(span.clone(), |a| a.span());
+    let action_span = e.action.as_ref().map_or(span.clone(), toml::Spanned::span);
 
     // link or node
     let links_only = matches!(action, Some("set" | "reset" | "flap"));
@@ -303,7 +303,7 @@ fn read_event(
                         Some(t) if t.trim().parse::<u32>().is_ok() => {
                             format!("write it without quotes: `count = {}`", t.trim())
                         }
-                        _ => "write a whole number of cycles, e.g. `count = 3`".to_string(),
+                        _ => "write a whole number of cycles, e.g. `count = 3`".to_owned(),
                     };
                     d.error(
                         Some(c.span()),
@@ -478,11 +478,10 @@ fn close_node_names(name: &str, fabric: &Fabric) -> String {
             .into_iter()
             .map(|n| format!("`{n}`"))
             .collect();
-    let example = fabric
-        .nodes
-        .first()
-        .map(|n| format!("node names look like `{}`", n.name))
-        .unwrap_or_else(|| "this topology has no nodes".to_string());
+    let example = fabric.nodes.first().map_or_else(
+        || "this topology has no nodes".to_owned(),
+        |n| format!("node names look like `{}`", n.name),
+    );
     if close.is_empty() {
         example
     } else {

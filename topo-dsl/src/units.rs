@@ -155,7 +155,7 @@ fn unit_suggestion(unit: &str, candidates: &[&str]) -> Option<String> {
         .map(|c| (strsim::jaro_winkler(&lower, &c.to_ascii_lowercase()), *c))
         .filter(|(score, _)| *score >= 0.8)
         .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c.to_string())
+        .map(|(_, c)| c.to_owned())
 }
 
 // ---------------------------------------------------------------------------
@@ -399,15 +399,15 @@ impl FromStr for Delay {
             let mut help = String::new();
             let names: Vec<&str> = DELAY_UNITS.iter().rev().map(|(n, _)| *n).collect();
             let guess = match unit.to_ascii_lowercase().as_str() {
-                "sec" | "secs" | "second" | "seconds" => Some("s".to_string()),
-                "msec" | "msecs" | "millis" => Some("ms".to_string()),
-                "usec" | "usecs" | "micros" => Some("us".to_string()),
-                "nsec" | "nsecs" | "nanos" => Some("ns".to_string()),
+                "sec" | "secs" | "second" | "seconds" => Some("s".to_owned()),
+                "msec" | "msecs" | "millis" => Some("ms".to_owned()),
+                "usec" | "usecs" | "micros" => Some("us".to_owned()),
+                "nsec" | "nsecs" | "nanos" => Some("ns".to_owned()),
                 "min" | "m" | "h" => None,
                 other => names
                     .iter()
                     .find(|n| **n == other)
-                    .map(|n| n.to_string())
+                    .map(std::string::ToString::to_string)
                     .or_else(|| unit_suggestion(unit, &names)),
             };
             if let Some(guess) = guess {
@@ -731,7 +731,7 @@ impl<'de> Deserialize<'de> for ScalarText {
                 f.write_str("a string in scenario syntax or a number")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<ScalarText, E> {
-                Ok(ScalarText(v.to_string()))
+                Ok(ScalarText(v.to_owned()))
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<ScalarText, E> {
                 Ok(ScalarText(v.to_string()))

@@ -119,7 +119,7 @@ fn dump(lab: &Lab) -> String {
             .map(|&n| f.node(n).name.as_str())
             .collect();
         let kind = match &p.kind {
-            PrefixKind::Loopback => "loopback".to_string(),
+            PrefixKind::Loopback => "loopback".to_owned(),
             PrefixKind::Hosts { gateway } => format!("hosts gw={gateway}"),
             PrefixKind::External { gateway, ifname } => format!(
                 "external via={} ifname={ifname}",
@@ -140,7 +140,10 @@ fn dump(lab: &Lab) -> String {
                 x.netns.as_ref().map_or(String::new(), |n| format!("@{n}")),
                 x.addr,
                 x.gateway.map_or("-".into(), |g| g.to_string()),
-                x.routes.iter().map(|r| r.to_string()).collect::<Vec<_>>()
+                x.routes
+                    .iter()
+                    .map(std::string::ToString::to_string)
+                    .collect::<Vec<_>>()
             )
             .unwrap();
             if let Some(p) = &x.bgp {
@@ -316,12 +319,11 @@ fn diagnostics() {
     for input in inputs {
         let name = input.file_name().unwrap().to_string_lossy().to_string();
         let text = std::fs::read_to_string(&input).unwrap();
-        let errors = match turbonet_topo::parse(&name, &text) {
-            Ok(_) => panic!("{name} should not parse"),
-            Err(e) => e,
+        let Err(errors) = turbonet_topo::parse(&name, &text) else {
+            panic!("{name} should not parse")
         };
         let mut out = String::new();
-        for e in errors.iter() {
+        for e in &errors {
             let (line, col) = e.line_col().unwrap_or((0, 0));
             writeln!(out, "{name}:{line}:{col}: {}", e.message()).unwrap();
             if let Some(h) = e.help() {

@@ -151,7 +151,11 @@ fn check_invariants(fabric: &Fabric, config: &MapConfig, m: &Mapping) {
 /// every physical port, and the first rows of the port table.
 fn dump(fabric: &Fabric, config: &MapConfig, m: &Mapping, port_rows: usize) -> String {
     let mut out = String::new();
-    let specs: Vec<String> = config.switches.iter().map(|s| s.to_string()).collect();
+    let specs: Vec<String> = config
+        .switches
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect();
     writeln!(
         out,
         "switches {} queues {} default-rate {}",

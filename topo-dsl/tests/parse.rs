@@ -468,14 +468,14 @@ fn malformed_inputs_never_panic() {
         "[lab]\nname = \"\u{1F600}\"",
         "[lab]\r\nname = \"crlf\"\r\n[topology]\r\nkind = \"fat-tree\"\r\nk = 3\r\n",
     ] {
-        inputs.push(text.to_string());
+        inputs.push(text.to_owned());
     }
     for text in &inputs {
         let result = std::panic::catch_unwind(|| {
             if let Err(e) = parse("fuzz.toml", text) {
                 assert!(!e.is_empty());
                 let _ = e.render_plain(80);
-                for err in e.iter() {
+                for err in &e {
                     let _ = (err.message(), err.help(), err.line_col());
                 }
             }

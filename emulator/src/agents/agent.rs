@@ -83,7 +83,12 @@ impl Agent {
     pub(super) async fn run(mut self, mut inbox: mpsc::UnboundedReceiver<AgentEvent>) {
         let mut changed: BTreeSet<Ipv4Net> = BTreeSet::new();
         for o in self.speaker.originate.clone() {
-            changed.extend(self.rib.originate(o.prefix).iter().map(|c| c.prefix()));
+            changed.extend(
+                self.rib
+                    .originate(o.prefix)
+                    .iter()
+                    .map(turbonet_routing::bgp::rib::Change::prefix),
+            );
         }
         let mut fresh: Vec<usize> = Vec::new();
         loop {
@@ -151,7 +156,11 @@ impl Agent {
                 Message::Update(update) => {
                     if let Some(info) = self.peers[n].info {
                         let changes = self.rib.update(n as PeerId, &info, &update);
-                        changed.extend(changes.iter().map(|c| c.prefix()));
+                        changed.extend(
+                            changes
+                                .iter()
+                                .map(turbonet_routing::bgp::rib::Change::prefix),
+                        );
                     }
                 }
                 // ROUTE-REFRESH: send everything again.
@@ -173,7 +182,11 @@ impl Agent {
                 peer.commands = None;
                 peer.last_error = Some(reason.to_string());
                 let changes = self.rib.peer_down(n as PeerId);
-                changed.extend(changes.iter().map(|c| c.prefix()));
+                changed.extend(
+                    changes
+                        .iter()
+                        .map(turbonet_routing::bgp::rib::Change::prefix),
+                );
                 if was_up {
                     self.log.write(
                         "bgp",
@@ -214,7 +227,11 @@ impl Agent {
                         } else {
                             self.rib.withdraw_local(o.prefix)
                         };
-                        changed.extend(changes.iter().map(|c| c.prefix()));
+                        changed.extend(
+                            changes
+                                .iter()
+                                .map(turbonet_routing::bgp::rib::Change::prefix),
+                        );
                     }
                 }
             }

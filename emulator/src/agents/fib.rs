@@ -60,8 +60,12 @@ impl Fib for NetlinkFib {
                 nexthops,
                 origin: RouteOrigin::Fabric,
             };
-            let message =
-                fabric::route_message(&route, ifindex, RouteProtocol::Bgp, Some(KERNEL_METRIC))?;
+            let message = crate::kernel::route_message(&fabric::kernel_route(
+                &route,
+                ifindex,
+                RouteProtocol::Bgp,
+                Some(KERNEL_METRIC),
+            )?)?;
             match handle.route().add(message).replace().execute().await {
                 Ok(()) => Ok(()),
                 // The port went down between the decision and the request:

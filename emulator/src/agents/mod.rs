@@ -199,10 +199,10 @@ impl Agents {
         let Some(rx) = self.plan.borrow_mut().take() else {
             return;
         };
-        if let Ok(expected) = rx.await {
-            if self.epoch.get().is_none() {
-                self.send_plan(expected, self.started);
-            }
+        if let Ok(expected) = rx.await
+            && self.epoch.get().is_none()
+        {
+            self.send_plan(expected, self.started);
         }
     }
 

@@ -270,9 +270,9 @@ pub(crate) struct Clock {
 impl Clock {
     pub(crate) fn new() -> Self {
         let epoch = Instant::now();
-        let real = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME)
-            .map(|t| i128::from(t.tv_sec()) * 1_000_000_000 + i128::from(t.tv_nsec()))
-            .unwrap_or(0);
+        let real = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME).map_or(0, |t| {
+            i128::from(t.tv_sec()) * 1_000_000_000 + i128::from(t.tv_nsec())
+        });
         Clock {
             epoch,
             offset: real - epoch.elapsed().as_nanos() as i128,

@@ -6,47 +6,42 @@
 //! and routes as on `netns`; everything between the host ports is the
 //! switches'.
 
-use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use futures::TryStreamExt;
-use rtnetlink::LinkUnspec;
-use rtnetlink::LinkVeth;
-use rtnetlink::packet_route::link::{InfoData, InfoVeth, LinkFlags};
 use turbonet_routing::Route;
 use turbonet_topo::mapper::{Mapping, PortKind};
 use turbonet_topo::{Lab, Node, NodeId};
 
 use super::entries::host_mac;
 use super::soft;
-use crate::fabric::{self, NodeNs};
-use crate::{engine, netns};
+use crate::fabric;
+use crate::kernel::{Address, KernelRoute, NamespaceSpec, Ns, PerNs, Veth, VethEnd};
 
-/// The namespaces of a lab whose switches run here.
+/// The namespaces of a lab whose switches run here, as created.
 #[derive(Debug)]
 pub struct LocalNamespaces {
     /// Every host's, in node order.
-    pub hosts: Vec<(NodeId, NodeNs)>,
+    pub hosts: Vec<(NodeId, Ns)>,
     /// Every physical switch's, by its name in the mapping.
-    pub switches: Vec<(String, NodeNs)>,
+    pub switches: Vec<(String, Ns)>,
 }
 
 impl LocalNamespaces {
-    fn host(&self, id: NodeId) -> Result<&NodeNs> {
+    fn host(&self, id: NodeId) -> Result<Ns> {
         self.hosts
             .iter()
             .find(|(h, _)| *h == id)
-            .map(|(_, ns)| ns)
+            .map(|(_, ns)| *ns)
             .ok_or_else(|| anyhow!("node {} has no namespace", id.0))
     }
 
     /// Physical switch `name`'s namespace.
-    pub fn switch(&self, name: &str) -> Result<&NodeNs> {
+    pub fn switch(&self, name: &str) -> Result<Ns> {
         self.switches
             .iter()
             .find(|(s, _)| s == name)
-            .map(|(_, ns)| ns)
+            .map(|(_, ns)| *ns)
             .ok_or_else(|| anyhow!("switch {name} has no namespace"))
     }
 }
@@ -84,51 +79,51 @@ pub fn namespace_names(lab: &Lab) -> Vec<String> {
     names
 }
 
-/// Creates the hosts' namespaces and the switches', with their sysctls.
-pub fn create_namespaces(lab: &Lab, threads: usize) -> Result<LocalNamespaces> {
-    if lab.routing.mode == turbonet_topo::RoutingMode::Bgp {
-        super::cpu::create_namespaces(lab, threads)?;
-    }
-    let switches = local_switches(lab);
-    let names: Vec<String> = lab
+/// The namespaces to create, in the order of [`namespace_names`]: hosts
+/// with their sysctls, the switches' (silent: IPv6 off), and with BGP the
+/// switches' control planes.
+pub fn namespace_specs(lab: &Lab) -> Vec<NamespaceSpec> {
+    let silent = || {
+        fabric::ENGINE_SYSCTLS
+            .iter()
+            .map(|(k, v)| (*k, (*v).to_owned()))
+            .collect()
+    };
+    let mut specs: Vec<NamespaceSpec> = lab
         .fabric
         .hosts()
-        .map(|h| fabric::ns_name(&lab.name, &h.name))
-        .chain(switches.iter().map(|(_, ns)| ns.clone()))
+        .map(|h| NamespaceSpec {
+            name: fabric::ns_name(&lab.name, &h.name),
+            sysctls: fabric::node_sysctls(lab, h, false),
+        })
+        .chain(
+            local_switches(lab)
+                .into_iter()
+                .map(|(_, name)| NamespaceSpec {
+                    name,
+                    sysctls: silent(),
+                }),
+        )
         .collect();
-    let hosts: Vec<&Node> = lab.fabric.hosts().collect();
-    let results = netns::create_batch(&names, threads, &|name: &str| {
-        match hosts
-            .iter()
-            .find(|h| fabric::ns_name(&lab.name, &h.name) == name)
-        {
-            Some(host) => {
-                for (key, value) in fabric::node_sysctls(lab, host, false) {
-                    netns::write_sysctl(key, &value)?;
-                }
-            }
-            None => {
-                for (key, value) in fabric::ENGINE_SYSCTLS {
-                    netns::write_sysctl(key, value)?;
-                }
-            }
-        }
-        Ok((netns::open_current()?, netns::route_socket()?))
-    });
-    let mut all = Vec::with_capacity(results.len());
-    for (name, result) in names.iter().zip(results) {
-        let (ns, socket) = result.with_context(|| format!("creating namespace {name}"))?;
-        all.push(NodeNs::new(ns, socket));
+    if lab.routing.mode == turbonet_topo::RoutingMode::Bgp {
+        specs.extend(super::cpu::namespace_specs(lab));
     }
-    let switch_ns = all.split_off(hosts.len());
-    Ok(LocalNamespaces {
-        hosts: hosts.iter().map(|h| h.id).zip(all).collect(),
+    specs
+}
+
+/// Which of the namespaces `created` (in the order of
+/// [`namespace_specs`]) are the hosts' and the switches'.
+pub fn local_namespaces(lab: &Lab, created: &[Ns]) -> LocalNamespaces {
+    let hosts: Vec<NodeId> = lab.fabric.hosts().map(|h| h.id).collect();
+    let switches = local_switches(lab);
+    LocalNamespaces {
         switches: switches
             .into_iter()
             .map(|(name, _)| name)
-            .zip(switch_ns)
+            .zip(created[hosts.len()..].iter().copied())
             .collect(),
-    })
+        hosts: hosts.into_iter().zip(created.iter().copied()).collect(),
+    }
 }
 
 /// One host port: the host, its interface and ifindex, and the physical
@@ -171,75 +166,79 @@ fn host_ports<'a>(lab: &'a Lab, mapping: &'a Mapping) -> Result<Vec<HostPort<'a>
         .collect()
 }
 
-/// Creates every host port: a veth from the host's namespace (its planned
-/// name, ifindex and MAC) to `p<port>` in its switch's namespace. Returns
-/// how many.
-pub async fn create_links(lab: &Lab, mapping: &Mapping, ns: &LocalNamespaces) -> Result<usize> {
-    let ports = host_ports(lab, mapping)?;
-    let count = ports.len();
-    fabric::per_node(ports, |p| async move {
-        let switch_fd = ns.switch(p.switch)?.ns.as_raw_fd();
-        let handle = ns.host(p.host.id)?.handle()?;
-        let mut peer = LinkUnspec::new_with_index(soft::port_ifindex(p.port))
-            .name(soft::port_ifname(p.port))
-            .setns_by_fd(switch_fd);
-        let mut veth = LinkVeth::new(p.ifname, &soft::port_ifname(p.port))
-            .index(p.ifindex)
-            .address(host_mac(p.host.id).to_vec())
-            .up();
-        if let Some(mtu) = p.mtu {
-            peer = peer.mtu(mtu);
-            veth = veth.mtu(mtu);
-        }
-        let veth = veth
-            .set_info_data(InfoData::Veth(InfoVeth::Peer(peer.build())))
-            .build();
-        handle
-            .link()
-            .add(veth)
-            .execute()
-            .await
-            .with_context(|| format!("{}: creating port {}", p.host.name, p.ifname))
-    })
-    .await?;
-    Ok(count)
+/// Every host port: a veth from the host's namespace (its planned name,
+/// ifindex and MAC) to `p<port>` in its switch's namespace.
+pub fn host_veths(lab: &Lab, mapping: &Mapping, ns: &LocalNamespaces) -> Result<Vec<Veth>> {
+    host_ports(lab, mapping)?
+        .into_iter()
+        .map(|p| {
+            Ok(Veth {
+                what: format!("{}: port {}", p.host.name, p.ifname),
+                local: VethEnd {
+                    ns: ns.host(p.host.id)?,
+                    name: p.ifname.to_owned(),
+                    ifindex: p.ifindex,
+                    mac: Some(host_mac(p.host.id)),
+                },
+                peer: VethEnd {
+                    ns: ns.switch(p.switch)?,
+                    name: soft::port_ifname(p.port),
+                    ifindex: soft::port_ifindex(p.port),
+                    mac: None,
+                },
+                mtu: p.mtu,
+            })
+        })
+        .collect()
 }
 
-/// Creates the loopback and inter-switch cables as veth pairs between the
+/// The loopback and inter-switch cables as veth pairs between the
 /// switches' ports (for switches that cannot emulate them, as BMv2).
-/// Returns how many.
-pub async fn create_cables(mapping: &Mapping, ns: &LocalNamespaces) -> Result<usize> {
-    for cable in &mapping.cables {
-        let (a, b) = (&cable.a, &cable.b);
-        let handle = ns.switch(&a.switch)?.handle()?;
-        let peer = LinkUnspec::new_with_index(soft::port_ifindex(b.port))
-            .name(soft::port_ifname(b.port))
-            .setns_by_fd(ns.switch(&b.switch)?.ns.as_raw_fd());
-        let veth = LinkVeth::new(&soft::port_ifname(a.port), &soft::port_ifname(b.port))
-            .index(soft::port_ifindex(a.port))
-            .set_info_data(InfoData::Veth(InfoVeth::Peer(peer.build())))
-            .build();
-        handle
-            .link()
-            .add(veth)
-            .execute()
-            .await
-            .with_context(|| format!("cable {a} <-> {b}"))?;
-    }
-    Ok(mapping.cables.len())
+pub fn cable_veths(mapping: &Mapping, ns: &LocalNamespaces) -> Result<Vec<Veth>> {
+    mapping
+        .cables
+        .iter()
+        .map(|cable| {
+            let (a, b) = (&cable.a, &cable.b);
+            let end = |ns, port| VethEnd {
+                ns,
+                name: soft::port_ifname(port),
+                ifindex: soft::port_ifindex(port),
+                mac: None,
+            };
+            Ok(Veth {
+                what: format!("cable {a} <-> {b}"),
+                local: end(ns.switch(&a.switch)?, a.port),
+                peer: end(ns.switch(&b.switch)?, b.port),
+                mtu: None,
+            })
+        })
+        .collect()
 }
 
-/// Brings the switches' ports (host ports, and cable ends when `cables`)
-/// and every `lo` up, turns offloads off on both ends of every host port
-/// and cable (the switches read and write whole frames), and addresses the
-/// hosts. Returns how many addresses.
-pub async fn configure(
+/// What `configure` asks: interfaces up, offloads off, addresses.
+#[derive(Debug, Default)]
+pub struct Configure {
+    /// Interfaces to bring up, per namespace.
+    pub up: PerNs<u32>,
+    /// Interfaces whose offloads go off, per namespace.
+    pub offloads: PerNs<String>,
+    /// The hosts' addresses.
+    pub addresses: PerNs<Address>,
+}
+
+/// The switches' ports (host ports, and cable ends when `cables`) and
+/// every `lo` come up, offloads go off on both ends of every host port and
+/// cable (the switches read and write whole frames), and the hosts get
+/// their addresses.
+pub fn configure(
     lab: &Lab,
     mapping: &Mapping,
     ns: &LocalNamespaces,
     cables: bool,
-) -> Result<usize> {
+) -> Result<Configure> {
     let ports = host_ports(lab, mapping)?;
+    let mut plan = Configure::default();
     for (name, switch_ns) in &ns.switches {
         let mut mine: Vec<u32> = ports
             .iter()
@@ -256,100 +255,65 @@ pub async fn configure(
                     .map(|end| end.port),
             );
         }
-        let handle = switch_ns.handle()?;
-        fabric::bring_up(
-            &handle,
-            [1].into_iter()
-                .chain(mine.iter().map(|&p| soft::port_ifindex(p))),
-            name,
-        )
-        .await?;
-        let names: Vec<String> = mine.iter().map(|&p| soft::port_ifname(p)).collect();
-        netns::in_namespace(&switch_ns.ns, || {
-            names
-                .iter()
-                .try_for_each(|n| engine::packet::disable_offloads(n))
-        })
-        .with_context(|| format!("switch {name}: turning offloads off"))?;
+        plan.up.push((
+            *switch_ns,
+            std::iter::once(1)
+                .chain(mine.iter().map(|&p| soft::port_ifindex(p)))
+                .collect(),
+        ));
+        plan.offloads.push((
+            *switch_ns,
+            mine.iter().map(|&p| soft::port_ifname(p)).collect(),
+        ));
     }
-    let counts = fabric::per_node(&ns.hosts, |(id, host_ns)| {
-        let ports = &ports;
-        async move {
-            let node = lab.fabric.node(*id);
-            let handle = host_ns.handle()?;
-            fabric::bring_up(&handle, [1], &node.name).await?;
-            let mine: Vec<&str> = ports
+    for (id, host_ns) in &ns.hosts {
+        let node = lab.fabric.node(*id);
+        plan.up.push((*host_ns, vec![1]));
+        plan.offloads.push((
+            *host_ns,
+            ports
                 .iter()
                 .filter(|p| p.host.id == *id)
-                .map(|p| p.ifname)
-                .collect();
-            netns::in_namespace(&host_ns.ns, || {
-                mine.iter()
-                    .try_for_each(|n| engine::packet::disable_offloads(n))
-            })
-            .with_context(|| format!("{}: turning offloads off", node.name))?;
-            fabric::add_addresses(lab, node, &handle).await
-        }
-    })
-    .await?;
-    Ok(counts.into_iter().sum())
-}
-
-/// Waits until every host port has carrier. Returns how many ports.
-pub async fn wait_links_up(lab: &Lab, ns: &LocalNamespaces, timeout: Duration) -> Result<usize> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    let total: usize = ns
-        .hosts
-        .iter()
-        .map(|(id, _)| lab.fabric.node(*id).links.len())
-        .sum();
-    loop {
-        let mut waiting = None;
-        for (id, host_ns) in &ns.hosts {
-            let node = lab.fabric.node(*id);
-            let links: Vec<_> = host_ns
-                .handle()?
-                .link()
-                .get()
-                .execute()
-                .try_collect()
-                .await?;
-            let up = links
-                .iter()
-                .filter(|l| l.header.index >= 2)
-                .filter(|l| l.header.flags.contains(LinkFlags::LowerUp))
-                .count();
-            if up < node.links.len() {
-                waiting = Some(node);
-                break;
-            }
-        }
-        let Some(node) = waiting else {
-            return Ok(total);
-        };
-        if tokio::time::Instant::now() >= deadline {
-            bail!(
-                "{}: ports still without carrier after {timeout:?}",
-                node.name
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+                .map(|p| p.ifname.to_owned())
+                .collect(),
+        ));
+        plan.addresses
+            .push((*host_ns, fabric::node_addresses(lab, node)));
     }
+    Ok(plan)
 }
 
-/// Installs every host's routes (the switches' are the pipeline's).
-pub async fn install_routes(
+/// Every host's ports, to wait for carrier on.
+pub fn carrier_ports(lab: &Lab, ns: &LocalNamespaces) -> Vec<(Ns, String, usize)> {
+    ns.hosts
+        .iter()
+        .map(|(id, host_ns)| {
+            let node = lab.fabric.node(*id);
+            (*host_ns, node.name.clone(), node.links.len())
+        })
+        .collect()
+}
+
+/// Every host's routes (the switches' are the pipeline's).
+pub fn host_routes(
     lab: &Lab,
     ns: &LocalNamespaces,
     routes: &[Vec<Route>],
-) -> Result<usize> {
-    let counts = fabric::per_node(&ns.hosts, |(id, host_ns)| async move {
-        let node = lab.fabric.node(*id);
-        let handle = host_ns.handle()?;
-        fabric::install_node_routes(lab, &handle, node, &routes[id.0 as usize], false).await
-    })
-    .await?;
-    Ok(counts.into_iter().sum())
+) -> Result<PerNs<KernelRoute>> {
+    ns.hosts
+        .iter()
+        .map(|(id, host_ns)| {
+            let node = lab.fabric.node(*id);
+            let mine = fabric::node_kernel_routes(
+                lab,
+                node,
+                &routes[id.0 as usize],
+                rtnetlink::packet_route::route::RouteProtocol::Static,
+                None,
+            )?;
+            Ok((*host_ns, mine))
+        })
+        .collect()
 }
 
 /// Where the soft switch writes the address its P4Runtime server listens

@@ -87,20 +87,19 @@ pub fn namespace_names(lab: &Lab) -> Vec<String> {
         .collect()
 }
 
-/// Creates the control-plane namespaces (`threads` at a time), with their
-/// sysctls and `lo` up.
-pub fn create_namespaces(lab: &Lab, threads: usize) -> Result<()> {
-    let names = namespace_names(lab);
-    let results = netns::create_batch(&names, threads, &|_: &str| {
-        for (key, value) in CONTROL_SYSCTLS {
-            netns::write_sysctl(key, value)?;
-        }
-        Ok(())
-    });
-    for (name, result) in names.iter().zip(results) {
-        result.with_context(|| format!("creating namespace {name}"))?;
-    }
-    Ok(())
+/// The control-plane namespaces to create, with their sysctls (`lo` comes
+/// up with [`CpuPorts::open`]).
+pub fn namespace_specs(lab: &Lab) -> Vec<crate::kernel::NamespaceSpec> {
+    namespace_names(lab)
+        .into_iter()
+        .map(|name| crate::kernel::NamespaceSpec {
+            name,
+            sysctls: CONTROL_SYSCTLS
+                .iter()
+                .map(|(k, v)| (*k, (*v).to_owned()))
+                .collect(),
+        })
+        .collect()
 }
 
 /// One virtual port's TUN.
@@ -248,7 +247,14 @@ impl CpuPorts {
                     header,
                 });
             }
-            fabric::bring_up(&handle, up, &node.name).await?;
+            for index in up {
+                handle
+                    .link()
+                    .set(rtnetlink::LinkUnspec::new_with_index(index).up().build())
+                    .execute()
+                    .await
+                    .with_context(|| format!("{}: bringing interface {index} up", node.name))?;
+            }
         }
         let by_id = ports
             .iter()

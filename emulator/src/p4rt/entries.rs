@@ -249,7 +249,7 @@ pub fn switch_entries(
     let mut members: Vec<Entity> = Vec::new();
     let mut groups: Vec<Entity> = Vec::new();
     let mut entries: Vec<Entity> = Vec::new();
-    let mut member_done: std::collections::HashSet<u32> = Default::default();
+    let mut member_done = std::collections::HashSet::<u32>::new();
     // Groups written so far, by id.
     let mut group_members: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
 
@@ -264,17 +264,18 @@ pub fn switch_entries(
             .is_some();
     for (vport, vp) in &vports {
         let vswitch = vswitches[vp.virtual_switch.as_str()];
-        if let Some(bits) = queue_bits {
-            if bits < 32 && vp.queue >> bits != 0 {
-                bail!(
-                    "{} port {} uses queue {}, but the pipeline's queues are {bits}-bit (v1model: 8 \
+        if let Some(bits) = queue_bits
+            && bits < 32
+            && vp.queue >> bits != 0
+        {
+            bail!(
+                "{} port {} uses queue {}, but the pipeline's queues are {bits}-bit (v1model: 8 \
                      priority queues): plan with --queues {}",
-                    vp.switch,
-                    vp.port,
-                    vp.queue,
-                    1u32 << bits
-                );
-            }
+                vp.switch,
+                vp.port,
+                vp.queue,
+                1u32 << bits
+            );
         }
         let link = fabric
             .link_by_name(&vp.link)
@@ -284,7 +285,9 @@ pub fn switch_entries(
         // has only its switch end in the pipeline).
         let down = state.failures.blocks(link);
         let params = &state.params[link.id.0 as usize];
-        let delay = params.delay.map_or(0, |d| d.as_nanos());
+        let delay = params
+            .delay
+            .map_or(0, turbonet_topo::units::Delay::as_nanos);
         let loss = match &params.loss {
             Some(turbonet_topo::Loss::Bernoulli(p)) => loss_threshold(p.0),
             _ => 0,

@@ -64,19 +64,18 @@ pub fn port_ifindex(port: u32) -> u32 {
 /// Why the soft target cannot run this lab, if it cannot: the impairments
 /// its pipeline has no stage for, and routing it does not carry yet.
 pub fn unsupported(lab: &Lab) -> Option<String> {
-    if lab.routing.mode == RoutingMode::Bgp {
-        if let Some(node) = lab
+    if lab.routing.mode == RoutingMode::Bgp
+        && let Some(node) = lab
             .fabric
             .switches()
             .find(|n| lab.routing.agent_of(n.id) != turbonet_topo::Agent::Builtin)
-        {
-            return Some(format!(
-                "switch {} runs agent \"{}\": on target \"soft\" only the built-in agent \
+    {
+        return Some(format!(
+            "switch {} runs agent \"{}\": on target \"soft\" only the built-in agent \
                  writes its routes into the pipeline; use agent = \"builtin\" there",
-                node.name,
-                lab.routing.agent_of(node.id)
-            ));
-        }
+            node.name,
+            lab.routing.agent_of(node.id)
+        ));
     }
     if let Some(ext) = lab.fabric.externals.first() {
         return Some(format!(
@@ -139,7 +138,7 @@ pub fn map(lab: &Lab) -> Result<Mapping, String> {
 /// limit), so the host-to-switch direction is rate-limited too. `params`
 /// are the links' current parameters, by link id.
 pub fn device_config(lab: &Lab, mapping: &Mapping, params: &[LinkParams]) -> DeviceConfig {
-    let mut ports: std::collections::BTreeMap<u32, PortConfig> = Default::default();
+    let mut ports = std::collections::BTreeMap::<u32, PortConfig>::new();
     for cable in mapping
         .cables
         .iter()

@@ -383,7 +383,7 @@ impl Rib {
             unknown: attrs
                 .unknown
                 .iter()
-                .filter_map(|a| a.for_propagation())
+                .filter_map(super::attribute::RawAttribute::for_propagation)
                 .collect(),
         })
     }

@@ -25,17 +25,7 @@ pub const LOCAL_AS: u32 = 65001;
 /// How long any single wait may take.
 pub const TIMEOUT: Duration = Duration::from_secs(20);
 
-/// True when running as root (the tests need namespaces).
-pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
-}
+pub use turbonet_tests::is_root;
 
 /// True when `cmd --version` runs.
 pub fn have(cmd: &str) -> bool {
@@ -156,7 +146,7 @@ impl PeerNet {
             let last_err = match timeout(Duration::from_secs(2), socket.connect(to)).await {
                 Ok(Ok(s)) => return s,
                 Ok(Err(e)) => e.to_string(),
-                Err(_) => "connect timed out".to_string(),
+                Err(_) => "connect timed out".to_owned(),
             };
             assert!(
                 Instant::now() < end,

@@ -22,8 +22,8 @@ pub fn errors(text: &str) -> Vec<(usize, usize, String, String)> {
                 (
                     l,
                     c,
-                    x.message().to_string(),
-                    x.help().unwrap_or("").to_string(),
+                    x.message().to_owned(),
+                    x.help().unwrap_or("").to_owned(),
                 )
             })
             .collect(),
@@ -56,8 +56,7 @@ pub fn check_golden(name: &str, actual: &str) {
             .zip(actual.lines())
             .enumerate()
             .find(|(_, (e, a))| e != a)
-            .map(|(i, p)| (i + 1, p))
-            .unwrap_or((0, ("<length differs>", "")));
+            .map_or((0, ("<length differs>", "")), |(i, p)| (i + 1, p));
         panic!(
             "{name} differs from the golden file at line {line}:\n  expected: {e}\n  actual:   {a}\n(run with UPDATE_GOLDEN=1 to accept)"
         );
