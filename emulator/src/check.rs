@@ -20,6 +20,8 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use serde::Serialize;
 use socket2::{Domain, Protocol, Socket, Type};
 
+use turbonet_packetio::checksum::internet_checksum;
+
 use crate::render::{count, table};
 use crate::{fabric, lab, netns};
 
@@ -249,21 +251,9 @@ fn echo_request(ident: u16, seq: u16, probe: u32) -> [u8; 16] {
     p[6..8].copy_from_slice(&seq.to_be_bytes());
     p[8..12].copy_from_slice(&probe.to_be_bytes());
     p[12..16].copy_from_slice(b"tnet");
-    let sum = checksum(&p);
+    let sum = internet_checksum(&p);
     p[2..4].copy_from_slice(&sum.to_be_bytes());
     p
-}
-
-/// RFC 1071 Internet checksum.
-fn checksum(data: &[u8]) -> u16 {
-    let mut sum: u32 = data
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }
 
 /// Reads every pending reply on every socket and marks its probe answered.
@@ -315,7 +305,11 @@ mod tests {
     #[test]
     fn echo_request_checksum_verifies() {
         let p = echo_request(0x1234, 2, 77);
-        assert_eq!(checksum(&p), 0, "a packet with its checksum sums to zero");
+        assert_eq!(
+            internet_checksum(&p),
+            0,
+            "a packet with its checksum sums to zero"
+        );
         let mut reply = vec![0x45u8; 20];
         reply[0] = 0x45;
         let mut icmp = p.to_vec();

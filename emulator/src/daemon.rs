@@ -28,11 +28,12 @@ use turbonet_topo::{Action, EventTarget, Lab, Link, LinkParams, NodeId};
 use crate::agents::Agents;
 use crate::agents::fib::PipelineRoutes;
 use crate::control::{self, Request, Response, Target};
-use crate::engine::{self, EngineLink, LinkCounters, packet::PacketSocket};
+use crate::engine::{self, EngineLink, LinkCounters};
 use crate::p4rt::control::P4Lab;
 use crate::p4rt::entries::FabricState;
 use crate::state::{self, LabDir, LabState};
 use crate::{fabric, lab, netns};
+use turbonet_packetio::PacketSocket;
 
 fn ready_path(dir: &LabDir) -> PathBuf {
     dir.path().join("daemon.ready")

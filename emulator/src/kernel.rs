@@ -274,7 +274,7 @@ impl Kernel for Netlink {
             netns::in_namespace(&self.namespace(ns)?.ns, || {
                 names
                     .iter()
-                    .try_for_each(|n| crate::engine::packet::disable_offloads(n))
+                    .try_for_each(|n| turbonet_packetio::offloads::disable(n))
             })
             .context("turning offloads off")?;
         }

@@ -1,6 +1,8 @@
 //! The few header fields the pipeline touches: the ECN field of IPv4 and
 //! IPv6 (directly or behind one 802.1Q tag) and one bit of the payload.
 
+use turbonet_packetio::checksum::checksum_update;
+
 /// Length of an Ethernet header without VLAN tags.
 pub const ETH_HEADER: usize = 14;
 
@@ -108,54 +110,9 @@ pub fn mark_ce(frame: &mut [u8]) -> bool {
     }
 }
 
-/// RFC 1624 equation 3: `HC' = ~(~HC + ~m + m')` in one's-complement
-/// arithmetic, for a 16-bit word changing from `old` to `new`.
-pub fn checksum_update(hc: u16, old: u16, new: u16) -> u16 {
-    let mut sum = u32::from(!hc) + u32::from(!old) + u32::from(new);
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
-/// The Internet checksum (RFC 1071) of `bytes`: the one's complement of the
-/// one's-complement sum of its 16-bit words. Over an IPv4 header with its
-/// checksum field in place, it is 0 when the header is valid.
-pub fn internet_checksum(bytes: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    let mut words = bytes.chunks_exact(2);
-    for w in &mut words {
-        sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
-    }
-    if let [last] = words.remainder() {
-        sum += u32::from(*last) << 8;
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rfc1624_example() {
-        // RFC 1624 section 4: HC = 0xDD2F, m = 0x5555 -> m' = 0x3285,
-        // HC' = 0x0000.
-        assert_eq!(checksum_update(0xdd2f, 0x5555, 0x3285), 0x0000);
-    }
-
-    #[test]
-    fn checksum_of_known_header() {
-        // A classic example IPv4 header with checksum 0xb861.
-        let h: [u8; 20] = [
-            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8,
-            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
-        ];
-        assert_eq!(internet_checksum(&h), 0);
-    }
 
     #[test]
     fn short_frames_are_not_ip() {

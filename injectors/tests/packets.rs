@@ -4,9 +4,10 @@
 mod common;
 
 use common::{drain, frame, index_of, ipv4_frame, ipv6_frame, l3_offset};
-use turbonet_injectors::packet::{Ecn, ecn, internet_checksum, mark_ce};
+use turbonet_injectors::packet::{Ecn, ecn, mark_ce};
 use turbonet_injectors::units::{LossProb, QueueLimit, Rate};
 use turbonet_injectors::{Direction, Impairment};
+use turbonet_packetio::checksum::internet_checksum;
 
 const NOT_ECT: u8 = 0b00;
 const ECT1: u8 = 0b01;

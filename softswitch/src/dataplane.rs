@@ -10,14 +10,14 @@ use std::sync::Arc;
 
 use p4runtime_proto::p4::v1::{PacketIn, PacketMetadata, PacketOut};
 
-pub use frame::ipv4_checksum;
 use frame::{
     ARP_LEN, ETH_LEN, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_VLAN, Frame, IPV4_MIN, VLAN_LEN,
-    be16, be32, checksum_update,
+    be16, be32,
 };
 use program::Ids;
 use tables::{Egress, Hop, Local, Route, Tables, Vport, mix};
 use tm::{LineRates, LossStreams, TrafficManager};
+use turbonet_packetio::checksum::checksum_update;
 
 use crate::device::CounterCells;
 use crate::{Attach, Device, DeviceConfig, DeviceState};

@@ -55,7 +55,7 @@ mod write;
 
 pub use bytes::{canonical_bytes, to_fixed_width};
 pub use config::{Attach, CPU_PORT, DeviceConfig, PortConfig, QueueConfig};
-pub use dataplane::{Switch, SwitchStats, ipv4_checksum};
+pub use dataplane::{Switch, SwitchStats};
 pub use device::{
     ActionProfileState, CounterValue, Device, DeviceState, EntryKey, Group, KeyMatch, Pipeline,
     Snapshot, Table,

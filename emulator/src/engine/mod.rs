@@ -14,7 +14,6 @@
 //! 100 microseconds; tokio's millisecond timers are far too coarse.
 
 pub mod kernel;
-pub mod packet;
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -26,12 +25,9 @@ use serde::{Deserialize, Serialize};
 use turbonet_injectors::{Counters, Direction, Impairment};
 use turbonet_topo::{EngineChoice, Lab};
 
-use packet::PacketSocket;
+use turbonet_packetio::timing::{self, SPIN_NS};
+use turbonet_packetio::{Clock, PacketSocket, RxBatch};
 
-/// Spin instead of sleeping when the next frame is due within this long:
-/// waking from a deeper sleep (idle states, a VM's timer path) takes tens
-/// of microseconds, which would make frames late.
-pub(crate) const SPIN_NS: u64 = 100_000;
 /// Frames read with one `recvmmsg`.
 const RX_BATCH: usize = 32;
 /// Batches read from one socket per pass, so one busy link cannot starve
@@ -259,52 +255,6 @@ impl Inbox {
     }
 }
 
-/// The engine's clock: nanoseconds since it started (monotonic), and the
-/// mapping from kernel receive timestamps (realtime) onto it.
-pub(crate) struct Clock {
-    epoch: Instant,
-    /// realtime - engine time, ns, measured at start.
-    offset: i128,
-}
-
-impl Clock {
-    pub(crate) fn new() -> Self {
-        let epoch = Instant::now();
-        let real = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME).map_or(0, |t| {
-            i128::from(t.tv_sec()) * 1_000_000_000 + i128::from(t.tv_nsec())
-        });
-        Clock {
-            epoch,
-            offset: real - epoch.elapsed().as_nanos() as i128,
-        }
-    }
-
-    pub(crate) fn now(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
-    }
-
-    /// Engine time of a frame the kernel stamped at `real`, never later
-    /// than `now` (a realtime step must not push frames into the future).
-    pub(crate) fn arrival(&self, real: Option<i128>, now: u64) -> u64 {
-        match real {
-            Some(real) => (real - self.offset).clamp(0, i128::from(now)) as u64,
-            None => now,
-        }
-    }
-}
-
-/// Asks for real-time scheduling (SCHED_FIFO) for the calling thread, so
-/// frames leave on time on a busy machine. The engine sleeps between
-/// frames and spins only for the last few microseconds, so it cannot
-/// monopolise a core; without the privilege it runs at normal priority.
-pub(crate) fn request_realtime() {
-    let param = libc::sched_param { sched_priority: 10 };
-    // SAFETY: sched_setscheduler on the calling thread (pid 0) with a valid param.
-    unsafe {
-        libc::sched_setscheduler(0, libc::SCHED_FIFO, &param);
-    }
-}
-
 /// Runs the engine until `stop` is set. Returns an error only for socket
 /// failures the engine cannot survive.
 pub fn run(
@@ -313,14 +263,11 @@ pub fn run(
     snapshot: &Snapshot,
     inbox: &Inbox,
 ) -> io::Result<()> {
-    // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
-    }
-    request_realtime();
+    timing::lower_timer_slack();
+    timing::request_realtime();
     let clock = Clock::new();
     let mut tx_errors = vec![[0u64; 2]; links.len()];
-    let mut rx = packet::RxBatch::new(RX_BATCH, 65_536);
+    let mut rx = RxBatch::new(RX_BATCH, 65_536);
     let mut due: Vec<Vec<u8>> = Vec::with_capacity(RX_BATCH);
     let mut fds: Vec<libc::pollfd> = links
         .iter()
@@ -392,35 +339,10 @@ pub fn run(
             Some(due) => Duration::from_nanos(due - now - SPIN_NS),
             None => PUBLISH_EVERY,
         };
-        wait_readable(&mut fds, wait)?;
+        timing::wait_readable(&mut fds, wait)?;
         all_readable = false;
     }
     publish(&links, &tx_errors, snapshot);
-    Ok(())
-}
-
-/// Waits until one of `fds` is readable or `wait` has passed, with the
-/// kernel's high-resolution timers (`ppoll`), not millisecond `poll`.
-pub(crate) fn wait_readable(fds: &mut [libc::pollfd], wait: Duration) -> io::Result<()> {
-    let timeout = libc::timespec {
-        tv_sec: wait.as_secs() as libc::time_t,
-        tv_nsec: wait.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: ppoll over a valid array of pollfds with a valid timeout.
-    let r = unsafe {
-        libc::ppoll(
-            fds.as_mut_ptr(),
-            fds.len() as libc::nfds_t,
-            &timeout,
-            std::ptr::null(),
-        )
-    };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
     Ok(())
 }
 

@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 use anyhow::{Context, Result, anyhow, bail};
 use p4runtime_proto::p4::config::v1::P4Info;
@@ -32,43 +32,7 @@ use super::client::PacketIo;
 use super::entries::{self, host_mac, switch_mac};
 use crate::{fabric, netns};
 
-/// `TUNSETIFF` (linux/if_tun.h): `_IOW('T', 202, int)`.
-const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
-/// Layer-3 device, no packet-information prefix.
-const IFF_TUN: libc::c_short = 0x0001;
-const IFF_NO_PI: libc::c_short = 0x1000;
 const ETHERTYPE_IPV4: [u8; 2] = [0x08, 0x00];
-
-/// Opens a TUN device named `name` in the calling thread's namespace.
-fn open_tun(name: &str) -> std::io::Result<OwnedFd> {
-    // SAFETY: open(2) on a constant path; the fd is owned right below.
-    let raw = unsafe {
-        libc::open(
-            c"/dev/net/tun".as_ptr(),
-            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
-        )
-    };
-    if raw < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `raw` is a fresh fd we own.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    // SAFETY: an all-zero ifreq is valid; we fill the name and flags.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in req
-        .ifr_name
-        .iter_mut()
-        .zip(name.bytes().take(libc::IFNAMSIZ - 1))
-    {
-        *dst = src as libc::c_char;
-    }
-    req.ifr_ifru.ifru_flags = IFF_TUN | IFF_NO_PI;
-    // SAFETY: TUNSETIFF with a valid fd and a valid ifreq.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(fd)
-}
 
 /// Sysctls of a control-plane namespace: it terminates, never forwards.
 const CONTROL_SYSCTLS: [(&str, &str); 5] = [
@@ -192,7 +156,7 @@ impl CpuPorts {
                 names
                     .iter()
                     .map(|n| {
-                        let fd = open_tun(n)?;
+                        let fd = turbonet_packetio::tun::open(n)?;
                         let index = nix::net::if_::if_nametoindex(n.as_str())?;
                         Ok((fd, index))
                     })

@@ -11,9 +11,9 @@ use std::{io, thread};
 
 use turbonet_softswitch::{Device, DeviceConfig, Switch};
 
-use crate::engine::packet::{PacketSocket, RxBatch};
-use crate::engine::{self, Clock};
 use crate::netns;
+use turbonet_packetio::timing::{self, SPIN_NS};
+use turbonet_packetio::{Clock, PacketSocket, RxBatch};
 
 /// Frames per `recvmmsg`.
 const RX_BATCH: usize = 64;
@@ -73,11 +73,8 @@ pub fn run(
     ns: Option<OwnedFd>,
     stop: &AtomicBool,
 ) -> io::Result<()> {
-    // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
-    }
-    engine::request_realtime();
+    timing::lower_timer_slack();
+    timing::request_realtime();
     let mut packet_out = device.take_packet_out_receiver();
     let mut switch = Switch::with_ports(device, base);
     let clock = Clock::new();
@@ -146,14 +143,14 @@ pub fn run(
         }
         let now = clock.now();
         let wait = match switch.next_wakeup() {
-            Some(due) if due <= now + engine::SPIN_NS => {
+            Some(due) if due <= now + SPIN_NS => {
                 thread::yield_now();
                 continue;
             }
-            Some(due) => Duration::from_nanos(due - now - engine::SPIN_NS).min(MAX_SLEEP),
+            Some(due) => Duration::from_nanos(due - now - SPIN_NS).min(MAX_SLEEP),
             None => MAX_SLEEP,
         };
-        engine::wait_readable(&mut fds, wait)?;
+        timing::wait_readable(&mut fds, wait)?;
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use turbonet_injectors::Direction;
-use turbonet_injectors::packet::internet_checksum;
+use turbonet_packetio::checksum::internet_checksum;
 
 /// An Ethernet frame of `len` bytes (at least 22) whose payload starts with
 /// `index`, so that frames can be told apart after the pipeline.

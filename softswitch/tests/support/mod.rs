@@ -21,8 +21,9 @@ use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
+use turbonet_packetio::checksum::internet_checksum;
 use turbonet_softswitch::{
-    CounterValue, Device, DeviceConfig, Schema, ServerHandle, ipv4_checksum, serve, turbonet_p4info,
+    CounterValue, Device, DeviceConfig, Schema, ServerHandle, serve, turbonet_p4info,
 };
 
 pub const DEVICE: u64 = 1;
@@ -538,7 +539,7 @@ impl Ip {
         if options > 0 {
             f[14 + ihl - 1] = 0;
         }
-        let c = ipv4_checksum(&f[14..14 + ihl]);
+        let c = internet_checksum(&f[14..14 + ihl]);
         f[24..26].copy_from_slice(&c.to_be_bytes());
         f.extend_from_slice(payload);
         f
@@ -559,7 +560,7 @@ impl Ip {
     pub fn ping(&self) -> Vec<u8> {
         let mut icmp = vec![8, 0, 0, 0, 0, 1, 0, 1];
         icmp.extend_from_slice(b"turbonet ping payload");
-        let c = ipv4_checksum(&icmp);
+        let c = internet_checksum(&icmp);
         icmp[2..4].copy_from_slice(&c.to_be_bytes());
         self.packet(1, 0, &icmp)
     }
@@ -583,5 +584,5 @@ pub fn ttl(frame: &[u8]) -> u8 {
 /// (recomputed in full).
 pub fn checksum_ok(frame: &[u8]) -> bool {
     let ihl = usize::from(frame[14] & 0x0f) * 4;
-    ipv4_checksum(&frame[14..14 + ihl]) == 0
+    internet_checksum(&frame[14..14 + ihl]) == 0
 }

@@ -1,4 +1,10 @@
-//! Raw AF_PACKET sockets on the engine's side of impaired links.
+//! Raw `AF_PACKET` sockets: one per interface, non-blocking, with kernel
+//! receive timestamps and 802.1Q tags given back, read and written in
+//! batches.
+//!
+//! Measured on veth with 64-byte frames, one core: about 0.29-0.40 Mpps
+//! with batched `recvmmsg`/`sendmmsg`, against 0.17-0.20 Mpps frame by
+//! frame (pnet).
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -239,63 +245,6 @@ impl AsFd for PacketSocket {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
-}
-
-/// Turns off the offloads that would hand the engine frames it cannot pass
-/// on: TCP segmentation (64 KiB super-frames), generic segmentation, and
-/// transmit checksum offload (frames with partial checksums). Runs in the
-/// calling thread's namespace, on interface `ifname`.
-pub fn disable_offloads(ifname: &str) -> io::Result<()> {
-    // linux/ethtool.h
-    const ETHTOOL_STXCSUM: u32 = 0x17;
-    const ETHTOOL_SSG: u32 = 0x19;
-    const ETHTOOL_STSO: u32 = 0x1f;
-    const ETHTOOL_SGSO: u32 = 0x24;
-    const ETHTOOL_SGRO: u32 = 0x2c;
-    #[repr(C)]
-    struct EthtoolValue {
-        cmd: u32,
-        data: u32,
-    }
-    // SAFETY: plain socket(2) call for the ioctl; owned right below.
-    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fresh fd we own.
-    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
-    for cmd in [
-        ETHTOOL_STSO,
-        ETHTOOL_SGSO,
-        ETHTOOL_SGRO,
-        ETHTOOL_STXCSUM,
-        ETHTOOL_SSG,
-    ] {
-        let mut value = EthtoolValue { cmd, data: 0 };
-        // SAFETY: an all-zero ifreq is valid; we set the name and data.
-        let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-        for (dst, src) in ifr
-            .ifr_name
-            .iter_mut()
-            .zip(ifname.bytes().take(libc::IFNAMSIZ - 1))
-        {
-            *dst = src as libc::c_char;
-        }
-        ifr.ifr_ifru.ifru_data = (&mut value as *mut EthtoolValue).cast();
-        // SAFETY: SIOCETHTOOL with a valid ifreq pointing at a live value.
-        let r = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCETHTOOL, &mut ifr) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            // Features a driver cannot change are already off.
-            if !matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) {
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!("ethtool {cmd:#x} on {ifname}: {e}"),
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Puts an 802.1Q tag back after the MAC addresses of the `len`-byte frame

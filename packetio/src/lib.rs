@@ -1,0 +1,29 @@
+//! turbonet-packetio: moving frames between turbonet and the kernel, fast
+//! and on time, shared by the link engine and the soft switch's driver.
+//!
+//! - [`socket`]: non-blocking `AF_PACKET` sockets bound to one interface,
+//!   with kernel receive timestamps, VLAN tags given back, and batched
+//!   `recvmmsg`/`sendmmsg` (one system call for up to a batch of frames);
+//! - [`offloads`]: turning segmentation and checksum offloads off where
+//!   turbonet reads and writes whole frames;
+//! - [`tun`]: layer-3 TUN devices (the control planes of virtual switches);
+//! - [`clock`] and [`timing`]: a monotonic nanosecond clock that kernel
+//!   timestamps map onto, high-resolution waits (`ppoll`), low timer slack
+//!   and real-time scheduling for the thread that times frames;
+//! - [`checksum`]: the Internet checksum (RFC 1071) and its incremental
+//!   update (RFC 1624), pure.
+//!
+//! Nearly all of turbonet's `unsafe` is here, each block with the reason
+//! it is sound; the rest of the workspace denies `unsafe_code`.
+
+#![allow(unsafe_code)]
+
+pub mod checksum;
+pub mod clock;
+pub mod offloads;
+pub mod socket;
+pub mod timing;
+pub mod tun;
+
+pub use clock::Clock;
+pub use socket::{PacketSocket, RxBatch};
