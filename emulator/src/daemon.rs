@@ -949,7 +949,7 @@ async fn serve(daemon: Rc<Daemon>) -> Result<()> {
                 &daemon.lab,
                 &sw.mapping,
                 &sw.switch,
-                sw.session.p4info(),
+                sw.session.pipeline(),
             )
             .await?;
             let io = sw
@@ -1017,7 +1017,8 @@ async fn serve(daemon: Rc<Daemon>) -> Result<()> {
 /// Takes over the lab's soft switch from `up`: primary under a higher
 /// election id, with the entities `up` wrote.
 async fn connect_soft(lab: &Lab, dir: &LabDir) -> Result<P4Lab> {
-    use crate::p4rt::{build, client::Client, soft};
+    use crate::p4rt::{build, soft};
+    use turbonet_p4::Client;
     let mapping = soft::map(lab).map_err(|e| anyhow!(e))?;
     let addr = build::address(dir)?;
     let client = Client::connect(&addr, soft::DEVICE_ID, soft::DAEMON_ELECTION_ID).await?;
@@ -1026,7 +1027,7 @@ async fn connect_soft(lab: &Lab, dir: &LabDir) -> Result<P4Lab> {
         mapping,
         soft::SWITCH,
         client,
-        turbonet_softswitch::turbonet_p4info(),
+        turbonet_p4::turbonet_p4info(),
     )
 }
 

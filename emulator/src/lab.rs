@@ -499,11 +499,10 @@ async fn start_soft(
         "pipeline",
         async {
             let client =
-                crate::p4rt::client::Client::connect(&addr, soft::DEVICE_ID, soft::UP_ELECTION_ID)
-                    .await?;
+                turbonet_p4::Client::connect(&addr, soft::DEVICE_ID, soft::UP_ELECTION_ID).await?;
             let params: Vec<_> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
             let device_config = soft::device_config(lab, &mapping, &params).to_bytes();
-            let p4info = turbonet_softswitch::turbonet_p4info();
+            let p4info = turbonet_p4::turbonet_p4info();
             crate::p4rt::control::P4Lab::program(
                 lab,
                 mapping.clone(),

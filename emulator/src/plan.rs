@@ -230,17 +230,19 @@ fn program(
     mapping: &Mapping,
     targets: &[(String, String)],
 ) -> Result<ExitCode> {
-    use crate::p4rt::{client::Client, entries};
+    use crate::p4rt::entries;
+    use turbonet_p4::Client;
     let p4info = match &args.p4info {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading {}", path.display()))?;
-            turbonet_softswitch::parse_p4info(&text)
+            turbonet_p4::parse_p4info(&text)
                 .with_context(|| format!("{}: not a text-format P4Info", path.display()))?
         }
-        None => turbonet_softswitch::turbonet_p4info(),
+        None => turbonet_p4::turbonet_p4info(),
     };
-    let schema = turbonet_softswitch::Schema::new(&p4info)?;
+    let schema = turbonet_p4::Schema::new(&p4info)?;
+    let pipeline = turbonet_p4::Pipeline::resolve(&schema, &p4info)?;
     let device_config = match &args.device_config {
         Some(path) => std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
         None => Vec::new(),
@@ -257,12 +259,12 @@ fn program(
                 params: &params,
                 failures: &turbonet_routing::Failures::default(),
             };
-            let entities = entries::switch_entries(lab, mapping, state, &schema, name)?;
+            let entities = entries::switch_entries(lab, mapping, state, &pipeline, name)?;
             let count = entities.len();
             let mut client = Client::connect(addr, 1, 1).await?;
             client.set_pipeline(p4info.clone(), device_config.clone()).await?;
             client
-                .write(p4runtime_proto::p4::v1::update::Type::Insert, entities)
+                .write(turbonet_p4::p4::v1::update::Type::Insert, entities)
                 .await?;
             let tables = client.read(entries::all_table_entries()).await?.len();
             println!(

@@ -4,12 +4,12 @@
 
 use std::collections::HashMap;
 
-use p4runtime_proto::google::rpc::{Code, Status as RpcStatus};
-use p4runtime_proto::p4::v1::{
-    MasterArbitrationUpdate, Role, StreamMessageResponse, Uint128, stream_message_response,
-};
 use tokio::sync::mpsc;
 use tonic::Status;
+use turbonet_p4::google::rpc::{Code, Status as RpcStatus};
+use turbonet_p4::p4::v1::{
+    MasterArbitrationUpdate, Role, StreamMessageResponse, Uint128, stream_message_response,
+};
 
 /// The sending half of a controller's stream.
 pub(crate) type StreamTx = mpsc::Sender<Result<StreamMessageResponse, Status>>;

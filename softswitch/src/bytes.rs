@@ -76,7 +76,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use p4runtime_proto::google::rpc::Code;
+    use turbonet_p4::google::rpc::Code;
 
     #[test]
     fn canonical_strips_leading_zero_bytes() {

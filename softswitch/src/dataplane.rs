@@ -2,21 +2,20 @@
 //! (see [`Switch`]).
 
 mod frame;
-mod program;
 mod tables;
 mod tm;
 
 use std::sync::Arc;
 
-use p4runtime_proto::p4::v1::{PacketIn, PacketMetadata, PacketOut};
+use turbonet_p4::p4::v1::{PacketIn, PacketMetadata, PacketOut};
 
 use frame::{
     ARP_LEN, ETH_LEN, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_VLAN, Frame, IPV4_MIN, VLAN_LEN,
     be16, be32,
 };
-use program::Ids;
 use tables::{Egress, Hop, Local, Route, Tables, Vport, mix};
 use tm::{LineRates, LossStreams, TrafficManager};
+use turbonet_p4::Pipeline as Ids;
 use turbonet_packetio::checksum::checksum_update;
 
 use crate::device::CounterCells;
@@ -400,7 +399,7 @@ impl Switch {
         };
         self.rt.apply_config(config);
         let ids = match &pipeline.config.p4info {
-            Some(p4info) => Ids::resolve(&pipeline.schema, p4info),
+            Some(p4info) => Ids::resolve(&pipeline.schema, p4info).map_err(|e| e.to_string()),
             // The service refuses such configs; a Device is only set by it.
             None => Err("the pipeline has no P4Info".to_owned()),
         };

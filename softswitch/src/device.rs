@@ -5,14 +5,16 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use p4runtime_proto::p4::v1::{
+use tokio::sync::mpsc;
+use turbonet_p4::p4::v1::{
     ActionProfileGroup, ActionProfileMember, ForwardingPipelineConfig, PacketIn, PacketOut,
     StreamMessageResponse, TableAction, TableEntry, stream_message_response,
 };
-use tokio::sync::mpsc;
 
 use crate::arbitration::Arbitration;
-use crate::{DeviceConfig, Error, Schema};
+use turbonet_p4::Schema;
+
+use crate::{DeviceConfig, Error};
 
 /// How many controller packets may wait for the data plane.
 const PACKET_OUT_QUEUE: usize = 1024;

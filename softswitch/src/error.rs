@@ -5,18 +5,9 @@ use std::net::SocketAddr;
 /// Errors of the soft switch's library API (gRPC errors are `tonic::Status`).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The compiled-in P4Runtime descriptor set could not be loaded.
-    #[error("P4Runtime descriptor set: {0}")]
-    Descriptor(#[from] prost_reflect::DescriptorError),
-    /// The text-format P4Info does not parse.
-    #[error("P4Info text format: {0}")]
-    P4InfoText(#[from] prost_reflect::text_format::ParseError),
-    /// The parsed P4Info did not transcode into `p4.config.v1.P4Info`.
-    #[error("P4Info transcoding: {0}")]
-    Transcode(#[from] prost::DecodeError),
-    /// The P4Info parses but is not usable (duplicate or dangling ids, ...).
-    #[error("invalid P4Info: {0}")]
-    InvalidP4Info(String),
+    /// The P4Info is not usable.
+    #[error(transparent)]
+    P4(#[from] turbonet_p4::Error),
     /// The device config is not the JSON the soft switch reads.
     #[error("device config: {0}")]
     DeviceConfigJson(#[from] serde_json::Error),

@@ -4,8 +4,8 @@
 //! The switch runs the turbonet pipeline (`p4/turbonet.p4`), its tables,
 //! actions and counters found by name in the P4Info it is given:
 //!
-//! - [`parse_p4info`] / [`turbonet_p4info`] load a text-format P4Info;
-//! - [`Schema`] is the validated, indexed view of a P4Info;
+//! - the P4Info it runs is indexed as a [`turbonet_p4::Schema`] and the
+//!   pipeline's names resolved in it as a [`turbonet_p4::Pipeline`];
 //! - [`Device`] holds the forwarding pipeline, table entries, action
 //!   profile members and groups, and counters, and carries packets between
 //!   the controller and the data plane;
@@ -49,7 +49,6 @@ mod config;
 mod dataplane;
 mod device;
 mod error;
-mod p4info;
 mod service;
 mod write;
 
@@ -61,12 +60,9 @@ pub use device::{
     Snapshot, Table,
 };
 pub use error::Error;
-pub use p4info::{
-    ActionInfo, CounterInfo, MatchFieldInfo, ParamInfo, ProfileInfo, Schema, TableInfo,
-    parse_p4info, turbonet_p4info,
-};
+
 pub use service::{API_VERSION, ServerHandle, SoftSwitchService, serve};
 pub use write::P4Error;
 
 /// The P4Runtime messages this crate speaks, re-exported for callers.
-pub use p4runtime_proto as proto;
+pub use turbonet_p4 as proto;

@@ -4,9 +4,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use p4runtime_proto::google::rpc::{Code, Status as RpcStatus};
-use p4runtime_proto::p4::v1::p4_runtime_server::{P4Runtime, P4RuntimeServer};
-use p4runtime_proto::p4::v1::{
+use prost::Message;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tonic::codegen::BoxStream;
+use tonic::{Request, Response, Status, Streaming};
+use turbonet_p4::google::rpc::{Code, Status as RpcStatus};
+use turbonet_p4::p4::v1::p4_runtime_server::{P4Runtime, P4RuntimeServer};
+use turbonet_p4::p4::v1::{
     CapabilitiesRequest, CapabilitiesResponse, Error as P4RtError, ForwardingPipelineConfig,
     GetForwardingPipelineConfigRequest, GetForwardingPipelineConfigResponse, PacketOut,
     PacketOutError, ReadRequest, ReadResponse, SetForwardingPipelineConfigRequest,
@@ -15,18 +21,14 @@ use p4runtime_proto::p4::v1::{
     set_forwarding_pipeline_config_request::Action as PipelineAction, stream_error,
     stream_message_request, stream_message_response, write_request::Atomicity,
 };
-use prost::Message;
-use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot, watch};
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
-use tonic::codegen::BoxStream;
-use tonic::{Request, Response, Status, Streaming};
 
 use crate::arbitration::{Outbox, StreamTx};
 use crate::bytes::canonical_bytes;
 use crate::device::{Device, Pipeline};
 use crate::write::{P4Error, apply_batch, read_entity, reconcile};
-use crate::{DeviceConfig, Error, Schema};
+use turbonet_p4::Schema;
+
+use crate::{DeviceConfig, Error};
 
 /// The P4Runtime API version the server implements (Capabilities).
 pub const API_VERSION: &str = "1.4.0";

@@ -4,11 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use p4runtime_proto::google::rpc::Code;
-use p4runtime_proto::p4::config::v1::{
-    action_ref::Scope, counter_spec::Unit, match_field::MatchType,
-};
-use p4runtime_proto::p4::v1::{
+use turbonet_p4::google::rpc::Code;
+use turbonet_p4::p4::config::v1::{action_ref::Scope, counter_spec::Unit, match_field::MatchType};
+use turbonet_p4::p4::v1::{
     Action, ActionProfileGroup, ActionProfileMember, CounterData, CounterEntry, Entity, FieldMatch,
     Index, TableAction, TableEntry, Update, action, action_profile_group, entity, field_match,
     table_action, update,
@@ -18,7 +16,7 @@ use crate::bytes::{all_ones, bits_outside, canonical_bytes, hex, prefix_mask, to
 use crate::device::{
     ActionProfileState, CounterValue, DeviceState, EntryKey, Forwarding, KeyMatch,
 };
-use crate::p4info::{Schema, TableInfo};
+use turbonet_p4::{Schema, TableInfo};
 
 /// The error of one update or read request: a google.rpc code and a
 /// message (becomes a `p4.v1.Error` or a gRPC status).

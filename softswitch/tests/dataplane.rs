@@ -14,11 +14,10 @@ mod support;
 
 use std::time::Instant;
 
-use p4runtime_proto::p4::v1::{PacketMetadata, PacketOut};
 use support::*;
-use turbonet_softswitch::{
-    Attach, DeviceConfig, PortConfig, QueueConfig, Switch, SwitchStats, turbonet_p4info,
-};
+use turbonet_p4::p4::v1::{PacketMetadata, PacketOut};
+use turbonet_p4::turbonet_p4info;
+use turbonet_softswitch::{Attach, DeviceConfig, PortConfig, QueueConfig, Switch, SwitchStats};
 
 const A: u8 = 1;
 const B: u8 = 2;
@@ -347,7 +346,7 @@ async fn ecmp_spreads_flows_over_every_member_and_keeps_each_flow_on_one() {
     b.stop().await;
 }
 
-fn metadata(p: &p4runtime_proto::p4::v1::PacketIn) -> Vec<(u32, Vec<u8>)> {
+fn metadata(p: &turbonet_p4::p4::v1::PacketIn) -> Vec<(u32, Vec<u8>)> {
     let mut m: Vec<(u32, Vec<u8>)> = p
         .metadata
         .iter()
@@ -891,7 +890,7 @@ async fn frames_a_line_rate_held_enter_the_pipeline_at_their_admission_time() {
 
 /// The P4Info of before host links were impaired at ingress: set_vport
 /// with two parameters, no vport_rx_lost.
-fn two_param_set_vport() -> p4runtime_proto::p4::config::v1::P4Info {
+fn two_param_set_vport() -> turbonet_p4::p4::config::v1::P4Info {
     let mut p = turbonet_p4info();
     p.counters
         .retain(|c| c.preamble.as_ref().unwrap().alias != "vport_rx_lost");
@@ -921,7 +920,7 @@ async fn a_p4info_with_the_two_parameter_set_vport_still_forwards() {
 
 /// Every id of the P4Info moved (as another compiler might number them),
 /// references kept consistent.
-fn renumbered() -> p4runtime_proto::p4::config::v1::P4Info {
+fn renumbered() -> turbonet_p4::p4::config::v1::P4Info {
     let mut p = turbonet_p4info();
     let shift = |id: &mut u32| *id += 1000;
     for t in &mut p.tables {

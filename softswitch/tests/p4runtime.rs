@@ -3,9 +3,14 @@
 
 use std::time::Duration;
 
-use p4runtime_proto::google::rpc::{Code, Status as RpcStatus};
-use p4runtime_proto::p4::v1::p4_runtime_client::P4RuntimeClient;
-use p4runtime_proto::p4::v1::{
+use prost::Message;
+use tokio::sync::mpsc;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+use turbonet_p4::google::rpc::{Code, Status as RpcStatus};
+use turbonet_p4::p4::v1::p4_runtime_client::P4RuntimeClient;
+use turbonet_p4::p4::v1::{
     Action, ActionProfileGroup, ActionProfileMember, CapabilitiesRequest, CounterData,
     CounterEntry, Entity, Error as P4RtError, FieldMatch, ForwardingPipelineConfig,
     GetForwardingPipelineConfigRequest, Index, MasterArbitrationUpdate, PacketIn, PacketMetadata,
@@ -16,12 +21,8 @@ use p4runtime_proto::p4::v1::{
     set_forwarding_pipeline_config_request::Action as PipelineAction, stream_message_request,
     stream_message_response, table_action, update, write_request::Atomicity,
 };
-use prost::Message;
-use tokio::sync::mpsc;
-use tokio_stream::StreamExt;
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::Channel;
-use turbonet_softswitch::{Device, ServerHandle, serve, turbonet_p4info};
+use turbonet_p4::turbonet_p4info;
+use turbonet_softswitch::{Device, ServerHandle, serve};
 
 const DEVICE: u64 = 1;
 /// A device config: one interface port and a loopback cable.

@@ -6,19 +6,19 @@
 use std::collections::HashMap;
 
 use anyhow::Result;
-use p4runtime_proto::p4::v1::Entity;
 use turbonet_injectors::Counters;
+use turbonet_p4::p4::v1::Entity;
 use turbonet_routing::{Failures, Route};
 use turbonet_topo::mapper::Mapping;
 use turbonet_topo::{Lab, RoutingMode};
 
-use p4runtime_proto::p4::config::v1::P4Info;
-use turbonet_softswitch::Schema;
+use turbonet_p4::p4::config::v1::P4Info;
+use turbonet_p4::{Pipeline, Schema};
 
-use super::client::Client;
 use super::entries::{self, FabricState};
 use super::session::{Changes, Count, SwitchSession, VportCounters};
 use crate::engine::LinkCounters;
+use turbonet_p4::Client;
 
 /// The routes the virtual switches forward by around `failures`. The
 /// controller recomputes them over what is left; static routing only stops
@@ -81,7 +81,12 @@ pub fn lab_routes(lab: &Lab, failures: &Failures, agents: &[Vec<Route>]) -> Vec<
 
 /// Every entity of physical switch `switch` as `up` programs it: the
 /// scenario's link parameters, nothing down, no route learned yet.
-fn at_start(lab: &Lab, mapping: &Mapping, switch: &str, schema: &Schema) -> Result<Vec<Entity>> {
+fn at_start(
+    lab: &Lab,
+    mapping: &Mapping,
+    switch: &str,
+    pipeline: &Pipeline,
+) -> Result<Vec<Entity>> {
     let failures = Failures::default();
     let routes = lab_routes(lab, &failures, &[]);
     let params: Vec<_> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
@@ -90,7 +95,12 @@ fn at_start(lab: &Lab, mapping: &Mapping, switch: &str, schema: &Schema) -> Resu
         params: &params,
         failures: &failures,
     };
-    entries::switch_entries(lab, mapping, state, schema, switch)
+    entries::switch_entries(lab, mapping, state, pipeline, switch)
+}
+
+/// The turbonet pipeline's ids in `p4info`.
+fn resolve(p4info: &P4Info) -> Result<Pipeline> {
+    Ok(Pipeline::resolve(&Schema::new(p4info)?, p4info)?)
 }
 
 /// A lab on one P4 switch, as its controller holds it.
@@ -116,7 +126,7 @@ impl P4Lab {
         p4info: P4Info,
         device_config: Vec<u8>,
     ) -> Result<P4Lab> {
-        let entities = at_start(lab, &mapping, switch, &Schema::new(&p4info)?)?;
+        let entities = at_start(lab, &mapping, switch, &resolve(&p4info)?)?;
         Ok(P4Lab {
             session: SwitchSession::program(client, p4info, device_config, entities).await?,
             mapping,
@@ -133,7 +143,7 @@ impl P4Lab {
         client: Client,
         p4info: P4Info,
     ) -> Result<P4Lab> {
-        let entities = at_start(lab, &mapping, switch, &Schema::new(&p4info)?)?;
+        let entities = at_start(lab, &mapping, switch, &resolve(&p4info)?)?;
         Ok(P4Lab {
             session: SwitchSession::adopt(client, p4info, entities)?,
             mapping,
@@ -147,7 +157,7 @@ impl P4Lab {
             lab,
             &self.mapping,
             state,
-            self.session.schema(),
+            self.session.pipeline(),
             &self.switch,
         )?;
         self.session.sync(desired).await

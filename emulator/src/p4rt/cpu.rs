@@ -18,19 +18,19 @@ use std::net::IpAddr;
 use std::os::fd::OwnedFd;
 
 use anyhow::{Context, Result, anyhow, bail};
-use p4runtime_proto::p4::config::v1::P4Info;
-use p4runtime_proto::p4::v1::{
+use tokio::io::unix::AsyncFd;
+use tokio::sync::mpsc;
+use turbonet_p4::Pipeline;
+use turbonet_p4::p4::v1::{
     PacketMetadata, PacketOut, StreamMessageRequest, stream_message_request,
     stream_message_response,
 };
-use tokio::io::unix::AsyncFd;
-use tokio::sync::mpsc;
 use turbonet_topo::mapper::Mapping;
 use turbonet_topo::{Lab, Role};
 
-use super::client::PacketIo;
 use super::entries::{self, host_mac, switch_mac};
 use crate::{fabric, netns};
+use turbonet_p4::PacketIo;
 
 const ETHERTYPE_IPV4: [u8; 2] = [0x08, 0x00];
 
@@ -75,7 +75,7 @@ struct CpuPort {
     header: [u8; 14],
 }
 
-/// The metadata ids of the controller headers, from the P4Info.
+/// The metadata ids of the controller headers.
 #[derive(Debug, Clone, Copy)]
 struct MetaIds {
     in_vswitch: u32,
@@ -85,28 +85,16 @@ struct MetaIds {
 }
 
 impl MetaIds {
-    fn of(p4info: &P4Info) -> Result<MetaIds> {
-        let id = |header: &str, field: &str| -> Result<u32> {
-            p4info
-                .controller_packet_metadata
-                .iter()
-                .find(|h| h.preamble.as_ref().is_some_and(|p| p.name == header))
-                .and_then(|h| h.metadata.iter().find(|m| m.name == field))
-                .map(|m| m.id)
-                .ok_or_else(|| anyhow!("the pipeline's {header} header has no {field}"))
-        };
-        Ok(MetaIds {
-            in_vswitch: id("packet_in", "vswitch")?,
-            in_vport: id("packet_in", "vport")?,
-            out_vswitch: id("packet_out", "vswitch")?,
-            out_vport: id("packet_out", "vport")?,
-        })
+    fn of(pipeline: &Pipeline) -> MetaIds {
+        let ([in_vswitch, in_vport], [out_vswitch, out_vport]) =
+            (pipeline.packet_in, pipeline.packet_out);
+        MetaIds {
+            in_vswitch,
+            in_vport,
+            out_vswitch,
+            out_vport,
+        }
     }
-}
-
-/// A big-endian bytestring's value.
-fn value(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0, |v, &b| (v << 8) | u64::from(b))
 }
 
 /// The CPU ports of every virtual switch of one physical switch.
@@ -132,9 +120,9 @@ impl CpuPorts {
         lab: &Lab,
         mapping: &Mapping,
         switch: &str,
-        p4info: &P4Info,
+        pipeline: &Pipeline,
     ) -> Result<CpuPorts> {
-        let meta = MetaIds::of(p4info)?;
+        let meta = MetaIds::of(pipeline);
         let vswitches = entries::vswitches(mapping, switch);
         let vports: HashMap<(&str, &str), u64> = entries::vports(mapping, switch)
             .into_iter()
@@ -246,7 +234,7 @@ impl CpuPorts {
                     .metadata
                     .iter()
                     .find(|m| m.metadata_id == id)
-                    .map(|m| value(&m.value))
+                    .map(|m| turbonet_p4::bytes::decode(&m.value))
             };
             let (Some(vswitch), Some(vport)) = (field(meta.in_vswitch), field(meta.in_vport))
             else {

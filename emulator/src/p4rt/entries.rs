@@ -1,6 +1,7 @@
 //! The table entries of one physical switch, from the mapping and the
-//! routes. Every name is resolved through the P4Info the device runs, so a
-//! P4Info compiled by p4c (other IDs) works as well as turbonet's own.
+//! routes, written by the ids of the [`Pipeline`] resolved in the P4Info the
+//! device runs, so a P4Info compiled by p4c (other ids) works as well as
+//! turbonet's own.
 //!
 //! Numbering, per physical switch: virtual switch ids count from 1 in node
 //! order, virtual port ids from 1 in the mapping's port order. An action
@@ -15,13 +16,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 
-use anyhow::{Context, Result, anyhow, bail};
-use p4runtime_proto::p4::v1::{
+use anyhow::{Context, Result, bail};
+use turbonet_p4::Pipeline;
+use turbonet_p4::p4::v1::{
     Action, ActionProfileGroup, ActionProfileMember, Entity, FieldMatch, TableAction, TableEntry,
     action, action_profile_group, entity, field_match, table_action,
 };
+use turbonet_p4::pipeline::ActionIds;
 use turbonet_routing::{Failures, Route};
-use turbonet_softswitch::Schema;
 use turbonet_topo::mapper::{Mapping, VirtualPort};
 use turbonet_topo::{Lab, LinkParams, NodeId, Role};
 
@@ -54,88 +56,44 @@ pub fn all_table_entries() -> Entity {
     }
 }
 
-/// Resolves names against the device's P4Info.
-struct Names<'a> {
-    schema: &'a Schema,
+/// The key widths the turbonet pipeline encodes values for (the P4Info's
+/// own widths may only be as wide, as [`Pipeline::resolve`] checks).
+const PORT_BITS: u32 = 9;
+const VID_BITS: u32 = 12;
+const ID_BITS: u32 = 16;
+const ADDR_BITS: u32 = 32;
+
+/// `value` as a bytestring of a `bitwidth`-bit field.
+fn bytes(value: u64, bitwidth: u32) -> Result<Vec<u8>> {
+    Ok(turbonet_p4::bytes::encode(value, bitwidth)?)
 }
 
-impl Names<'_> {
-    fn table(&self, name: &str) -> Result<u32> {
-        Ok(self
-            .schema
-            .table_by_name(name)
-            .ok_or_else(|| anyhow!("the pipeline has no table {name}"))?
-            .id)
-    }
-
-    /// An action with its parameters, by name, each value as wide as its
-    /// parameter.
-    fn action(&self, name: &str, params: &[(&str, u64)]) -> Result<Action> {
-        let info = self
-            .schema
-            .action_by_name(name)
-            .ok_or_else(|| anyhow!("the pipeline has no action {name}"))?;
-        let params = params
+/// Action `a` with parameter values `values`, each as wide as its
+/// parameter.
+fn action<const N: usize>(a: &ActionIds<N>, values: [u64; N]) -> Result<Action> {
+    Ok(Action {
+        action_id: a.id,
+        params: a
+            .params
             .iter()
-            .map(|(param, value)| {
-                let p = info
-                    .params
-                    .values()
-                    .find(|p| p.name == *param)
-                    .ok_or_else(|| anyhow!("action {name} has no parameter {param}"))?;
+            .zip(a.widths)
+            .zip(values)
+            .map(|((&param_id, width), value)| {
                 Ok(action::Param {
-                    param_id: p.id,
-                    value: bytes(*value, p.bitwidth)?,
+                    param_id,
+                    value: bytes(value, width)?,
                 })
             })
-            .collect::<Result<_>>()?;
-        Ok(Action {
-            action_id: info.id,
-            params,
-        })
-    }
-
-    /// The width of parameter `param` of action `action`, if both exist.
-    fn param_width(&self, action: &str, param: &str) -> Option<u32> {
-        self.schema
-            .action_by_name(action)?
-            .params
-            .values()
-            .find(|p| p.name == param)
-            .map(|p| p.bitwidth)
-    }
-
-    /// The id of match field `field` of `table`.
-    fn field(&self, table: &str, field: &str) -> Result<u32> {
-        let info = self
-            .schema
-            .table_by_name(table)
-            .ok_or_else(|| anyhow!("the pipeline has no table {table}"))?;
-        info.match_fields
-            .values()
-            .find(|f| f.name == field)
-            .map(|f| f.id)
-            .ok_or_else(|| anyhow!("table {table} has no match field {field}"))
-    }
-
-    fn profile(&self, name: &str) -> Result<u32> {
-        self.schema
-            .profiles
-            .values()
-            .find(|p| p.name == name)
-            .map(|p| p.id)
-            .ok_or_else(|| anyhow!("the pipeline has no action profile {name}"))
-    }
+            .collect::<Result<_>>()?,
+    })
 }
 
-/// `value` as a canonical P4Runtime bytestring of a `bitwidth`-bit field.
-fn bytes(value: u64, bitwidth: u32) -> Result<Vec<u8>> {
-    if bitwidth < 64 && value >> bitwidth != 0 {
-        bail!("{value} does not fit in {bitwidth} bits");
+/// An action without parameters.
+fn bare(action_id: u32) -> Action {
+    Action {
+        action_id,
+        params: Vec::new(),
     }
-    let be = value.to_be_bytes();
-    let first = be.iter().position(|&b| b != 0).unwrap_or(7);
-    Ok(be[first..].to_vec())
 }
 
 fn exact(field_id: u32, value: Vec<u8>) -> FieldMatch {
@@ -161,7 +119,7 @@ fn table_entry(table_id: u32, matches: Vec<FieldMatch>, action: table_action::Ty
 }
 
 fn mac_value(mac: [u8; 6]) -> u64 {
-    mac.iter().fold(0u64, |v, &b| (v << 8) | u64::from(b))
+    turbonet_p4::bytes::decode(&mac)
 }
 
 /// The state of the fabric that the entries follow.
@@ -221,11 +179,10 @@ pub fn switch_entries(
     lab: &Lab,
     mapping: &Mapping,
     state: FabricState<'_>,
-    schema: &Schema,
+    pipeline: &Pipeline,
     switch: &str,
 ) -> Result<Vec<Entity>> {
     let routes = state.routes;
-    let names = Names { schema };
     let fabric = &lab.fabric;
     // Virtual switches and ports of this physical switch, numbered from 1.
     let vswitches = vswitches(mapping, switch);
@@ -238,13 +195,10 @@ pub fn switch_entries(
         .map(|(id, p)| ((p.virtual_switch.as_str(), p.virtual_port.as_str()), *id))
         .collect();
 
-    let port_mapper = names.table("TurbonetIngress.port_mapper")?;
-    let queue_mapper = names.table("TurbonetIngress.queue_mapper")?;
-    let arp = names.table("TurbonetIngress.arp_responder")?;
-    let local = names.table("TurbonetIngress.local")?;
-    let lpm = names.table("TurbonetIngress.ipv4_lpm")?;
-    let selector = names.profile("TurbonetIngress.ecmp_selector")?;
-    let f = |t: &str, name: &str| names.field(t, name);
+    let p = pipeline;
+    let selector = p.ecmp_selector.context(
+        "the pipeline's ipv4_lpm has no action selector (TurbonetIngress.ecmp_selector)",
+    )?;
 
     let mut members: Vec<Entity> = Vec::new();
     let mut groups: Vec<Entity> = Vec::new();
@@ -253,21 +207,17 @@ pub fn switch_entries(
     // Groups written so far, by id.
     let mut group_members: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
 
-    let queue_bits = names.param_width("TurbonetIngress.set_egress", "queue");
+    let queue_bits = p.set_egress.widths[2];
     // A P4Info from before host links were impaired where they enter has a
     // two-parameter set_vport: it gets none.
-    let inbound = names
-        .param_width("TurbonetIngress.set_vport", "delay_ns")
-        .is_some()
-        && names
-            .param_width("TurbonetIngress.set_vport", "loss_threshold")
-            .is_some();
+    let inbound = match p.set_vport_in {
+        [Some(delay), Some(loss)] => Some((delay, loss)),
+        _ => None,
+    };
     for (vport, vp) in &vports {
         let vswitch = vswitches[vp.virtual_switch.as_str()];
-        if let Some(bits) = queue_bits
-            && bits < 32
-            && vp.queue >> bits != 0
-        {
+        let bits = queue_bits;
+        if bits < 32 && vp.queue >> bits != 0 {
             bail!(
                 "{} port {} uses queue {}, but the pipeline's queues are {bits}-bit (v1model: 8 \
                      priority queues): plan with --queues {}",
@@ -293,10 +243,10 @@ pub fn switch_entries(
             _ => 0,
         };
         let ingress = if down {
-            names.action("TurbonetIngress.drop", &[])?
+            bare(p.drop)
         } else {
-            let mut set_vport = vec![("vswitch", vswitch), ("vport", *vport)];
-            if inbound {
+            let mut set_vport = action(&p.set_vport, [vswitch, *vport])?;
+            if let Some(((delay_id, delay_bits), (loss_id, loss_bits))) = inbound {
                 // A host link's host-to-switch direction has no egress in
                 // the pipeline: it is impaired where it enters. Between
                 // switches, the other virtual switch's egress does it.
@@ -305,50 +255,47 @@ pub fn switch_entries(
                 } else {
                     (0, 0)
                 };
-                set_vport.extend([
-                    ("delay_ns", in_delay),
-                    ("loss_threshold", u64::from(in_loss)),
+                set_vport.params.extend([
+                    action::Param {
+                        param_id: delay_id,
+                        value: bytes(in_delay, delay_bits)?,
+                    },
+                    action::Param {
+                        param_id: loss_id,
+                        value: bytes(u64::from(in_loss), loss_bits)?,
+                    },
                 ]);
             }
-            names.action("TurbonetIngress.set_vport", &set_vport)?
+            set_vport
         };
         entries.push(table_entry(
-            port_mapper,
+            p.port_mapper.id,
             vec![
                 exact(
-                    f(
-                        "TurbonetIngress.port_mapper",
-                        "standard_metadata.ingress_port",
-                    )?,
-                    bytes(u64::from(vp.port), 9)?,
+                    p.port_mapper.fields[0],
+                    bytes(u64::from(vp.port), PORT_BITS)?,
                 ),
-                exact(
-                    f("TurbonetIngress.port_mapper", "hdr.vlan.vid")?,
-                    bytes(u64::from(vp.tag), 12)?,
-                ),
+                exact(p.port_mapper.fields[1], bytes(u64::from(vp.tag), VID_BITS)?),
             ],
             table_action::Type::Action(ingress),
         ));
         let egress = if down {
-            names.action("TurbonetIngress.drop", &[])?
+            bare(p.drop)
         } else {
-            names.action(
-                "TurbonetIngress.set_egress",
-                &[
-                    ("port", u64::from(vp.port)),
-                    ("tag", u64::from(vp.tag)),
-                    ("queue", u64::from(vp.queue)),
-                    ("delay_ns", delay),
-                    ("loss_threshold", u64::from(loss)),
+            action(
+                &p.set_egress,
+                [
+                    u64::from(vp.port),
+                    u64::from(vp.tag),
+                    u64::from(vp.queue),
+                    delay,
+                    u64::from(loss),
                 ],
             )?
         };
         entries.push(table_entry(
-            queue_mapper,
-            vec![exact(
-                f("TurbonetIngress.queue_mapper", "meta.vport_out")?,
-                bytes(*vport, 16)?,
-            )],
+            p.queue_mapper.id,
+            vec![exact(p.queue_mapper.fields[0], bytes(*vport, ID_BITS)?)],
             table_action::Type::Action(egress),
         ));
     }
@@ -367,27 +314,22 @@ pub fn switch_entries(
         addrs.sort();
         addrs.dedup();
         for addr in addrs {
-            // (virtual switch, address), the address field named per table.
-            let key = |table: &str, addr_field: &str| -> Result<Vec<FieldMatch>> {
+            // (virtual switch, address), in both tables' key order.
+            let key = |fields: [u32; 2]| -> Result<Vec<FieldMatch>> {
                 Ok(vec![
-                    exact(f(table, "meta.vswitch")?, bytes(vswitch, 16)?),
-                    exact(
-                        f(table, addr_field)?,
-                        bytes(u64::from(u32::from(addr)), 32)?,
-                    ),
+                    exact(fields[0], bytes(vswitch, ID_BITS)?),
+                    exact(fields[1], bytes(u64::from(u32::from(addr)), ADDR_BITS)?),
                 ])
             };
             entries.push(table_entry(
-                arp,
-                key("TurbonetIngress.arp_responder", "hdr.arp.tpa")?,
-                table_action::Type::Action(
-                    names.action("TurbonetIngress.arp_reply", &[("mac", own)])?,
-                ),
+                p.arp_responder.id,
+                key(p.arp_responder.fields)?,
+                table_action::Type::Action(action(&p.arp_reply, [own])?),
             ));
             entries.push(table_entry(
-                local,
-                key("TurbonetIngress.local", "hdr.ipv4.dst")?,
-                table_action::Type::Action(names.action("TurbonetIngress.to_cpu", &[])?),
+                p.local.id,
+                key(p.local.fields)?,
+                table_action::Type::Action(bare(p.to_cpu)),
             ));
         }
         // Routes: one member per next hop, one group per ECMP set.
@@ -416,10 +358,7 @@ pub fn switch_entries(
                         entity: Some(entity::Entity::ActionProfileMember(ActionProfileMember {
                             action_profile_id: selector,
                             member_id: id,
-                            action: Some(names.action(
-                                "TurbonetIngress.set_next_hop",
-                                &[("vport", *vport), ("dmac", mac_value(dmac)), ("smac", own)],
-                            )?),
+                            action: Some(action(&p.set_next_hop, [*vport, mac_value(dmac), own])?),
                         })),
                     });
                 }
@@ -453,21 +392,18 @@ pub fn switch_entries(
                     table_action::Type::ActionProfileGroupId(id)
                 }
             };
-            let mut key = vec![exact(
-                f("TurbonetIngress.ipv4_lpm", "meta.vswitch")?,
-                bytes(vswitch, 16)?,
-            )];
+            let mut key = vec![exact(p.ipv4_lpm.fields[0], bytes(vswitch, ID_BITS)?)];
             // A /0 is a wildcard: the field is left out (P4Runtime §9.1.1).
             if route.prefix.prefix_len() > 0 {
                 key.push(FieldMatch {
-                    field_id: f("TurbonetIngress.ipv4_lpm", "hdr.ipv4.dst")?,
+                    field_id: p.ipv4_lpm.fields[1],
                     field_match_type: Some(field_match::FieldMatchType::Lpm(field_match::Lpm {
-                        value: bytes(u64::from(u32::from(route.prefix.network())), 32)?,
+                        value: bytes(u64::from(u32::from(route.prefix.network())), ADDR_BITS)?,
                         prefix_len: i32::from(route.prefix.prefix_len()),
                     })),
                 });
             }
-            entries.push(table_entry(lpm, key, action));
+            entries.push(table_entry(p.ipv4_lpm.id, key, action));
         }
     }
     members.extend(groups);
@@ -478,8 +414,8 @@ pub fn switch_entries(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use p4runtime_proto::p4::config::v1::P4Info;
-    use turbonet_softswitch::turbonet_p4info;
+    use turbonet_p4::p4::config::v1::P4Info;
+    use turbonet_p4::{Schema, turbonet_p4info};
 
     fn lab() -> Lab {
         turbonet_topo::parse(
@@ -553,7 +489,8 @@ mod tests {
             params: &params,
             failures,
         };
-        switch_entries(lab, &mapping, state, &schema, "soft").unwrap()
+        let pipeline = Pipeline::resolve(&schema, p4info).unwrap();
+        switch_entries(lab, &mapping, state, &pipeline, "soft").unwrap()
     }
 
     #[test]
@@ -578,7 +515,7 @@ mod tests {
         let modified_members = batches
             .iter()
             .flatten()
-            .filter(|u| u.r#type == p4runtime_proto::p4::v1::update::Type::Modify as i32)
+            .filter(|u| u.r#type == turbonet_p4::p4::v1::update::Type::Modify as i32)
             .filter(|u| {
                 matches!(
                     u.entity.as_ref().and_then(|e| e.entity.as_ref()),

@@ -14,7 +14,6 @@
 //! switch's packet I/O (`turbonet softswitch`).
 
 pub mod build;
-pub mod client;
 pub mod control;
 pub mod cpu;
 pub mod driver;

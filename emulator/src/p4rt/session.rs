@@ -4,13 +4,13 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::{Context, Result};
-use p4runtime_proto::p4::config::v1::P4Info;
-use p4runtime_proto::p4::v1::{CounterEntry, Entity, TableEntry, Update, entity, update};
+use anyhow::Result;
 use prost::Message;
-use turbonet_softswitch::Schema;
+use turbonet_p4::p4::config::v1::P4Info;
+use turbonet_p4::p4::v1::{CounterEntry, Entity, TableEntry, Update, entity, update};
+use turbonet_p4::{Pipeline, Schema};
 
-use super::client::Client;
+use turbonet_p4::Client;
 
 /// Packets and bytes of one counter cell.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -160,7 +160,7 @@ impl Installed {
 pub struct SwitchSession {
     client: Client,
     p4info: P4Info,
-    schema: Schema,
+    pipeline: Pipeline,
     installed: Installed,
 }
 
@@ -174,11 +174,12 @@ impl SwitchSession {
         entities: Vec<Entity>,
     ) -> Result<Self> {
         let schema = Schema::new(&p4info)?;
+        let pipeline = Pipeline::resolve(&schema, &p4info)?;
         client.set_pipeline(p4info.clone(), device_config).await?;
         let mut session = SwitchSession {
             client,
             p4info,
-            schema,
+            pipeline,
             installed: Installed::default(),
         };
         session.sync(entities).await?;
@@ -188,27 +189,23 @@ impl SwitchSession {
     /// Takes over a device that `entities` were written to (by `up`, under
     /// a lower election id).
     pub fn adopt(client: Client, p4info: P4Info, entities: Vec<Entity>) -> Result<Self> {
+        let schema = Schema::new(&p4info)?;
         Ok(SwitchSession {
-            schema: Schema::new(&p4info)?,
+            pipeline: Pipeline::resolve(&schema, &p4info)?,
             client,
             p4info,
             installed: Installed::new(entities),
         })
     }
 
-    /// The pipeline's P4Info.
-    pub fn p4info(&self) -> &P4Info {
-        &self.p4info
-    }
-
     /// The stream's ends, for packet I/O (see [`Client::packet_io`]).
-    pub fn packet_io(&mut self) -> Option<super::client::PacketIo> {
+    pub fn packet_io(&mut self) -> Option<turbonet_p4::PacketIo> {
         self.client.packet_io()
     }
 
-    /// The pipeline's P4Info, indexed.
-    pub fn schema(&self) -> &Schema {
-        &self.schema
+    /// The turbonet pipeline's ids in the device's P4Info.
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
     }
 
     /// How many entities the device holds.
@@ -228,29 +225,20 @@ impl SwitchSession {
 
     /// Gives the running pipeline a new device config, keeping its tables.
     pub async fn set_device_config(&mut self, device_config: Vec<u8>) -> Result<()> {
-        self.client
+        Ok(self
+            .client
             .reconcile_pipeline(self.p4info.clone(), device_config)
-            .await
+            .await?)
     }
 
     /// The rx, tx, lost and rx_lost counters of virtual ports `1..=vports`
     /// (rx_lost stays zero on a pipeline without `vport_rx_lost`).
     pub async fn vport_counters(&mut self, vports: u32) -> Result<Vec<VportCounters>> {
-        let id = |name: &str| {
-            self.schema
-                .counter_by_name(&format!("TurbonetIngress.{name}"))
-                .map(|c| c.id)
-        };
-        let mut ids: Vec<u32> = ["vport_rx", "vport_tx", "vport_lost"]
-            .iter()
-            .map(|name| {
-                id(name)
-                    .with_context(|| format!("the pipeline has no counter TurbonetIngress.{name}"))
-            })
-            .collect::<Result<_>>()?;
+        let p = &self.pipeline;
+        let mut ids = vec![p.vport_rx, p.vport_tx, p.vport_lost];
         // A pipeline from before host links were impaired at ingress has
         // no vport_rx_lost: nothing is lost there.
-        ids.extend(id("vport_rx_lost"));
+        ids.extend(p.vport_rx_lost);
         // The cells in use only: a wildcard would read every cell of every
         // counter (16,384 each in turbonet.p4), several times a second.
         let filters = ids
@@ -259,7 +247,7 @@ impl SwitchSession {
                 (1..=i64::from(vports)).map(move |index| Entity {
                     entity: Some(entity::Entity::CounterEntry(CounterEntry {
                         counter_id,
-                        index: Some(p4runtime_proto::p4::v1::Index { index }),
+                        index: Some(turbonet_p4::p4::v1::Index { index }),
                         ..CounterEntry::default()
                     })),
                 })
@@ -298,7 +286,7 @@ impl SwitchSession {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use p4runtime_proto::p4::v1::{ActionProfileMember, FieldMatch, field_match};
+    use turbonet_p4::p4::v1::{ActionProfileMember, FieldMatch, field_match};
 
     fn entry(table_id: u32, key: u8, action: u32) -> Entity {
         Entity {
@@ -310,9 +298,9 @@ mod tests {
                         field_match::Exact { value: vec![key] },
                     )),
                 }],
-                action: Some(p4runtime_proto::p4::v1::TableAction {
+                action: Some(turbonet_p4::p4::v1::TableAction {
                     r#type: Some(
-                        p4runtime_proto::p4::v1::table_action::Type::ActionProfileMemberId(action),
+                        turbonet_p4::p4::v1::table_action::Type::ActionProfileMemberId(action),
                     ),
                 }),
                 ..TableEntry::default()
@@ -325,9 +313,9 @@ mod tests {
             entity: Some(entity::Entity::ActionProfileMember(ActionProfileMember {
                 action_profile_id: 9,
                 member_id: id,
-                action: Some(p4runtime_proto::p4::v1::Action {
+                action: Some(turbonet_p4::p4::v1::Action {
                     action_id: 5,
-                    params: vec![p4runtime_proto::p4::v1::action::Param {
+                    params: vec![turbonet_p4::p4::v1::action::Param {
                         param_id: 1,
                         value: vec![port],
                     }],

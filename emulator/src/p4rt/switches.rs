@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
-use p4runtime_proto::p4::config::v1::P4Info;
+use turbonet_p4::p4::config::v1::P4Info;
 use turbonet_topo::mapper::{self, MapConfig, Mapping, PhysicalSwitch};
 use turbonet_topo::{Lab, P4rtConfig, P4rtDevice};
 
@@ -213,22 +213,62 @@ pub async fn connect(
     lab: &Lab,
     sw: &turbonet_topo::P4rtSwitch,
     election_id: u128,
-) -> Result<(super::client::Client, String)> {
-    use super::client::Client;
+) -> Result<(turbonet_p4::Client, String)> {
+    use turbonet_p4::Client;
     let (client, at) = match &sw.device {
         P4rtDevice::Address(addr) => (
-            Client::connect(addr, sw.device_id, election_id).await,
+            Client::connect(addr, sw.device_id, election_id)
+                .await
+                .map_err(anyhow::Error::from),
             addr.clone(),
         ),
         P4rtDevice::Bmv2 => {
             let ns = namespace(&lab.name, &sw.name);
             (
-                Client::connect_in(&ns, BMV2_GRPC, sw.device_id, election_id).await,
+                connect_in(&ns, BMV2_GRPC, sw.device_id, election_id).await,
                 format!("{BMV2_GRPC} in {ns}"),
             )
         }
     };
     Ok((client.with_context(|| format!("switch {}", sw.name))?, at))
+}
+
+/// [`Client::connect`](turbonet_p4::Client::connect) to a server
+/// listening at `addr` inside network namespace `netns` (a switch turbonet
+/// runs in a namespace of its own): every connection's socket is created in
+/// that namespace.
+async fn connect_in(
+    netns: &str,
+    addr: std::net::SocketAddr,
+    device_id: u64,
+    election_id: u128,
+) -> Result<turbonet_p4::Client> {
+    let ns = std::sync::Arc::new(
+        crate::netns::open(netns).with_context(|| format!("opening namespace {netns}"))?,
+    );
+    let connector = tower::service_fn(move |_: tonic::transport::Uri| {
+        let ns = ns.clone();
+        async move {
+            let stream = tokio::task::spawn_blocking(move || {
+                crate::netns::in_namespace(&ns, || {
+                    let stream = std::net::TcpStream::connect(addr)?;
+                    stream.set_nonblocking(true)?;
+                    Ok(stream)
+                })
+            })
+            .await
+            .map_err(std::io::Error::other)??;
+            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                tokio::net::TcpStream::from_std(stream)?,
+            ))
+        }
+    });
+    let label = format!("{addr} in {netns}");
+    let channel = tonic::transport::Endpoint::from_static("http://p4runtime.local")
+        .connect_with_connector(connector)
+        .await
+        .with_context(|| format!("connecting to the P4Runtime server at {label}"))?;
+    Ok(turbonet_p4::Client::over(channel, &label, device_id, election_id).await?)
 }
 
 /// A path of the scenario, relative to the scenario file's directory.
@@ -251,10 +291,10 @@ pub fn pipeline(lab: &Lab, scenario: &Path) -> Result<(P4Info, Vec<u8>)> {
             let path = relative_to(scenario, file);
             let text = std::fs::read_to_string(&path)
                 .with_context(|| format!("reading the P4Info {}", path.display()))?;
-            turbonet_softswitch::parse_p4info(&text)
+            turbonet_p4::parse_p4info(&text)
                 .with_context(|| format!("{}: not a text-format P4Info", path.display()))?
         }
-        None => turbonet_softswitch::turbonet_p4info(),
+        None => turbonet_p4::turbonet_p4info(),
     };
     let device_config = match &p4rt.device_config {
         Some(file) => {

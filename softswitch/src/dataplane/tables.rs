@@ -5,11 +5,12 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use p4runtime_proto::p4::v1::{Action, TableAction, table_action};
+use turbonet_p4::p4::v1::{Action, TableAction, table_action};
 
-use super::program::{Ids, TableIds};
 use super::tm::{LossStreams, TrafficManager};
 use crate::{DeviceState, EntryKey, KeyMatch};
+use turbonet_p4::Pipeline as Ids;
+use turbonet_p4::pipeline::TableIds;
 
 /// A hasher for integer keys (packed table keys): one multiply-xorshift
 /// round of murmur3's finalizer. Keys come from the controller's entries,
@@ -320,7 +321,7 @@ pub(crate) fn compile(
         if a.action_id != ids.set_vport.id {
             return None;
         }
-        let [delay, loss] = ids.set_vport_in.map(|p| p.map_or(0, |p| param(a, p)));
+        let [delay, loss] = ids.set_vport_in.map(|p| p.map_or(0, |(p, _)| param(a, p)));
         let vport = param(a, ids.set_vport.params[1]) as u16;
         let loss_threshold = loss as u32;
         Some(Vport {

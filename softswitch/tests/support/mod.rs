@@ -7,9 +7,13 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use p4runtime_proto::p4::config::v1::P4Info;
-use p4runtime_proto::p4::v1::p4_runtime_client::P4RuntimeClient;
-use p4runtime_proto::p4::v1::{
+use tokio::sync::mpsc;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+use turbonet_p4::p4::config::v1::P4Info;
+use turbonet_p4::p4::v1::p4_runtime_client::P4RuntimeClient;
+use turbonet_p4::p4::v1::{
     Action, ActionProfileGroup, ActionProfileMember, Entity, FieldMatch, ForwardingPipelineConfig,
     MasterArbitrationUpdate, PacketIn, PacketOut, SetForwardingPipelineConfigRequest,
     StreamMessageRequest, StreamMessageResponse, TableAction, TableEntry, Uint128, Update,
@@ -17,14 +21,9 @@ use p4runtime_proto::p4::v1::{
     set_forwarding_pipeline_config_request::Action as PipelineAction, stream_message_request,
     stream_message_response, table_action, update, write_request::Atomicity,
 };
-use tokio::sync::mpsc;
-use tokio_stream::StreamExt;
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::Channel;
+use turbonet_p4::{Schema, turbonet_p4info};
 use turbonet_packetio::checksum::internet_checksum;
-use turbonet_softswitch::{
-    CounterValue, Device, DeviceConfig, Schema, ServerHandle, serve, turbonet_p4info,
-};
+use turbonet_softswitch::{CounterValue, Device, DeviceConfig, ServerHandle, serve};
 
 pub const DEVICE: u64 = 1;
 pub const ELECTION: u128 = 1;

@@ -3,13 +3,13 @@
 //! bytes and bytes -> message). A wrong field number or type in the
 //! `.proto` files fails here.
 
-use p4runtime_proto::google::rpc::{Code, Status};
-use p4runtime_proto::p4::config::v1::{P4Info, P4TypeInfo};
-use p4runtime_proto::p4::v1::{
+use prost::Message;
+use turbonet_p4::google::rpc::{Code, Status};
+use turbonet_p4::p4::config::v1::{P4Info, P4TypeInfo};
+use turbonet_p4::p4::v1::{
     CapabilitiesResponse, FieldMatch, MasterArbitrationUpdate, StreamMessageRequest, TableEntry,
     Uint128, Update, field_match, stream_message_request, update,
 };
-use prost::Message;
 
 /// Asserts `msg` encodes to exactly `bytes` and `bytes` decodes to `msg`.
 fn fixture<M: Message + Default + PartialEq + std::fmt::Debug>(msg: M, bytes: &[u8]) {

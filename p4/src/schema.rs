@@ -3,8 +3,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
-use p4runtime_proto::FILE_DESCRIPTOR_SET;
-use p4runtime_proto::p4::config::v1::{
+use crate::FILE_DESCRIPTOR_SET;
+use crate::p4::config::v1::{
     P4Info, action_ref::Scope, counter_spec::Unit, match_field::Match, match_field::MatchType,
 };
 use prost::Message;
@@ -13,7 +13,7 @@ use prost_reflect::{DescriptorPool, DynamicMessage};
 use crate::Error;
 
 /// The turbonet pipeline's P4Info, as shipped in `p4/turbonet.p4info.txtpb`.
-const TURBONET_P4INFO: &str = include_str!("../../p4/turbonet.p4info.txtpb");
+const TURBONET_P4INFO: &str = include_str!("../turbonet.p4info.txtpb");
 
 fn pool() -> Result<&'static DescriptorPool, Error> {
     static POOL: OnceLock<DescriptorPool> = OnceLock::new();
@@ -27,7 +27,7 @@ fn pool() -> Result<&'static DescriptorPool, Error> {
 /// Parses a P4Info in protobuf text format (as written by p4c's
 /// `--p4runtime-files x.txtpb`).
 ///
-/// The text is parsed against the schema compiled into `p4runtime-proto`
+/// The text is parsed against the schema compiled into this crate
 /// with `prost-reflect`, then transcoded (encoded and decoded again) into
 /// the generated `p4.config.v1.P4Info`.
 pub fn parse_p4info(text: &str) -> Result<P4Info, Error> {

@@ -1,10 +1,23 @@
-//! P4Runtime v1 protobuf messages and gRPC service, for prost and tonic.
+//! turbonet-p4: the contract between turbonet and a P4 switch running the
+//! turbonet pipeline (`p4/turbonet.p4`), shared by the controller in the
+//! lab daemon and by turbonet's own soft switch.
+//!
+//! - [`p4`] and [`google`]: the P4Runtime v1 messages and gRPC service, for
+//!   prost and tonic (below);
+//! - [`schema`]: a P4Info loaded from text format and indexed ([`Schema`]);
+//! - [`pipeline`]: the turbonet pipeline's tables, fields, actions,
+//!   parameters, counters and controller metadata, resolved once by name
+//!   in the P4Info a device runs ([`Pipeline`]), so a P4Info that p4c
+//!   numbered differently works as well;
+//! - [`bytes`]: integers as P4Runtime bytestrings (section 8.3);
+//! - [`client`]: a controller's session with one device: arbitration,
+//!   pipeline, writes and reads ([`Client`]).
 //!
 //! turbonet's `p4rt` target drives P4 switches (BMv2 `simple_switch_grpc`,
 //! Tofino behind a P4Runtime server) and its `soft` target serves the same
 //! protocol; both use this crate.
 //!
-//! # What is covered
+//! # The P4Runtime messages
 //!
 //! The `.proto` files under `proto/` are written for turbonet from the
 //! P4Runtime specification v1.x. Packages, message and field names, field
@@ -41,6 +54,20 @@
 //! in Rust (no system `protoc` is needed; the well-known types come with
 //! it), then generates the code with `tonic-prost-build`. The encoded
 //! `FileDescriptorSet` is kept as [`FILE_DESCRIPTOR_SET`].
+
+pub mod bytes;
+pub mod client;
+mod error;
+pub mod pipeline;
+pub mod schema;
+
+pub use client::{Client, PacketIo};
+pub use error::Error;
+pub use pipeline::Pipeline;
+pub use schema::{
+    ActionInfo, CounterInfo, MatchFieldInfo, ParamInfo, ProfileInfo, Schema, TableInfo,
+    parse_p4info, turbonet_p4info,
+};
 
 /// Packages `p4.*`.
 pub mod p4 {

@@ -1,13 +1,13 @@
 //! The generated tonic server and client talk to each other over loopback.
 
-use p4runtime_proto::p4::v1::p4_runtime_client::P4RuntimeClient;
-use p4runtime_proto::p4::v1::p4_runtime_server::{P4Runtime, P4RuntimeServer};
-use p4runtime_proto::p4::v1::{
-    CapabilitiesRequest, CapabilitiesResponse, GetForwardingPipelineConfigRequest,
-};
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::{Code, Request, Response, Status};
+use turbonet_p4::p4::v1::p4_runtime_client::P4RuntimeClient;
+use turbonet_p4::p4::v1::p4_runtime_server::{P4Runtime, P4RuntimeServer};
+use turbonet_p4::p4::v1::{
+    CapabilitiesRequest, CapabilitiesResponse, GetForwardingPipelineConfigRequest,
+};
 
 /// Implements Capabilities only; the other RPCs keep their default
 /// UNIMPLEMENTED answers.

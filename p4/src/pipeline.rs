@@ -1,70 +1,84 @@
-//! The turbonet pipeline's names, resolved to the ids of the committed
-//! P4Info: the data plane runs `p4/turbonet.p4` natively but finds every
-//! table, field, action, parameter, counter and controller metadata by
-//! name, so a P4Info numbered differently (p4c's own ids) works as well.
+//! The turbonet pipeline's names (`p4/turbonet.p4`), resolved once to the
+//! ids of the P4Info a device runs. The soft switch runs the pipeline
+//! natively and the controller writes its tables; both find every table,
+//! field, action, parameter, counter and controller metadata through a
+//! [`Pipeline`], so a P4Info numbered differently (p4c's own ids) works as
+//! well, and a P4Info that is not turbonet's is refused with what it lacks.
 
-use p4runtime_proto::p4::config::v1::P4Info;
-use p4runtime_proto::p4::config::v1::match_field::MatchType;
+use crate::p4::config::v1::P4Info;
+use crate::p4::config::v1::match_field::MatchType;
 
-use crate::{ActionInfo, Schema, TableInfo};
+use crate::{ActionInfo, Error, Schema, TableInfo};
 
-/// A match field of the pipeline: id in its table.
-pub(crate) type FieldId = u32;
-
-/// Ids of one table and its key fields, in the program's key order.
-#[derive(Debug, Clone)]
-pub(crate) struct TableIds<const N: usize> {
-    pub(crate) id: u32,
-    pub(crate) fields: [FieldId; N],
+/// A table and its key fields' ids, in the program's key order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableIds<const N: usize> {
+    /// The table's id.
+    pub id: u32,
+    /// Its key fields' ids.
+    pub fields: [u32; N],
 }
 
-/// Ids of one action and its parameters, in the program's order.
-#[derive(Debug, Clone)]
-pub(crate) struct ActionIds<const N: usize> {
-    pub(crate) id: u32,
-    pub(crate) params: [u32; N],
+/// An action and its parameters' ids and widths, in the program's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionIds<const N: usize> {
+    /// The action's id.
+    pub id: u32,
+    /// Its parameters' ids.
+    pub params: [u32; N],
+    /// Their widths in bits.
+    pub widths: [u32; N],
 }
 
-/// Everything of the P4Info the data plane uses.
-#[derive(Debug, Clone)]
-pub(crate) struct Ids {
-    /// (ingress port, vid).
-    pub(crate) port_mapper: TableIds<2>,
-    /// (vswitch, tpa).
-    pub(crate) arp_responder: TableIds<2>,
-    /// (vswitch, dst).
-    pub(crate) local: TableIds<2>,
-    /// (vswitch, dst LPM).
-    pub(crate) ipv4_lpm: TableIds<2>,
+/// A parameter some P4Infos lack: its id and width.
+pub type OptionalParam = Option<(u32, u32)>;
+
+/// Everything of the P4Info the turbonet pipeline is driven through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pipeline {
+    /// `port_mapper`: (ingress port, vid) -> `set_vport` or `drop`.
+    pub port_mapper: TableIds<2>,
+    /// `arp_responder`: (vswitch, tpa) -> `arp_reply`.
+    pub arp_responder: TableIds<2>,
+    /// `local`: (vswitch, dst) -> `to_cpu`.
+    pub local: TableIds<2>,
+    /// `ipv4_lpm`: (vswitch, dst LPM) -> `set_next_hop`, by a selector.
+    pub ipv4_lpm: TableIds<2>,
     /// The action profile (selector) of `ipv4_lpm`, if it has one.
-    pub(crate) ecmp_selector: Option<u32>,
-    /// (vport_out).
-    pub(crate) queue_mapper: TableIds<1>,
+    pub ecmp_selector: Option<u32>,
+    /// `queue_mapper`: (vport_out) -> `set_egress` or `drop`.
+    pub queue_mapper: TableIds<1>,
     /// `NoAction`, the default of `local` (absent from some P4Infos).
-    pub(crate) no_action: Option<u32>,
-    /// (vswitch, vport).
-    pub(crate) set_vport: ActionIds<2>,
+    pub no_action: Option<u32>,
+    /// `drop`.
+    pub drop: u32,
+    /// `set_vport`: (vswitch, vport).
+    pub set_vport: ActionIds<2>,
     /// `set_vport`'s inbound (delay_ns, loss_threshold) of a host link; a
     /// P4Info from before host links were impaired at ingress lacks them
     /// (no inbound delay or loss).
-    pub(crate) set_vport_in: [Option<u32>; 2],
-    /// (mac).
-    pub(crate) arp_reply: ActionIds<1>,
-    pub(crate) to_cpu: u32,
-    /// (vport, dmac, smac).
-    pub(crate) set_next_hop: ActionIds<3>,
-    /// (port, tag, queue, delay_ns, loss_threshold).
-    pub(crate) set_egress: ActionIds<5>,
-    pub(crate) vport_rx: u32,
-    pub(crate) vport_tx: u32,
-    pub(crate) vport_lost: u32,
-    /// The inbound loss counter of host links (absent from older P4Infos:
-    /// not counted).
-    pub(crate) vport_rx_lost: Option<u32>,
+    pub set_vport_in: [OptionalParam; 2],
+    /// `arp_reply`: (mac).
+    pub arp_reply: ActionIds<1>,
+    /// `to_cpu`.
+    pub to_cpu: u32,
+    /// `set_next_hop`: (vport, dmac, smac).
+    pub set_next_hop: ActionIds<3>,
+    /// `set_egress`: (port, tag, queue, delay_ns, loss_threshold).
+    pub set_egress: ActionIds<5>,
+    /// Counter `vport_rx`: frames in through a virtual port.
+    pub vport_rx: u32,
+    /// Counter `vport_tx`: frames out through it.
+    pub vport_tx: u32,
+    /// Counter `vport_lost`: frames the link's loss dropped on the way out.
+    pub vport_lost: u32,
+    /// Counter `vport_rx_lost`, the inbound loss of host links (absent
+    /// from older P4Infos: not counted).
+    pub vport_rx_lost: Option<u32>,
     /// `packet_in` metadata (vswitch, vport).
-    pub(crate) packet_in: [u32; 2],
+    pub packet_in: [u32; 2],
     /// `packet_out` metadata (vswitch, vport).
-    pub(crate) packet_out: [u32; 2],
+    pub packet_out: [u32; 2],
 }
 
 /// The widest value each role may have: keys are packed into 64-bit
@@ -85,7 +99,7 @@ fn field(
     kind: MatchType,
     max_bits: u32,
     exact_width: bool,
-) -> Result<FieldId, String> {
+) -> Result<u32, String> {
     let f = t
         .match_fields
         .values()
@@ -121,7 +135,8 @@ fn params<const N: usize>(
     wanted: [(&str, u32, bool); N],
 ) -> Result<ActionIds<N>, String> {
     let mut params = [0; N];
-    for (slot, (name, bits, exact)) in params.iter_mut().zip(wanted) {
+    let mut widths = [0; N];
+    for ((slot, width), (name, bits, exact)) in params.iter_mut().zip(&mut widths).zip(wanted) {
         let p = a
             .params
             .values()
@@ -134,19 +149,24 @@ fn params<const N: usize>(
             ));
         }
         *slot = p.id;
+        *width = p.bitwidth;
     }
-    Ok(ActionIds { id: a.id, params })
+    Ok(ActionIds {
+        id: a.id,
+        params,
+        widths,
+    })
 }
 
 /// Parameter `name` of `a`, at most `bits` wide, if the action has it.
-fn optional_param(a: &ActionInfo, name: &str, bits: u32) -> Result<Option<u32>, String> {
+fn optional_param(a: &ActionInfo, name: &str, bits: u32) -> Result<OptionalParam, String> {
     match a.params.values().find(|p| p.name == name) {
         None => Ok(None),
         Some(p) if p.bitwidth > bits => Err(format!(
             "action {} parameter {name} is {} bits wide (the pipeline's is {bits})",
             a.name, p.bitwidth
         )),
-        Some(p) => Ok(Some(p.id)),
+        Some(p) => Ok(Some((p.id, p.bitwidth))),
     }
 }
 
@@ -183,10 +203,14 @@ fn metadata(p4info: &P4Info, header: &str, names: [&str; 2]) -> Result<[u32; 2],
     Ok(ids)
 }
 
-impl Ids {
-    /// Resolves the pipeline's names in a committed P4Info, or says what
-    /// it lacks.
-    pub(crate) fn resolve(schema: &Schema, p4info: &P4Info) -> Result<Self, String> {
+impl Pipeline {
+    /// Resolves the pipeline's names in `p4info` (indexed as `schema`), or
+    /// says what it lacks.
+    pub fn resolve(schema: &Schema, p4info: &P4Info) -> Result<Self, Error> {
+        Self::resolve_names(schema, p4info).map_err(Error::NotTurbonet)
+    }
+
+    fn resolve_names(schema: &Schema, p4info: &P4Info) -> Result<Self, String> {
         use MatchType::{Exact, Lpm};
         let pm = table(schema, "TurbonetIngress.port_mapper")?;
         let arp = table(schema, "TurbonetIngress.arp_responder")?;
@@ -195,7 +219,7 @@ impl Ids {
         let qm = table(schema, "TurbonetIngress.queue_mapper")?;
         // Every action that is not one of the others drops; `drop` must
         // still be there, or this is not the turbonet pipeline.
-        action(schema, "TurbonetIngress.drop")?;
+        let drop = action(schema, "TurbonetIngress.drop")?.id;
         let set_vport = action(schema, "TurbonetIngress.set_vport")?;
         Ok(Self {
             port_mapper: TableIds {
@@ -232,6 +256,7 @@ impl Ids {
                 fields: [field(qm, "meta.vport_out", Exact, ID_BITS, false)?],
             },
             no_action: schema.action_by_name("NoAction").map(|a| a.id),
+            drop,
             set_vport: params(
                 set_vport,
                 [("vswitch", ID_BITS, false), ("vport", ID_BITS, false)],
@@ -280,15 +305,20 @@ mod tests {
     use super::*;
     use crate::turbonet_p4info;
 
+    fn resolve(p4info: &P4Info) -> Result<Pipeline, String> {
+        Pipeline::resolve_names(&Schema::new(p4info).unwrap(), p4info)
+    }
+
     #[test]
     fn turbonet_p4info_resolves() {
         let p4info = turbonet_p4info();
-        let ids = Ids::resolve(&Schema::new(&p4info).unwrap(), &p4info).unwrap();
+        let ids = resolve(&p4info).unwrap();
         assert_eq!(ids.port_mapper.id, 33554433);
         assert_eq!(ids.port_mapper.fields, [1, 2]);
         assert_eq!(ids.set_egress.params, [1, 2, 3, 4, 5]);
         assert_eq!(ids.set_vport.params, [1, 2]);
-        assert_eq!(ids.set_vport_in, [Some(3), Some(4)]);
+        assert_eq!(ids.set_vport_in, [Some((3, 48)), Some((4, 32))]);
+        assert_eq!(ids.set_egress.widths, [9, 12, 3, 48, 32]);
         assert_eq!(ids.vport_rx_lost, Some(301989892));
         assert_eq!(ids.ecmp_selector, Some(285212673));
         assert_eq!(ids.packet_out, [1, 2]);
@@ -306,7 +336,7 @@ mod tests {
             .find(|a| a.preamble.as_ref().unwrap().alias == "set_vport")
             .unwrap();
         set_vport.params.truncate(2);
-        let ids = Ids::resolve(&Schema::new(&p4info).unwrap(), &p4info).unwrap();
+        let ids = resolve(&p4info).unwrap();
         assert_eq!(ids.set_vport_in, [None, None]);
         assert_eq!(ids.vport_rx_lost, None);
     }
@@ -317,12 +347,12 @@ mod tests {
         p4info
             .counters
             .retain(|c| c.preamble.as_ref().unwrap().alias != "vport_tx");
-        let why = Ids::resolve(&Schema::new(&p4info).unwrap(), &p4info).unwrap_err();
+        let why = resolve(&p4info).unwrap_err();
         assert_eq!(why, "the P4Info has no counter TurbonetIngress.vport_tx");
 
         let mut p4info = turbonet_p4info();
         p4info.tables[3].match_fields[1].bitwidth = 128;
-        let why = Ids::resolve(&Schema::new(&p4info).unwrap(), &p4info).unwrap_err();
+        let why = resolve(&p4info).unwrap_err();
         assert!(why.contains("hdr.ipv4.dst is 128 bits wide"), "{why}");
     }
 }

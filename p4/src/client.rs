@@ -1,11 +1,11 @@
 //! A P4Runtime client for one device: connect, become primary, set the
 //! pipeline, write and read (P4Runtime specification §5-§12).
 
-use anyhow::{Context, Result, bail};
-use p4runtime_proto::google::rpc;
-use p4runtime_proto::p4::config::v1::P4Info;
-use p4runtime_proto::p4::v1::p4_runtime_client::P4RuntimeClient;
-use p4runtime_proto::p4::v1::{
+use crate::Error;
+use crate::google::rpc;
+use crate::p4::config::v1::P4Info;
+use crate::p4::v1::p4_runtime_client::P4RuntimeClient;
+use crate::p4::v1::{
     Entity, ForwardingPipelineConfig, MasterArbitrationUpdate, ReadRequest,
     SetForwardingPipelineConfigRequest, StreamMessageRequest, StreamMessageResponse, Uint128,
     Update, WriteRequest, set_forwarding_pipeline_config_request::Action as PipelineAction,
@@ -14,6 +14,8 @@ use p4runtime_proto::p4::v1::{
 use prost::Message;
 use tokio::sync::mpsc;
 use tonic::transport::{Channel, Endpoint};
+
+type Result<T> = std::result::Result<T, Error>;
 
 /// Updates per WriteRequest.
 const BATCH: usize = 1000;
@@ -44,54 +46,28 @@ impl Client {
     /// `device_id` with `election_id` (§5): fails if another controller
     /// holds a higher election id.
     pub async fn connect(addr: &str, device_id: u64, election_id: u128) -> Result<Client> {
+        let connect_error = |source| Error::Connect {
+            addr: addr.to_owned(),
+            source,
+        };
         let channel = Endpoint::from_shared(format!("http://{addr}"))
-            .with_context(|| format!("`{addr}` is not an address"))?
+            .map_err(connect_error)?
             .connect()
             .await
-            .with_context(|| {
-                format!(
-                    "connecting to the P4Runtime server at {addr} (is the switch's P4Runtime \
-                     server running there? `turbonet softswitch --listen {addr}` runs turbonet's own)"
-                )
-            })?;
-        Self::arbitrate(channel, addr, device_id, election_id).await
+            .map_err(connect_error)?;
+        Self::over(channel, addr, device_id, election_id).await
     }
 
-    /// [`Client::connect`] to a server listening at `addr` inside network
-    /// namespace `netns` (a switch turbonet runs in a namespace of its
-    /// own): every connection's socket is created in that namespace.
-    pub async fn connect_in(
-        netns: &str,
-        addr: std::net::SocketAddr,
+    /// Becomes primary for `device_id` with `election_id` over `channel`
+    /// (a connection the caller made, e.g. inside a network namespace or
+    /// over a Unix socket); `addr` names the server in messages.
+    pub async fn over(
+        channel: Channel,
+        addr: &str,
         device_id: u64,
         election_id: u128,
     ) -> Result<Client> {
-        let ns = std::sync::Arc::new(
-            crate::netns::open(netns).with_context(|| format!("opening namespace {netns}"))?,
-        );
-        let connector = tower::service_fn(move |_: tonic::transport::Uri| {
-            let ns = ns.clone();
-            async move {
-                let stream = tokio::task::spawn_blocking(move || {
-                    crate::netns::in_namespace(&ns, || {
-                        let stream = std::net::TcpStream::connect(addr)?;
-                        stream.set_nonblocking(true)?;
-                        Ok(stream)
-                    })
-                })
-                .await
-                .map_err(std::io::Error::other)??;
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
-                    tokio::net::TcpStream::from_std(stream)?,
-                ))
-            }
-        });
-        let label = format!("{addr} in {netns}");
-        let channel = Endpoint::from_static("http://p4runtime.local")
-            .connect_with_connector(connector)
-            .await
-            .with_context(|| format!("connecting to the P4Runtime server at {label}"))?;
-        Self::arbitrate(channel, &label, device_id, election_id).await
+        Self::arbitrate(channel, addr, device_id, election_id).await
     }
 
     /// Opens the stream on `channel` and becomes primary (§5).
@@ -105,6 +81,11 @@ impl Client {
             .max_decoding_message_size(64 << 20)
             .max_encoding_message_size(64 << 20);
         let (tx, rx) = mpsc::channel(16);
+        let closed = |when| Error::StreamClosed {
+            device_id,
+            addr: addr.to_owned(),
+            when,
+        };
         tx.send(StreamMessageRequest {
             update: Some(stream_message_request::Update::Arbitration(
                 MasterArbitrationUpdate {
@@ -114,24 +95,28 @@ impl Client {
                 },
             )),
         })
-        .await?;
+        .await
+        .map_err(|_| closed("before arbitration"))?;
         let mut responses = rpc
             .stream_channel(tokio_stream::wrappers::ReceiverStream::new(rx))
             .await
-            .context("opening the P4Runtime stream")?
+            .map_err(|s| Error::rpc("opening the P4Runtime stream", &s))?
             .into_inner();
         loop {
-            let Some(response) = responses.message().await? else {
-                bail!("device {device_id} at {addr} closed the stream during arbitration");
-            };
+            let response = responses
+                .message()
+                .await
+                .map_err(|s| Error::rpc("arbitration", &s))?
+                .ok_or_else(|| closed("during arbitration"))?;
             if let Some(stream_message_response::Update::Arbitration(a)) = response.update {
                 let code = a.status.as_ref().map_or(0, |s| s.code);
                 if code != rpc::Code::Ok as i32 {
-                    bail!(
-                        "device {device_id} at {addr}: not primary (another controller holds a \
-                         higher election id than {election_id}): {}",
-                        a.status.map(|s| s.message).unwrap_or_default()
-                    );
+                    return Err(Error::NotPrimary {
+                        device_id,
+                        addr: addr.to_owned(),
+                        election_id,
+                        message: a.status.map(|s| s.message).unwrap_or_default(),
+                    });
                 }
                 break;
             }
@@ -188,7 +173,7 @@ impl Client {
                 ..Default::default()
             })
             .await
-            .map_err(|s| anyhow::anyhow!("setting the pipeline: {}", s.message()))?;
+            .map_err(|s| Error::rpc("setting the pipeline", &s))?;
         Ok(())
     }
 
@@ -221,11 +206,11 @@ impl Client {
                 ..Default::default()
             };
             if let Err(status) = self.rpc.write(request).await {
-                bail!(
-                    "writing to device {}: {}",
-                    self.device_id,
-                    describe(&status)
-                );
+                return Err(Error::Rpc {
+                    what: format!("writing to device {}", self.device_id),
+                    code: status.code(),
+                    message: describe(&status),
+                });
             }
         }
         Ok(())
@@ -246,10 +231,14 @@ impl Client {
                 ..Default::default()
             })
             .await
-            .map_err(|s| anyhow::anyhow!("reading: {}", s.message()))?
+            .map_err(|s| Error::rpc("reading", &s))?
             .into_inner();
         let mut out = Vec::new();
-        while let Some(response) = stream.message().await? {
+        while let Some(response) = stream
+            .message()
+            .await
+            .map_err(|s| Error::rpc("reading", &s))?
+        {
             out.extend(response.entities);
         }
         Ok(out)
@@ -263,7 +252,7 @@ fn describe(status: &tonic::Status) -> String {
         let errors: Vec<String> = details
             .details
             .iter()
-            .filter_map(|any| p4runtime_proto::p4::v1::Error::decode(any.value.as_slice()).ok())
+            .filter_map(|any| crate::p4::v1::Error::decode(any.value.as_slice()).ok())
             .enumerate()
             .filter(|(_, e)| e.canonical_code != rpc::Code::Ok as i32)
             .take(3)

@@ -1,11 +1,11 @@
 //! Encode/decode round trips of the messages turbonet sends most.
 
-use p4runtime_proto::p4::v1::{
+use prost::Message;
+use turbonet_p4::p4::v1::{
     Action, Entity, FieldMatch, MasterArbitrationUpdate, Role, StreamMessageRequest, TableAction,
     TableEntry, Uint128, Update, WriteRequest, action, field_match, stream_message_request,
     table_action, update, write_request,
 };
-use prost::Message;
 
 fn roundtrip<M: Message + Default + PartialEq + std::fmt::Debug>(msg: &M) {
     let bytes = msg.encode_to_vec();
@@ -65,9 +65,7 @@ fn write_request_with_election_id() {
         updates: vec![Update {
             r#type: update::Type::Insert as i32,
             entity: Some(Entity {
-                entity: Some(p4runtime_proto::p4::v1::entity::Entity::TableEntry(
-                    lpm_entry(),
-                )),
+                entity: Some(turbonet_p4::p4::v1::entity::Entity::TableEntry(lpm_entry())),
             }),
         }],
         atomicity: write_request::Atomicity::ContinueOnError as i32,
