@@ -3,7 +3,7 @@
 //! userspace link engine.
 //!
 //! The core does no I/O, reads no clock and uses no global random generator:
-//! the caller (the emulator's link engine) passes the time in as nanoseconds
+//! the caller (the lab's link engine) passes the time in as nanoseconds
 //! and seeds each link direction with [`direction_seed`], so that the same
 //! scenario seed and the same arrivals give the same drops, corruptions and
 //! due times, packet for packet.

@@ -10,6 +10,8 @@
 //! - [`clock`] and [`timing`]: a monotonic nanosecond clock that kernel
 //!   timestamps map onto, high-resolution waits (`ppoll`), low timer slack
 //!   and real-time scheduling for the thread that times frames;
+//! - [`icmp`]: echo probes from raw ICMP sockets (`turbonet check`);
+//! - [`timestamp`]: kernel receive timestamps on datagram sockets;
 //! - [`checksum`]: the Internet checksum (RFC 1071) and its incremental
 //!   update (RFC 1624), pure.
 //!
@@ -20,8 +22,10 @@
 
 pub mod checksum;
 pub mod clock;
+pub mod icmp;
 pub mod offloads;
 pub mod socket;
+pub mod timestamp;
 pub mod timing;
 pub mod tun;
 

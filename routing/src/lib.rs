@@ -1,6 +1,6 @@
 //! turbonet-routing: route computation for turbonet fabrics.
 //!
-//! Pure: computes which routes every node needs; the emulator installs them
+//! Pure: computes which routes every node needs; the lab installs them
 //! (kernel FIB through rtnetlink). Today this is the `static` control-plane
 //! mode ([`static_routes`]): equal-cost shortest paths over the whole fabric,
 //! computed once. The BGP agents ([`bgp`], so far the message codec, the

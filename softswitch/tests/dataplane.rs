@@ -1,5 +1,5 @@
 //! The soft switch's data plane, programmed through its P4Runtime service
-//! with entries like the emulator's, on frames.
+//! with entries like the lab's controller's, on frames.
 //!
 //! The fabric of most tests: host A (port 1, untagged) on virtual switch 1,
 //! host B (port 2, untagged) on virtual switch 2, the two switches joined

@@ -9,6 +9,7 @@
 pub mod diag;
 pub mod mapper;
 pub mod model;
+pub mod seed;
 pub mod suggest;
 pub mod summary;
 pub mod units;

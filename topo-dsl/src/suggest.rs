@@ -14,9 +14,18 @@ pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
     scored.into_iter().take(3).map(|(_, c)| c).collect()
 }
 
+/// `" (did you mean X?)"` for a misspelt `name`, when one of `candidates`
+/// is close; empty otherwise. Meant to follow "no link foo--bar".
+pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+    closest(name, candidates)
+        .first()
+        .map(|n| format!(" (did you mean {n}?)"))
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
-    use super::closest;
+    use super::{closest, did_you_mean};
 
     #[test]
     fn suggests_close_names_best_first() {
@@ -24,5 +33,7 @@ mod tests {
         assert_eq!(closest("edge0-2", names), ["edge0-0", "edge0-1"]);
         assert_eq!(closest("cor0", names), ["core0"]);
         assert!(closest("spine7", names).is_empty());
+        assert_eq!(did_you_mean("cor0", names), " (did you mean core0?)");
+        assert_eq!(did_you_mean("spine7", names), "");
     }
 }

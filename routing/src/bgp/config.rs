@@ -21,7 +21,7 @@
 //! - no graceful restart (the built-in agent does not do RFC 4724): a
 //!   failed neighbour's routes go at once.
 //!
-//! The files reference no other file: the emulator starts the daemons with
+//! The files reference no other file: the lab starts the daemons with
 //! explicit configuration, pid, socket and log paths.
 
 use std::fmt::Write as _;

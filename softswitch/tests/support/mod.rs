@@ -1,5 +1,5 @@
 //! A soft switch programmed through its P4Runtime service over loopback,
-//! with entries built as the emulator builds them (every name resolved
+//! with entries built as the lab's controller builds them (every name resolved
 //! through the P4Info), and frames to feed its data plane.
 
 #![allow(dead_code)] // each test binary uses a part
@@ -28,7 +28,7 @@ use turbonet_softswitch::{CounterValue, Device, DeviceConfig, ServerHandle, serv
 pub const DEVICE: u64 = 1;
 pub const ELECTION: u128 = 1;
 
-/// A virtual switch's MAC (as the emulator numbers them).
+/// A virtual switch's MAC (as the lab numbers them).
 pub fn smac(n: u8) -> [u8; 6] {
     [0x02, 0x74, 0x6e, 0, 0, n]
 }

@@ -1,0 +1,336 @@
+//! `turbonet bench --bgp`: BGP convergence and agent density, measured on
+//! real labs as a user would bring them up.
+//!
+//! Convergence: for each scenario and agent, the time from the agents'
+//! start until every switch's FIB is what the BGP plan says (`up` waits
+//! for exactly that), then the time from a `fail` until every FIB is the
+//! plan's around the failure again, for a link and for a switch.
+//!
+//! Density: the lab daemon's CPU (over a 10 s window at steady state, only
+//! keepalives flowing) and resident memory while it holds 80, 320 and
+//! 1,000 built-in agents; the FRR daemons of a lab, summed, for comparison.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::bail;
+use crate::error::{Context, Result};
+
+use crate::api::{Request, Response, Target};
+use crate::bench::measure;
+use crate::report::{Report, count};
+use crate::routes::bgp::BgpReport;
+use crate::state::{LabDir, LabState};
+use crate::up::Progress;
+
+/// The convergence cases: bundled scenario, lab name stem.
+const SCENARIOS: &[(&str, &str)] = &[
+    ("fat-tree-k4.toml", "k4"),
+    ("fat-tree-k8.toml", "k8"),
+    ("hpn.toml", "hpn"),
+];
+
+/// `bench --bgp` (`density`: the density table instead).
+pub fn bench(density: bool, agents: &[String], progress: &dyn Progress) -> Result<Report> {
+    let dir = PathBuf::from("scenarios");
+    if !dir.is_dir() {
+        bail!("`bench --bgp` needs the bundled ./scenarios; run it from the turbonet checkout");
+    }
+    if density {
+        return bench_density(&dir, progress);
+    }
+    let kinds = agents
+        .iter()
+        .map(|a| {
+            turbonet_topo::Agent::from_name(a)
+                .with_context(|| format!("--agents: unknown agent `{a}` (builtin, frr or bird)"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if let Some(why) = kinds
+        .iter()
+        .find_map(|&k| crate::routes::routers::missing(k))
+    {
+        bail!("{why}");
+    }
+    let mut out = Report::default();
+    let mut rows = Vec::new();
+    for (file, stem) in SCENARIOS {
+        for agent in agents {
+            let name = format!("bb{stem}{}", &agent[..1]);
+            let text = std::fs::read_to_string(dir.join(file))?;
+            let path = write_lab(
+                &name,
+                &bgp_text(&text, &name, &format!("agent = \"{agent}\"")),
+            )?;
+            progress.note(&format!("bench bgp: {stem} with {agent} agents ..."));
+            let result = convergence(&path, &name);
+            let _ = measure(&["down", &name]);
+            let (switches, sessions, up, link, switch) = result?;
+            rows.push(vec![
+                stem.to_string(),
+                agent.clone(),
+                count(switches),
+                count(sessions),
+                format!("{:.3}", up),
+                format!("{:.3}", link),
+                format!("{:.3}", switch),
+            ]);
+        }
+    }
+    out.table(
+        &[
+            "lab",
+            "agent",
+            "switches",
+            "sessions",
+            "up s",
+            "link fail s",
+            "switch fail s",
+        ],
+        rows,
+        &[2, 3, 4, 5, 6],
+    );
+    out.text("up s: agents started -> every FIB as the BGP plan says; fail s: `fail` -> every FIB as the plan \
+         says around the failure (an edge/ToR uplink; a core switch). FRR and BIRD FIBs are read from \
+         the kernel every 10 ms.".to_owned());
+    Ok(out)
+}
+
+/// A scenario's text renamed to `name`, in BGP mode with `routing` added.
+fn bgp_text(text: &str, name: &str, routing: &str) -> String {
+    let mut out = String::new();
+    let mut renamed = false;
+    for line in text.lines() {
+        if !renamed && line.starts_with("name = ") {
+            out.push_str(&format!("name = \"{name}\"\n"));
+            renamed = true;
+        } else if line.starts_with("mode = ") {
+            out.push_str(&format!("mode = \"bgp\"\n{routing}\n"));
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn write_lab(name: &str, text: &str) -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join("turbonet-bench");
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+/// The lab's BGP report.
+fn report(dir: &LabDir) -> Result<BgpReport> {
+    match crate::api::call(dir, &Request::Bgp { node: None })? {
+        Response::Bgp { report } => Ok(report),
+        Response::Ok { message } | Response::Error { message } => bail!("{message}"),
+    }
+}
+
+/// Sends `fail`/`restore` and waits until the fabric has re-converged;
+/// returns the re-convergence time.
+fn change(dir: &LabDir, request: Request) -> Result<f64> {
+    match crate::api::call(dir, &request)? {
+        Response::Ok { .. } => {}
+        Response::Error { message } => bail!("{message}"),
+        Response::Bgp { .. } => bail!("the daemon answered {request:?} with a BGP report"),
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let report = report(dir)?;
+        if let (true, Some(t)) = (report.converged(), report.convergence_time()) {
+            return Ok(t);
+        }
+        if Instant::now() >= deadline {
+            bail!("no re-convergence within 120 s after {request:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Up, a link failure and a switch failure (each restored): switches,
+/// sessions, and the three convergence times.
+fn convergence(path: &std::path::Path, name: &str) -> Result<(usize, usize, f64, f64, f64)> {
+    measure(&["up", "--quiet", &path.display().to_string()])?;
+    let dir = LabDir::of(name);
+    let lab = dir.saved_lab()?;
+    let up = report(&dir)?;
+    let up_time = up
+        .convergence_time()
+        .context("up returned before BGP converged")?;
+    let fabric = &lab.fabric;
+    let link = fabric
+        .links
+        .iter()
+        .find(|l| l.ends.iter().all(|e| fabric.node(e.node).role.is_switch()))
+        .context("no switch-switch link")?
+        .name
+        .clone();
+    let core = fabric
+        .nodes
+        .iter()
+        .find(|n| {
+            matches!(
+                n.role,
+                turbonet_topo::Role::Core | turbonet_topo::Role::Spine
+            )
+        })
+        .context("no core or spine switch")?
+        .name
+        .clone();
+    let link_time = change(
+        &dir,
+        Request::Fail {
+            target: Target::Link(link.clone()),
+        },
+    )?;
+    change(
+        &dir,
+        Request::Restore {
+            target: Target::Link(link),
+        },
+    )?;
+    let switch_time = change(
+        &dir,
+        Request::Fail {
+            target: Target::Node(core.clone()),
+        },
+    )?;
+    change(
+        &dir,
+        Request::Restore {
+            target: Target::Node(core),
+        },
+    )?;
+    let sessions: usize = plan_sessions(&lab);
+    Ok((
+        fabric.switches().count(),
+        sessions,
+        up_time,
+        link_time,
+        switch_time,
+    ))
+}
+
+/// Sessions of the fabric (each counted once).
+fn plan_sessions(lab: &turbonet_topo::Lab) -> usize {
+    turbonet_routing::bgp::plan::speakers(&lab.fabric)
+        .iter()
+        .map(|s| s.neighbours.len())
+        .sum::<usize>()
+        / 2
+}
+
+/// CPU seconds (user + system) of `pid`.
+fn cpu_seconds(pid: u32) -> Result<f64> {
+    Ok(crate::system::process::cpu_seconds(pid)?)
+}
+
+/// Resident memory of `pid`, MiB.
+fn rss_mib(pid: u32) -> Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .context("no VmRSS")?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()?;
+    Ok(kib / 1024.0)
+}
+
+/// CPU share of one core and resident memory of `pids` together, over
+/// `window` at steady state.
+fn sample(pids: &[u32], window: Duration) -> Result<(f64, f64)> {
+    let before: f64 = pids.iter().map(|&p| cpu_seconds(p)).sum::<Result<f64>>()?;
+    std::thread::sleep(window);
+    let after: f64 = pids.iter().map(|&p| cpu_seconds(p)).sum::<Result<f64>>()?;
+    let rss: f64 = pids.iter().map(|&p| rss_mib(p)).sum::<Result<f64>>()?;
+    Ok((100.0 * (after - before) / window.as_secs_f64(), rss))
+}
+
+/// The density table.
+fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Report> {
+    let mut out = Report::default();
+    let k8 = std::fs::read_to_string(dir.join("fat-tree-k8.toml"))?;
+    let k16 = std::fs::read_to_string(dir.join("fat-tree-k16.toml"))?;
+    let leaf_spine = "[lab]\nname = \"x\"\n\n[topology]\nkind = \"leaf-spine\"\nspines = 4\n\
+                      leaves = 996\nhosts_per_leaf = 1\nuplinks = 1\n\n[routing]\nmode = \"static\"\n";
+    let cases = [
+        ("bdk8", &k8[..], "builtin"),
+        ("bdk16", &k16[..], "builtin"),
+        ("bdls", leaf_spine, "builtin"),
+        ("bdk8f", &k8[..], "frr"),
+    ];
+    let window = Duration::from_secs(10);
+    let mut rows = Vec::new();
+    for (name, text, agent) in cases {
+        if agent != "builtin"
+            && crate::routes::routers::missing(turbonet_topo::Agent::Frr).is_some()
+        {
+            continue;
+        }
+        let path = write_lab(name, &bgp_text(text, name, &format!("agent = \"{agent}\"")))?;
+        progress.note(&format!("bench bgp density: {name} ({agent}) ..."));
+        let result = (|| -> Result<Vec<String>> {
+            let up = measure(&["up", "--quiet", &path.display().to_string()])?;
+            let dir = LabDir::of(name);
+            let lab = dir.saved_lab()?;
+            let state: LabState = dir.load()?.context("lab state")?;
+            let report = report(&dir)?;
+            let routes: usize = report.speakers.iter().map(|s| s.routes).sum();
+            // Settle: the first keepalive rounds and route installs done.
+            std::thread::sleep(Duration::from_secs(3));
+            let (pids, what) = if agent == "builtin" {
+                (
+                    vec![state.daemon_pid.context("no daemon")?],
+                    "turbonet daemon".to_owned(),
+                )
+            } else {
+                (
+                    state.routers.iter().map(|r| r.pid).collect(),
+                    format!("{} FRR processes", state.routers.len()),
+                )
+            };
+            let (cpu, rss) = sample(&pids, window)?;
+            Ok(vec![
+                count(lab.fabric.switches().count()),
+                agent.to_owned(),
+                count(plan_sessions(&lab)),
+                count(routes),
+                format!("{:.1}", up.seconds),
+                format!("{:.2}", report.convergence_time().unwrap_or(f64::NAN)),
+                what,
+                format!("{cpu:.1}"),
+                format!("{rss:.0}"),
+            ])
+        })();
+        let _ = measure(&["down", name]);
+        rows.push(result?);
+    }
+    out.table(
+        &[
+            "agents",
+            "agent",
+            "sessions",
+            "FIB routes",
+            "up s",
+            "converged s",
+            "measured",
+            "CPU % of a core",
+            "RSS MiB",
+        ],
+        rows,
+        &[0, 2, 3, 4, 5, 7, 8],
+    );
+    out.text(format!(
+        "steady state: CPU over {} s after convergence, keepalives every 1 s (hold 3 s); agents: \
+         fat-tree k=8, k=16, leaf-spine 4 x 996",
+        window.as_secs()
+    ));
+    Ok(out)
+}

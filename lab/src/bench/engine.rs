@@ -1,0 +1,508 @@
+//! `turbonet bench --engine`: how faithfully and how fast the userspace
+//! link engine emulates a link, measured on a real two-host lab.
+//!
+//! - Delay accuracy: UDP probes at light load (one per millisecond) from h1
+//!   to h2 across a link with a configured one-way delay; the receive time
+//!   is the kernel's timestamp (`SO_TIMESTAMPNS`), so receiver wake-up
+//!   latency does not count. Error = measured one-way delay - configured
+//!   delay - the same path's one-way delay without the engine.
+//! - Loss: 10^6 frames through a link with a configured loss probability;
+//!   the engine's own counters give the measured rate, compared with the
+//!   99% binomial interval.
+//! - Capacity: UDP frames blasted through the engine, compared with a plain
+//!   veth path in the same run.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::{Duration, Instant};
+
+use crate::bail;
+use crate::error::{Context, Result};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::daemon;
+use crate::dataplane::netns::engine;
+use crate::report::{Report, count};
+use crate::state::LabDir;
+use crate::system::namespaces;
+use crate::up::Progress;
+
+const LAB: &str = "tnbench";
+const PORT: u16 = 9_000;
+
+/// The bench lab: h1 -- s1 -- h2; `params` go on h1--s1 (TOML lines).
+fn scenario(params: &str) -> String {
+    format!(
+        "[lab]\nname = \"{LAB}\"\nseed = 1\n[topology]\nkind = \"custom\"\n\
+         [[topology.nodes]]\nname = \"s1\"\nrole = \"switch\"\n\
+         [[topology.nodes]]\nname = \"h1\"\nrole = \"host\"\n\
+         [[topology.nodes]]\nname = \"h2\"\nrole = \"host\"\n\
+         [[topology.links]]\na = \"h1\"\nb = \"s1\"\n{params}\n\
+         [[topology.links]]\na = \"h2\"\nb = \"s1\"\n"
+    )
+}
+
+/// The bench lab, up (`down` when dropped), and h2's address.
+struct BenchLab {
+    _lab: crate::bench::UpLab,
+    h2: Ipv4Addr,
+}
+
+impl BenchLab {
+    fn up(params: &str) -> Result<Self> {
+        let lab = crate::bench::UpLab::up(LAB, &scenario(params))?;
+        Ok(BenchLab {
+            h2: lab.address("h2")?,
+            _lab: lab,
+        })
+    }
+}
+
+/// A UDP socket created inside a node of the bench lab.
+fn udp_in(node: &str, bind: Option<SocketAddrV4>) -> Result<Socket> {
+    udp_in_lab(LAB, node, bind)
+}
+
+/// A UDP socket created inside a node of lab `lab`.
+pub(crate) fn udp_in_lab(lab: &str, node: &str, bind: Option<SocketAddrV4>) -> Result<Socket> {
+    let ns = namespaces::open(&crate::names::node_namespace(lab, node))?;
+    let socket = namespaces::in_namespace(&ns, || {
+        let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+        if let Some(addr) = bind {
+            s.bind(&addr.into())?;
+        }
+        Ok(s)
+    })?;
+    Ok(socket)
+}
+
+fn realtime_ns() -> i128 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME).expect("clock");
+    i128::from(t.tv_sec()) * 1_000_000_000 + i128::from(t.tv_nsec())
+}
+
+/// Sends `n` probes from h1 to h2, one per `gap`, and returns each
+/// received probe's one-way delay (ns), kernel-timestamped on receipt.
+fn one_way_delays(lab: &BenchLab, n: usize, gap: Duration) -> Result<Vec<i64>> {
+    let rx = udp_in("h2", Some(SocketAddrV4::new(lab.h2, PORT)))?;
+    turbonet_packetio::timestamp::enable(&rx)?;
+    rx.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let tx = udp_in("h1", None)?;
+    let to = SocketAddrV4::new(lab.h2, PORT).into();
+    // Warm up until a probe gets through: ARP along the path is resolved
+    // (through a 100 ms link that takes a while) before measuring.
+    let mut buf = [MaybeUninit::<u8>::uninit(); 64];
+    let mut through = false;
+    for _ in 0..20 {
+        tx.send_to(&[0u8; 16], &to)?;
+        if rx.recv(&mut buf).is_ok() {
+            through = true;
+            break;
+        }
+    }
+    if !through {
+        bail!("no probe got through the bench lab");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    drain(&rx);
+    let receiver = std::thread::spawn(move || -> Vec<i64> {
+        let mut delays = Vec::with_capacity(n);
+        while delays.len() < n {
+            match recv_timestamped(&rx) {
+                // Warm-up frames (a zero timestamp) may still be in flight.
+                Ok(Some((sent, received))) if sent > 0 => delays.push((received - sent) as i64),
+                Ok(_) => continue,
+                Err(_) => break,
+            }
+        }
+        delays
+    });
+    // Pace by sleeping: the probe's own timestamp makes pacing jitter
+    // harmless, and spinning would steal the core the engine runs on.
+    let start = Instant::now();
+    for i in 0..n {
+        let due = start + gap * i as u32;
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        tx.send_to(&realtime_ns().to_be_bytes(), &to)?;
+    }
+    Ok(receiver.join().expect("receiver thread"))
+}
+
+fn drain(socket: &Socket) {
+    let _ = socket.set_nonblocking(true);
+    let mut buf = [MaybeUninit::<u8>::uninit(); 64];
+    while socket.recv(&mut buf).is_ok() {}
+    let _ = socket.set_nonblocking(false);
+}
+
+/// One probe: (send time from its payload, kernel receive time), ns.
+fn recv_timestamped(socket: &Socket) -> io::Result<Option<(i128, i128)>> {
+    let mut payload = [0u8; 64];
+    let (n, received) = turbonet_packetio::timestamp::recv(socket, &mut payload)?;
+    if n < 16 {
+        return Ok(None);
+    }
+    let sent = i128::from_be_bytes(payload[..16].try_into().expect("16 bytes"));
+    Ok(received.map(|received| (sent, received)))
+}
+
+fn percentile(sorted: &[i64], p: f64) -> i64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn us(ns: i64) -> String {
+    format!("{:.1}", ns as f64 / 1000.0)
+}
+
+/// Delay accuracy table rows.
+fn delay_accuracy(probes: usize, progress: &dyn Progress) -> Result<Vec<Vec<String>>> {
+    let baseline = {
+        let lab = BenchLab::up("")?;
+        let mut d = one_way_delays(&lab, probes.min(500), Duration::from_millis(1))?;
+        d.sort_unstable();
+        percentile(&d, 0.5)
+    };
+    let mut rows = vec![vec![
+        "none (veth)".into(),
+        count(probes.min(500)),
+        us(baseline),
+        "-".into(),
+        "-".into(),
+        "-".into(),
+        "-".into(),
+    ]];
+    for (label, delay_ns) in [
+        ("100us", 100_000i64),
+        ("1ms", 1_000_000),
+        ("10ms", 10_000_000),
+        ("100ms", 100_000_000),
+    ] {
+        progress.note(&format!("bench engine: delay {label} ..."));
+        let lab = BenchLab::up(&format!("delay = \"{label}\""))?;
+        let mut delays = one_way_delays(&lab, probes, Duration::from_millis(1))?;
+        delays.sort_unstable();
+        let mut errors: Vec<i64> = delays.iter().map(|d| d - delay_ns - baseline).collect();
+        errors.sort_unstable();
+        let mut abs: Vec<i64> = errors.iter().map(|e| e.abs()).collect();
+        abs.sort_unstable();
+        rows.push(vec![
+            label.into(),
+            count(delays.len()),
+            us(percentile(&delays, 0.5)),
+            us(percentile(&errors, 0.5)),
+            us(percentile(&abs, 0.5)),
+            us(percentile(&abs, 0.99)),
+            us(*errors.last().unwrap_or(&0)),
+        ]);
+    }
+    Ok(rows)
+}
+
+/// Loss rows: configured, frames, measured, 99% interval, verdict.
+fn loss_accuracy(frames: u64, progress: &dyn Progress) -> Result<Vec<Vec<String>>> {
+    let mut rows = Vec::new();
+    for (label, p) in [
+        ("1%", 1e-2),
+        ("0.1%", 1e-3),
+        ("0.01%", 1e-4),
+        ("1e-8", 1e-8),
+    ] {
+        progress.note(&format!(
+            "bench engine: loss {label} over {frames} frames ..."
+        ));
+        let lab = BenchLab::up(&format!("loss = \"{label}\""))?;
+        blast(&lab, frames, Some(150_000))?;
+        let counters = link_counters("h1--s1")?;
+        let offered = counters.directions[0].rx_packets;
+        let lost = counters.directions[0].dropped_loss;
+        let (lo, hi) = binomial_99(offered, p);
+        rows.push(vec![
+            label.into(),
+            count(offered as usize),
+            count(lost as usize),
+            format!("{:.3e}", lost as f64 / offered.max(1) as f64),
+            format!("{lo}-{hi}"),
+            if (lo..=hi).contains(&lost) {
+                "inside"
+            } else {
+                "OUTSIDE"
+            }
+            .into(),
+        ]);
+    }
+    Ok(rows)
+}
+
+/// Normal approximation of the 99% binomial interval of the loss count,
+/// widened to whole frames.
+fn binomial_99(n: u64, p: f64) -> (u64, u64) {
+    let mean = n as f64 * p;
+    let sd = (n as f64 * p * (1.0 - p)).sqrt();
+    let lo = (mean - 2.576 * sd).floor().max(0.0) as u64;
+    let hi = (mean + 2.576 * sd).ceil() as u64;
+    (lo, hi)
+}
+
+/// Sends `frames` small UDP frames from h1 to h2, paced to `pps` if given,
+/// and returns (seconds, frames received).
+fn blast(lab: &BenchLab, frames: u64, pps: Option<u64>) -> Result<(f64, u64)> {
+    blast_between(LAB, ("h1", "h2"), lab.h2, frames, pps)
+}
+
+/// Sends `frames` 64-byte UDP frames from host `hosts.0` to `to` (host
+/// `hosts.1`) of lab `lab`, at `pps` or as fast as the sender can;
+/// returns the seconds from the first frame to the last received one, and
+/// how many arrived.
+pub(crate) fn blast_between(
+    lab: &str,
+    hosts: (&str, &str),
+    to: Ipv4Addr,
+    frames: u64,
+    pps: Option<u64>,
+) -> Result<(f64, u64)> {
+    let rx = udp_in_lab(lab, hosts.1, Some(SocketAddrV4::new(to, PORT)))?;
+    rx.set_read_timeout(Some(Duration::from_millis(500)))?;
+    let _ = rx.set_recv_buffer_size(16 << 20);
+    let tx = udp_in_lab(lab, hosts.0, None)?;
+    let to = SocketAddrV4::new(to, PORT).into();
+    tx.send_to(&[0u8; 18], &to)?;
+    std::thread::sleep(Duration::from_millis(100));
+    drain(&rx);
+    let receiver = std::thread::spawn(move || {
+        let mut got = 0u64;
+        let mut buf = [MaybeUninit::<u8>::uninit(); 64];
+        while rx.recv(&mut buf).is_ok() {
+            got += 1;
+        }
+        got
+    });
+    let payload = [0u8; 18]; // 64-byte Ethernet frames
+    let start = Instant::now();
+    for i in 0..frames {
+        if let Some(pps) = pps {
+            let due = start + Duration::from_nanos(i * 1_000_000_000 / pps);
+            while Instant::now() < due {
+                std::hint::spin_loop();
+            }
+        }
+        while tx.send_to(&payload, &to).is_err() {
+            std::thread::yield_now();
+        }
+    }
+    let got = receiver.join().expect("receiver");
+    // The receiver stops 0.5 s after the last frame.
+    Ok(((start.elapsed().as_secs_f64() - 0.5).max(1e-9), got))
+}
+
+fn link_counters(link: &str) -> Result<engine::LinkCounters> {
+    let path = daemon::counters_path(&LabDir::of(LAB));
+    // The daemon publishes every 250 ms; wait for a snapshot that is settled.
+    std::thread::sleep(Duration::from_millis(600));
+    let all: Vec<engine::LinkCounters> = serde_json::from_slice(
+        &std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?,
+    )?;
+    all.into_iter()
+        .find(|c| c.link == link)
+        .ok_or_else(|| crate::err!("no counters for {link}"))
+}
+
+/// Capacity rows: path, frames, received, kpps.
+fn capacity(frames: u64, progress: &dyn Progress) -> Result<Vec<Vec<String>>> {
+    let mut rows = Vec::new();
+    for (label, params) in [
+        ("plain veth", ""),
+        ("engine, no impairment (1ns delay)", "delay = \"1ns\""),
+        ("engine, 100us delay", "delay = \"100us\""),
+    ] {
+        progress.note(&format!("bench engine: capacity, {label} ..."));
+        let lab = BenchLab::up(params)?;
+        let (secs, got) = blast(&lab, frames, None)?;
+        rows.push(vec![
+            label.into(),
+            count(frames as usize),
+            count(got as usize),
+            format!("{:.0}", got as f64 / secs / 1000.0),
+            format!("{:.2}", got as f64 * 64.0 * 8.0 / secs / 1e9),
+        ]);
+    }
+    Ok(rows)
+}
+
+/// Runs `turbonet exec --lab tnbench NODE -- ARGS` (the bench is not the
+/// main path; tools run as a user would run them).
+fn exec_in(node: &str, args: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new(std::env::current_exe().expect("own path"));
+    c.args(["exec", "--lab", LAB, node, "--"]).args(args);
+    c
+}
+
+/// TCP goodput (bit/s) of a 5 s iperf3 run from h1 to h2.
+fn iperf3(lab: &BenchLab, seconds: u32) -> Result<f64> {
+    let mut server = exec_in("h2", &["iperf3", "-s", "-1"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .context("starting iperf3 (install it: apt-get install iperf3)")?;
+    std::thread::sleep(Duration::from_millis(300));
+    let out = exec_in(
+        "h1",
+        &[
+            "iperf3",
+            "-J",
+            "-c",
+            &lab.h2.to_string(),
+            "-t",
+            &seconds.to_string(),
+        ],
+    )
+    .output()?;
+    let _ = server.wait();
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).context("iperf3 -J output")?;
+    report["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .ok_or_else(|| {
+            crate::err!(
+                "iperf3 reported no throughput: {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+}
+
+/// Rate rows: configured, TCP goodput, goodput as a share of the
+/// configured rate, and the link-layer rate it implies (1448-byte TCP
+/// payload per 1514-byte frame).
+fn rate_accuracy(progress: &dyn Progress) -> Result<Vec<Vec<String>>> {
+    let mut rows = Vec::new();
+    for (label, bps) in [("10mbit", 10e6), ("100mbit", 100e6), ("1gbit", 1e9)] {
+        progress.note(&format!("bench engine: rate {label} (iperf3) ..."));
+        let lab = BenchLab::up(&format!("rate = \"{label}\""))?;
+        let goodput = iperf3(&lab, 5)?;
+        let wire = goodput * 1514.0 / 1448.0;
+        rows.push(vec![
+            label.into(),
+            format!("{:.1}", goodput / 1e6),
+            format!("{:.1}", wire / 1e6),
+            format!("{:+.1}%", (wire / bps - 1.0) * 100.0),
+        ]);
+    }
+    Ok(rows)
+}
+
+/// Queueing delay under a standing queue: UDP at twice the rate keeps a
+/// 100-packet queue drained at 10 Mbit/s full; ping RTTs through it,
+/// against queue size / rate (iperf3's 1460-byte datagrams are 1502-byte
+/// frames). (TCP would not do: Linux receive-window autotuning keeps its
+/// standing queue far below 100 packets on a path this short.)
+fn standing_queue(lab: &BenchLab) -> Result<(f64, f64)> {
+    let expected_ms = 100.0 * 1502.0 * 8.0 / 10e6 * 1000.0;
+    let mut server = exec_in("h2", &["iperf3", "-s", "-1"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .context("starting iperf3")?;
+    std::thread::sleep(Duration::from_millis(300));
+    let mut client = exec_in(
+        "h1",
+        &[
+            "iperf3",
+            "-u",
+            "-b",
+            "20M",
+            "-c",
+            &lab.h2.to_string(),
+            "-t",
+            "5",
+        ],
+    )
+    .stdout(std::process::Stdio::null())
+    .spawn()?;
+    std::thread::sleep(Duration::from_secs(2));
+    let ping = exec_in(
+        "h1",
+        &["ping", "-n", "-c", "10", "-i", "0.2", &lab.h2.to_string()],
+    )
+    .output()?;
+    let _ = client.wait();
+    let _ = server.wait();
+    let mut rtts: Vec<f64> = String::from_utf8_lossy(&ping.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("time=")))
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    rtts.sort_by(f64::total_cmp);
+    let median = rtts.get(rtts.len() / 2).copied().unwrap_or(f64::NAN);
+    Ok((expected_ms, median))
+}
+
+/// `turbonet bench --engine`.
+pub fn bench(probes: usize, loss_frames: u64, progress: &dyn Progress) -> Result<Report> {
+    let mut out = Report::default();
+    if LabDir::of(LAB).exists() {
+        bail!("lab {LAB} is up; `turbonet down {LAB}` first");
+    }
+    let delay = delay_accuracy(probes, progress)?;
+    out.text(
+        "one-way delay through the userspace engine, light load (1 probe/ms), kernel rx timestamps"
+            .to_owned(),
+    );
+    out.table(
+        &[
+            "configured",
+            "probes",
+            "median one-way us",
+            "median error us",
+            "median |error| us",
+            "p99 |error| us",
+            "max error us",
+        ],
+        delay,
+        &[1, 2, 3, 4, 5, 6],
+    );
+    let loss = loss_accuracy(loss_frames, progress)?;
+    out.text("loss, measured by the engine's counters");
+    out.table(
+        &[
+            "configured",
+            "frames",
+            "lost",
+            "measured",
+            "99% interval",
+            "verdict",
+        ],
+        loss,
+        &[1, 2, 3],
+    );
+    let rate = rate_accuracy(progress)?;
+    out.text("rate: TCP (iperf3, 5 s) through a link shaped by the engine");
+    out.table(
+        &[
+            "configured",
+            "TCP goodput Mbit/s",
+            "link-layer Mbit/s",
+            "vs configured",
+        ],
+        rate,
+        &[1, 2, 3],
+    );
+    let (expected, measured) = {
+        let lab = BenchLab::up("rate = \"10mbit\"\nqueue = \"100p\"")?;
+        standing_queue(&lab)?
+    };
+    out.text(format!(
+        "standing queue (100 packets at 10 Mbit/s, UDP at 20 Mbit/s filling it): expected queueing delay {expected:.0} ms, \
+         median ping RTT {measured:.0} ms\n"
+    ));
+    let cap = capacity(1_000_000, progress)?;
+    out.text("capacity, 64-byte UDP frames h1 -> h2, one engine thread");
+    out.table(
+        &["path", "sent", "received", "kpps", "Gbit/s"],
+        cap,
+        &[1, 2, 3, 4],
+    );
+    Ok(out)
+}

@@ -1,0 +1,196 @@
+//! `turbonet check`: every host reaches every other host.
+//!
+//! One raw ICMP socket per host, created inside the host's namespace. Echo
+//! requests to every address of every other host go out in rounds; replies
+//! are matched by identifier and a payload that names the pair, so thousands
+//! of probes share a few sockets. Pairs still unanswered are retried each
+//! round (the first packets to a neighbour may be dropped while ARP
+//! resolves).
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use serde::Serialize;
+use socket2::Socket;
+use turbonet_packetio::icmp;
+
+use crate::error::{Context, Error, Result};
+use crate::inspect::Running;
+use crate::system::namespaces;
+
+const ROUNDS: u32 = 4;
+
+/// One probe: from a host to one address of another host.
+struct Probe {
+    from: usize,
+    to: usize,
+    addr: Ipv4Addr,
+}
+
+/// A probe that got no answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct Failure {
+    /// The host it was sent from.
+    pub from: String,
+    /// The host it was for.
+    pub to: String,
+    /// The address it was sent to.
+    pub address: Ipv4Addr,
+}
+
+/// What `check` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The lab.
+    pub lab: String,
+    /// Hosts probed from.
+    pub hosts: usize,
+    /// Probes sent (one per host pair and address).
+    pub probes: usize,
+    /// Probes answered.
+    pub reachable: usize,
+    /// How long it took.
+    pub seconds: f64,
+    /// Every probe not answered.
+    pub failures: Vec<Failure>,
+}
+
+/// `turbonet check`: every host pings every address of every other host
+/// from its own namespace; unanswered probes are retried in up to 4 rounds
+/// within `timeout` seconds.
+pub fn check(running: &Running, timeout: f64) -> Result<Report> {
+    let lab = &running.lab;
+    if lab.target == turbonet_topo::Target::P4rt && !crate::dataplane::p4::switches::local(lab) {
+        return Err(Error::Invalid(
+            "`check` pings between the hosts' namespaces; on target \"p4rt\" the hosts are the \
+             servers cabled to the switches' host ports (`turbonet plan` lists them): ping \
+             from those"
+                .to_owned(),
+        ));
+    }
+    let hosts: Vec<_> = lab.fabric.hosts().collect();
+    let addrs: Vec<Vec<Ipv4Addr>> = hosts
+        .iter()
+        .map(|h| {
+            let mut a: Vec<Ipv4Addr> = lab
+                .fabric
+                .ports(h.id)
+                .map(|(_, local, _)| local.addr.addr())
+                .collect();
+            a.sort();
+            a.dedup();
+            a
+        })
+        .collect();
+    let probes: Vec<Probe> = (0..hosts.len())
+        .flat_map(|from| {
+            let addrs = &addrs;
+            (0..hosts.len())
+                .filter(move |&to| to != from)
+                .flat_map(move |to| addrs[to].iter().map(move |&addr| Probe { from, to, addr }))
+        })
+        .collect();
+
+    let start = Instant::now();
+    let sockets = hosts
+        .iter()
+        .map(|h| {
+            let ns_name = crate::names::node_namespace(&lab.name, &h.name);
+            let ns = namespaces::open(&ns_name)
+                .with_context(|| format!("opening namespace {ns_name}"))?;
+            namespaces::in_namespace(&ns, icmp::socket)
+                .with_context(|| format!("ICMP socket in {}", h.name))
+        })
+        .collect::<Result<Vec<_>>>()?;
+
+    let ident = (std::process::id() & 0xffff) as u16;
+    let mut answered = vec![false; probes.len()];
+    let wait = Duration::from_secs_f64(timeout.max(0.05));
+    let per_host: Vec<Vec<usize>> = {
+        let mut v = vec![Vec::new(); hosts.len()];
+        for (i, p) in probes.iter().enumerate() {
+            v[p.from].push(i);
+        }
+        v
+    };
+    let mut send_errors = 0usize;
+    for round in 0..ROUNDS {
+        for (host, list) in per_host.iter().enumerate() {
+            for chunk in list.chunks(128) {
+                for &i in chunk.iter().filter(|&&i| !answered[i]) {
+                    let packet = icmp::echo_request(ident, round as u16, i as u32);
+                    let to = SocketAddrV4::new(probes[i].addr, 0);
+                    // A full send buffer is a lost probe; the next round retries.
+                    if let Err(e) = sockets[host].send_to(&packet, &to.into()) {
+                        tracing::debug!("probe from {}: {e}", hosts[host].name);
+                        send_errors += 1;
+                    }
+                }
+                // Replies come back to the sender: keep its buffer drained.
+                drain(&sockets[host..=host], ident, &mut answered);
+            }
+        }
+        // Wait for stragglers: later rounds wait longer.
+        let round_end = Instant::now() + wait.mul_f64(f64::from(round + 1) / f64::from(ROUNDS));
+        while Instant::now() < round_end && answered.iter().any(|a| !a) {
+            wait_readable(
+                &sockets,
+                round_end.saturating_duration_since(Instant::now()),
+            )?;
+            drain(&sockets, ident, &mut answered);
+        }
+        tracing::info!(
+            round,
+            send_errors,
+            answered = answered.iter().filter(|a| **a).count(),
+            "round done"
+        );
+        if answered.iter().all(|a| *a) {
+            break;
+        }
+    }
+
+    let failures: Vec<Failure> = probes
+        .iter()
+        .zip(&answered)
+        .filter(|(_, ok)| !**ok)
+        .map(|(p, _)| Failure {
+            from: hosts[p.from].name.clone(),
+            to: hosts[p.to].name.clone(),
+            address: p.addr,
+        })
+        .collect();
+    Ok(Report {
+        lab: lab.name.clone(),
+        hosts: hosts.len(),
+        probes: probes.len(),
+        reachable: probes.len() - failures.len(),
+        seconds: start.elapsed().as_secs_f64(),
+        failures,
+    })
+}
+
+/// Reads every pending reply on every socket and marks its probe answered.
+fn drain(sockets: &[Socket], ident: u16, answered: &mut [bool]) {
+    for socket in sockets {
+        icmp::drain(socket, ident, |probe| {
+            if let Some(a) = answered.get_mut(probe as usize) {
+                *a = true;
+            }
+        });
+    }
+}
+
+fn wait_readable(sockets: &[Socket], timeout: Duration) -> Result<()> {
+    let mut fds: Vec<PollFd<'_>> = sockets
+        .iter()
+        .map(|s| PollFd::new(s.as_fd(), PollFlags::POLLIN))
+        .collect();
+    let ms = timeout.as_millis().clamp(1, 1000) as u16;
+    match poll(&mut fds, PollTimeout::from(ms)) {
+        Ok(_) | Err(nix::errno::Errno::EINTR) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}

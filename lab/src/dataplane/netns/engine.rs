@@ -1,0 +1,266 @@
+//! The userspace link engine: impaired links are spliced through the lab
+//! daemon, which reads every frame a node sends on such a link, runs it
+//! through the link's impairment model (`turbonet-injectors`) and transmits
+//! it to the other end at its due time.
+//!
+//! Wiring: node A's port of an impaired link is a veth whose peer `e<id>a`
+//! lives in the lab's hidden engine namespace; node B's likewise ends at
+//! `e<id>b`. Frames read on `e<id>a` go through direction 0 and out of
+//! `e<id>b`; direction 1 is the reverse.
+//!
+//! Timing: one engine thread serves all impaired links of a lab. It sleeps
+//! in `ppoll` (nanosecond timeout, timer slack lowered to 1 ns) until a
+//! frame arrives or the next frame is nearly due, then spins for the last
+//! 100 microseconds; tokio's millisecond timers are far too coarse.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use turbonet_injectors::{Counters, Direction, Impairment};
+use turbonet_packetio::timing::{self, SPIN_NS};
+use turbonet_packetio::{Clock, PacketSocket, RxBatch};
+
+use crate::dataplane::Carrier;
+
+/// Frames read with one `recvmmsg`.
+const RX_BATCH: usize = 32;
+/// Batches read from one socket per pass, so one busy link cannot starve
+/// the others.
+const RX_BATCHES: usize = 4;
+/// How often the engine publishes its counters.
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+
+/// The links the userspace engine splices, each with its position `k`
+/// among them (which fixes its engine-side interface indices).
+pub fn spliced(carriers: &[Carrier]) -> Vec<Option<usize>> {
+    let mut k = 0;
+    carriers
+        .iter()
+        .map(|c| {
+            c.is_userspace().then(|| {
+                k += 1;
+                k - 1
+            })
+        })
+        .collect()
+}
+
+/// Engine-side interface names and indices of the `k`-th impaired link
+/// (`side` 0 faces `ends[0]`, 1 faces `ends[1]`).
+pub fn port(link_id: u32, k: usize, side: usize) -> (String, u32) {
+    let name = format!("e{link_id}{}", if side == 0 { 'a' } else { 'b' });
+    (name, 2 + 2 * k as u32 + side as u32)
+}
+
+/// One impaired link as the engine runs it.
+#[derive(Debug)]
+pub struct EngineLink {
+    /// The link's name (`edge0-0--agg0-0`).
+    pub name: String,
+    /// Sockets on `e<id>a` and `e<id>b`.
+    pub sockets: [PacketSocket; 2],
+    /// Direction 0: ends[0] -> ends[1]; direction 1: the reverse.
+    pub directions: [Direction; 2],
+}
+
+/// Counters of one link, both directions, as published by the engine.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkCounters {
+    /// Link name.
+    pub link: String,
+    /// Per direction (0: ends[0] -> ends[1]).
+    pub directions: [Counters; 2],
+    /// Frames the engine could not transmit (full socket buffer, peer down).
+    pub tx_errors: [u64; 2],
+}
+
+/// Shared snapshot of all counters, refreshed by the engine thread.
+pub type Snapshot = Arc<Mutex<Vec<LinkCounters>>>;
+
+/// A change the daemon asks the running engine to make.
+#[derive(Debug)]
+pub enum Command {
+    /// New parameters for both directions of the `link`-th engine link.
+    Set {
+        /// Position in the engine's link list.
+        link: usize,
+        /// The new parameters.
+        impairment: Impairment,
+    },
+}
+
+/// The daemon's end of the engine: commands, and a pipe that wakes the
+/// engine from its sleep so they take effect at once.
+#[derive(Debug)]
+pub struct Control {
+    commands: mpsc::Sender<Command>,
+    wake: OwnedFd,
+}
+
+impl Control {
+    /// Sends a command and wakes the engine.
+    pub fn send(&self, command: Command) -> io::Result<()> {
+        self.commands.send(command).map_err(|_| {
+            io::Error::new(io::ErrorKind::BrokenPipe, "the link engine has stopped")
+        })?;
+        nix::unistd::write(&self.wake, &[1u8])
+            .map(drop)
+            .map_err(io::Error::from)
+    }
+}
+
+/// The engine's end: commands and the wake pipe's read end.
+#[derive(Debug)]
+pub struct Inbox {
+    commands: mpsc::Receiver<Command>,
+    wake: OwnedFd,
+}
+
+/// A connected control/inbox pair.
+pub fn channel() -> io::Result<(Control, Inbox)> {
+    let (tx, rx) = mpsc::channel();
+    let (read, write) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_CLOEXEC)?;
+    Ok((
+        Control {
+            commands: tx,
+            wake: write,
+        },
+        Inbox {
+            commands: rx,
+            wake: read,
+        },
+    ))
+}
+
+impl Inbox {
+    /// Applies every pending command.
+    fn apply(&self, links: &mut [EngineLink]) {
+        let mut sink = [0u8; 64];
+        while matches!(nix::unistd::read(&self.wake, &mut sink), Ok(n) if n > 0) {}
+        while let Ok(command) = self.commands.try_recv() {
+            match command {
+                Command::Set { link, impairment } => {
+                    if let Some(l) = links.get_mut(link) {
+                        for d in &mut l.directions {
+                            d.set_impairment(impairment.clone());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Runs the engine until `stop` is set. Returns an error only for socket
+/// failures the engine cannot survive.
+pub fn run(
+    mut links: Vec<EngineLink>,
+    stop: &AtomicBool,
+    snapshot: &Snapshot,
+    inbox: &Inbox,
+) -> io::Result<()> {
+    timing::lower_timer_slack();
+    timing::request_realtime();
+    let clock = Clock::new();
+    let mut tx_errors = vec![[0u64; 2]; links.len()];
+    let mut rx = RxBatch::new(RX_BATCH, 65_536);
+    let mut due: Vec<Vec<u8>> = Vec::with_capacity(RX_BATCH);
+    let mut fds: Vec<libc::pollfd> = links
+        .iter()
+        .flat_map(|l| l.sockets.iter())
+        .map(|s| libc::pollfd {
+            fd: s.as_fd().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // Last: the wake pipe.
+    fds.push(libc::pollfd {
+        fd: inbox.wake.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    let mut published = Instant::now();
+    let mut all_readable = true;
+    while !stop.load(Ordering::Relaxed) {
+        inbox.apply(&mut links);
+        // Receive: everything that is waiting, in batches.
+        let now = clock.now();
+        for (i, link) in links.iter_mut().enumerate() {
+            for side in 0..2 {
+                if !all_readable && fds[2 * i + side].revents & libc::POLLIN == 0 {
+                    continue;
+                }
+                for _ in 0..RX_BATCHES {
+                    let n = link.sockets[side].recv_batch(&mut rx)?;
+                    for f in 0..n {
+                        let arrival = clock.arrival(rx.received[f].1, now);
+                        link.directions[side].offer(arrival, rx.frame(f).to_vec());
+                    }
+                    if n < RX_BATCH {
+                        break;
+                    }
+                }
+            }
+        }
+        // Transmit: every frame that is due, in batches.
+        let now = clock.now();
+        let mut next_due: Option<u64> = None;
+        for (link, errors) in links.iter_mut().zip(tx_errors.iter_mut()) {
+            for (side, error_count) in errors.iter_mut().enumerate() {
+                due.clear();
+                while let Some(frame) = link.directions[side].pop_due(now) {
+                    due.push(frame);
+                }
+                if !due.is_empty() {
+                    *error_count += link.sockets[1 - side].send_batch(&due)? as u64;
+                }
+                if let Some(at) = link.directions[side].next_due() {
+                    next_due = Some(next_due.map_or(at, |n: u64| n.min(at)));
+                }
+            }
+        }
+        if published.elapsed() >= PUBLISH_EVERY {
+            publish(&links, &tx_errors, snapshot);
+            published = Instant::now();
+        }
+        // Wait for the next frame or the next due time.
+        let now = clock.now();
+        let wait = match next_due {
+            Some(due) if due <= now + SPIN_NS => {
+                // Nearly due: spin, but keep reading (a non-blocking pass).
+                all_readable = true;
+                continue;
+            }
+            Some(due) => Duration::from_nanos(due - now - SPIN_NS),
+            None => PUBLISH_EVERY,
+        };
+        timing::wait_readable(&mut fds, wait)?;
+        all_readable = false;
+    }
+    publish(&links, &tx_errors, snapshot);
+    Ok(())
+}
+
+fn publish(links: &[EngineLink], tx_errors: &[[u64; 2]], snapshot: &Snapshot) {
+    let counters = links
+        .iter()
+        .zip(tx_errors)
+        .map(|(l, e)| LinkCounters {
+            link: l.name.clone(),
+            directions: [
+                l.directions[0].counters().clone(),
+                l.directions[1].counters().clone(),
+            ],
+            tx_errors: *e,
+        })
+        .collect();
+    if let Ok(mut s) = snapshot.lock() {
+        *s = counters;
+    }
+}

@@ -1,0 +1,323 @@
+//! The `netns` target: a fabric of network namespaces and veth links, as
+//! the requests [`crate::kernel::Kernel`] carries out, phase by phase.
+//!
+//! Every node is a namespace `tn-<lab>-<node>`. Every link is a veth pair
+//! created with each end already in its namespace, in one request, sent from
+//! the namespace of its first end. Port `i` of a node (its i-th link) gets
+//! ifindex `i + 2` (1 is `lo`), so no lookups are needed to address it.
+//!
+//! [`engine`] is the userspace link engine impaired links are spliced
+//! through; [`externals`] attaches interfaces of the machine to nodes.
+
+pub mod engine;
+pub mod externals;
+
+use ipnet::Ipv4Net;
+use turbonet_injectors::Impairment;
+use turbonet_routing::Route;
+use turbonet_topo::{Lab, Node};
+
+use crate::dataplane::Carrier;
+use crate::err;
+use crate::error::Result;
+use crate::kernel::routes::node_kernel_routes;
+use crate::kernel::{Address, KernelRoute, NamespaceSpec, Ns, PerNs, Veth, VethEnd};
+use crate::names::{self, port_ifindex, port_index};
+
+/// The per-switch ECMP hash seed, derived from the scenario seed and the
+/// switch name (never 0: the kernel reads 0 as "random").
+pub fn hash_seed(seed: u64, node: &str) -> u32 {
+    (turbonet_topo::seed::for_name(seed, node) as u32).max(1)
+}
+
+/// Sysctls for a node, set inside its namespace right after creation.
+pub(crate) fn node_sysctls(lab: &Lab, node: &Node, has_seed: bool) -> Vec<(&'static str, String)> {
+    let mut s = vec![
+        ("net/ipv4/conf/all/rp_filter", "0".to_owned()),
+        ("net/ipv4/conf/default/rp_filter", "0".to_owned()),
+        // The fabric is IPv4 for now. IPv6 off keeps router solicitations
+        // and MLD reports, sent at random times, off the links: traffic
+        // through an impaired link is then exactly what the user sends, so
+        // a seed reproduces its drops.
+        ("net/ipv6/conf/default/disable_ipv6", "1".to_owned()),
+        ("net/ipv6/conf/all/disable_ipv6", "1".to_owned()),
+    ];
+    if node.role.is_switch() {
+        s.push(("net/ipv4/ip_forward", "1".to_owned()));
+        // L4 hash, so flows spread over equal-cost paths (and polarize, or
+        // not, depending on the seed).
+        s.push(("net/ipv4/fib_multipath_hash_policy", "1".to_owned()));
+        if has_seed {
+            s.push((
+                "net/ipv4/fib_multipath_hash_seed",
+                hash_seed(lab.seed, &node.name).to_string(),
+            ));
+        }
+    } else {
+        // Hosts spread their own flows over their ports (dual-ToR) too.
+        s.push(("net/ipv4/fib_multipath_hash_policy", "1".to_owned()));
+    }
+    s
+}
+
+/// Sysctls of the hidden engine namespace: its interfaces must stay silent
+/// (no IPv6 router solicitations or MLD reports leaking into the links).
+pub(crate) const ENGINE_SYSCTLS: [(&str, &str); 2] = [
+    ("net/ipv6/conf/all/disable_ipv6", "1"),
+    ("net/ipv6/conf/default/disable_ipv6", "1"),
+];
+
+/// Every node's namespace in node order (and, with `engine`, the lab's
+/// hidden engine namespace last), each with its sysctls. `has_seed`: the
+/// kernel has `fib_multipath_hash_seed`.
+pub fn namespace_specs(lab: &Lab, engine: bool, has_seed: bool) -> Vec<NamespaceSpec> {
+    let mut specs: Vec<NamespaceSpec> = lab
+        .fabric
+        .nodes
+        .iter()
+        .map(|n| NamespaceSpec {
+            name: names::node_namespace(&lab.name, &n.name),
+            sysctls: node_sysctls(lab, n, has_seed),
+        })
+        .collect();
+    if engine {
+        specs.push(NamespaceSpec {
+            name: names::engine_namespace(&lab.name),
+            sysctls: ENGINE_SYSCTLS
+                .iter()
+                .map(|(k, v)| (*k, (*v).to_owned()))
+                .collect(),
+        });
+    }
+    specs
+}
+
+/// Every link's veth pairs: a plain link is one pair with an end in each
+/// node; an impaired link is two, each node's port paired with an
+/// interface in the engine namespace. Both ends get their deterministic
+/// ifindex; each request goes from the namespace of the end it creates
+/// first (where that ifindex is known to be free), so link creation also
+/// spreads over all connections.
+pub fn veths(
+    lab: &Lab,
+    nodes: &[Ns],
+    engine: Option<Ns>,
+    carriers: &[Carrier],
+) -> Result<Vec<Veth>> {
+    let port_of = port_positions(lab);
+    let impaired = engine::spliced(carriers);
+    let mut out = Vec::new();
+    for link in &lab.fabric.links {
+        let [a, b] = &link.ends;
+        let [ia, ib] = port_of[link.id.0 as usize];
+        let mtu = link.params.mtu.map(|m| u32::from(m.0));
+        let end = |ns, name: &str, ifindex| VethEnd {
+            ns,
+            name: name.to_owned(),
+            ifindex,
+            mac: None,
+        };
+        match impaired[link.id.0 as usize] {
+            None => out.push(Veth {
+                what: format!("link {}", link.name),
+                local: end(nodes[a.node.0 as usize], &a.ifname, port_ifindex(ia)),
+                peer: end(nodes[b.node.0 as usize], &b.ifname, port_ifindex(ib)),
+                mtu,
+            }),
+            Some(k) => {
+                let engine =
+                    engine.ok_or_else(|| err!("impaired link {} without an engine", link.name))?;
+                for (side, (e, index)) in [(a, ia), (b, ib)].into_iter().enumerate() {
+                    let (name, ifindex) = engine::port(link.id.0, k, side);
+                    out.push(Veth {
+                        what: format!("link {}", link.name),
+                        local: end(nodes[e.node.0 as usize], &e.ifname, port_ifindex(index)),
+                        peer: end(engine, &name, ifindex),
+                        mtu,
+                    });
+                }
+            }
+        }
+    }
+    // Grouped by the namespace that sends the request, in node order.
+    out.sort_by_key(|v| v.local.ns);
+    Ok(out)
+}
+
+/// The engine's side of impaired links: the engine-side interfaces to
+/// bring up, and the interfaces on both sides of every spliced veth whose
+/// offloads (segmentation, checksum) go off, so the engine reads and
+/// writes plain, complete frames.
+pub fn engine_ports(
+    lab: &Lab,
+    nodes: &[Ns],
+    engine: Ns,
+    carriers: &[Carrier],
+) -> (PerNs<u32>, PerNs<String>) {
+    let impaired = engine::spliced(carriers);
+    let mut engine_ports = Vec::new();
+    let mut node_ports: Vec<Vec<String>> = vec![Vec::new(); lab.fabric.nodes.len()];
+    for link in &lab.fabric.links {
+        let Some(k) = impaired[link.id.0 as usize] else {
+            continue;
+        };
+        for (side, end) in link.ends.iter().enumerate() {
+            engine_ports.push(engine::port(link.id.0, k, side));
+            node_ports[end.node.0 as usize].push(end.ifname.clone());
+        }
+    }
+    let up = vec![(engine, engine_ports.iter().map(|(_, i)| *i).collect())];
+    let mut offloads = vec![(engine, engine_ports.into_iter().map(|(n, _)| n).collect())];
+    offloads.extend(
+        node_ports
+            .into_iter()
+            .enumerate()
+            .filter(|(_, p)| !p.is_empty())
+            .map(|(node, ports)| (nodes[node], ports)),
+    );
+    (up, offloads)
+}
+
+/// Every link the kernel engine carries: netem on both ends (each end
+/// shapes its own egress, one direction), with segmentation offloads off
+/// there (netem would count a 64 KiB super-frame as one packet).
+#[derive(Debug)]
+pub struct KernelEngine {
+    /// Interfaces whose offloads go off.
+    pub offloads: PerNs<String>,
+    /// `(namespace, ifindex, impairment, seed)` per link end.
+    pub netem: Vec<(Ns, u32, Impairment, u64)>,
+    /// How many links.
+    pub links: usize,
+}
+
+/// The kernel engine's share of the lab (see [`KernelEngine`]).
+pub fn kernel_engine(lab: &Lab, nodes: &[Ns], carriers: &[Carrier]) -> KernelEngine {
+    let mut plan = KernelEngine {
+        offloads: Vec::new(),
+        netem: Vec::new(),
+        links: 0,
+    };
+    for (link, carrier) in lab.fabric.links.iter().zip(carriers) {
+        if *carrier != Carrier::Kernel {
+            continue;
+        }
+        let imp = Impairment::from_params(&link.params);
+        for (direction, end) in link.ends.iter().enumerate() {
+            let ns = nodes[end.node.0 as usize];
+            let index = port_index(lab, end.node, link.id).expect("link's end is a port");
+            plan.offloads.push((ns, vec![end.ifname.clone()]));
+            let seed = turbonet_injectors::direction_seed(lab.seed, &link.name, direction as u8);
+            plan.netem.push((ns, index, imp.clone(), seed));
+        }
+        plan.links += 1;
+    }
+    plan
+}
+
+/// What comes up before addresses go on: every `lo`, and the ends of veths
+/// the request created as peers (they could not come up with it).
+pub fn ports_to_bring_up(lab: &Lab, nodes: &[Ns]) -> PerNs<u32> {
+    lab.fabric
+        .nodes
+        .iter()
+        .map(|node| {
+            let peer_ends = lab
+                .fabric
+                .ports(node.id)
+                .enumerate()
+                .filter(|(_, (link, local, _))| {
+                    link.ends[1].node == local.node && link.ends[0].node != local.node
+                })
+                .map(|(port, _)| port_ifindex(port));
+            (
+                nodes[node.id.0 as usize],
+                std::iter::once(1).chain(peer_ends).collect(),
+            )
+        })
+        .collect()
+}
+
+/// A node's addresses: its loopback on `lo` (switches) and every port's.
+pub fn node_addresses(lab: &Lab, node: &Node) -> Vec<Address> {
+    let mut addrs = Vec::new();
+    if let Some(lo) = node.loopback {
+        addrs.push(Address {
+            ifindex: 1,
+            addr: Ipv4Net::new(lo, 32).expect("a /32"),
+        });
+    }
+    for (port, (_, local, _)) in lab.fabric.ports(node.id).enumerate() {
+        addrs.push(Address {
+            ifindex: port_ifindex(port),
+            addr: local.addr,
+        });
+    }
+    addrs
+}
+
+/// Every node's addresses.
+pub fn addresses(lab: &Lab, nodes: &[Ns]) -> PerNs<Address> {
+    lab.fabric
+        .nodes
+        .iter()
+        .map(|n| (nodes[n.id.0 as usize], node_addresses(lab, n)))
+        .collect()
+}
+
+/// Every node's ports, to wait for carrier on.
+pub fn carrier_ports(lab: &Lab, nodes: &[Ns]) -> Vec<(Ns, String, usize)> {
+    lab.fabric
+        .nodes
+        .iter()
+        .map(|n| (nodes[n.id.0 as usize], n.name.clone(), n.links.len()))
+        .collect()
+}
+
+/// `routes` (by node) as kernel routes of `protocol` with metric
+/// `metric`, in the namespaces `nodes`; nodes without routes are left out.
+pub fn kernel_routes(lab: &Lab, nodes: &[Ns], routes: &[Vec<Route>]) -> Result<PerNs<KernelRoute>> {
+    lab.fabric
+        .nodes
+        .iter()
+        .filter(|n| !routes[n.id.0 as usize].is_empty())
+        .map(|n| {
+            let mine = node_kernel_routes(
+                lab,
+                n,
+                &routes[n.id.0 as usize],
+                rtnetlink::packet_route::route::RouteProtocol::Static,
+                None,
+            )?;
+            Ok((nodes[n.id.0 as usize], mine))
+        })
+        .collect()
+}
+
+/// For every link, the port position of each end in its node.
+fn port_positions(lab: &Lab) -> Vec<[usize; 2]> {
+    let mut pos = vec![[0usize; 2]; lab.fabric.links.len()];
+    for node in &lab.fabric.nodes {
+        for (port, &l) in node.links.iter().enumerate() {
+            let link = lab.fabric.link(l);
+            let side = usize::from(link.ends[0].node != node.id);
+            pos[l.0 as usize][side] = port;
+        }
+    }
+    pos
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_seeds_are_stable_per_seed_and_differ_between_switches() {
+        assert_eq!(hash_seed(42, "agg0-0"), hash_seed(42, "agg0-0"));
+        assert_ne!(hash_seed(42, "agg0-0"), hash_seed(42, "agg0-1"));
+        assert_ne!(hash_seed(42, "agg0-0"), hash_seed(43, "agg0-0"));
+        for seed in 0..1000 {
+            assert_ne!(hash_seed(seed, "core0"), 0, "0 means random to the kernel");
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! The soft switch as a process (`turbonet softswitch`): its P4Runtime
+//! server ([`turbonet_softswitch::serve`]) and its packet I/O, raw packet
+//! sockets on its interface ports feeding the sans-I/O [`Switch`] and
+//! sending what it makes due. One data-plane thread, batched
+//! `recvmmsg`/`sendmmsg`, sleeps on `ppoll` with high-resolution timeouts
+//! and spins only for the last microseconds before a frame is due (as the
+//! link engine does).
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use std::{io, thread};
+
+use turbonet_softswitch::{Device, DeviceConfig, Switch};
+
+use crate::system::namespaces;
+use turbonet_packetio::timing::{self, SPIN_NS};
+use turbonet_packetio::{Clock, PacketSocket, RxBatch};
+
+/// Frames per `recvmmsg`.
+const RX_BATCH: usize = 64;
+
+/// Longest sleep: the controller's PacketOuts arrive on a channel with no
+/// file descriptor to wake on.
+const MAX_SLEEP: Duration = Duration::from_millis(2);
+
+/// One attached interface port.
+struct Port {
+    port: u32,
+    name: String,
+    socket: PacketSocket,
+    /// Frames due on it, gathered for one `sendmmsg`.
+    due: Vec<Vec<u8>>,
+}
+
+/// Opens a packet socket on every interface of `wanted`, inside `ns` (the
+/// switch's namespace) when given.
+fn attach(ns: Option<&OwnedFd>, wanted: &[(u32, String)]) -> Vec<Port> {
+    let open = || {
+        wanted
+            .iter()
+            .filter_map(|(port, name)| {
+                let socket = nix::net::if_::if_nametoindex(name.as_str())
+                    .map_err(io::Error::from)
+                    .and_then(PacketSocket::bind);
+                match socket {
+                    Ok(socket) => Some(Port {
+                        port: *port,
+                        name: name.clone(),
+                        socket,
+                        due: Vec::new(),
+                    }),
+                    Err(e) => {
+                        tracing::warn!("port {port}: cannot attach interface {name}: {e}");
+                        None
+                    }
+                }
+            })
+            .collect::<Vec<_>>()
+    };
+    match ns {
+        Some(ns) => namespaces::in_namespace(ns, || Ok(open())).unwrap_or_else(|e| {
+            tracing::warn!("cannot enter the switch's namespace: {e}");
+            Vec::new()
+        }),
+        None => open(),
+    }
+}
+
+/// Runs the data plane of `device` until `stop` is set; `base` has the
+/// ports used while the pipeline's device config names none.
+pub fn data_plane(
+    device: Device,
+    base: DeviceConfig,
+    ns: Option<OwnedFd>,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    timing::lower_timer_slack();
+    timing::request_realtime();
+    let mut packet_out = device.take_packet_out_receiver();
+    let mut switch = Switch::with_ports(device, base);
+    let clock = Clock::new();
+    let mut ports: Vec<Port> = Vec::new();
+    let mut generation = None;
+    let mut rx = RxBatch::new(RX_BATCH, 65_536);
+    let mut out: Vec<(u32, Vec<u8>)> = Vec::with_capacity(RX_BATCH);
+    let mut fds: Vec<libc::pollfd> = Vec::new();
+    // Port number -> position in `ports`.
+    let mut slot: Vec<Option<usize>> = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        switch.refresh();
+        if generation != Some(switch.generation()) {
+            generation = Some(switch.generation());
+            let wanted = switch.interfaces();
+            let attached: Vec<(u32, String)> =
+                ports.iter().map(|p| (p.port, p.name.clone())).collect();
+            if wanted != attached {
+                ports = attach(ns.as_ref(), &wanted);
+                slot = vec![None; ports.iter().map(|p| p.port as usize + 1).max().unwrap_or(0)];
+                for (i, p) in ports.iter().enumerate() {
+                    slot[p.port as usize] = Some(i);
+                }
+                fds = ports
+                    .iter()
+                    .map(|p| libc::pollfd {
+                        fd: p.socket.as_fd().as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    })
+                    .collect();
+            }
+        }
+        let now = clock.now();
+        if let Some(channel) = &mut packet_out {
+            while let Ok(packet) = channel.try_recv() {
+                switch.packet_out(now, packet);
+            }
+        }
+        for p in &ports {
+            loop {
+                let n = p.socket.recv_batch(&mut rx)?;
+                for f in 0..n {
+                    let arrival = clock.arrival(rx.received[f].1, now);
+                    switch.receive(arrival, p.port, rx.frame(f));
+                }
+                if n < RX_BATCH {
+                    break;
+                }
+            }
+        }
+        let now = clock.now();
+        switch.poll_transmit(now, &mut out);
+        for (port, frame) in out.drain(..) {
+            if let Some(&Some(i)) = slot.get(port as usize) {
+                ports[i].due.push(frame);
+            }
+        }
+        for p in &mut ports {
+            if !p.due.is_empty() {
+                // Frames the kernel refuses (a port going down) are lost
+                // on the wire, as they would be.
+                let _ = p.socket.send_batch(&p.due);
+                p.due.clear();
+            }
+        }
+        let now = clock.now();
+        let wait = match switch.next_wakeup() {
+            Some(due) if due <= now + SPIN_NS => {
+                thread::yield_now();
+                continue;
+            }
+            Some(due) => Duration::from_nanos(due - now - SPIN_NS).min(MAX_SLEEP),
+            None => MAX_SLEEP,
+        };
+        timing::wait_readable(&mut fds, wait)?;
+    }
+    Ok(())
+}
+
+/// `-i PORT@IFACE` values as a device config of interface ports.
+fn interface_ports(values: &[String]) -> crate::Result<turbonet_softswitch::DeviceConfig> {
+    use turbonet_softswitch::{Attach, DeviceConfig, PortConfig};
+    let ports = values
+        .iter()
+        .map(|v| {
+            let (port, iface) = v
+                .split_once('@')
+                .ok_or_else(|| crate::err!("-i {v}: expected PORT@IFACE, e.g. 1@veth1"))?;
+            let port: u32 = port
+                .parse()
+                .map_err(|_| crate::err!("-i {v}: port `{port}` is not a number"))?;
+            Ok(PortConfig {
+                port,
+                attach: Attach::Interface(iface.to_owned()),
+                queues: Vec::new(),
+                line_rate_bps: None,
+                line_limit_bytes: None,
+            })
+        })
+        .collect::<crate::Result<Vec<_>>>()?;
+    let config = DeviceConfig { ports, seed: 0 };
+    config.validate().map_err(|e| crate::err!("-i: {e}"))?;
+    Ok(config)
+}
+
+/// `turbonet softswitch`: serves P4Runtime for one soft-switch device and
+/// runs its data plane until Ctrl-C or SIGTERM. Its interface ports are
+/// looked up in namespace `netns` (default: its own); `serving` hears the
+/// address it listens on, and when given, `address_file` gets it (written
+/// once it accepts connections); `stopping` hears which signal stops it.
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    listen: std::net::SocketAddr,
+    device_id: u64,
+    netns: Option<&str>,
+    address_file: Option<&std::path::Path>,
+    interfaces: &[String],
+    serving: impl FnOnce(std::net::SocketAddr),
+    stopping: impl FnOnce(&str),
+) -> crate::Result<()> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use crate::error::Context;
+
+    let base = interface_ports(interfaces)?;
+    let ns = netns
+        .map(|name| {
+            crate::system::namespaces::open(name)
+                .with_context(|| format!("opening namespace {name}"))
+        })
+        .transpose()?;
+    let device = turbonet_softswitch::Device::new(device_id);
+    let stop = Arc::new(AtomicBool::new(false));
+    let data_plane = {
+        let (device, stop) = (device.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("data-plane".into())
+            .spawn(move || data_plane(device, base, ns, &stop))?
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let served = runtime.block_on(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (addr, handle) = turbonet_softswitch::serve(listen, device)
+            .await
+            .map_err(|e| crate::err!("serving P4Runtime on {listen}: {e}"))?;
+        serving(addr);
+        if let Some(path) = address_file {
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, addr.to_string())
+                .and_then(|()| std::fs::rename(&tmp, path))
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        let mut terminate = signal(SignalKind::terminate())?;
+        let why = tokio::select! {
+            _ = tokio::signal::ctrl_c() => "SIGINT",
+            _ = terminate.recv() => "SIGTERM",
+        };
+        stopping(why);
+        let _ = handle.shutdown().await;
+        Ok::<_, crate::Error>(())
+    });
+    stop.store(true, Ordering::Relaxed);
+    let ran = data_plane
+        .join()
+        .map_err(|_| crate::err!("the data plane panicked"))?;
+    served?;
+    ran.context("data plane")?;
+    Ok(())
+}

@@ -1,0 +1,138 @@
+//! Interfaces of the machine (not turbonet's): looked up, read, moved into
+//! a node and back, in the namespace they live in.
+
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use futures::TryStreamExt;
+use ipnet::Ipv4Net;
+use rtnetlink::packet_route::AddressFamily;
+use rtnetlink::packet_route::address::AddressAttribute;
+use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
+use rtnetlink::{Handle, LinkUnspec};
+
+use super::{External, NodeNs};
+use crate::err;
+use crate::error::{Context, Result};
+use crate::system::namespaces;
+
+/// Opens the namespace an external interface lives in: a named namespace,
+/// or the one turbonet runs in.
+pub fn open_ns(name: Option<&str>) -> Result<OwnedFd> {
+    match name {
+        Some(name) => namespaces::open(name).with_context(|| format!("opening namespace {name}")),
+        None => namespaces::open_current().context("opening the current namespace"),
+    }
+}
+
+/// Runs `f` with an rtnetlink handle inside namespace `ns`, on a private
+/// runtime (for the synchronous parts of the lifecycle).
+pub fn with_handle<T>(ns: &OwnedFd, f: impl AsyncFnOnce(Handle) -> Result<T>) -> Result<T> {
+    let socket = namespaces::in_namespace(ns, namespaces::route_socket)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let handle = super::connect(socket)?;
+        f(handle).await
+    })
+}
+
+/// Looks an interface up by name.
+pub async fn link_by_name(handle: &Handle, name: &str) -> Result<Option<LinkMessage>> {
+    let mut links = handle.link().get().match_name(name.to_owned()).execute();
+    match links.try_next().await {
+        Ok(link) => Ok(link),
+        Err(rtnetlink::Error::NetlinkError(e))
+            if e.raw_code() == -(nix::errno::Errno::ENODEV as i32) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// An interface's MTU (1500 when it does not say).
+pub fn mtu_of(link: &LinkMessage) -> u32 {
+    link.attributes
+        .iter()
+        .find_map(|a| match a {
+            LinkAttribute::Mtu(m) => Some(*m),
+            _ => None,
+        })
+        .unwrap_or(1500)
+}
+
+/// The IPv4 addresses of interface `index`.
+pub async fn ipv4_addrs(handle: &Handle, index: u32) -> Result<Vec<Ipv4Net>> {
+    let mut out = Vec::new();
+    let mut addrs = handle
+        .address()
+        .get()
+        .set_link_index_filter(index)
+        .execute();
+    while let Some(msg) = addrs.try_next().await? {
+        if msg.header.family != AddressFamily::Inet {
+            continue;
+        }
+        for attr in &msg.attributes {
+            if let AddressAttribute::Local(IpAddr::V4(ip))
+            | AddressAttribute::Address(IpAddr::V4(ip)) = attr
+            {
+                if let Ok(net) = Ipv4Net::new(*ip, msg.header.prefix_len)
+                    && !out.contains(&net)
+                {
+                    out.push(net);
+                }
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Moves one external interface into its node's namespace `node`, renames
+/// it, addresses it and brings it up.
+pub async fn attach(ext: &External, node: &NodeNs) -> Result<()> {
+    let source = open_ns(ext.from.as_deref())?;
+    let socket = namespaces::in_namespace(&source, namespaces::route_socket)?;
+    let source_handle = super::connect(socket)?;
+    let link = link_by_name(&source_handle, &ext.interface)
+        .await?
+        .ok_or_else(|| err!("external interface {} disappeared", ext.interface))?;
+    let node_handle = node.handle()?;
+    source_handle
+        .link()
+        .set(
+            LinkUnspec::new_with_index(link.header.index)
+                .down()
+                .setns_by_fd(node.ns.as_raw_fd())
+                .build(),
+        )
+        .execute()
+        .await
+        .with_context(|| format!("moving {} into its node", ext.interface))?;
+    let moved = link_by_name(&node_handle, &ext.interface)
+        .await?
+        .ok_or_else(|| err!("{} vanished while moving", ext.interface))?;
+    let index = moved.header.index;
+    node_handle
+        .link()
+        .set(
+            LinkUnspec::new_with_index(index)
+                .name(ext.ifname.clone())
+                .alias(ext.alias.clone())
+                .up()
+                .build(),
+        )
+        .execute()
+        .await
+        .with_context(|| format!("renaming {} to {}", ext.interface, ext.ifname))?;
+    node_handle
+        .address()
+        .add(index, IpAddr::V4(ext.addr.addr()), ext.addr.prefix_len())
+        .execute()
+        .await
+        .with_context(|| format!("address {} on {}", ext.addr, ext.ifname))?;
+    Ok(())
+}

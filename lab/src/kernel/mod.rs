@@ -1,0 +1,172 @@
+//! What turbonet asks of the kernel, as one trait: create namespaces with
+//! their sysctls, veth pairs with each end in its namespace, addresses,
+//! links up, offloads off, netem, routes, and wait for carrier.
+//!
+//! Builders compute every request of a phase (pure, from the lab) and hand
+//! the whole batch to a [`Kernel`]; [`Netlink`] carries batches out through
+//! rtnetlink, concurrently across namespaces and pipelined within one, and
+//! [`Recorder`] writes them down, one line a request, so that what `up`
+//! asks for each bundled scenario is a golden file checked without root.
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use ipnet::Ipv4Net;
+use rtnetlink::packet_route::route::RouteProtocol;
+use turbonet_injectors::Impairment;
+
+use crate::error::Result;
+
+pub mod interfaces;
+pub mod netem;
+mod netlink;
+mod recorder;
+pub mod routes;
+
+pub(crate) use netlink::pipelined;
+pub use netlink::{
+    Netlink, NodeNs, connect, delete_route, delete_route_with, install, route_message,
+};
+
+/// A namespace the kernel side created, by its position in creation order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ns(pub usize);
+
+/// A namespace to create, with the sysctls set inside it right away.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceSpec {
+    /// Its name under `/run/netns`.
+    pub name: String,
+    /// `(key, value)` under `/proc/sys`, e.g. `net/ipv4/ip_forward`.
+    pub sysctls: Vec<(&'static str, String)>,
+}
+
+/// One end of a veth pair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VethEnd {
+    /// Its namespace.
+    pub ns: Ns,
+    /// Its interface name.
+    pub name: String,
+    /// Its ifindex (free in its namespace).
+    pub ifindex: u32,
+    /// Its MAC address (default: the kernel's random one).
+    pub mac: Option<[u8; 6]>,
+}
+
+/// A veth pair, created in one request sent from `local`'s namespace with
+/// `peer` moved into its own; `local` comes up with it (the peer cannot in
+/// the same request: the kernel answers ENOTCONN).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Veth {
+    /// What the request is for, for errors ("link edge0-0--agg0-0").
+    pub what: String,
+    /// The end the request creates first.
+    pub local: VethEnd,
+    /// The other end.
+    pub peer: VethEnd,
+    /// Both ends' MTU (default: the kernel's).
+    pub mtu: Option<u32>,
+}
+
+/// An IPv4 address on an interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Address {
+    /// The interface.
+    pub ifindex: u32,
+    /// Address and prefix length.
+    pub addr: Ipv4Net,
+}
+
+/// One next hop of a kernel route.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KernelHop {
+    /// The gateway; `None`: the destination is on the link.
+    pub via: Option<Ipv4Addr>,
+    /// The outgoing interface.
+    pub ifindex: u32,
+    /// The gateway is on the link although no connected route covers it.
+    pub onlink: bool,
+}
+
+/// A route in a namespace's main table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelRoute {
+    /// Destination.
+    pub prefix: Ipv4Net,
+    /// Next hops; several: ECMP.
+    pub hops: Vec<KernelHop>,
+    /// Who installed it (`static`: turbonet, `bgp`: the agents).
+    pub protocol: RouteProtocol,
+    /// Its metric (`None`: 0).
+    pub metric: Option<u32>,
+}
+
+/// An interface of the machine that joins a node: moved from namespace
+/// `from` (`None`: the root namespace) into `into`, renamed `ifname`,
+/// marked with `alias`, brought up and given `addr`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct External {
+    /// Its name on the machine.
+    pub interface: String,
+    /// The named namespace it is in (`None`: the root namespace).
+    pub from: Option<String>,
+    /// The node's namespace.
+    pub into: Ns,
+    /// Its name in the node.
+    pub ifname: String,
+    /// The alias that marks it as the lab's.
+    pub alias: String,
+    /// Its address in the fabric.
+    pub addr: Ipv4Net,
+}
+
+/// What turbonet asks of the kernel. Every request of a batch may run
+/// concurrently with the others; a batch fails on its first error.
+pub trait Kernel {
+    /// Creates the named namespaces (with `threads` dedicated threads) and
+    /// sets each one's sysctls inside it; returns them in order.
+    fn create_namespaces(&mut self, specs: &[NamespaceSpec], threads: usize) -> Result<Vec<Ns>>;
+
+    /// Creates veth pairs.
+    fn add_veths(&self, veths: Vec<Veth>) -> impl Future<Output = Result<()>>;
+
+    /// Brings interfaces up, per namespace.
+    fn set_up(&self, links: PerNs<u32>) -> impl Future<Output = Result<()>>;
+
+    /// Turns segmentation and checksum offloads off on interfaces, per
+    /// namespace (where turbonet reads and writes whole frames).
+    fn disable_offloads(&self, links: PerNs<String>) -> Result<()>;
+
+    /// Adds addresses, per namespace.
+    fn add_addresses(&self, addrs: PerNs<Address>) -> impl Future<Output = Result<()>>;
+
+    /// Installs netem with `impairment` (its PRNG seeded with `seed`) as
+    /// the root qdisc of interface `ifindex`.
+    fn set_netem(&self, ns: Ns, ifindex: u32, impairment: &Impairment, seed: u64) -> Result<()>;
+
+    /// Installs routes, per namespace; with `replace`, over existing routes
+    /// to the same prefixes.
+    fn add_routes(
+        &self,
+        routes: PerNs<KernelRoute>,
+        replace: bool,
+    ) -> impl Future<Output = Result<()>>;
+
+    /// Moves an interface of the machine into a node (see [`External`]).
+    fn attach_external(&self, external: &External) -> impl Future<Output = Result<()>>;
+
+    /// Waits until interfaces `2..2 + ports` of every namespace listed have
+    /// carrier, polling; fails naming the first that has not after
+    /// `timeout`.
+    fn wait_carrier(
+        &self,
+        ports: Vec<(Ns, String, usize)>,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<()>>;
+}
+
+/// Requests of one kind, grouped by namespace.
+pub type PerNs<T> = Vec<(Ns, Vec<T>)>;
+
+pub use recorder::Recorder;

@@ -1,0 +1,363 @@
+//! The kernel through rtnetlink: every request over a netlink socket
+//! created inside its namespace, concurrently across namespaces and
+//! pipelined within one.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::Duration;
+
+use futures::TryStreamExt;
+use futures::stream::{self, StreamExt};
+use rtnetlink::packet_route::link::{InfoData, InfoVeth, LinkFlags};
+use rtnetlink::packet_route::route::{RouteProtocol, RouteScope};
+use rtnetlink::{Handle, LinkUnspec, LinkVeth, RouteMessageBuilder, RouteNextHopBuilder};
+use turbonet_injectors::Impairment;
+
+use super::{Address, External, Kernel, KernelRoute, NamespaceSpec, Ns, PerNs, Veth};
+use crate::error::{Context, Result};
+use crate::system::namespaces;
+use crate::{bail, err};
+
+/// Requests in flight per netlink connection. Bounded so that the kernel's
+/// ACKs never overflow the socket's receive buffer.
+const IN_FLIGHT: usize = 128;
+
+/// Nodes whose netlink connections are open at once. Each connection holds
+/// read and write buffers; opening them for a few dozen nodes at a time
+/// keeps a 1,344-node fabric's memory flat.
+const NODES_IN_FLIGHT: usize = 32;
+
+/// A node's namespace, held open, with a route-netlink socket inside it.
+#[derive(Debug)]
+pub struct NodeNs {
+    /// The namespace.
+    pub ns: OwnedFd,
+    /// A route-netlink socket created inside the namespace.
+    socket: OwnedFd,
+}
+
+impl NodeNs {
+    /// A namespace and a route-netlink socket created inside it.
+    pub(crate) fn new(ns: OwnedFd, socket: OwnedFd) -> Self {
+        NodeNs { ns, socket }
+    }
+
+    /// An rtnetlink handle on a duplicate of the node's socket; the
+    /// connection closes when the handle (and its clones) are dropped.
+    pub fn handle(&self) -> Result<Handle> {
+        connect(self.socket.try_clone()?)
+    }
+}
+
+/// Runs `f` for every item with at most [`NODES_IN_FLIGHT`] at once,
+/// collecting results in order and failing on the first error.
+pub(crate) async fn per_node<I, T, F, Fut>(items: I, f: F) -> Result<Vec<T>>
+where
+    I: IntoIterator,
+    F: Fn(I::Item) -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    stream::iter(items)
+        .map(f)
+        .buffered(NODES_IN_FLIGHT)
+        .try_collect()
+        .await
+}
+
+/// Turns a route-netlink socket into an rtnetlink handle on the current
+/// tokio runtime.
+pub fn connect(socket: OwnedFd) -> Result<Handle> {
+    Ok(namespaces::route_handle(socket)?)
+}
+
+/// Runs `requests` with at most [`IN_FLIGHT`] in flight, failing on the first
+/// error.
+pub(crate) async fn pipelined<F>(requests: impl IntoIterator<Item = F>) -> Result<()>
+where
+    F: Future<Output = Result<()>>,
+{
+    stream::iter(requests)
+        .map(Ok)
+        .try_for_each_concurrent(IN_FLIGHT, |f| f)
+        .await
+}
+
+/// Deletes the route to `prefix` from a node's main table; a route the
+/// kernel already removed (its port went down) is not an error.
+pub async fn delete_route(handle: &Handle, prefix: ipnet::Ipv4Net) -> Result<()> {
+    delete_route_with(handle, prefix, RouteProtocol::Static, None).await
+}
+
+/// [`delete_route`] for the route of one protocol and metric.
+pub async fn delete_route_with(
+    handle: &Handle,
+    prefix: ipnet::Ipv4Net,
+    protocol: RouteProtocol,
+    priority: Option<u32>,
+) -> Result<()> {
+    let mut builder = RouteMessageBuilder::<Ipv4Addr>::new()
+        .destination_prefix(prefix.network(), prefix.prefix_len())
+        .protocol(protocol);
+    if let Some(priority) = priority {
+        builder = builder.priority(priority);
+    }
+    let message = builder.build();
+    match handle.route().del(message).execute().await {
+        Ok(()) => Ok(()),
+        Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -libc::ESRCH => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("deleting route {prefix}")),
+    }
+}
+
+/// The kernel through rtnetlink: a namespace's requests go over a netlink
+/// socket created inside it.
+#[derive(Debug, Default)]
+pub struct Netlink {
+    namespaces: Vec<NodeNs>,
+}
+
+impl Netlink {
+    /// No namespaces yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A namespace created here.
+    pub fn namespace(&self, ns: Ns) -> Result<&NodeNs> {
+        self.namespaces
+            .get(ns.0)
+            .ok_or_else(|| err!("namespace #{} was not created here", ns.0))
+    }
+}
+
+impl Kernel for Netlink {
+    fn create_namespaces(&mut self, specs: &[NamespaceSpec], threads: usize) -> Result<Vec<Ns>> {
+        let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+        let by_name: std::collections::HashMap<&str, &NamespaceSpec> =
+            specs.iter().map(|s| (s.name.as_str(), s)).collect();
+        let results = namespaces::create_batch(&names, threads, &|name: &str| {
+            for (key, value) in &by_name[name].sysctls {
+                namespaces::write_sysctl(key, value)?;
+            }
+            Ok((namespaces::open_current()?, namespaces::route_socket()?))
+        });
+        let first = self.namespaces.len();
+        for (name, result) in names.iter().zip(results) {
+            let (ns, socket) = result.with_context(|| format!("creating namespace {name}"))?;
+            self.namespaces.push(NodeNs::new(ns, socket));
+        }
+        Ok((first..self.namespaces.len()).map(Ns).collect())
+    }
+
+    async fn add_veths(&self, veths: Vec<Veth>) -> Result<()> {
+        let mut by_ns: BTreeMap<Ns, Vec<Veth>> = BTreeMap::new();
+        for veth in veths {
+            by_ns.entry(veth.local.ns).or_default().push(veth);
+        }
+        per_node(by_ns, |(ns, veths)| async move {
+            let handle = self.namespace(ns)?.handle()?;
+            let requests = veths
+                .into_iter()
+                .map(|v| {
+                    let peer_fd = self.namespace(v.peer.ns)?.ns.as_raw_fd();
+                    let mut peer = LinkUnspec::new_with_index(v.peer.ifindex)
+                        .name(v.peer.name.clone())
+                        .setns_by_fd(peer_fd);
+                    let mut veth = LinkVeth::new(&v.local.name, &v.peer.name)
+                        .index(v.local.ifindex)
+                        .up();
+                    if let Some(mac) = v.local.mac {
+                        veth = veth.address(mac.to_vec());
+                    }
+                    if let Some(mac) = v.peer.mac {
+                        peer = peer.address(mac.to_vec());
+                    }
+                    if let Some(mtu) = v.mtu {
+                        peer = peer.mtu(mtu);
+                        veth = veth.mtu(mtu);
+                    }
+                    let message = veth
+                        .set_info_data(InfoData::Veth(InfoVeth::Peer(peer.build())))
+                        .build();
+                    Ok((v.what, handle.link().add(message)))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            pipelined(requests.into_iter().map(|(what, request)| async move {
+                request
+                    .execute()
+                    .await
+                    .with_context(|| format!("creating {what}"))
+            }))
+            .await
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn set_up(&self, links: PerNs<u32>) -> Result<()> {
+        per_node(links, |(ns, indices)| async move {
+            let handle = self.namespace(ns)?.handle()?;
+            pipelined(indices.into_iter().map(|index| {
+                let request = handle
+                    .link()
+                    .set(LinkUnspec::new_with_index(index).up().build());
+                async move {
+                    request
+                        .execute()
+                        .await
+                        .with_context(|| format!("bringing interface {index} up"))
+                }
+            }))
+            .await
+        })
+        .await?;
+        Ok(())
+    }
+
+    fn disable_offloads(&self, links: PerNs<String>) -> Result<()> {
+        for (ns, names) in links {
+            namespaces::in_namespace(&self.namespace(ns)?.ns, || {
+                names
+                    .iter()
+                    .try_for_each(|n| turbonet_packetio::offloads::disable(n))
+            })
+            .context("turning offloads off")?;
+        }
+        Ok(())
+    }
+
+    async fn add_addresses(&self, addrs: PerNs<Address>) -> Result<()> {
+        per_node(addrs, |(ns, addrs)| async move {
+            let handle = self.namespace(ns)?.handle()?;
+            pipelined(addrs.into_iter().map(|a| {
+                let request =
+                    handle
+                        .address()
+                        .add(a.ifindex, IpAddr::V4(a.addr.addr()), a.addr.prefix_len());
+                async move {
+                    request
+                        .execute()
+                        .await
+                        .with_context(|| format!("address {} on interface {}", a.addr, a.ifindex))
+                }
+            }))
+            .await
+        })
+        .await?;
+        Ok(())
+    }
+
+    fn set_netem(&self, ns: Ns, ifindex: u32, impairment: &Impairment, seed: u64) -> Result<()> {
+        super::netem::apply(&self.namespace(ns)?.ns, ifindex, impairment, seed)
+            .with_context(|| format!("netem on interface {ifindex}"))
+    }
+
+    async fn add_routes(&self, routes: PerNs<KernelRoute>, replace: bool) -> Result<()> {
+        per_node(routes, |(ns, routes)| async move {
+            let handle = self.namespace(ns)?.handle()?;
+            install(&handle, routes, replace).await
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn attach_external(&self, external: &External) -> Result<()> {
+        super::interfaces::attach(external, self.namespace(external.into)?).await
+    }
+
+    async fn wait_carrier(&self, ports: Vec<(Ns, String, usize)>, timeout: Duration) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut pending = ports;
+        loop {
+            let checks = per_node(&pending, |(ns, _, ports)| async move {
+                let handle = self.namespace(*ns)?.handle()?;
+                let links: Vec<_> = handle.link().get().execute().try_collect().await?;
+                let up = links
+                    .iter()
+                    .filter(|l| l.header.index >= 2 && (l.header.index as usize) < ports + 2)
+                    .filter(|l| l.header.flags.contains(LinkFlags::LowerUp))
+                    .count();
+                Ok::<_, crate::Error>(up == *ports)
+            })
+            .await?;
+            pending = pending
+                .into_iter()
+                .zip(checks)
+                .filter(|(_, ready)| !ready)
+                .map(|(p, _)| p)
+                .collect();
+            let Some((_, first, _)) = pending.first() else {
+                return Ok(());
+            };
+            if tokio::time::Instant::now() >= deadline {
+                bail!(
+                    "{} node(s) still have ports without carrier after {timeout:?} (first: {first})",
+                    pending.len(),
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Installs `routes` through `handle`, pipelined.
+pub async fn install(handle: &Handle, routes: Vec<KernelRoute>, replace: bool) -> Result<()> {
+    pipelined(routes.into_iter().map(|route| {
+        let prefix = route.prefix;
+        let message = route_message(&route);
+        async move {
+            let mut request = handle.route().add(message?);
+            if replace {
+                request = request.replace();
+            }
+            request
+                .execute()
+                .await
+                .with_context(|| format!("route {prefix}"))
+        }
+    }))
+    .await
+}
+
+/// The netlink message that installs `route`.
+pub fn route_message(route: &KernelRoute) -> Result<rtnetlink::packet_route::route::RouteMessage> {
+    let mut builder = RouteMessageBuilder::<Ipv4Addr>::new()
+        .destination_prefix(route.prefix.network(), route.prefix.prefix_len())
+        .protocol(route.protocol);
+    if let Some(metric) = route.metric {
+        builder = builder.priority(metric);
+    }
+    match route.hops.as_slice() {
+        [] => bail!("route {} has no next hop", route.prefix),
+        [hop] => {
+            builder = builder.output_interface(hop.ifindex);
+            match hop.via {
+                Some(via) => {
+                    builder = builder.gateway(via);
+                    if hop.onlink {
+                        builder = builder.onlink();
+                    }
+                }
+                None => builder = builder.scope(RouteScope::Link),
+            }
+        }
+        hops => {
+            let nexthops = hops
+                .iter()
+                .map(|hop| {
+                    let mut nh = RouteNextHopBuilder::new_ipv4().interface(hop.ifindex);
+                    if let Some(via) = hop.via {
+                        nh = nh.via(IpAddr::V4(via)).map_err(|e| err!("{e:?}"))?;
+                    }
+                    if hop.onlink {
+                        nh = nh.onlink();
+                    }
+                    Ok(nh.build())
+                })
+                .collect::<Result<Vec<_>>>()?;
+            builder = builder.multipath(nexthops);
+        }
+    }
+    Ok(builder.build())
+}

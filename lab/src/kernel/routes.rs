@@ -1,0 +1,156 @@
+//! A node's routes (`turbonet-routing`'s, by interface name) as the kernel
+//! takes them (by ifindex), and installed through a namespace's handle.
+
+use rtnetlink::Handle;
+use rtnetlink::packet_route::route::RouteProtocol;
+use turbonet_routing::Route;
+use turbonet_topo::{Lab, Node};
+
+use super::{KernelHop, KernelRoute};
+use crate::err;
+use crate::error::{Context, Result};
+use crate::names::port_ifindex;
+
+/// One node's `routes` as kernel routes (interfaces by ifindex).
+pub fn node_kernel_routes(
+    lab: &Lab,
+    node: &Node,
+    routes: &[Route],
+    protocol: RouteProtocol,
+    metric: Option<u32>,
+) -> Result<Vec<KernelRoute>> {
+    let ifindex = ifindex_by_name(lab, node);
+    routes
+        .iter()
+        .map(|r| kernel_route(r, &ifindex, protocol, metric))
+        .collect::<Result<_>>()
+        .with_context(|| format!("{}: building routes", node.name))
+}
+
+/// `route` as a kernel route; `ifindex` maps its interfaces.
+pub fn kernel_route(
+    route: &Route,
+    ifindex: &std::collections::HashMap<&str, u32>,
+    protocol: RouteProtocol,
+    metric: Option<u32>,
+) -> Result<KernelRoute> {
+    let hops = route
+        .nexthops
+        .iter()
+        .map(|hop| {
+            Ok(KernelHop {
+                via: hop.via,
+                ifindex: ifindex
+                    .get(hop.ifname.as_str())
+                    .copied()
+                    .ok_or_else(|| err!("no interface {}", hop.ifname))?,
+                onlink: hop.onlink,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(KernelRoute {
+        prefix: route.prefix,
+        hops,
+        protocol,
+        metric,
+    })
+}
+
+/// Installs one node's routes through `handle`; with `replace`, existing
+/// routes to the same prefixes are replaced (restoring after a failure).
+pub async fn install_node_routes(
+    lab: &Lab,
+    handle: &Handle,
+    node: &Node,
+    routes: &[Route],
+    replace: bool,
+) -> Result<usize> {
+    let kernel = node_kernel_routes(lab, node, routes, RouteProtocol::Static, None)?;
+    super::install(handle, kernel, replace)
+        .await
+        .with_context(|| node.name.clone())?;
+    Ok(routes.len())
+}
+
+/// Interface name to ifindex for a node's ports.
+pub fn ifindex_by_name<'a>(lab: &'a Lab, node: &Node) -> std::collections::HashMap<&'a str, u32> {
+    lab.fabric
+        .ports(node.id)
+        .enumerate()
+        .map(|(port, (_, local, _))| (local.ifname.as_str(), port_ifindex(port)))
+        .collect()
+}
+
+/// A route as read from a namespace's main table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableRoute {
+    /// Destination.
+    pub prefix: ipnet::Ipv4Net,
+    /// Next hops: gateway (none: on the link) and outgoing interface.
+    pub hops: Vec<(Option<std::net::Ipv4Addr>, u32)>,
+    /// Who installed it.
+    pub protocol: RouteProtocol,
+}
+
+/// The IPv4 routes of the main table behind `handle`, in prefix order.
+pub async fn read_table(handle: &Handle) -> Result<Vec<TableRoute>> {
+    use futures::TryStreamExt;
+    use rtnetlink::packet_route::AddressFamily;
+    use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute};
+    let message = rtnetlink::RouteMessageBuilder::<std::net::Ipv4Addr>::new().build();
+    let mut routes = handle.route().get(message).execute();
+    let mut table = Vec::new();
+    while let Some(route) = routes.try_next().await? {
+        if route.header.address_family != AddressFamily::Inet || route.header.table != 254 {
+            continue;
+        }
+        let mut destination = std::net::Ipv4Addr::UNSPECIFIED;
+        let (mut gateway, mut oif) = (None, None);
+        let mut hops = Vec::new();
+        for attribute in &route.attributes {
+            match attribute {
+                RouteAttribute::Destination(RouteAddress::Inet(d)) => destination = *d,
+                RouteAttribute::Gateway(RouteAddress::Inet(g)) => gateway = Some(*g),
+                RouteAttribute::Oif(i) => oif = Some(*i),
+                RouteAttribute::MultiPath(nexthops) => {
+                    for nh in nexthops {
+                        let via = nh.attributes.iter().find_map(|a| match a {
+                            RouteAttribute::Gateway(RouteAddress::Inet(g)) => Some(*g),
+                            _ => None,
+                        });
+                        hops.push((via, nh.interface_index));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if hops.is_empty() {
+            hops.push((gateway, oif.unwrap_or(0)));
+        }
+        if let Ok(prefix) = ipnet::Ipv4Net::new(destination, route.header.destination_prefix_length)
+        {
+            table.push(TableRoute {
+                prefix,
+                hops,
+                protocol: route.header.protocol,
+            });
+        }
+    }
+    table.sort_by_key(|r| (u32::from(r.prefix.network()), r.prefix.prefix_len()));
+    Ok(table)
+}
+
+/// Interface names by ifindex, in the namespace behind `handle`.
+pub async fn link_names(handle: &Handle) -> Result<std::collections::HashMap<u32, String>> {
+    use futures::TryStreamExt;
+    let mut names = std::collections::HashMap::new();
+    let mut links = handle.link().get().execute();
+    while let Some(link) = links.try_next().await? {
+        for attr in &link.attributes {
+            if let rtnetlink::packet_route::link::LinkAttribute::IfName(n) = attr {
+                names.insert(link.header.index, n.clone());
+            }
+        }
+    }
+    Ok(names)
+}

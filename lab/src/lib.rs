@@ -1,0 +1,50 @@
+//! turbonet-lab: everything a `turbonet` command does, as a library. The
+//! `turbonet` binary parses arguments, calls in here and prints.
+//!
+//! A lab is a scenario (`turbonet-topo`) brought up on a data plane: this
+//! machine's kernel (the `netns` target) or P4 switches (the `soft` and
+//! `p4rt` targets), with routes from a route source (`static`,
+//! `controller` or `bgp`), and kept running by a per-lab daemon.
+//!
+//! Layers, lowest first (a module uses only those above it in this list):
+//!
+//! - [`error`], [`names`], [`lookup`]: the error type, how turbonet names
+//!   what it creates, and finding what users name;
+//! - [`system`]: namespaces, processes and limits (with packet I/O, the
+//!   only `unsafe`);
+//! - [`state`]: a lab's directory and its record of ownership;
+//! - [`events`]: what happened, on one clock;
+//! - [`kernel`]: what turbonet asks of the kernel, as a trait with a
+//!   netlink implementation and a recording one;
+//! - [`dataplane`]: the targets' builders and run-time control;
+//! - [`routes`]: route sources, the BGP agents among them;
+//! - [`daemon`] and [`api`]: the per-lab daemon and its control API;
+//! - the verbs: [`up`], [`down`], [`inspect`], [`check`], [`exec`], [`plan`],
+//!   [`bench`] (with [`report`]).
+//!
+//! Nothing here prints: results come back as values, progress through
+//! [`up::Progress`], and the daemon logs with `tracing`.
+
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod api;
+pub mod bench;
+pub mod check;
+pub mod daemon;
+pub mod dataplane;
+pub mod down;
+pub mod error;
+pub mod events;
+pub mod exec;
+pub mod inspect;
+pub mod kernel;
+pub mod lookup;
+pub mod names;
+pub mod plan;
+pub mod report;
+pub mod routes;
+pub mod state;
+pub mod system;
+pub mod up;
+
+pub use error::{Error, Result};

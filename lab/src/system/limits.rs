@@ -1,0 +1,134 @@
+//! Machine-wide limits a large fabric outgrows.
+//!
+//! The kernel's neighbour tables (ARP, NDP) are shared by all network
+//! namespaces, with one machine-wide hard limit (`gc_thresh3`, 1024 entries
+//! by default) that only the initial namespace can change. A fat-tree k=16
+//! needs about 6,000 entries: past the limit the kernel drops packets to
+//! unresolved neighbours ("neighbor table overflow"). `up` raises the limits
+//! to fit every lab that is up, remembers the machine's own values, and the
+//! last `down` puts them back.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::state::{self, LabDir};
+
+/// The neighbour-table thresholds turbonet may raise.
+const KEYS: [&str; 4] = [
+    "net/ipv4/neigh/default/gc_thresh2",
+    "net/ipv4/neigh/default/gc_thresh3",
+    "net/ipv6/neigh/default/gc_thresh2",
+    "net/ipv6/neigh/default/gc_thresh3",
+];
+
+/// Where the machine's own values are kept while any lab is up.
+fn saved_path() -> PathBuf {
+    Path::new(state::RUN_DIR).join("neighbour-limits.json")
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Saved {
+    values: Vec<(String, u64)>,
+}
+
+fn read(key: &str) -> io::Result<u64> {
+    fs::read_to_string(Path::new("/proc/sys").join(key))?
+        .trim()
+        .parse()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+fn write(key: &str, value: u64) -> io::Result<()> {
+    fs::write(Path::new("/proc/sys").join(key), value.to_string())
+}
+
+/// Makes sure the process may hold `need` file descriptors (a namespace
+/// fd and a netlink socket per node).
+pub fn raise_fd_limit(need: usize) -> Result<()> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    let need = need as u64;
+    if soft < need {
+        if hard < need {
+            return Err(crate::Error::Refused(format!(
+                "this fabric needs {need} open files but the hard limit is {hard}"
+            )));
+        }
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
+    }
+    Ok(())
+}
+
+/// Neighbour entries a lab may need: one per port end, plus headroom.
+pub fn neighbours_needed(ports: usize) -> u64 {
+    ports as u64 + 64
+}
+
+/// Raises the machine-wide neighbour limits so that `needed` entries (this
+/// lab and every other lab that is up) fit. Returns a note for the user when
+/// it changed something. Must run in the initial network namespace.
+pub fn raise_neighbour_limits(this_lab: u64) -> Result<Option<String>> {
+    let mut total = this_lab;
+    for lab in state::labs(Path::new(state::RUN_DIR))? {
+        if let Ok(Some(st)) = LabDir::of(&lab).load() {
+            total += st.neighbours;
+        }
+    }
+    // Raise only what the fabric outgrows (leaving the rest of the machine
+    // 256 entries), and then generously, so a second lab rarely needs more.
+    let mut changes = Vec::new();
+    for key in KEYS {
+        let Ok(current) = read(key) else { continue };
+        let (need, want) = if key.ends_with("thresh3") {
+            (total + 256, 2 * total + 1024)
+        } else {
+            (total, total + 512)
+        };
+        if current < need {
+            changes.push((key, current, want));
+        }
+    }
+    if changes.is_empty() {
+        return Ok(None);
+    }
+    let saved = saved_path();
+    if !saved.exists() {
+        let values = KEYS
+            .iter()
+            .filter_map(|k| read(k).ok().map(|v| (k.to_string(), v)))
+            .collect();
+        fs::create_dir_all(state::RUN_DIR)?;
+        fs::write(&saved, serde_json::to_vec(&Saved { values })?)
+            .with_context(|| format!("writing {}", saved.display()))?;
+    }
+    for (key, _, want) in &changes {
+        write(key, *want).with_context(|| format!("raising {key}"))?;
+    }
+    let (_, from, to) = changes
+        .iter()
+        .find(|(k, ..)| k.contains("ipv4") && k.ends_with("thresh3"))
+        .copied()
+        .unwrap_or(changes[0]);
+    Ok(Some(format!(
+        "raised the machine's neighbour table limit (gc_thresh3) from {from} to {to} for {total} entries; \
+         the last `down` restores it"
+    )))
+}
+
+/// Restores the machine's own neighbour limits when no lab is up any more.
+pub fn restore_neighbour_limits() -> Result<()> {
+    let saved = saved_path();
+    if !saved.exists() || !state::labs(Path::new(state::RUN_DIR))?.is_empty() {
+        return Ok(());
+    }
+    let Saved { values } = serde_json::from_slice(&fs::read(&saved)?)?;
+    for (key, value) in values {
+        write(&key, value).with_context(|| format!("restoring {key}"))?;
+    }
+    fs::remove_file(&saved)?;
+    Ok(())
+}

@@ -1,0 +1,223 @@
+//! Processes turbonet starts and finds again: detached servers (the lab
+//! daemon, the soft switch), programs inside a node's namespace (FRR, BIRD,
+//! BMV2, `exec`), and the checks that a recorded pid is still the program
+//! that was started before it is signalled.
+
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::sched::{CloneFlags, setns, unshare};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// How a child starts, set between fork and exec.
+#[derive(Debug, Default)]
+pub struct Start<'a> {
+    /// Join this network namespace.
+    pub namespace: Option<&'a OwnedFd>,
+    /// A session of its own (detached from the caller's terminal and
+    /// signals).
+    pub new_session: bool,
+    /// A private mount namespace with `/sys` remounted, so tools that read
+    /// sysfs see the namespace's interfaces (as `ip netns exec` does).
+    pub private_sysfs: bool,
+    /// stdin from `/dev/null`, stdout and stderr to (a new) this file.
+    pub log: Option<&'a Path>,
+}
+
+impl Start<'_> {
+    /// Prepares `command` to start this way.
+    pub fn prepare(&self, command: &mut Command) -> io::Result<()> {
+        if let Some(log) = self.log {
+            let file = fs::File::create(log).map_err(|e| {
+                io::Error::new(e.kind(), format!("creating {}: {e}", log.display()))
+            })?;
+            command
+                .stdin(Stdio::null())
+                .stdout(file.try_clone()?)
+                .stderr(file);
+        }
+        let fd = self.namespace.map(AsRawFd::as_raw_fd);
+        let (new_session, private_sysfs) = (self.new_session, self.private_sysfs);
+        // SAFETY: between fork and exec the child only makes
+        // async-signal-safe system calls (setns, unshare, mount, umount2,
+        // setsid) and allocates nothing; `fd` stays open in the parent
+        // until spawn returns.
+        unsafe {
+            command.pre_exec(move || {
+                if let Some(fd) = fd {
+                    setns(BorrowedFd::borrow_raw(fd), CloneFlags::CLONE_NEWNET)?;
+                }
+                if private_sysfs && unshare(CloneFlags::CLONE_NEWNS).is_ok() {
+                    let _ = mount(
+                        None::<&str>,
+                        "/",
+                        None::<&str>,
+                        MsFlags::MS_SLAVE | MsFlags::MS_REC,
+                        None::<&str>,
+                    );
+                    if umount2("/sys", MntFlags::MNT_DETACH).is_ok() {
+                        let _ = mount(
+                            Some("sysfs"),
+                            "/sys",
+                            Some("sysfs"),
+                            MsFlags::empty(),
+                            None::<&str>,
+                        );
+                    }
+                }
+                if new_session {
+                    nix::unistd::setsid()?;
+                }
+                Ok(())
+            });
+        }
+        Ok(())
+    }
+
+    /// Starts `command` this way.
+    pub fn spawn(&self, command: &mut Command) -> io::Result<std::process::Child> {
+        self.prepare(command)?;
+        command.spawn()
+    }
+}
+
+/// Starts this binary with `args`, detached from the caller: a session of
+/// its own, no stdin, its output to (a new) `log`.
+pub fn spawn_self(args: &[&std::ffi::OsStr], log: &Path) -> io::Result<std::process::Child> {
+    let mut command = Command::new(std::env::current_exe()?);
+    command.args(args);
+    Start {
+        new_session: true,
+        log: Some(log),
+        ..Start::default()
+    }
+    .spawn(&mut command)
+}
+
+/// True when the turbonet process with this pid is still running: not a
+/// zombie, and not another program that reused the pid.
+pub fn turbonet_alive(pid: u32) -> bool {
+    alive(pid, "turbonet")
+}
+
+/// True when `pid` is a live (not zombie) process named `program` (its
+/// `comm`, at most 15 bytes).
+pub fn alive(pid: u32, program: &str) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // "pid (comm) state ..."; comm may contain spaces and parentheses.
+    let Some((head, rest)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    let comm = head.split_once('(').map_or("", |(_, c)| c);
+    let state = rest.trim_start().chars().next().unwrap_or('X');
+    comm == program && !matches!(state, 'Z' | 'X' | 'x')
+}
+
+/// Stops the processes `pids` (each with the program name it must still
+/// have): SIGTERM, then SIGKILL for those still running after `grace`. A
+/// pid that is gone or now names another program is left alone.
+pub fn stop(pids: &[(u32, &str)], grace: Duration) {
+    let running = |&&(pid, program): &&(u32, &str)| alive(pid, program);
+    for &(pid, _) in pids.iter().filter(running) {
+        let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    while pids.iter().any(|p| running(&p)) {
+        if Instant::now() >= deadline {
+            for &(pid, _) in pids.iter().filter(running) {
+                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            }
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// True when running as root.
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Gives free heap memory back to the system (after a large computation
+/// whose results are small).
+pub fn trim_heap() {
+    // SAFETY: malloc_trim only releases free heap memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Restores the default action of SIGPIPE, so a command that prints dies
+/// quietly on a closed pipe (`turbonet show links | head`) as Unix tools
+/// do. Servers keep Rust's default of ignoring it: a peer that resets its
+/// connection must cost them an EPIPE, not their life. Call it before any
+/// thread exists.
+pub fn default_sigpipe() {
+    // SAFETY: setting a signal disposition before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// CPU seconds (user + system) a process has used.
+pub fn cpu_seconds(pid: u32) -> io::Result<f64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .ok_or_else(|| io::Error::other("malformed stat"))?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the comm: state is field 3, utime 14, stime 15 (1-based).
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    Ok((ticks(11) + ticks(12)) / clock_ticks_per_second())
+}
+
+/// The clock ticks per second `/proc/*/stat` times are counted in.
+pub fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    (unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64).max(1.0)
+}
+
+/// Reaps `child` and returns its peak resident memory in KiB (from
+/// `wait4`'s rusage) with its exit status.
+pub fn wait_with_peak(child: &std::process::Child) -> io::Result<(std::process::ExitStatus, u64)> {
+    use std::os::unix::process::ExitStatusExt;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own child with valid pointers.
+    let r = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((
+        std::process::ExitStatus::from_raw(status),
+        usage.ru_maxrss as u64,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_running_turbonet_counts_as_alive() {
+        // The test binary is `turbonet_lab-<hash>`, not `turbonet`.
+        assert!(!turbonet_alive(std::process::id()));
+        assert!(!turbonet_alive(u32::MAX));
+    }
+}

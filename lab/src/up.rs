@@ -1,0 +1,1086 @@
+//! `turbonet validate` and `turbonet up`: a scenario checked, then built
+//! phase by phase (each timed and reported through [`Progress`]), its
+//! daemon started, and on any failure, or Ctrl-C, everything taken back.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use turbonet_topo::{Lab, RoutingMode, Target};
+
+use crate::bail;
+use crate::daemon;
+use crate::dataplane::Carrier;
+use crate::dataplane::netns::{self, externals};
+use crate::dataplane::p4::{local as local_build, soft, switches};
+use crate::error::{Context, Error, Result};
+use crate::kernel::{Kernel, Netlink};
+use crate::state::{LabDir, LabState, Phase, Stopwatch, Timing};
+use crate::system::{limits, namespaces, process};
+
+/// What a long command reports as it goes: phases starting, progress
+/// within one, phases done (with their time), and notes.
+pub trait Progress {
+    /// A phase is starting.
+    fn start(&self, _phase: &str) {}
+    /// How far a long phase has come.
+    fn update(&self, _phase: &str, _detail: &str) {}
+    /// A phase is done.
+    fn done(&self, _timing: &Timing) {}
+    /// Something the user should know.
+    fn note(&self, _text: &str) {}
+}
+
+/// Reports nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Quiet;
+
+impl Progress for Quiet {}
+
+/// Reads and parses a scenario file: the lab and the file's text, or its
+/// located diagnostics ([`Error::Scenario`]).
+pub fn load(path: &Path) -> Result<(Lab, String)> {
+    let text = fs::read_to_string(path)
+        .map_err(|e| Error::Invalid(format!("cannot read {}: {e}", path.display())))?;
+    let origin = path.display().to_string();
+    match turbonet_topo::parse(&origin, &text) {
+        Ok(lab) => Ok((lab, text)),
+        Err(errors) => Err(Error::Scenario {
+            origin,
+            errors: Box::new(errors),
+        }),
+    }
+}
+
+/// A valid scenario, as `turbonet validate` describes it.
+#[derive(Debug)]
+pub struct Validated {
+    /// The lab it describes.
+    pub lab: Lab,
+    /// Its counts, ranges and oversubscription.
+    pub summary: turbonet_topo::summary::Summary,
+    /// Why `up` cannot bring it up on this machine, if it cannot.
+    pub not_here: Option<String>,
+}
+
+/// `turbonet validate FILE`: the scenario checked (no root needed).
+pub fn validate(path: &Path) -> Result<Validated> {
+    let (lab, _) = load(path)?;
+    Ok(Validated {
+        summary: turbonet_topo::summary(&lab),
+        not_here: runnable(&lab).err(),
+        lab,
+    })
+}
+
+/// How every link of a lab would be carried on this machine, or why this
+/// build cannot bring the (valid) lab up here.
+fn runnable(lab: &Lab) -> Result<Vec<Carrier>, String> {
+    match lab.target {
+        Target::Netns => {}
+        Target::Soft => {
+            if let Some(why) = soft::unsupported(lab) {
+                return Err(why);
+            }
+            soft::map(lab)?;
+            return crate::dataplane::carrier::carriers(lab, false);
+        }
+        Target::P4rt => {
+            if let Some(why) = switches::unsupported(lab) {
+                return Err(why);
+            }
+            switches::map(lab)?;
+            return crate::dataplane::carrier::carriers(lab, false);
+        }
+    }
+    if let Some(err) = agents_missing(lab) {
+        return Err(err);
+    }
+    crate::dataplane::carrier::carriers(lab, crate::dataplane::carrier::kernel_has_netem())
+}
+
+/// Why the lab's routing agents cannot run on this machine, if they cannot.
+fn agents_missing(lab: &Lab) -> Option<String> {
+    if lab.routing.mode != RoutingMode::Bgp {
+        return None;
+    }
+    let mut kinds: Vec<turbonet_topo::Agent> = lab
+        .fabric
+        .switches()
+        .map(|n| lab.routing.agent_of(n.id))
+        .collect();
+    kinds.sort_by_key(|k| k.as_str());
+    kinds.dedup();
+    kinds.into_iter().find_map(crate::routes::routers::missing)
+}
+
+/// Checks what `up` needs from the machine before touching anything.
+fn check_capabilities(lab: &Lab) -> Result<()> {
+    if !process::is_root() {
+        return Err(Error::Refused(
+            "`up` needs root (network namespaces and links); run it with sudo".to_owned(),
+        ));
+    }
+    if !Path::new("/proc/self/ns/net").exists() {
+        return Err(Error::Refused(
+            "this kernel has no network namespaces (CONFIG_NET_NS)".to_owned(),
+        ));
+    }
+    limits::raise_fd_limit(lab.fabric.nodes.len() * 3 + 256)?;
+    let taken: Vec<String> = lab
+        .fabric
+        .nodes
+        .iter()
+        .map(|n| crate::names::node_namespace(&lab.name, &n.name))
+        .filter(|ns| namespaces::exists(ns))
+        .collect();
+    if let Some(first) = taken.first() {
+        return Err(Error::Refused(format!(
+            "{} namespace(s) of lab {} already exist (first: {first}) but the lab has no \
+             state; they were not created by this turbonet. Remove them or rename the lab",
+            taken.len(),
+            lab.name
+        )));
+    }
+    externals::check(lab)?;
+    Ok(())
+}
+
+/// What `up` is asked to do.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The scenario file.
+    pub file: PathBuf,
+    /// Threads that create namespaces (default: one per core).
+    pub threads: Option<usize>,
+}
+
+/// A lab `up` brought up.
+#[derive(Debug)]
+pub struct Up {
+    /// The lab.
+    pub lab: Lab,
+    /// Its state, with the time of every phase.
+    pub state: LabState,
+}
+
+/// `turbonet up FILE`: builds the scenario's fabric and starts its daemon;
+/// returns once it is routed. A failure half way (or Ctrl-C, SIGTERM)
+/// removes everything created so far ([`Error::RolledBack`]).
+pub fn up(options: &Options, progress: &dyn Progress) -> Result<Up> {
+    let (lab, text) = load(&options.file)?;
+    let carriers = runnable(&lab)
+        .map_err(|reason| Error::Invalid(format!("{}: {reason}", options.file.display())))?;
+    let dir = LabDir::of(&lab.name);
+    if dir.exists() {
+        return Err(Error::Refused(match dir.load().ok().flatten() {
+            Some(st) if st.phase == Phase::Building && !process::turbonet_alive(st.pid) => format!(
+                "lab {} was interrupted while being built; `turbonet down {}` removes what it created",
+                lab.name, lab.name
+            ),
+            Some(st) => format!(
+                "lab {} is already up (from {}, phase {}); `turbonet down {}` first, or rename the lab",
+                lab.name,
+                st.scenario.display(),
+                st.phase,
+                lab.name
+            ),
+            None => format!(
+                "lab {} has a state directory but no state; `turbonet down {}` removes it",
+                lab.name, lab.name
+            ),
+        }));
+    }
+    check_capabilities(&lab)?;
+    let total = Stopwatch::start();
+    let neighbours =
+        limits::neighbours_needed(lab.fabric.links.len() * 2 + lab.fabric.externals.len());
+    if let Some(note) = limits::raise_neighbour_limits(neighbours)? {
+        progress.note(&note);
+    }
+
+    let watch = Stopwatch::start();
+    let routes = up_routes(&lab);
+    let route_count: usize = routes.iter().map(Vec::len).sum();
+    let plan_timing = Timing {
+        phase: "plan".into(),
+        detail: format!(
+            "{}, {} links, {} routes",
+            describe_nodes(&lab),
+            lab.fabric.links.len(),
+            route_count
+        ),
+        seconds: watch.seconds(),
+    };
+
+    // Claim the name and record everything we are about to create before
+    // creating any of it.
+    match dir.claim() {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            return Err(Error::Refused(format!(
+                "lab {} is already up (another `up` just claimed it)",
+                lab.name
+            )));
+        }
+        Err(e) => return Err(e).context(format!("creating {}", dir.path().display())),
+    }
+    let engine_needed = carriers.iter().any(Carrier::is_userspace);
+    let mut namespaces: Vec<String> = match lab.target {
+        Target::Soft => local_build::namespace_names(&lab),
+        Target::P4rt if switches::local(&lab) => local_build::namespace_names(&lab),
+        Target::P4rt => Vec::new(),
+        Target::Netns => lab
+            .fabric
+            .nodes
+            .iter()
+            .map(|n| crate::names::node_namespace(&lab.name, &n.name))
+            .collect(),
+    };
+    if engine_needed {
+        namespaces.push(crate::names::engine_namespace(&lab.name));
+    }
+    let scenario = fs::canonicalize(&options.file).unwrap_or_else(|_| options.file.clone());
+    let mut state = LabState::new(&lab.name, scenario, namespaces);
+    state.neighbours = neighbours;
+    state.externals = externals::plan(&lab)?;
+    let saved = dir.save_scenario(&text).and_then(|()| dir.save(&state));
+    if let Err(e) = saved {
+        let _ = dir.remove();
+        return Err(e).context("writing lab state");
+    }
+    progress.done(&plan_timing);
+    state.timings.push(plan_timing);
+
+    let threads = options
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, std::num::NonZero::get));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let built = runtime.block_on(async {
+        // Installed before building starts, so Ctrl-C or SIGTERM at any
+        // point rolls back instead of leaving the fabric half built. (A
+        // signal during the namespace phase takes effect when it ends.)
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        tokio::select! {
+            built = build(&lab, &carriers, &routes, threads, progress, &dir, &mut state) => built,
+            _ = interrupt.recv() => Err(Error::Failed("interrupted".to_owned())),
+            _ = terminate.recv() => Err(Error::Failed("terminated".to_owned())),
+        }
+    });
+    drop(runtime);
+    if let Err(e) = built {
+        progress.note(&format!("rolling back lab {} ...", lab.name));
+        let rollback = crate::down::teardown(&dir, &mut state).err();
+        return Err(Error::RolledBack {
+            lab: lab.name.clone(),
+            source: Box::new(e),
+            rollback: rollback.map(Box::new),
+        });
+    }
+    state.phase = Phase::Ready;
+    state.timings.push(Timing {
+        phase: "total".into(),
+        detail: "up and routed".into(),
+        seconds: total.seconds(),
+    });
+    dir.save(&state)?;
+    Ok(Up { lab, state })
+}
+
+/// Role counts for messages ("80 switches, 128 hosts").
+pub fn describe_nodes(lab: &Lab) -> String {
+    let hosts = lab.fabric.hosts().count();
+    let switches = lab.fabric.nodes.len() - hosts;
+    format!("{switches} switches, {hosts} hosts")
+}
+
+/// The routes `up` installs: every static route, but with BGP only those
+/// outside the fabric (host ports, defaults, externals): the fabric's are
+/// the agents' to install.
+fn up_routes(lab: &Lab) -> Vec<Vec<turbonet_routing::Route>> {
+    let mut routes = turbonet_routing::static_routes(&lab.fabric);
+    if lab.routing.mode == RoutingMode::Bgp {
+        for node_routes in &mut routes {
+            node_routes.retain(|r| r.origin != turbonet_routing::RouteOrigin::Fabric);
+        }
+    }
+    routes
+}
+
+/// Records a finished phase and prints it.
+fn phase(progress: &dyn Progress, name: &str, detail: String, state: &mut LabState, seconds: f64) {
+    let t = Timing {
+        phase: name.to_owned(),
+        detail,
+        seconds,
+    };
+    progress.done(&t);
+    state.timings.push(t);
+}
+
+/// The building phases of `up`, each timed.
+async fn build(
+    lab: &Lab,
+    carriers: &[crate::dataplane::Carrier],
+    routes: &[Vec<turbonet_routing::Route>],
+    threads: usize,
+    progress: &dyn Progress,
+    dir: &LabDir,
+    state: &mut LabState,
+) -> Result<()> {
+    let mut kernel = Netlink::new();
+    let host = Host {
+        threads,
+        hash_seed: namespaces::has_sysctl("net/ipv4/fib_multipath_hash_seed"),
+    };
+    build_kernel(
+        &mut kernel,
+        lab,
+        carriers,
+        routes,
+        host,
+        progress,
+        dir,
+        state,
+    )
+    .await?;
+    match lab.target {
+        Target::Soft => start_soft(lab, progress, dir, state).await?,
+        Target::P4rt => start_p4rt(lab, progress, dir, state).await?,
+        Target::Netns => start_routers(lab, progress, dir, state)?,
+    }
+    let phase = |name: &str, detail: String, state: &mut LabState, seconds: f64| {
+        phase(progress, name, detail, state, seconds);
+    };
+
+    // The daemon owns what keeps running: the control API, the link
+    // engine, the timeline, the agents, the P4Runtime session.
+    progress.start("daemon");
+    let watch = Stopwatch::start();
+    let pid = daemon::spawn(&lab.name, dir)?;
+    state.daemon_pid = Some(pid);
+    dir.save(state)?;
+    daemon::wait_ready(dir, pid, std::time::Duration::from_secs(15))?;
+    let impaired = carriers.iter().filter(|c| c.is_userspace()).count();
+    phase(
+        "daemon",
+        if impaired > 0 {
+            format!("pid {pid}: control API, link engine for {impaired} impaired links")
+        } else if lab.target == Target::Soft {
+            format!("pid {pid}: control API, primary controller of the soft switch")
+        } else if lab.target == Target::P4rt {
+            format!("pid {pid}: control API, primary controller of the switches")
+        } else {
+            format!("pid {pid}: control API")
+        },
+        state,
+        watch.seconds(),
+    );
+
+    if lab.routing.mode == RoutingMode::Bgp {
+        progress.start("bgp");
+        let watch = Stopwatch::start();
+        let report = wait_converged(lab, dir, progress).await?;
+        let (up, sessions) = report.sessions();
+        let routes: usize = report.speakers.iter().map(|s| s.routes).sum();
+        let established = if sessions > 0 {
+            format!(", {up}/{sessions} sessions established")
+        } else {
+            String::new()
+        };
+        phase(
+            "bgp",
+            format!(
+                "converged in {:.2} s: {routes} routes in {} switches{established}",
+                report.convergence_time().unwrap_or(report.elapsed),
+                report.speakers.len()
+            ),
+            state,
+            watch.seconds(),
+        );
+    }
+    Ok(())
+}
+
+/// Runs one phase of `up`: announces it, times it, and records and prints
+/// what `detail` says of its result.
+async fn timed<T>(
+    progress: &dyn Progress,
+    state: &mut LabState,
+    name: &str,
+    work: impl Future<Output = Result<T>>,
+    detail: impl FnOnce(&T) -> String,
+) -> Result<T> {
+    progress.start(name);
+    let watch = Stopwatch::start();
+    let out = work.await?;
+    phase(progress, name, detail(&out), state, watch.seconds());
+    Ok(out)
+}
+
+/// The `soft` target once its kernel side is built: `up` starts the soft
+/// switch and programs it over P4Runtime.
+async fn start_soft(
+    lab: &Lab,
+    progress: &dyn Progress,
+    dir: &LabDir,
+    state: &mut LabState,
+) -> Result<()> {
+    let mapping = soft::map(lab).map_err(Error::Invalid)?;
+
+    progress.start("soft switch");
+    let watch = Stopwatch::start();
+    let (pid, addr) = local_build::start_switch(lab, dir)?;
+    // Recorded at once: a failure from here on stops it.
+    state.routers.push(crate::state::RouterProcess {
+        node: soft::SWITCH.to_owned(),
+        program: "turbonet".to_owned(),
+        pid,
+    });
+    dir.save(state)?;
+    phase(
+        progress,
+        "soft switch",
+        format!("pid {pid}: P4Runtime at {addr}, device {}", soft::DEVICE_ID),
+        state,
+        watch.seconds(),
+    );
+
+    let usage = &mapping.switches[0];
+    timed(
+        progress,
+        state,
+        "pipeline",
+        async {
+            let client =
+                turbonet_p4::Client::connect(&addr, soft::DEVICE_ID, soft::UP_ELECTION_ID).await?;
+            let params: Vec<_> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
+            let device_config = soft::device_config(lab, &mapping, &params).to_bytes();
+            let p4info = turbonet_p4::turbonet_p4info();
+            crate::dataplane::p4::control::P4Lab::program(
+                lab,
+                mapping.clone(),
+                soft::SWITCH,
+                client,
+                p4info,
+                device_config,
+            )
+            .await
+        },
+        |p4| {
+            format!(
+                "{} entities: {} virtual switches, {} ports ({} loopback pairs, {} host ports)",
+                p4.session.installed(),
+                usage.virtual_switches,
+                usage.ports_used,
+                usage.loopback_pairs,
+                usage.host_ports
+            )
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// The `p4rt` target once its kernel side (if it runs here) is built:
+/// every switch of `[p4rt]` gets the pipeline and its share of the fabric
+/// over P4Runtime (BMv2 switches started first).
+async fn start_p4rt(
+    lab: &Lab,
+    progress: &dyn Progress,
+    dir: &LabDir,
+    state: &mut LabState,
+) -> Result<()> {
+    let mapping = switches::map(lab).map_err(Error::Invalid)?;
+    let (p4info, device_config) = switches::pipeline(lab, &state.scenario)?;
+    for (sw, usage) in switches::config(lab)?
+        .switches
+        .iter()
+        .zip(&mapping.switches)
+    {
+        if sw.device == turbonet_topo::P4rtDevice::Bmv2 {
+            let ns = crate::names::bmv2_namespace(&lab.name, &sw.name);
+            let pid = timed(
+                progress,
+                state,
+                &format!("bmv2 {}", sw.name),
+                switches::start_bmv2(
+                    &sw.name,
+                    &ns,
+                    sw.device_id,
+                    &switch_ports(&mapping, &sw.name),
+                    &dir.path().join(format!("bmv2-{}.log", sw.name)),
+                ),
+                |pid| format!("pid {pid}: {} in {ns}", switches::BMV2),
+            )
+            .await?;
+            // Recorded at once: a failure from here on stops it.
+            state.routers.push(crate::state::RouterProcess {
+                node: sw.name.clone(),
+                program: switches::bmv2_comm(),
+                pid,
+            });
+            dir.save(state)?;
+        }
+        timed(
+            progress,
+            state,
+            &format!("pipeline {}", sw.name),
+            async {
+                let (client, at) = switches::connect(lab, sw, u128::from(sw.election_id)).await?;
+                let p4 = crate::dataplane::p4::control::P4Lab::program(
+                    lab,
+                    mapping.clone(),
+                    &sw.name,
+                    client,
+                    p4info.clone(),
+                    device_config.clone(),
+                )
+                .await
+                .with_context(|| format!("switch {} at {at}", sw.name))?;
+                Ok((p4, at))
+            },
+            |(p4, at)| {
+                format!(
+                    "{} entities at {at} (device {}): {} virtual switches, {} of {} ports",
+                    p4.session.installed(),
+                    sw.device_id,
+                    usage.virtual_switches,
+                    usage.ports_used,
+                    usage.ports
+                )
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The physical ports of `switch` in use: host ports and cable ends.
+fn switch_ports(mapping: &turbonet_topo::mapper::Mapping, switch: &str) -> Vec<u32> {
+    let mut ports: Vec<u32> = mapping
+        .host_ports
+        .iter()
+        .map(|h| &h.port)
+        .chain(mapping.cables.iter().flat_map(|c| [&c.a, &c.b]))
+        .filter(|p| p.switch == switch)
+        .map(|p| p.port)
+        .collect();
+    ports.sort_unstable();
+    ports
+}
+
+/// What the machine brings to a build: threads that create namespaces,
+/// and whether its kernel has `fib_multipath_hash_seed`.
+#[derive(Debug, Clone, Copy)]
+pub struct Host {
+    /// Threads that create namespaces.
+    pub threads: usize,
+    /// The kernel has per-namespace ECMP hash seeds.
+    pub hash_seed: bool,
+}
+
+/// Everything `up` asks of the kernel for `lab`, phase by phase, through
+/// `kernel` (on the P4 targets, the hosts' side and, for switches that run
+/// here, theirs; a `p4rt` lab of remote switches asks nothing).
+#[allow(clippy::too_many_arguments)]
+pub async fn build_kernel<K: Kernel>(
+    kernel: &mut K,
+    lab: &Lab,
+    carriers: &[crate::dataplane::Carrier],
+    routes: &[Vec<turbonet_routing::Route>],
+    host: Host,
+    progress: &dyn Progress,
+    dir: &LabDir,
+    state: &mut LabState,
+) -> Result<()> {
+    match lab.target {
+        Target::Netns => {
+            build_netns(kernel, lab, carriers, routes, host, progress, dir, state).await
+        }
+        Target::Soft => {
+            let mapping = soft::map(lab).map_err(Error::Invalid)?;
+            build_local(kernel, lab, &mapping, routes, host, progress, state, false).await
+        }
+        Target::P4rt if switches::local(lab) => {
+            let mapping = switches::map(lab).map_err(Error::Invalid)?;
+            build_local(kernel, lab, &mapping, routes, host, progress, state, true).await
+        }
+        Target::P4rt => Ok(()),
+    }
+}
+
+/// The kernel side of a lab whose switches run here (the soft switch,
+/// BMv2): host and switch namespaces, host ports, addresses and host
+/// routes; with `veth_cables` (switches that cannot emulate cables) the
+/// cables as veth pairs between switch ports.
+#[allow(clippy::too_many_arguments)]
+async fn build_local<K: Kernel>(
+    kernel: &mut K,
+    lab: &Lab,
+    mapping: &turbonet_topo::mapper::Mapping,
+    routes: &[Vec<turbonet_routing::Route>],
+    host: Host,
+    progress: &dyn Progress,
+    state: &mut LabState,
+    veth_cables: bool,
+) -> Result<()> {
+    let specs = local_build::namespace_specs(lab);
+    let created = timed(
+        progress,
+        state,
+        "namespaces",
+        async { kernel.create_namespaces(&specs, host.threads) },
+        |ns| format!("{} namespaces", ns.len()),
+    )
+    .await?;
+    let ns = local_build::local_namespaces(lab, &created);
+    let veths = local_build::host_veths(lab, mapping, &ns)?;
+    let count = veths.len();
+    timed(progress, state, "links", kernel.add_veths(veths), |()| {
+        format!("{count} host ports (veth to their switch)")
+    })
+    .await?;
+    fail_point("links")?;
+    if veth_cables {
+        let cables = local_build::cable_veths(mapping, &ns)?;
+        let count = cables.len();
+        timed(progress, state, "cables", kernel.add_veths(cables), |()| {
+            format!("{count} cables (veth pairs between switch ports)")
+        })
+        .await?;
+    }
+    let plan = local_build::configure(lab, mapping, &ns, veth_cables)?;
+    let addrs: usize = plan.addresses.iter().map(|(_, a)| a.len()).sum();
+    timed(
+        progress,
+        state,
+        "addresses",
+        async {
+            kernel.set_up(plan.up).await?;
+            kernel.disable_offloads(plan.offloads)?;
+            kernel.add_addresses(plan.addresses).await
+        },
+        |()| format!("{addrs} addresses"),
+    )
+    .await?;
+    fail_point("addresses")?;
+    let ports = local_build::carrier_ports(lab, &ns);
+    let count: usize = ports.iter().map(|(_, _, n)| n).sum();
+    timed(
+        progress,
+        state,
+        "links up",
+        kernel.wait_carrier(ports, std::time::Duration::from_secs(30)),
+        |()| format!("{count} host ports with carrier"),
+    )
+    .await?;
+    let host_routes = local_build::host_routes(lab, &ns, routes)?;
+    let count: usize = host_routes.iter().map(|(_, r)| r.len()).sum();
+    timed(
+        progress,
+        state,
+        "routes",
+        kernel.add_routes(host_routes, false),
+        |()| format!("{count} host routes installed"),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The `netns` target: a namespace per node, veth links, the link engine's
+/// side of impaired links (or netem), addresses, kernel routes.
+#[allow(clippy::too_many_arguments)]
+async fn build_netns<K: Kernel>(
+    kernel: &mut K,
+    lab: &Lab,
+    carriers: &[crate::dataplane::Carrier],
+    routes: &[Vec<turbonet_routing::Route>],
+    host: Host,
+    progress: &dyn Progress,
+    dir: &LabDir,
+    state: &mut LabState,
+) -> Result<()> {
+    let engine_needed = carriers.iter().any(crate::dataplane::Carrier::is_userspace);
+    let specs = netns::namespace_specs(lab, engine_needed, host.hash_seed);
+    let created = timed(
+        progress,
+        state,
+        "namespaces",
+        async { kernel.create_namespaces(&specs, host.threads) },
+        |ns| format!("{} namespaces", ns.len()),
+    )
+    .await?;
+    let (nodes, engine) = created.split_at(lab.fabric.nodes.len());
+    let engine = engine.first().copied();
+    timed(
+        progress,
+        state,
+        "links",
+        kernel.add_veths(netns::veths(lab, nodes, engine, carriers)?),
+        |()| format!("{} veth pairs", lab.fabric.links.len()),
+    )
+    .await?;
+    fail_point("links")?;
+
+    if !state.externals.is_empty() {
+        progress.start("externals");
+        let watch = Stopwatch::start();
+        externals::attach(kernel, lab, nodes, dir, state).await?;
+        phase(
+            progress,
+            "externals",
+            format!("{} interfaces attached", state.externals.len()),
+            state,
+            watch.seconds(),
+        );
+    }
+
+    if let Some(engine) = engine {
+        let (up, offloads) = netns::engine_ports(lab, nodes, engine, carriers);
+        let spliced = up.iter().map(|(_, p)| p.len()).sum::<usize>() / 2;
+        timed(
+            progress,
+            state,
+            "engine",
+            async {
+                kernel.set_up(up).await?;
+                kernel.disable_offloads(offloads)
+            },
+            |()| format!("{spliced} impaired links spliced through the link engine"),
+        )
+        .await?;
+    }
+
+    let netem = netns::kernel_engine(lab, nodes, carriers);
+    if netem.links > 0 {
+        let links = netem.links;
+        timed(
+            progress,
+            state,
+            "netem",
+            async {
+                kernel.disable_offloads(netem.offloads)?;
+                for (ns, ifindex, impairment, seed) in &netem.netem {
+                    kernel.set_netem(*ns, *ifindex, impairment, *seed)?;
+                }
+                Ok(())
+            },
+            |()| format!("{links} impaired links on the kernel engine"),
+        )
+        .await?;
+    }
+    let addresses = netns::addresses(lab, nodes);
+    let count: usize = addresses.iter().map(|(_, a)| a.len()).sum();
+    timed(
+        progress,
+        state,
+        "addresses",
+        async {
+            kernel.set_up(netns::ports_to_bring_up(lab, nodes)).await?;
+            kernel.add_addresses(addresses).await
+        },
+        |()| format!("{count} addresses"),
+    )
+    .await?;
+    fail_point("addresses")?;
+    let ports = netns::carrier_ports(lab, nodes);
+    let count: usize = ports.iter().map(|(_, _, n)| n).sum();
+    timed(
+        progress,
+        state,
+        "links up",
+        kernel.wait_carrier(ports, std::time::Duration::from_secs(30)),
+        |()| format!("{count} ports with carrier"),
+    )
+    .await?;
+    let kernel_routes = netns::kernel_routes(lab, nodes, routes)?;
+    let count: usize = kernel_routes.iter().map(|(_, r)| r.len()).sum();
+    timed(
+        progress,
+        state,
+        "routes",
+        kernel.add_routes(kernel_routes, false),
+        |()| format!("{count} routes installed"),
+    )
+    .await?;
+    Ok(())
+}
+
+/// BGP on `netns` with FRR or BIRD switches: their daemons start once the
+/// fabric is routed.
+fn start_routers(
+    lab: &Lab,
+    progress: &dyn Progress,
+    dir: &LabDir,
+    state: &mut LabState,
+) -> Result<()> {
+    if lab.routing.mode == RoutingMode::Bgp
+        && lab
+            .fabric
+            .switches()
+            .any(|n| lab.routing.agent_of(n.id) != turbonet_topo::Agent::Builtin)
+    {
+        progress.start("routers");
+        let watch = Stopwatch::start();
+        let (frr, bird) = crate::routes::routers::start(lab, dir, state)?;
+        phase(
+            progress,
+            "routers",
+            format!("FRR on {frr} switch(es), BIRD on {bird}"),
+            state,
+            watch.seconds(),
+        );
+    }
+    Ok(())
+}
+
+/// Waits until every switch's FIB is what the BGP plan says, showing how
+/// many have converged; fails with the switches that have not after a
+/// time that grows with the fabric.
+async fn wait_converged(
+    lab: &Lab,
+    dir: &LabDir,
+    progress: &dyn Progress,
+) -> Result<crate::routes::bgp::BgpReport> {
+    use crate::api::{Request, Response};
+    let switches = lab.fabric.switches().count();
+    let timeout = std::time::Duration::from_secs(60 + switches as u64 / 4);
+    let started = std::time::Instant::now();
+    loop {
+        // A daemon busy converging a large fabric answers late.
+        let left = timeout
+            .saturating_sub(started.elapsed())
+            .max(std::time::Duration::from_secs(1));
+        let report = match crate::api::call_within(dir, &Request::Bgp { node: None }, left)
+            .context("asking the lab daemon how far BGP has come")?
+        {
+            Response::Bgp { report } => report,
+            Response::Error { message } | Response::Ok { message } => bail!("{message}"),
+        };
+        if report.converged() {
+            return Ok(report);
+        }
+        let done = report.speakers.iter().filter(|s| s.converged).count();
+        progress.update(
+            "bgp",
+            &format!("{done}/{} switches converged", report.speakers.len()),
+        );
+        if started.elapsed() >= timeout {
+            let stuck: Vec<String> = report
+                .speakers
+                .iter()
+                .filter(|s| !s.converged)
+                .take(5)
+                .map(|s| {
+                    let (up, all) = (
+                        s.sessions
+                            .iter()
+                            .filter(|x| x.state == "established")
+                            .count(),
+                        s.sessions.len(),
+                    );
+                    format!(
+                        "{} ({}): {}/{} routes, {up}/{all} sessions established",
+                        s.node, s.agent, s.routes, s.expected
+                    )
+                })
+                .collect();
+            bail!(
+                "BGP did not converge within {timeout:?}: {done}/{} switches converged; not yet: {}{} \
+                 (the lab daemon's log, {}, has details)",
+                report.speakers.len(),
+                stuck.join("; "),
+                if report.speakers.len() - done > stuck.len() {
+                    "; ..."
+                } else {
+                    ""
+                },
+                dir.path().join("daemon.log").display()
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// Fails on purpose after `phase` when `TURBONET_FAIL_AFTER=<phase>` is set,
+/// so tests can check that a failure half way rolls back.
+fn fail_point(phase: &str) -> Result<()> {
+    if std::env::var("TURBONET_FAIL_AFTER").is_ok_and(|p| p == phase) {
+        bail!("failing after {phase} (TURBONET_FAIL_AFTER)");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod characterisation {
+    //! What `up` asks of the kernel for every bundled scenario, recorded
+    //! and compared with `lab/tests/golden/up/<scenario>.txt`, so a
+    //! change of how the fabric is built shows without root. Large fabrics
+    //! are recorded as counts per request and a digest of every request.
+    //! Regenerate with `UPDATE_GOLDEN=1 cargo test -p turbonet-lab
+    //! characterisation`.
+
+    use std::collections::BTreeMap;
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+    use crate::kernel::Recorder;
+
+    /// Above this many requests a scenario's golden file is a summary.
+    const FULL_UP_TO: usize = 6_000;
+
+    fn workspace() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("in the workspace")
+            .to_path_buf()
+    }
+
+    /// FNV-1a, 64 bits: a stable digest of the requests.
+    fn digest(lines: &[String]) -> u64 {
+        use turbonet_topo::seed::{fnv1a64, fnv1a64_extend};
+        lines.iter().fold(fnv1a64(b""), |h, line| {
+            fnv1a64_extend(fnv1a64_extend(h, line.as_bytes()), b"\n")
+        })
+    }
+
+    /// The requests `up` makes of the kernel for the scenario at `path`.
+    fn record(path: &Path) -> Vec<String> {
+        let text = std::fs::read_to_string(path).unwrap();
+        let lab = turbonet_topo::parse(&path.display().to_string(), &text).unwrap();
+        assert!(
+            lab.fabric.externals.is_empty(),
+            "bundled scenarios attach no interface of the machine"
+        );
+        // As on a machine without netem, with per-namespace hash seeds.
+        let carriers = crate::dataplane::carrier::carriers(&lab, false).unwrap();
+        let routes = up_routes(&lab);
+        let root = std::env::temp_dir().join(format!("tn-golden-{}", std::process::id()));
+        let dir = LabDir::new(&root, &lab.name);
+        dir.claim().unwrap();
+        let mut state = LabState::new(&lab.name, path.to_owned(), Vec::new());
+        let mut kernel = Recorder::new();
+        let host = Host {
+            threads: 1,
+            hash_seed: true,
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime
+            .block_on(build_kernel(
+                &mut kernel,
+                &lab,
+                &carriers,
+                &routes,
+                host,
+                &Quiet,
+                &dir,
+                &mut state,
+            ))
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&root);
+        kernel.lines()
+    }
+
+    /// The golden text: every request, or for a large fabric the count of
+    /// each kind of request and the digest of all.
+    fn golden_text(lines: &[String]) -> String {
+        if lines.len() <= FULL_UP_TO {
+            return lines.join("\n") + "\n";
+        }
+        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+        for line in lines {
+            *kinds
+                .entry(line.split(' ').next().unwrap_or(""))
+                .or_default() += 1;
+        }
+        let mut out = format!(
+            "# {} requests, digest {:016x} (FNV-1a of every line)\n",
+            lines.len(),
+            digest(lines)
+        );
+        for (kind, n) in kinds {
+            out.push_str(&format!("{kind} {n}\n"));
+        }
+        out.push_str("# the first requests of each kind:\n");
+        let mut shown: BTreeMap<&str, usize> = BTreeMap::new();
+        for line in lines {
+            let kind = line.split(' ').next().unwrap_or("");
+            let n = shown.entry(kind).or_default();
+            if *n < 3 {
+                *n += 1;
+                let cut = line.char_indices().nth(160).map_or(line.len(), |(i, _)| i);
+                out.push_str(&line[..cut]);
+                out.push_str(if cut < line.len() { " ...\n" } else { "\n" });
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn up_asks_the_kernel_what_the_golden_files_say() {
+        let scenarios = workspace().join("scenarios");
+        let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/up");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&scenarios)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+            .collect();
+        files.sort();
+        assert!(files.len() >= 10, "every bundled scenario is recorded");
+        let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+        let mut differ = Vec::new();
+        for file in files {
+            let name = file.file_stem().unwrap().to_string_lossy().into_owned();
+            let text = golden_text(&record(&file));
+            let path = golden.join(format!("{name}.txt"));
+            if update {
+                std::fs::create_dir_all(&golden).unwrap();
+                std::fs::write(&path, &text).unwrap();
+                continue;
+            }
+            let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+                panic!(
+                    "no golden file {}; run with UPDATE_GOLDEN=1",
+                    path.display()
+                )
+            });
+            if expected != text {
+                let line = expected
+                    .lines()
+                    .zip(text.lines())
+                    .position(|(e, a)| e != a)
+                    .map_or_else(
+                        || {
+                            format!(
+                                "lengths differ ({} vs {} lines)",
+                                expected.lines().count(),
+                                text.lines().count()
+                            )
+                        },
+                        |i| {
+                            format!(
+                                "line {}:\n  expected: {}\n  actual:   {}",
+                                i + 1,
+                                expected.lines().nth(i).unwrap_or(""),
+                                text.lines().nth(i).unwrap_or("")
+                            )
+                        },
+                    );
+                differ.push(format!("{name}: {line}"));
+            }
+        }
+        assert!(
+            differ.is_empty(),
+            "up asks the kernel for something else than before (UPDATE_GOLDEN=1 accepts it):\n{}",
+            differ.join("\n")
+        );
+    }
+}

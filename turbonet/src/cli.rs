@@ -1,0 +1,388 @@
+//! Command-line interface.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use turbonet_topo::mapper;
+
+/// turbonet turns a scenario file into a running data-center fabric:
+/// switches and hosts in network namespaces, veth links, addresses and
+/// ECMP routes, ready for unmodified software to run against.
+#[derive(Debug, Parser)]
+#[command(
+    name = "turbonet",
+    version,
+    after_help = "Examples:
+  turbonet validate scenarios/fat-tree-k4.toml   check a scenario (no root needed)
+  sudo turbonet up scenarios/fat-tree-k4.toml    build and route the fabric
+  sudo turbonet check                            probe every host pair
+  sudo turbonet exec h0-0-0 -- ping -c1 10.128.0.10
+  sudo turbonet down                             remove everything the lab created"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Check a scenario file and print what it describes. Exit 2 if invalid.
+    Validate {
+        /// Scenario file (TOML).
+        file: PathBuf,
+        /// Print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Build the fabric of a scenario and wait until it is routed.
+    Up(UpArgs),
+    /// Map a scenario onto physical P4 switches: ports, queues, cables.
+    /// Exit 2 if it does not fit.
+    Plan(PlanArgs),
+    /// Run turbonet's soft switch: one P4Runtime device that runs the
+    /// turbonet pipeline on its ports (`up` starts one for target "soft";
+    /// `turbonet plan --program` writes to it). Prints the address it
+    /// listens on; runs until Ctrl-C.
+    Softswitch {
+        /// Address to listen on (port 0: any free port).
+        #[arg(long, default_value = "127.0.0.1:9559")]
+        listen: std::net::SocketAddr,
+        /// P4Runtime device id.
+        #[arg(long, default_value_t = 1)]
+        device_id: u64,
+        /// Network namespace whose interfaces the device config's ports
+        /// name (default: the current one).
+        #[arg(long, value_name = "NAME")]
+        netns: Option<String>,
+        /// Also write the address it listens on to this file, once it
+        /// accepts connections.
+        #[arg(long, value_name = "PATH")]
+        address_file: Option<std::path::PathBuf>,
+        /// A port on an interface, PORT@IFACE (as BMv2's `-i`), e.g.
+        /// `-i 1@veth1`; repeat per port. Used while the pipeline's device
+        /// config names no ports.
+        #[arg(short = 'i', long = "interface", value_name = "PORT@IFACE")]
+        interfaces: Vec<String>,
+    },
+    /// Remove everything a lab created (idempotent; works after a crash).
+    Down {
+        /// Lab name (default: the only lab that is up).
+        lab: Option<String>,
+    },
+    /// Show the labs that are up.
+    Status {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a lab's nodes, links, a node's routes, or BGP state.
+    Show {
+        /// What to show.
+        what: ShowWhat,
+        /// Only this node (required for `routes`).
+        node: Option<String>,
+        #[command(flatten)]
+        lab: LabArg,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show or change links: parameters, engine, per-direction counters.
+    #[command(subcommand)]
+    Link(LinkCommand),
+    /// Take a link, or every link of a node, down.
+    Fail {
+        /// `link` or `node`.
+        kind: TargetKind,
+        /// Its name.
+        name: String,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// Bring a failed link or node back (routes through it are reinstalled).
+    Restore {
+        /// `link` or `node`.
+        kind: TargetKind,
+        /// Its name.
+        name: String,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// Flap a link: down for half the period, up for the other half.
+    Flap {
+        /// Link name.
+        link: String,
+        /// Period of one down/up cycle, e.g. `2s`, `500ms`.
+        #[arg(long)]
+        period: String,
+        /// Number of cycles.
+        #[arg(long, default_value_t = 1)]
+        count: u32,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// The events the lab daemon has executed (timeline, fail, restore, set).
+    Events {
+        #[command(flatten)]
+        lab: LabArg,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a command inside a node (exit code passed through).
+    #[command(trailing_var_arg = true)]
+    Exec {
+        /// Node name.
+        node: String,
+        /// Command and its arguments (after `--`).
+        #[arg(required = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// Check that every host reaches every other host (ICMP from the hosts).
+    Check {
+        #[command(flatten)]
+        lab: LabArg,
+        /// Seconds to wait for the last replies (unanswered probes are retried
+        /// in up to 4 rounds).
+        #[arg(long, default_value_t = 2.0)]
+        timeout: f64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove the leftovers of every turbonet lab on this machine.
+    Clean,
+    /// Measure up and down times and peak memory on bundled scenarios.
+    Bench(BenchArgs),
+    /// The per-lab daemon (started by `up`; not for direct use).
+    #[command(hide = true)]
+    Daemon {
+        /// Lab name.
+        lab: String,
+    },
+}
+
+/// Arguments of `up`.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Scenario file (TOML).
+    pub file: PathBuf,
+    /// Print only errors.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Threads that create namespaces (default: one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+/// What `fail` and `restore` act on.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum TargetKind {
+    /// One link.
+    Link,
+    /// Every link of a node.
+    Node,
+}
+
+/// Link parameters `link set` can change (scenario syntax).
+#[derive(Debug, Args)]
+pub struct LinkSetArgs {
+    /// Bandwidth, e.g. `10gbit`, `100mbit`.
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// One-way delay, e.g. `5ms`, `100us`.
+    #[arg(long)]
+    pub delay: Option<String>,
+    /// Delay jitter, e.g. `1ms`.
+    #[arg(long)]
+    pub jitter: Option<String>,
+    /// Jitter shape: uniform, normal, pareto, paretonormal.
+    #[arg(long)]
+    pub jitter_distribution: Option<String>,
+    /// Whether jitter may reorder packets: true or false.
+    #[arg(long)]
+    pub reorder: Option<String>,
+    /// Loss, e.g. `0.1%`, `1e-6`, or `{ p = "1%", r = "25%" }`.
+    #[arg(long)]
+    pub loss: Option<String>,
+    /// Corruption probability, e.g. `0.01%`.
+    #[arg(long)]
+    pub corrupt: Option<String>,
+    /// Duplication probability, e.g. `0.01%`.
+    #[arg(long)]
+    pub duplicate: Option<String>,
+    /// Queue limit, e.g. `100p`, `64KiB` (needs a rate).
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// ECN marking threshold, e.g. `30p` (needs a rate).
+    #[arg(long)]
+    pub ecn: Option<String>,
+}
+
+impl LinkSetArgs {
+    /// The given parameters as `key=value` pairs.
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        [
+            ("rate", &self.rate),
+            ("delay", &self.delay),
+            ("jitter", &self.jitter),
+            ("jitter-distribution", &self.jitter_distribution),
+            ("reorder", &self.reorder),
+            ("loss", &self.loss),
+            ("corrupt", &self.corrupt),
+            ("duplicate", &self.duplicate),
+            ("queue", &self.queue),
+            ("ecn", &self.ecn),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| (k.to_owned(), v.clone())))
+        .collect()
+    }
+}
+
+/// `turbonet link ...`.
+#[derive(Debug, Subcommand)]
+pub enum LinkCommand {
+    /// Change an impaired link's parameters at run time, e.g.
+    /// `turbonet link set edge0-0--agg0-0 --delay 5ms --loss 0.1%`.
+    Set {
+        /// Link name.
+        link: String,
+        #[command(flatten)]
+        params: Box<LinkSetArgs>,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// Put a link back to the scenario's parameters.
+    Reset {
+        /// Link name.
+        link: String,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// Parameters and per-direction counters (packets, bytes, drops by
+    /// cause, queue depth) of every link, or of one.
+    Show {
+        /// Link name, e.g. `edge0-0--agg0-0` (default: all links).
+        link: Option<String>,
+        #[command(flatten)]
+        lab: LabArg,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Which lab a command is about.
+#[derive(Debug, Args)]
+pub struct LabArg {
+    /// Lab name (default: the only lab that is up).
+    #[arg(long, short = 'l')]
+    pub lab: Option<String>,
+}
+
+/// What `show` shows.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ShowWhat {
+    /// Switches and hosts.
+    Nodes,
+    /// Links and their addresses.
+    Links,
+    /// A node's kernel routing table.
+    Routes,
+    /// BGP: every switch's agent, sessions and routes; with NODE, its
+    /// sessions.
+    Bgp,
+}
+
+/// Arguments of `plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Scenario file (TOML).
+    pub file: PathBuf,
+    /// Target to plan for: `p4rt` (P4 switches) or `soft` (turbonet's
+    /// userspace switch).
+    #[arg(long, default_value = "p4rt")]
+    pub target: String,
+    /// A physical switch, NAME=PORTSxSPEED (speed in G or M), e.g.
+    /// `s1=64x100G`; repeat for more switches.
+    #[arg(long = "switch", value_name = "NAME=PORTSxSPEED")]
+    pub switches: Vec<String>,
+    /// Egress queues per physical port (one per virtual link sharing it).
+    #[arg(long, default_value_t = mapper::DEFAULT_QUEUES)]
+    pub queues: u32,
+    /// Rate a link without `rate` counts as, e.g. `1gbit`, `10gbit`.
+    #[arg(long, default_value = "1gbit")]
+    pub default_rate: String,
+    /// Also print every virtual port (one row each; long on large fabrics).
+    #[arg(long)]
+    pub ports: bool,
+    /// Print JSON (always with every virtual port).
+    #[arg(long)]
+    pub json: bool,
+    /// Program a physical switch that runs the turbonet pipeline:
+    /// NAME=HOST:PORT of its P4Runtime server (device id 1), e.g.
+    /// `s1=127.0.0.1:9559`; repeat per switch. turbonet becomes primary,
+    /// sets the pipeline and writes every table entry of the plan with the
+    /// fabric's static routes.
+    #[arg(long = "program", value_name = "NAME=HOST:PORT")]
+    pub program: Vec<String>,
+    /// With --program: the P4Info the switches run (text format); default
+    /// turbonet's own (p4/turbonet.p4info.txtpb).
+    #[arg(long, value_name = "FILE")]
+    pub p4info: Option<PathBuf>,
+    /// With --program: the target's compiled pipeline (BMv2 JSON, Tofino
+    /// binary) sent with the P4Info; none for the soft switch.
+    #[arg(long, value_name = "FILE")]
+    pub device_config: Option<PathBuf>,
+}
+
+/// Arguments of `bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Scenario files (default: fat-tree k=4, k=8, k=16 and hpn from ./scenarios).
+    pub files: Vec<PathBuf>,
+    /// Runs per scenario; the table shows the median.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Also run `check` (all host pairs) after each `up`, and time it.
+    #[arg(long)]
+    pub check: bool,
+    /// Measure the userspace link engine instead: delay accuracy, loss
+    /// statistics and forwarding capacity on a two-host lab.
+    #[arg(long)]
+    pub engine: bool,
+    /// With --engine: delay probes per configured delay.
+    #[arg(long, default_value_t = 5_000)]
+    pub probes: usize,
+    /// With --engine: frames per configured loss probability.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub loss_frames: u64,
+    /// Measure BGP instead: convergence from `up` and after a link and a
+    /// switch failure on fat-tree k=4, k=8 and hpn, per agent.
+    #[arg(long)]
+    pub bgp: bool,
+    /// With --bgp: the agents to compare.
+    #[arg(long, value_delimiter = ',', default_value = "builtin,frr")]
+    pub agents: Vec<String>,
+    /// With --bgp: agent density instead (CPU and memory of 80, 320 and
+    /// 1,000 built-in agents at steady state; FRR on k=8 for comparison).
+    #[arg(long, requires = "bgp")]
+    pub density: bool,
+    /// Measure the soft switch instead: its forwarding rate through a
+    /// 5-hop fat-tree path, beside the netns target on the same path.
+    #[arg(long)]
+    pub soft: bool,
+    /// With --soft: frames per path.
+    #[arg(long, default_value_t = 1_000_000, requires = "soft")]
+    pub frames: u64,
+}
+
+impl Command {
+    /// True for the long-running servers (the lab daemon, the soft switch).
+    pub(crate) fn is_server(&self) -> bool {
+        matches!(self, Command::Daemon { .. } | Command::Softswitch { .. })
+    }
+}

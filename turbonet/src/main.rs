@@ -1,0 +1,378 @@
+//! `turbonet`: turn a scenario file into a running data-center fabric.
+//!
+//! This binary parses the command line, calls `turbonet-lab` and prints
+//! what comes back: tables for people, `--json` for scripts, errors with
+//! their exit codes (2: the input is wrong, 1: it failed).
+
+mod cli;
+mod progress;
+mod render;
+mod show;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Parser;
+use turbonet_lab::api::{Request, Target};
+use turbonet_lab::error::Kind;
+use turbonet_lab::{bench, check, daemon, down, exec, inspect, plan, up};
+
+use cli::{Cli, Command, LinkCommand, ShowWhat, TargetKind};
+use progress::Terminal;
+
+/// Exit code for invalid input (a scenario with errors, a bad argument).
+const EXIT_INVALID: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let server = cli.command.is_server();
+    if !server {
+        turbonet_lab::system::process::default_sigpipe();
+    }
+    // The servers log what they do (to their log files); commands only warn.
+    let default = if server { "info" } else { "warn" };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TURBONET_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(cli.command) {
+        Ok(code) => code,
+        Err(e) => report(e),
+    }
+}
+
+/// Prints an error as its kind asks and returns its exit code: located
+/// diagnostics for an invalid scenario, `error: ...` otherwise.
+fn report(e: anyhow::Error) -> ExitCode {
+    let lab = match e.downcast::<turbonet_lab::Error>() {
+        Ok(lab) => lab,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let kind = lab.kind();
+    match lab {
+        turbonet_lab::Error::Scenario { origin, errors } => {
+            let count = errors.len();
+            eprintln!("{:?}", miette::Report::new(*errors));
+            eprintln!(
+                "{origin}: {count} error{} found; nothing was created",
+                if count == 1 { "" } else { "s" }
+            );
+        }
+        lab => eprintln!("error: {lab}"),
+    }
+    match kind {
+        Kind::Invalid | Kind::NotFound => ExitCode::from(EXIT_INVALID),
+        Kind::Refused | Kind::Failed => ExitCode::FAILURE,
+    }
+}
+
+fn run(command: Command) -> Result<ExitCode> {
+    match command {
+        Command::Validate { file, json } => {
+            let valid = up::validate(&file)?;
+            if json {
+                show::json(&valid.summary)?;
+            } else {
+                println!("{}", render::summary(&valid.lab, &valid.summary));
+                if let Some(reason) = valid.not_here {
+                    println!("note: valid, but `up` cannot run it on this machine: {reason}");
+                }
+            }
+        }
+        Command::Up(args) => {
+            let options = up::Options {
+                file: args.file,
+                threads: args.threads,
+            };
+            let lab = up::up(&options, &Terminal::new(args.quiet))?;
+            if !args.quiet {
+                println!("{}", render::up_summary(&lab.lab, &lab.state));
+            }
+        }
+        Command::Plan(args) => return plan(&args),
+        Command::Softswitch {
+            listen,
+            device_id,
+            netns,
+            address_file,
+            interfaces,
+        } => {
+            use std::io::Write;
+            turbonet_lab::dataplane::p4::softswitch::run(
+                listen,
+                device_id,
+                netns.as_deref(),
+                address_file.as_deref(),
+                &interfaces,
+                |addr| {
+                    println!("turbonet soft switch: device {device_id}, P4Runtime at {addr}");
+                    let _ = std::io::stdout().flush();
+                },
+                |why| println!("turbonet soft switch: {why}, stopping"),
+            )?;
+        }
+        Command::Down { lab } => match down::down(lab.as_deref())? {
+            down::Down::NothingUp => println!("no lab is up"),
+            down::Down::NotUp(lab) => println!("lab {lab} is not up"),
+            down::Down::EmptyDirectory(lab) => {
+                println!("lab {lab}: removed an empty lab directory");
+            }
+            down::Down::Removed {
+                lab,
+                namespaces,
+                seconds,
+            } => println!("lab {lab} is down: {namespaces} namespaces removed in {seconds:.2} s"),
+        },
+        Command::Clean => {
+            let outcomes = down::clean()?;
+            if outcomes.is_empty() {
+                println!("nothing to clean");
+            }
+            let mut failed = false;
+            for (lab, outcome) in outcomes {
+                match outcome {
+                    Ok(down::Down::Removed {
+                        namespaces,
+                        seconds,
+                        ..
+                    }) => println!(
+                        "lab {lab} is down: {namespaces} namespaces removed in {seconds:.2} s"
+                    ),
+                    Ok(down::Down::EmptyDirectory(_)) => {
+                        println!("lab {lab}: removed an empty lab directory");
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        eprintln!("error: {lab}: {e}");
+                        failed = true;
+                    }
+                }
+            }
+            if failed {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Command::Status { json } => show::status(&inspect::status()?, json)?,
+        Command::Show {
+            what,
+            node,
+            lab,
+            json,
+        } => {
+            let running = inspect::running(lab.lab.as_deref())?;
+            let node = node.as_deref();
+            match what {
+                ShowWhat::Nodes => show::nodes(&inspect::nodes(&running.lab, node)?, json)?,
+                ShowWhat::Links => show::links(&inspect::links(&running.lab, node)?, json)?,
+                ShowWhat::Routes => {
+                    let Some(node) = node else {
+                        return Err(turbonet_lab::Error::Invalid(format!(
+                            "`show routes` needs a NODE, e.g. `turbonet show routes {}`",
+                            running
+                                .lab
+                                .fabric
+                                .switches()
+                                .next()
+                                .map_or("NODE", |n| n.name.as_str())
+                        ))
+                        .into());
+                    };
+                    let (ns, rows) = inspect::routes(&running.lab, node)?;
+                    show::routes(&ns, &rows, json)?;
+                }
+                ShowWhat::Bgp => {
+                    let report = turbonet_lab::api::bgp(&running.dir, node)?;
+                    return show::bgp(&report, node, &running.dir, json);
+                }
+            }
+        }
+        Command::Link(LinkCommand::Show { link, lab, json }) => {
+            let running = inspect::running(lab.lab.as_deref())?;
+            show::link_show(&inspect::link_show(&running, link.as_deref())?, json)?;
+        }
+        Command::Link(LinkCommand::Set { link, params, lab }) => {
+            turbonet_lab::api::parse_patch(&params.pairs())
+                .map_err(turbonet_lab::Error::Invalid)?;
+            return ask(
+                lab.lab.as_deref(),
+                &Request::LinkSet {
+                    link,
+                    params: params.pairs(),
+                },
+            );
+        }
+        Command::Link(LinkCommand::Reset { link, lab }) => {
+            return ask(lab.lab.as_deref(), &Request::LinkReset { link });
+        }
+        Command::Fail { kind, name, lab } => {
+            return ask(
+                lab.lab.as_deref(),
+                &Request::Fail {
+                    target: target(kind, name),
+                },
+            );
+        }
+        Command::Restore { kind, name, lab } => {
+            return ask(
+                lab.lab.as_deref(),
+                &Request::Restore {
+                    target: target(kind, name),
+                },
+            );
+        }
+        Command::Flap {
+            link,
+            period,
+            count,
+            lab,
+        } => {
+            period
+                .parse::<turbonet_topo::units::Delay>()
+                .map_err(|e| turbonet_lab::Error::Invalid(format!("--period {period}: {e}")))?;
+            return ask(
+                lab.lab.as_deref(),
+                &Request::Flap {
+                    link,
+                    period,
+                    count,
+                },
+            );
+        }
+        Command::Events { lab, json } => {
+            let running = inspect::running(lab.lab.as_deref())?;
+            show::events(&inspect::events(&running)?, json)?;
+        }
+        Command::Exec { node, command, lab } => {
+            let running = inspect::running(lab.lab.as_deref())?;
+            let code = exec::exec(&running, &node, &command)?;
+            return Ok(ExitCode::from(code.clamp(0, 255) as u8));
+        }
+        Command::Check { lab, timeout, json } => {
+            let running = inspect::running(lab.lab.as_deref())?;
+            let report = check::check(&running, timeout)?;
+            show::check(&report, json)?;
+            if !report.failures.is_empty() {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Command::Bench(args) => {
+            let which = if args.engine {
+                bench::Bench::Engine {
+                    probes: args.probes,
+                    loss_frames: args.loss_frames,
+                }
+            } else if args.bgp {
+                bench::Bench::Bgp {
+                    density: args.density,
+                    agents: args.agents,
+                }
+            } else if args.soft {
+                bench::Bench::Soft {
+                    frames: args.frames,
+                }
+            } else {
+                bench::Bench::Up {
+                    files: args.files,
+                    runs: args.runs,
+                    check: args.check,
+                }
+            };
+            print!(
+                "{}",
+                render::report(&bench::bench(&which, &Terminal::new(false))?)
+            );
+        }
+        Command::Daemon { lab } => daemon::run(&lab)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn target(kind: TargetKind, name: String) -> Target {
+    match kind {
+        TargetKind::Link => Target::Link(name),
+        TargetKind::Node => Target::Node(name),
+    }
+}
+
+/// Sends a change to the lab's daemon and prints what it did.
+fn ask(lab: Option<&str>, request: &Request) -> Result<ExitCode> {
+    let (dir, _) = turbonet_lab::state::resolve(lab)?;
+    println!("{}", turbonet_lab::api::change(&dir, request)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `turbonet plan`.
+fn plan(args: &cli::PlanArgs) -> Result<ExitCode> {
+    #[derive(serde::Serialize)]
+    struct PlanJson<'a> {
+        lab: &'a str,
+        target: &'a str,
+        fits: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        mapping: Option<&'a turbonet_topo::mapper::Mapping>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        refusal: Option<&'a turbonet_topo::mapper::Refusal>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    }
+    let request = plan::Request {
+        file: args.file.clone(),
+        target: args.target.clone(),
+        switches: args.switches.clone(),
+        queues: args.queues,
+        default_rate: args.default_rate.clone(),
+        program: args.program.clone(),
+        p4info: args.p4info.clone(),
+        device_config: args.device_config.clone(),
+    };
+    let planned = plan::plan(&request)?;
+    let (lab, target) = (&planned.lab, planned.target.as_str());
+    match &planned.mapping {
+        Ok(mapping) => {
+            if args.json {
+                show::json(&PlanJson {
+                    lab: &lab.name,
+                    target,
+                    fits: true,
+                    mapping: Some(mapping),
+                    refusal: None,
+                    message: None,
+                })?;
+            } else {
+                print!(
+                    "{}",
+                    render::plan(lab, target, &planned.config, mapping, args.ports)
+                );
+            }
+            for p in plan::program(&request, &planned, mapping)? {
+                println!(
+                    "programmed {} at {}: pipeline set, {} entities written, {} table entries read back",
+                    p.switch, p.addr, p.entities, p.tables
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            if args.json
+                && let turbonet_topo::mapper::MapError::DoesNotFit(refusal) = e
+            {
+                show::json(&PlanJson {
+                    lab: &lab.name,
+                    target,
+                    fits: false,
+                    mapping: None,
+                    refusal: Some(refusal),
+                    message: Some(e.to_string()),
+                })?;
+            }
+            eprintln!("error: {}: {e}", args.file.display());
+            Ok(ExitCode::from(EXIT_INVALID))
+        }
+    }
+}

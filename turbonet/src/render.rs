@@ -1,0 +1,398 @@
+//! Tables for people. (`--json` prints the same data for scripts.)
+
+use tabled::builder::Builder;
+use tabled::settings::object::Columns;
+use tabled::settings::{Alignment, Style};
+use turbonet_topo::Lab;
+use turbonet_topo::summary::Summary;
+
+use turbonet_lab::state::LabState;
+
+pub use turbonet_lab::report::count;
+
+/// A table from a header and rows; columns whose header is in `right` are
+/// right-aligned (numbers).
+pub fn table<I, R>(header: &[&str], rows: I, right: &[usize]) -> String
+where
+    I: IntoIterator<Item = R>,
+    R: IntoIterator<Item = String>,
+{
+    let mut builder = Builder::default();
+    builder.push_record(header.iter().map(std::string::ToString::to_string));
+    for row in rows {
+        builder.push_record(row);
+    }
+    let mut table = builder.build();
+    table.with(Style::rounded());
+    for &col in right {
+        table.modify(Columns::one(col), Alignment::right());
+    }
+    table.to_string()
+}
+
+/// `static`, `controller`, or `bgp (builtin; 2 frr, 1 bird)`.
+pub fn routing_name(lab: &Lab) -> String {
+    use turbonet_topo::{Agent, RoutingMode};
+    if lab.routing.mode != RoutingMode::Bgp {
+        return lab.routing.mode.to_string();
+    }
+    let mut counts = std::collections::HashMap::new();
+    for node in lab.fabric.switches() {
+        *counts
+            .entry(lab.routing.agent_of(node.id))
+            .or_insert(0usize) += 1;
+    }
+    let default = lab.routing.agent;
+    let others: Vec<String> = Agent::ALL
+        .iter()
+        .filter(|&&a| a != default)
+        .filter_map(|a| counts.get(a).map(|n| format!("{n} {a}")))
+        .collect();
+    if others.is_empty() {
+        format!("bgp ({default})")
+    } else {
+        format!("bgp ({default}; {})", others.join(", "))
+    }
+}
+
+/// The `validate` summary.
+pub fn summary(lab: &Lab, summary: &Summary) -> String {
+    let mut out = format!(
+        "lab {}: {} fabric, target {}, routing {}, seed {}\n",
+        lab.name,
+        kind_name(lab),
+        lab.target,
+        routing_name(lab),
+        lab.seed
+    );
+    let asn_of = |role| {
+        summary
+            .asns
+            .iter()
+            .find(|a| a.role == role)
+            .map(|a| {
+                if a.first == a.last {
+                    a.first.to_string()
+                } else {
+                    format!("{}-{} ({} distinct)", a.first, a.last, a.distinct)
+                }
+            })
+            .unwrap_or_default()
+    };
+    out.push_str(&table(
+        &["role", "nodes", "asn"],
+        summary
+            .nodes_by_role
+            .iter()
+            .map(|r| vec![r.role.to_string(), count(r.count), asn_of(r.role)])
+            .chain([vec!["total".into(), count(summary.nodes), String::new()]]),
+        &[1],
+    ));
+    out.push('\n');
+    out.push_str(&table(
+        &["link class", "links", "rate"],
+        summary
+            .links_by_class
+            .iter()
+            .map(|c| {
+                vec![
+                    c.class.clone(),
+                    count(c.count),
+                    c.rate.map_or_else(|| "-".into(), |r| r.to_string()),
+                ]
+            })
+            .chain([vec!["total".into(), count(summary.links), String::new()]]),
+        &[1],
+    ));
+    out.push('\n');
+    let mut ranges = Vec::new();
+    if let Some(r) = &summary.loopbacks {
+        ranges.push(vec![
+            "loopbacks /32".into(),
+            format!("{} - {}", r.first, r.last),
+            count(r.count),
+        ]);
+    }
+    if let Some(r) = &summary.fabric_addrs {
+        ranges.push(vec![
+            "fabric links /31".into(),
+            format!("{} - {}", r.first, r.last),
+            count(r.count),
+        ]);
+    }
+    if let Some(r) = &summary.host_subnets {
+        ranges.push(vec![
+            "host subnets".into(),
+            format!("{} - {}", r.first, r.last),
+            count(r.count),
+        ]);
+    }
+    if !ranges.is_empty() {
+        out.push_str(&table(&["addresses", "range", "count"], ranges, &[2]));
+        out.push('\n');
+    }
+    if !summary.oversubscription.is_empty() {
+        out.push_str(&table(
+            &[
+                "tier",
+                "switches",
+                "down / switch",
+                "up / switch",
+                "oversubscription",
+            ],
+            summary.oversubscription.iter().map(|o| {
+                let (down, up) = match o.basis {
+                    turbonet_topo::summary::CapacityBasis::Rate => (
+                        turbonet_topo::units::Rate::from_bits_per_sec(
+                            o.down / o.switches.max(1) as u64,
+                        )
+                        .to_string(),
+                        turbonet_topo::units::Rate::from_bits_per_sec(
+                            o.up / o.switches.max(1) as u64,
+                        )
+                        .to_string(),
+                    ),
+                    turbonet_topo::summary::CapacityBasis::Ports => (
+                        format!("{} ports", o.down_ports / o.switches.max(1)),
+                        format!("{} ports", o.up_ports / o.switches.max(1)),
+                    ),
+                };
+                vec![
+                    o.role.to_string(),
+                    count(o.switches),
+                    down,
+                    up,
+                    o.ratio.map_or_else(|| "-".into(), |r| format!("{r:.3}:1")),
+                ]
+            }),
+            &[1, 2, 3, 4],
+        ));
+        out.push('\n');
+    }
+    out
+}
+
+fn kind_name(lab: &Lab) -> &'static str {
+    match lab.fabric.kind {
+        turbonet_topo::TopologyKind::FatTree { .. } => "fat-tree",
+        turbonet_topo::TopologyKind::LeafSpine { .. } => "leaf-spine",
+        turbonet_topo::TopologyKind::Hpn { .. } => "hpn",
+        turbonet_topo::TopologyKind::Custom => "custom",
+    }
+}
+
+/// The table `up` prints when the fabric is ready.
+pub fn up_summary(lab: &Lab, state: &LabState) -> String {
+    let mut out = format!("lab {} is up and routed\n", lab.name);
+    out.push_str(&table(
+        &["phase", "seconds", "result"],
+        state.timings.iter().map(|t| {
+            vec![
+                t.phase.clone(),
+                format!("{:.2}", t.seconds),
+                t.detail.clone(),
+            ]
+        }),
+        &[1],
+    ));
+    let host = lab.fabric.hosts().next().map(|h| h.name.clone());
+    out.push_str("\nnext:\n");
+    out.push_str("  turbonet status | show nodes | show links | show routes NODE\n");
+    if lab.routing.mode == turbonet_topo::RoutingMode::Bgp {
+        out.push_str("  turbonet show bgp [SWITCH]   # sessions, routes, convergence\n");
+    }
+    if let Some(host) = host {
+        out.push_str(&format!("  turbonet exec {host} -- ip route\n"));
+    }
+    out.push_str(&format!(
+        "  turbonet check          # every host pings every host\n  turbonet down {}\n",
+        lab.name
+    ));
+    out
+}
+
+/// A benchmark's report: its lines and tables, in order.
+pub fn report(report: &turbonet_lab::report::Report) -> String {
+    use turbonet_lab::report::Item;
+    let mut out = String::new();
+    for item in &report.items {
+        match item {
+            Item::Text(text) => out.push_str(text),
+            Item::Table(t) => out.push_str(&table(
+                &t.header.iter().map(String::as_str).collect::<Vec<_>>(),
+                t.rows.iter().cloned(),
+                &t.right,
+            )),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The human report: switch summaries, table estimates, cables, host ports,
+/// and with `ports` every virtual port.
+pub fn plan(
+    lab: &Lab,
+    target: &str,
+    config: &turbonet_topo::mapper::MapConfig,
+    m: &turbonet_topo::mapper::Mapping,
+    ports: bool,
+) -> String {
+    let f = &lab.fabric;
+    let nsw = config.switches.len();
+    let mut out = format!(
+        "lab {}: {} virtual switches, {} hosts, {} virtual links on {} physical switch{} \
+         (target {target}, {} queues per port, links without rate count as {})\n",
+        lab.name,
+        count(f.switches().count()),
+        count(f.hosts().count()),
+        count(f.links.len()),
+        nsw,
+        if nsw == 1 { "" } else { "es" },
+        m.queues,
+        m.default_rate,
+    );
+    out.push_str(&table(
+        &[
+            "switch",
+            "virtual switches",
+            "ports used",
+            "free",
+            "loopback pairs",
+            "inter-switch",
+            "host",
+            "queues used",
+            "busiest port",
+            "total load",
+        ],
+        m.switches.iter().zip(&config.switches).map(|(s, spec)| {
+            vec![
+                spec.to_string(),
+                count(s.virtual_switches as usize),
+                format!("{}/{}", s.ports_used, s.ports),
+                s.ports_free.to_string(),
+                s.loopback_pairs.to_string(),
+                s.inter_switch_ports.to_string(),
+                s.host_ports.to_string(),
+                count(s.queues_used as usize),
+                format!("{} in {} queues", s.max_port_load, s.max_port_queues),
+                s.total_load.to_string(),
+            ]
+        }),
+        &[1, 2, 3, 4, 5, 6, 7, 8, 9],
+    ));
+    out.push('\n');
+    out.push_str(&table(
+        &[
+            "switch",
+            "port-mapper entries",
+            "LPM entries (est.)",
+            "ECMP groups (est.)",
+        ],
+        m.switches.iter().map(|s| {
+            vec![
+                s.name.clone(),
+                count(s.tables.port_mapper as usize),
+                count(s.tables.lpm as usize),
+                count(s.tables.ecmp_groups as usize),
+            ]
+        }),
+        &[1, 2, 3],
+    ));
+    out.push('\n');
+    if m.inter_switch_links > 0 {
+        out.push_str(&format!(
+            "{} virtual links cross physical switches\n",
+            count(m.inter_switch_links as usize)
+        ));
+    }
+    if !m.cables.is_empty() {
+        if target == "soft" {
+            out.push_str(&format!(
+                "\ncables ({}, emulated inside the soft switch):\n",
+                m.cables.len()
+            ));
+        } else {
+            out.push_str(&format!("\ncables to connect ({}):\n", m.cables.len()));
+        }
+        out.push_str(&table(
+            &["#", "kind", "from", "to", "virtual links", "load"],
+            m.cables.iter().enumerate().map(|(i, c)| {
+                vec![
+                    (i + 1).to_string(),
+                    c.kind.to_string(),
+                    c.a.to_string(),
+                    c.b.to_string(),
+                    c.virtual_links.to_string(),
+                    c.load.to_string(),
+                ]
+            }),
+            &[0, 4],
+        ));
+        out.push('\n');
+    }
+    if !m.host_ports.is_empty() {
+        out.push_str(&format!(
+            "\nhost-facing ports ({}): cable the hosts' NICs here, one tag per host link\n",
+            m.host_ports.len()
+        ));
+        out.push_str(&table(
+            &["port", "host links", "load", "hosts"],
+            m.host_ports.iter().map(|h| {
+                let hosts = match h.hosts.as_slice() {
+                    [] => String::new(),
+                    [one] => one.clone(),
+                    [first, .., last] => format!("{first} .. {last}"),
+                };
+                vec![
+                    h.port.to_string(),
+                    h.host_links.to_string(),
+                    h.load.to_string(),
+                    hosts,
+                ]
+            }),
+            &[1],
+        ));
+        out.push('\n');
+    }
+    if ports {
+        out.push_str(&format!("\nvirtual ports ({}):\n", count(m.ports.len())));
+        out.push_str(&table(
+            &[
+                "virtual switch",
+                "virtual port",
+                "virtual link",
+                "switch",
+                "port",
+                "tag",
+                "queue",
+                "shaping rate",
+            ],
+            m.ports.iter().map(|p| {
+                vec![
+                    p.virtual_switch.clone(),
+                    p.virtual_port.clone(),
+                    p.link.clone(),
+                    p.switch.clone(),
+                    p.port.to_string(),
+                    p.tag.to_string(),
+                    p.queue.to_string(),
+                    if p.default_rate {
+                        format!("{} (default)", p.rate)
+                    } else {
+                        p.rate.to_string()
+                    },
+                ]
+            }),
+            &[4, 5, 6],
+        ));
+        out.push('\n');
+    } else {
+        out.push_str(&format!(
+            "\n{} virtual ports mapped; pass --ports to list each one's physical port, tag, \
+             queue and shaping rate (or --json)\n",
+            count(m.ports.len())
+        ));
+    }
+    out
+}

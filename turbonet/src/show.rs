@@ -1,0 +1,410 @@
+//! What `status`, `show`, `link show`, `events` and `check` print: tables
+//! for people, or with `--json` the same data for scripts.
+
+use std::collections::HashSet;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use turbonet_lab::check;
+use turbonet_lab::events::LoggedEvent;
+use turbonet_lab::inspect::{LabStatus, LinkRow, LinkShow, NodeRow, RouteRow};
+use turbonet_lab::report::count;
+use turbonet_lab::routes::bgp::BgpReport;
+use turbonet_lab::state::LabDir;
+
+use crate::render::table;
+
+/// Prints `value` as pretty JSON.
+pub fn json<T: serde::Serialize>(value: &T) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// `turbonet status`.
+pub fn status(rows: &[LabStatus], json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else if rows.is_empty() {
+        println!("no lab is up");
+    } else {
+        println!(
+            "{}",
+            table(
+                &[
+                    "lab",
+                    "phase",
+                    "nodes",
+                    "externals",
+                    "up in",
+                    "daemon",
+                    "scenario"
+                ],
+                rows.iter().map(|r| vec![
+                    r.lab.clone(),
+                    r.phase.clone(),
+                    if r.namespaces_present == r.namespaces {
+                        count(r.namespaces)
+                    } else {
+                        format!("{}/{} present", r.namespaces_present, r.namespaces)
+                    },
+                    count(r.externals),
+                    r.up_seconds
+                        .map(|s| format!("{s:.2} s"))
+                        .unwrap_or_default(),
+                    r.daemon.clone(),
+                    r.scenario.clone(),
+                ]),
+                &[2, 3, 4],
+            )
+        );
+    }
+    Ok(())
+}
+
+/// `show nodes`.
+pub fn nodes(rows: &[NodeRow], as_json: bool) -> Result<()> {
+    if as_json {
+        return json(&rows);
+    }
+    println!(
+        "{}",
+        table(
+            &["node", "role", "namespace", "asn", "loopback", "ports"],
+            rows.iter().map(|r| vec![
+                r.name.clone(),
+                r.role.clone(),
+                r.namespace.clone(),
+                r.asn.map(|a| a.to_string()).unwrap_or_default(),
+                r.loopback.clone().unwrap_or_default(),
+                r.ports.to_string(),
+            ]),
+            &[3, 5],
+        )
+    );
+    Ok(())
+}
+
+/// `show links`.
+pub fn links(rows: &[LinkRow], as_json: bool) -> Result<()> {
+    if as_json {
+        return json(&rows);
+    }
+    println!(
+        "{}",
+        table(
+            &[
+                "link",
+                "class",
+                "a",
+                "interface",
+                "address",
+                "b",
+                "interface",
+                "address",
+                "mtu"
+            ],
+            rows.iter().map(|r| vec![
+                r.link.clone(),
+                r.class.clone(),
+                r.a.clone(),
+                r.a_ifname.clone(),
+                r.a_addr.clone(),
+                r.b.clone(),
+                r.b_ifname.clone(),
+                r.b_addr.clone(),
+                r.mtu.map_or_else(|| "-".into(), |m| m.to_string()),
+            ]),
+            &[8],
+        )
+    );
+    Ok(())
+}
+
+/// `show routes NODE`: the table read in namespace `ns`.
+pub fn routes(ns: &str, rows: &[RouteRow], as_json: bool) -> Result<()> {
+    if as_json {
+        return json(&rows);
+    }
+    println!(
+        "{}",
+        table(
+            &["prefix", "next hops", "protocol"],
+            rows.iter()
+                .map(|r| vec![r.prefix.clone(), r.nexthops.join("\n"), r.protocol.clone()]),
+            &[],
+        )
+    );
+    println!("{} routes in {ns}", rows.len());
+    Ok(())
+}
+
+/// `show bgp [NODE]`; `dir` is the lab's, for hints on FRR and BIRD.
+pub fn bgp(report: &BgpReport, node: Option<&str>, dir: &LabDir, json: bool) -> Result<ExitCode> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let (Some(_), [speaker]) = (node, report.speakers.as_slice()) {
+        println!(
+            "{}: AS {}, router id {}, agent {}, {}/{} routes, {}",
+            speaker.node,
+            speaker.asn,
+            speaker.router_id,
+            speaker.agent,
+            speaker.routes,
+            speaker.expected,
+            if speaker.converged {
+                "converged"
+            } else {
+                "converging"
+            }
+        );
+        if speaker.sessions.is_empty() {
+            match turbonet_topo::Agent::from_name(&speaker.agent) {
+                Some(agent @ (turbonet_topo::Agent::Frr | turbonet_topo::Agent::Bird)) => println!(
+                    "{} did not say how its sessions are; ask it: {}",
+                    speaker.agent,
+                    turbonet_lab::routes::routers::shell_hint(dir, &speaker.node, agent)
+                ),
+                _ => println!("{} has no BGP sessions", speaker.node),
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        println!(
+            "{}",
+            table(
+                &[
+                    "peer",
+                    "address",
+                    "AS",
+                    "port",
+                    "state",
+                    "for",
+                    "prefixes",
+                    "last error"
+                ],
+                speaker.sessions.iter().map(|s| {
+                    vec![
+                        s.peer.clone(),
+                        s.peer_addr.to_string(),
+                        s.peer_asn.to_string(),
+                        s.ifname.clone(),
+                        s.state.clone(),
+                        s.since.map_or_else(|| "-".to_owned(), format_duration),
+                        s.received.map_or_else(|| "-".to_owned(), |n| n.to_string()),
+                        s.last_error.clone().unwrap_or_default(),
+                    ]
+                }),
+                &[2, 5, 6],
+            )
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{}",
+        table(
+            &[
+                "switch",
+                "agent",
+                "AS",
+                "router id",
+                "sessions",
+                "routes",
+                "converged"
+            ],
+            report.speakers.iter().map(|s| {
+                let up = s
+                    .sessions
+                    .iter()
+                    .filter(|x| x.state == "established")
+                    .count();
+                vec![
+                    s.node.clone(),
+                    s.agent.clone(),
+                    s.asn.to_string(),
+                    s.router_id.to_string(),
+                    if s.sessions.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        format!("{up}/{}", s.sessions.len())
+                    },
+                    format!("{}/{}", s.routes, s.expected),
+                    match (s.converged, s.converged_at) {
+                        (true, Some(t)) => format!("yes, at {t:.3} s"),
+                        (true, None) => "yes".to_owned(),
+                        (false, _) => "no".to_owned(),
+                    },
+                ]
+            }),
+            &[2, 4, 5],
+        )
+    );
+    let converged = report.speakers.iter().filter(|s| s.converged).count();
+    let (up, all) = report.sessions();
+    println!(
+        "{converged}/{} switches converged{}{}",
+        report.speakers.len(),
+        match (report.convergence_time(), report.since_change) {
+            (Some(t), Some(_)) => format!(" {t:.3} s after the last fail/restore"),
+            (Some(t), None) => format!(" {t:.3} s after the agents started"),
+            _ => String::new(),
+        },
+        if all > 0 {
+            format!("; {up}/{all} sessions established")
+        } else {
+            String::new()
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `12.3s`, `4m05s`, `2h10m`.
+fn format_duration(seconds: f64) -> String {
+    let s = seconds as u64;
+    match s {
+        0..60 => format!("{seconds:.1}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// `link show [LINK]`.
+pub fn link_show(rows: &[LinkShow], as_json: bool) -> Result<()> {
+    if as_json {
+        return json(&rows);
+    }
+    let dash = || "-".to_owned();
+    println!(
+        "{}",
+        table(
+            &[
+                "link", "engine", "why", "rate", "delay", "jitter", "loss", "queue", "mtu"
+            ],
+            rows.iter().map(|r| vec![
+                r.link.clone(),
+                r.engine.to_owned(),
+                r.why.clone(),
+                r.params.rate.clone().unwrap_or_else(dash),
+                r.params.delay.clone().unwrap_or_else(dash),
+                r.params.jitter.clone().unwrap_or_else(dash),
+                r.params.loss.clone().unwrap_or_else(dash),
+                r.params.queue.clone().unwrap_or_else(dash),
+                r.params.mtu.map_or_else(dash, |m| m.to_string()),
+            ]),
+            &[],
+        )
+    );
+    let directions: Vec<Vec<String>> = rows
+        .iter()
+        .flat_map(|r| {
+            r.directions.iter().map(move |d| {
+                let c = &d.counters;
+                vec![
+                    r.link.clone(),
+                    format!("{} -> {}", d.from, d.to),
+                    count(c.rx_packets as usize),
+                    count(c.tx_packets as usize),
+                    count(c.tx_bytes as usize),
+                    count(c.dropped_loss as usize),
+                    count(c.dropped_queue as usize),
+                    count(c.corrupted as usize),
+                    count(c.duplicated as usize),
+                    count(c.ecn_marked as usize),
+                    count(c.queue_packets as usize),
+                ]
+            })
+        })
+        .collect();
+    if !directions.is_empty() {
+        println!(
+            "{}",
+            table(
+                &[
+                    "link",
+                    "direction",
+                    "in",
+                    "out",
+                    "out bytes",
+                    "lost",
+                    "queue drops",
+                    "corrupted",
+                    "duplicated",
+                    "ecn",
+                    "queued",
+                ],
+                directions,
+                &[2, 3, 4, 5, 6, 7, 8, 9, 10],
+            )
+        );
+    }
+    Ok(())
+}
+
+/// `turbonet events`.
+pub fn events(events: &[LoggedEvent], as_json: bool) -> Result<()> {
+    if as_json {
+        json(&events)
+    } else if events.is_empty() {
+        println!("no events yet");
+        Ok(())
+    } else {
+        println!(
+            "{}",
+            table(
+                &["t (s)", "source", "event", "result"],
+                events.iter().map(|e| vec![
+                    format!("{:.3}", e.t),
+                    e.source.clone(),
+                    e.event.clone(),
+                    e.result.clone(),
+                ]),
+                &[0],
+            )
+        );
+        Ok(())
+    }
+}
+
+/// `turbonet check`: the verdict, and the first unanswered probes.
+pub fn check(report: &check::Report, as_json: bool) -> Result<()> {
+    if as_json {
+        return json(report);
+    }
+
+    let verdict = if report.failures.is_empty() {
+        "ok"
+    } else {
+        "FAILED"
+    };
+    println!(
+        "check {verdict}: {}/{} probes answered between {} hosts of lab {} in {:.2} s",
+        count(report.reachable),
+        count(report.probes),
+        count(report.hosts),
+        report.lab,
+        report.seconds
+    );
+    if !report.failures.is_empty() {
+        let shown = report.failures.iter().take(20);
+        println!(
+            "{}",
+            table(
+                &["from", "to", "address"],
+                shown.map(|f| vec![f.from.clone(), f.to.clone(), f.address.to_string()]),
+                &[],
+            )
+        );
+        if report.failures.len() > 20 {
+            println!(
+                "... and {} more (--json lists all)",
+                report.failures.len() - 20
+            );
+        }
+        let unreachable: HashSet<&str> = report.failures.iter().map(|f| f.to.as_str()).collect();
+        println!(
+            "{} hosts could not be reached from somewhere",
+            unreachable.len()
+        );
+    }
+    Ok(())
+}
