@@ -3,9 +3,10 @@
 //! Pure: computes which routes every node needs; the lab installs them
 //! (kernel FIB through rtnetlink). Today this is the `static` control-plane
 //! mode ([`static_routes`]): equal-cost shortest paths over the whole fabric,
-//! computed once. The BGP agents ([`bgp`], so far the message codec, the
-//! session FSM, the RIB with route selection, and a tokio driver for one
-//! session) and the central controller plug in beside it.
+//! computed once. The BGP agents ([`bgp`]: the message codec, the session
+//! FSM, the RIB with route selection, one switch's speaker, and tokio
+//! drivers for a session and for a speaker) and the central controller plug
+//! in beside it.
 
 pub mod bgp;
 mod ecmp;

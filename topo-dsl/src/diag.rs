@@ -10,6 +10,8 @@ use std::ops::Range;
 use miette::{Diagnostic, GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource};
 use serde::Serialize;
 
+use crate::suggest;
+
 /// One problem in a scenario file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ScenarioError {
@@ -274,24 +276,10 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
-/// The closest of `choices` to `input`, if it is close enough to be a likely
-/// typo.
-pub(crate) fn did_you_mean<'a>(
-    input: &str,
-    choices: impl IntoIterator<Item = &'a str>,
-) -> Option<&'a str> {
-    choices
-        .into_iter()
-        .map(|c| (strsim::jaro_winkler(input, c), c))
-        .filter(|(score, _)| *score >= 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c)
-}
-
-/// "did you mean `x`? valid <what>: a, b, c".
+/// "did you mean `x`? valid {what}: a, b, c".
 pub(crate) fn choices_help(input: &str, what: &str, choices: &[&str]) -> String {
     let list = choices.join(", ");
-    match did_you_mean(input, choices.iter().copied()) {
+    match suggest::best_guess(input, choices.iter().copied()) {
         Some(guess) => format!("did you mean `{guess}`? valid {what}: {list}"),
         None => format!("valid {what}: {list}"),
     }
@@ -307,14 +295,5 @@ mod tests {
         assert_eq!(line_col(text, 0), (1, 1));
         assert_eq!(line_col(text, 6), (2, 1));
         assert_eq!(line_col(text, 10), (2, 4));
-    }
-
-    #[test]
-    fn suggestions() {
-        assert_eq!(
-            did_you_mean("leafspine", ["fat-tree", "leaf-spine", "hpn", "custom"]),
-            Some("leaf-spine")
-        );
-        assert_eq!(did_you_mean("zzz", ["fat-tree", "leaf-spine"]), None);
     }
 }

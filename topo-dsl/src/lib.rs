@@ -15,11 +15,9 @@ pub mod summary;
 pub mod units;
 
 mod generate;
-mod p4rt;
 mod plan;
-mod raw;
+mod read;
 mod resolve;
-mod timeline;
 
 pub use model::*;
 

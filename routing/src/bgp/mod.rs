@@ -6,8 +6,11 @@
 //! [`frame`] finds message boundaries in a TCP byte stream. The per-peer
 //! session state machine is [`session::Session`] (RFC 4271 §8). The RIBs and
 //! route selection with ECMP are [`rib::Rib`] (RFC 4271 §9, RFC 7938 §6).
-//! No sockets, no clock in any of these: [`driver::run_session`] is the thin
-//! tokio driver that owns one session's TCP connection and timers.
+//! One switch's speaker, all its sessions with its RIB, originations, ports
+//! and FIB, is [`speaker::Speaker`]. No sockets, no clock in any of these:
+//! [`driver::run_session`] is the thin tokio driver that owns one session's
+//! TCP connection and timers, [`speaker_driver::run_speaker`] the one that
+//! owns a whole speaker's connections, timers and FIB calls.
 //!
 //! Layers, in the smoltcp style: [`MessageView`] is the raw header view
 //! (field accessors over bytes, checked once); [`Message`] and its parts are
@@ -31,6 +34,8 @@ mod packet;
 pub mod plan;
 pub mod rib;
 pub mod session;
+pub mod speaker;
+pub mod speaker_driver;
 
 pub use crate::error::DecodeError;
 pub use attribute::{

@@ -264,6 +264,13 @@ impl Rib {
             .flat_map(|s| s.routes.iter().map(|(p, a)| (p, &**a)))
     }
 
+    /// How many routes `peer`'s Adj-RIB-In holds; the count of
+    /// [`Rib::adj_rib_in`] without walking it (a status report asks for it
+    /// after every batch).
+    pub fn received(&self, peer: PeerId) -> usize {
+        self.peers.get(&peer).map_or(0, |s| s.routes.len())
+    }
+
     /// The UPDATE messages that bring peer `to` up to date with the Loc-RIB
     /// for `prefixes` (typically those of the last [`Change`]s, or the whole
     /// Loc-RIB when the session comes up), following the eBGP rules of

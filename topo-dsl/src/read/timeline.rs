@@ -6,14 +6,110 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use toml::Spanned;
 use toml::de::DeValue;
 
-use crate::diag::{Diags, choices_help};
+use super::links::close_link_names;
+use super::params::{RawParams, read_params};
+use super::reader::{
+    Keys, Keyword, array_items, fields_of, key_span, keyword, missing, read_table, unit,
+};
+use crate::diag::Diags;
 use crate::model::*;
-use crate::raw::*;
-use crate::resolve::{array_items, close_link_names, read_params, unit};
+use crate::suggest;
 use crate::units::Delay;
+
+/// `[[timeline]]` (`mtu` is rejected by the key check: it cannot change at
+/// run time).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEvent {
+    at: Option<Spanned<toml::Value>>,
+    action: Option<Spanned<String>>,
+    link: Option<Spanned<String>>,
+    node: Option<Spanned<String>>,
+    period: Option<Spanned<toml::Value>>,
+    count: Option<Spanned<toml::Value>>,
+    rate: Option<Spanned<toml::Value>>,
+    delay: Option<Spanned<toml::Value>>,
+    jitter: Option<Spanned<toml::Value>>,
+    jitter_distribution: Option<Spanned<toml::Value>>,
+    reorder: Option<Spanned<toml::Value>>,
+    /// Listed for the key checks; its value is read from
+    /// [`Section::extra`](super::reader::Section::extra) (it may be a
+    /// table, whose keys need spans).
+    #[allow(dead_code)]
+    loss: Option<IgnoredAny>,
+    corrupt: Option<Spanned<toml::Value>>,
+    duplicate: Option<Spanned<toml::Value>>,
+    queue: Option<Spanned<toml::Value>>,
+    ecn: Option<Spanned<toml::Value>>,
+}
+
+impl RawEvent {
+    /// Its link parameters (a `set`).
+    fn take_params(&mut self) -> RawParams {
+        RawParams {
+            rate: self.rate.take(),
+            delay: self.delay.take(),
+            jitter: self.jitter.take(),
+            jitter_distribution: self.jitter_distribution.take(),
+            reorder: self.reorder.take(),
+            loss: None,
+            corrupt: self.corrupt.take(),
+            duplicate: self.duplicate.take(),
+            queue: self.queue.take(),
+            ecn: self.ecn.take(),
+            mtu: None,
+        }
+    }
+}
+
+/// The actions of events, as `action` names them; [`Action`] holds what
+/// each acts on once it is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verb {
+    /// [`Action::Set`].
+    Set,
+    /// [`Action::Reset`].
+    Reset,
+    /// [`Action::Fail`].
+    Fail,
+    /// [`Action::Restore`].
+    Restore,
+    /// [`Action::Flap`].
+    Flap,
+}
+
+impl Verb {
+    /// Every verb, in the order of [`Action::NAMES`] (which the help lists).
+    const ALL: [Verb; 5] = [
+        Verb::Set,
+        Verb::Reset,
+        Verb::Fail,
+        Verb::Restore,
+        Verb::Flap,
+    ];
+
+    /// The name of the action in scenario files.
+    fn name(self) -> &'static str {
+        match self {
+            Verb::Set => "set",
+            Verb::Reset => "reset",
+            Verb::Fail => "fail",
+            Verb::Restore => "restore",
+            Verb::Flap => "flap",
+        }
+    }
+
+    /// True for the actions that take a link only (`fail` and `restore`
+    /// also take a node).
+    fn links_only(self) -> bool {
+        matches!(self, Verb::Set | Verb::Reset | Verb::Flap)
+    }
+}
 
 const WHAT: &str = "`[[timeline]]`";
 
@@ -31,13 +127,15 @@ struct Pending {
     span: Range<usize>,
 }
 
-/// Reads `[[timeline]]`. Without a fabric (it had errors) only the events
-/// themselves are checked, not the names they refer to.
-pub(crate) fn read_timeline(
+/// Reads `[[timeline]]` (`v`, if present), its events sorted by time.
+/// Without a fabric (it had errors) only the events themselves are
+/// checked, not the names they refer to.
+pub(crate) fn read(
     d: &mut Diags<'_>,
-    v: &Spanned<DeValue<'_>>,
+    v: Option<&Spanned<DeValue<'_>>>,
     fabric: Option<&Fabric>,
 ) -> Vec<Event> {
+    let Some(v) = v else { return Vec::new() };
     let Some(items) = array_items(d, v, "`timeline`", "[[timeline]]") else {
         return Vec::new();
     };
@@ -61,6 +159,7 @@ pub(crate) fn read_timeline(
     pending.into_iter().map(|p| p.event).collect()
 }
 
+/// One event, checked on its own: keys, action, target, parameters.
 fn read_event(
     d: &mut Diags<'_>,
     item: &Spanned<DeValue<'_>>,
@@ -68,26 +167,20 @@ fn read_event(
     links: &HashMap<&str, LinkId>,
     nodes: &HashMap<&str, NodeId>,
 ) -> Option<Pending> {
-    let keys = Keys {
-        allowed: fields_of::<RawEvent>(),
-        extra: &["loss"],
-        foreign: &["mtu"],
-        foreign_reason: MTU_REASON,
-    };
+    let keys = Keys::new(fields_of::<RawEvent>())
+        .extra(&["loss"])
+        .foreign(&["mtu"], MTU_REASON);
     let mut s = read_table::<RawEvent>(d, item, WHAT, keys)?;
     let span = s.span.clone();
     let loss = s.extra.get("loss").copied();
-    let has_mtu = item
-        .get_ref()
-        .as_table()
-        .is_some_and(|t| t.contains_key("mtu"));
+    let has_mtu = key_span(item, "mtu").is_some();
     let e = &mut s.raw;
     let mut ok = true;
 
     // at
     let at = match &e.at {
         None => {
-            d.error(Some(span.clone()), format!("missing `at` in {WHAT}"))
+            missing(d, span.clone(), "at", WHAT)
                 .label("when?")
                 .help("add e.g. `at = \"5s\"`: the time after the fabric is ready");
             None
@@ -97,29 +190,28 @@ fn read_event(
     ok &= at.is_some();
 
     // action
-    let action: Option<&'static str> = match &e.action {
+    let action: Option<Verb> = match &e.action {
         None => {
-            d.error(Some(span.clone()), format!("missing `action` in {WHAT}"))
+            missing(d, span.clone(), "action", WHAT)
                 .label("what happens?")
                 .help(format!("valid actions: {}", Action::NAMES.join(", ")));
             None
         }
         Some(a) => {
-            let name = a.get_ref().as_str();
-            let found = Action::NAMES.iter().find(|n| **n == name).copied();
-            if found.is_none() {
-                d.error(Some(a.span()), format!("unknown action `{name}`"))
-                    .label("unknown action")
-                    .help(choices_help(name, "actions", &Action::NAMES));
-            }
-            found
+            let verbs = Verb::ALL.map(|v| (v.name(), v));
+            let kw = Keyword {
+                what: "action",
+                short: "action",
+                plural: "actions",
+            };
+            keyword(d, a.get_ref(), a.span(), &verbs, kw)
         }
     };
     ok &= action.is_some();
     let action_span = e.action.as_ref().map_or(span.clone(), toml::Spanned::span);
 
     // link or node
-    let links_only = matches!(action, Some("set" | "reset" | "flap"));
+    let links_only = action.is_some_and(Verb::links_only);
     let target = match (&e.link, &e.node) {
         (Some(_), Some(n)) => {
             d.error(
@@ -147,7 +239,7 @@ fn read_event(
         (Some(l), None) => Some(l).map(|l| (true, l)),
         (None, Some(n)) => {
             if links_only {
-                let act = action.unwrap_or_default();
+                let act = action.map_or("", Verb::name);
                 d.error(
                     Some(n.span()),
                     format!("`{act}` acts on links, not nodes"),
@@ -207,7 +299,7 @@ fn read_event(
     given.sort_by_key(|(_, s)| s.start);
     let mut patch = None;
     match action {
-        Some("set") => {
+        Some(Verb::Set) => {
             if given.is_empty() {
                 if !has_mtu {
                     let mut valid = LinkParams::KEYS.to_vec();
@@ -228,6 +320,7 @@ fn read_event(
             }
         }
         Some(other) if !given.is_empty() => {
+            let other = other.name();
             ok = false;
             let list: Vec<String> = given.iter().map(|(k, _)| format!("`{k}`")).collect();
             let (first, first_span) = &given[0];
@@ -253,7 +346,7 @@ fn read_event(
     // period and count: only `flap` takes them.
     let mut period = None;
     let mut count = 1;
-    if action == Some("flap") {
+    if action == Some(Verb::Flap) {
         match &e.period {
             None => {
                 ok = false;
@@ -317,7 +410,7 @@ fn read_event(
                 }
             }
         }
-    } else if let Some(act) = action {
+    } else if let Some(act) = action.map(Verb::name) {
         for (key, v) in [("period", &e.period), ("count", &e.count)] {
             if let Some(v) = v {
                 ok = false;
@@ -340,19 +433,18 @@ fn read_event(
         EventTarget::Node(_) => None,
     };
     let action = match action {
-        "set" => Action::Set {
+        Verb::Set => Action::Set {
             link: link?,
             params: patch?,
         },
-        "reset" => Action::Reset { link: link? },
-        "fail" => Action::Fail(target),
-        "restore" => Action::Restore(target),
-        "flap" => Action::Flap {
+        Verb::Reset => Action::Reset { link: link? },
+        Verb::Fail => Action::Fail(target),
+        Verb::Restore => Action::Restore(target),
+        Verb::Flap => Action::Flap {
             link: link?,
             period: period?,
             count,
         },
-        _ => return None,
     };
     Some(Pending {
         event: Event { at, action },
@@ -473,11 +565,10 @@ fn report(
 }
 
 fn close_node_names(name: &str, fabric: &Fabric) -> String {
-    let close: Vec<String> =
-        crate::suggest::closest(name, fabric.nodes.iter().map(|n| n.name.as_str()))
-            .into_iter()
-            .map(|n| format!("`{n}`"))
-            .collect();
+    let close: Vec<String> = suggest::closest(name, fabric.nodes.iter().map(|n| n.name.as_str()))
+        .into_iter()
+        .map(|n| format!("`{n}`"))
+        .collect();
     let example = fabric.nodes.first().map_or_else(
         || "this topology has no nodes".to_owned(),
         |n| format!("node names look like `{}`", n.name),
@@ -486,5 +577,15 @@ fn close_node_names(name: &str, fabric: &Fabric) -> String {
         example
     } else {
         format!("close names: {}; {example}", close.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verbs_are_the_actions_of_the_model() {
+        assert_eq!(Verb::ALL.map(Verb::name), Action::NAMES);
     }
 }

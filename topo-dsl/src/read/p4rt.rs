@@ -4,14 +4,41 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use toml::Spanned;
 use toml::de::DeValue;
 
+use super::reader::{Keys, array_items, fields_of, missing, read_table};
 use crate::diag::Diags;
-use crate::mapper::{MAX_QUEUES, PhysicalSwitch};
+use crate::mapper::{MAX_QUEUES, MapError, PhysicalSwitch};
 use crate::model::{P4rtConfig, P4rtDevice, P4rtSwitch, Target};
-use crate::raw::{Keys, RawP4rt, RawP4rtSwitch, fields_of, read_table};
-use crate::resolve::array_items;
+
+/// `[p4rt]` (`switch` is read separately).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawP4rt {
+    p4info: Option<Spanned<String>>,
+    device_config: Option<Spanned<String>>,
+    queues: Option<Spanned<u32>>,
+    /// Listed for the key checks; read from
+    /// [`Section::extra`](super::reader::Section::extra).
+    #[allow(dead_code)]
+    switch: Option<IgnoredAny>,
+}
+
+/// `[[p4rt.switch]]`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawP4rtSwitch {
+    name: Option<Spanned<String>>,
+    ports: Option<Spanned<u32>>,
+    speed: Option<Spanned<String>>,
+    address: Option<Spanned<String>>,
+    bmv2: Option<Spanned<bool>>,
+    device_id: Option<Spanned<u64>>,
+    election_id: Option<Spanned<u64>>,
+}
 
 /// Queues per port when `[p4rt]` gives none: the v1model pipeline's 3-bit
 /// queue.
@@ -20,7 +47,7 @@ const DEFAULT_QUEUES: u32 = 8;
 /// Reads `[p4rt]` (`v`, if present) against the lab's target, which
 /// needs it exactly when it is `p4rt`. `target_span` locates the target
 /// for the error when the section is missing.
-pub(crate) fn read_p4rt(
+pub(crate) fn read(
     d: &mut Diags<'_>,
     v: Option<&Spanned<DeValue<'_>>>,
     target: Option<Target>,
@@ -42,12 +69,7 @@ pub(crate) fn read_p4rt(
         }
         return Some(None);
     };
-    let keys = Keys {
-        allowed: fields_of::<RawP4rt>(),
-        extra: &["switch"],
-        foreign: &[],
-        foreign_reason: "",
-    };
+    let keys = Keys::new(fields_of::<RawP4rt>()).extra(&["switch"]);
     let s = read_table::<RawP4rt>(d, v, "`[p4rt]`", keys)?;
     if target.is_some_and(|t| t != Target::P4rt) {
         d.error(
@@ -136,12 +158,7 @@ fn read_switch(
     d: &mut Diags<'_>,
     item: &Spanned<DeValue<'_>>,
 ) -> Option<(P4rtSwitch, Range<usize>)> {
-    let keys = Keys {
-        allowed: fields_of::<RawP4rtSwitch>(),
-        extra: &[],
-        foreign: &[],
-        foreign_reason: "",
-    };
+    let keys = Keys::new(fields_of::<RawP4rtSwitch>());
     let s = read_table::<RawP4rtSwitch>(d, item, "`[[p4rt.switch]]`", keys)?;
     let r = &s.raw;
     let mut ok = true;
@@ -151,12 +168,9 @@ fn read_switch(
         ("speed", r.speed.is_some(), "\"100G\""),
     ] {
         if !present {
-            d.error(
-                Some(s.span.clone()),
-                format!("missing `{key}` in `[[p4rt.switch]]`"),
-            )
-            .label(format!("needs `{key}`"))
-            .help(format!("add e.g. `{key} = {example}`"));
+            missing(d, s.span.clone(), key, "`[[p4rt.switch]]`")
+                .label(format!("needs `{key}`"))
+                .help(format!("add e.g. `{key} = {example}`"));
             ok = false;
         }
     }
@@ -204,7 +218,7 @@ fn read_switch(
     let spec = format!("{}={}x{}", name.get_ref(), ports.get_ref(), speed.get_ref());
     let physical = match spec.parse::<PhysicalSwitch>() {
         Ok(p) => p,
-        Err(crate::mapper::MapError::BadSwitch { reason, .. }) => {
+        Err(MapError::BadSwitch { reason, .. }) => {
             d.error(Some(s.span.clone()), format!("invalid switch `{spec}`: {reason}"))
                 .label("invalid switch")
                 .help("`name` is letters, digits, `-`, `_`; `ports` 1 to 4096; `speed` like \"100G\" or \"25000M\"");

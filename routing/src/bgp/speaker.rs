@@ -1,0 +1,829 @@
+//! One switch's BGP speaker, sans-I/O: every session of the switch, its
+//! RIB, what it originates, its ports, and what its FIB holds.
+//!
+//! A [`Speaker`] owns one [`Session`] per planned neighbour
+//! ([`plan::Speaker::neighbours`], indexed by position: the `peer` of every
+//! [`Input`] and [`Output`]) and one [`Rib`] with [`Multipath::Relax`]
+//! (RFC 7938 §6.3). Like the session it reads no clock and owns no socket:
+//! the driver feeds it [`Input`]s with the time (a [`Duration`] since an
+//! epoch of the driver's choosing, monotonic) and carries out its
+//! [`Output`]s. [`run_speaker`](super::speaker_driver::run_speaker) is the
+//! tokio driver; tests wire speakers through an in-memory network on a
+//! virtual clock.
+//!
+//! Batching: inputs only record what changed in the Loc-RIB.
+//! [`Speaker::flush`] then installs every changed prefix in the FIB with
+//! one [`Output::Fib`] and advertises the changes with one round of UPDATEs
+//! (the whole Loc-RIB to peers that just came up or asked for a
+//! ROUTE-REFRESH), FIB first: a switch never advertises a route it cannot
+//! forward yet. A driver calls [`Speaker::handle`] for every input that is
+//! ready, then `flush` once, so a burst of UPDATEs costs one FIB pass.
+//!
+//! Connections, as the driver must keep them:
+//! - one TCP connection per neighbour at most. [`Output::Connect`] (the
+//!   active end only; the plan makes one end of every fabric session
+//!   passive, [`plan::Neighbour::passive`]) starts an attempt, answered by
+//!   [`Input::Connected`] or [`Input::ConnectFailed`]; an accepted
+//!   connection from the neighbour's address is [`Input::Connected`] too,
+//!   and replaces an attempt in flight. While a connection is up, a newer
+//!   one from the same neighbour is dropped by the driver without telling
+//!   the speaker (RFC 4271 §6.8 keeps the existing connection when it is
+//!   Established; collision detection in the earlier states is future
+//!   work, see [`session`]).
+//! - [`Output::Close`] drops the connection (after writing what was sent on
+//!   it) or abandons the attempt; nothing more is reported for it.
+//!   [`Input::Closed`] reports a connection the peer or the network ended.
+//!
+//! Ports: a port that goes down stops its sessions at once (as FRR's fast
+//! external failover does, instead of waiting for the Hold Time) and
+//! withdraws the prefixes originated on it (a dual-homed host's /32); when
+//! it comes back up its sessions start again and its prefixes are
+//! originated again. Ports are up until said otherwise.
+//!
+//! Not implemented (future work): an Adj-RIB-Out per peer (RFC 4271 §3.2;
+//! [`Rib::export`] recomputes it, so a peer may be sent withdrawals of
+//! prefixes it never had, which RFC 4271 §9.1.3 makes harmless), End-of-RIB
+//! markers and the graceful restart capability (RFC 4724; a restarted
+//! speaker keeps the stale FIB entries of [`Speaker::assume_installed`] on
+//! its own, without its peers' help), connection collision detection.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::mem;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ipnet::Ipv4Net;
+
+use super::plan::{self, FibDigest};
+use super::rib::{Change, Multipath, PeerId, PeerSummary, Rib};
+use super::session::{self, PeerInfo, Reason, Session, SessionConfig, State};
+use super::{Message, PORT};
+use crate::NextHop;
+
+/// The timers of every session of a speaker (RFC 4271 §10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timers {
+    /// Hold Time proposed in OPEN, in seconds (see
+    /// [`SessionConfig::hold_time`]).
+    pub hold_time: u16,
+    /// KEEPALIVE interval in seconds; `None`: a third of the negotiated
+    /// Hold Time.
+    pub keepalive: Option<u16>,
+    /// ConnectRetry timer: how long a connection attempt may take, and the
+    /// wait before an active session whose connection failed in OpenSent
+    /// connects again.
+    pub connect_retry: Duration,
+    /// Delay before a session that went down starts again
+    /// (IdleHoldTimer, RFC 4271 §8.1.1).
+    pub idle_hold: Duration,
+}
+
+impl Default for Timers {
+    /// The session defaults of [`SessionConfig::new`].
+    fn default() -> Self {
+        let c = SessionConfig::new(0, Ipv4Addr::UNSPECIFIED);
+        Timers {
+            hold_time: c.hold_time,
+            keepalive: c.keepalive,
+            connect_retry: c.connect_retry,
+            idle_hold: c.idle_hold,
+        }
+    }
+}
+
+impl From<&turbonet_topo::BgpTimers> for Timers {
+    /// A scenario's timers; sessions restart 100 ms after going down, as
+    /// the lab's agents always did.
+    fn from(t: &turbonet_topo::BgpTimers) -> Self {
+        Timers {
+            hold_time: t.hold_time,
+            keepalive: Some(t.keepalive),
+            connect_retry: Duration::from_secs(t.connect_retry.into()),
+            idle_hold: Duration::from_millis(100),
+        }
+    }
+}
+
+/// What happens to a speaker. `peer` is a neighbour's position in
+/// [`plan::Speaker::neighbours`]; an out-of-range one is ignored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// Start: originate the prefixes and start every session whose port is
+    /// up. Inputs before it only record port states; connections offered
+    /// before it are refused.
+    Start,
+    /// Stop every session (a Cease NOTIFICATION on each connection,
+    /// RFC 4486 §4) until the next [`Input::Start`].
+    Stop,
+    /// A TCP connection with `peer` is up, whichever side opened it.
+    Connected {
+        /// The neighbour.
+        peer: usize,
+    },
+    /// The attempt of [`Output::Connect`] failed.
+    ConnectFailed {
+        /// The neighbour.
+        peer: usize,
+    },
+    /// Bytes received on `peer`'s connection, cut anywhere.
+    Bytes {
+        /// The neighbour.
+        peer: usize,
+        /// The bytes.
+        data: Vec<u8>,
+    },
+    /// `peer`'s connection was closed by the peer or failed.
+    Closed {
+        /// The neighbour.
+        peer: usize,
+    },
+    /// A local port went up or down.
+    Port {
+        /// The interface.
+        ifname: String,
+        /// Its new state.
+        up: bool,
+    },
+    /// Time advanced: expired timers fire (feed it at
+    /// [`Speaker::next_deadline`]).
+    Tick,
+}
+
+/// What the driver must do, or what happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Open a TCP connection from `local` to `remote` (the neighbour's BGP
+    /// port); answer with [`Input::Connected`] or [`Input::ConnectFailed`].
+    Connect {
+        /// The neighbour.
+        peer: usize,
+        /// Our address on the link: the connection's source.
+        local: Ipv4Addr,
+        /// The neighbour's address and port 179.
+        remote: SocketAddrV4,
+    },
+    /// Write these bytes (whole messages) on `peer`'s connection.
+    Send {
+        /// The neighbour.
+        peer: usize,
+        /// The bytes.
+        bytes: Vec<u8>,
+    },
+    /// Drop `peer`'s connection once what was sent on it is written, or
+    /// abandon the attempt in flight.
+    Close {
+        /// The neighbour.
+        peer: usize,
+    },
+    /// Replace each prefix's next hops in the FIB; an empty list removes
+    /// the prefix. Comes before the UPDATEs that advertise these routes:
+    /// apply it first.
+    Fib(Vec<(Ipv4Net, Vec<NextHop>)>),
+    /// Something to log.
+    Event(Event),
+}
+
+/// A session event, for logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The session with `peer` reached Established.
+    Established {
+        /// The neighbour.
+        peer: usize,
+        /// What the OPEN exchange negotiated.
+        info: PeerInfo,
+    },
+    /// A session that had a connection went down (failed connection
+    /// attempts are not reported: the status shows them as `connect`).
+    Down {
+        /// The neighbour.
+        peer: usize,
+        /// It had been Established (its routes are withdrawn).
+        established: bool,
+        /// Why.
+        cause: Cause,
+    },
+}
+
+/// Why a session went down.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cause {
+    /// Its port went down.
+    PortDown,
+    /// The session's own reason.
+    Session(Reason),
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cause::PortDown => f.write_str("port down"),
+            Cause::Session(r) => r.fmt(f),
+        }
+    }
+}
+
+/// A neighbour's state as `show bgp` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PeerState {
+    /// Not started, or waiting to restart after going down.
+    Idle,
+    /// Passive: waiting for the peer to connect.
+    Passive,
+    /// Connecting, or waiting to connect again.
+    Connect,
+    /// Connected; the OPEN exchange is under way.
+    Open,
+    /// Established.
+    Established,
+    /// Its port is down.
+    PortDown,
+}
+
+impl fmt::Display for PeerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PeerState::Idle => "idle",
+            PeerState::Passive => "idle (passive)",
+            PeerState::Connect => "connect",
+            PeerState::Open => "open",
+            PeerState::Established => "established",
+            PeerState::PortDown => "port down",
+        })
+    }
+}
+
+/// One neighbour in a [`Status`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NeighbourStatus {
+    /// Its state.
+    pub state: PeerState,
+    /// Its session's FSM state.
+    pub session: State,
+    /// When it entered `state` (the speaker's clock).
+    pub since: Duration,
+    /// Prefixes received from it and kept (its Adj-RIB-In).
+    pub received: usize,
+    /// Why its session last went down.
+    pub last_error: Option<String>,
+    /// A router outside the fabric (its session does not count for
+    /// [`Status::sessions_up`]).
+    pub external: bool,
+}
+
+/// What a speaker reports of itself.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Status {
+    /// When the report was made (the speaker's clock).
+    pub at: Duration,
+    /// Prefixes in its FIB.
+    pub routes: usize,
+    /// Digest of its FIB over the prefixes of the plan
+    /// ([`Speaker::set_known`]); compare with
+    /// [`plan::converged`]'s.
+    pub fib: FibDigest,
+    /// The last change of its FIB or of a session's state.
+    pub last_change: Duration,
+    /// Its neighbours, in plan order.
+    pub neighbours: Vec<NeighbourStatus>,
+}
+
+impl Status {
+    /// Every session in the fabric whose port is up is Established.
+    pub fn sessions_up(&self) -> bool {
+        self.neighbours
+            .iter()
+            .all(|n| n.external || matches!(n.state, PeerState::Established | PeerState::PortDown))
+    }
+
+    /// The speaker is converged to `expected`: its FIB is what the plan
+    /// says and every fabric session whose port is up is Established. It
+    /// converged at [`Status::last_change`].
+    pub fn converged(&self, expected: &FibDigest) -> bool {
+        self.fib == *expected && self.sessions_up()
+    }
+}
+
+/// One neighbour's session and what the speaker knows of it.
+#[derive(Debug, Clone)]
+struct Peer {
+    session: Session,
+    /// For route selection and export, while Established.
+    summary: Option<PeerSummary>,
+    state: PeerState,
+    since: Duration,
+    last_error: Option<String>,
+}
+
+/// One switch's BGP speaker.
+#[derive(Debug, Clone)]
+pub struct Speaker {
+    plan: plan::Speaker,
+    rib: Rib,
+    peers: Vec<Peer>,
+    /// Ports known to be down; every other port is up.
+    ports_down: BTreeSet<String>,
+    started: bool,
+    /// Loc-RIB prefixes changed since the last flush.
+    changed: BTreeSet<Ipv4Net>,
+    /// Peers owed the whole Loc-RIB at the next flush.
+    fresh: BTreeSet<usize>,
+    /// What the FIB holds: next-hop addresses by prefix.
+    installed: plan::Fib,
+    /// The prefixes the FIB digest covers; `None`: all.
+    known: Option<Arc<BTreeSet<Ipv4Net>>>,
+    digest: FibDigest,
+    /// Entries of [`Speaker::assume_installed`] not learned again yet.
+    stale: BTreeSet<Ipv4Net>,
+    stale_until: Option<Duration>,
+    last_change: Duration,
+}
+
+impl Speaker {
+    /// A stopped speaker for `plan`; [`Input::Start`] starts it.
+    pub fn new(plan: plan::Speaker, timers: Timers) -> Speaker {
+        let peers = plan
+            .neighbours
+            .iter()
+            .map(|n| {
+                let mut config = SessionConfig::new(plan.asn, plan.router_id);
+                config.peer_as = Some(n.peer_asn);
+                config.hold_time = timers.hold_time;
+                config.keepalive = timers.keepalive;
+                config.connect_retry = timers.connect_retry;
+                config.idle_hold = timers.idle_hold;
+                config.passive = n.passive;
+                Peer {
+                    session: Session::new(config),
+                    summary: None,
+                    state: PeerState::Idle,
+                    since: Duration::ZERO,
+                    last_error: None,
+                }
+            })
+            .collect();
+        Speaker {
+            rib: Rib::new(plan.asn, plan.router_id, Multipath::Relax),
+            peers,
+            ports_down: BTreeSet::new(),
+            started: false,
+            changed: BTreeSet::new(),
+            fresh: BTreeSet::new(),
+            installed: plan::Fib::new(),
+            known: None,
+            digest: FibDigest::of([]),
+            stale: BTreeSet::new(),
+            stale_until: None,
+            last_change: Duration::ZERO,
+            plan,
+        }
+    }
+
+    /// The plan it follows.
+    pub fn plan(&self) -> &plan::Speaker {
+        &self.plan
+    }
+
+    /// Its RIBs.
+    pub fn rib(&self) -> &Rib {
+        &self.rib
+    }
+
+    /// What its FIB holds: the next-hop addresses of every prefix it
+    /// installed (its own originations are not in it), as
+    /// [`plan::converged`] computes them.
+    pub fn installed(&self) -> &plan::Fib {
+        &self.installed
+    }
+
+    /// Digest of [`Speaker::installed`] over the known prefixes.
+    pub fn digest(&self) -> FibDigest {
+        self.digest
+    }
+
+    /// When its FIB or a session's state last changed.
+    pub fn last_change(&self) -> Duration {
+        self.last_change
+    }
+
+    /// Restricts [`Speaker::digest`] (and [`Status::fib`]) to the prefixes
+    /// of the plan ([`plan::known_prefixes`]): routes learned from routers
+    /// outside the fabric are not in the plan's FIBs.
+    pub fn set_known(&mut self, known: Arc<BTreeSet<Ipv4Net>>) {
+        self.known = Some(known);
+        self.digest = self.compute_digest();
+    }
+
+    /// The neighbour whose address on the link is `addr`: where a
+    /// connection accepted from `addr` belongs.
+    pub fn neighbour_at(&self, addr: Ipv4Addr) -> Option<usize> {
+        self.plan
+            .neighbours
+            .iter()
+            .position(|n| n.peer_addr == addr)
+    }
+
+    /// The state of neighbour `peer`, if there is one.
+    pub fn peer_state(&self, peer: usize) -> Option<PeerState> {
+        self.peers.get(peer).map(|p| p.state)
+    }
+
+    /// Route changes wait for [`Speaker::flush`].
+    pub fn pending(&self) -> bool {
+        !self.changed.is_empty() || !self.fresh.is_empty()
+    }
+
+    /// The FIB already holds `fib` (a restarted speaker, the kernel table
+    /// it left behind): from now on only differences are emitted. Entries
+    /// the speaker does not learn again are kept until `until` (as a
+    /// graceful restart keeps stale routes, RFC 4724 §4.2, so that
+    /// forwarding goes on while the sessions come back), then removed;
+    /// entries the Loc-RIB has are replaced at the next flush if they
+    /// differ.
+    pub fn assume_installed(&mut self, fib: plan::Fib, until: Duration) {
+        self.changed.extend(fib.keys().copied());
+        self.changed.extend(self.rib.loc_rib().map(|(p, _)| *p));
+        self.stale = fib.keys().copied().collect();
+        self.stale_until = (!self.stale.is_empty()).then_some(until);
+        self.installed = fib;
+        self.digest = self.compute_digest();
+    }
+
+    /// When the next timer expires; feed [`Input::Tick`] then.
+    pub fn next_deadline(&self) -> Option<Duration> {
+        self.peers
+            .iter()
+            .filter_map(|p| p.session.next_deadline())
+            .chain(self.stale_until)
+            .min()
+    }
+
+    /// Its status at `now`.
+    pub fn status(&self, now: Duration) -> Status {
+        Status {
+            at: now,
+            routes: self.installed.len(),
+            fib: self.digest,
+            last_change: self.last_change,
+            neighbours: self
+                .peers
+                .iter()
+                .zip(&self.plan.neighbours)
+                .enumerate()
+                .map(|(n, (p, neighbour))| NeighbourStatus {
+                    state: p.state,
+                    session: p.session.state(),
+                    since: p.since,
+                    received: self.rib.received(n as PeerId),
+                    last_error: p.last_error.clone(),
+                    external: neighbour.peer.is_none(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Handles one input at `now`. Route changes are only recorded: see
+    /// [`Speaker::flush`].
+    pub fn handle(&mut self, now: Duration, input: Input) -> Vec<Output> {
+        let mut out = Vec::new();
+        match input {
+            Input::Start => self.start(now, &mut out),
+            Input::Stop => self.stop(now, &mut out),
+            Input::Connected { peer } => {
+                self.feed(now, peer, session::Input::TcpConnected, false, &mut out);
+            }
+            Input::ConnectFailed { peer } | Input::Closed { peer } => {
+                self.feed(now, peer, session::Input::TcpFailed, false, &mut out);
+            }
+            Input::Bytes { peer, data } => {
+                self.feed(now, peer, session::Input::Bytes(data), false, &mut out);
+            }
+            Input::Port { ifname, up } => self.port(now, &ifname, up, &mut out),
+            Input::Tick => self.tick(now, &mut out),
+        }
+        out
+    }
+
+    /// Installs every prefix changed since the last flush in the FIB (one
+    /// [`Output::Fib`]), then advertises the changes to every Established
+    /// peer, and the whole Loc-RIB to those that just came up or asked for
+    /// a ROUTE-REFRESH (RFC 2918 §4: re-advertise the Adj-RIB-Out, which
+    /// export recomputes from the Loc-RIB).
+    pub fn flush(&mut self, now: Duration) -> Vec<Output> {
+        let mut out = Vec::new();
+        // Sending can fire a session's timers (a Hold Time expired that the
+        // driver had not ticked yet), which takes it down and changes the
+        // Loc-RIB again: another round, at most one per session.
+        for _ in 0..=self.peers.len() {
+            if !self.pending() {
+                break;
+            }
+            let changed: Vec<Ipv4Net> = mem::take(&mut self.changed).into_iter().collect();
+            let fresh = mem::take(&mut self.fresh);
+            self.sync_fib(now, &changed, &mut out);
+            self.advertise(now, &changed, &fresh, &mut out);
+        }
+        out
+    }
+
+    fn port_up(&self, ifname: &str) -> bool {
+        !self.ports_down.contains(ifname)
+    }
+
+    fn start(&mut self, now: Duration, out: &mut Vec<Output>) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        for i in 0..self.plan.originate.len() {
+            let o = &self.plan.originate[i];
+            if o.port.as_deref().is_none_or(|p| self.port_up(p)) {
+                let changes = self.rib.originate(o.prefix);
+                self.changed.extend(changes.iter().map(Change::prefix));
+            }
+        }
+        for n in 0..self.peers.len() {
+            if self.port_up(&self.plan.neighbours[n].ifname) {
+                self.feed(now, n, session::Input::Start, false, out);
+            }
+        }
+    }
+
+    fn stop(&mut self, now: Duration, out: &mut Vec<Output>) {
+        self.started = false;
+        for n in 0..self.peers.len() {
+            self.feed(now, n, session::Input::Stop, false, out);
+        }
+    }
+
+    fn port(&mut self, now: Duration, ifname: &str, up: bool, out: &mut Vec<Output>) {
+        if self.port_up(ifname) == up {
+            return;
+        }
+        if up {
+            self.ports_down.remove(ifname);
+        } else {
+            self.ports_down.insert(ifname.to_owned());
+        }
+        if self.started {
+            for i in 0..self.plan.originate.len() {
+                let o = &self.plan.originate[i];
+                if o.port.as_deref() != Some(ifname) {
+                    continue;
+                }
+                let changes = if up {
+                    self.rib.originate(o.prefix)
+                } else {
+                    self.rib.withdraw_local(o.prefix)
+                };
+                self.changed.extend(changes.iter().map(Change::prefix));
+            }
+        }
+        for n in 0..self.peers.len() {
+            if self.plan.neighbours[n].ifname != ifname {
+                continue;
+            }
+            if !self.started {
+                self.refresh_state(now, n);
+            } else if up {
+                self.feed(now, n, session::Input::Start, false, out);
+            } else {
+                // Stop, not a connection failure: the session must not
+                // restart until the port is back.
+                self.feed(now, n, session::Input::Stop, true, out);
+            }
+        }
+    }
+
+    fn tick(&mut self, now: Duration, out: &mut Vec<Output>) {
+        for n in 0..self.peers.len() {
+            if self.peers[n]
+                .session
+                .next_deadline()
+                .is_some_and(|d| d <= now)
+            {
+                self.feed(now, n, session::Input::Tick, false, out);
+            }
+        }
+        if self.stale_until.is_some_and(|t| t <= now) {
+            self.stale_until = None;
+            // No longer stale: the next flush removes what the Loc-RIB
+            // still lacks.
+            let stale = mem::take(&mut self.stale);
+            self.changed.extend(stale);
+        }
+    }
+
+    /// Feeds `input` to `peer`'s session and handles what comes out;
+    /// `port_down` when the port going down is the cause.
+    fn feed(
+        &mut self,
+        now: Duration,
+        peer: usize,
+        input: session::Input,
+        port_down: bool,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(p) = self.peers.get_mut(peer) else {
+            return;
+        };
+        let before = p.session.state();
+        let outs = p.session.handle(now, input);
+        self.session_outputs(now, peer, before, outs, port_down, out);
+    }
+
+    /// Carries out what session `n` (in state `before` until now) asked for.
+    fn session_outputs(
+        &mut self,
+        now: Duration,
+        n: usize,
+        before: State,
+        outs: Vec<session::Output>,
+        port_down: bool,
+        out: &mut Vec<Output>,
+    ) {
+        let had_connection = matches!(
+            before,
+            State::OpenSent | State::OpenConfirm | State::Established
+        );
+        let neighbour = &self.plan.neighbours[n];
+        let peer = &mut self.peers[n];
+        for o in outs {
+            match o {
+                session::Output::Connect => out.push(Output::Connect {
+                    peer: n,
+                    local: neighbour.local_addr,
+                    remote: SocketAddrV4::new(neighbour.peer_addr, PORT),
+                }),
+                session::Output::Send(bytes) => out.push(Output::Send { peer: n, bytes }),
+                session::Output::Close => out.push(Output::Close { peer: n }),
+                session::Output::StateChanged { .. } => {}
+                session::Output::Established(info) => {
+                    peer.summary = Some(PeerSummary {
+                        peer_as: info.peer_as,
+                        peer_addr: neighbour.peer_addr,
+                        peer_id: info.peer_id,
+                    });
+                    self.fresh.insert(n);
+                    self.last_change = now;
+                    out.push(Output::Event(Event::Established { peer: n, info }));
+                }
+                session::Output::Received(Message::Update(update)) => {
+                    if let Some(summary) = &peer.summary {
+                        let changes = self.rib.update(n as PeerId, summary, &update);
+                        self.changed.extend(changes.iter().map(Change::prefix));
+                    }
+                }
+                // RFC 2918 §4: re-advertise the Adj-RIB-Out to the peer.
+                session::Output::Received(Message::RouteRefresh(_)) => {
+                    if peer.summary.is_some() {
+                        self.fresh.insert(n);
+                    }
+                }
+                // The session hands over UPDATEs and ROUTE-REFRESHes only.
+                session::Output::Received(_) => {}
+                session::Output::Down(reason) => {
+                    let established = peer.summary.take().is_some();
+                    self.fresh.remove(&n);
+                    // RFC 4271 §8.2.2: the routes of a closed session go.
+                    let changes = self.rib.peer_down(n as PeerId);
+                    self.changed.extend(changes.iter().map(Change::prefix));
+                    if had_connection || port_down {
+                        let cause = if port_down {
+                            Cause::PortDown
+                        } else {
+                            Cause::Session(reason)
+                        };
+                        peer.last_error = Some(cause.to_string());
+                        self.last_change = now;
+                        out.push(Output::Event(Event::Down {
+                            peer: n,
+                            established,
+                            cause,
+                        }));
+                    }
+                }
+            }
+        }
+        self.refresh_state(now, n);
+    }
+
+    /// Records neighbour `n`'s state after a change of its session or port.
+    fn refresh_state(&mut self, now: Duration, n: usize) {
+        let neighbour = &self.plan.neighbours[n];
+        let state = if !self.port_up(&neighbour.ifname) {
+            PeerState::PortDown
+        } else {
+            match self.peers[n].session.state() {
+                State::Idle => PeerState::Idle,
+                State::Active if neighbour.passive => PeerState::Passive,
+                State::Connect | State::Active => PeerState::Connect,
+                State::OpenSent | State::OpenConfirm => PeerState::Open,
+                State::Established => PeerState::Established,
+            }
+        };
+        let peer = &mut self.peers[n];
+        if peer.state != state {
+            peer.state = state;
+            peer.since = now;
+        }
+    }
+
+    /// The FIB part of a flush: one [`Output::Fib`] with every prefix of
+    /// `changed` whose next hops differ from what the FIB holds.
+    fn sync_fib(&mut self, now: Duration, changed: &[Ipv4Net], out: &mut Vec<Output>) {
+        let mut routes = Vec::new();
+        for prefix in changed {
+            let best = self.rib.best(prefix);
+            let hops: Vec<NextHop> = best
+                .filter(|b| !b.local)
+                .map(|b| {
+                    let mut hops: Vec<NextHop> = b
+                        .nexthops
+                        .iter()
+                        .filter_map(|&(peer, addr)| {
+                            let neighbour = self.plan.neighbours.get(peer as usize)?;
+                            Some(NextHop {
+                                via: Some(addr),
+                                ifname: neighbour.ifname.clone(),
+                                onlink: false,
+                            })
+                        })
+                        .collect();
+                    hops.sort();
+                    hops.dedup();
+                    hops
+                })
+                .unwrap_or_default();
+            if hops.is_empty() {
+                // Nothing known of it yet: a stale entry stays until its
+                // time is up (a locally originated prefix is known).
+                if best.is_none() && self.stale.contains(prefix) {
+                    continue;
+                }
+                self.stale.remove(prefix);
+                if self.installed.remove(prefix).is_some() {
+                    routes.push((*prefix, hops));
+                }
+                continue;
+            }
+            self.stale.remove(prefix);
+            let addrs: BTreeSet<Ipv4Addr> = hops.iter().filter_map(|h| h.via).collect();
+            if self.installed.get(prefix) == Some(&addrs) {
+                continue;
+            }
+            self.installed.insert(*prefix, addrs);
+            routes.push((*prefix, hops));
+        }
+        if self.stale.is_empty() {
+            self.stale_until = None;
+        }
+        if !routes.is_empty() {
+            self.last_change = now;
+            self.digest = self.compute_digest();
+            out.push(Output::Fib(routes));
+        }
+    }
+
+    /// The UPDATE part of a flush (RFC 4271 §9.2): `changed` to every
+    /// Established peer, the whole Loc-RIB to those in `fresh`.
+    fn advertise(
+        &mut self,
+        now: Duration,
+        changed: &[Ipv4Net],
+        fresh: &BTreeSet<usize>,
+        out: &mut Vec<Output>,
+    ) {
+        let full: Vec<Ipv4Net> = if fresh.is_empty() {
+            Vec::new()
+        } else {
+            self.rib.loc_rib().map(|(p, _)| *p).collect()
+        };
+        for n in 0..self.peers.len() {
+            let Some(summary) = self.peers[n].summary else {
+                continue;
+            };
+            let prefixes = if fresh.contains(&n) { &full } else { changed };
+            if prefixes.is_empty() {
+                continue;
+            }
+            let local = self.plan.neighbours[n].local_addr;
+            for update in self.rib.export(n as PeerId, &summary, local, prefixes) {
+                let before = self.peers[n].session.state();
+                let outs = self.peers[n].session.send_update(now, update);
+                self.session_outputs(now, n, before, outs, false, out);
+            }
+        }
+    }
+
+    fn compute_digest(&self) -> FibDigest {
+        let known = self.known.as_deref();
+        FibDigest::of(
+            self.installed
+                .iter()
+                .filter(|(p, _)| known.is_none_or(|k| k.contains(p))),
+        )
+    }
+}

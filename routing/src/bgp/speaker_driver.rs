@@ -1,0 +1,587 @@
+//! A tokio driver for one [`Speaker`]: its connections, its timers and its
+//! FIB calls, and nothing of the logic.
+//!
+//! The caller supplies the switch's I/O in a [`SpeakerIo`]: a
+//! [`Connector`] that opens connections from a local address (the lab
+//! creates the sockets inside the switch's network namespace, so the
+//! driver never calls `TcpStream::connect` itself), the connections
+//! accepted on the switch's BGP port with the address they come from
+//! ([`accept_loop`] forwards a listener's), the switch's [`Fib`], a channel
+//! of [`Control`] messages (port changes, stop) and a `watch` on which the
+//! driver publishes the speaker's [`Status`] after every batch, so a reader
+//! never waits on the speaker.
+//!
+//! The loop: take one ready input (a connection event, an accepted
+//! connection, a control message, a timer), hand it to the speaker, then
+//! every other input that is ready, yielding to the other tasks a few
+//! times while that brings more (as the lab's agents did: what other
+//! speakers send meanwhile joins the batch); then [`Speaker::flush`] once:
+//! one FIB change set, applied (awaited) before the UPDATEs that follow it
+//! are queued. The speaker's clock is `epoch.elapsed()`.
+//!
+//! Each connection is two tasks (`tokio::spawn`), a reader and a writer, so
+//! that a peer slow to read never blocks the speaker nor the reading of
+//! its own messages (two speakers writing whole tables to each other would
+//! otherwise deadlock on full socket buffers). Connection events carry the
+//! connection's id: those of a connection the speaker already dropped are
+//! discarded, so the speaker sees exactly the contract of
+//! [`speaker`](super::speaker) (one connection per neighbour; a newer
+//! connection from a neighbour that has one is dropped).
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::mem;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::time::Duration;
+
+use ipnet::Ipv4Net;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::MAX_MESSAGE_LEN;
+use super::speaker::{Event, Input, Output, Speaker, Status};
+use crate::NextHop;
+
+/// How long a closed connection may take to write what was queued on it
+/// (a NOTIFICATION) before it is dropped anyway.
+const LINGER: Duration = Duration::from_secs(1);
+
+/// Rounds of yielding to other tasks while they bring more inputs, before
+/// a batch is flushed anyway.
+const BATCH_YIELDS: usize = 8;
+
+/// Opens the speaker's TCP connections.
+pub trait Connector {
+    /// A connection from `local` (our address on the link) to `remote`.
+    /// The call itself may do the synchronous part (create and bind the
+    /// socket inside the switch's namespace) and leave the handshake to
+    /// the future; errors of either part come out of the future. The
+    /// driver drops the future to abandon the attempt (the session's
+    /// ConnectRetry timer bounds it); it runs as a task of its own, hence
+    /// `Send`.
+    fn connect(
+        &mut self,
+        local: Ipv4Addr,
+        remote: SocketAddrV4,
+    ) -> impl Future<Output = io::Result<TcpStream>> + Send + 'static;
+}
+
+/// A switch's forwarding table, as a speaker drives it.
+pub trait Fib {
+    /// Why [`Fib::apply`] failed.
+    type Error: fmt::Display;
+
+    /// Makes each prefix reach through its next hops, replacing what was
+    /// there; an empty list removes the prefix.
+    fn apply(
+        &mut self,
+        routes: Vec<(Ipv4Net, Vec<NextHop>)>,
+    ) -> impl Future<Output = Result<(), Self::Error>>;
+}
+
+/// What the caller tells a running speaker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Control {
+    /// A port went up or down ([`Input::Port`]).
+    Port {
+        /// The interface.
+        ifname: String,
+        /// Its new state.
+        up: bool,
+    },
+    /// Stop every session (Cease NOTIFICATIONs) and end the run. The FIB is
+    /// left as it is, so that a successor can start from it
+    /// ([`Speaker::assume_installed`]). Dropping the sender does the same.
+    Stop,
+}
+
+/// What the driver reports, for logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Report {
+    /// A session came up or went down.
+    Event(Event),
+    /// Applying a FIB change set failed; the speaker goes on as if it had
+    /// been applied.
+    FibFailed(String),
+}
+
+/// A switch's I/O, for [`run_speaker`].
+#[derive(Debug)]
+pub struct SpeakerIo<C, F> {
+    /// Opens connections.
+    pub connector: C,
+    /// Connections accepted on the switch's BGP port, with the address
+    /// they come from; those from no neighbour's address are dropped.
+    pub accepted: mpsc::UnboundedReceiver<(TcpStream, SocketAddrV4)>,
+    /// The switch's FIB.
+    pub fib: F,
+    /// Port changes and stop.
+    pub control: mpsc::UnboundedReceiver<Control>,
+    /// Where the status goes after every batch.
+    pub status: watch::Sender<Status>,
+    /// The speaker's clock starts here: times in its status are durations
+    /// since `epoch`.
+    pub epoch: Instant,
+}
+
+/// Runs `speaker` (started with [`Input::Start`]) until [`Control::Stop`]
+/// or until the control sender is dropped, and hands it back. `report`
+/// hears of session events and FIB failures.
+pub async fn run_speaker<C: Connector, F: Fib>(
+    speaker: Speaker,
+    io: SpeakerIo<C, F>,
+    report: impl FnMut(Report),
+) -> Speaker {
+    let SpeakerIo {
+        connector,
+        mut accepted,
+        mut fib,
+        mut control,
+        status,
+        epoch,
+    } = io;
+    let (events_tx, mut events) = mpsc::unbounded_channel();
+    let peers = speaker.plan().neighbours.len();
+    let mut d = Driver {
+        speaker,
+        conns: Conns::new(peers, events_tx),
+        connector,
+        report,
+        epoch,
+    };
+    d.input(Input::Start);
+    let mut accepting = true;
+    let mut stopping = false;
+    loop {
+        if stopping {
+            status.send_replace(d.speaker.status(d.now()));
+            return d.speaker;
+        }
+        let outputs = d.speaker.flush(d.now());
+        for o in outputs {
+            match o {
+                Output::Fib(routes) => {
+                    if let Err(e) = fib.apply(routes).await {
+                        (d.report)(Report::FibFailed(e.to_string()));
+                    }
+                }
+                o => d.carry_out(o),
+            }
+        }
+        status.send_replace(d.speaker.status(d.now()));
+        let deadline = d.speaker.next_deadline().map(|t| epoch + t);
+        tokio::select! {
+            Some(event) = events.recv() => d.io(event),
+            conn = accepted.recv(), if accepting => match conn {
+                Some((stream, from)) => d.accept(stream, from),
+                None => accepting = false,
+            },
+            ctl = control.recv() => stopping = d.control(ctl),
+            () = sleep_until(deadline) => d.input(Input::Tick),
+        }
+        // Everything else that is ready joins this batch.
+        for _ in 0..BATCH_YIELDS {
+            if stopping {
+                break;
+            }
+            tokio::task::yield_now().await;
+            let mut more = false;
+            while let Ok(event) = events.try_recv() {
+                d.io(event);
+                more = true;
+            }
+            while accepting {
+                match accepted.try_recv() {
+                    Ok((stream, from)) => d.accept(stream, from),
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Err(mpsc::error::TryRecvError::Disconnected) => accepting = false,
+                }
+                more = true;
+            }
+            while !stopping {
+                match control.try_recv() {
+                    Ok(ctl) => stopping = d.control(Some(ctl)),
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Err(mpsc::error::TryRecvError::Disconnected) => stopping = d.control(None),
+                }
+                more = true;
+            }
+            if !more {
+                break;
+            }
+        }
+        // A long batch may have let a timer expire.
+        if d.speaker.next_deadline().is_some_and(|t| t <= d.now()) {
+            d.input(Input::Tick);
+        }
+    }
+}
+
+/// Forwards the connections `listener` accepts to `to` (the
+/// [`SpeakerIo::accepted`] of a speaker), until `to`'s receiver is gone.
+pub async fn accept_loop(
+    listener: TcpListener,
+    to: mpsc::UnboundedSender<(TcpStream, SocketAddrV4)>,
+) {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, SocketAddr::V4(from))) => {
+                    if to.send((stream, from)).is_err() {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                // Out of file descriptors, say: try again a bit later
+                // rather than spin.
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            },
+            () = to.closed() => return,
+        }
+    }
+}
+
+/// The driver's state besides the FIB (awaited on its own).
+struct Driver<C, R> {
+    speaker: Speaker,
+    conns: Conns,
+    connector: C,
+    report: R,
+    epoch: Instant,
+}
+
+impl<C: Connector, R: FnMut(Report)> Driver<C, R> {
+    fn now(&self) -> Duration {
+        self.epoch.elapsed()
+    }
+
+    /// Hands `input` to the speaker and carries out what it asks for, at
+    /// once: the next input may concern the same connection.
+    fn input(&mut self, input: Input) {
+        let outputs = self.speaker.handle(self.now(), input);
+        for o in outputs {
+            self.carry_out(o);
+        }
+    }
+
+    fn carry_out(&mut self, output: Output) {
+        match output {
+            Output::Connect {
+                peer,
+                local,
+                remote,
+            } => {
+                let attempt = self.connector.connect(local, remote);
+                self.conns.connect(peer, attempt);
+            }
+            Output::Send { peer, bytes } => self.conns.send(peer, bytes),
+            Output::Close { peer } => self.conns.close(peer),
+            Output::Event(event) => (self.report)(Report::Event(event)),
+            // Only a flush emits FIB changes, and the run loop applies them.
+            Output::Fib(_) => {}
+        }
+    }
+
+    /// A control message, or `None` when the sender is gone; true when the
+    /// run ends.
+    fn control(&mut self, ctl: Option<Control>) -> bool {
+        match ctl {
+            Some(Control::Port { ifname, up }) => {
+                self.input(Input::Port { ifname, up });
+                false
+            }
+            Some(Control::Stop) | None => {
+                self.input(Input::Stop);
+                true
+            }
+        }
+    }
+
+    fn accept(&mut self, stream: TcpStream, from: SocketAddrV4) {
+        let Some(peer) = self.speaker.neighbour_at(*from.ip()) else {
+            return;
+        };
+        // One connection per neighbour: the one up stays (RFC 4271 §6.8
+        // for an Established one; see the speaker's module docs).
+        if self.conns.is_up(peer) {
+            return;
+        }
+        self.conns.install(peer, stream);
+        self.input(Input::Connected { peer });
+    }
+
+    fn io(&mut self, event: IoEvent) {
+        match event {
+            IoEvent::Connected {
+                peer,
+                conn_id,
+                stream,
+            } => {
+                if self.conns.is_current(peer, conn_id) {
+                    self.conns.install(peer, stream);
+                    self.input(Input::Connected { peer });
+                }
+            }
+            IoEvent::ConnectFailed { peer, conn_id } => {
+                if self.conns.is_current(peer, conn_id) {
+                    self.conns.close(peer);
+                    self.input(Input::ConnectFailed { peer });
+                }
+            }
+            IoEvent::Bytes {
+                peer,
+                conn_id,
+                data,
+            } => {
+                if self.conns.is_current(peer, conn_id) {
+                    self.input(Input::Bytes { peer, data });
+                }
+            }
+            IoEvent::Closed { peer, conn_id } => {
+                if self.conns.is_current(peer, conn_id) {
+                    self.conns.close(peer);
+                    self.input(Input::Closed { peer });
+                }
+            }
+        }
+    }
+}
+
+/// What a connection's tasks report.
+#[derive(Debug)]
+enum IoEvent {
+    Connected {
+        peer: usize,
+        conn_id: u64,
+        stream: TcpStream,
+    },
+    ConnectFailed {
+        peer: usize,
+        conn_id: u64,
+    },
+    Bytes {
+        peer: usize,
+        conn_id: u64,
+        data: Vec<u8>,
+    },
+    Closed {
+        peer: usize,
+        conn_id: u64,
+    },
+}
+
+/// One neighbour's connection as the driver holds it.
+#[derive(Debug)]
+enum Conn {
+    None,
+    Connecting {
+        conn_id: u64,
+        task: JoinHandle<()>,
+    },
+    Up {
+        conn_id: u64,
+        tx: mpsc::UnboundedSender<Vec<u8>>,
+        reader: JoinHandle<()>,
+        writer: JoinHandle<()>,
+    },
+}
+
+/// Every neighbour's connection.
+#[derive(Debug)]
+struct Conns {
+    conns: Vec<Conn>,
+    next_id: u64,
+    events: mpsc::UnboundedSender<IoEvent>,
+}
+
+impl Conns {
+    fn new(peers: usize, events: mpsc::UnboundedSender<IoEvent>) -> Conns {
+        Conns {
+            conns: (0..peers).map(|_| Conn::None).collect(),
+            next_id: 0,
+            events,
+        }
+    }
+
+    fn next_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    fn is_up(&self, peer: usize) -> bool {
+        matches!(self.conns.get(peer), Some(Conn::Up { .. }))
+    }
+
+    fn is_current(&self, peer: usize, conn_id: u64) -> bool {
+        match self.conns.get(peer) {
+            Some(Conn::Connecting { conn_id: g, .. } | Conn::Up { conn_id: g, .. }) => {
+                *g == conn_id
+            }
+            _ => false,
+        }
+    }
+
+    /// Starts an attempt, abandoning the one in flight if any.
+    fn connect(
+        &mut self,
+        peer: usize,
+        attempt: impl Future<Output = io::Result<TcpStream>> + Send + 'static,
+    ) {
+        if peer >= self.conns.len() {
+            return;
+        }
+        self.close(peer);
+        let conn_id = self.next_id();
+        let events = self.events.clone();
+        let task = tokio::spawn(async move {
+            let event = match attempt.await {
+                Ok(stream) => IoEvent::Connected {
+                    peer,
+                    conn_id,
+                    stream,
+                },
+                Err(_) => IoEvent::ConnectFailed { peer, conn_id },
+            };
+            let _ = events.send(event);
+        });
+        self.conns[peer] = Conn::Connecting { conn_id, task };
+    }
+
+    /// Makes `stream` the neighbour's connection, abandoning an attempt.
+    fn install(&mut self, peer: usize, stream: TcpStream) {
+        if peer >= self.conns.len() {
+            return;
+        }
+        self.close(peer);
+        // Messages are small and each batch is one write: no Nagle delay.
+        let _ = stream.set_nodelay(true);
+        let conn_id = self.next_id();
+        let (r, w) = stream.into_split();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let reader = tokio::spawn(read_loop(peer, conn_id, r, self.events.clone()));
+        let writer = tokio::spawn(write_loop(peer, conn_id, w, rx, self.events.clone()));
+        self.conns[peer] = Conn::Up {
+            conn_id,
+            tx,
+            reader,
+            writer,
+        };
+    }
+
+    fn send(&self, peer: usize, bytes: Vec<u8>) {
+        if let Some(Conn::Up { tx, .. }) = self.conns.get(peer) {
+            let _ = tx.send(bytes);
+        }
+    }
+
+    /// Drops the connection once its queue is written (or after
+    /// [`LINGER`]), or abandons the attempt.
+    fn close(&mut self, peer: usize) {
+        let Some(conn) = self.conns.get_mut(peer) else {
+            return;
+        };
+        match mem::replace(conn, Conn::None) {
+            Conn::None => {}
+            Conn::Connecting { task, .. } => task.abort(),
+            Conn::Up {
+                tx, reader, writer, ..
+            } => {
+                // The writer sees its queue end, writes the rest, shuts the
+                // connection down.
+                drop(tx);
+                reader.abort();
+                tokio::spawn(async move {
+                    tokio::time::sleep(LINGER).await;
+                    writer.abort();
+                });
+            }
+        }
+    }
+}
+
+impl Drop for Conns {
+    fn drop(&mut self) {
+        // The tasks would outlive the driver otherwise; no linger here,
+        // there may be no runtime left to wait on.
+        for conn in self.conns.drain(..) {
+            match conn {
+                Conn::None => {}
+                Conn::Connecting { task, .. } => task.abort(),
+                Conn::Up { reader, writer, .. } => {
+                    reader.abort();
+                    writer.abort();
+                }
+            }
+        }
+    }
+}
+
+async fn read_loop(
+    peer: usize,
+    conn_id: u64,
+    mut r: OwnedReadHalf,
+    events: mpsc::UnboundedSender<IoEvent>,
+) {
+    let mut buf = vec![0u8; 4 * MAX_MESSAGE_LEN];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => {
+                let _ = events.send(IoEvent::Closed { peer, conn_id });
+                return;
+            }
+            Ok(n) => {
+                let data = buf[..n].to_vec();
+                if events
+                    .send(IoEvent::Bytes {
+                        peer,
+                        conn_id,
+                        data,
+                    })
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn write_loop(
+    peer: usize,
+    conn_id: u64,
+    mut w: OwnedWriteHalf,
+    mut queue: mpsc::UnboundedReceiver<Vec<u8>>,
+    events: mpsc::UnboundedSender<IoEvent>,
+) {
+    let mut pending = Vec::new();
+    while let Some(bytes) = queue.recv().await {
+        // What is queued goes in one write: a table of UPDATEs is one
+        // system call, not one per message.
+        pending.extend_from_slice(&bytes);
+        while let Ok(more) = queue.try_recv() {
+            pending.extend_from_slice(&more);
+        }
+        if w.write_all(&pending).await.is_err() {
+            let _ = events.send(IoEvent::Closed { peer, conn_id });
+            return;
+        }
+        pending.clear();
+    }
+    // Let the peer read a NOTIFICATION before the FIN.
+    let _ = w.shutdown().await;
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        // A timer due "now" may still compare as not expired against a
+        // clock read a moment earlier; a millisecond later it has.
+        Some(t) => tokio::time::sleep_until(t + Duration::from_millis(1)).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,253 @@
+//! The speaker driver over real TCP on loopback: two speakers (127.0.0.1
+//! and 127.0.0.2, one listener each, the connector mapping port 179 to
+//! them) establish, install each other's routes in their FIBs, follow a
+//! port going down and up, and stop.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::time::Duration;
+
+use ipnet::Ipv4Net;
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio::time::{Instant, timeout};
+use turbonet_routing::NextHop;
+use turbonet_routing::bgp::plan::{self, Neighbour, Origination};
+use turbonet_routing::bgp::speaker::{Cause, Event, PeerState, Speaker, Status, Timers};
+use turbonet_routing::bgp::speaker_driver::{
+    Connector, Control, Fib, Report, SpeakerIo, accept_loop, run_speaker,
+};
+use turbonet_topo::NodeId;
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connects from the local address to the listener standing for the
+/// remote's port 179.
+#[derive(Debug, Clone)]
+struct Loopback {
+    ports: BTreeMap<Ipv4Addr, u16>,
+}
+
+impl Connector for Loopback {
+    fn connect(
+        &mut self,
+        local: Ipv4Addr,
+        remote: SocketAddrV4,
+    ) -> impl Future<Output = io::Result<TcpStream>> + Send + 'static {
+        let port = self.ports.get(remote.ip()).copied();
+        async move {
+            let port = port.ok_or(io::ErrorKind::ConnectionRefused)?;
+            let socket = TcpSocket::new_v4()?;
+            socket.bind(SocketAddr::from((local, 0)))?;
+            socket.connect(SocketAddr::from((*remote.ip(), port))).await
+        }
+    }
+}
+
+/// A FIB in memory, watched by the test.
+#[derive(Debug)]
+struct MemFib(watch::Sender<BTreeMap<Ipv4Net, Vec<NextHop>>>);
+
+impl Fib for MemFib {
+    type Error = String;
+
+    async fn apply(&mut self, routes: Vec<(Ipv4Net, Vec<NextHop>)>) -> Result<(), String> {
+        self.0.send_modify(|fib| {
+            for (prefix, hops) in routes {
+                if hops.is_empty() {
+                    fib.remove(&prefix);
+                } else {
+                    fib.insert(prefix, hops);
+                }
+            }
+        });
+        Ok(())
+    }
+}
+
+fn plan_for(i: u8) -> plan::Speaker {
+    let (me, other) = (
+        Ipv4Addr::new(127, 0, 0, 1 + i),
+        Ipv4Addr::new(127, 0, 0, 2 - i),
+    );
+    plan::Speaker {
+        node: NodeId(i.into()),
+        name: format!("s{i}"),
+        asn: 65001 + u32::from(i),
+        router_id: Ipv4Addr::new(10, 0, 0, 1 + i),
+        neighbours: vec![Neighbour {
+            link: None,
+            peer: Some(NodeId((1 - i).into())),
+            peer_name: format!("s{}", 1 - i),
+            ifname: "eth0".to_owned(),
+            local_addr: me,
+            peer_addr: other,
+            peer_asn: 65002 - u32::from(i),
+            passive: me > other,
+        }],
+        originate: vec![Origination {
+            prefix: Ipv4Net::new(Ipv4Addr::new(10, 0, 0, 1 + i), 32).unwrap(),
+            port: None,
+        }],
+        host_ports: vec![],
+    }
+}
+
+/// A running speaker, as a caller holds it.
+struct Running {
+    control: mpsc::UnboundedSender<Control>,
+    status: watch::Receiver<Status>,
+    fib: watch::Receiver<BTreeMap<Ipv4Net, Vec<NextHop>>>,
+    reports: mpsc::UnboundedReceiver<Report>,
+    task: Option<tokio::task::JoinHandle<Speaker>>,
+}
+
+impl Running {
+    async fn fib_until(
+        &mut self,
+        what: &str,
+        f: impl Fn(&BTreeMap<Ipv4Net, Vec<NextHop>>) -> bool,
+    ) {
+        timeout(TIMEOUT, self.fib.wait_for(|fib| f(fib)))
+            .await
+            .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+            .unwrap();
+    }
+
+    async fn state_until(&mut self, state: PeerState) {
+        timeout(
+            TIMEOUT,
+            self.status.wait_for(|s| s.neighbours[0].state == state),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {state}"))
+        .unwrap();
+    }
+
+    async fn event(&mut self) -> Event {
+        match timeout(TIMEOUT, self.reports.recv())
+            .await
+            .unwrap()
+            .unwrap()
+        {
+            Report::Event(e) => e,
+            Report::FibFailed(e) => panic!("{e}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn two_speakers_over_tcp_follow_a_port_down_and_up_then_stop() {
+    let mut listeners = Vec::new();
+    let mut ports = BTreeMap::new();
+    for i in 0..2u8 {
+        let addr = Ipv4Addr::new(127, 0, 0, 1 + i);
+        let listener = TcpListener::bind((addr, 0)).await.unwrap();
+        ports.insert(addr, listener.local_addr().unwrap().port());
+        listeners.push(listener);
+    }
+    let epoch = Instant::now();
+    let mut running = Vec::new();
+    for (i, listener) in listeners.into_iter().enumerate() {
+        let (accepted_tx, accepted) = mpsc::unbounded_channel();
+        tokio::spawn(accept_loop(listener, accepted_tx));
+        let (control, control_rx) = mpsc::unbounded_channel();
+        let (status_tx, status) = watch::channel(Status::default());
+        let (fib_tx, fib) = watch::channel(BTreeMap::new());
+        let (report_tx, reports) = mpsc::unbounded_channel();
+        let speaker = Speaker::new(
+            plan_for(i as u8),
+            Timers::from(&turbonet_topo::BgpTimers::default()),
+        );
+        let io = SpeakerIo {
+            connector: Loopback {
+                ports: ports.clone(),
+            },
+            accepted,
+            fib: MemFib(fib_tx),
+            control: control_rx,
+            status: status_tx,
+            epoch,
+        };
+        let task = tokio::spawn(run_speaker(speaker, io, move |r| drop(report_tx.send(r))));
+        running.push(Running {
+            control,
+            status,
+            fib,
+            reports,
+            task: Some(task),
+        });
+    }
+    let [a, b] = &mut running[..] else {
+        unreachable!()
+    };
+    let a_loopback: Ipv4Net = "10.0.0.1/32".parse().unwrap();
+    let b_loopback: Ipv4Net = "10.0.0.2/32".parse().unwrap();
+
+    // Up: each FIB has the other's loopback through the other's address.
+    a.fib_until("A's route", |fib| fib.contains_key(&b_loopback))
+        .await;
+    b.fib_until("B's route", |fib| fib.contains_key(&a_loopback))
+        .await;
+    assert_eq!(
+        a.fib.borrow()[&b_loopback],
+        [NextHop {
+            via: Some(Ipv4Addr::new(127, 0, 0, 2)),
+            ifname: "eth0".to_owned(),
+            onlink: false,
+        }]
+    );
+    assert!(matches!(
+        a.event().await,
+        Event::Established { peer: 0, .. }
+    ));
+    a.state_until(PeerState::Established).await;
+    let status = a.status.borrow().clone();
+    assert_eq!(status.routes, 1);
+    assert_eq!(status.neighbours[0].received, 1);
+    assert!(status.sessions_up());
+
+    // A's port goes down: its session at once, B's with the Cease; both
+    // FIBs lose the route.
+    a.control
+        .send(Control::Port {
+            ifname: "eth0".to_owned(),
+            up: false,
+        })
+        .unwrap();
+    assert_eq!(
+        a.event().await,
+        Event::Down {
+            peer: 0,
+            established: true,
+            cause: Cause::PortDown
+        }
+    );
+    a.fib_until("A's route gone", BTreeMap::is_empty).await;
+    b.fib_until("B's route gone", BTreeMap::is_empty).await;
+    a.state_until(PeerState::PortDown).await;
+
+    // Back up: A connects again.
+    a.control
+        .send(Control::Port {
+            ifname: "eth0".to_owned(),
+            up: true,
+        })
+        .unwrap();
+    a.fib_until("A's route back", |fib| fib.contains_key(&b_loopback))
+        .await;
+    b.fib_until("B's route back", |fib| fib.contains_key(&a_loopback))
+        .await;
+    assert!(epoch.elapsed() < TIMEOUT);
+
+    // Stop A: B hears the Cease; A's FIB is left as it is.
+    a.control.send(Control::Stop).unwrap();
+    let task = a.task.take().expect("running");
+    let stopped = timeout(TIMEOUT, task).await.unwrap().unwrap();
+    assert_eq!(stopped.peer_state(0), Some(PeerState::Idle));
+    assert!(a.fib.borrow().contains_key(&b_loopback));
+    b.fib_until("B's route gone after the stop", BTreeMap::is_empty)
+        .await;
+}

@@ -1,0 +1,25 @@
+//! Reading a scenario, one module per section. Each section reads its
+//! tables with the helpers of [`reader`] and reports its own errors;
+//! [`crate::resolve`] calls the sections in the order they depend on each
+//! other and assembles the [`Lab`](crate::Lab).
+//!
+//! The sections use each other in one direction only (the crate's layering
+//! test checks it):
+//! - `lab`, `routing`, `addressing`, `params` and `p4rt` use only `reader`;
+//! - `topology` uses `lab` (the rules of names) and `params` (the inline
+//!   parameters of custom links);
+//! - `links` uses `topology` (the link classes of a kind) and `params`;
+//! - `externals` uses `addressing` (networks) and `routing` (BGP-only
+//!   keys);
+//! - `timeline` uses `links` (help for link names) and `params`.
+
+pub(crate) mod addressing;
+pub(crate) mod externals;
+pub(crate) mod lab;
+pub(crate) mod links;
+pub(crate) mod p4rt;
+pub(crate) mod params;
+pub(crate) mod reader;
+pub(crate) mod routing;
+pub(crate) mod timeline;
+pub(crate) mod topology;

@@ -1,0 +1,380 @@
+//! `[topology]`: the kind of fabric and its parameters, from which the
+//! graph of nodes and links is generated. A `custom` topology lists its
+//! nodes and links instead ([`custom`]).
+
+mod custom;
+
+use std::ops::Range;
+
+use serde::Deserialize;
+use toml::Spanned;
+use toml::de::DeValue;
+
+use super::params::ParamSpans;
+use super::reader::{Keys, Keyword, keyword, missing, read_table};
+use crate::diag::Diags;
+use crate::generate::{self, Graph, HpnParams, MAX_LINKS, MAX_NODES};
+use crate::model::TopologyKind;
+
+/// The kinds of topology, as `kind` names them. Known before the
+/// parameters are read, so that the other keys of `[topology]` and the
+/// classes of `[links.<class>]` are checked against the kind even when a
+/// parameter is wrong; [`TopologyKind`] holds the parameters once they are
+/// all valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// `fat-tree`: [`TopologyKind::FatTree`].
+    FatTree,
+    /// `leaf-spine`: [`TopologyKind::LeafSpine`].
+    LeafSpine,
+    /// `hpn`: [`TopologyKind::Hpn`].
+    Hpn,
+    /// `custom`: [`TopologyKind::Custom`].
+    Custom,
+}
+
+impl Kind {
+    /// Every kind, in the order the help lists them.
+    pub(crate) const ALL: [Kind; 4] = [Kind::FatTree, Kind::LeafSpine, Kind::Hpn, Kind::Custom];
+
+    /// The name of the kind in scenario files.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::FatTree => "fat-tree",
+            Kind::LeafSpine => "leaf-spine",
+            Kind::Hpn => "hpn",
+            Kind::Custom => "custom",
+        }
+    }
+
+    /// The keys of `[topology]` for this kind, `kind` first.
+    fn keys(self) -> &'static [&'static str] {
+        match self {
+            Kind::FatTree => &["kind", "k"],
+            Kind::LeafSpine => &["kind", "spines", "leaves", "hosts_per_leaf", "uplinks"],
+            Kind::Hpn => &[
+                "kind",
+                "segments",
+                "hosts_per_segment",
+                "backup_hosts",
+                "rails",
+                "planes",
+                "aggs_per_plane",
+                "cores",
+                "core_uplinks",
+            ],
+            Kind::Custom => &["kind", "nodes", "links"],
+        }
+    }
+
+    /// The classes of the links of its fabrics, as `[links.<class>]` names
+    /// them.
+    pub(crate) fn classes(self) -> &'static [&'static str] {
+        match self {
+            Kind::FatTree => &["host-edge", "edge-agg", "agg-core"],
+            Kind::LeafSpine => &["host-leaf", "leaf-spine"],
+            Kind::Hpn => &["host-tor", "tor-agg", "agg-core"],
+            Kind::Custom => &["host-switch", "switch-switch"],
+        }
+    }
+}
+
+/// "fat-tree, leaf-spine, hpn, custom", for the help.
+fn kind_list() -> String {
+    Kind::ALL.map(Kind::name).join(", ")
+}
+
+/// `[topology]` (all kinds; `nodes` and `links` are read separately).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTopology {
+    kind: Option<Spanned<String>>,
+    k: Option<Spanned<u32>>,
+    spines: Option<Spanned<u32>>,
+    leaves: Option<Spanned<u32>>,
+    hosts_per_leaf: Option<Spanned<u32>>,
+    uplinks: Option<Spanned<u32>>,
+    segments: Option<Spanned<u32>>,
+    hosts_per_segment: Option<Spanned<u32>>,
+    backup_hosts: Option<Spanned<u32>>,
+    rails: Option<Spanned<u32>>,
+    planes: Option<Spanned<u32>>,
+    aggs_per_plane: Option<Spanned<u32>>,
+    cores: Option<Spanned<u32>>,
+    core_uplinks: Option<Spanned<u32>>,
+}
+
+/// `[topology]` as read: the kind as soon as it is known, even when the
+/// parameters are wrong, so that `[links.<class>]` can still be checked.
+#[derive(Debug, Default)]
+pub(crate) struct TopologyRead {
+    /// `None` when the kind is missing or unknown (reported).
+    pub kind: Option<Kind>,
+    /// `None` when the section is wrong (reported).
+    pub topo: Option<Topo>,
+}
+
+/// A valid topology and its generated graph.
+#[derive(Debug)]
+pub(crate) struct Topo {
+    pub kind: TopologyKind,
+    pub graph: Graph,
+    /// Where the kind is written (else the table): errors about the whole
+    /// topology point there.
+    pub span: Range<usize>,
+    /// Where the inline parameters of each custom link were written,
+    /// indexed like `graph.links` (empty for generated topologies).
+    pub inline_spans: Vec<ParamSpans>,
+}
+
+/// Reads `[topology]` (`v`, if present; every scenario needs one) and
+/// generates the graph.
+pub(crate) fn read(d: &mut Diags<'_>, v: Option<&Spanned<DeValue<'_>>>) -> TopologyRead {
+    let Some(v) = v else {
+        d.error(Some(0..0), "missing `[topology]` section")
+            .label("expected `[topology]`")
+            .help(format!(
+                "add `[topology]` with `kind` = one of {}",
+                kind_list()
+            ));
+        return TopologyRead::default();
+    };
+    let table_span = v.span();
+    let Some(table) = v.get_ref().as_table() else {
+        d.error(Some(table_span), "`[topology]` must be a table")
+            .label("expected a table")
+            .help(format!(
+                "write `[topology]` with `kind` = one of {}",
+                kind_list()
+            ));
+        return TopologyRead::default();
+    };
+    let kind = match table.get("kind") {
+        None => {
+            missing(d, table_span, "kind", "`[topology]`")
+                .label("needs a kind")
+                .help(format!("valid kinds: {}", kind_list()));
+            None
+        }
+        Some(k) => match k.get_ref().as_str() {
+            Some(s) => {
+                let kinds = Kind::ALL.map(|k| (k.name(), k));
+                let kw = Keyword {
+                    what: "topology kind",
+                    short: "kind",
+                    plural: "kinds",
+                };
+                keyword(d, s, k.span(), &kinds, kw)
+            }
+            // Not a string: reported by the typed read of the parameters.
+            None => None,
+        },
+    };
+    TopologyRead {
+        kind,
+        topo: generate(d, v, kind),
+    }
+}
+
+/// Reads the parameters of `kind` (`None` when it is missing or unknown:
+/// the keys are then checked against those of every kind) and generates
+/// the graph.
+fn generate(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, kind: Option<Kind>) -> Option<Topo> {
+    let table_span = v.span();
+    let all: Vec<&str> = Kind::ALL.iter().flat_map(|k| k.keys()).copied().collect();
+    let (allowed, reason): (&[&str], String) = match kind {
+        Some(k) => (
+            k.keys(),
+            format!("is not a parameter of `{}` topologies", k.name()),
+        ),
+        None => (&all, String::new()),
+    };
+    let keys = Keys::new(allowed)
+        .extra(&["nodes", "links"])
+        .foreign(&all, &reason);
+    let s = read_table::<RawTopology>(d, v, "`[topology]`", keys)?;
+    let kind = kind?;
+    let name = kind.name();
+    let t = &s.raw;
+    let span = t
+        .kind
+        .as_ref()
+        .map_or(table_span.clone(), toml::Spanned::span);
+    let mut ok = true;
+    let mut get = |d: &mut Diags<'_>,
+                   v: &Option<Spanned<u32>>,
+                   key: &str,
+                   default: Option<u32>,
+                   min: u32,
+                   max: u32|
+     -> u32 {
+        match v {
+            None => match default {
+                Some(x) => x,
+                None => {
+                    ok = false;
+                    d.error(
+                        Some(span.clone()),
+                        format!("missing `{key}` for a `{name}` topology"),
+                    )
+                    .label(format!("`{name}` needs `{key}`"))
+                    .help(format!("`{name}` takes: {}", allowed[1..].join(", ")));
+                    0
+                }
+            },
+            Some(x) => {
+                let val = *x.get_ref();
+                if val < min || val > max {
+                    ok = false;
+                    d.error(
+                        Some(x.span()),
+                        format!("`{key}` must be from {min} to {max}, found {val}"),
+                    )
+                    .label("out of range");
+                }
+                val
+            }
+        }
+    };
+    let mut inline_spans = Vec::new();
+    let (tkind, graph) = match kind {
+        Kind::FatTree => {
+            let k = get(d, &t.k, "k", None, 2, 64);
+            if ok && k % 2 != 0 {
+                ok = false;
+                let k_span = t.k.as_ref().map(toml::Spanned::span);
+                d.error(k_span, format!("`k` must be even, found {k}"))
+                    .label("odd k")
+                    .help(format!(
+                        "a k-ary fat-tree splits each switch's k ports half down, half up; try k = {} or k = {}",
+                        k - 1,
+                        k + 1
+                    ));
+            }
+            if !ok {
+                return None;
+            }
+            (TopologyKind::FatTree { k }, generate::fat_tree(k))
+        }
+        Kind::LeafSpine => {
+            let spines = get(d, &t.spines, "spines", None, 1, u32::MAX);
+            let leaves = get(d, &t.leaves, "leaves", None, 1, u32::MAX);
+            let hosts_per_leaf = get(d, &t.hosts_per_leaf, "hosts_per_leaf", None, 0, u32::MAX);
+            let uplinks = get(d, &t.uplinks, "uplinks", Some(1), 1, u32::MAX);
+            if !ok {
+                return None;
+            }
+            let (n, l) = generate::leaf_spine_size(
+                spines.into(),
+                leaves.into(),
+                hosts_per_leaf.into(),
+                uplinks.into(),
+            );
+            if !check_size(d, n, l, &span) {
+                return None;
+            }
+            (
+                TopologyKind::LeafSpine {
+                    spines,
+                    leaves,
+                    hosts_per_leaf,
+                    uplinks,
+                },
+                generate::leaf_spine(spines, leaves, hosts_per_leaf, uplinks),
+            )
+        }
+        Kind::Hpn => {
+            let p = HpnParams {
+                segments: get(d, &t.segments, "segments", None, 1, u32::MAX),
+                hosts_per_segment: get(
+                    d,
+                    &t.hosts_per_segment,
+                    "hosts_per_segment",
+                    None,
+                    1,
+                    u32::MAX,
+                ),
+                backup_hosts: get(d, &t.backup_hosts, "backup_hosts", Some(0), 0, u32::MAX),
+                rails: get(d, &t.rails, "rails", None, 1, u32::MAX),
+                planes: get(d, &t.planes, "planes", Some(2), 1, u32::MAX),
+                aggs_per_plane: get(d, &t.aggs_per_plane, "aggs_per_plane", None, 1, u32::MAX),
+                cores: get(d, &t.cores, "cores", Some(0), 0, u32::MAX),
+                core_uplinks: get(d, &t.core_uplinks, "core_uplinks", Some(0), 0, u32::MAX),
+            };
+            if ok && p.cores > 0 && (p.core_uplinks == 0 || p.core_uplinks > p.cores) {
+                ok = false;
+                let s = t
+                    .core_uplinks
+                    .as_ref()
+                    .map_or(span.clone(), toml::Spanned::span);
+                d.error(
+                    Some(s),
+                    format!(
+                        "`core_uplinks` must be from 1 to `cores` ({}) when there are cores, found {}",
+                        p.cores, p.core_uplinks
+                    ),
+                )
+                .label("invalid core_uplinks")
+                .help("each aggregation switch has `core_uplinks` links, each to a different core");
+            }
+            if ok && p.cores == 0 && p.core_uplinks > 0 {
+                ok = false;
+                let s = t
+                    .core_uplinks
+                    .as_ref()
+                    .map_or(span.clone(), toml::Spanned::span);
+                d.error(Some(s), "`core_uplinks` is set but there are no cores")
+                    .label("no cores to link to")
+                    .help("set `cores` to the number of core switches, or remove `core_uplinks`");
+            }
+            if !ok {
+                return None;
+            }
+            let (n, l) = generate::hpn_size(&p);
+            if !check_size(d, n, l, &span) {
+                return None;
+            }
+            (
+                TopologyKind::Hpn {
+                    segments: p.segments,
+                    hosts_per_segment: p.hosts_per_segment,
+                    backup_hosts: p.backup_hosts,
+                    rails: p.rails,
+                    planes: p.planes,
+                    aggs_per_plane: p.aggs_per_plane,
+                    cores: p.cores,
+                    core_uplinks: p.core_uplinks,
+                },
+                generate::hpn(&p),
+            )
+        }
+        Kind::Custom => {
+            let (graph, spans) = custom::read(d, &s.extra, span.clone())?;
+            inline_spans = spans;
+            (TopologyKind::Custom, graph)
+        }
+    };
+    Some(Topo {
+        kind: tkind,
+        graph,
+        span,
+        inline_spans,
+    })
+}
+
+/// Reports a generated topology beyond what turbonet handles; false when
+/// it did.
+fn check_size(d: &mut Diags<'_>, nodes: u64, links: u64, span: &Range<usize>) -> bool {
+    if nodes > MAX_NODES || links > MAX_LINKS {
+        d.error(
+            Some(span.clone()),
+            format!("topology too large: {nodes} nodes and {links} links"),
+        )
+        .label("too large")
+        .help(format!(
+            "turbonet handles at most {MAX_NODES} nodes and {MAX_LINKS} links per lab"
+        ));
+        return false;
+    }
+    true
+}
