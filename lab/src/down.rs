@@ -8,8 +8,9 @@ use crate::bail;
 use crate::daemon;
 use crate::dataplane::netns::externals;
 use crate::error::{Context, Error, Result};
+use crate::limits;
 use crate::state::{self, LabDir, LabState, Phase, Stopwatch};
-use crate::system::{limits, namespaces, process};
+use crate::system::{namespaces, process};
 
 /// What `down` did.
 #[derive(Debug, Clone, PartialEq)]

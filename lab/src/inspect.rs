@@ -4,12 +4,11 @@
 use std::path::Path;
 
 use serde::Serialize;
-use turbonet_topo::{Lab, Node};
+use turbonet_topo::{Lab, LinkParams};
 
-use crate::dataplane::Carrier;
+use crate::api;
 use crate::error::{Context, Error, Result};
 use crate::kernel::routes::{TableRoute, link_names, read_table};
-use crate::names;
 use crate::state::{self, LabDir, Phase};
 use crate::system::{namespaces, process};
 
@@ -76,14 +75,35 @@ pub fn status() -> Result<Vec<LabStatus>> {
                 .find(|t| t.phase == "total")
                 .map(|t| t.seconds),
             pid: st.pid,
-            daemon: match st.daemon_pid {
-                Some(pid) if process::turbonet_alive(pid) => format!("running (pid {pid})"),
-                Some(pid) => format!("DEAD (pid {pid}): down and up again"),
-                None => "not started".into(),
-            },
+            daemon: daemon_status(&dir, st.daemon_pid),
         });
     }
     Ok(rows)
+}
+
+/// What `status` says of a lab's daemon: what it says of itself over the
+/// control API, or, when it does not answer, what the state records.
+fn daemon_status(dir: &LabDir, supervisor: Option<u32>) -> String {
+    match api::Client::connect(dir).and_then(|mut c| c.status()) {
+        Ok(s) => {
+            let mut text = format!("running (pid {})", s.daemon_pid);
+            if s.restarts > 0 {
+                text.push_str(&format!(", restarted {} time(s)", s.restarts));
+            }
+            let down = s.failed_links.len() + s.failed_nodes.len();
+            if down > 0 {
+                text.push_str(&format!(", {down} failed"));
+            }
+            text
+        }
+        Err(_) => match supervisor {
+            Some(pid) if process::turbonet_alive(pid) => {
+                format!("not answering (supervisor pid {pid})")
+            }
+            Some(pid) => format!("DEAD (pid {pid}): down and up again"),
+            None => "not started".into(),
+        },
+    }
 }
 
 /// A lab that is up: its directory and its scenario.
@@ -103,34 +123,19 @@ pub fn running(name: Option<&str>) -> Result<Running> {
     Ok(Running { dir, lab })
 }
 
-/// What namespace a node has: on `netns` every node is one; on the P4
-/// targets hosts are, and a switch has at most a control-plane namespace
-/// (its BGP agent's, on `soft`), its forwarding being the pipeline's.
-/// `true` marks a control-plane namespace.
-pub fn namespace_of(lab: &Lab, node: &Node) -> Option<(String, bool)> {
-    let name = names::node_namespace(&lab.name, &node.name);
-    if lab.target == turbonet_topo::Target::Netns || !node.role.is_switch() {
-        Some((name, false))
-    } else if lab.target == turbonet_topo::Target::Soft
-        && lab.routing.mode == turbonet_topo::RoutingMode::Bgp
-    {
-        Some((name, true))
-    } else {
-        None
-    }
-}
-
 /// The namespace `exec` runs in for node `name`, or why it has none.
 pub fn node_namespace(lab: &Lab, name: &str) -> Result<String> {
     let node = crate::lookup::node(lab, name)?;
-    namespace_of(lab, node).map(|(ns, _)| ns).ok_or_else(|| {
-        Error::Invalid(format!(
-            "{name} is a virtual switch inside the {} switch (target \"{}\"): it has no \
+    crate::dataplane::namespace_of(lab, node)
+        .map(|(ns, _)| ns)
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "{name} is a virtual switch inside the {} switch (target \"{}\"): it has no \
              namespace of its own; its forwarding is the pipeline's tables (`turbonet link \
              show` has its counters), and hosts are namespaces",
-            lab.target, lab.target
-        ))
-    })
+                lab.target, lab.target
+            ))
+        })
 }
 
 /// One node, as `show nodes` lists it.
@@ -163,7 +168,7 @@ pub fn nodes(lab: &Lab, only: Option<&str>) -> Result<Vec<NodeRow>> {
         .map(|n| NodeRow {
             name: n.name.clone(),
             role: n.role.to_string(),
-            namespace: match namespace_of(lab, n) {
+            namespace: match crate::dataplane::namespace_of(lab, n) {
                 Some((ns, false)) => ns,
                 Some((ns, true)) => format!("{ns} (control plane)"),
                 None => format!("- (in the {} switch)", lab.target),
@@ -284,36 +289,25 @@ fn route_row(r: &TableRoute, names: &std::collections::HashMap<u32, String>) -> 
     }
 }
 
-/// One link, as `link show` shows it: parameters, engine, counters.
+/// One link, as `link show` shows it: the parameters in force (what `link
+/// set` changed included), the scenario's, the engine that carries it and
+/// per-direction counters, as the lab's daemon reports them.
 #[derive(Debug, Clone, Serialize)]
 pub struct LinkShow {
     /// Its name.
     pub link: String,
     /// The engine that carries it.
-    pub engine: &'static str,
+    pub engine: String,
     /// Why that engine.
     pub why: String,
-    /// Its parameters.
-    pub params: LinkParamsView,
+    /// Whether it is down (failed, or a node at its end is).
+    pub down: bool,
+    /// Its parameters now.
+    pub params: LinkParams,
+    /// The scenario's.
+    pub scenario: LinkParams,
     /// Per-direction counters (impaired links).
     pub directions: Vec<DirectionView>,
-}
-
-/// A link's parameters in scenario syntax.
-#[derive(Debug, Clone, Serialize)]
-pub struct LinkParamsView {
-    /// Bandwidth.
-    pub rate: Option<String>,
-    /// One-way delay.
-    pub delay: Option<String>,
-    /// Delay jitter.
-    pub jitter: Option<String>,
-    /// Loss.
-    pub loss: Option<String>,
-    /// Queue limit.
-    pub queue: Option<String>,
-    /// MTU.
-    pub mtu: Option<u16>,
 }
 
 /// One direction of a link and its counters.
@@ -330,66 +324,56 @@ pub struct DirectionView {
     pub tx_errors: u64,
 }
 
-/// `turbonet link show [LINK]`.
+/// `turbonet link show [LINK]`: asks the lab's daemon.
 pub fn link_show(running: &Running, only: Option<&str>) -> Result<Vec<LinkShow>> {
-    let lab = &running.lab;
-    let only = only
-        .map(|name| crate::lookup::link(lab, name).map(|l| l.name.as_str()))
-        .transpose()?;
-    let counters: Vec<crate::dataplane::netns::engine::LinkCounters> =
-        std::fs::read(crate::daemon::counters_path(&running.dir))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
-    let carriers = crate::dataplane::carrier::link_carriers(lab);
-    Ok(lab
-        .fabric
-        .links
-        .iter()
-        .zip(&carriers)
-        .filter(|(l, _)| only.is_none_or(|o| o == l.name))
-        .map(|(l, carrier): (_, &Carrier)| {
-            let engine_counters = counters.iter().find(|c| c.link == l.name);
-            let p = &l.params;
-            let names = [
-                lab.fabric.node(l.ends[0].node).name.clone(),
-                lab.fabric.node(l.ends[1].node).name.clone(),
-            ];
-            LinkShow {
-                link: l.name.clone(),
-                engine: carrier.name(),
-                why: carrier.why().to_owned(),
-                params: LinkParamsView {
-                    rate: p.rate.map(|v| v.to_string()),
-                    delay: p.delay.map(|v| v.to_string()),
-                    jitter: p.jitter.map(|v| v.to_string()),
-                    loss: p.loss.as_ref().map(ToString::to_string),
-                    queue: p.queue.map(|v| v.to_string()),
-                    mtu: p.mtu.map(|m| m.0),
-                },
-                directions: engine_counters
-                    .map(|c| {
-                        (0..2)
-                            .map(|d| DirectionView {
-                                from: names[d].clone(),
-                                to: names[1 - d].clone(),
-                                counters: c.directions[d].clone(),
-                                tx_errors: c.tx_errors[d],
-                            })
-                            .collect()
+    let links = api::Client::connect(&running.dir)?.links(only)?;
+    links
+        .into_iter()
+        .map(|l| {
+            Ok(LinkShow {
+                params: api::params_from_proto(&l.params.unwrap_or_default())?,
+                scenario: api::params_from_proto(&l.scenario.unwrap_or_default())?,
+                link: l.name,
+                engine: l.engine,
+                why: l.engine_reason,
+                down: l.down,
+                directions: l
+                    .directions
+                    .into_iter()
+                    .map(|d| {
+                        let c = d.counters.unwrap_or_default();
+                        DirectionView {
+                            from: d.from,
+                            to: d.to,
+                            counters: turbonet_injectors::Counters {
+                                rx_packets: c.rx_packets,
+                                rx_bytes: c.rx_bytes,
+                                tx_packets: c.tx_packets,
+                                tx_bytes: c.tx_bytes,
+                                dropped_loss: c.dropped_loss,
+                                dropped_queue: c.dropped_queue,
+                                corrupted: c.corrupted,
+                                duplicated: c.duplicated,
+                                ecn_marked: c.ecn_marked,
+                                queue_packets: c.queue_packets,
+                                queue_bytes: c.queue_bytes,
+                            },
+                            tx_errors: c.tx_errors,
+                        }
                     })
-                    .unwrap_or_default(),
-            }
+                    .collect(),
+            })
         })
-        .collect())
+        .collect()
 }
 
-/// `turbonet events`: what the lab's daemon executed and saw.
-pub fn events(running: &Running) -> Result<Vec<crate::events::LoggedEvent>> {
-    let text =
-        std::fs::read_to_string(crate::events::events_path(&running.dir)).unwrap_or_default();
-    Ok(text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect())
+/// `turbonet events [--follow]`: every event so far, in order, handed to
+/// `each`; with `follow`, then each new one as it happens, until `each`
+/// returns `false`.
+pub fn events(
+    running: &Running,
+    follow: bool,
+    each: impl FnMut(crate::events::LoggedEvent) -> bool,
+) -> Result<()> {
+    api::Client::connect(&running.dir)?.events(follow, each)
 }

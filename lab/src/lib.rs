@@ -12,7 +12,8 @@
 //!   what it creates, and finding what users name;
 //! - [`system`]: namespaces, processes and limits (with packet I/O, the
 //!   only `unsafe`);
-//! - [`state`]: a lab's directory and its record of ownership;
+//! - [`state`], [`limits`]: a lab's directory and its record of ownership;
+//!   the machine-wide limits every lab that is up shares;
 //! - [`events`]: what happened, on one clock;
 //! - [`kernel`]: what turbonet asks of the kernel, as a trait with a
 //!   netlink implementation and a recording one;
@@ -38,6 +39,7 @@ pub mod events;
 pub mod exec;
 pub mod inspect;
 pub mod kernel;
+pub mod limits;
 pub mod lookup;
 pub mod names;
 pub mod plan;

@@ -35,6 +35,8 @@ pub struct Request {
     pub p4info: Option<PathBuf>,
     /// With `program`: the compiled pipeline sent with the P4Info.
     pub device_config: Option<PathBuf>,
+    /// With `program`: the file holding the token the switches require.
+    pub token_file: Option<PathBuf>,
 }
 
 /// A plan.
@@ -194,6 +196,15 @@ pub fn program(args: &Request, plan: &Plan, mapping: &Mapping) -> Result<Vec<Pro
         Some(path) => std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
         None => Vec::new(),
     };
+    let token = match &args.token_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            turbonet_p4::Token::bearer(&text)
+                .with_context(|| format!("{}: not a token", path.display()))?
+        }
+        None => turbonet_p4::Token::none(),
+    };
     let routes = turbonet_routing::static_routes(&lab.fabric);
     let params: Vec<_> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -209,7 +220,7 @@ pub fn program(args: &Request, plan: &Plan, mapping: &Mapping) -> Result<Vec<Pro
             };
             let entities = entries::switch_entries(lab, mapping, state, &pipeline, name)?;
             let count = entities.len();
-            let mut client = Client::connect(addr, 1, 1).await?;
+            let mut client = Client::connect_with(addr, 1, 1, token.clone()).await?;
             client
                 .set_pipeline(p4info.clone(), device_config.clone())
                 .await?;

@@ -115,9 +115,14 @@ pub struct LabState {
     /// Neighbour-table entries the lab may need (see `limits`).
     #[serde(default)]
     pub neighbours: u64,
-    /// The lab daemon, once started.
+    /// The lab daemon's supervisor, once started (it restarts the daemon
+    /// if the daemon dies).
     #[serde(default)]
     pub daemon_pid: Option<u32>,
+    /// When the daemon first started (Unix seconds): the origin of the
+    /// lab's clock (events, the timeline), kept across daemon restarts.
+    #[serde(default)]
+    pub epoch_unix: Option<f64>,
     /// Routing daemons (FRR, BIRD) started for switches, stopped by `down`.
     #[serde(default)]
     pub routers: Vec<RouterProcess>,
@@ -152,6 +157,7 @@ impl LabState {
             timings: Vec::new(),
             neighbours: 0,
             daemon_pid: None,
+            epoch_unix: None,
             routers: Vec::new(),
         }
     }
@@ -176,13 +182,16 @@ impl LabDir {
         Self::new(Path::new(RUN_DIR), lab)
     }
 
-    /// Claims the lab name: creates the directory, failing with
-    /// `AlreadyExists` if the lab is in use.
+    /// Claims the lab name: creates the directory, root's only (mode
+    /// 0700, set explicitly: its control socket and logs are no one
+    /// else's), failing with `AlreadyExists` if the lab is in use.
     pub fn claim(&self) -> io::Result<()> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
         if let Some(parent) = self.dir.parent() {
             fs::create_dir_all(parent)?;
         }
-        fs::create_dir(&self.dir)
+        fs::DirBuilder::new().mode(0o700).create(&self.dir)?;
+        fs::set_permissions(&self.dir, fs::Permissions::from_mode(0o700))
     }
 
     /// The directory.
@@ -309,6 +318,9 @@ mod tests {
         let root = std::env::temp_dir().join(format!("tn-state-test-{}", std::process::id()));
         let dir = LabDir::new(&root, "k4");
         dir.claim().unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(dir.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "a lab directory is root's only");
         assert_eq!(
             dir.claim().unwrap_err().kind(),
             io::ErrorKind::AlreadyExists

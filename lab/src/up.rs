@@ -15,8 +15,9 @@ use crate::dataplane::netns::{self, externals};
 use crate::dataplane::p4::{local as local_build, soft, switches};
 use crate::error::{Context, Error, Result};
 use crate::kernel::{Kernel, Netlink};
+use crate::limits;
 use crate::state::{LabDir, LabState, Phase, Stopwatch, Timing};
-use crate::system::{limits, namespaces, process};
+use crate::system::{namespaces, process};
 
 /// What a long command reports as it goes: phases starting, progress
 /// within one, phases done (with their time), and notes.
@@ -302,13 +303,8 @@ pub fn describe_nodes(lab: &Lab) -> String {
 /// outside the fabric (host ports, defaults, externals): the fabric's are
 /// the agents' to install.
 fn up_routes(lab: &Lab) -> Vec<Vec<turbonet_routing::Route>> {
-    let mut routes = turbonet_routing::static_routes(&lab.fabric);
-    if lab.routing.mode == RoutingMode::Bgp {
-        for node_routes in &mut routes {
-            node_routes.retain(|r| r.origin != turbonet_routing::RouteOrigin::Fabric);
-        }
-    }
-    routes
+    crate::routes::for_lab(std::sync::Arc::new(lab.clone()))
+        .routes(&turbonet_routing::Failures::default())
 }
 
 /// Records a finished phase and prints it.
@@ -349,8 +345,8 @@ async fn build(
     )
     .await?;
     match lab.target {
-        Target::Soft => start_soft(lab, progress, dir, state).await?,
-        Target::P4rt => start_p4rt(lab, progress, dir, state).await?,
+        Target::Soft => start_soft(lab, routes, progress, dir, state).await?,
+        Target::P4rt => start_p4rt(lab, routes, progress, dir, state).await?,
         Target::Netns => start_routers(lab, progress, dir, state)?,
     }
     let phase = |name: &str, detail: String, state: &mut LabState, seconds: f64| {
@@ -361,21 +357,38 @@ async fn build(
     // engine, the timeline, the agents, the P4Runtime session.
     progress.start("daemon");
     let watch = Stopwatch::start();
+    state.epoch_unix = Some(crate::events::unix_now());
+    dir.save(state)?;
     let pid = daemon::spawn(&lab.name, dir)?;
     state.daemon_pid = Some(pid);
     dir.save(state)?;
-    daemon::wait_ready(dir, pid, std::time::Duration::from_secs(15))?;
+    let ready = {
+        let dir = dir.clone();
+        tokio::task::spawn_blocking(move || {
+            daemon::wait_ready(&dir, pid, std::time::Duration::from_secs(30))
+        })
+        .await??
+    };
     let impaired = carriers.iter().filter(|c| c.is_userspace()).count();
     phase(
         "daemon",
         if impaired > 0 {
-            format!("pid {pid}: control API, link engine for {impaired} impaired links")
+            format!(
+                "pid {}: control API, link engine for {impaired} impaired links",
+                ready.daemon_pid
+            )
         } else if lab.target == Target::Soft {
-            format!("pid {pid}: control API, primary controller of the soft switch")
+            format!(
+                "pid {}: control API, primary controller of the soft switch",
+                ready.daemon_pid
+            )
         } else if lab.target == Target::P4rt {
-            format!("pid {pid}: control API, primary controller of the switches")
+            format!(
+                "pid {}: control API, primary controller of the switches",
+                ready.daemon_pid
+            )
         } else {
-            format!("pid {pid}: control API")
+            format!("pid {}: control API", ready.daemon_pid)
         },
         state,
         watch.seconds(),
@@ -426,6 +439,7 @@ async fn timed<T>(
 /// switch and programs it over P4Runtime.
 async fn start_soft(
     lab: &Lab,
+    routes: &[Vec<turbonet_routing::Route>],
     progress: &dyn Progress,
     dir: &LabDir,
     state: &mut LabState,
@@ -434,7 +448,7 @@ async fn start_soft(
 
     progress.start("soft switch");
     let watch = Stopwatch::start();
-    let (pid, addr) = local_build::start_switch(lab, dir)?;
+    let pid = local_build::start_switch(lab, dir)?;
     // Recorded at once: a failure from here on stops it.
     state.routers.push(crate::state::RouterProcess {
         node: soft::SWITCH.to_owned(),
@@ -445,7 +459,11 @@ async fn start_soft(
     phase(
         progress,
         "soft switch",
-        format!("pid {pid}: P4Runtime at {addr}, device {}", soft::DEVICE_ID),
+        format!(
+            "pid {pid}: P4Runtime at unix:{}, device {}",
+            local_build::socket_path(dir).display(),
+            soft::DEVICE_ID
+        ),
         state,
         watch.seconds(),
     );
@@ -456,8 +474,7 @@ async fn start_soft(
         state,
         "pipeline",
         async {
-            let client =
-                turbonet_p4::Client::connect(&addr, soft::DEVICE_ID, soft::UP_ELECTION_ID).await?;
+            let client = local_build::connect_switch(dir, soft::UP_ELECTION_ID).await?;
             let params: Vec<_> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
             let device_config = soft::device_config(lab, &mapping, &params).to_bytes();
             let p4info = turbonet_p4::turbonet_p4info();
@@ -468,6 +485,7 @@ async fn start_soft(
                 client,
                 p4info,
                 device_config,
+                routes,
             )
             .await
         },
@@ -491,12 +509,14 @@ async fn start_soft(
 /// over P4Runtime (BMv2 switches started first).
 async fn start_p4rt(
     lab: &Lab,
+    routes: &[Vec<turbonet_routing::Route>],
     progress: &dyn Progress,
     dir: &LabDir,
     state: &mut LabState,
 ) -> Result<()> {
     let mapping = switches::map(lab).map_err(Error::Invalid)?;
     let (p4info, device_config) = switches::pipeline(lab, &state.scenario)?;
+    let scenario = state.scenario.clone();
     for (sw, usage) in switches::config(lab)?
         .switches
         .iter()
@@ -531,7 +551,8 @@ async fn start_p4rt(
             state,
             &format!("pipeline {}", sw.name),
             async {
-                let (client, at) = switches::connect(lab, sw, u128::from(sw.election_id)).await?;
+                let (client, at) =
+                    switches::connect(lab, &scenario, sw, u128::from(sw.election_id)).await?;
                 let p4 = crate::dataplane::p4::control::P4Lab::program(
                     lab,
                     mapping.clone(),
@@ -539,6 +560,7 @@ async fn start_p4rt(
                     client,
                     p4info.clone(),
                     device_config.clone(),
+                    routes,
                 )
                 .await
                 .with_context(|| format!("switch {} at {at}", sw.name))?;
@@ -847,21 +869,17 @@ async fn wait_converged(
     dir: &LabDir,
     progress: &dyn Progress,
 ) -> Result<crate::routes::bgp::BgpReport> {
-    use crate::api::{Request, Response};
     let switches = lab.fabric.switches().count();
     let timeout = std::time::Duration::from_secs(60 + switches as u64 / 4);
     let started = std::time::Instant::now();
+    let mut rpc = crate::api::client::connect(dir).await?;
     loop {
-        // A daemon busy converging a large fabric answers late.
-        let left = timeout
-            .saturating_sub(started.elapsed())
-            .max(std::time::Duration::from_secs(1));
-        let report = match crate::api::call_within(dir, &Request::Bgp { node: None }, left)
-            .context("asking the lab daemon how far BGP has come")?
-        {
-            Response::Bgp { report } => report,
-            Response::Error { message } | Response::Ok { message } => bail!("{message}"),
-        };
+        let report = rpc
+            .show_bgp(crate::api::proto::ShowBgpRequest::default())
+            .await
+            .map_err(Error::from)
+            .context("asking the lab daemon how far BGP has come")?;
+        let report = crate::api::bgp_from_proto(report.get_ref());
         if report.converged() {
             return Ok(report);
         }

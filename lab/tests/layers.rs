@@ -1,6 +1,8 @@
 //! No import cycle between the modules of `turbonet-lab` or of the
 //! `turbonet` binary: for every module, its submodules use each other in
 //! one direction only, so each can be read knowing only those below it.
+//! And the library's top-level modules keep the layer order its crate
+//! documentation gives.
 //!
 //! The sources are read as text: every `crate::a::b` path (`use` groups
 //! and `super::` included) is resolved to the module it names, and an
@@ -180,8 +182,39 @@ fn find_cycles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     groups.into_iter().collect()
 }
 
+/// Which sibling modules use which, by parent module, in the crate rooted
+/// at `dir`.
+type Graphs = BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>>;
+
 /// Every cycle between sibling modules of the crate rooted at `dir`.
 fn cycles(dir: &Path) -> Vec<String> {
+    let graphs = sibling_uses(dir);
+    graphs
+        .iter()
+        .flat_map(|(parent, edges)| {
+            let at = if parent.is_empty() {
+                "the crate root".to_owned()
+            } else {
+                parent.join("::")
+            };
+            find_cycles(edges).into_iter().map(move |group| {
+                let uses: Vec<String> = group
+                    .iter()
+                    .flat_map(|a| {
+                        edges[a]
+                            .iter()
+                            .filter(|b| group.contains(b))
+                            .map(move |b| format!("{a} -> {b}"))
+                    })
+                    .collect();
+                format!("in {at}: {} ({})", group.join(", "), uses.join(", "))
+            })
+        })
+        .collect()
+}
+
+/// The sibling edges of the crate rooted at `dir`.
+fn sibling_uses(dir: &Path) -> Graphs {
     let modules = modules(dir);
     let known: BTreeSet<Vec<String>> = modules.keys().cloned().collect();
     // Sibling edges, by parent module.
@@ -210,27 +243,29 @@ fn cycles(dir: &Path) -> Vec<String> {
         }
     }
     graphs
-        .iter()
-        .flat_map(|(parent, edges)| {
-            let at = if parent.is_empty() {
-                "the crate root".to_owned()
-            } else {
-                parent.join("::")
-            };
-            find_cycles(edges).into_iter().map(move |group| {
-                let uses: Vec<String> = group
-                    .iter()
-                    .flat_map(|a| {
-                        edges[a]
-                            .iter()
-                            .filter(|b| group.contains(b))
-                            .map(move |b| format!("{a} -> {b}"))
-                    })
-                    .collect();
-                format!("in {at}: {} ({})", group.join(", "), uses.join(", "))
-            })
-        })
-        .collect()
+}
+
+/// The layers of `lib.rs`'s "Layers, lowest first" list: each bullet's
+/// modules (written [`name`]), by position.
+fn documented_layers(lib: &str) -> BTreeMap<String, usize> {
+    let mut layers = BTreeMap::new();
+    let mut layer = None;
+    for line in lib.lines().map(|l| l.trim_start_matches("//!").trim()) {
+        if line.starts_with("Layers, lowest first") {
+            layer = Some(0);
+            continue;
+        }
+        let Some(n) = layer else { continue };
+        if line.is_empty() && !layers.is_empty() {
+            break;
+        }
+        let n = if line.starts_with("- ") { n + 1 } else { n };
+        layer = Some(n);
+        for name in line.split("[`").skip(1).filter_map(|s| s.split_once("`]")) {
+            layers.entry(name.0.to_owned()).or_insert(n);
+        }
+    }
+    layers
 }
 
 fn crate_dir(relative: &str) -> PathBuf {
@@ -271,4 +306,40 @@ fn no_module_of_the_lab_library_imports_in_a_cycle() {
 fn no_module_of_the_binary_imports_in_a_cycle() {
     let found = cycles(&crate_dir("../turbonet/src"));
     assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
+}
+
+#[test]
+fn no_module_of_the_topology_crate_imports_in_a_cycle() {
+    let found = cycles(&crate_dir("../topo-dsl/src"));
+    assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_lab_library_keeps_its_documented_layers() {
+    let dir = crate_dir("src");
+    let layers = documented_layers(&std::fs::read_to_string(dir.join("lib.rs")).unwrap());
+    assert!(layers.len() > 10, "no layer list in lib.rs: {layers:?}");
+    let graphs = sibling_uses(&dir);
+    let top = graphs.get(&Vec::new()).cloned().unwrap_or_default();
+    let mut wrong = Vec::new();
+    for (from, used) in &top {
+        let Some(&at) = layers.get(from) else {
+            wrong.push(format!("{from} is not in lib.rs's layer list"));
+            continue;
+        };
+        for to in used {
+            match layers.get(to) {
+                None => wrong.push(format!(
+                    "{to} (used by {from}) is not in lib.rs's layer list"
+                )),
+                Some(&below) if below > at => {
+                    wrong.push(format!(
+                        "{from} (layer {at}) uses {to} (layer {below}, above it)"
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

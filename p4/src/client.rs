@@ -13,9 +13,44 @@ use crate::p4::v1::{
 };
 use prost::Message;
 use tokio::sync::mpsc;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
 type Result<T> = std::result::Result<T, Error>;
+
+/// Adds `authorization: Bearer TOKEN` to every call when a token is set
+/// (turbonet's soft switch on TCP requires it).
+#[derive(Debug, Clone, Default)]
+pub struct Token(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
+
+impl Token {
+    /// No token.
+    pub fn none() -> Token {
+        Token(None)
+    }
+
+    /// `token`, sent as a bearer token; fails if it is not printable ASCII.
+    pub fn bearer(token: &str) -> Result<Token> {
+        format!("Bearer {}", token.trim())
+            .parse()
+            .map(|v| Token(Some(v)))
+            .map_err(|_| Error::BadToken)
+    }
+}
+
+impl tonic::service::Interceptor for Token {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> std::result::Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
 
 /// Updates per WriteRequest.
 const BATCH: usize = 1000;
@@ -23,7 +58,7 @@ const BATCH: usize = 1000;
 /// A session with one device as its primary controller.
 #[derive(Debug)]
 pub struct Client {
-    rpc: P4RuntimeClient<Channel>,
+    rpc: P4RuntimeClient<InterceptedService<Channel, Token>>,
     device_id: u64,
     election_id: Uint128,
     /// The stream: open as long as its sender lives (and with it the
@@ -46,6 +81,16 @@ impl Client {
     /// `device_id` with `election_id` (§5): fails if another controller
     /// holds a higher election id.
     pub async fn connect(addr: &str, device_id: u64, election_id: u128) -> Result<Client> {
+        Self::connect_with(addr, device_id, election_id, Token::none()).await
+    }
+
+    /// [`Client::connect`], presenting `token` with every call.
+    pub async fn connect_with(
+        addr: &str,
+        device_id: u64,
+        election_id: u128,
+        token: Token,
+    ) -> Result<Client> {
         let connect_error = |source| Error::Connect {
             addr: addr.to_owned(),
             source,
@@ -55,7 +100,7 @@ impl Client {
             .connect()
             .await
             .map_err(connect_error)?;
-        Self::over(channel, addr, device_id, election_id).await
+        Self::arbitrate(channel, token, addr, device_id, election_id).await
     }
 
     /// Becomes primary for `device_id` with `election_id` over `channel`
@@ -67,17 +112,18 @@ impl Client {
         device_id: u64,
         election_id: u128,
     ) -> Result<Client> {
-        Self::arbitrate(channel, addr, device_id, election_id).await
+        Self::arbitrate(channel, Token::none(), addr, device_id, election_id).await
     }
 
     /// Opens the stream on `channel` and becomes primary (§5).
     async fn arbitrate(
         channel: Channel,
+        token: Token,
         addr: &str,
         device_id: u64,
         election_id: u128,
     ) -> Result<Client> {
-        let mut rpc = P4RuntimeClient::new(channel)
+        let mut rpc = P4RuntimeClient::with_interceptor(channel, token)
             .max_decoding_message_size(64 << 20)
             .max_encoding_message_size(64 << 20);
         let (tx, rx) = mpsc::channel(16);

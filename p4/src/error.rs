@@ -27,6 +27,9 @@ pub enum Error {
         /// The field's width.
         bitwidth: u32,
     },
+    /// A token that cannot travel in gRPC metadata.
+    #[error("the token must be printable ASCII")]
+    BadToken,
     /// No connection to the device's P4Runtime server.
     #[error("connecting to the P4Runtime server at {addr}: {source}")]
     Connect {

@@ -61,7 +61,7 @@ mod error;
 pub mod pipeline;
 pub mod schema;
 
-pub use client::{Client, PacketIo};
+pub use client::{Client, PacketIo, Token};
 pub use error::Error;
 pub use pipeline::Pipeline;
 pub use schema::{

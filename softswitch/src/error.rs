@@ -39,6 +39,14 @@ pub enum Error {
         /// The socket error.
         source: std::io::Error,
     },
+    /// The server could not bind its Unix socket.
+    #[error("cannot serve on {}: {source}", .path.display())]
+    BindUnix {
+        /// The socket's path.
+        path: std::path::PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
     /// The gRPC server failed.
     #[error("gRPC server: {0}")]
     Transport(#[from] tonic::transport::Error),

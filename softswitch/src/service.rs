@@ -446,16 +446,16 @@ impl P4Runtime for SoftSwitchService {
 /// A running server; [`ServerHandle::shutdown`] stops it.
 #[derive(Debug)]
 pub struct ServerHandle {
-    addr: SocketAddr,
+    addr: Option<SocketAddr>,
     stop: Option<oneshot::Sender<()>>,
     streams: watch::Sender<bool>,
     task: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
 }
 
 impl ServerHandle {
-    /// The address the server listens on (with the real port when port 0
-    /// was asked for).
-    pub fn local_addr(&self) -> SocketAddr {
+    /// The TCP address the server listens on (with the real port when
+    /// port 0 was asked for); `None` on a Unix socket.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
         self.addr
     }
 
@@ -478,14 +478,71 @@ impl ServerHandle {
 }
 
 /// Serves the P4Runtime service of `device` on `addr` (port 0 picks a free
-/// port). Returns the bound address and the handle that stops the server.
+/// port), to anyone who can reach it. Returns the bound address and the
+/// handle that stops the server.
 pub async fn serve(addr: SocketAddr, device: Device) -> Result<(SocketAddr, ServerHandle), Error> {
+    serve_tcp(addr, device, None).await
+}
+
+/// Serves the P4Runtime service of `device` on TCP `addr`; with `token`,
+/// only to clients that send it in every call's metadata, as
+/// `authorization: Bearer TOKEN` (others get UNAUTHENTICATED).
+pub async fn serve_tcp(
+    addr: SocketAddr,
+    device: Device,
+    token: Option<String>,
+) -> Result<(SocketAddr, ServerHandle), Error> {
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|source| Error::Bind { addr, source })?;
     let bound = listener
         .local_addr()
         .map_err(|source| Error::Bind { addr, source })?;
+    let handle = spawn(device, token, TcpListenerStream::new(listener), Some(bound));
+    Ok((bound, handle))
+}
+
+/// Serves the P4Runtime service of `device` on the Unix socket `path`,
+/// which only its owner (root) may use: mode 0600, set explicitly.
+pub async fn serve_unix(path: &std::path::Path, device: Device) -> Result<ServerHandle, Error> {
+    use std::os::unix::fs::PermissionsExt;
+    let bind_error = |source| Error::BindUnix {
+        path: path.to_owned(),
+        source,
+    };
+    let _ = std::fs::remove_file(path);
+    let listener = tokio::net::UnixListener::bind(path).map_err(bind_error)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(bind_error)?;
+    Ok(spawn(
+        device,
+        None,
+        tokio_stream::wrappers::UnixListenerStream::new(listener),
+        None,
+    ))
+}
+
+/// Compares secrets in time independent of where they differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Runs the server on the connections `incoming` yields.
+fn spawn<S, IO, E>(
+    device: Device,
+    token: Option<String>,
+    incoming: S,
+    addr: Option<SocketAddr>,
+) -> ServerHandle
+where
+    S: tokio_stream::Stream<Item = Result<IO, E>> + Send + 'static,
+    IO: tonic::transport::server::Connected
+        + tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + Unpin
+        + Send
+        + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+{
     let (stop, stopped) = oneshot::channel::<()>();
     let (streams, streams_stop) = watch::channel(false);
     let service = SoftSwitchService {
@@ -493,20 +550,43 @@ pub async fn serve(addr: SocketAddr, device: Device) -> Result<(SocketAddr, Serv
         stop: streams_stop,
     }
     .into_server();
+    let expected = token.map(|t| format!("Bearer {t}"));
+    let authorize = move |request: tonic::Request<()>| -> Result<tonic::Request<()>, Status> {
+        match &expected {
+            None => Ok(request),
+            Some(expected) => {
+                let given = request
+                    .metadata()
+                    .get("authorization")
+                    .map_or(&b""[..], |v| v.as_bytes());
+                if constant_time_eq(given, expected.as_bytes()) {
+                    Ok(request)
+                } else if given.is_empty() {
+                    Err(Status::unauthenticated(
+                        "this soft switch requires its token: send `authorization: Bearer TOKEN` \
+                         in every call's metadata",
+                    ))
+                } else {
+                    Err(Status::unauthenticated(
+                        "wrong token for this soft switch (see its --token-file)",
+                    ))
+                }
+            }
+        }
+    };
     let task = tokio::spawn(
         tonic::transport::Server::builder()
-            .add_service(service)
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+            .add_service(tonic::service::interceptor::InterceptedService::new(
+                service, authorize,
+            ))
+            .serve_with_incoming_shutdown(incoming, async {
                 let _ = stopped.await;
             }),
     );
-    Ok((
-        bound,
-        ServerHandle {
-            addr: bound,
-            stop: Some(stop),
-            streams,
-            task,
-        },
-    ))
+    ServerHandle {
+        addr,
+        stop: Some(stop),
+        streams,
+        task,
+    }
 }

@@ -375,6 +375,46 @@ fn an_external_router_joins_the_fabric_over_bgp() {
     );
     let shown = text(&run(&["show", "bgp", "edge0-0", "--lab", &lab]));
     assert!(shown.contains(&format!("external {inside}")), "{shown}");
+    // The switch that holds the session forwards to that network too (it
+    // installs the route through the external port), so a host of the
+    // fabric reaches an address in it.
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            nexthops(&lab, "edge0-0", "198.51.100.0/24").contains("192.0.2.2")
+        }),
+        "edge0-0 has no route to 198.51.100.0/24 through the router: {}\n{}",
+        nexthops(&lab, "edge0-0", "198.51.100.0/24"),
+        text(&run(&["events", "--lab", &lab]))
+    );
+    ip(&[
+        "-n",
+        &peer_ns,
+        "addr",
+        "add",
+        "198.51.100.1/32",
+        "dev",
+        "lo",
+    ]);
+    let ping = run(&[
+        "exec",
+        "h0-0-0",
+        "--lab",
+        &lab,
+        "--",
+        "ping",
+        "-c",
+        "2",
+        "-W",
+        "2",
+        "-i",
+        "0.2",
+        "198.51.100.1",
+    ]);
+    assert!(
+        ping.status.success(),
+        "h0-0-0 cannot reach 198.51.100.1: {}",
+        text(&ping)
+    );
     // The router learned the fabric's: it reaches a host in another pod.
     let host = host_address(&lab, "h3-1-1");
     if let Err(e) = ping_from(&peer_ns, &host) {

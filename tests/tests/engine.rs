@@ -255,7 +255,9 @@ fn link_set_reset_fail_restore_and_flap_change_what_traffic_sees() {
         .collect();
     for expected in [
         "set h1--s1 delay=20ms",
-        "reset s1--h1",
+        // Events name links as the lab does, whichever way round a
+        // command wrote them (`link reset s1--h1`).
+        "reset h1--s1",
         "fail link h2--s1",
         "restore link h2--s1",
         "flap: restore link h2--s1",
@@ -355,4 +357,143 @@ fn declared_rate_shows_in_iperf3() {
         "{:.1} Mbit/s on the wire through a 50 Mbit/s link",
         wire / 1e6
     );
+}
+
+/// `link show` shows what applies now: every parameter `link set` changed
+/// (here the delay), next to the scenario's, as the daemon reports them.
+#[test]
+fn link_show_shows_what_link_set_applied() {
+    require_root!();
+    let guard = up_bundled("ls", "two-hosts.toml", "");
+    let lab = guard.0.clone();
+    let out = run(&[
+        "link", "set", "h1--s1", "--delay", "20ms", "--loss", "0.1%", "--queue", "50p", "--rate",
+        "1gbit", "--lab", &lab,
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = run(&["link", "show", "h1--s1", "--lab", &lab, "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let params = &shown[0]["params"];
+    assert_eq!(params["delay"], "20ms", "{shown}");
+    assert_eq!(params["loss"], "0.1%", "{shown}");
+    assert_eq!(params["queue"], "50p", "{shown}");
+    assert_eq!(params["rate"], "1gbit", "{shown}");
+    assert_eq!(shown[0]["scenario"]["delay"], "5ms", "{shown}");
+    // The table marks what changed.
+    let table = text(&run(&["link", "show", "h1--s1", "--lab", &lab]));
+    assert!(table.contains("delay=20ms*"), "{table}");
+    assert!(table.contains("set at run time"), "{table}");
+}
+
+/// The lab daemon killed with SIGKILL is started again by its supervisor
+/// and re-adopts the lab: the link engine carries the impaired links again
+/// with the parameters `link set` gave them, and `status` and the events say
+/// it restarted.
+#[test]
+fn a_killed_daemon_is_restarted_and_readopts_the_lab() {
+    require_root!();
+    let guard = up_bundled("kd", "two-hosts.toml", "");
+    let lab = guard.0.clone();
+    let h2 = host_addr(&lab, "h2");
+    let out = run(&["link", "set", "h1--s1", "--delay", "20ms", "--lab", &lab]);
+    assert!(out.status.success(), "{}", text(&out));
+    let status = |lab: &str| -> serde_json::Value {
+        let out = run(&["status", "--json"]);
+        let all: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        all.as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["lab"] == lab)
+            .cloned()
+            .unwrap_or_else(|| panic!("{lab} not in {all}"))
+    };
+    let daemon = status(&lab)["daemon"].as_str().unwrap().to_owned();
+    let pid: i32 = daemon
+        .split_once("pid ")
+        .and_then(|(_, rest)| rest.split(')').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in `{daemon}`"));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    assert!(
+        turbonet_tests::wait_until(std::time::Duration::from_secs(10), || {
+            status(&lab)["daemon"]
+                .as_str()
+                .is_some_and(|d| d.contains("restarted 1 time"))
+        }),
+        "never restarted: {}",
+        status(&lab)
+    );
+    // Traffic flows again, through the link engine, with 20 ms each way
+    // on h1--s1 and 5 ms on h2--s1.
+    let (rtts, _, out) = ping(&lab, "h1", &h2, 3, "0.2");
+    assert_eq!(rtts.len(), 3, "{}", text(&out));
+    assert!(rtts.iter().all(|&r| r >= 50.0), "RTTs {rtts:?} below 50 ms");
+    let events = text(&run(&["events", "--lab", &lab]));
+    for event in [
+        "killed by signal 9",
+        "daemon restarted (restart 1)",
+        "1 impairment(s)",
+    ] {
+        assert!(events.contains(event), "no `{event}` in\n{events}");
+    }
+    let shown = run(&["link", "show", "h1--s1", "--lab", &lab, "--json"]);
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown[0]["params"]["delay"], "20ms", "{shown}");
+}
+
+/// `events --follow` streams: an event that happens after it started
+/// reaches it.
+#[test]
+fn events_follow_streams_new_events() {
+    require_root!();
+    let guard = up_bundled("ef", "two-hosts.toml", "");
+    let lab = guard.0.clone();
+    let mut follower = turbonet_tests::turbonet()
+        .args(["events", "--follow", "--json", "--lab", &lab])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("turbonet events --follow runs");
+    let stdout = follower.stdout.take().unwrap();
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines_tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    // The backlog comes first.
+    let first = lines
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the backlog");
+    assert!(first.contains("daemon-started"), "{first}");
+    let out = run(&["fail", "link", "h2--s1", "--lab", &lab]);
+    assert!(out.status.success(), "{}", text(&out));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut seen = Vec::new();
+    let found = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => {
+                let event: serde_json::Value = serde_json::from_str(&line).unwrap();
+                if event["event"] == "fail link h2--s1" {
+                    break true;
+                }
+                seen.push(line);
+            }
+            Err(_) => break false,
+        }
+    };
+    let _ = follower.kill();
+    let _ = follower.wait();
+    assert!(found, "the fail never reached the follower: {seen:?}");
 }

@@ -6,16 +6,28 @@ use std::process::{Child, Command, Stdio};
 
 use turbonet_tests::{binary, run, text, workspace};
 
-/// A soft switch on a free port, killed when dropped.
+/// A soft switch on a free port, with a token of its own, killed when
+/// dropped.
 struct SoftSwitch {
     child: Child,
     addr: String,
+    /// The file holding its token.
+    token: std::path::PathBuf,
 }
 
 impl SoftSwitch {
     fn start() -> SoftSwitch {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static STARTED: AtomicUsize = AtomicUsize::new(0);
+        let token = std::env::temp_dir().join(format!(
+            "turbonet-test-token-{}-{}",
+            std::process::id(),
+            STARTED.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_file(&token);
         let mut child = Command::new(binary())
-            .args(["softswitch", "--listen", "127.0.0.1:0"])
+            .args(["softswitch", "--listen", "127.0.0.1:0", "--token-file"])
+            .arg(&token)
             .stdout(Stdio::piped())
             .spawn()
             .expect("turbonet softswitch starts");
@@ -27,7 +39,7 @@ impl SoftSwitch {
             .trim()
             .rsplit_once("P4Runtime at ")
             .map_or_else(|| panic!("no address in {line:?}"), |(_, a)| a.to_owned());
-        SoftSwitch { child, addr }
+        SoftSwitch { child, addr, token }
     }
 }
 
@@ -35,6 +47,16 @@ impl Drop for SoftSwitch {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.token);
+    }
+}
+
+#[test]
+fn a_soft_switch_on_tcp_needs_a_token_or_says_it_is_insecure() {
+    let out = run(&["softswitch", "--listen", "127.0.0.1:0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    for hint in ["--token-file", "--insecure", "unix:"] {
+        assert!(text(&out).contains(hint), "{}", text(&out));
     }
 }
 
@@ -64,6 +86,20 @@ fn plan_programs_a_fat_tree_into_the_soft_switch() {
 
     let mut args = base.to_vec();
     args.extend(["--queues", "8"]);
+    // Without its token, or with another, the switch refuses.
+    let out = run(&args);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("requires its token"), "{}", text(&out));
+    let wrong = std::env::temp_dir().join(format!("turbonet-wrong-token-{}", std::process::id()));
+    std::fs::write(&wrong, "not-the-token\n").unwrap();
+    let mut with_wrong = args.clone();
+    with_wrong.extend(["--token-file", wrong.to_str().unwrap()]);
+    let out = run(&with_wrong);
+    std::fs::remove_file(&wrong).unwrap();
+    assert!(!out.status.success());
+    assert!(text(&out).contains("wrong token"), "{}", text(&out));
+
+    args.extend(["--token-file", switch.token.to_str().unwrap()]);
     let out = run(&args);
     assert!(out.status.success(), "{}", text(&out));
     // 20 virtual switches, 80 virtual ports: 80 port-mapper and 80
@@ -87,15 +123,22 @@ fn plan_programs_a_fat_tree_into_the_soft_switch() {
     assert!(text(&again).contains(line.split(" at ").next().unwrap()));
 }
 
-/// A `p4rt` scenario: fat-tree k=4 on two switches at these addresses.
-fn two_switch_scenario(lab: &str, a: &str, b: &str, extra: &str) -> std::path::PathBuf {
+/// A `p4rt` scenario: fat-tree k=4 on two switches at these addresses
+/// (each line of `keys` added to the switch's table).
+fn two_switch_scenario(
+    lab: &str,
+    a: (&str, &str),
+    b: (&str, &str),
+    extra: &str,
+) -> std::path::PathBuf {
     turbonet_tests::write_scenario(
         lab,
         &format!(
             "[lab]\nname = \"{lab}\"\ntarget = \"p4rt\"\n[topology]\nkind = \"fat-tree\"\nk = 4\n\
              [routing]\nmode = \"controller\"\n[p4rt]\nqueues = 8\n\
-             [[p4rt.switch]]\nname = \"s1\"\nports = 32\nspeed = \"100G\"\naddress = \"{a}\"\n\
-             [[p4rt.switch]]\nname = \"s2\"\nports = 32\nspeed = \"100G\"\naddress = \"{b}\"\n{extra}"
+             [[p4rt.switch]]\nname = \"s1\"\nports = 32\nspeed = \"100G\"\naddress = \"{}\"\n{}\n\
+             [[p4rt.switch]]\nname = \"s2\"\nports = 32\nspeed = \"100G\"\naddress = \"{}\"\n{}\n{extra}",
+            a.0, a.1, b.0, b.1
         ),
     )
 }
@@ -105,7 +148,8 @@ fn a_p4rt_lab_programs_its_switches_and_rewrites_them_on_failures() {
     turbonet_tests::require_root!();
     let (s1, s2) = (SoftSwitch::start(), SoftSwitch::start());
     let lab = turbonet_tests::unique_lab("pr");
-    let file = two_switch_scenario(&lab, &s1.addr, &s2.addr, "");
+    let token = |s: &SoftSwitch| format!("token_file = \"{}\"", s.token.display());
+    let file = two_switch_scenario(&lab, (&s1.addr, &token(&s1)), (&s2.addr, &token(&s2)), "");
     let _guard = turbonet_tests::LabGuard(lab.clone());
     let up = run(&["up", file.to_str().unwrap()]);
     let shown = text(&up);
@@ -162,7 +206,7 @@ fn a_p4rt_lab_programs_its_switches_and_rewrites_them_on_failures() {
 fn bmv2_is_asked_for_by_name() {
     turbonet_tests::require_root!();
     let lab = turbonet_tests::unique_lab("pb");
-    let file = two_switch_scenario(&lab, "127.0.0.1:1", "127.0.0.1:2", "")
+    let file = two_switch_scenario(&lab, ("127.0.0.1:1", ""), ("127.0.0.1:2", ""), "")
         .to_str()
         .unwrap()
         .to_owned();
@@ -222,7 +266,7 @@ while [ $# -gt 0 ]; do
     *) shift ;;
   esac
 done
-{bin} softswitch --listen "$addr" --device-id "$dev" $ports &
+{bin} softswitch --listen "$addr" --insecure --device-id "$dev" $ports &
 child=$!
 trap 'kill $child; wait $child; exit 0' TERM INT
 wait $child

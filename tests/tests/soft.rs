@@ -28,6 +28,48 @@ fn min_rtt(netns: &str, addr: &str) -> f64 {
         .unwrap_or_else(|| panic!("no rtt in {shown}"))
 }
 
+/// The lab's soft switch serves P4Runtime on a Unix socket in the lab's
+/// directory, both root's only: root connects, uid 65534 (`nobody`) is
+/// refused before it can say a word of P4Runtime.
+fn only_root_reaches_the_soft_switch(lab: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::path::PathBuf::from(format!("/run/turbonet/{lab}"));
+    let socket = dir.join("softswitch.sock");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+    assert_eq!(mode(&socket), 0o600, "{}", socket.display());
+    let connect = format!(
+        "import socket; s = socket.socket(socket.AF_UNIX); s.connect({:?}); print('connected')",
+        socket.display().to_string()
+    );
+    let as_root = Command::new("/usr/bin/python3")
+        .args(["-c", &connect])
+        .output()
+        .expect("python3 runs");
+    assert!(as_root.status.success(), "root: {}", text(&as_root));
+    let as_nobody = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+            &connect,
+        ])
+        .output()
+        .expect("setpriv runs");
+    assert!(
+        !as_nobody.status.success(),
+        "uid 65534 connected: {}",
+        text(&as_nobody)
+    );
+    assert!(
+        text(&as_nobody).contains("PermissionError"),
+        "{}",
+        text(&as_nobody)
+    );
+}
+
 #[test]
 fn a_fat_tree_runs_on_the_soft_switch() {
     require_root!();
@@ -38,6 +80,7 @@ fn a_fat_tree_runs_on_the_soft_switch() {
         assert!(out.status.success(), "check {when}: {}", text(&out));
     };
     check("after up");
+    only_root_reaches_the_soft_switch(lab);
 
     // Switches are virtual switches of the soft switch, not namespaces.
     assert!(!std::path::Path::new(&format!("/run/netns/tn-{lab}-edge0-0")).exists());

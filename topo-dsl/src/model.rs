@@ -70,6 +70,9 @@ pub struct P4rtSwitch {
     pub device_id: u64,
     /// Election id turbonet's controller uses (the daemon uses the next).
     pub election_id: u64,
+    /// The file holding the token its P4Runtime server requires (sent as
+    /// `authorization: Bearer TOKEN`), relative to the scenario.
+    pub token_file: Option<String>,
 }
 
 /// Where a `p4rt` switch's P4Runtime server is.

@@ -41,12 +41,32 @@ pub(crate) enum Command {
     Plan(PlanArgs),
     /// Run turbonet's soft switch: one P4Runtime device that runs the
     /// turbonet pipeline on its ports (`up` starts one for target "soft";
-    /// `turbonet plan --program` writes to it). Prints the address it
-    /// listens on; runs until Ctrl-C.
+    /// `turbonet plan --program` writes to it). Prints where it listens;
+    /// runs until Ctrl-C.
+    ///
+    /// Whoever reaches its P4Runtime server can reprogram it, so it serves
+    /// either on a Unix socket only its owner may use (`--listen
+    /// unix:PATH`, mode 0600: how a lab's own soft switch serves its
+    /// daemon) or on TCP with a token every call must carry (`--listen
+    /// HOST:PORT --token-file FILE`; clients send `authorization: Bearer
+    /// TOKEN` in each call's metadata, and `turbonet plan --program` takes
+    /// the same `--token-file`). `--insecure` serves TCP to anyone, for a
+    /// switch no one else can reach (inside a namespace of its own).
+    #[command(verbatim_doc_comment)]
     Softswitch {
-        /// Address to listen on (port 0: any free port).
+        /// Where to serve: `unix:PATH`, or `HOST:PORT` (port 0: any free
+        /// port) with `--token-file` or `--insecure`.
         #[arg(long, default_value = "127.0.0.1:9559")]
-        listen: std::net::SocketAddr,
+        listen: turbonet_lab::dataplane::p4::softswitch::Listen,
+        /// With a TCP `--listen`: the file holding the token clients must
+        /// present; a file that does not exist gets a new random token
+        /// (mode 0600).
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<std::path::PathBuf>,
+        /// With a TCP `--listen`: serve without a token (anyone who can
+        /// reach the address can reprogram the switch).
+        #[arg(long, conflicts_with = "token_file")]
+        insecure: bool,
         /// P4Runtime device id.
         #[arg(long, default_value_t = 1)]
         device_id: u64,
@@ -54,10 +74,6 @@ pub(crate) enum Command {
         /// name (default: the current one).
         #[arg(long, value_name = "NAME")]
         netns: Option<String>,
-        /// Also write the address it listens on to this file, once it
-        /// accepts connections.
-        #[arg(long, value_name = "PATH")]
-        address_file: Option<std::path::PathBuf>,
         /// A port on an interface, PORT@IFACE (as BMv2's `-i`), e.g.
         /// `-i 1@veth1`; repeat per port. Used while the pipeline's device
         /// config names no ports.
@@ -121,11 +137,17 @@ pub(crate) enum Command {
         #[command(flatten)]
         lab: LabArg,
     },
-    /// The events the lab daemon has executed (timeline, fail, restore, set).
+    /// What the lab did and saw, on one clock: every fail, restore, flap,
+    /// link set, timeline step and BGP session change, the daemon's
+    /// restarts (`--follow` streams them as they happen).
     Events {
         #[command(flatten)]
         lab: LabArg,
-        /// Print JSON.
+        /// After the events so far, print each new one as it happens, until
+        /// Ctrl-C.
+        #[arg(long, short)]
+        follow: bool,
+        /// Print JSON (with --follow: one object per line, as they come).
         #[arg(long)]
         json: bool,
     },
@@ -161,6 +183,12 @@ pub(crate) enum Command {
     Daemon {
         /// Lab name.
         lab: String,
+        /// Run the daemon itself, not its supervisor.
+        #[arg(long)]
+        worker: bool,
+        /// With `--worker`: how many daemons of this lab came before it.
+        #[arg(long, default_value_t = 0)]
+        restarts: u32,
     },
 }
 
@@ -337,6 +365,11 @@ pub struct PlanArgs {
     /// binary) sent with the P4Info; none for the soft switch.
     #[arg(long, value_name = "FILE")]
     pub device_config: Option<PathBuf>,
+    /// With --program: the file holding the token the switches require
+    /// (`turbonet softswitch --token-file`), sent as `authorization:
+    /// Bearer TOKEN` with every call.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
 }
 
 /// Arguments of `bench`.

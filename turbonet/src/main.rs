@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Parser;
-use turbonet_lab::api::{Request, Target};
+use turbonet_lab::api::{Client, Target};
 use turbonet_lab::error::Kind;
 use turbonet_lab::{bench, check, daemon, down, exec, inspect, plan, up};
 
@@ -37,6 +37,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match run(cli.command) {
         Ok(code) => code,
@@ -98,17 +99,18 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Plan(args) => return plan(&args),
         Command::Softswitch {
             listen,
+            token_file,
+            insecure,
             device_id,
             netns,
-            address_file,
             interfaces,
         } => {
             use std::io::Write;
+            let listen = listen.secured(token_file.as_deref(), insecure)?;
             turbonet_lab::dataplane::p4::softswitch::run(
-                listen,
+                &listen,
                 device_id,
                 netns.as_deref(),
-                address_file.as_deref(),
                 &interfaces,
                 |addr| {
                     println!("turbonet soft switch: device {device_id}, P4Runtime at {addr}");
@@ -187,7 +189,7 @@ fn run(command: Command) -> Result<ExitCode> {
                     show::routes(&ns, &rows, json)?;
                 }
                 ShowWhat::Bgp => {
-                    let report = turbonet_lab::api::bgp(&running.dir, node)?;
+                    let report = Client::connect(&running.dir)?.bgp(node)?;
                     return show::bgp(&report, node, &running.dir, json);
                 }
             }
@@ -197,34 +199,18 @@ fn run(command: Command) -> Result<ExitCode> {
             show::link_show(&inspect::link_show(&running, link.as_deref())?, json)?;
         }
         Command::Link(LinkCommand::Set { link, params, lab }) => {
-            turbonet_lab::api::parse_patch(&params.pairs())
+            let patch = turbonet_lab::api::parse_patch(&params.pairs())
                 .map_err(turbonet_lab::Error::Invalid)?;
-            return ask(
-                lab.lab.as_deref(),
-                &Request::LinkSet {
-                    link,
-                    params: params.pairs(),
-                },
-            );
+            println!("{}", client(&lab)?.set_link(&link, &patch)?);
         }
         Command::Link(LinkCommand::Reset { link, lab }) => {
-            return ask(lab.lab.as_deref(), &Request::LinkReset { link });
+            println!("{}", client(&lab)?.reset_link(&link)?);
         }
         Command::Fail { kind, name, lab } => {
-            return ask(
-                lab.lab.as_deref(),
-                &Request::Fail {
-                    target: target(kind, name),
-                },
-            );
+            println!("{}", client(&lab)?.fail(&target(kind, name))?);
         }
         Command::Restore { kind, name, lab } => {
-            return ask(
-                lab.lab.as_deref(),
-                &Request::Restore {
-                    target: target(kind, name),
-                },
-            );
+            println!("{}", client(&lab)?.restore(&target(kind, name))?);
         }
         Command::Flap {
             link,
@@ -232,21 +218,37 @@ fn run(command: Command) -> Result<ExitCode> {
             count,
             lab,
         } => {
-            period
+            let period = period
                 .parse::<turbonet_topo::units::Delay>()
                 .map_err(|e| turbonet_lab::Error::Invalid(format!("--period {period}: {e}")))?;
-            return ask(
-                lab.lab.as_deref(),
-                &Request::Flap {
-                    link,
-                    period,
-                    count,
-                },
+            println!(
+                "{}",
+                client(&lab)?.flap(&link, period.as_duration(), count)?
             );
         }
-        Command::Events { lab, json } => {
+        Command::Events { lab, json, follow } => {
             let running = inspect::running(lab.lab.as_deref())?;
-            show::events(&inspect::events(&running)?, json)?;
+            if follow {
+                // One line per event as it happens (JSON Lines with --json).
+                let mut failed = None;
+                inspect::events(&running, true, |e| match show::event_line(&e, json) {
+                    Ok(()) => true,
+                    Err(err) => {
+                        failed = Some(err);
+                        false
+                    }
+                })?;
+                if let Some(err) = failed {
+                    return Err(err);
+                }
+            } else {
+                let mut all = Vec::new();
+                inspect::events(&running, false, |e| {
+                    all.push(e);
+                    true
+                })?;
+                show::events(&all, json)?;
+            }
         }
         Command::Exec { node, command, lab } => {
             let running = inspect::running(lab.lab.as_deref())?;
@@ -288,7 +290,17 @@ fn run(command: Command) -> Result<ExitCode> {
                 render::report(&bench::bench(&which, &Terminal::new(false))?)
             );
         }
-        Command::Daemon { lab } => daemon::run(&lab)?,
+        Command::Daemon {
+            lab,
+            worker,
+            restarts,
+        } => {
+            if worker {
+                daemon::work(&lab, restarts)?;
+            } else {
+                daemon::supervise(&lab)?;
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -300,11 +312,10 @@ fn target(kind: TargetKind, name: String) -> Target {
     }
 }
 
-/// Sends a change to the lab's daemon and prints what it did.
-fn ask(lab: Option<&str>, request: &Request) -> Result<ExitCode> {
-    let (dir, _) = turbonet_lab::state::resolve(lab)?;
-    println!("{}", turbonet_lab::api::change(&dir, request)?);
-    Ok(ExitCode::SUCCESS)
+/// A client of the lab's control API (`--lab`, or the only lab up).
+fn client(lab: &cli::LabArg) -> Result<Client> {
+    let (dir, _) = turbonet_lab::state::resolve(lab.lab.as_deref())?;
+    Ok(Client::connect(&dir)?)
 }
 
 /// `turbonet plan`.
@@ -330,6 +341,7 @@ fn plan(args: &cli::PlanArgs) -> Result<ExitCode> {
         program: args.program.clone(),
         p4info: args.p4info.clone(),
         device_config: args.device_config.clone(),
+        token_file: args.token_file.clone(),
     };
     let planned = plan::plan(&request)?;
     let (lab, target) = (&planned.lab, planned.target.as_str());

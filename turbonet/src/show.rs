@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 use std::process::ExitCode;
+use turbonet_topo::LinkParams;
 
 use anyhow::Result;
 use turbonet_lab::check;
@@ -273,27 +274,47 @@ pub fn link_show(rows: &[LinkShow], as_json: bool) -> Result<()> {
     if as_json {
         return json(&rows);
     }
-    let dash = || "-".to_owned();
+    // Every parameter set, as `key=value`; one `link set` changed is
+    // marked `*`.
+    fn parameters(now: &LinkParams, scenario: &LinkParams) -> String {
+        let before = turbonet_lab::api::params_to_pairs(scenario);
+        let mut cells: Vec<String> = turbonet_lab::api::params_to_pairs(now)
+            .into_iter()
+            .map(|(k, v)| {
+                let same = before.iter().any(|(bk, bv)| *bk == k && *bv == v);
+                format!("{k}={v}{}", if same { "" } else { "*" })
+            })
+            .collect();
+        if let Some(mtu) = now.mtu {
+            cells.push(format!("mtu={mtu}"));
+        }
+        if cells.is_empty() {
+            "-".to_owned()
+        } else {
+            cells.join(" ")
+        }
+    }
+    let mut changed = false;
     println!(
         "{}",
         table(
-            &[
-                "link", "engine", "why", "rate", "delay", "jitter", "loss", "queue", "mtu"
-            ],
-            rows.iter().map(|r| vec![
-                r.link.clone(),
-                r.engine.to_owned(),
-                r.why.clone(),
-                r.params.rate.clone().unwrap_or_else(dash),
-                r.params.delay.clone().unwrap_or_else(dash),
-                r.params.jitter.clone().unwrap_or_else(dash),
-                r.params.loss.clone().unwrap_or_else(dash),
-                r.params.queue.clone().unwrap_or_else(dash),
-                r.params.mtu.map_or_else(dash, |m| m.to_string()),
-            ]),
+            &["link", "state", "engine", "why", "parameters"],
+            rows.iter().map(|r| {
+                changed |= r.params != r.scenario;
+                vec![
+                    r.link.clone(),
+                    if r.down { "DOWN" } else { "up" }.to_owned(),
+                    r.engine.clone(),
+                    r.why.clone(),
+                    parameters(&r.params, &r.scenario),
+                ]
+            }),
             &[],
         )
     );
+    if changed {
+        println!("* set at run time; `turbonet link reset LINK` restores the scenario's");
+    }
     let directions: Vec<Vec<String>> = rows
         .iter()
         .flat_map(|r| {
@@ -363,6 +384,25 @@ pub fn events(events: &[LoggedEvent], as_json: bool) -> Result<()> {
         );
         Ok(())
     }
+}
+
+/// One event of `turbonet events --follow`, as it happens: a line of
+/// text, or of JSON (JSON Lines) with `--json`.
+pub fn event_line(e: &LoggedEvent, as_json: bool) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if as_json {
+        serde_json::to_writer(&mut out, e)?;
+        writeln!(out)?;
+    } else {
+        writeln!(
+            out,
+            "{:>10.3}  {:<8}  {}  {}",
+            e.t, e.source, e.event, e.result
+        )?;
+    }
+    out.flush()?;
+    Ok(())
 }
 
 /// `turbonet check`: the verdict, and the first unanswered probes.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use crate::bail;
 use crate::error::{Context, Result};
 
-use crate::api::{Request, Response, Target};
+use crate::api::{Client, Target};
 use crate::bench::measure;
 use crate::report::{Report, count};
 use crate::routes::bgp::BgpReport;
@@ -124,20 +124,25 @@ fn write_lab(name: &str, text: &str) -> Result<PathBuf> {
 
 /// The lab's BGP report.
 fn report(dir: &LabDir) -> Result<BgpReport> {
-    match crate::api::call(dir, &Request::Bgp { node: None })? {
-        Response::Bgp { report } => Ok(report),
-        Response::Ok { message } | Response::Error { message } => bail!("{message}"),
-    }
+    Client::connect(dir)?.bgp_within(None, Duration::from_secs(60))
 }
 
-/// Sends `fail`/`restore` and waits until the fabric has re-converged;
-/// returns the re-convergence time.
-fn change(dir: &LabDir, request: Request) -> Result<f64> {
-    match crate::api::call(dir, &request)? {
-        Response::Ok { .. } => {}
-        Response::Error { message } => bail!("{message}"),
-        Response::Bgp { .. } => bail!("the daemon answered {request:?} with a BGP report"),
-    }
+/// A change `change` asks of the lab.
+#[derive(Debug, Clone, Copy)]
+enum Change {
+    Fail,
+    Restore,
+}
+
+/// Fails or restores `target` and waits until the fabric has
+/// re-converged; returns the re-convergence time.
+fn change(dir: &LabDir, change: Change, target: Target) -> Result<f64> {
+    let request = format!("{change:?} {target}");
+    let mut client = Client::connect(dir)?;
+    match change {
+        Change::Fail => client.fail(&target)?,
+        Change::Restore => client.restore(&target)?,
+    };
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let report = report(dir)?;
@@ -181,30 +186,10 @@ fn convergence(path: &std::path::Path, name: &str) -> Result<(usize, usize, f64,
         .context("no core or spine switch")?
         .name
         .clone();
-    let link_time = change(
-        &dir,
-        Request::Fail {
-            target: Target::Link(link.clone()),
-        },
-    )?;
-    change(
-        &dir,
-        Request::Restore {
-            target: Target::Link(link),
-        },
-    )?;
-    let switch_time = change(
-        &dir,
-        Request::Fail {
-            target: Target::Node(core.clone()),
-        },
-    )?;
-    change(
-        &dir,
-        Request::Restore {
-            target: Target::Node(core),
-        },
-    )?;
+    let link_time = change(&dir, Change::Fail, Target::Link(link.clone()))?;
+    change(&dir, Change::Restore, Target::Link(link))?;
+    let switch_time = change(&dir, Change::Fail, Target::Node(core.clone()))?;
+    change(&dir, Change::Restore, Target::Node(core))?;
     let sessions: usize = plan_sessions(&lab);
     Ok((
         fabric.switches().count(),

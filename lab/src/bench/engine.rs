@@ -21,8 +21,6 @@ use crate::bail;
 use crate::error::{Context, Result};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::daemon;
-use crate::dataplane::netns::engine;
 use crate::report::{Report, count};
 use crate::state::LabDir;
 use crate::system::namespaces;
@@ -218,9 +216,12 @@ fn loss_accuracy(frames: u64, progress: &dyn Progress) -> Result<Vec<Vec<String>
         ));
         let lab = BenchLab::up(&format!("loss = \"{label}\""))?;
         blast(&lab, frames, Some(150_000))?;
-        let counters = link_counters("h1--s1")?;
-        let offered = counters.directions[0].rx_packets;
-        let lost = counters.directions[0].dropped_loss;
+        let directions = link_counters("h1--s1")?;
+        let first = directions
+            .first()
+            .and_then(|d| d.counters)
+            .unwrap_or_default();
+        let (offered, lost) = (first.rx_packets, first.dropped_loss);
         let (lo, hi) = binomial_99(offered, p);
         rows.push(vec![
             label.into(),
@@ -300,15 +301,14 @@ pub(crate) fn blast_between(
     Ok(((start.elapsed().as_secs_f64() - 0.5).max(1e-9), got))
 }
 
-fn link_counters(link: &str) -> Result<engine::LinkCounters> {
-    let path = daemon::counters_path(&LabDir::of(LAB));
-    // The daemon publishes every 250 ms; wait for a snapshot that is settled.
+fn link_counters(link: &str) -> Result<Vec<crate::api::proto::LinkDirection>> {
+    // The daemon refreshes them every 250 ms; wait for settled ones.
     std::thread::sleep(Duration::from_millis(600));
-    let all: Vec<engine::LinkCounters> = serde_json::from_slice(
-        &std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?,
-    )?;
-    all.into_iter()
-        .find(|c| c.link == link)
+    let links = crate::api::Client::connect(&LabDir::of(LAB))?.links(Some(link))?;
+    links
+        .into_iter()
+        .next()
+        .map(|l| l.directions)
         .ok_or_else(|| crate::err!("no counters for {link}"))
 }
 

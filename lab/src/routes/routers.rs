@@ -112,7 +112,7 @@ pub fn start(lab: &Lab, dir: &LabDir, state: &mut LabState) -> Result<(usize, us
                         name = speaker.name
                     ),
                 )?;
-                give_to_frr(&home, &[&conf, &zebra_conf])?;
+                give_to_frr(dir, &home, &[&conf, &zebra_conf])?;
                 let common = |name: &str| {
                     let mut c = Command::new(Path::new(FRR_DIR).join(name));
                     c.arg("-f")
@@ -235,10 +235,22 @@ fn wait_listening(dir: &LabDir, routers: &[RouterProcess]) -> Result<()> {
     Ok(())
 }
 
-/// Makes FRR's directory and configuration its own user's.
-fn give_to_frr(home: &Path, files: &[&Path]) -> Result<()> {
+/// Makes FRR's directory and configuration its own user's. FRR's daemons
+/// run as user `frr`, and the lab directory is root's only: its group
+/// becomes `frr`'s with mode 0710 (and so does `routers/`'s), so that they
+/// can pass through to their own directory, and neither read nor list
+/// anything else.
+fn give_to_frr(dir: &LabDir, home: &Path, files: &[&Path]) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     let user = nix::unistd::User::from_name("frr")?
         .context("FRR's user `frr` does not exist (is the frr package installed?)")?;
+    let routers = home.parent().unwrap_or(home);
+    for path in [dir.path(), routers] {
+        nix::unistd::chown(path, None, Some(user.gid))
+            .with_context(|| format!("letting group frr through {}", path.display()))?;
+        fs::set_permissions(path, fs::Permissions::from_mode(0o710))
+            .with_context(|| format!("letting group frr through {}", path.display()))?;
+    }
     for path in std::iter::once(&home).chain(files) {
         nix::unistd::chown(*path, Some(user.uid), Some(user.gid))
             .with_context(|| format!("giving {} to user frr", path.display()))?;

@@ -1,14 +1,13 @@
 //! What turbonet needs of the operating system beside netlink: named
 //! network namespaces and the one safe way into them ([`namespaces`]),
-//! processes it starts detached or inside a namespace and finds again
-//! ([`process`]), and the limits a large fabric raises ([`limits`]).
+//! and processes it starts detached or inside a namespace and finds again
+//! ([`process`]).
 //!
 //! With the packet-I/O crate, the only place of the lab that uses
 //! `unsafe` (system calls between fork and exec, raw file descriptors).
 
 #![allow(unsafe_code)]
 
-pub mod limits;
 pub mod namespaces;
 pub mod process;
 

@@ -88,10 +88,32 @@ impl Start<'_> {
     }
 }
 
+/// The program that starts this binary again: its path, or, when that file
+/// was replaced or removed since this process started (an upgrade, a
+/// rebuild), the image still running (`/proc/self/exe`); a process started
+/// from the latter names itself with [`name_self`].
+pub fn self_exe() -> io::Result<std::path::PathBuf> {
+    let exe = std::env::current_exe()?;
+    if exe.exists() {
+        Ok(exe)
+    } else {
+        Ok("/proc/self/exe".into())
+    }
+}
+
+/// Names this process `turbonet` (its `comm`, which [`turbonet_alive`]
+/// checks) whatever path it was started from. Call it first thing: the
+/// name is the calling thread's, and threads started later inherit it.
+pub fn name_self() {
+    if let Err(e) = nix::sys::prctl::set_name(c"turbonet") {
+        tracing::warn!("naming the process: {e}");
+    }
+}
+
 /// Starts this binary with `args`, detached from the caller: a session of
 /// its own, no stdin, its output to (a new) `log`.
 pub fn spawn_self(args: &[&std::ffi::OsStr], log: &Path) -> io::Result<std::process::Child> {
-    let mut command = Command::new(std::env::current_exe()?);
+    let mut command = Command::new(self_exe()?);
     command.args(args);
     Start {
         new_session: true,

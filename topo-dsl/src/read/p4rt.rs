@@ -38,6 +38,7 @@ struct RawP4rtSwitch {
     bmv2: Option<Spanned<bool>>,
     device_id: Option<Spanned<u64>>,
     election_id: Option<Spanned<u64>>,
+    token_file: Option<Spanned<String>>,
 }
 
 /// Queues per port when `[p4rt]` gives none: the v1model pipeline's 3-bit
@@ -202,6 +203,12 @@ fn read_switch(
             None
         }
     };
+    if let (Some(t), Some(P4rtDevice::Bmv2)) = (&r.token_file, &device) {
+        d.error(Some(t.span()), "`token_file` with `bmv2 = true`")
+            .label("BMv2 takes no token")
+            .help("the BMv2 `up` starts serves inside a namespace of its own; `token_file` is for a switch at an `address`");
+        ok = false;
+    }
     let election_id = r.election_id.as_ref().map_or(1, |e| *e.get_ref());
     if let Some(e) = r.election_id.as_ref().filter(|e| *e.get_ref() == 0) {
         d.error(Some(e.span()), "election id 0 is not valid")
@@ -238,6 +245,7 @@ fn read_switch(
                 device,
                 device_id: r.device_id.as_ref().map_or(1, |i| *i.get_ref()),
                 election_id,
+                token_file: r.token_file.as_ref().map(|t| t.get_ref().clone()),
             },
             span,
         )

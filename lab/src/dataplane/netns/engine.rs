@@ -13,14 +13,14 @@
 //! frame arrives or the next frame is nearly due, then spins for the last
 //! 100 microseconds; tokio's millisecond timers are far too coarse.
 
+use crate::dataplane::plane::LinkCounters;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-use turbonet_injectors::{Counters, Direction, Impairment};
+use turbonet_injectors::{Direction, Impairment};
 use turbonet_packetio::timing::{self, SPIN_NS};
 use turbonet_packetio::{Clock, PacketSocket, RxBatch};
 
@@ -65,17 +65,6 @@ pub struct EngineLink {
     pub sockets: [PacketSocket; 2],
     /// Direction 0: ends[0] -> ends[1]; direction 1: the reverse.
     pub directions: [Direction; 2],
-}
-
-/// Counters of one link, both directions, as published by the engine.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LinkCounters {
-    /// Link name.
-    pub link: String,
-    /// Per direction (0: ends[0] -> ends[1]).
-    pub directions: [Counters; 2],
-    /// Frames the engine could not transmit (full socket buffer, peer down).
-    pub tx_errors: [u64; 2],
 }
 
 /// Shared snapshot of all counters, refreshed by the engine thread.

@@ -11,6 +11,9 @@
 
 pub mod engine;
 pub mod externals;
+mod plane;
+
+pub use plane::NetnsPlane;
 
 use ipnet::Ipv4Net;
 use turbonet_injectors::Impairment;

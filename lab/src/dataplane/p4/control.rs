@@ -3,37 +3,23 @@
 //! there by writing only the difference, and the pipeline's per-port
 //! counters turned into per-link counters.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 
 use crate::error::Result;
 use turbonet_injectors::Counters;
 use turbonet_p4::p4::v1::Entity;
 use turbonet_routing::{Failures, Route};
+use turbonet_topo::Lab;
 use turbonet_topo::mapper::Mapping;
-use turbonet_topo::{Lab, RoutingMode};
 
 use turbonet_p4::p4::config::v1::P4Info;
 use turbonet_p4::{Pipeline, Schema};
 
 use super::entries::{self, FabricState};
 use super::session::{Changes, Count, SwitchSession, VportCounters};
-use crate::dataplane::netns::engine::LinkCounters;
+use crate::dataplane::plane::LinkCounters;
 use turbonet_p4::Client;
-
-/// The routes the virtual switches forward by around `failures`. The
-/// controller recomputes them over what is left; static routing only stops
-/// using next hops over what is down, as a kernel does when a port goes
-/// down.
-pub(super) fn routes(lab: &Lab, failures: &Failures) -> Vec<Vec<Route>> {
-    if lab.routing.mode == RoutingMode::Controller {
-        return turbonet_routing::routes_avoiding(&lab.fabric, failures);
-    }
-    let mut routes = turbonet_routing::static_routes(&lab.fabric);
-    for (node, mine) in lab.fabric.nodes.iter().zip(&mut routes) {
-        failures.prune(&lab.fabric, node.id, mine);
-    }
-    routes
-}
 
 /// The bytes of the `lost` frames among `seen`. `vport_rx_lost` counts
 /// packets only (its bytes read 0), so they are taken at the mean size of
@@ -46,37 +32,28 @@ fn lost_bytes(seen: Count, lost: Count) -> u64 {
     u64::try_from(share).unwrap_or(u64::MAX)
 }
 
-/// The routes of a BGP lab's virtual switches: those `up` would install
-/// in a kernel (host ports, externals; around `failures`), and for other
-/// prefixes what the agents hold (`agents`, by node), as a kernel prefers
-/// the static route (metric 0) over BGP's.
-fn routes_with_agents(lab: &Lab, failures: &Failures, agents: &[Vec<Route>]) -> Vec<Vec<Route>> {
-    let mut all = routes(lab, failures);
-    for (node, mine) in all.iter_mut().enumerate() {
-        mine.retain(|r| r.origin != turbonet_routing::RouteOrigin::Fabric);
-        let have: std::collections::HashSet<ipnet::Ipv4Net> =
-            mine.iter().map(|r| r.prefix).collect();
-        if let Some(learned) = agents.get(node) {
-            mine.extend(
-                learned
-                    .iter()
-                    .filter(|r| !have.contains(&r.prefix))
-                    .cloned(),
-            );
-        }
+/// The routes virtual switches forward by: `routes` (what turbonet
+/// installs: on `bgp` the host ports and externals, otherwise every route),
+/// and with BGP for other prefixes what the agents hold (`agents`, by
+/// node), as a kernel prefers the static route (metric 0) over BGP's.
+pub fn with_agent_routes<'a>(
+    routes: &'a [Vec<Route>],
+    agents: &[Vec<Route>],
+) -> Cow<'a, [Vec<Route>]> {
+    if agents.iter().all(Vec::is_empty) {
+        return Cow::Borrowed(routes);
     }
-    all
-}
-
-/// The routes of a P4 target's virtual switches around `failures`: with
-/// BGP, those `up` would install in a kernel and the agents' (`agents`,
-/// by node; none at start), otherwise the controller's or static routing's.
-pub fn lab_routes(lab: &Lab, failures: &Failures, agents: &[Vec<Route>]) -> Vec<Vec<Route>> {
-    if lab.routing.mode == RoutingMode::Bgp {
-        routes_with_agents(lab, failures, agents)
-    } else {
-        routes(lab, failures)
+    let mut all = routes.to_vec();
+    for (mine, learned) in all.iter_mut().zip(agents) {
+        let have: HashSet<ipnet::Ipv4Net> = mine.iter().map(|r| r.prefix).collect();
+        mine.extend(
+            learned
+                .iter()
+                .filter(|r| !have.contains(&r.prefix))
+                .cloned(),
+        );
     }
+    Cow::Owned(all)
 }
 
 /// Every entity of physical switch `switch` as `up` programs it: the
@@ -86,12 +63,12 @@ fn at_start(
     mapping: &Mapping,
     switch: &str,
     pipeline: &Pipeline,
+    routes: &[Vec<Route>],
 ) -> Result<Vec<Entity>> {
     let failures = Failures::default();
-    let routes = lab_routes(lab, &failures, &[]);
     let params: Vec<_> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
     let state = FabricState {
-        routes: &routes,
+        routes,
         params: &params,
         failures: &failures,
     };
@@ -125,8 +102,9 @@ impl P4Lab {
         client: Client,
         p4info: P4Info,
         device_config: Vec<u8>,
+        routes: &[Vec<Route>],
     ) -> Result<P4Lab> {
-        let entities = at_start(lab, &mapping, switch, &resolve(&p4info)?)?;
+        let entities = at_start(lab, &mapping, switch, &resolve(&p4info)?, routes)?;
         Ok(P4Lab {
             session: SwitchSession::program(client, p4info, device_config, entities).await?,
             mapping,
@@ -134,18 +112,27 @@ impl P4Lab {
         })
     }
 
-    /// Takes over a switch [`P4Lab::program`] wrote (under a lower
-    /// election id): what it holds is known without reading it back.
-    pub fn adopt(
+    /// Takes over a switch another controller wrote (under a lower
+    /// election id). With `routes`, it holds what [`P4Lab::program`] wrote
+    /// with them, known without reading it back; without (a controller
+    /// before us changed it, then died), what it holds is read back.
+    pub async fn adopt(
         lab: &Lab,
         mapping: Mapping,
         switch: &str,
         client: Client,
         p4info: P4Info,
+        routes: Option<&[Vec<Route>]>,
     ) -> Result<P4Lab> {
-        let entities = at_start(lab, &mapping, switch, &resolve(&p4info)?)?;
+        let session = match routes {
+            Some(routes) => {
+                let entities = at_start(lab, &mapping, switch, &resolve(&p4info)?, routes)?;
+                SwitchSession::adopt(client, p4info, entities)?
+            }
+            None => SwitchSession::adopt_reading(client, p4info).await?,
+        };
         Ok(P4Lab {
-            session: SwitchSession::adopt(client, p4info, entities)?,
+            session,
             mapping,
             switch: switch.to_owned(),
         })

@@ -480,7 +480,11 @@ mod tests {
         let schema = Schema::new(p4info).unwrap();
         let mapping = super::super::soft::map(lab).unwrap();
         let params: Vec<LinkParams> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
-        let routes = super::super::control::routes(lab, failures);
+        // Static routing, as a kernel prunes it (what `routes::Static` gives).
+        let mut routes = turbonet_routing::static_routes(&lab.fabric);
+        for (node, mine) in lab.fabric.nodes.iter().zip(&mut routes) {
+            failures.prune(&lab.fabric, node.id, mine);
+        }
         let state = FabricState {
             routes: &routes,
             params: &params,

@@ -17,6 +17,8 @@ use turbonet_topo::{Lab, Node, NodeId};
 
 use super::entries::host_mac;
 use super::soft;
+use turbonet_p4::Client;
+
 use crate::kernel::{Address, KernelRoute, NamespaceSpec, Ns, PerNs, Veth, VethEnd};
 
 /// The namespaces of a lab whose switches run here, as created.
@@ -320,48 +322,66 @@ pub fn host_routes(
         .collect()
 }
 
-/// Where the soft switch writes the address its P4Runtime server listens
-/// on.
-pub fn address_path(dir: &crate::state::LabDir) -> std::path::PathBuf {
-    dir.path().join("softswitch.addr")
+/// The Unix socket a lab's soft switch serves P4Runtime on: in the lab's
+/// root-only directory, itself root-only (mode 0600), so only root — the
+/// lab's daemon, `up` — can be its controller.
+pub fn socket_path(dir: &crate::state::LabDir) -> std::path::PathBuf {
+    dir.path().join("softswitch.sock")
 }
 
-/// The soft switch's P4Runtime address, as it wrote it.
-pub fn address(dir: &crate::state::LabDir) -> Result<String> {
-    let path = address_path(dir);
-    std::fs::read_to_string(&path)
-        .map(|s| s.trim().to_owned())
-        .with_context(|| format!("reading the soft switch's address from {}", path.display()))
+/// Connects to the lab's soft switch on its Unix socket and becomes its
+/// primary controller with `election_id`.
+pub async fn connect_switch(dir: &crate::state::LabDir, election_id: u128) -> Result<Client> {
+    let path = socket_path(dir);
+    let channel = {
+        let socket = path.clone();
+        tonic::transport::Endpoint::from_static("http://softswitch.local")
+            .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+                let path = socket.clone();
+                async move {
+                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                        tokio::net::UnixStream::connect(path).await?,
+                    ))
+                }
+            }))
+            .await
+            .with_context(|| format!("connecting to the soft switch at {}", path.display()))?
+    };
+    Ok(Client::over(
+        channel,
+        &format!("unix:{}", path.display()),
+        soft::DEVICE_ID,
+        election_id,
+    )
+    .await?)
 }
 
 /// Starts the lab's soft switch (`turbonet softswitch`, detached, its
-/// output in `softswitch.log`) on a free local port, its ports in the
-/// lab's soft namespace. Returns its pid and, once it accepts
-/// connections, its P4Runtime address; fails with its own output if it
-/// exits first.
-pub fn start_switch(lab: &Lab, dir: &crate::state::LabDir) -> Result<(u32, String)> {
+/// output in `softswitch.log`) on its Unix socket, its ports in the lab's
+/// soft namespace. Returns its pid once it accepts connections; fails with
+/// its own output if it exits first.
+pub fn start_switch(lab: &Lab, dir: &crate::state::LabDir) -> Result<u32> {
     let log_path = dir.path().join("softswitch.log");
-    let addr_path = address_path(dir);
+    let socket = socket_path(dir);
+    let listen = format!("unix:{}", socket.display());
     let device_id = soft::DEVICE_ID.to_string();
     let netns = crate::names::soft_namespace(&lab.name);
-    let args: [&std::ffi::OsStr; 9] = [
+    let args: [&std::ffi::OsStr; 7] = [
         "softswitch".as_ref(),
         "--listen".as_ref(),
-        "127.0.0.1:0".as_ref(),
+        listen.as_ref(),
         "--device-id".as_ref(),
         device_id.as_ref(),
         "--netns".as_ref(),
         netns.as_ref(),
-        "--address-file".as_ref(),
-        addr_path.as_os_str(),
     ];
     let mut child =
         crate::system::process::spawn_self(&args, &log_path).context("starting the soft switch")?;
     let pid = child.id();
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {
-        if let Ok(addr) = address(dir) {
-            return Ok((pid, addr));
+        if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+            return Ok(pid);
         }
         if let Some(status) = child.try_wait()? {
             let output = std::fs::read_to_string(&log_path).unwrap_or_default();

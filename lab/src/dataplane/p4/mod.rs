@@ -19,7 +19,10 @@ pub mod control;
 pub mod cpu;
 pub mod entries;
 pub mod local;
+mod plane;
 pub mod session;
 pub mod soft;
 pub mod softswitch;
 pub mod switches;
+
+pub use plane::P4Plane;

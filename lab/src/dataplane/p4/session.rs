@@ -198,6 +198,29 @@ impl SwitchSession {
         })
     }
 
+    /// Takes over a device whose entities are not known: they are read
+    /// back (every table entry, action profile member and group).
+    pub async fn adopt_reading(mut client: Client, p4info: P4Info) -> Result<Self> {
+        use turbonet_p4::p4::v1::{ActionProfileGroup, ActionProfileMember};
+        let filters = vec![
+            Entity {
+                entity: Some(entity::Entity::TableEntry(TableEntry::default())),
+            },
+            Entity {
+                entity: Some(entity::Entity::ActionProfileMember(
+                    ActionProfileMember::default(),
+                )),
+            },
+            Entity {
+                entity: Some(entity::Entity::ActionProfileGroup(
+                    ActionProfileGroup::default(),
+                )),
+            },
+        ];
+        let entities = client.read_all(filters).await?;
+        Self::adopt(client, p4info, entities)
+    }
+
     /// The stream's ends, for packet I/O (see [`Client::packet_io`]).
     pub fn packet_io(&mut self) -> Option<turbonet_p4::PacketIo> {
         self.client.packet_io()

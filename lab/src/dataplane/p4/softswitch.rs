@@ -183,19 +183,110 @@ fn interface_ports(values: &[String]) -> crate::Result<turbonet_softswitch::Devi
     Ok(config)
 }
 
-/// `turbonet softswitch`: serves P4Runtime for one soft-switch device and
-/// runs its data plane until Ctrl-C or SIGTERM. Its interface ports are
-/// looked up in namespace `netns` (default: its own); `serving` hears the
-/// address it listens on, and when given, `address_file` gets it (written
-/// once it accepts connections); `stopping` hears which signal stops it.
-#[allow(clippy::too_many_arguments)]
+/// Where the soft switch serves P4Runtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    /// A Unix socket, root's only (mode 0600): how a lab's own soft switch
+    /// serves its daemon.
+    Unix(std::path::PathBuf),
+    /// TCP, for controllers elsewhere: each call must carry `token` (as
+    /// `authorization: Bearer TOKEN`); `None` only when asked for
+    /// explicitly (`--insecure`), for a switch no one else can reach.
+    Tcp {
+        /// The address (port 0: any free port).
+        addr: std::net::SocketAddr,
+        /// The token clients must present.
+        token: Option<String>,
+    },
+}
+
+impl std::str::FromStr for Listen {
+    type Err = String;
+
+    /// `unix:PATH` or `HOST:PORT` (a TCP listen without its token yet).
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Some(path) = s.strip_prefix("unix:") {
+            return Ok(Listen::Unix(path.into()));
+        }
+        s.parse()
+            .map(|addr| Listen::Tcp { addr, token: None })
+            .map_err(|_| format!("`{s}`: give unix:PATH or HOST:PORT, e.g. 127.0.0.1:9559"))
+    }
+}
+
+impl Listen {
+    /// Completes a TCP listen with its token: read from (or created at)
+    /// `token_file`, or none when `insecure`. A TCP listen needs one or the
+    /// other; a Unix socket (root's only) needs neither.
+    pub fn secured(
+        self,
+        token_file: Option<&std::path::Path>,
+        insecure: bool,
+    ) -> crate::Result<Listen> {
+        match (self, token_file) {
+            (Listen::Unix(path), None) => Ok(Listen::Unix(path)),
+            (Listen::Unix(_), Some(_)) => Err(crate::Error::Invalid(
+                "--token-file applies to a TCP --listen; a unix: socket is root's only".into(),
+            )),
+            (Listen::Tcp { addr, .. }, Some(file)) => Ok(Listen::Tcp {
+                addr,
+                token: Some(token_from(file)?),
+            }),
+            (Listen::Tcp { addr, .. }, None) if insecure => Ok(Listen::Tcp { addr, token: None }),
+            (Listen::Tcp { addr, .. }, None) => Err(crate::Error::Invalid(format!(
+                "serving P4Runtime on {addr} lets anyone who reaches it reprogram the switch: \
+                 give --token-file FILE (clients present its token), --insecure, \
+                 or --listen unix:PATH"
+            ))),
+        }
+    }
+}
+
+/// A bearer token from `path`, or, when the file does not exist, a new
+/// random one written there (mode 0600, root's).
+pub fn token_from(path: &std::path::Path) -> crate::Result<String> {
+    use crate::error::Context;
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::read_to_string(path) {
+        Ok(text) if !text.trim().is_empty() => return Ok(text.trim().to_owned()),
+        Ok(_) => {
+            return Err(crate::Error::Invalid(format!(
+                "{} is empty",
+                path.display()
+            )));
+        }
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(e).with_context(|| format!("reading {}", path.display()));
+        }
+        Err(_) => {}
+    }
+    let mut bytes = [0u8; 24];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .context("reading /dev/urandom")?;
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    writeln!(file, "{token}").with_context(|| format!("writing {}", path.display()))?;
+    Ok(token)
+}
+
+/// `turbonet softswitch`: serves P4Runtime for one soft-switch device on
+/// `listen` and runs its data plane until Ctrl-C or SIGTERM. Its interface
+/// ports are looked up in namespace `netns` (default: its own); `serving`
+/// hears where it listens, once it accepts connections; `stopping` hears
+/// which signal stops it.
 pub fn run(
-    listen: std::net::SocketAddr,
+    listen: &Listen,
     device_id: u64,
     netns: Option<&str>,
-    address_file: Option<&std::path::Path>,
     interfaces: &[String],
-    serving: impl FnOnce(std::net::SocketAddr),
+    serving: impl FnOnce(&str),
     stopping: impl FnOnce(&str),
 ) -> crate::Result<()> {
     use std::sync::Arc;
@@ -203,6 +294,7 @@ pub fn run(
 
     use crate::error::Context;
 
+    crate::system::process::name_self();
     let base = interface_ports(interfaces)?;
     let ns = netns
         .map(|name| {
@@ -223,16 +315,19 @@ pub fn run(
         .build()?;
     let served = runtime.block_on(async {
         use tokio::signal::unix::{SignalKind, signal};
-        let (addr, handle) = turbonet_softswitch::serve(listen, device)
-            .await
-            .map_err(|e| crate::err!("serving P4Runtime on {listen}: {e}"))?;
-        serving(addr);
-        if let Some(path) = address_file {
-            let tmp = path.with_extension("tmp");
-            std::fs::write(&tmp, addr.to_string())
-                .and_then(|()| std::fs::rename(&tmp, path))
-                .with_context(|| format!("writing {}", path.display()))?;
-        }
+        let handle = match listen {
+            Listen::Unix(path) => {
+                let handle = turbonet_softswitch::serve_unix(path, device).await?;
+                serving(&format!("unix:{}", path.display()));
+                handle
+            }
+            Listen::Tcp { addr, token } => {
+                let (bound, handle) =
+                    turbonet_softswitch::serve_tcp(*addr, device, token.clone()).await?;
+                serving(&bound.to_string());
+                handle
+            }
+        };
         let mut terminate = signal(SignalKind::terminate())?;
         let why = tokio::select! {
             _ = tokio::signal::ctrl_c() => "SIGINT",

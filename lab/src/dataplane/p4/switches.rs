@@ -189,22 +189,37 @@ pub async fn start_bmv2(
     }
 }
 
-/// Connects to switch `sw` of the lab with `election_id`: at its address,
-/// or inside the namespace of the BMv2 turbonet started for it. Returns
+/// Connects to switch `sw` of the lab with `election_id`: at its address
+/// (with the token of its `token_file`, relative to `scenario`), or inside
+/// the namespace of the BMv2 turbonet started for it. Returns
 /// the client and where it reached it (for messages).
 pub async fn connect(
     lab: &Lab,
+    scenario: &Path,
     sw: &turbonet_topo::P4rtSwitch,
     election_id: u128,
 ) -> Result<(turbonet_p4::Client, String)> {
-    use turbonet_p4::Client;
+    use turbonet_p4::{Client, Token};
     let (client, at) = match &sw.device {
-        P4rtDevice::Address(addr) => (
-            Client::connect(addr, sw.device_id, election_id)
-                .await
-                .map_err(crate::Error::from),
-            addr.clone(),
-        ),
+        P4rtDevice::Address(addr) => {
+            let token = match &sw.token_file {
+                Some(file) => {
+                    let path = relative_to(scenario, file);
+                    let text = std::fs::read_to_string(&path).with_context(|| {
+                        format!("switch {}: reading its token {}", sw.name, path.display())
+                    })?;
+                    Token::bearer(&text)
+                        .with_context(|| format!("{}: not a token", path.display()))?
+                }
+                None => Token::none(),
+            };
+            (
+                Client::connect_with(addr, sw.device_id, election_id, token)
+                    .await
+                    .map_err(crate::Error::from),
+                addr.clone(),
+            )
+        }
         P4rtDevice::Bmv2 => {
             let ns = crate::names::bmv2_namespace(&lab.name, &sw.name);
             (

@@ -1,25 +1,18 @@
-//! The FIB a BGP agent drives: a trait, and its rtnetlink implementation
-//! for the netns target.
+//! The FIBs a built-in speaker drives ([`Fib`], the driver's trait): a
+//! namespace's kernel table through rtnetlink ([`NetlinkFib`], the netns
+//! target), or a virtual switch's share of a P4 pipeline's routes
+//! ([`PipelineFib`]).
 
-use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::rc::Rc;
 
+use crate::dataplane::agent_routes::PipelineRoutes;
 use crate::error::{Context, Result};
 use ipnet::Ipv4Net;
 use rtnetlink::packet_route::route::RouteProtocol;
-use tokio::sync::{Notify, watch};
 use turbonet_routing::bgp::config::KERNEL_METRIC;
+use turbonet_routing::bgp::speaker_driver::Fib;
 use turbonet_routing::{NextHop, Route, RouteOrigin};
-
-/// A switch's forwarding table, as a BGP agent drives it. The netns target
-/// implements it with rtnetlink ([`NetlinkFib`]); a P4 target writes table
-/// entries instead.
-pub trait Fib {
-    /// Makes each prefix reach through its next hops, replacing what was
-    /// there; an empty list removes the prefix.
-    fn apply(&mut self, routes: Vec<(Ipv4Net, Vec<NextHop>)>) -> impl Future<Output = Result<()>>;
-}
 
 /// A namespace's main table through rtnetlink: routes as protocol `bgp`
 /// with metric [`KERNEL_METRIC`].
@@ -31,14 +24,36 @@ pub struct NetlinkFib {
 
 impl NetlinkFib {
     /// The FIB behind `handle` (a namespace's rtnetlink connection), whose
-    /// interfaces are named by `ifindex`.
+    /// fabric ports are named by `ifindex`; other interfaces (external
+    /// ports, whose index the kernel chose) are looked up when first used.
     pub fn new(handle: rtnetlink::Handle, ifindex: HashMap<String, u32>) -> NetlinkFib {
         NetlinkFib { handle, ifindex }
+    }
+
+    /// Learns the index of every interface `routes` names that it does not
+    /// know yet.
+    async fn resolve(&mut self, routes: &[(Ipv4Net, Vec<NextHop>)]) -> Result<()> {
+        let unknown: std::collections::BTreeSet<&str> = routes
+            .iter()
+            .flat_map(|(_, hops)| hops)
+            .map(|hop| hop.ifname.as_str())
+            .filter(|name| !self.ifindex.contains_key(*name))
+            .collect();
+        for name in unknown {
+            let link = crate::kernel::interfaces::link_by_name(&self.handle, name)
+                .await?
+                .ok_or_else(|| crate::err!("no interface {name}"))?;
+            self.ifindex.insert(name.to_owned(), link.header.index);
+        }
+        Ok(())
     }
 }
 
 impl Fib for NetlinkFib {
+    type Error = crate::Error;
+
     async fn apply(&mut self, routes: Vec<(Ipv4Net, Vec<NextHop>)>) -> Result<()> {
+        self.resolve(&routes).await?;
         let ifindex: HashMap<&str, u32> =
             self.ifindex.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         let handle = &self.handle;
@@ -80,61 +95,6 @@ impl Fib for NetlinkFib {
     }
 }
 
-/// The routes built-in agents hold for virtual switches that run in a P4
-/// pipeline, by node: the daemon's controller writes them to the switch
-/// (with the routes `up` would have put in a kernel) and says when it has.
-#[derive(Debug)]
-pub struct PipelineRoutes {
-    routes: RefCell<Vec<BTreeMap<Ipv4Net, Vec<NextHop>>>>,
-    requested: Cell<u64>,
-    wake: Notify,
-    synced: watch::Sender<u64>,
-}
-
-impl PipelineRoutes {
-    /// An empty table for `nodes` nodes.
-    pub fn new(nodes: usize) -> Rc<PipelineRoutes> {
-        Rc::new(PipelineRoutes {
-            routes: RefCell::new(vec![BTreeMap::new(); nodes]),
-            requested: Cell::new(0),
-            wake: Notify::new(),
-            synced: watch::Sender::new(0),
-        })
-    }
-
-    /// Every node's routes as the agents hold them.
-    pub fn routes(&self) -> Vec<Vec<Route>> {
-        self.routes
-            .borrow()
-            .iter()
-            .map(|node| {
-                node.iter()
-                    .map(|(prefix, nexthops)| Route {
-                        prefix: *prefix,
-                        nexthops: nexthops.clone(),
-                        origin: RouteOrigin::Fabric,
-                    })
-                    .collect()
-            })
-            .collect()
-    }
-
-    /// Waits until an agent changed its routes.
-    pub async fn changed(&self) {
-        self.wake.notified().await;
-    }
-
-    /// The number of the last change, for [`PipelineRoutes::written`].
-    pub fn latest(&self) -> u64 {
-        self.requested.get()
-    }
-
-    /// The switch holds every change up to `change`.
-    pub fn written(&self, change: u64) {
-        self.synced.send_replace(change);
-    }
-}
-
 /// One virtual switch's FIB in a P4 pipeline (see [`PipelineRoutes`]).
 #[derive(Debug)]
 pub struct PipelineFib {
@@ -150,27 +110,10 @@ impl PipelineFib {
 }
 
 impl Fib for PipelineFib {
+    type Error = crate::Error;
+
     async fn apply(&mut self, routes: Vec<(Ipv4Net, Vec<NextHop>)>) -> Result<()> {
-        {
-            let mut table = self.table.routes.borrow_mut();
-            let mine = &mut table[self.node];
-            for (prefix, nexthops) in routes {
-                if nexthops.is_empty() {
-                    mine.remove(&prefix);
-                } else {
-                    mine.insert(prefix, nexthops);
-                }
-            }
-        }
-        let change = self.table.requested.get() + 1;
-        self.table.requested.set(change);
-        self.table.wake.notify_one();
-        let mut synced = self.table.synced.subscribe();
-        synced
-            .wait_for(|&written| written >= change)
-            .await
-            .map(|_| ())
-            .map_err(|_| crate::err!("the controller stopped"))
+        self.table.apply(self.node, routes).await
     }
 }
 
@@ -185,6 +128,8 @@ pub enum AnyFib {
 }
 
 impl Fib for AnyFib {
+    type Error = crate::Error;
+
     async fn apply(&mut self, routes: Vec<(Ipv4Net, Vec<NextHop>)>) -> Result<()> {
         match self {
             AnyFib::Netlink(fib) => fib.apply(routes).await,

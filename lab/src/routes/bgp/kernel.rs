@@ -1,28 +1,27 @@
 //! Switches run by FRR or BIRD: their kernel tables, read and watched until
 //! they hold what the plan says, and their sessions, asked of the daemons.
 
-use std::cell::RefCell;
-use std::collections::{BTreeSet, HashMap};
-use std::rc::Rc;
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Context, Result};
-use ipnet::Ipv4Net;
 use rtnetlink::packet_route::route::RouteProtocol;
 use turbonet_routing::bgp::plan::{self, Neighbour, Speaker};
 
+use super::BgpView;
 use super::status::SessionStatus;
 
 use crate::system::namespaces;
 
 /// Polls the kernel tables of FRR and BIRD switches every 10 ms until
-/// each matches its expected FIB, recording when it first did (seconds
-/// after `epoch`), for at most two minutes.
+/// each matches its expected FIB of plan `generation`, recording in `view`
+/// when it first did (seconds after `epoch`), for at most two minutes.
 pub(super) async fn watch_routers(
     mut routers: Vec<(usize, String, plan::FibDigest)>,
-    known: Rc<BTreeSet<Ipv4Net>>,
+    view: Arc<BgpView>,
+    generation: u64,
     epoch: Instant,
-    observed: Rc<RefCell<HashMap<usize, f64>>>,
 ) {
     let deadline = epoch + Duration::from_secs(120);
     let mut handles = HashMap::new();
@@ -38,11 +37,9 @@ pub(super) async fn watch_routers(
             };
             let fib = kernel_fib_of(handle).await;
             if fib.is_ok_and(|fib| {
-                plan::FibDigest::of(fib.iter().filter(|(p, _)| known.contains(p))) == expected
+                plan::FibDigest::of(fib.iter().filter(|(p, _)| view.known.contains(p))) == expected
             }) {
-                observed
-                    .borrow_mut()
-                    .insert(i, epoch.elapsed().as_secs_f64());
+                view.observe(i, generation, epoch.elapsed().as_secs_f64());
             } else {
                 waiting.push((i, ns, expected));
             }

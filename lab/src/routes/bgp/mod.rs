@@ -1,128 +1,113 @@
-//! The built-in BGP agents of a lab (`routing.mode = "bgp"`), run by the
-//! lab daemon: one agent per switch, all on the daemon's event loop.
+//! The BGP agents of a lab (`routing.mode = "bgp"`), run by the lab
+//! daemon: a built-in speaker per switch whose agent is `builtin`, and the
+//! switches FRR or BIRD run, watched.
 //!
-//! An agent is a task that owns its switch's [`Rib`](turbonet_routing::bgp::rib::Rib) and [`Fib`](fib::Fib); each of
-//! its sessions is a task running
-//! [`run_session`](turbonet_routing::bgp::driver::run_session) over a TCP connection
-//! whose socket was created inside the switch's namespace (listening on
-//! port 179 there, or connecting from its address on the link). Sessions
-//! report to their agent through its inbox; the agent applies a whole batch
-//! of reports to the RIB, installs the Loc-RIB changes in the FIB, then
-//! advertises them, so a burst of UPDATEs costs one FIB pass and one round
-//! of UPDATEs out.
-//!
+//! A built-in speaker is [`turbonet_routing::bgp::speaker::Speaker`] (the
+//! sessions, the RIB, the batching: sans-I/O, tested on a virtual clock)
+//! driven by [`run_speaker`] on the daemon's event loop; the lab supplies
+//! only what lives in the switch's namespace ([`switch`]: the listener on
+//! port 179, connections opened from its addresses, the FIB, [`fib`]).
 //! Which end of a session connects is the plan's choice (one passive end
-//! per link, [`Neighbour::passive`](turbonet_routing::bgp::plan::Neighbour::passive)), so no connection ever collides. A
-//! port that goes down (`fail`, a flap, the timeline) takes its sessions
-//! down at once and withdraws what it originated (a dual-homed host's /32);
-//! sessions come back when it does (fast external failover, as FRR does).
+//! per link), so no connection ever collides. A port that goes down (`fail`,
+//! a flap, the timeline) takes its sessions down at once and withdraws what
+//! it originated; they come back when it does.
 //!
-//! Modules: [`agent`] (one switch's agent), [`sessions`] (its sockets and
-//! session tasks), [`fib`] (the FIB it drives), [`kernel`] (FRR and BIRD
-//! switches, read from their kernel tables), [`status`] (what `show bgp`
-//! prints).
+//! What `show bgp` sees is a [`BgpView`]: every speaker publishes its
+//! status after each batch, and the view reads those snapshots (and asks
+//! FRR's and BIRD's kernels and daemons) on any thread, without waiting on
+//! the speakers: a thousand speakers converging do not delay a report.
+//!
+//! Modules: [`switch`] (a switch's sockets), [`fib`] (the FIBs a speaker
+//! drives), [`kernel`] (FRR and BIRD switches, read from their kernel
+//! tables), [`status`] (what `show bgp` prints).
 
-mod agent;
 pub mod fib;
 mod kernel;
-mod sessions;
 mod status;
+mod switch;
 
-pub use status::BgpReport;
-use status::SpeakerStatus;
+pub use status::{BgpReport, SessionStatus, SpeakerStatus};
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
 use std::rc::Rc;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use crate::error::Result;
 use ipnet::Ipv4Net;
-use tokio::sync::{mpsc, oneshot};
-use turbonet_routing::bgp::driver::DriverCommand;
-use turbonet_routing::bgp::driver::DriverEvent;
+use tokio::sync::{mpsc, oneshot, watch};
 use turbonet_routing::bgp::plan::{self, Speaker};
-use turbonet_routing::bgp::rib::PeerSummary;
+use turbonet_routing::bgp::speaker::{self, Event, Status, Timers};
+use turbonet_routing::bgp::speaker_driver::{Control, Report, SpeakerIo, accept_loop, run_speaker};
 use turbonet_topo::{Agent as AgentKind, Lab, NodeId};
 
-use agent::Agent;
 use kernel::{kernel_fib, watch_routers};
-use sessions::{SwitchSockets, spawn_sessions};
+use switch::{NamespaceConnector, SwitchSockets};
 
-use crate::events::EventLog;
+use crate::error::Result;
+use crate::events::Events;
 
-/// What reaches an agent.
-#[derive(Debug)]
-enum AgentEvent {
-    /// Neighbour `n` has a connection; commands go there.
-    Connected(usize, mpsc::UnboundedSender<DriverCommand>),
-    /// A report from neighbour `n`'s session.
-    Driver(usize, DriverEvent),
-    /// A port went up or down.
-    Port { ifname: String, up: bool },
-    /// The FIB the plan expects from now on (after a fail or restore);
-    /// `epoch` is when that change happened.
-    Expect {
-        fib: plan::FibDigest,
-        epoch: Instant,
-    },
-    /// Report the status.
-    Report(oneshot::Sender<SpeakerStatus>),
-}
-
-/// A session's state as the agent tracks it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PeerState {
-    Idle,
-    Open,
-    Established,
-    PortDown,
-}
-
-#[derive(Debug)]
-struct Peer {
-    state: PeerState,
-    since: Instant,
-    info: Option<PeerSummary>,
-    commands: Option<mpsc::UnboundedSender<DriverCommand>>,
-    last_error: Option<String>,
-}
-
-/// The built-in agents of a lab and the switches run by FRR or BIRD, as
-/// the daemon drives them.
+/// The lab's BGP agents, as the daemon drives them (on its event loop).
 #[derive(Debug)]
 pub struct Agents {
-    speakers: Vec<Speaker>,
-    kinds: Vec<AgentKind>,
-    inboxes: HashMap<NodeId, mpsc::UnboundedSender<AgentEvent>>,
-    started: Instant,
-    /// The last fail/restore.
-    epoch: Cell<Option<Instant>>,
-    /// Lab name (namespace names).
-    lab: String,
-    /// Every prefix of the plan: FIBs are compared on these only (routes
-    /// learned from outside the fabric are extra).
-    known: Rc<BTreeSet<Ipv4Net>>,
-    /// What every FIB holds once converged (read for FRR and BIRD switches;
-    /// built-in agents keep their own copy).
-    expected: RefCell<Vec<plan::FibDigest>>,
-    /// When each FRR or BIRD switch was first seen converged since the
-    /// epoch, by speaker position (kept by [`watch_routers`]).
-    observed: Rc<RefCell<HashMap<usize, f64>>>,
-    /// Stops the current watcher when the plan changes.
+    view: Arc<BgpView>,
+    /// Into each built-in speaker, by node.
+    controls: HashMap<NodeId, mpsc::UnboundedSender<Control>>,
+    /// Stops the current watcher of FRR and BIRD when the plan changes.
     watcher: RefCell<Option<tokio::task::JoinHandle<()>>>,
     /// The plan with every link up, until it has been computed.
     plan: RefCell<Option<oneshot::Receiver<Vec<plan::FibDigest>>>>,
 }
 
+/// What the fabric's routing looks like, readable from any thread.
+#[derive(Debug)]
+pub struct BgpView {
+    lab: String,
+    speakers: Vec<Speaker>,
+    kinds: Vec<AgentKind>,
+    /// The status each built-in speaker published last, by speaker
+    /// position (`None`: FRR or BIRD).
+    statuses: Vec<Option<watch::Receiver<Status>>>,
+    /// The speakers' clock starts here.
+    started: Instant,
+    /// Every prefix of the plan: FIBs are compared on these only (routes
+    /// learned from outside the fabric are extra).
+    known: Arc<BTreeSet<Ipv4Net>>,
+    plan: Mutex<Plan>,
+}
+
+/// What the speakers converge to, since when.
+#[derive(Debug, Default)]
+struct Plan {
+    /// Every speaker's FIB once converged (empty until computed).
+    expected: Vec<plan::FibDigest>,
+    /// The last fail or restore.
+    epoch: Option<Instant>,
+    /// Bumped with every new plan (a watcher of an older one records
+    /// nothing).
+    generation: u64,
+    /// When each FRR or BIRD switch was first seen converged since the
+    /// epoch (seconds after it), by speaker position.
+    observed: HashMap<usize, f64>,
+}
+
+/// How long a restarted speaker keeps the routes its predecessor left in
+/// the kernel that it has not learned again (as a graceful restart keeps
+/// stale routes), at least.
+const STALE_AT_LEAST: Duration = Duration::from_secs(5);
+
 impl Agents {
-    /// Starts a built-in agent on every switch whose agent is `builtin`
+    /// Starts a built-in speaker on every switch whose agent is `builtin`
     /// (on the current `LocalSet`). Their routes go to the switches'
-    /// kernel tables, or with `pipeline` to the P4 pipeline's.
-    pub fn start(
+    /// kernel tables, or with `pipeline` to the P4 pipeline's. A
+    /// `restarted` daemon's speakers start from the routes their
+    /// predecessors left in the kernel, so forwarding goes on while the
+    /// sessions come back.
+    pub async fn start(
         lab: &Lab,
-        log: EventLog,
-        pipeline: Option<&Rc<fib::PipelineRoutes>>,
+        events: Events,
+        pipeline: Option<&Rc<crate::dataplane::agent_routes::PipelineRoutes>>,
+        restarted: bool,
     ) -> Result<Agents> {
         let speakers = plan::speakers(&lab.fabric);
         let kinds: Vec<AgentKind> = speakers
@@ -130,8 +115,8 @@ impl Agents {
             .map(|s| lab.routing.agent_of(s.node))
             .collect();
         // What every FIB will hold: computed on another thread (seconds
-        // for a thousand switches) while the agents start; an agent is not
-        // converged until it has the plan.
+        // for a thousand switches) while the speakers start; a speaker is
+        // not converged until the plan is known.
         let (plan_tx, plan_rx) = oneshot::channel();
         let planned = speakers.clone();
         std::thread::spawn(move || {
@@ -145,161 +130,254 @@ impl Agents {
             );
             let _ = plan_tx.send(digests);
         });
-        let known = Rc::new(plan::known_prefixes(&speakers));
-        let started = Instant::now();
+        let known = Arc::new(plan::known_prefixes(&speakers));
+        let timers = Timers::from(&lab.routing.timers);
+        let stale = Duration::from_secs(timers.hold_time.into()).max(STALE_AT_LEAST);
         // Every listener first, so that every connection finds its peer
-        // listening; then the agents and their sessions.
+        // listening; then the speakers.
         let mut opened = Vec::new();
-        for (speaker, kind) in speakers.iter().zip(&kinds) {
+        for (i, (plan, kind)) in speakers.iter().zip(&kinds).enumerate() {
             if *kind == AgentKind::Builtin {
-                opened.push((speaker, SwitchSockets::open(lab, speaker, pipeline)?));
+                opened.push((i, SwitchSockets::open(lab, plan, pipeline)?));
             }
         }
-        let mut inboxes = HashMap::new();
-        for (speaker, sockets) in opened {
-            let (tx, rx) = mpsc::unbounded_channel();
-            inboxes.insert(speaker.node, tx.clone());
-            let ports = spawn_sessions(
-                speaker,
-                sockets.ns,
-                sockets.listener,
-                &lab.routing.timers,
-                &tx,
-            );
-            let agent = Agent::new(
-                speaker.clone(),
-                sockets.fib,
-                ports,
-                known.clone(),
-                log.clone(),
-                started,
-            );
-            tokio::task::spawn_local(agent.run(rx));
+        let started = tokio::time::Instant::now();
+        let mut statuses = vec![None; speakers.len()];
+        let mut controls = HashMap::new();
+        for (i, sockets) in opened {
+            let plan = &speakers[i];
+            let mut speaker = speaker::Speaker::new(plan.clone(), timers);
+            speaker.set_known(known.clone());
+            if restarted && pipeline.is_none() {
+                let ns = crate::names::node_namespace(&lab.name, &plan.name);
+                if let Ok(left) = kernel_fib(&ns).await {
+                    speaker.assume_installed(left, started.elapsed() + stale);
+                }
+            }
+            let (control, control_rx) = mpsc::unbounded_channel();
+            let (status, status_rx) = watch::channel(speaker.status(started.elapsed()));
+            let (accepted, accepted_rx) = mpsc::unbounded_channel();
+            tokio::task::spawn_local(accept_loop(sockets.listener, accepted));
+            let io = SpeakerIo {
+                connector: NamespaceConnector(sockets.ns),
+                accepted: accepted_rx,
+                fib: sockets.fib,
+                control: control_rx,
+                status,
+                epoch: started,
+            };
+            let report = reporter(plan.clone(), events.clone());
+            tokio::task::spawn_local(async move {
+                run_speaker(speaker, io, report).await;
+            });
+            controls.insert(plan.node, control);
+            statuses[i] = Some(status_rx);
         }
         Ok(Agents {
-            speakers,
-            kinds,
-            inboxes,
-            started,
-            epoch: Cell::new(None),
-            lab: lab.name.clone(),
-            known,
-            expected: RefCell::new(Vec::new()),
-            observed: Rc::new(RefCell::new(HashMap::new())),
+            view: Arc::new(BgpView {
+                lab: lab.name.clone(),
+                speakers,
+                kinds,
+                statuses,
+                started: started.into_std(),
+                known,
+                plan: Mutex::new(Plan::default()),
+            }),
+            controls,
             watcher: RefCell::new(None),
             plan: RefCell::new(Some(plan_rx)),
         })
     }
 
-    /// Waits for the plan with every link up and hands it to the agents
-    /// (unless a `fail` or `restore` brought a newer one meanwhile). Run it
-    /// as a task once the agents are started.
+    /// What `show bgp` reads (from any thread).
+    pub fn view(&self) -> Arc<BgpView> {
+        self.view.clone()
+    }
+
+    /// Waits for the plan with every link up and makes it the speakers'
+    /// goal (unless a `fail` or `restore` brought a newer one meanwhile).
+    /// Run it as a task once the agents are started.
     pub async fn plan_ready(&self) {
         let Some(rx) = self.plan.borrow_mut().take() else {
             return;
         };
         if let Ok(expected) = rx.await
-            && self.epoch.get().is_none()
+            && self.view.plan().epoch.is_none()
         {
-            self.send_plan(expected, self.started);
-        }
-    }
-
-    /// (Re)starts the task that records when each FRR or BIRD switch's
-    /// kernel table becomes `expected`.
-    fn watch_routers(&self, expected: Vec<plan::FibDigest>, epoch: Instant) {
-        self.observed.borrow_mut().clear();
-        let routers: Vec<(usize, String, plan::FibDigest)> = self
-            .speakers
-            .iter()
-            .zip(&self.kinds)
-            .zip(expected)
-            .enumerate()
-            .filter(|(_, ((_, kind), _))| **kind != AgentKind::Builtin)
-            .map(|(i, ((s, _), fib))| (i, crate::names::node_namespace(&self.lab, &s.name), fib))
-            .collect();
-        if routers.is_empty() {
-            return;
-        }
-        let task = tokio::task::spawn_local(watch_routers(
-            routers,
-            self.known.clone(),
-            epoch,
-            self.observed.clone(),
-        ));
-        if let Some(old) = self.watcher.replace(Some(task)) {
-            old.abort();
+            self.set_plan(expected, None);
         }
     }
 
     /// The plan the agents follow.
     pub fn speakers(&self) -> &[Speaker] {
-        &self.speakers
+        &self.view.speakers
     }
 
-    /// Tells the agent of `node` (if built in) that port `ifname` went up
-    /// or down.
+    /// Tells the speaker of `node` (if built in) that port `ifname` went
+    /// up or down.
     pub fn port_changed(&self, node: NodeId, ifname: &str, up: bool) {
-        if let Some(inbox) = self.inboxes.get(&node) {
-            let _ = inbox.send(AgentEvent::Port {
+        if let Some(control) = self.controls.get(&node) {
+            let _ = control.send(Control::Port {
                 ifname: ifname.to_owned(),
                 up,
             });
         }
     }
 
-    /// The fabric changed at `epoch`: from now on every agent converges to
-    /// the FIBs in `expected` (one per speaker, see [`plan::converged`]).
-    pub fn expect(&self, expected: Vec<plan::FibDigest>, epoch: Instant) {
-        self.epoch.set(Some(epoch));
-        self.send_plan(expected, epoch);
-    }
-
-    /// Sends every agent its FIB to converge to, and watches FRR and BIRD.
-    fn send_plan(&self, expected: Vec<plan::FibDigest>, epoch: Instant) {
-        for (speaker, fib) in self.speakers.iter().zip(&expected) {
-            if let Some(inbox) = self.inboxes.get(&speaker.node) {
-                let _ = inbox.send(AgentEvent::Expect { fib: *fib, epoch });
-            }
+    /// Ports went down or up (`(node, interface, up)`) with `failures`
+    /// down now: each built-in speaker of such a node hears of its ports
+    /// at once, and every speaker converges from now on to the FIB the
+    /// plan gives around `failures` (computed on a blocking thread,
+    /// seconds for a thousand switches, while they re-converge).
+    pub async fn ports_changed(
+        &self,
+        changes: &[(NodeId, String, bool)],
+        failures: &turbonet_routing::Failures,
+    ) {
+        let epoch = Instant::now();
+        for (node, ifname, up) in changes {
+            self.port_changed(*node, ifname, *up);
         }
-        *self.expected.borrow_mut() = expected.clone();
-        self.watch_routers(expected, epoch);
+        let (speakers, failures) = (self.view.speakers.clone(), failures.clone());
+        if let Ok(expected) =
+            tokio::task::spawn_blocking(move || digests(&speakers, &failures)).await
+        {
+            self.set_plan(expected, Some(epoch));
+        }
     }
 
-    /// The status of every switch, or of `node` only. Built-in agents
-    /// report themselves; for switches run by FRR or BIRD the routes come
-    /// from their namespace's kernel table and the sessions from the
-    /// daemons.
+    /// From `epoch` (`None`: the start) on, every speaker converges to
+    /// its FIB in `expected` (see [`plan::converged`]); FRR and BIRD are
+    /// watched until they hold theirs.
+    fn set_plan(&self, expected: Vec<plan::FibDigest>, epoch: Option<Instant>) {
+        let generation = {
+            let mut plan = self.view.plan();
+            plan.expected = expected.clone();
+            plan.epoch = epoch.or(plan.epoch);
+            plan.generation += 1;
+            plan.observed.clear();
+            plan.generation
+        };
+        let view = &self.view;
+        let routers: Vec<(usize, String, plan::FibDigest)> = view
+            .speakers
+            .iter()
+            .zip(&view.kinds)
+            .zip(expected)
+            .enumerate()
+            .filter(|(_, ((_, kind), _))| **kind != AgentKind::Builtin)
+            .map(|(i, ((s, _), fib))| (i, crate::names::node_namespace(&view.lab, &s.name), fib))
+            .collect();
+        if routers.is_empty() {
+            return;
+        }
+        let task = tokio::task::spawn_local(watch_routers(
+            routers,
+            view.clone(),
+            generation,
+            epoch.unwrap_or(view.started),
+        ));
+        if let Some(old) = self.watcher.replace(Some(task)) {
+            old.abort();
+        }
+    }
+}
+
+/// Writes a speaker's session changes and FIB failures to the lab's
+/// events.
+fn reporter(plan: Speaker, events: Events) -> impl FnMut(Report) {
+    move |report| match report {
+        Report::Event(Event::Established { peer, .. }) => {
+            let n = &plan.neighbours[peer];
+            events.write(
+                "bgp",
+                "session-up",
+                &format!(
+                    "{}: session with {} ({}) established",
+                    plan.name, n.peer_name, n.peer_addr
+                ),
+                Ok(()),
+            );
+        }
+        Report::Event(Event::Down {
+            peer,
+            established: true,
+            cause,
+        }) => {
+            let n = &plan.neighbours[peer];
+            events.write(
+                "bgp",
+                "session-down",
+                &format!(
+                    "{}: session with {} ({}) down: {cause}",
+                    plan.name, n.peer_name, n.peer_addr
+                ),
+                Ok(()),
+            );
+        }
+        Report::Event(Event::Down { .. }) => {}
+        Report::FibFailed(why) => events.write(
+            "bgp",
+            "fib",
+            &format!("{}: installing routes", plan.name),
+            Err(&why),
+        ),
+    }
+}
+
+impl BgpView {
+    fn plan(&self) -> std::sync::MutexGuard<'_, Plan> {
+        self.plan
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records that FRR or BIRD switch `i` holds the FIB of plan
+    /// `generation`, `at` seconds after its epoch (the first time only).
+    fn observe(&self, i: usize, generation: u64, at: f64) {
+        let mut plan = self.plan();
+        if plan.generation == generation {
+            plan.observed.entry(i).or_insert(at);
+        }
+    }
+
+    /// The status of every switch, or of `node` only: built-in speakers
+    /// from what they published last; for switches run by FRR or BIRD the
+    /// routes come from their namespace's kernel table and the sessions
+    /// from the daemons.
     pub async fn report(&self, node: Option<NodeId>) -> BgpReport {
-        let epoch = self.epoch.get().unwrap_or(self.started);
+        let (expected, epoch) = {
+            let plan = self.plan();
+            (plan.expected.clone(), plan.epoch)
+        };
+        let since_epoch = epoch.map_or(Duration::ZERO, |e| e.duration_since(self.started));
+        let now = self.started.elapsed();
         let mut speakers = Vec::new();
         for (i, (speaker, kind)) in self.speakers.iter().zip(&self.kinds).enumerate() {
             if node.is_some_and(|n| n != speaker.node) {
                 continue;
             }
-            if let Some(inbox) = self.inboxes.get(&speaker.node) {
-                let (tx, rx) = oneshot::channel();
-                let _ = inbox.send(AgentEvent::Report(tx));
-                if let Ok(status) = rx.await {
-                    speakers.push(status);
-                    continue;
-                }
+            // No plan yet: not converged.
+            let expected = expected.get(i).copied();
+            if let Some(status) = &self.statuses[i] {
+                let status = status.borrow().clone();
+                speakers.push(status::builtin(
+                    speaker,
+                    &status,
+                    expected,
+                    since_epoch,
+                    now,
+                ));
+                continue;
             }
             let ns = crate::names::node_namespace(&self.lab, &speaker.name);
             let mut fib = kernel_fib(&ns).await.unwrap_or_default();
-            // No plan yet: not converged.
-            let expected = self.expected.borrow().get(i).copied();
             let routes = fib.len();
             fib.retain(|p, _| self.known.contains(p));
             let converged = expected == Some(plan::FibDigest::of(&fib));
             let converged_at = if converged {
-                Some(
-                    *self
-                        .observed
-                        .borrow_mut()
-                        .entry(i)
-                        .or_insert_with(|| epoch.elapsed().as_secs_f64()),
-                )
+                let at = epoch.unwrap_or(self.started).elapsed().as_secs_f64();
+                Some(*self.plan().observed.entry(i).or_insert(at))
             } else {
                 None
             };
@@ -316,8 +394,8 @@ impl Agents {
             });
         }
         BgpReport {
-            elapsed: self.started.elapsed().as_secs_f64(),
-            since_change: self.epoch.get().map(|e| e.elapsed().as_secs_f64()),
+            elapsed: now.as_secs_f64(),
+            since_change: epoch.map(|e| e.elapsed().as_secs_f64()),
             speakers,
         }
     }

@@ -1,8 +1,11 @@
 //! What `show bgp` and `up` see of the fabric's routing.
 
 use std::net::Ipv4Addr;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use turbonet_routing::bgp::plan::{self, FibDigest};
+use turbonet_routing::bgp::speaker::Status;
 
 /// One session as `show bgp` reports it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -16,7 +19,7 @@ pub struct SessionStatus {
     /// The local interface.
     pub ifname: String,
     /// `established`, `open` (connected, OPEN exchange under way),
-    /// `connect`, `idle` or `port down`.
+    /// `connect`, `idle`, `idle (passive)` or `port down`.
     pub state: String,
     /// Seconds in that state.
     pub since: Option<f64>,
@@ -80,5 +83,47 @@ impl BgpReport {
         let all = self.speakers.iter().flat_map(|s| &s.sessions);
         let up = all.clone().filter(|s| s.state == "established").count();
         (up, all.count())
+    }
+}
+
+/// A built-in speaker's status as `show bgp` reports it: `status` is what
+/// it published last, `expected` its FIB once converged (`None`: not
+/// computed yet), `since_epoch` when the last fail or restore happened and
+/// `now` the time, both on the speakers' clock.
+pub(super) fn builtin(
+    speaker: &plan::Speaker,
+    status: &Status,
+    expected: Option<FibDigest>,
+    since_epoch: Duration,
+    now: Duration,
+) -> SpeakerStatus {
+    let converged = expected.is_some_and(|e| status.converged(&e));
+    SpeakerStatus {
+        node: speaker.name.clone(),
+        agent: turbonet_topo::Agent::Builtin.to_string(),
+        asn: speaker.asn,
+        router_id: speaker.router_id,
+        routes: status.routes,
+        expected: expected.map_or(0, |d| d.routes),
+        converged,
+        // It converged with its last change (a plan that arrives later,
+        // as after a `fail`, may find it converged already).
+        converged_at: converged
+            .then(|| status.last_change.saturating_sub(since_epoch).as_secs_f64()),
+        sessions: speaker
+            .neighbours
+            .iter()
+            .zip(&status.neighbours)
+            .map(|(neighbour, n)| SessionStatus {
+                peer: neighbour.peer_name.clone(),
+                peer_addr: neighbour.peer_addr,
+                peer_asn: neighbour.peer_asn,
+                ifname: neighbour.ifname.clone(),
+                state: n.state.to_string(),
+                since: Some(now.saturating_sub(n.since).as_secs_f64()),
+                received: Some(n.received),
+                last_error: n.last_error.clone(),
+            })
+            .collect(),
     }
 }

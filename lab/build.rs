@@ -1,0 +1,26 @@
+//! Compiles the control API (`proto/turbonet/v1/lab.proto`, at the
+//! workspace root) for prost and tonic with `protox`, a protobuf compiler
+//! in Rust: no system `protoc`. The well-known types
+//! (`google.protobuf.Duration`) come with protox and map to `prost-types`.
+
+use std::env;
+use std::fs;
+use std::path::PathBuf;
+
+const PROTO: &str = "../proto/turbonet/v1/lab.proto";
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-changed={PROTO}");
+    let fds = protox::compile([PROTO], ["../proto"]).map_err(|e| format!("{e:?}"))?;
+    let out_dir = PathBuf::from(env::var("OUT_DIR")?);
+    // Kept for gRPC reflection and for clients that want the schema.
+    fs::write(
+        out_dir.join("turbonet_descriptor.bin"),
+        prost::Message::encode_to_vec(&fds),
+    )?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds(fds)?;
+    Ok(())
+}

@@ -1,0 +1,218 @@
+//! A client of a lab's control API, for the command line: each call
+//! blocks until the daemon answers. Scripts in other languages use the
+//! `.proto` directly (`docs/api.md` shows Python).
+
+use std::time::Duration;
+
+use tokio::runtime::Runtime;
+use tonic::transport::{Channel, Endpoint};
+use turbonet_topo::LinkParams;
+
+use super::proto::lab_client::LabClient;
+use super::{Target, bgp_from_proto, params_to_proto, proto, socket_path};
+use crate::error::{Error, Result};
+use crate::events::LoggedEvent;
+use crate::routes::bgp::BgpReport;
+use crate::state::LabDir;
+
+/// How long a change (which may re-route a large fabric) may take.
+const CHANGE_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long a read may take: the daemon answers reads at once.
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn target_to_proto(target: &Target) -> proto::Target {
+    proto::Target {
+        target: Some(match target {
+            Target::Link(l) => proto::target::Target::Link(l.clone()),
+            Target::Node(n) => proto::target::Target::Node(n.clone()),
+        }),
+    }
+}
+
+/// A connection to one lab's daemon.
+#[derive(Debug)]
+pub struct Client {
+    runtime: Runtime,
+    rpc: LabClient<Channel>,
+}
+
+/// Connects to the daemon of the lab in `dir`, for async callers: the
+/// generated client itself.
+pub async fn connect(dir: &LabDir) -> Result<LabClient<Channel>> {
+    let path = socket_path(dir);
+    let channel = {
+        let path = path.clone();
+        Endpoint::from_static("http://turbonet.lab")
+            .connect_timeout(READ_TIMEOUT)
+            .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+                let path = path.clone();
+                async move {
+                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                        tokio::net::UnixStream::connect(path).await?,
+                    ))
+                }
+            }))
+            .await
+    };
+    let channel = channel.map_err(|e| {
+        Error::Refused(format!(
+            "cannot reach the lab daemon at {} ({e}; is the lab up? `turbonet status`)",
+            path.display()
+        ))
+    })?;
+    Ok(LabClient::new(channel).max_decoding_message_size(256 << 20))
+}
+
+impl Client {
+    /// Connects to the daemon of the lab in `dir`.
+    pub fn connect(dir: &LabDir) -> Result<Client> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let rpc = runtime.block_on(connect(dir))?;
+        Ok(Client { runtime, rpc })
+    }
+
+    /// Runs one call with a deadline.
+    fn call<T, F>(
+        &mut self,
+        timeout: Duration,
+        f: impl FnOnce(LabClient<Channel>) -> F,
+    ) -> Result<T>
+    where
+        F: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let rpc = self.rpc.clone();
+        self.runtime.block_on(async move {
+            match tokio::time::timeout(timeout, f(rpc)).await {
+                Ok(Ok(response)) => Ok(response.into_inner()),
+                Ok(Err(status)) => Err(Error::from(status)),
+                Err(_) => Err(Error::Failed(format!(
+                    "the lab daemon did not answer within {timeout:?}"
+                ))),
+            }
+        })
+    }
+
+    /// The lab's status.
+    pub fn status(&mut self) -> Result<proto::LabStatus> {
+        self.call(READ_TIMEOUT, |mut rpc| async move {
+            rpc.status(proto::StatusRequest {}).await
+        })
+    }
+
+    /// Its nodes.
+    pub fn nodes(&mut self) -> Result<Vec<proto::Node>> {
+        self.call(READ_TIMEOUT, |mut rpc| async move {
+            rpc.list_nodes(proto::ListNodesRequest {}).await
+        })
+        .map(|r| r.nodes)
+    }
+
+    /// Its links (or `only` that one), with the parameters in force.
+    pub fn links(&mut self, only: Option<&str>) -> Result<Vec<proto::Link>> {
+        let link = only.unwrap_or_default().to_owned();
+        self.call(READ_TIMEOUT, |mut rpc| async move {
+            rpc.list_links(proto::ListLinksRequest { link }).await
+        })
+        .map(|r| r.links)
+    }
+
+    /// Changes some parameters of `link`.
+    pub fn set_link(&mut self, link: &str, patch: &LinkParams) -> Result<String> {
+        let request = proto::SetLinkRequest {
+            link: link.to_owned(),
+            params: Some(params_to_proto(patch)),
+        };
+        self.call(CHANGE_TIMEOUT, |mut rpc| async move {
+            rpc.set_link(request).await
+        })
+        .map(|c| c.message)
+    }
+
+    /// Puts `link` back to the scenario's parameters.
+    pub fn reset_link(&mut self, link: &str) -> Result<String> {
+        let link = link.to_owned();
+        self.call(CHANGE_TIMEOUT, |mut rpc| async move {
+            rpc.reset_link(proto::ResetLinkRequest { link }).await
+        })
+        .map(|c| c.message)
+    }
+
+    /// Takes `target` down.
+    pub fn fail(&mut self, target: &Target) -> Result<String> {
+        let target = Some(target_to_proto(target));
+        self.call(CHANGE_TIMEOUT, |mut rpc| async move {
+            rpc.fail(proto::FailRequest { target }).await
+        })
+        .map(|c| c.message)
+    }
+
+    /// Brings `target` back.
+    pub fn restore(&mut self, target: &Target) -> Result<String> {
+        let target = Some(target_to_proto(target));
+        self.call(CHANGE_TIMEOUT, |mut rpc| async move {
+            rpc.restore(proto::RestoreRequest { target }).await
+        })
+        .map(|c| c.message)
+    }
+
+    /// Flaps `link` `count` times with `period`.
+    pub fn flap(&mut self, link: &str, period: Duration, count: u32) -> Result<String> {
+        let request = proto::FlapRequest {
+            link: link.to_owned(),
+            period: Some(super::duration(period)),
+            count,
+        };
+        self.call(
+            CHANGE_TIMEOUT,
+            |mut rpc| async move { rpc.flap(request).await },
+        )
+        .map(|c| c.message)
+    }
+
+    /// The BGP agents' state, of every switch or of `node`.
+    pub fn bgp(&mut self, node: Option<&str>) -> Result<BgpReport> {
+        self.bgp_within(node, READ_TIMEOUT)
+    }
+
+    /// [`Client::bgp`], waiting at most `timeout`.
+    pub fn bgp_within(&mut self, node: Option<&str>, timeout: Duration) -> Result<BgpReport> {
+        let node = node.unwrap_or_default().to_owned();
+        self.call(timeout, |mut rpc| async move {
+            rpc.show_bgp(proto::ShowBgpRequest { node }).await
+        })
+        .map(|r| bgp_from_proto(&r))
+    }
+
+    /// Every event so far, handed to `each` in order; with `follow`, then
+    /// every new one as it happens, until `each` says stop (`false`) or
+    /// the daemon goes away.
+    pub fn events(
+        &mut self,
+        follow: bool,
+        mut each: impl FnMut(LoggedEvent) -> bool,
+    ) -> Result<()> {
+        let mut rpc = self.rpc.clone();
+        self.runtime.block_on(async move {
+            let mut stream = rpc
+                .events(proto::EventsRequest { follow })
+                .await?
+                .into_inner();
+            while let Some(e) = stream.message().await? {
+                let event = LoggedEvent {
+                    t: e.t.as_ref().map_or(0.0, super::seconds),
+                    unix: e.unix,
+                    source: e.source,
+                    kind: e.kind,
+                    event: e.event,
+                    result: e.result,
+                };
+                if !each(event) {
+                    break;
+                }
+            }
+            Ok(())
+        })
+    }
+}

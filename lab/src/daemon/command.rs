@@ -1,0 +1,151 @@
+//! What the lab daemon's actor runs ([`Command`]), who asks for it
+//! ([`Source`]), and the queue it arrives on ([`Queue`]): what the input
+//! log records, and what a client's request becomes.
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
+use turbonet_topo::Lab;
+use turbonet_topo::units::Delay;
+
+use crate::api::Target;
+use crate::error::Result;
+
+/// Who asked for a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Source {
+    /// A client of the control API (the command line, a script).
+    Api,
+    /// The scenario's `[[timeline]]`.
+    Timeline,
+    /// A flap in progress.
+    Flap,
+    /// The BGP agents.
+    Bgp,
+}
+
+impl Source {
+    /// As events name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Api => "api",
+            Source::Timeline => "timeline",
+            Source::Flap => "flap",
+            Source::Bgp => "bgp",
+        }
+    }
+}
+
+/// What the actor runs. Link parameters travel in scenario syntax, a
+/// `(key, value)` pair each (see [`crate::api::params_to_pairs`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "kebab-case")]
+pub enum Command {
+    /// Change some parameters of a link.
+    SetLink {
+        /// The link.
+        link: String,
+        /// The parameters to change.
+        params: Vec<(String, String)>,
+    },
+    /// Put a link back to the scenario's parameters.
+    ResetLink {
+        /// The link.
+        link: String,
+    },
+    /// Take something down.
+    Fail {
+        /// What.
+        target: Target,
+    },
+    /// Bring it back.
+    Restore {
+        /// What.
+        target: Target,
+    },
+    /// Flap a link `count` times, down for half of `period_ns`, up for the
+    /// other half.
+    Flap {
+        /// The link.
+        link: String,
+        /// One down/up cycle, in nanoseconds.
+        period_ns: u64,
+        /// Cycles.
+        count: u32,
+    },
+    /// One step of flap `flap`: the link goes down (`down`) or up.
+    FlapTick {
+        /// Which flap.
+        flap: u64,
+        /// Its link (for the events).
+        link: String,
+        /// Down, or up.
+        down: bool,
+    },
+    /// The scenario's timeline event `index` is due.
+    Timeline {
+        /// Its position in the timeline.
+        index: usize,
+    },
+    /// The BGP agents changed the routes they hold for a P4 pipeline.
+    AgentRoutes,
+}
+
+impl Command {
+    /// The command as events name it, and a line for people.
+    pub(super) fn describe(&self, lab: &Lab) -> (&'static str, String) {
+        match self {
+            Command::SetLink { link, params } => (
+                "link-set",
+                format!(
+                    "set {link} {}",
+                    params
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ),
+            ),
+            Command::ResetLink { link } => ("link-reset", format!("reset {link}")),
+            Command::Fail { target } => ("fail", format!("fail {target}")),
+            Command::Restore { target } => ("restore", format!("restore {target}")),
+            Command::Flap {
+                link,
+                period_ns,
+                count,
+            } => (
+                "flap",
+                format!("flap {link} period {} x{count}", Delay(*period_ns)),
+            ),
+            Command::FlapTick { link, down, .. } => (
+                if *down { "fail" } else { "restore" },
+                format!(
+                    "flap: {} link {link}",
+                    if *down { "fail" } else { "restore" }
+                ),
+            ),
+            Command::Timeline { index } => (
+                "timeline",
+                lab.timeline.get(*index).map_or_else(
+                    || format!("timeline event {index}"),
+                    |e| e.action.display(&lab.fabric).to_string(),
+                ),
+            ),
+            Command::AgentRoutes => ("agent-routes", "write the agents' routes".to_owned()),
+        }
+    }
+}
+
+/// A command with its source and where its answer goes.
+#[derive(Debug)]
+pub struct Envelope {
+    /// Who asked.
+    pub source: Source,
+    /// What.
+    pub command: Command,
+    /// The answer (the line for people), if someone waits for it.
+    pub reply: Option<oneshot::Sender<Result<String>>>,
+}
+
+/// The queue into the actor.
+pub type Queue = mpsc::UnboundedSender<Envelope>;

@@ -1,0 +1,418 @@
+//! The control API's server: the `turbonet.v1.Lab` service, run on a
+//! thread of its own so that reads (status, links, events, BGP) are
+//! answered while the actor is busy. Changes go to the actor's queue and
+//! their answer comes back from it; reads come from what the actor
+//! publishes after every command, the counters the data plane keeps, and
+//! the BGP agents' own reports.
+
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+use turbonet_topo::Lab;
+
+use super::actor::Published;
+use super::command::{Command, Envelope, Queue, Source};
+use crate::api::Target;
+use crate::api::proto::lab_server::{Lab as LabService, LabServer};
+use crate::api::{self, proto};
+use crate::dataplane::Carrier;
+use crate::dataplane::plane::LinkCounters;
+use crate::error::{Error, Kind, Result};
+use crate::events::Events;
+use crate::routes::bgp::BgpView;
+
+/// Everything the service reads from and sends to.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    /// The lab.
+    pub lab: Arc<Lab>,
+    /// How each link is carried.
+    pub carriers: Arc<Vec<Carrier>>,
+    /// Into the actor.
+    pub queue: Queue,
+    /// What the actor published last.
+    pub published: watch::Receiver<Published>,
+    /// The data plane's counters, by link name (refreshed by the actor).
+    pub counters: Arc<Mutex<Vec<LinkCounters>>>,
+    /// The lab's events.
+    pub events: Events,
+    /// What the BGP agents published (BGP labs).
+    pub bgp: Option<Arc<BgpView>>,
+    /// This daemon's pid, and how many daemons came before it.
+    pub pid: u32,
+    /// How many times the daemon was restarted.
+    pub restarts: u32,
+}
+
+/// The status of a failed call: its kind as a gRPC code, its words.
+fn status(e: &Error) -> Status {
+    let code = match e.kind() {
+        Kind::Invalid => tonic::Code::InvalidArgument,
+        Kind::NotFound => tonic::Code::NotFound,
+        Kind::Refused => tonic::Code::FailedPrecondition,
+        Kind::Failed => tonic::Code::Internal,
+    };
+    Status::new(code, e.to_string())
+}
+
+impl Shared {
+    /// Sends a change to the actor and waits for what it did.
+    async fn change(&self, command: Command) -> Result<proto::Change, Status> {
+        let (reply, answer) = oneshot::channel();
+        self.queue
+            .send(Envelope {
+                source: Source::Api,
+                command,
+                reply: Some(reply),
+            })
+            .map_err(|_| Status::unavailable("the lab daemon is stopping"))?;
+        let message = answer
+            .await
+            .map_err(|_| Status::unavailable("the lab daemon is stopping"))?
+            .map_err(|e| status(&e))?;
+        Ok(proto::Change { message })
+    }
+
+    fn link_name(&self, name: &str) -> Result<String, Status> {
+        crate::lookup::link(&self.lab, name)
+            .map(|l| l.name.clone())
+            .map_err(|e| status(&e))
+    }
+}
+
+fn target(t: Option<proto::Target>) -> Result<Target, Status> {
+    match t.and_then(|t| t.target) {
+        Some(proto::target::Target::Link(l)) => Ok(Target::Link(l)),
+        Some(proto::target::Target::Node(n)) => Ok(Target::Node(n)),
+        None => Err(Status::invalid_argument("give a link or a node")),
+    }
+}
+
+fn counters(c: &turbonet_injectors::Counters, tx_errors: u64) -> proto::LinkCounters {
+    proto::LinkCounters {
+        rx_packets: c.rx_packets,
+        rx_bytes: c.rx_bytes,
+        tx_packets: c.tx_packets,
+        tx_bytes: c.tx_bytes,
+        dropped_loss: c.dropped_loss,
+        dropped_queue: c.dropped_queue,
+        corrupted: c.corrupted,
+        duplicated: c.duplicated,
+        ecn_marked: c.ecn_marked,
+        queue_packets: c.queue_packets,
+        queue_bytes: c.queue_bytes,
+        tx_errors,
+    }
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<proto::Event, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl LabService for Shared {
+    async fn status(
+        &self,
+        _: Request<proto::StatusRequest>,
+    ) -> Result<Response<proto::LabStatus>, Status> {
+        let published = self.published.borrow().clone();
+        let fabric = &self.lab.fabric;
+        let mut failed_links: Vec<String> = published
+            .failures
+            .links
+            .iter()
+            .map(|&l| fabric.link(l).name.clone())
+            .collect();
+        failed_links.sort();
+        let mut failed_nodes: Vec<String> = published
+            .failures
+            .nodes
+            .iter()
+            .map(|&n| fabric.node(n).name.clone())
+            .collect();
+        failed_nodes.sort();
+        Ok(Response::new(proto::LabStatus {
+            lab: self.lab.name.clone(),
+            target: self.lab.target.to_string(),
+            routing: self.lab.routing.mode.to_string(),
+            nodes: fabric.nodes.len() as u32,
+            links: fabric.links.len() as u32,
+            daemon_pid: self.pid,
+            restarts: self.restarts,
+            up_for: Some(api::duration(Duration::from_secs_f64(
+                self.events.now().max(0.0),
+            ))),
+            failed_links,
+            failed_nodes,
+            changed_links: fabric
+                .links
+                .iter()
+                .filter(|l| published.params.get(l.id.0 as usize) != Some(&l.params))
+                .map(|l| l.name.clone())
+                .collect(),
+        }))
+    }
+
+    async fn list_nodes(
+        &self,
+        _: Request<proto::ListNodesRequest>,
+    ) -> Result<Response<proto::ListNodesResponse>, Status> {
+        let lab = &self.lab;
+        let nodes = lab
+            .fabric
+            .nodes
+            .iter()
+            .map(|n| {
+                let (namespace, control_plane_only) =
+                    crate::dataplane::namespace_of(lab, n).unwrap_or_default();
+                proto::Node {
+                    name: n.name.clone(),
+                    role: n.role.to_string(),
+                    namespace,
+                    control_plane_only,
+                    asn: n.asn.map(|a| a.0),
+                    loopback: n.loopback.map(|l| l.to_string()).unwrap_or_default(),
+                    ports: lab
+                        .fabric
+                        .ports(n.id)
+                        .map(|(link, local, remote)| proto::Port {
+                            ifname: local.ifname.clone(),
+                            address: local.addr.to_string(),
+                            link: link.name.clone(),
+                            peer: lab.fabric.node(remote.node).name.clone(),
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        Ok(Response::new(proto::ListNodesResponse { nodes }))
+    }
+
+    async fn list_links(
+        &self,
+        request: Request<proto::ListLinksRequest>,
+    ) -> Result<Response<proto::ListLinksResponse>, Status> {
+        let only = request.into_inner().link;
+        let only = if only.is_empty() {
+            None
+        } else {
+            Some(self.link_name(&only)?)
+        };
+        let published = self.published.borrow().clone();
+        let counted = self.counters.lock().map(|c| c.clone()).unwrap_or_default();
+        let fabric = &self.lab.fabric;
+        let links = fabric
+            .links
+            .iter()
+            .filter(|l| only.as_deref().is_none_or(|o| o == l.name))
+            .map(|l| {
+                let carrier = &self.carriers[l.id.0 as usize];
+                let names = [
+                    fabric.node(l.ends[0].node).name.clone(),
+                    fabric.node(l.ends[1].node).name.clone(),
+                ];
+                let directions = counted
+                    .iter()
+                    .find(|c| c.link == l.name)
+                    .map(|c| {
+                        (0..2)
+                            .map(|d| proto::LinkDirection {
+                                from: names[d].clone(),
+                                to: names[1 - d].clone(),
+                                counters: Some(counters(&c.directions[d], c.tx_errors[d])),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                proto::Link {
+                    name: l.name.clone(),
+                    class: l.class.to_string(),
+                    a: names[0].clone(),
+                    b: names[1].clone(),
+                    params: Some(api::params_to_proto(
+                        published.params.get(l.id.0 as usize).unwrap_or(&l.params),
+                    )),
+                    scenario: Some(api::params_to_proto(&l.params)),
+                    down: published.failures.blocks(l),
+                    engine: carrier.name().to_owned(),
+                    engine_reason: carrier.why().to_owned(),
+                    directions,
+                }
+            })
+            .collect();
+        Ok(Response::new(proto::ListLinksResponse { links }))
+    }
+
+    async fn set_link(
+        &self,
+        request: Request<proto::SetLinkRequest>,
+    ) -> Result<Response<proto::Change>, Status> {
+        let request = request.into_inner();
+        let patch =
+            api::params_from_proto(&request.params.unwrap_or_default()).map_err(|e| status(&e))?;
+        if patch.mtu.is_some() {
+            return Err(Status::invalid_argument(
+                "mtu cannot change at run time; set it in the scenario",
+            ));
+        }
+        if patch.is_empty() {
+            return Err(Status::invalid_argument(
+                "nothing to set; give at least one parameter, e.g. a delay",
+            ));
+        }
+        let link = self.link_name(&request.link)?;
+        self.change(Command::SetLink {
+            link,
+            params: api::params_to_pairs(&patch),
+        })
+        .await
+        .map(Response::new)
+    }
+
+    async fn reset_link(
+        &self,
+        request: Request<proto::ResetLinkRequest>,
+    ) -> Result<Response<proto::Change>, Status> {
+        let link = self.link_name(&request.into_inner().link)?;
+        self.change(Command::ResetLink { link })
+            .await
+            .map(Response::new)
+    }
+
+    async fn fail(
+        &self,
+        request: Request<proto::FailRequest>,
+    ) -> Result<Response<proto::Change>, Status> {
+        let target = target(request.into_inner().target)?;
+        self.change(Command::Fail { target })
+            .await
+            .map(Response::new)
+    }
+
+    async fn restore(
+        &self,
+        request: Request<proto::RestoreRequest>,
+    ) -> Result<Response<proto::Change>, Status> {
+        let target = target(request.into_inner().target)?;
+        self.change(Command::Restore { target })
+            .await
+            .map(Response::new)
+    }
+
+    async fn flap(
+        &self,
+        request: Request<proto::FlapRequest>,
+    ) -> Result<Response<proto::Change>, Status> {
+        let request = request.into_inner();
+        let period = request.period.as_ref().map_or(0.0, api::seconds);
+        if period <= 0.0 || request.count == 0 {
+            return Err(Status::invalid_argument(
+                "a flap needs a period above 0 and at least one cycle",
+            ));
+        }
+        let link = self.link_name(&request.link)?;
+        self.change(Command::Flap {
+            link,
+            period_ns: (period * 1e9) as u64,
+            count: request.count,
+        })
+        .await
+        .map(Response::new)
+    }
+
+    async fn show_bgp(
+        &self,
+        request: Request<proto::ShowBgpRequest>,
+    ) -> Result<Response<proto::BgpReport>, Status> {
+        let Some(bgp) = &self.bgp else {
+            return Err(Status::failed_precondition(format!(
+                "lab {} runs routing mode \"{}\", not BGP",
+                self.lab.name, self.lab.routing.mode
+            )));
+        };
+        let name = request.into_inner().node;
+        let node = if name.is_empty() {
+            None
+        } else {
+            let node = crate::lookup::node(&self.lab, &name).map_err(|e| status(&e))?;
+            if !node.role.is_switch() {
+                return Err(Status::invalid_argument(format!(
+                    "{name} is a host: hosts run no BGP"
+                )));
+            }
+            Some(node.id)
+        };
+        let report = bgp.report(node).await;
+        Ok(Response::new(api::bgp_to_proto(&report)))
+    }
+
+    type EventsStream = EventStream;
+
+    async fn events(
+        &self,
+        request: Request<proto::EventsRequest>,
+    ) -> Result<Response<Self::EventsStream>, Status> {
+        let follow = request.into_inner().follow;
+        let (backlog, mut live) = self.events.subscribe();
+        let (tx, rx) = mpsc::channel::<Result<proto::Event, Status>>(256);
+        tokio::spawn(async move {
+            for (seq, e) in backlog.iter().enumerate() {
+                if tx
+                    .send(Ok(api::event_to_proto(seq as u64, e)))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            if !follow {
+                return;
+            }
+            loop {
+                match live.recv().await {
+                    Ok((seq, e)) => {
+                        if tx.send(Ok(api::event_to_proto(seq, &e))).await.is_err() {
+                            return;
+                        }
+                    }
+                    // A follower too slow for the burst: the log keeps
+                    // them all; carry on with what comes next.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+}
+
+/// Serves the API on the Unix socket `path` (made root-only) until
+/// `stop` fires, on a runtime of this thread's own.
+pub fn serve(shared: Shared, path: &Path, stop: oneshot::Receiver<()>) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let _ = std::fs::remove_file(path);
+        let listener = tokio::net::UnixListener::bind(path)
+            .map_err(|e| Error::Failed(format!("binding {}: {e}", path.display())))?;
+        // Root only, whatever the umask: the API changes the fabric.
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        tonic::transport::Server::builder()
+            .add_service(LabServer::new(shared))
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::UnixListenerStream::new(listener),
+                async {
+                    let _ = stop.await;
+                },
+            )
+            .await?;
+        Ok(())
+    })
+}

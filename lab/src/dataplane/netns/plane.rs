@@ -1,0 +1,360 @@
+//! The `netns` data plane at run time: ports taken down and up through
+//! netlink in the nodes' namespaces, impairments changed in the link
+//! engine (or netem), and the routes turbonet owns kept in the kernel
+//! tables by difference.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::future::LocalBoxFuture;
+use ipnet::Ipv4Net;
+use rtnetlink::LinkUnspec;
+use turbonet_injectors::{Direction, Impairment, direction_seed};
+use turbonet_packetio::PacketSocket;
+use turbonet_routing::Route;
+use turbonet_topo::{Lab, Link, LinkId, LinkParams, NodeId};
+
+use super::engine::{self, EngineLink};
+use crate::dataplane::Carrier;
+use crate::dataplane::plane::LinkCounters;
+use crate::dataplane::plane::{Applied, DataPlane, Desired};
+use crate::error::{Context, Error, Result};
+use crate::kernel::routes::node_kernel_routes;
+use crate::names;
+use crate::system::namespaces;
+
+/// The link engine running impaired links on its own thread.
+#[derive(Debug)]
+struct Engine {
+    control: engine::Control,
+    /// Engine position of every impaired link, by link id.
+    position: HashMap<LinkId, usize>,
+    counters: engine::Snapshot,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+/// What the plane last applied.
+#[derive(Debug, Default)]
+struct Current {
+    /// Links whose ports are down.
+    down: BTreeSet<LinkId>,
+    /// Every link's parameters.
+    params: Vec<LinkParams>,
+    /// The routes turbonet installed, by node (`None`: not known, e.g.
+    /// after a restart: everything is written once).
+    routes: Option<Vec<Vec<Route>>>,
+}
+
+/// A lab's `netns` data plane.
+#[derive(Debug)]
+pub struct NetnsPlane {
+    lab: Arc<Lab>,
+    carriers: Vec<Carrier>,
+    engine: Option<Engine>,
+    handles: HashMap<NodeId, rtnetlink::Handle>,
+    applied: Current,
+}
+
+impl NetnsPlane {
+    /// Takes over a lab `up` built: starts the link engine on the impaired
+    /// links (their sockets opened in the engine's namespace) with the
+    /// scenario's parameters, and knows the fabric as `up` left it: every
+    /// link up, `routes` installed (`None`: not known; the first
+    /// [`DataPlane::apply`] writes them all).
+    pub fn open(lab: Arc<Lab>, routes: Option<Vec<Vec<Route>>>) -> Result<NetnsPlane> {
+        let carriers = crate::dataplane::carrier::link_carriers(&lab);
+        let impaired: Vec<&Link> = lab
+            .fabric
+            .links
+            .iter()
+            .zip(&carriers)
+            .filter(|(_, c)| c.is_userspace())
+            .map(|(l, _)| l)
+            .collect();
+        let engine = if impaired.is_empty() {
+            None
+        } else {
+            let ns = namespaces::open(&names::engine_namespace(&lab.name))
+                .context("opening the engine namespace")?;
+            let sockets = namespaces::in_namespace(&ns, || {
+                impaired
+                    .iter()
+                    .enumerate()
+                    .map(|(k, link)| {
+                        let (_, a) = engine::port(link.id.0, k, 0);
+                        let (_, b) = engine::port(link.id.0, k, 1);
+                        Ok([PacketSocket::bind(a)?, PacketSocket::bind(b)?])
+                    })
+                    .collect::<std::io::Result<Vec<_>>>()
+            })
+            .context("opening packet sockets in the engine namespace")?;
+            let links: Vec<EngineLink> = impaired
+                .iter()
+                .zip(sockets)
+                .map(|(link, sockets)| EngineLink {
+                    name: link.name.clone(),
+                    sockets,
+                    directions: [0u8, 1].map(|d| {
+                        Direction::new(
+                            Impairment::from_params(&link.params),
+                            direction_seed(lab.seed, &link.name, d),
+                        )
+                    }),
+                })
+                .collect();
+            let (control, inbox) = engine::channel()?;
+            let stop = Arc::new(AtomicBool::new(false));
+            let counters: engine::Snapshot = Arc::default();
+            let thread = {
+                let (stop, counters) = (stop.clone(), counters.clone());
+                std::thread::Builder::new()
+                    .name("link-engine".into())
+                    .spawn(move || engine::run(links, &stop, &counters, &inbox))?
+            };
+            Some(Engine {
+                control,
+                position: impaired
+                    .iter()
+                    .enumerate()
+                    .map(|(k, l)| (l.id, k))
+                    .collect(),
+                counters,
+                stop,
+                thread: Some(thread),
+            })
+        };
+        Ok(NetnsPlane {
+            applied: Current {
+                down: BTreeSet::new(),
+                params: lab.fabric.links.iter().map(|l| l.params.clone()).collect(),
+                routes,
+            },
+            carriers,
+            engine,
+            handles: HashMap::new(),
+            lab,
+        })
+    }
+
+    /// The link engine's counters, shared with its thread (for readers
+    /// that must not wait on the daemon).
+    pub fn engine_counters(&self) -> Option<engine::Snapshot> {
+        self.engine.as_ref().map(|e| e.counters.clone())
+    }
+
+    /// An rtnetlink handle inside `node`'s namespace (opened once).
+    fn handle(&mut self, node: NodeId) -> Result<rtnetlink::Handle> {
+        if let Some(h) = self.handles.get(&node) {
+            return Ok(h.clone());
+        }
+        let name = names::node_namespace(&self.lab.name, &self.lab.fabric.node(node).name);
+        let ns = namespaces::open(&name).with_context(|| format!("opening {name}"))?;
+        let socket = namespaces::in_namespace(&ns, namespaces::route_socket)?;
+        let handle = crate::kernel::connect(socket)?;
+        self.handles.insert(node, handle.clone());
+        Ok(handle)
+    }
+
+    /// Takes the ports of `link` down or brings them up.
+    async fn set_link(&mut self, link: LinkId, up: bool) -> Result<()> {
+        let lab = self.lab.clone();
+        let link = lab.fabric.link(link);
+        for end in &link.ends {
+            let index = names::port_index(&lab, end.node, link.id).expect("link's end is a port");
+            let handle = self.handle(end.node)?;
+            let message = if up {
+                LinkUnspec::new_with_index(index).up().build()
+            } else {
+                LinkUnspec::new_with_index(index).down().build()
+            };
+            handle
+                .link()
+                .set(message)
+                .execute()
+                .await
+                .with_context(|| {
+                    format!(
+                        "{} port {} {}",
+                        lab.fabric.node(end.node).name,
+                        end.ifname,
+                        if up { "up" } else { "down" }
+                    )
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Gives `link` `params` in the engine that carries it.
+    fn set_params(&mut self, link: &Link, params: &LinkParams) -> Result<()> {
+        let impairment = Impairment::from_params(params);
+        match &self.carriers[link.id.0 as usize] {
+            Carrier::Kernel => {
+                for (direction, end) in link.ends.iter().enumerate() {
+                    let ns_name =
+                        names::node_namespace(&self.lab.name, &self.lab.fabric.node(end.node).name);
+                    let ns =
+                        namespaces::open(&ns_name).with_context(|| format!("opening {ns_name}"))?;
+                    let index = names::port_index(&self.lab, end.node, link.id)
+                        .expect("link's end is a port");
+                    let seed = direction_seed(self.lab.seed, &link.name, direction as u8);
+                    crate::kernel::netem::apply(&ns, index, &impairment, seed)
+                        .with_context(|| format!("netem on {} in {ns_name}", end.ifname))?;
+                }
+                Ok(())
+            }
+            Carrier::Userspace(_) => {
+                let engine = self
+                    .engine
+                    .as_ref()
+                    .ok_or_else(|| Error::Failed("the link engine is not running".to_owned()))?;
+                let position = engine.position.get(&link.id).copied().ok_or_else(|| {
+                    Error::Failed(format!("link {} is not in the link engine", link.name))
+                })?;
+                engine.control.send(engine::Command::Set {
+                    link: position,
+                    impairment,
+                })?;
+                Ok(())
+            }
+            Carrier::Veth | Carrier::Pipeline => Ok(()),
+        }
+    }
+
+    /// Writes node `node`'s routes so the kernel holds `want` where it held
+    /// `have`: routes gone deleted, new or changed ones replaced.
+    async fn sync_routes(&mut self, node: NodeId, have: &[Route], want: &[Route]) -> Result<usize> {
+        let lab = self.lab.clone();
+        let n = lab.fabric.node(node);
+        let by_prefix: BTreeMap<Ipv4Net, &Route> = want.iter().map(|r| (r.prefix, r)).collect();
+        let gone: Vec<Ipv4Net> = have
+            .iter()
+            .filter(|r| !by_prefix.contains_key(&r.prefix))
+            .map(|r| r.prefix)
+            .collect();
+        let changed: Vec<Route> = want.iter().filter(|r| !have.contains(r)).cloned().collect();
+        if gone.is_empty() && changed.is_empty() {
+            return Ok(0);
+        }
+        let handle = self.handle(node)?;
+        for prefix in &gone {
+            crate::kernel::delete_route(&handle, *prefix).await?;
+        }
+        let kernel = node_kernel_routes(
+            &lab,
+            n,
+            &changed,
+            rtnetlink::packet_route::route::RouteProtocol::Static,
+            None,
+        )?;
+        crate::kernel::install(&handle, kernel, true)
+            .await
+            .with_context(|| n.name.clone())?;
+        Ok(gone.len() + changed.len())
+    }
+}
+
+impl DataPlane for NetnsPlane {
+    fn describe(&self) -> String {
+        match &self.engine {
+            Some(e) => format!("link engine for {} impaired links", e.position.len()),
+            None => "no impaired link".to_owned(),
+        }
+    }
+
+    fn check_params(&self, link: &Link, params: &LinkParams) -> Result<()> {
+        match &self.carriers[link.id.0 as usize] {
+            Carrier::Veth => Err(Error::Invalid(format!(
+                "link {} is a plain veth: only links that declare an impairment in the scenario \
+                 run through an impairment engine and can change at run time",
+                link.name
+            ))),
+            Carrier::Kernel => crate::kernel::netem::netem_supports(&Impairment::from_params(
+                params,
+            ))
+            .map_err(|e| {
+                Error::Invalid(format!(
+                    "{e}; link {} runs on the kernel engine (engine = \"userspace\" in the \
+                         scenario would splice it through the userspace engine instead)",
+                    link.name
+                ))
+            }),
+            Carrier::Userspace(_) | Carrier::Pipeline => Ok(()),
+        }
+    }
+
+    fn apply<'a>(&'a mut self, desired: Desired<'a>) -> LocalBoxFuture<'a, Result<Applied>> {
+        Box::pin(async move {
+            let lab = self.lab.clone();
+            let mut applied = Applied::default();
+            // Ports first: a route through a port that comes back needs it up.
+            let down: BTreeSet<LinkId> = lab
+                .fabric
+                .links
+                .iter()
+                .filter(|l| desired.failures.blocks(l))
+                .map(|l| l.id)
+                .collect();
+            let changed: Vec<(LinkId, bool)> = lab
+                .fabric
+                .links
+                .iter()
+                .filter(|l| down.contains(&l.id) != self.applied.down.contains(&l.id))
+                .map(|l| (l.id, !down.contains(&l.id)))
+                .collect();
+            for &(link, up) in &changed {
+                self.set_link(link, up).await?;
+                if up {
+                    self.applied.down.remove(&link);
+                } else {
+                    self.applied.down.insert(link);
+                }
+            }
+            applied.links = changed.len();
+            for link in &lab.fabric.links {
+                let want = &desired.params[link.id.0 as usize];
+                if *want != self.applied.params[link.id.0 as usize] {
+                    self.set_params(link, want)?;
+                    self.applied.params[link.id.0 as usize] = want.clone();
+                    applied.impairments += 1;
+                }
+            }
+            // Not known what the kernel holds (after a restart): every
+            // route is written once.
+            let known = self.applied.routes.take();
+            for node in &lab.fabric.nodes {
+                let i = node.id.0 as usize;
+                let before: &[Route] = known.as_ref().map_or(&[][..], |h| &h[i]);
+                // On a failure what was written is unknown: start over.
+                applied.routes += self
+                    .sync_routes(node.id, before, &desired.routes[i])
+                    .await?;
+            }
+            self.applied.routes = Some(desired.routes.to_vec());
+            Ok(applied)
+        })
+    }
+
+    fn counters(&mut self) -> LocalBoxFuture<'_, Result<Vec<LinkCounters>>> {
+        let counters = self
+            .engine
+            .as_ref()
+            .map(|e| e.counters.lock().map(|c| c.clone()).unwrap_or_default())
+            .unwrap_or_default();
+        Box::pin(async move { Ok(counters) })
+    }
+
+    fn stop(&mut self) -> Result<()> {
+        if let Some(engine) = &mut self.engine {
+            engine.stop.store(true, Ordering::Relaxed);
+            if let Some(thread) = engine.thread.take() {
+                thread
+                    .join()
+                    .map_err(|_| Error::Failed("the link engine panicked".to_owned()))?
+                    .context("the link engine failed")?;
+            }
+        }
+        Ok(())
+    }
+}
