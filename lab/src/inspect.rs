@@ -341,24 +341,13 @@ pub fn link_show(running: &Running, only: Option<&str>) -> Result<Vec<LinkShow>>
                     .directions
                     .into_iter()
                     .map(|d| {
-                        let c = d.counters.unwrap_or_default();
+                        let (counters, tx_errors) =
+                            api::counters_from_proto(&d.counters.unwrap_or_default());
                         DirectionView {
                             from: d.from,
                             to: d.to,
-                            counters: turbonet_injectors::Counters {
-                                rx_packets: c.rx_packets,
-                                rx_bytes: c.rx_bytes,
-                                tx_packets: c.tx_packets,
-                                tx_bytes: c.tx_bytes,
-                                dropped_loss: c.dropped_loss,
-                                dropped_queue: c.dropped_queue,
-                                corrupted: c.corrupted,
-                                duplicated: c.duplicated,
-                                ecn_marked: c.ecn_marked,
-                                queue_packets: c.queue_packets,
-                                queue_bytes: c.queue_bytes,
-                            },
-                            tx_errors: c.tx_errors,
+                            counters,
+                            tx_errors,
                         }
                     })
                     .collect(),

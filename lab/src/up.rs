@@ -692,26 +692,8 @@ async fn build_local<K: Kernel>(
     .await?;
     fail_point("addresses")?;
     let ports = local_build::carrier_ports(lab, &ns);
-    let count: usize = ports.iter().map(|(_, _, n)| n).sum();
-    timed(
-        progress,
-        state,
-        "links up",
-        kernel.wait_carrier(ports, std::time::Duration::from_secs(30)),
-        |()| format!("{count} host ports with carrier"),
-    )
-    .await?;
     let host_routes = local_build::host_routes(lab, &ns, routes)?;
-    let count: usize = host_routes.iter().map(|(_, r)| r.len()).sum();
-    timed(
-        progress,
-        state,
-        "routes",
-        kernel.add_routes(host_routes, false),
-        |()| format!("{count} host routes installed"),
-    )
-    .await?;
-    Ok(())
+    carrier_then_routes(kernel, progress, state, ports, host_routes, "host ").await
 }
 
 /// The `netns` target: a namespace per node, veth links, the link engine's
@@ -811,23 +793,36 @@ async fn build_netns<K: Kernel>(
     .await?;
     fail_point("addresses")?;
     let ports = netns::carrier_ports(lab, nodes);
+    let kernel_routes = netns::kernel_routes(lab, nodes, routes)?;
+    carrier_then_routes(kernel, progress, state, ports, kernel_routes, "").await
+}
+
+/// The last two phases of a build: waits until `ports` have carrier, then
+/// installs `routes` (`what` qualifies them in the messages: "host ").
+async fn carrier_then_routes<K: Kernel>(
+    kernel: &mut K,
+    progress: &dyn Progress,
+    state: &mut LabState,
+    ports: Vec<(crate::kernel::Ns, String, usize)>,
+    routes: crate::kernel::PerNs<crate::kernel::KernelRoute>,
+    what: &str,
+) -> Result<()> {
     let count: usize = ports.iter().map(|(_, _, n)| n).sum();
     timed(
         progress,
         state,
         "links up",
         kernel.wait_carrier(ports, std::time::Duration::from_secs(30)),
-        |()| format!("{count} ports with carrier"),
+        |()| format!("{count} {what}ports with carrier"),
     )
     .await?;
-    let kernel_routes = netns::kernel_routes(lab, nodes, routes)?;
-    let count: usize = kernel_routes.iter().map(|(_, r)| r.len()).sum();
+    let count: usize = routes.iter().map(|(_, r)| r.len()).sum();
     timed(
         progress,
         state,
         "routes",
-        kernel.add_routes(kernel_routes, false),
-        |()| format!("{count} routes installed"),
+        kernel.add_routes(routes, false),
+        |()| format!("{count} {what}routes installed"),
     )
     .await?;
     Ok(())

@@ -587,8 +587,10 @@ impl Link {
 ///
 /// Every field is an `Option` so that the levels of a scenario
 /// (`[links.default]`, `[links.<class>]`, inline, `[[links.override]]`)
-/// overlay key by key.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+/// overlay key by key. In JSON (the daemon's input log, `--json`) each
+/// value is written in scenario syntax (`"delay": "5ms"`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct LinkParams {
     /// Bandwidth.
     pub rate: Option<Rate>,
@@ -751,8 +753,10 @@ impl LinkParams {
 /// Prints the fields that are set as `key=value` pairs in field order,
 /// separated by spaces, values in scenario syntax (`delay=10ms loss=1%`);
 /// nothing when no field is set.
-impl fmt::Display for LinkParams {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl LinkParams {
+    /// Every parameter set, as `(key, value)` in scenario syntax and field
+    /// order (`[("delay", "5ms"), ("loss", "0.1%")]`).
+    pub fn pairs(&self) -> Vec<(&'static str, String)> {
         let LinkParams {
             rate,
             delay,
@@ -766,28 +770,35 @@ impl fmt::Display for LinkParams {
             ecn,
             mtu,
         } = self;
-        let values: [Option<&dyn fmt::Display>; 11] = [
-            rate.as_ref().map(|v| v as _),
-            delay.as_ref().map(|v| v as _),
-            jitter.as_ref().map(|v| v as _),
-            jitter_distribution.as_ref().map(|v| v as _),
-            reorder.as_ref().map(|v| v as _),
-            loss.as_ref().map(|v| v as _),
-            corrupt.as_ref().map(|v| v as _),
-            duplicate.as_ref().map(|v| v as _),
-            queue.as_ref().map(|v| v as _),
-            ecn.as_ref().map(|v| v as _),
-            mtu.as_ref().map(|v| v as _),
+        let values: [Option<String>; 11] = [
+            rate.map(|v| v.to_string()),
+            delay.map(|v| v.to_string()),
+            jitter.map(|v| v.to_string()),
+            jitter_distribution.map(|v| v.to_string()),
+            reorder.map(|v| v.to_string()),
+            loss.map(|v| v.to_string()),
+            corrupt.map(|v| v.to_string()),
+            duplicate.map(|v| v.to_string()),
+            queue.map(|v| v.to_string()),
+            ecn.map(|v| v.to_string()),
+            mtu.map(|v| v.to_string()),
         ];
-        let mut first = true;
-        for (key, value) in LinkParams::KEYS.iter().zip(values) {
-            if let Some(v) = value {
-                if !first {
-                    f.write_str(" ")?;
-                }
-                first = false;
-                write!(f, "{key}={v}")?;
+        LinkParams::KEYS
+            .into_iter()
+            .zip(values)
+            .filter_map(|(key, value)| value.map(|v| (key, v)))
+            .collect()
+    }
+}
+
+impl fmt::Display for LinkParams {
+    /// `key=value` for every parameter set, space-separated.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (key, value)) in self.pairs().into_iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
             }
+            write!(f, "{key}={value}")?;
         }
         Ok(())
     }

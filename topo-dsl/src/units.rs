@@ -532,13 +532,16 @@ impl FromStr for LossProb {
 }
 
 impl fmt::Display for LossProb {
+    /// A percentage (`0.1%`) that reads back as the same value, unless the
+    /// probability (`1e-6`) is much shorter (what `1e-6 * 100` prints,
+    /// `0.00009999999999999999%`, is not what anyone wrote).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let pct = format!("{}%", self.0 * 100.0);
-        if pct.parse::<LossProb>().ok() == Some(*self) {
+        let sci = format!("{:e}", self.0);
+        if pct.len() <= sci.len() + 3 && pct.parse::<LossProb>().ok() == Some(*self) {
             f.write_str(&pct)
         } else {
-            // The percentage does not round-trip exactly: print the probability.
-            write!(f, "{:e}", self.0)
+            f.write_str(&sci)
         }
     }
 }

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use turbonet_topo::mapper;
+use turbonet_topo::units::{Delay, LossProb, QueueLimit, Rate, UnitError};
+use turbonet_topo::{JitterDistribution, LinkParams, Loss};
 
 /// turbonet turns a scenario file into a running data-center fabric:
 /// switches and hosts in network namespaces, veth links, addresses and
@@ -214,59 +216,67 @@ pub enum TargetKind {
     Node,
 }
 
-/// Link parameters `link set` can change (scenario syntax).
+/// Link parameters `link set` can change, in scenario syntax (checked as
+/// the scenario's are: a bad value is refused with what would be valid).
 #[derive(Debug, Args)]
 pub struct LinkSetArgs {
     /// Bandwidth, e.g. `10gbit`, `100mbit`.
-    #[arg(long)]
-    pub rate: Option<String>,
+    #[arg(long, value_parser = unit::<Rate>)]
+    pub rate: Option<Rate>,
     /// One-way delay, e.g. `5ms`, `100us`.
-    #[arg(long)]
-    pub delay: Option<String>,
+    #[arg(long, value_parser = unit::<Delay>)]
+    pub delay: Option<Delay>,
     /// Delay jitter, e.g. `1ms`.
-    #[arg(long)]
-    pub jitter: Option<String>,
+    #[arg(long, value_parser = unit::<Delay>)]
+    pub jitter: Option<Delay>,
     /// Jitter shape: uniform, normal, pareto, paretonormal.
-    #[arg(long)]
-    pub jitter_distribution: Option<String>,
+    #[arg(long, value_parser = unit::<JitterDistribution>)]
+    pub jitter_distribution: Option<JitterDistribution>,
     /// Whether jitter may reorder packets: true or false.
     #[arg(long)]
-    pub reorder: Option<String>,
+    pub reorder: Option<bool>,
     /// Loss, e.g. `0.1%`, `1e-6`, or `{ p = "1%", r = "25%" }`.
-    #[arg(long)]
-    pub loss: Option<String>,
+    #[arg(long, value_parser = unit::<Loss>)]
+    pub loss: Option<Loss>,
     /// Corruption probability, e.g. `0.01%`.
-    #[arg(long)]
-    pub corrupt: Option<String>,
+    #[arg(long, value_parser = unit::<LossProb>)]
+    pub corrupt: Option<LossProb>,
     /// Duplication probability, e.g. `0.01%`.
-    #[arg(long)]
-    pub duplicate: Option<String>,
+    #[arg(long, value_parser = unit::<LossProb>)]
+    pub duplicate: Option<LossProb>,
     /// Queue limit, e.g. `100p`, `64KiB` (needs a rate).
-    #[arg(long)]
-    pub queue: Option<String>,
+    #[arg(long, value_parser = unit::<QueueLimit>)]
+    pub queue: Option<QueueLimit>,
     /// ECN marking threshold, e.g. `30p` (needs a rate).
-    #[arg(long)]
-    pub ecn: Option<String>,
+    #[arg(long, value_parser = unit::<QueueLimit>)]
+    pub ecn: Option<QueueLimit>,
+}
+
+/// A value in scenario syntax, or what is wrong with it and what would be
+/// valid.
+fn unit<T: std::str::FromStr<Err = UnitError>>(text: &str) -> Result<T, String> {
+    text.parse().map_err(|e: UnitError| match e.hint() {
+        Some(hint) => format!("{}; {hint}", e.message()),
+        None => e.message().to_owned(),
+    })
 }
 
 impl LinkSetArgs {
-    /// The given parameters as `key=value` pairs.
-    pub fn pairs(&self) -> Vec<(String, String)> {
-        [
-            ("rate", &self.rate),
-            ("delay", &self.delay),
-            ("jitter", &self.jitter),
-            ("jitter-distribution", &self.jitter_distribution),
-            ("reorder", &self.reorder),
-            ("loss", &self.loss),
-            ("corrupt", &self.corrupt),
-            ("duplicate", &self.duplicate),
-            ("queue", &self.queue),
-            ("ecn", &self.ecn),
-        ]
-        .into_iter()
-        .filter_map(|(k, v)| v.as_ref().map(|v| (k.to_owned(), v.clone())))
-        .collect()
+    /// The parameters given, as a patch (those not given stay unset).
+    pub fn patch(&self) -> LinkParams {
+        LinkParams {
+            rate: self.rate,
+            delay: self.delay,
+            jitter: self.jitter,
+            jitter_distribution: self.jitter_distribution,
+            reorder: self.reorder,
+            loss: self.loss,
+            corrupt: self.corrupt,
+            duplicate: self.duplicate,
+            queue: self.queue,
+            ecn: self.ecn,
+            mtu: None,
+        }
     }
 }
 
@@ -417,5 +427,74 @@ impl Command {
     /// True for the long-running servers (the lab daemon, the soft switch).
     pub(crate) fn is_server(&self) -> bool {
         matches!(self, Command::Daemon { .. } | Command::Softswitch { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn patch(args: &[&str]) -> Result<LinkParams, String> {
+        let mut all = vec!["turbonet", "link", "set", "a--b"];
+        all.extend(args);
+        match Cli::try_parse_from(all).map_err(|e| e.to_string())?.command {
+            Command::Link(LinkCommand::Set { params, .. }) => Ok(params.patch()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn link_set_reads_every_parameter_in_scenario_syntax() {
+        let p = patch(&[
+            "--rate",
+            "10gbit",
+            "--delay",
+            "5ms",
+            "--jitter",
+            "1ms",
+            "--jitter-distribution",
+            "pareto",
+            "--reorder",
+            "true",
+            "--loss",
+            "{ p = \"1%\", r = \"25%\" }",
+            "--corrupt",
+            "0.01%",
+            "--duplicate",
+            "1e-6",
+            "--queue",
+            "100p",
+            "--ecn",
+            "64KiB",
+        ])
+        .unwrap();
+        assert_eq!(
+            p.to_string(),
+            "rate=10gbit delay=5ms jitter=1ms jitter_distribution=pareto reorder=true \
+             loss={ p = \"1%\", r = \"25%\", bad = \"100%\", good = \"0%\" } corrupt=0.01% \
+             duplicate=1e-6 queue=100p ecn=64KiB"
+        );
+        // Every key `link set` may change has its flag (all but mtu).
+        assert_eq!(p.pairs().len(), LinkParams::KEYS.len() - 1);
+        assert!(patch(&[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn link_set_refuses_bad_values_with_what_would_be_valid() {
+        for (args, says) in [
+            (&["--rate", "10gbps"][..], "did you mean `gbit`"),
+            (&["--loss", "150%"][..], "above 100%"),
+            (
+                &["--jitter-distribution", "paret"][..],
+                "did you mean `pareto`",
+            ),
+            (&["--queue", "ten"][..], "write packets as `1000p`"),
+            (&["--mtu", "9000"][..], "unexpected argument"),
+        ] {
+            let e = patch(args).unwrap_err();
+            assert!(e.contains(says), "{args:?}: {e}");
+        }
     }
 }

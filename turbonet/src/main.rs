@@ -199,8 +199,13 @@ fn run(command: Command) -> Result<ExitCode> {
             show::link_show(&inspect::link_show(&running, link.as_deref())?, json)?;
         }
         Command::Link(LinkCommand::Set { link, params, lab }) => {
-            let patch = turbonet_lab::api::parse_patch(&params.pairs())
-                .map_err(turbonet_lab::Error::Invalid)?;
+            let patch = params.patch();
+            if patch.is_empty() {
+                return Err(turbonet_lab::Error::Invalid(
+                    "nothing to set; give at least one parameter, e.g. --delay 5ms".to_owned(),
+                )
+                .into());
+            }
             println!("{}", client(&lab)?.set_link(&link, &patch)?);
         }
         Command::Link(LinkCommand::Reset { link, lab }) => {

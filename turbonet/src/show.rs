@@ -277,17 +277,15 @@ pub fn link_show(rows: &[LinkShow], as_json: bool) -> Result<()> {
     // Every parameter set, as `key=value`; one `link set` changed is
     // marked `*`.
     fn parameters(now: &LinkParams, scenario: &LinkParams) -> String {
-        let before = turbonet_lab::api::params_to_pairs(scenario);
-        let mut cells: Vec<String> = turbonet_lab::api::params_to_pairs(now)
+        let before = scenario.pairs();
+        let cells: Vec<String> = now
+            .pairs()
             .into_iter()
             .map(|(k, v)| {
                 let same = before.iter().any(|(bk, bv)| *bk == k && *bv == v);
                 format!("{k}={v}{}", if same { "" } else { "*" })
             })
             .collect();
-        if let Some(mtu) = now.mtu {
-            cells.push(format!("mtu={mtu}"));
-        }
         if cells.is_empty() {
             "-".to_owned()
         } else {

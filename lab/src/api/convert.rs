@@ -73,6 +73,43 @@ fn jitter_to(j: JitterDistribution) -> proto::JitterDistribution {
     }
 }
 
+/// One direction's counters on the wire, with the frames it could not
+/// transmit.
+pub fn counters_to_proto(c: &turbonet_injectors::Counters, tx_errors: u64) -> proto::LinkCounters {
+    proto::LinkCounters {
+        rx_packets: c.rx_packets,
+        rx_bytes: c.rx_bytes,
+        tx_packets: c.tx_packets,
+        tx_bytes: c.tx_bytes,
+        dropped_loss: c.dropped_loss,
+        dropped_queue: c.dropped_queue,
+        corrupted: c.corrupted,
+        duplicated: c.duplicated,
+        ecn_marked: c.ecn_marked,
+        queue_packets: c.queue_packets,
+        queue_bytes: c.queue_bytes,
+        tx_errors,
+    }
+}
+
+/// [`counters_to_proto`] back: the counters and the transmit errors.
+pub fn counters_from_proto(c: &proto::LinkCounters) -> (turbonet_injectors::Counters, u64) {
+    let counters = turbonet_injectors::Counters {
+        rx_packets: c.rx_packets,
+        rx_bytes: c.rx_bytes,
+        tx_packets: c.tx_packets,
+        tx_bytes: c.tx_bytes,
+        dropped_loss: c.dropped_loss,
+        dropped_queue: c.dropped_queue,
+        corrupted: c.corrupted,
+        duplicated: c.duplicated,
+        ecn_marked: c.ecn_marked,
+        queue_packets: c.queue_packets,
+        queue_bytes: c.queue_bytes,
+    };
+    (counters, c.tx_errors)
+}
+
 /// Link parameters on the wire (unset: not set).
 pub fn params_to_proto(p: &LinkParams) -> proto::LinkParams {
     let prob = |p: LossProb| proto::Probability { value: p.0 };

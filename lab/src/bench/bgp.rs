@@ -238,6 +238,50 @@ fn sample(pids: &[u32], window: Duration) -> Result<(f64, f64)> {
     Ok((100.0 * (after - before) / window.as_secs_f64(), rss))
 }
 
+/// The slowest answer to `status` and `show bgp` (every switch), in
+/// seconds: at steady state, and while the fabric re-converges after a
+/// core or spine switch of `lab` fails (restored after).
+fn api_latency(dir: &LabDir, lab: &turbonet_topo::Lab) -> Result<(f64, f64)> {
+    let mut client = Client::connect(dir)?;
+    let slowest = |client: &mut Client| -> Result<f64> {
+        let mut worst = 0.0f64;
+        for _ in 0..10 {
+            let t = Instant::now();
+            client.status()?;
+            worst = worst.max(t.elapsed().as_secs_f64());
+            let t = Instant::now();
+            client.bgp(None)?;
+            worst = worst.max(t.elapsed().as_secs_f64());
+        }
+        Ok(worst)
+    };
+    let steady = slowest(&mut client)?;
+    let core = lab
+        .fabric
+        .nodes
+        .iter()
+        .find(|n| {
+            matches!(
+                n.role,
+                turbonet_topo::Role::Core | turbonet_topo::Role::Spine
+            )
+        })
+        .context("no core or spine switch")?
+        .name
+        .clone();
+    // The failure from another client, while this one asks.
+    let failing = {
+        let (dir, core) = (dir.clone(), core.clone());
+        std::thread::spawn(move || Client::connect(&dir)?.fail(&Target::Node(core)))
+    };
+    let busy = slowest(&mut client);
+    failing
+        .join()
+        .map_err(|_| crate::err!("the failing client panicked"))??;
+    client.restore(&Target::Node(core))?;
+    Ok((steady, busy?))
+}
+
 /// The density table.
 fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Report> {
     let mut out = Report::default();
@@ -271,10 +315,9 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
             // Settle: the first keepalive rounds and route installs done.
             std::thread::sleep(Duration::from_secs(3));
             let (pids, what) = if agent == "builtin" {
-                (
-                    vec![state.daemon_pid.context("no daemon")?],
-                    "turbonet daemon".to_owned(),
-                )
+                // The daemon proper (the supervisor only waits on it).
+                let daemon = Client::connect(&dir)?.status()?.daemon_pid;
+                (vec![daemon], "turbonet daemon".to_owned())
             } else {
                 (
                     state.routers.iter().map(|r| r.pid).collect(),
@@ -282,6 +325,7 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
                 )
             };
             let (cpu, rss) = sample(&pids, window)?;
+            let (steady, busy) = api_latency(&dir, &lab)?;
             Ok(vec![
                 count(lab.fabric.switches().count()),
                 agent.to_owned(),
@@ -292,6 +336,8 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
                 what,
                 format!("{cpu:.1}"),
                 format!("{rss:.0}"),
+                format!("{:.1}", steady * 1e3),
+                format!("{:.1}", busy * 1e3),
             ])
         })();
         let _ = measure(&["down", name]);
@@ -308,13 +354,17 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
             "measured",
             "CPU % of a core",
             "RSS MiB",
+            "API ms steady",
+            "API ms re-converging",
         ],
         rows,
-        &[0, 2, 3, 4, 5, 7, 8],
+        &[0, 2, 3, 4, 5, 7, 8, 9, 10],
     );
     out.text(format!(
         "steady state: CPU over {} s after convergence, keepalives every 1 s (hold 3 s); agents: \
-         fat-tree k=8, k=16, leaf-spine 4 x 996",
+         fat-tree k=8, k=16, leaf-spine 4 x 996. API ms: the slowest of 20 `status` and `show \
+         bgp` calls (every switch), at steady state, and in the second after a core or spine \
+         switch fails (the fabric re-converging)",
         window.as_secs()
     ));
     Ok(out)

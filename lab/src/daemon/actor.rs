@@ -212,10 +212,7 @@ impl Actor {
 
     async fn execute(&mut self, source: Source, command: &Command) -> Result<String> {
         match command {
-            Command::SetLink { link, params } => {
-                let patch = crate::api::parse_patch(params).map_err(Error::Invalid)?;
-                self.set_link(link, Some(&patch)).await
-            }
+            Command::SetLink { link, params } => self.set_link(link, Some(params)).await,
             Command::ResetLink { link } => self.set_link(link, None).await,
             Command::Fail { target } => self.set_state(target, false).await,
             Command::Restore { target } => self.set_state(target, true).await,
@@ -254,8 +251,7 @@ impl Actor {
         match command {
             Command::SetLink { link, params } => {
                 let id = lookup::link(&self.lab, link)?.id;
-                let patch = crate::api::parse_patch(params).map_err(Error::Invalid)?;
-                let merged = self.params[id.0 as usize].merged(&patch);
+                let merged = self.params[id.0 as usize].merged(params);
                 self.params[id.0 as usize] = merged;
             }
             Command::ResetLink { link } => {
@@ -323,6 +319,11 @@ impl Actor {
         let lab = self.lab.clone();
         let link = lookup::link(&lab, name)?;
         let params = match patch {
+            Some(patch) if patch.mtu.is_some() => {
+                return Err(Error::Invalid(
+                    "mtu cannot change at run time; set it in the scenario".to_owned(),
+                ));
+            }
             Some(patch) => {
                 let merged = self.params[link.id.0 as usize].merged(patch);
                 merged
@@ -508,7 +509,7 @@ fn timeline_command(lab: &Lab, action: &Action) -> Command {
     match action {
         Action::Set { link: l, params } => Command::SetLink {
             link: link(*l),
-            params: crate::api::params_to_pairs(params),
+            params: params.clone(),
         },
         Action::Reset { link: l } => Command::ResetLink { link: link(*l) },
         Action::Fail(t) => Command::Fail { target: target(t) },
@@ -680,7 +681,10 @@ mod tests {
             fail(link("edge1-1--agg1-1")),
             Command::SetLink {
                 link: "edge2-0--agg2-0".to_owned(),
-                params: vec![("delay".to_owned(), "3ms".to_owned())],
+                params: LinkParams {
+                    delay: Some(Delay::from_millis(3)),
+                    ..LinkParams::default()
+                },
             },
             fail(link("agg3-0--core0")),
             restore(Target::Node("core0".to_owned())),
@@ -788,7 +792,10 @@ mod tests {
                 fail(link("edge0-0--agg0-0")),
                 Command::SetLink {
                     link: "edge2-0--agg2-0".to_owned(),
-                    params: vec![("loss".to_owned(), "1%".to_owned())],
+                    params: LinkParams {
+                        loss: Some("1%".parse().unwrap()),
+                        ..LinkParams::default()
+                    },
                 },
                 fail(Target::Node("core3".to_owned())),
                 // Refused: changes nothing, replays as nothing.

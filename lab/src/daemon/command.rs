@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
-use turbonet_topo::Lab;
 use turbonet_topo::units::Delay;
+use turbonet_topo::{Lab, LinkParams};
 
 use crate::api::Target;
 use crate::error::Result;
@@ -36,8 +36,8 @@ impl Source {
     }
 }
 
-/// What the actor runs. Link parameters travel in scenario syntax, a
-/// `(key, value)` pair each (see [`crate::api::params_to_pairs`]).
+/// What the actor runs (and the input log records, as JSON: link
+/// parameters in scenario syntax, `"delay": "5ms"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "kebab-case")]
 pub enum Command {
@@ -45,8 +45,9 @@ pub enum Command {
     SetLink {
         /// The link.
         link: String,
-        /// The parameters to change.
-        params: Vec<(String, String)>,
+        /// The parameters to change (those it leaves unset keep their
+        /// value).
+        params: LinkParams,
     },
     /// Put a link back to the scenario's parameters.
     ResetLink {
@@ -95,17 +96,7 @@ impl Command {
     /// The command as events name it, and a line for people.
     pub(super) fn describe(&self, lab: &Lab) -> (&'static str, String) {
         match self {
-            Command::SetLink { link, params } => (
-                "link-set",
-                format!(
-                    "set {link} {}",
-                    params
-                        .iter()
-                        .map(|(k, v)| format!("{k}={v}"))
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                ),
-            ),
+            Command::SetLink { link, params } => ("link-set", format!("set {link} {params}")),
             Command::ResetLink { link } => ("link-reset", format!("reset {link}")),
             Command::Fail { target } => ("fail", format!("fail {target}")),
             Command::Restore { target } => ("restore", format!("restore {target}")),
@@ -149,3 +140,42 @@ pub struct Envelope {
 
 /// The queue into the actor.
 pub type Queue = mpsc::UnboundedSender<Envelope>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the input log writes, it reads back: every parameter, in
+    /// scenario syntax.
+    #[test]
+    fn commands_round_trip_through_the_input_log() {
+        let params: LinkParams = serde_json::from_str(
+            r#"{"rate": "10gbit", "delay": "5ms", "jitter": "1ms",
+                "jitter_distribution": "pareto", "reorder": true,
+                "loss": {"p": "1%", "r": "25%"}, "corrupt": "0.01%",
+                "duplicate": "1e-6", "queue": "100p", "ecn": "64KiB"}"#,
+        )
+        .unwrap();
+        assert_eq!(params.pairs().len(), 10);
+        let command = Command::SetLink {
+            link: "a--b".to_owned(),
+            params,
+        };
+        let json = serde_json::to_string(&command).unwrap();
+        assert!(json.contains(r#""delay":"5ms""#), "{json}");
+        assert_eq!(serde_json::from_str::<Command>(&json).unwrap(), command);
+        for command in [
+            Command::Fail {
+                target: Target::Node("core0".to_owned()),
+            },
+            Command::FlapTick {
+                flap: 3,
+                link: "a--b".to_owned(),
+                down: true,
+            },
+        ] {
+            let json = serde_json::to_string(&command).unwrap();
+            assert_eq!(serde_json::from_str::<Command>(&json).unwrap(), command);
+        }
+    }
+}

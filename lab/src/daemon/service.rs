@@ -93,23 +93,6 @@ fn target(t: Option<proto::Target>) -> Result<Target, Status> {
     }
 }
 
-fn counters(c: &turbonet_injectors::Counters, tx_errors: u64) -> proto::LinkCounters {
-    proto::LinkCounters {
-        rx_packets: c.rx_packets,
-        rx_bytes: c.rx_bytes,
-        tx_packets: c.tx_packets,
-        tx_bytes: c.tx_bytes,
-        dropped_loss: c.dropped_loss,
-        dropped_queue: c.dropped_queue,
-        corrupted: c.corrupted,
-        duplicated: c.duplicated,
-        ecn_marked: c.ecn_marked,
-        queue_packets: c.queue_packets,
-        queue_bytes: c.queue_bytes,
-        tx_errors,
-    }
-}
-
 type EventStream = Pin<Box<dyn Stream<Item = Result<proto::Event, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -222,7 +205,10 @@ impl LabService for Shared {
                             .map(|d| proto::LinkDirection {
                                 from: names[d].clone(),
                                 to: names[1 - d].clone(),
-                                counters: Some(counters(&c.directions[d], c.tx_errors[d])),
+                                counters: Some(api::counters_to_proto(
+                                    &c.directions[d],
+                                    c.tx_errors[d],
+                                )),
                             })
                             .collect()
                     })
@@ -266,7 +252,7 @@ impl LabService for Shared {
         let link = self.link_name(&request.link)?;
         self.change(Command::SetLink {
             link,
-            params: api::params_to_pairs(&patch),
+            params: patch,
         })
         .await
         .map(Response::new)
