@@ -303,8 +303,7 @@ pub fn describe_nodes(lab: &Lab) -> String {
 /// outside the fabric (host ports, defaults, externals): the fabric's are
 /// the agents' to install.
 fn up_routes(lab: &Lab) -> Vec<Vec<turbonet_routing::Route>> {
-    crate::routes::for_lab(std::sync::Arc::new(lab.clone()))
-        .routes(&turbonet_routing::Failures::default())
+    crate::routes::compute(lab, &turbonet_routing::Failures::default())
 }
 
 /// Records a finished phase and prints it.

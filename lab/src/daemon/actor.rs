@@ -59,6 +59,22 @@ struct Flap {
     due: f64,
 }
 
+/// The routes of the intact fabric an actor starts from.
+#[derive(Debug)]
+pub enum StartRoutes {
+    /// Known.
+    Known(Vec<Vec<Route>>),
+    /// Being computed (seconds on a large fabric: the daemon answers
+    /// meanwhile); with `installed`, they are what the fabric holds, for the
+    /// plane to learn.
+    Computing {
+        /// The computation.
+        routes: tokio::task::JoinHandle<Vec<Vec<Route>>>,
+        /// They are installed.
+        installed: bool,
+    },
+}
+
 /// The daemon's state, and what it drives.
 pub struct Actor {
     lab: Arc<Lab>,
@@ -69,6 +85,9 @@ pub struct Actor {
     params: Vec<LinkParams>,
     /// The routes turbonet installs for `failures`.
     routes: Vec<Vec<Route>>,
+    /// The routes of the intact fabric while they are being computed at
+    /// the start, and whether the plane is to learn they are installed.
+    computing: Option<(tokio::task::JoinHandle<Vec<Vec<Route>>>, bool)>,
     flaps: BTreeMap<u64, Flap>,
     next_flap: u64,
     /// Timeline events already run.
@@ -91,17 +110,17 @@ impl std::fmt::Debug for Actor {
 }
 
 impl Actor {
-    /// An actor for `lab` over `plane`, with routes from `source` (their
-    /// value with nothing down, as `up` installed them, is `routes`),
-    /// logging its inputs to `inputs` and what happened to `events`;
-    /// `queue` is its own queue's sender.
+    /// An actor for `lab` over `plane`, with routes from `source` (with
+    /// nothing down, as `up` installed them, `routes`), logging its inputs
+    /// to `inputs` and what happened to `events`; `queue` is its own
+    /// queue's sender.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         lab: Arc<Lab>,
         plane: Box<dyn DataPlane>,
         source: Arc<dyn RouteSource>,
         agents: Option<Rc<Agents>>,
-        routes: Vec<Vec<Route>>,
+        routes: StartRoutes,
         inputs: InputLog,
         events: Events,
         queue: Queue,
@@ -112,6 +131,10 @@ impl Actor {
             params: params.clone(),
             commands: 0,
         });
+        let (routes, computing) = match routes {
+            StartRoutes::Known(routes) => (routes, None),
+            StartRoutes::Computing { routes, installed } => (Vec::new(), Some((routes, installed))),
+        };
         Actor {
             lab,
             plane,
@@ -120,6 +143,7 @@ impl Actor {
             failures: Failures::default(),
             params,
             routes,
+            computing,
             flaps: BTreeMap::new(),
             next_flap: 0,
             timeline_done: BTreeSet::new(),
@@ -152,6 +176,7 @@ impl Actor {
     /// touching the fabric, then brings the fabric there in one pass.
     /// Flaps carry on from their next tick.
     pub async fn replay(&mut self, logged: &[Logged]) -> Result<Applied> {
+        self.settle().await?;
         for entry in logged.iter().filter(|e| e.ok) {
             if let Err(e) = self.change_state(&entry.command, entry.unix) {
                 tracing::warn!("replaying {:?}: {e}", entry.command);
@@ -183,7 +208,10 @@ impl Actor {
             command,
             reply,
         } = envelope;
-        let result = self.execute(source, &command).await;
+        let result = match self.settle().await {
+            Ok(()) => self.execute(source, &command).await,
+            Err(e) => Err(e),
+        };
         if command != Command::AgentRoutes {
             let (kind, event) = command.describe(&self.lab);
             self.inputs.append(source, &command, result.is_ok());
@@ -294,6 +322,19 @@ impl Actor {
                 }
             }
             Command::AgentRoutes => {}
+        }
+        Ok(())
+    }
+
+    /// Waits for the routes of the intact fabric if they are still being
+    /// computed (the daemon answers before they are), and tells the plane
+    /// they are installed.
+    async fn settle(&mut self) -> Result<()> {
+        if let Some((routes, installed)) = self.computing.take() {
+            self.routes = routes.await?;
+            if installed {
+                self.plane.installed(&self.routes);
+            }
         }
         Ok(())
     }
@@ -634,14 +675,20 @@ mod tests {
     fn actor(lab: &Arc<Lab>, dir: &LabDir) -> (Actor, mpsc::UnboundedReceiver<Envelope>, Applies) {
         let applies = Applies::default();
         let source = crate::routes::for_lab(lab.clone());
-        let intact = source.routes(&Failures::default());
+        let intact = {
+            let lab = lab.clone();
+            tokio::task::spawn_blocking(move || crate::routes::compute(&lab, &Failures::default()))
+        };
         let (queue, commands) = mpsc::unbounded_channel();
         let actor = Actor::new(
             lab.clone(),
             Box::new(Recording(applies.clone())),
             source,
             None,
-            intact,
+            StartRoutes::Computing {
+                routes: intact,
+                installed: true,
+            },
             InputLog::open(dir, 0).unwrap(),
             Events::open(dir, crate::events::unix_now()).unwrap(),
             queue,

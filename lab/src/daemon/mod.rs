@@ -35,7 +35,7 @@ use crate::events::{Events, unix_now};
 use crate::routes::bgp::Agents;
 use crate::state::{LabDir, LabState};
 use crate::system::process;
-use actor::Actor;
+use actor::{Actor, StartRoutes};
 use command::{Command, Envelope, Source};
 use inputs::InputLog;
 use service::Shared;
@@ -212,24 +212,33 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
     tokio::task::LocalSet::new().block_on(&runtime, async move {
         let events = Events::open(&dir, epoch)?;
         let source = crate::routes::for_lab(lab.clone());
+        // The routes `up` installed, computed meanwhile (seconds on a large
+        // fabric): the daemon is ready before, and its first change waits.
         let intact = {
-            let source = source.clone();
+            let lab = lab.clone();
             tokio::task::spawn_blocking(move || {
-                source.routes(&turbonet_routing::Failures::default())
+                crate::routes::compute(&lab, &turbonet_routing::Failures::default())
             })
-            .await?
         };
         // A restarted daemon does not know what its predecessor left:
-        // the plane reads it back or writes it again.
+        // the plane reads it back or writes it again. A fresh P4 plane
+        // adopts its switches knowing what `up` wrote (small labs).
         let fresh = restarts == 0;
-        let plane = crate::dataplane::open(
-            &lab,
-            &dir,
-            fresh.then_some(&intact[..]),
-            1 + u128::from(restarts),
-            &events,
-        )
-        .await?;
+        let (plane, start_routes) = if fresh && lab.target != turbonet_topo::Target::Netns {
+            let intact = intact.await?;
+            let plane = crate::dataplane::open(&lab, &dir, Some(&intact[..]), 1, &events).await?;
+            (plane, StartRoutes::Known(intact))
+        } else {
+            let plane =
+                crate::dataplane::open(&lab, &dir, None, 1 + u128::from(restarts), &events).await?;
+            (
+                plane,
+                StartRoutes::Computing {
+                    routes: intact,
+                    installed: fresh,
+                },
+            )
+        };
         let carriers = Arc::new(crate::dataplane::carrier::link_carriers(&lab));
         let agents = if lab.routing.mode == RoutingMode::Bgp {
             Some(Rc::new(
@@ -256,7 +265,7 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
             plane,
             source,
             agents.clone(),
-            intact,
+            start_routes,
             InputLog::open(&dir, logged.len())?,
             events.clone(),
             queue.clone(),

@@ -57,6 +57,12 @@ pub trait DataPlane {
     /// it applied last.
     fn apply<'a>(&'a mut self, desired: Desired<'a>) -> LocalBoxFuture<'a, Result<Applied>>;
 
+    /// Learns that `routes` are what the fabric holds now (the daemon's
+    /// first start: what `up` installed, known once computed), so that the
+    /// next [`DataPlane::apply`] writes only what differs. A plane that
+    /// knew already keeps what it knew.
+    fn installed(&mut self, _routes: &[Vec<Route>]) {}
+
     /// Per-link counters now, for the links it counts (all links, by
     /// link id order, or only the impaired ones).
     fn counters(&mut self) -> LocalBoxFuture<'_, Result<Vec<LinkCounters>>>;

@@ -33,6 +33,42 @@ pub trait RouteSource: Send + Sync + std::fmt::Debug {
     fn routes(&self, failures: &Failures) -> Vec<Vec<Route>>;
 }
 
+/// The routes turbonet installs for `lab` with `failures` down, computed
+/// afresh (what `up` installs, with nothing down): a [`RouteSource`]
+/// without its cache.
+pub fn compute(lab: &Lab, failures: &Failures) -> Vec<Vec<Route>> {
+    match lab.routing.mode {
+        RoutingMode::Static | RoutingMode::Bgp => {
+            let mut routes = intact(lab, lab.routing.mode == RoutingMode::Bgp);
+            prune(lab, failures, &mut routes);
+            routes
+        }
+        RoutingMode::Controller => turbonet_routing::routes_avoiding(&lab.fabric, failures),
+    }
+}
+
+/// The static routes of the intact fabric; with `attached_only`, only
+/// those outside the fabric.
+fn intact(lab: &Lab, attached_only: bool) -> Vec<Vec<Route>> {
+    let mut routes = turbonet_routing::static_routes(&lab.fabric);
+    if attached_only {
+        for node in &mut routes {
+            node.retain(|r| r.origin != RouteOrigin::Fabric);
+        }
+    }
+    routes
+}
+
+/// Each node's routes without the next hops through its ports that are
+/// down.
+fn prune(lab: &Lab, failures: &Failures, routes: &mut [Vec<Route>]) {
+    if failures != &Failures::default() {
+        for (node, mine) in lab.fabric.nodes.iter().zip(routes) {
+            failures.prune(&lab.fabric, node.id, mine);
+        }
+    }
+}
+
 /// The route source of `lab`'s routing mode.
 pub fn for_lab(lab: Arc<Lab>) -> Arc<dyn RouteSource> {
     match lab.routing.mode {
@@ -68,15 +104,8 @@ impl Static {
     }
 
     fn intact(&self) -> &[Vec<Route>] {
-        self.intact.get_or_init(|| {
-            let mut routes = turbonet_routing::static_routes(&self.lab.fabric);
-            if self.attached_only {
-                for node in &mut routes {
-                    node.retain(|r| r.origin != RouteOrigin::Fabric);
-                }
-            }
-            routes
-        })
+        self.intact
+            .get_or_init(|| intact(&self.lab, self.attached_only))
     }
 }
 
@@ -91,11 +120,7 @@ impl RouteSource for Static {
 
     fn routes(&self, failures: &Failures) -> Vec<Vec<Route>> {
         let mut routes = self.intact().to_vec();
-        if failures != &Failures::default() {
-            for (node, mine) in self.lab.fabric.nodes.iter().zip(&mut routes) {
-                failures.prune(&self.lab.fabric, node.id, mine);
-            }
-        }
+        prune(&self.lab, failures, &mut routes);
         routes
     }
 }
@@ -174,5 +199,21 @@ mod tests {
                 .all(|r| r.origin != RouteOrigin::Fabric)
         );
         assert!(bgp.iter().any(|r| !r.is_empty()));
+    }
+
+    #[test]
+    fn computing_afresh_gives_what_the_sources_give() {
+        for mode in ["static", "controller", "bgp"] {
+            let lab = lab(mode);
+            let source = for_lab(lab.clone());
+            let link = lab.fabric.link_by_name("edge0-0--agg0-0").unwrap();
+            let some = Failures {
+                links: [link.id].into_iter().collect(),
+                ..Failures::default()
+            };
+            for failures in [Failures::default(), some] {
+                assert_eq!(compute(&lab, &failures), source.routes(&failures), "{mode}");
+            }
+        }
     }
 }

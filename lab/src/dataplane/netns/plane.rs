@@ -256,6 +256,12 @@ impl NetnsPlane {
 }
 
 impl DataPlane for NetnsPlane {
+    fn installed(&mut self, routes: &[Vec<Route>]) {
+        if self.applied.routes.is_none() {
+            self.applied.routes = Some(routes.to_vec());
+        }
+    }
+
     fn describe(&self) -> String {
         match &self.engine {
             Some(e) => format!("link engine for {} impaired links", e.position.len()),
