@@ -647,3 +647,15 @@ fn hpn_converges_around_failed_links_and_moves_a_host() {
         assert_eq!(other.fibs, first.fibs);
     }
 }
+
+/// The CPU cost of converging a k=16 fabric (320 speakers) from a cold
+/// start, for profiling: `cargo test --release -p turbonet-routing --test
+/// bgp_sim -- --ignored --nocapture`.
+#[test]
+#[ignore = "seconds of CPU: run by hand to profile"]
+fn fat_tree_k16_cold_start() {
+    let lab = lab("k16.toml", &FAT_TREE_K4.replace("k = 4", "k = 16"));
+    let t = Instant::now();
+    let first = run(&lab, 1, (0, 0), None);
+    report("fat-tree k=16", 1, &first, t.elapsed());
+}

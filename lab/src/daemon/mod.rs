@@ -209,7 +209,7 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
         .build()?;
     // A LocalSet: the actor, the agents and the timers share one thread
     // and need not be Send.
-    tokio::task::LocalSet::new().block_on(&runtime, async move {
+    let worked = tokio::task::LocalSet::new().block_on(&runtime, async move {
         let events = Events::open(&dir, epoch)?;
         let source = crate::routes::for_lab(lab.clone());
         // The routes `up` installed, computed meanwhile (seconds on a large
@@ -358,7 +358,11 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
             .map_err(|_| Error::Failed("the control API's thread panicked".to_owned()))?;
         actor.plane().stop()?;
         served.and(api)
-    })
+    });
+    // Not waiting for a route computation still running (right after
+    // `up`, k=16 takes half a second): its result is not needed.
+    runtime.shutdown_background();
+    worked
 }
 
 /// Runs the actor's commands until SIGTERM, SIGINT or SIGHUP, refreshing

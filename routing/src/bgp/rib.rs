@@ -132,6 +132,9 @@ pub struct Rib {
     by_prefix: BTreeMap<Ipv4Net, BTreeSet<PeerId>>,
     local: BTreeSet<Ipv4Net>,
     loc: BTreeMap<Ipv4Net, Entry>,
+    /// Prefixes whose advertisement may have changed since
+    /// [`Rib::take_exports`] was last called.
+    exports: BTreeSet<Ipv4Net>,
 }
 
 impl Rib {
@@ -145,7 +148,15 @@ impl Rib {
             by_prefix: BTreeMap::new(),
             local: BTreeSet::new(),
             loc: BTreeMap::new(),
+            exports: BTreeSet::new(),
         }
+    }
+
+    /// The prefixes whose advertisement may have changed since the last
+    /// call: those whose selected route appeared, went or changed. A
+    /// change of the ECMP set alone changes the FIB, not what is exported.
+    pub fn take_exports(&mut self) -> BTreeSet<Ipv4Net> {
+        std::mem::take(&mut self.exports)
     }
 
     /// This speaker's AS.
@@ -403,6 +414,12 @@ impl Rib {
             let old = self.loc.get(&prefix);
             if old == new.as_ref() {
                 continue;
+            }
+            // What is advertised follows the selected route (its
+            // attributes, and the peer it came from for split horizon),
+            // not the rest of the ECMP set.
+            if old.map(|o| &o.selected) != new.as_ref().map(|n| &n.selected) {
+                self.exports.insert(prefix);
             }
             match new {
                 Some(entry) => {

@@ -47,7 +47,7 @@
 //! speaker keeps the stale FIB entries of [`Speaker::assume_installed`] on
 //! its own, without its peers' help), connection collision detection.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::mem;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -59,7 +59,7 @@ use ipnet::Ipv4Net;
 use super::plan::{self, FibDigest};
 use super::rib::{Change, Multipath, PeerId, PeerSummary, Rib};
 use super::session::{self, PeerInfo, Reason, Session, SessionConfig, State};
-use super::{Message, PORT};
+use super::{Context, Message, PORT, Update};
 use crate::NextHop;
 
 /// The timers of every session of a speaker (RFC 4271 §10).
@@ -286,6 +286,9 @@ pub struct Status {
     pub fib: FibDigest,
     /// The last change of its FIB or of a session's state.
     pub last_change: Duration,
+    /// Changes of the FIB are decided but not yet written (a driver that
+    /// writes the FIB beside its loop says so): `fib` is what it will be.
+    pub fib_pending: bool,
     /// Its neighbours, in plan order.
     pub neighbours: Vec<NeighbourStatus>,
 }
@@ -302,7 +305,7 @@ impl Status {
     /// says and every fabric session whose port is up is Established. It
     /// converged at [`Status::last_change`].
     pub fn converged(&self, expected: &FibDigest) -> bool {
-        self.fib == *expected && self.sessions_up()
+        self.fib == *expected && !self.fib_pending && self.sessions_up()
     }
 }
 
@@ -315,6 +318,14 @@ struct Peer {
     state: PeerState,
     since: Duration,
     last_error: Option<String>,
+    /// Adj-RIB-Out (RFC 4271 section 3.2): what this session last
+    /// advertised of each prefix, as an id of its encoded attributes
+    /// ([`Speaker::attribute_ids`]). A prefix whose outgoing attributes
+    /// did not change is not sent again, and one never advertised is not
+    /// withdrawn: while a fabric converges a prefix's Loc-RIB entry
+    /// changes many times (its ECMP set grows a neighbour at a time)
+    /// without changing what is advertised.
+    sent: HashMap<Ipv4Net, u32>,
 }
 
 /// One switch's BGP speaker.
@@ -339,6 +350,9 @@ pub struct Speaker {
     stale: BTreeSet<Ipv4Net>,
     stale_until: Option<Duration>,
     last_change: Duration,
+    /// Ids of the encoded outgoing attributes the Adj-RIBs-Out refer to
+    /// (a fabric has few distinct ones: an AS path and a next hop).
+    attribute_ids: HashMap<Vec<u8>, u32>,
 }
 
 impl Speaker {
@@ -361,6 +375,7 @@ impl Speaker {
                     state: PeerState::Idle,
                     since: Duration::ZERO,
                     last_error: None,
+                    sent: HashMap::new(),
                 }
             })
             .collect();
@@ -377,6 +392,7 @@ impl Speaker {
             stale: BTreeSet::new(),
             stale_until: None,
             last_change: Duration::ZERO,
+            attribute_ids: HashMap::new(),
             plan,
         }
     }
@@ -467,6 +483,7 @@ impl Speaker {
             routes: self.installed.len(),
             fib: self.digest,
             last_change: self.last_change,
+            fib_pending: false,
             neighbours: self
                 .peers
                 .iter()
@@ -521,9 +538,10 @@ impl Speaker {
                 break;
             }
             let changed: Vec<Ipv4Net> = mem::take(&mut self.changed).into_iter().collect();
+            let exports: Vec<Ipv4Net> = self.rib.take_exports().into_iter().collect();
             let fresh = mem::take(&mut self.fresh);
             self.sync_fib(now, &changed, &mut out);
-            self.advertise(now, &changed, &fresh, &mut out);
+            self.advertise(now, &exports, &fresh, &mut out);
         }
         out
     }
@@ -686,6 +704,7 @@ impl Speaker {
                 session::Output::Received(_) => {}
                 session::Output::Down(reason) => {
                     let established = peer.summary.take().is_some();
+                    peer.sent = HashMap::new();
                     self.fresh.remove(&n);
                     // RFC 4271 §8.2.2: the routes of a closed session go.
                     let changes = self.rib.peer_down(n as PeerId);
@@ -810,12 +829,36 @@ impl Speaker {
                 continue;
             }
             let local = self.plan.neighbours[n].local_addr;
-            for update in self.rib.export(n as PeerId, &summary, local, prefixes) {
+            if fresh.contains(&n) {
+                // A new session, or a ROUTE-REFRESH: the whole table goes.
+                self.peers[n].sent.clear();
+            }
+            let updates = self.rib.export(n as PeerId, &summary, local, prefixes);
+            for update in updates {
+                let Some(update) = self.news(n, update) else {
+                    continue;
+                };
                 let before = self.peers[n].session.state();
                 let outs = self.peers[n].session.send_update(now, update);
                 self.session_outputs(now, n, before, outs, false, out);
             }
         }
+    }
+
+    /// What of `update` (for peer `n`) differs from its Adj-RIB-Out, which
+    /// then holds it; `None` when nothing does.
+    fn news(&mut self, n: usize, mut update: Update) -> Option<Update> {
+        let sent = &mut self.peers[n].sent;
+        update.withdrawn.retain(|p| sent.remove(p).is_some());
+        if !update.nlri.is_empty() {
+            let mut key = Vec::new();
+            update.attributes.encode(&mut key, &Context::FOUR_OCTET_AS);
+            let next = self.attribute_ids.len() as u32;
+            let id = *self.attribute_ids.entry(key).or_insert(next);
+            let sent = &mut self.peers[n].sent;
+            update.nlri.retain(|p| sent.insert(*p, id) != Some(id));
+        }
+        (!update.withdrawn.is_empty() || !update.nlri.is_empty()).then_some(update)
     }
 
     fn compute_digest(&self) -> FibDigest {

@@ -16,8 +16,18 @@
 //! every other input that is ready, yielding to the other tasks a few
 //! times while that brings more (as the lab's agents did: what other
 //! speakers send meanwhile joins the batch); then [`Speaker::flush`] once:
-//! one FIB change set, applied (awaited) before the UPDATEs that follow it
-//! are queued. The speaker's clock is `epoch.elapsed()`.
+//! one FIB change set and the UPDATEs that follow it. The speaker's clock
+//! is `epoch.elapsed()`.
+//!
+//! The FIB is written beside the loop, one change set at a time, never
+//! awaited by it: installing routes in a large fabric takes seconds of
+//! the one thread that all speakers share, and a speaker that stopped
+//! reading and sending meanwhile would miss its keepalives and have its
+//! sessions reset. Change sets decided while one is being written merge,
+//! the latest next hops of a prefix replacing earlier ones, so a prefix
+//! whose ECMP set grows one neighbour at a time during convergence is
+//! written once per write, not once per neighbour. Until the FIB holds
+//! what the speaker decided, its [`Status::fib_pending`] says so.
 //!
 //! Each connection is two tasks (`tokio::spawn`), a reader and a writer, so
 //! that a peer slow to read never blocks the speaker nor the reading of
@@ -140,7 +150,7 @@ pub async fn run_speaker<C: Connector, F: Fib>(
     let SpeakerIo {
         connector,
         mut accepted,
-        mut fib,
+        fib,
         mut control,
         status,
         epoch,
@@ -154,26 +164,43 @@ pub async fn run_speaker<C: Connector, F: Fib>(
         report,
         epoch,
     };
+    let mut fib = FibWriter::new(fib);
+    let mut writing = std::pin::pin!(None);
     d.input(Input::Start);
     let mut accepting = true;
     let mut stopping = false;
     loop {
         if stopping {
-            status.send_replace(d.speaker.status(d.now()));
+            // A successor starts from what this speaker installed: all of
+            // it must be written.
+            loop {
+                if let Some((f, routes)) = fib.next() {
+                    writing.set(Some(write(f, routes)));
+                }
+                if writing.is_none() {
+                    break;
+                }
+                let (f, result) = written(writing.as_mut()).await;
+                writing.set(None);
+                fib.done(f, d.now());
+                if let Err(e) = result {
+                    (d.report)(Report::FibFailed(e));
+                }
+            }
+            status.send_replace(fib.status(d.speaker.status(d.now())));
             return d.speaker;
         }
         let outputs = d.speaker.flush(d.now());
         for o in outputs {
             match o {
-                Output::Fib(routes) => {
-                    if let Err(e) = fib.apply(routes).await {
-                        (d.report)(Report::FibFailed(e.to_string()));
-                    }
-                }
+                Output::Fib(routes) => fib.add(routes),
                 o => d.carry_out(o),
             }
         }
-        status.send_replace(d.speaker.status(d.now()));
+        if let Some((f, routes)) = fib.next() {
+            writing.set(Some(write(f, routes)));
+        }
+        status.send_replace(fib.status(d.speaker.status(d.now())));
         let deadline = d.speaker.next_deadline().map(|t| epoch + t);
         tokio::select! {
             Some(event) = events.recv() => d.io(event),
@@ -182,6 +209,13 @@ pub async fn run_speaker<C: Connector, F: Fib>(
                 None => accepting = false,
             },
             ctl = control.recv() => stopping = d.control(ctl),
+            (f, result) = written(writing.as_mut()) => {
+                writing.set(None);
+                fib.done(f, d.now());
+                if let Err(e) = result {
+                    (d.report)(Report::FibFailed(e));
+                }
+            }
             () = sleep_until(deadline) => d.input(Input::Tick),
         }
         // Everything else that is ready joins this batch.
@@ -219,6 +253,74 @@ pub async fn run_speaker<C: Connector, F: Fib>(
         if d.speaker.next_deadline().is_some_and(|t| t <= d.now()) {
             d.input(Input::Tick);
         }
+    }
+}
+
+/// A FIB change set: next hops by prefix, none to remove it.
+type Routes = Vec<(Ipv4Net, Vec<NextHop>)>;
+
+/// The speaker's FIB and the changes for it not yet written, merged by
+/// prefix. One change set is written at a time, by a future the run loop
+/// holds ([`write`]), which hands the FIB back when done.
+struct FibWriter<F> {
+    /// The FIB when no write is in flight.
+    idle: Option<F>,
+    /// Changes not yet handed to a write: the latest next hops by prefix.
+    pending: std::collections::BTreeMap<Ipv4Net, Vec<NextHop>>,
+    /// When the last write ended (the speaker's clock).
+    last_write: Duration,
+}
+
+impl<F: Fib> FibWriter<F> {
+    fn new(fib: F) -> Self {
+        FibWriter {
+            idle: Some(fib),
+            pending: std::collections::BTreeMap::new(),
+            last_write: Duration::ZERO,
+        }
+    }
+
+    /// Changes the speaker decided.
+    fn add(&mut self, routes: Routes) {
+        self.pending.extend(routes);
+    }
+
+    /// The FIB and what is pending, to write now, unless a write is in
+    /// flight or nothing is pending.
+    fn next(&mut self) -> Option<(F, Routes)> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        let fib = self.idle.take()?;
+        Some((fib, mem::take(&mut self.pending).into_iter().collect()))
+    }
+
+    /// A write ended at `now`, handing the FIB back.
+    fn done(&mut self, fib: F, now: Duration) {
+        self.idle = Some(fib);
+        self.last_write = now;
+    }
+
+    /// The speaker's `status` with what the FIB has not written yet: the
+    /// FIB last changed when its last write ended.
+    fn status(&self, mut status: Status) -> Status {
+        status.fib_pending = self.idle.is_none() || !self.pending.is_empty();
+        status.last_change = status.last_change.max(self.last_write);
+        status
+    }
+}
+
+/// Writes `routes` to `fib`, handing it back with the outcome.
+async fn write<F: Fib>(mut fib: F, routes: Routes) -> (F, Result<(), String>) {
+    let result = fib.apply(routes).await.map_err(|e| e.to_string());
+    (fib, result)
+}
+
+/// The end of the write in `writing` (never, when there is none).
+async fn written<W: Future>(writing: std::pin::Pin<&mut Option<W>>) -> W::Output {
+    match writing.as_pin_mut() {
+        Some(w) => w.await,
+        None => std::future::pending().await,
     }
 }
 
