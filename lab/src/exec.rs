@@ -1,5 +1,6 @@
 //! `turbonet exec NODE -- CMD`: run a command inside a node.
 
+use std::path::PathBuf;
 use std::process::Command;
 
 use crate::error::{Context, Error, Result};
@@ -9,7 +10,8 @@ use crate::system::process::Start;
 
 /// Runs `command` in the namespace of `node`, like `ip netns exec`: the
 /// child also gets a private mount namespace with `/sys` remounted, so tools
-/// that read sysfs see the node's interfaces, and `TURBONET_LAB` and
+/// that read sysfs see the node's interfaces and `/etc/hosts` names every
+/// node of the lab ([`crate::hostnames`]), and `TURBONET_LAB` and
 /// `TURBONET_NODE` in its environment. Returns its exit code (128 + the
 /// signal for a command killed by a signal); a command that cannot start
 /// is [`Error::NotFound`].
@@ -20,6 +22,8 @@ pub fn exec(running: &Running, node: &str, command: &[String]) -> Result<i32> {
     let (program, args) = command
         .split_first()
         .ok_or_else(|| Error::Invalid("exec needs a command".to_owned()))?;
+    // Labs brought up before hosts files existed have none.
+    let hosts = crate::state::LabDir::of(&lab.name).hosts_path();
     let mut child = Command::new(program);
     child
         .args(args)
@@ -28,6 +32,7 @@ pub fn exec(running: &Running, node: &str, command: &[String]) -> Result<i32> {
     let status = Start {
         namespace: Some(&ns),
         private_sysfs: true,
+        hosts: Some(&hosts).filter(|h| h.exists()).map(PathBuf::as_path),
         ..Start::default()
     }
     .spawn(&mut child)

@@ -8,8 +8,9 @@
 //!
 //! Layers, lowest first (a module uses only those above it in this list):
 //!
-//! - [`error`], [`names`], [`lookup`]: the error type, how turbonet names
-//!   what it creates, and finding what users name;
+//! - [`error`], [`names`], [`lookup`], [`hostnames`]: the error type, how
+//!   turbonet names what it creates, finding what users name, and how
+//!   programs in a lab find nodes by name;
 //! - [`system`]: namespaces, processes and limits (with packet I/O, the
 //!   only `unsafe`);
 //! - [`state`], [`limits`]: a lab's directory and its record of ownership;
@@ -37,6 +38,7 @@ pub mod down;
 pub mod error;
 pub mod events;
 pub mod exec;
+pub mod hostnames;
 pub mod inspect;
 pub mod kernel;
 pub mod limits;

@@ -208,6 +208,11 @@ impl LabDir {
         self.dir.join("scenario.toml")
     }
 
+    /// Path of the lab's hosts file ([`crate::hostnames`]).
+    pub fn hosts_path(&self) -> PathBuf {
+        self.dir.join("hosts")
+    }
+
     /// True when the lab directory exists.
     pub fn exists(&self) -> bool {
         self.dir.exists()
@@ -235,6 +240,16 @@ impl LabDir {
     /// Saves the scenario text beside the state.
     pub fn save_scenario(&self, text: &str) -> io::Result<()> {
         fs::write(self.scenario_path(), text)
+    }
+
+    /// Saves the lab's hosts file, readable by all: it is bind-mounted
+    /// over `/etc/hosts` for programs that may run as another user (FRR,
+    /// a workload's).
+    pub fn save_hosts(&self, text: &str) -> io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.hosts_path();
+        fs::write(&path, text)?;
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644))
     }
 
     /// Removes the lab directory and everything in it.

@@ -245,7 +245,10 @@ pub fn up(options: &Options, progress: &dyn Progress) -> Result<Up> {
     let mut state = LabState::new(&lab.name, scenario, namespaces);
     state.neighbours = neighbours;
     state.externals = externals::plan(&lab)?;
-    let saved = dir.save_scenario(&text).and_then(|()| dir.save(&state));
+    let saved = dir
+        .save_scenario(&text)
+        .and_then(|()| dir.save_hosts(&crate::hostnames::hosts_file(&lab)))
+        .and_then(|()| dir.save(&state));
     if let Err(e) = saved {
         let _ = dir.remove();
         return Err(e).context("writing lab state");

@@ -113,6 +113,29 @@ fn show_routes_and_exec_see_the_fabric() {
         "{}",
         text(&hash)
     );
+    // Nodes find each other by name, and the name reaches the node.
+    let ping = run(&[
+        "exec", "--lab", &lab, "h0-0-0", "--", "ping", "-c", "1", "-W", "2", "h3-1-1",
+    ]);
+    assert!(ping.status.success(), "{}", text(&ping));
+    let resolved = run(&[
+        "exec", "--lab", &lab, "h0-0-0", "--", "getent", "hosts", "edge0-0",
+    ]);
+    let loopback = run(&["show", "nodes", "--lab", &lab, "--json"]);
+    let edge_lo = serde_json::from_slice::<serde_json::Value>(&loopback.stdout)
+        .ok()
+        .and_then(|nodes| {
+            nodes.as_array()?.iter().find_map(|n| {
+                (n["name"] == "edge0-0").then(|| n["loopback"].as_str().map(str::to_owned))?
+            })
+        });
+    let resolved = String::from_utf8_lossy(&resolved.stdout).to_string();
+    assert_eq!(
+        resolved.split_whitespace().next(),
+        edge_lo.as_deref(),
+        "{resolved} / {}",
+        text(&loopback)
+    );
     let code = run(&["exec", "--lab", &lab, "h0-0-0", "--", "sh", "-c", "exit 7"]);
     assert_eq!(code.status.code(), Some(7));
     // The interfaces are named after their peers.

@@ -27,6 +27,9 @@ pub struct Start<'a> {
     /// A private mount namespace with `/sys` remounted, so tools that read
     /// sysfs see the namespace's interfaces (as `ip netns exec` does).
     pub private_sysfs: bool,
+    /// With `private_sysfs`: this file bind-mounted over `/etc/hosts` (the
+    /// lab's names).
+    pub hosts: Option<&'a Path>,
     /// stdin from `/dev/null`, stdout and stderr to (a new) this file.
     pub log: Option<&'a Path>,
 }
@@ -45,10 +48,16 @@ impl Start<'_> {
         }
         let fd = self.namespace.map(AsRawFd::as_raw_fd);
         let (new_session, private_sysfs) = (self.new_session, self.private_sysfs);
+        // Converted before the fork: the child must not allocate.
+        let hosts = self
+            .hosts
+            .map(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()))
+            .transpose()?;
         // SAFETY: between fork and exec the child only makes
         // async-signal-safe system calls (setns, unshare, mount, umount2,
-        // setsid) and allocates nothing; `fd` stays open in the parent
-        // until spawn returns.
+        // setsid) and allocates nothing (nix passes short literal paths on
+        // the stack, `hosts` is converted already); `fd` stays open in the
+        // parent until spawn returns.
         unsafe {
             command.pre_exec(move || {
                 if let Some(fd) = fd {
@@ -68,6 +77,15 @@ impl Start<'_> {
                             "/sys",
                             Some("sysfs"),
                             MsFlags::empty(),
+                            None::<&str>,
+                        );
+                    }
+                    if let Some(hosts) = &hosts {
+                        let _ = mount(
+                            Some(hosts.as_c_str()),
+                            "/etc/hosts",
+                            None::<&str>,
+                            MsFlags::MS_BIND,
                             None::<&str>,
                         );
                     }
