@@ -173,6 +173,41 @@ impl PairSizes {
         PairSizes(vec![chunks(bytes, ranks); ranks])
     }
 
+    /// An expert-parallel dispatch of `bytes` per rank whose destinations
+    /// are skewed as in a mixture-of-experts layer: destination `e` gets a
+    /// share proportional to `1 / (k + 1)^exponent`, where `k` is `e`'s
+    /// place in a popularity order drawn from `seed` (the same hot experts
+    /// for every sender). Exponent 0 is uniform. What a rank sends itself
+    /// stays local. Row sums are exactly `bytes`.
+    pub fn skewed(ranks: usize, bytes: u64, exponent: f64, seed: u64) -> PairSizes {
+        use rand_core::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        // Fisher-Yates: place[e] is e's popularity rank.
+        let mut order: Vec<usize> = (0..ranks).collect();
+        for i in (1..ranks).rev() {
+            order.swap(i, crate::traffic::below(&mut rng, i + 1));
+        }
+        let mut place = vec![0; ranks];
+        for (k, &e) in order.iter().enumerate() {
+            place[e] = k;
+        }
+        let weight: Vec<f64> = place
+            .iter()
+            .map(|&k| 1.0 / ((k + 1) as f64).powf(exponent))
+            .collect();
+        let total: f64 = weight.iter().sum();
+        let mut row: Vec<u64> = weight
+            .iter()
+            .map(|w| (bytes as f64 * w / total).floor() as u64)
+            .collect();
+        // What flooring left goes to the most popular, one byte each.
+        let short = bytes - row.iter().sum::<u64>();
+        for i in 0..short as usize {
+            row[order[i % ranks]] += 1;
+        }
+        PairSizes(vec![row; ranks])
+    }
+
     /// Bytes from `from` to `to`.
     pub fn get(&self, from: usize, to: usize) -> u64 {
         self.0[from][to]
@@ -681,6 +716,22 @@ mod tests {
         assert_eq!(s.received_by(2), 8);
         assert_eq!(sizes.transposed().get(1, 0), 5);
         assert!(PairSizes::new(3, vec![vec![0; 3]; 2]).is_err());
+    }
+
+    #[test]
+    fn skewed_dispatch_sends_most_to_the_hot_experts_and_sums_to_the_buffer() {
+        let sizes = PairSizes::skewed(8, 1 << 20, 1.2, 42);
+        for from in 0..8 {
+            assert_eq!((0..8).map(|to| sizes.get(from, to)).sum::<u64>(), 1 << 20);
+        }
+        let row: Vec<u64> = (0..8).map(|to| sizes.get(0, to)).collect();
+        let (max, min) = (*row.iter().max().unwrap(), *row.iter().min().unwrap());
+        // Zipf 1.2 over 8: the first place gets 8^1.2 = 12x the last.
+        assert!(max > 10 * min, "{row:?}");
+        assert_eq!(sizes, PairSizes::skewed(8, 1 << 20, 1.2, 42));
+        assert_ne!(sizes, PairSizes::skewed(8, 1 << 20, 1.2, 43));
+        let uniform = PairSizes::skewed(4, 400, 0.0, 1);
+        assert_eq!(uniform, PairSizes::uniform(4, 400));
     }
 
     #[test]
