@@ -6,12 +6,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
-use serde::Deserialize;
-use serde::de::IgnoredAny;
 use toml::Spanned;
 use toml::de::DeValue;
 
-use super::params::{ParamSpans, RawParams, read_params};
+use super::params::{ParamSpans, RawParams, read_params, with_link_params};
 use super::reader::{Keys, array_items, fields_of, missing, read_table};
 use super::topology::Kind;
 use crate::diag::{Diags, choices_help};
@@ -19,44 +17,17 @@ use crate::model::{Fabric, LinkClass, LinkParams, ParamProblem, Role};
 use crate::suggest;
 use crate::units::Rate;
 
-/// `[[links.override]]`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawOverride {
-    link: Option<Spanned<String>>,
-    rate: Option<Spanned<toml::Value>>,
-    delay: Option<Spanned<toml::Value>>,
-    jitter: Option<Spanned<toml::Value>>,
-    jitter_distribution: Option<Spanned<toml::Value>>,
-    reorder: Option<Spanned<toml::Value>>,
-    /// Listed for the key checks; its value is read from
-    /// [`Section::extra`](super::reader::Section::extra) (it may be a
-    /// table, whose keys need spans).
-    #[allow(dead_code)]
-    loss: Option<IgnoredAny>,
-    corrupt: Option<Spanned<toml::Value>>,
-    duplicate: Option<Spanned<toml::Value>>,
-    queue: Option<Spanned<toml::Value>>,
-    ecn: Option<Spanned<toml::Value>>,
-    mtu: Option<Spanned<toml::Value>>,
+with_link_params! {
+    /// `[[links.override]]`
+    struct RawOverride {
+        link: Option<Spanned<String>>,
+    }
 }
 
 impl RawOverride {
     /// The link it names and its parameters.
-    fn into_parts(self) -> (Option<Spanned<String>>, RawParams) {
-        let params = RawParams {
-            rate: self.rate,
-            delay: self.delay,
-            jitter: self.jitter,
-            jitter_distribution: self.jitter_distribution,
-            reorder: self.reorder,
-            loss: None,
-            corrupt: self.corrupt,
-            duplicate: self.duplicate,
-            queue: self.queue,
-            ecn: self.ecn,
-            mtu: self.mtu,
-        };
+    fn into_parts(mut self) -> (Option<Spanned<String>>, RawParams) {
+        let params = self.take_params();
         (self.link, params)
     }
 }

@@ -38,6 +38,67 @@ pub(crate) struct RawParams {
     pub mtu: Option<Spanned<toml::Value>>,
 }
 
+/// Declares a scenario table that takes link parameters beside keys of its
+/// own (`serde(flatten)` cannot be combined with `deny_unknown_fields`):
+/// its own fields, then every field of [`RawParams`] in its order (`mtu`
+/// left out with `without mtu`: it cannot change at run time), and
+/// `take_params`, which hands the parameters over.
+macro_rules! with_link_params {
+    ($(#[$meta:meta])* struct $name:ident { $($(#[$fm:meta])* $field:ident: $ty:ty,)* }) => {
+        $crate::read::params::with_link_params!(@define $(#[$meta])* $name { $($(#[$fm])* $field: $ty,)* } [mtu]);
+    };
+    ($(#[$meta:meta])* struct $name:ident { $($(#[$fm:meta])* $field:ident: $ty:ty,)* } without mtu) => {
+        $crate::read::params::with_link_params!(@define $(#[$meta])* $name { $($(#[$fm])* $field: $ty,)* } []);
+    };
+    (@define $(#[$meta:meta])* $name:ident { $($(#[$fm:meta])* $field:ident: $ty:ty,)* } [$($mtu:ident)?]) => {
+        $(#[$meta])*
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct $name {
+            $($(#[$fm])* $field: $ty,)*
+            rate: Option<toml::Spanned<toml::Value>>,
+            delay: Option<toml::Spanned<toml::Value>>,
+            jitter: Option<toml::Spanned<toml::Value>>,
+            jitter_distribution: Option<toml::Spanned<toml::Value>>,
+            reorder: Option<toml::Spanned<toml::Value>>,
+            /// Listed for the key checks; its value is read from
+            /// [`Section::extra`](crate::read::reader::Section::extra) (it
+            /// may be a table, whose keys need spans).
+            #[allow(dead_code)]
+            loss: Option<serde::de::IgnoredAny>,
+            corrupt: Option<toml::Spanned<toml::Value>>,
+            duplicate: Option<toml::Spanned<toml::Value>>,
+            queue: Option<toml::Spanned<toml::Value>>,
+            ecn: Option<toml::Spanned<toml::Value>>,
+            $($mtu: Option<toml::Spanned<toml::Value>>,)?
+        }
+
+        impl $name {
+            /// Its link parameters (`loss` is read from the section's
+            /// extra keys), leaving its own keys.
+            fn take_params(&mut self) -> $crate::read::params::RawParams {
+                #[allow(unused_mut)]
+                let mut params = $crate::read::params::RawParams {
+                    rate: self.rate.take(),
+                    delay: self.delay.take(),
+                    jitter: self.jitter.take(),
+                    jitter_distribution: self.jitter_distribution.take(),
+                    reorder: self.reorder.take(),
+                    loss: None,
+                    corrupt: self.corrupt.take(),
+                    duplicate: self.duplicate.take(),
+                    queue: self.queue.take(),
+                    ecn: self.ecn.take(),
+                    mtu: None,
+                };
+                $(params.$mtu = self.$mtu.take();)?
+                params
+            }
+        }
+    };
+}
+pub(crate) use with_link_params;
+
 /// The Gilbert-Elliott form of `loss`: `{ p = "1%", r = "25%" }`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

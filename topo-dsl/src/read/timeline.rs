@@ -6,13 +6,11 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use serde::Deserialize;
-use serde::de::IgnoredAny;
 use toml::Spanned;
 use toml::de::DeValue;
 
 use super::links::close_link_names;
-use super::params::{RawParams, read_params};
+use super::params::{read_params, with_link_params};
 use super::reader::{
     Keys, Keyword, array_items, fields_of, key_span, keyword, missing, read_table, unit,
 };
@@ -21,50 +19,18 @@ use crate::model::*;
 use crate::suggest;
 use crate::units::Delay;
 
-/// `[[timeline]]` (`mtu` is rejected by the key check: it cannot change at
-/// run time).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawEvent {
-    at: Option<Spanned<toml::Value>>,
-    action: Option<Spanned<String>>,
-    link: Option<Spanned<String>>,
-    node: Option<Spanned<String>>,
-    period: Option<Spanned<toml::Value>>,
-    count: Option<Spanned<toml::Value>>,
-    rate: Option<Spanned<toml::Value>>,
-    delay: Option<Spanned<toml::Value>>,
-    jitter: Option<Spanned<toml::Value>>,
-    jitter_distribution: Option<Spanned<toml::Value>>,
-    reorder: Option<Spanned<toml::Value>>,
-    /// Listed for the key checks; its value is read from
-    /// [`Section::extra`](super::reader::Section::extra) (it may be a
-    /// table, whose keys need spans).
-    #[allow(dead_code)]
-    loss: Option<IgnoredAny>,
-    corrupt: Option<Spanned<toml::Value>>,
-    duplicate: Option<Spanned<toml::Value>>,
-    queue: Option<Spanned<toml::Value>>,
-    ecn: Option<Spanned<toml::Value>>,
-}
-
-impl RawEvent {
-    /// Its link parameters (a `set`).
-    fn take_params(&mut self) -> RawParams {
-        RawParams {
-            rate: self.rate.take(),
-            delay: self.delay.take(),
-            jitter: self.jitter.take(),
-            jitter_distribution: self.jitter_distribution.take(),
-            reorder: self.reorder.take(),
-            loss: None,
-            corrupt: self.corrupt.take(),
-            duplicate: self.duplicate.take(),
-            queue: self.queue.take(),
-            ecn: self.ecn.take(),
-            mtu: None,
-        }
+with_link_params! {
+    /// `[[timeline]]` (`mtu` is rejected by the key check: it cannot change
+    /// at run time).
+    struct RawEvent {
+        at: Option<Spanned<toml::Value>>,
+        action: Option<Spanned<String>>,
+        link: Option<Spanned<String>>,
+        node: Option<Spanned<String>>,
+        period: Option<Spanned<toml::Value>>,
+        count: Option<Spanned<toml::Value>>,
     }
+    without mtu
 }
 
 /// The actions of events, as `action` names them; [`Action`] holds what

@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 
 use serde::Deserialize;
-use serde::de::IgnoredAny;
 use toml::Spanned;
 use toml::de::DeValue;
 
@@ -15,7 +14,7 @@ use crate::diag::Diags;
 use crate::generate::{self, AsnSlot, GNode, Graph, MAX_LINKS, MAX_NODES};
 use crate::model::{LinkParams, Role};
 use crate::read::lab::check_name_chars;
-use crate::read::params::{ParamSpans, RawParams, read_params};
+use crate::read::params::{ParamSpans, read_params, with_link_params};
 use crate::read::reader::{Keys, Keyword, array_items, fields_of, keyword, missing, read_table};
 use crate::suggest;
 
@@ -28,45 +27,11 @@ struct RawNode {
     asn: Option<Spanned<u32>>,
 }
 
-/// `[[topology.links]]`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawCustomLink {
-    a: Option<Spanned<String>>,
-    b: Option<Spanned<String>>,
-    rate: Option<Spanned<toml::Value>>,
-    delay: Option<Spanned<toml::Value>>,
-    jitter: Option<Spanned<toml::Value>>,
-    jitter_distribution: Option<Spanned<toml::Value>>,
-    reorder: Option<Spanned<toml::Value>>,
-    /// Listed for the key checks; its value is read from
-    /// [`Section::extra`](crate::read::reader::Section::extra) (it may be
-    /// a table, whose keys need spans).
-    #[allow(dead_code)]
-    loss: Option<IgnoredAny>,
-    corrupt: Option<Spanned<toml::Value>>,
-    duplicate: Option<Spanned<toml::Value>>,
-    queue: Option<Spanned<toml::Value>>,
-    ecn: Option<Spanned<toml::Value>>,
-    mtu: Option<Spanned<toml::Value>>,
-}
-
-impl RawCustomLink {
-    /// Its link parameters, leaving the ends.
-    fn take_params(&mut self) -> RawParams {
-        RawParams {
-            rate: self.rate.take(),
-            delay: self.delay.take(),
-            jitter: self.jitter.take(),
-            jitter_distribution: self.jitter_distribution.take(),
-            reorder: self.reorder.take(),
-            loss: None,
-            corrupt: self.corrupt.take(),
-            duplicate: self.duplicate.take(),
-            queue: self.queue.take(),
-            ecn: self.ecn.take(),
-            mtu: self.mtu.take(),
-        }
+with_link_params! {
+    /// `[[topology.links]]`
+    struct RawCustomLink {
+        a: Option<Spanned<String>>,
+        b: Option<Spanned<String>>,
     }
 }
 
