@@ -297,6 +297,7 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
     ];
     let window = Duration::from_secs(10);
     let mut rows = Vec::new();
+    let mut failures = Vec::new();
     for (name, text, agent) in cases {
         if agent != "builtin"
             && crate::routes::routers::missing(turbonet_topo::Agent::Frr).is_some()
@@ -341,7 +342,20 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
             ])
         })();
         let _ = measure(&["down", name]);
-        rows.push(result?);
+        // A lab that fails keeps the rows measured before and after it.
+        rows.push(result.or_else(|e| -> Result<Vec<String>> {
+            let lab = turbonet_topo::parse(name, &std::fs::read_to_string(&path)?)
+                .map_err(|e| crate::err!("{e}"))?;
+            failures.push(format!("{name}: {e}"));
+            let mut row = vec![
+                count(lab.fabric.switches().count()),
+                agent.to_owned(),
+                count(plan_sessions(&lab)),
+            ];
+            row.extend(["-", "-", "-", "failed (below)"].map(str::to_owned));
+            row.extend(["-"; 4].map(str::to_owned));
+            Ok(row)
+        })?);
     }
     out.table(
         &[
@@ -367,5 +381,8 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
          switch fails (the fabric re-converging)",
         window.as_secs()
     ));
+    for failure in failures {
+        out.text(failure);
+    }
     Ok(out)
 }
