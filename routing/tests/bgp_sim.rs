@@ -175,6 +175,10 @@ struct Net {
     next_id: u64,
     stats: Phase,
     last_fib: Duration,
+    /// Each speaker's next deadline, as of its last input.
+    deadlines: Vec<Option<Duration>>,
+    /// The same, ordered: the next timer of the fabric is the first.
+    timers: BTreeSet<(Duration, usize)>,
 }
 
 impl Net {
@@ -215,6 +219,8 @@ impl Net {
             next_id: 0,
             stats: Phase::default(),
             last_fib: Duration::ZERO,
+            deadlines: vec![None; plans.len()],
+            timers: BTreeSet::new(),
             speakers,
             plans,
         }
@@ -288,9 +294,14 @@ impl Net {
                             self.plans[i].name
                         );
                     };
-                    self.stats.messages += 1;
-                    if bytes[18] == 2 {
-                        self.stats.updates += 1;
+                    // One write may carry many messages.
+                    let mut at = 0;
+                    while at + 19 <= bytes.len() {
+                        self.stats.messages += 1;
+                        if bytes[at + 18] == 2 {
+                            self.stats.updates += 1;
+                        }
+                        at += usize::from(u16::from_be_bytes([bytes[at + 16], bytes[at + 17]]));
                     }
                     if let Some(to) = self.far[i][n]
                         && self.link_up((i, n))
@@ -315,6 +326,16 @@ impl Net {
                 }
                 Output::Event(_) => {}
             }
+        }
+        let deadline = self.speakers[i].next_deadline();
+        if deadline != self.deadlines[i] {
+            if let Some(d) = self.deadlines[i] {
+                self.timers.remove(&(d, i));
+            }
+            if let Some(d) = deadline {
+                self.timers.insert((d, i));
+            }
+            self.deadlines[i] = deadline;
         }
         if self.speakers[i].pending() && !self.flush_pending[i] {
             self.flush_pending[i] = true;
@@ -415,11 +436,7 @@ impl Net {
     /// Runs the next event or the next timers.
     fn step(&mut self) {
         let next_ev = self.queue.keys().next().map(|k| k.0);
-        let next_timer = self
-            .speakers
-            .iter()
-            .filter_map(Speaker::next_deadline)
-            .min();
+        let next_timer = self.timers.first().map(|&(t, _)| t);
         let timer_first = match (next_ev, next_timer) {
             (_, None) => false,
             (None, Some(_)) => true,
@@ -429,13 +446,16 @@ impl Net {
             _ if timer_first => {
                 let t = next_timer.expect("a timer");
                 self.now = self.now.max(t);
-                for i in 0..self.speakers.len() {
-                    if self.speakers[i]
-                        .next_deadline()
-                        .is_some_and(|d| d <= self.now)
-                    {
-                        self.input(i, Input::Tick);
-                    }
+                let due: Vec<usize> = self
+                    .timers
+                    .iter()
+                    .take_while(|&&(d, _)| d <= self.now)
+                    .map(|&(_, i)| i)
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                for i in due {
+                    self.input(i, Input::Tick);
                 }
             }
             Some(_) => {
@@ -658,4 +678,19 @@ fn fat_tree_k16_cold_start() {
     let t = Instant::now();
     let first = run(&lab, 1, (0, 0), None);
     report("fat-tree k=16", 1, &first, t.elapsed());
+}
+
+/// The CPU cost of converging a leaf-spine of 1,000 speakers (4 spines,
+/// 996 leaves): each spine has 996 sessions and sends every leaf's prefix
+/// to every other leaf. `cargo test --release -p turbonet-routing --test
+/// bgp_sim -- --ignored --nocapture`.
+#[test]
+#[ignore = "seconds of CPU: run by hand to profile"]
+fn leaf_spine_1000_cold_start() {
+    let text = "[lab]\nname = \"ls\"\n\n[topology]\nkind = \"leaf-spine\"\nspines = 4\n\
+                leaves = 996\nhosts_per_leaf = 1\nuplinks = 1\n\n[routing]\nmode = \"bgp\"\n";
+    let lab = lab("ls1000.toml", text);
+    let t = Instant::now();
+    let first = run(&lab, 1, (0, 0), None);
+    report("leaf-spine 4x996", 1, &first, t.elapsed());
 }

@@ -172,6 +172,39 @@ pub fn in_namespace<T: Send>(
     })
 }
 
+/// Runs `f` on the calling thread inside the namespace `ns`, then moves
+/// the thread back to where it was, even if `f` panics. The same as
+/// [`in_namespace`] without a thread per call (tens of microseconds): for
+/// the sockets a BGP speaker opens whenever a session connects, thousands
+/// at once after a mass failure. `f` must not block nor await: nothing else
+/// runs on the thread meanwhile.
+pub fn here_in_namespace<T>(ns: &impl AsFd, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    thread_local! {
+        /// This thread's own namespace, opened once.
+        static HOME: io::Result<OwnedFd> = open_current();
+    }
+    HOME.with(|home| {
+        let home = home
+            .as_ref()
+            .map_err(|e| io::Error::new(e.kind(), e.to_string()))?;
+        /// Moves the thread home when dropped.
+        struct Back<'a>(std::os::fd::BorrowedFd<'a>);
+        impl Drop for Back<'_> {
+            fn drop(&mut self) {
+                // A thread left in another namespace would open everything
+                // after this in the wrong place.
+                if let Err(e) = setns(self.0, CloneFlags::CLONE_NEWNET) {
+                    tracing::error!("cannot return to the thread's namespace: {e}");
+                    std::process::abort();
+                }
+            }
+        }
+        setns(ns.as_fd(), CloneFlags::CLONE_NEWNET)?;
+        let _back = Back(home.as_fd());
+        f()
+    })
+}
+
 /// Opens the calling thread's current network namespace.
 pub fn open_current() -> io::Result<OwnedFd> {
     File::open("/proc/thread-self/ns/net").map(OwnedFd::from)

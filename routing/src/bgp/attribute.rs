@@ -230,7 +230,7 @@ impl RawAttribute {
 ///
 /// Each attribute appears at most once (RFC 4271 §6.3); the encoder writes
 /// them in ascending type code order, as §5 recommends.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct PathAttributes {
     /// ORIGIN, well-known mandatory (RFC 4271 §5.1.1).
     pub origin: Option<Origin>,

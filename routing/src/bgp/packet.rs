@@ -186,11 +186,19 @@ impl Message {
     /// UPDATE with too many prefixes must be split before encoding.
     pub fn encode(&self, ctx: &Context) -> Vec<u8> {
         let mut out = Vec::with_capacity(64);
+        self.encode_into(&mut out, ctx);
+        out
+    }
+
+    /// Appends the encoded message to `out` (see [`Message::encode`]).
+    pub fn encode_into(&self, out: &mut Vec<u8>, ctx: &Context) {
+        let start = out.len();
+        let out = &mut *out;
         out.extend_from_slice(&MARKER);
         out.extend_from_slice(&[0, 0, self.msg_type()]);
         match self {
-            Message::Open(open) => open.encode_body(&mut out),
-            Message::Update(update) => update.encode_body(&mut out, ctx),
+            Message::Open(open) => open.encode_body(out),
+            Message::Update(update) => update.encode_body(out, ctx),
             Message::Notification(n) => {
                 out.push(n.code);
                 out.push(n.subcode);
@@ -203,9 +211,8 @@ impl Message {
                 out.push(rr.family.safi.0);
             }
         }
-        let len = out.len() as u16;
-        out[16..18].copy_from_slice(&len.to_be_bytes());
-        out
+        let len = (out.len() - start) as u16;
+        out[start + 16..start + 18].copy_from_slice(&len.to_be_bytes());
     }
 }
 

@@ -196,26 +196,43 @@ pub fn known_prefixes(speakers: &[Speaker]) -> BTreeSet<Ipv4Net> {
 pub struct FibDigest {
     /// Prefixes.
     pub routes: usize,
-    /// Hash of the prefixes and their next hops, in prefix order.
+    /// Sum of a hash of each prefix with its next hops.
     pub hash: u64,
 }
 
 impl FibDigest {
-    /// The digest of a FIB given in prefix order.
+    /// The digest of a FIB, in any order.
     pub fn of<'a>(fib: impl IntoIterator<Item = (&'a Ipv4Net, &'a BTreeSet<Ipv4Addr>)>) -> Self {
-        use std::hash::{Hash, Hasher};
-        let mut hasher = std::hash::DefaultHasher::new();
-        let mut routes = 0;
+        let mut digest = FibDigest::default();
         for (prefix, hops) in fib {
-            prefix.hash(&mut hasher);
-            hops.hash(&mut hasher);
-            routes += 1;
+            digest.add(prefix, hops);
         }
-        FibDigest {
-            routes,
-            hash: hasher.finish(),
-        }
+        digest
     }
+
+    /// The digest with one more entry (one whose prefix it does not
+    /// cover yet).
+    pub fn add(&mut self, prefix: &Ipv4Net, hops: &BTreeSet<Ipv4Addr>) {
+        self.routes += 1;
+        self.hash = self.hash.wrapping_add(entry_hash(prefix, hops));
+    }
+
+    /// The digest without an entry it covers.
+    pub fn remove(&mut self, prefix: &Ipv4Net, hops: &BTreeSet<Ipv4Addr>) {
+        self.routes -= 1;
+        self.hash = self.hash.wrapping_sub(entry_hash(prefix, hops));
+    }
+}
+
+/// One FIB entry's share of a [`FibDigest`]: a sum of these is the same
+/// whatever the order, and is kept up to date one entry at a time.
+fn entry_hash(prefix: &Ipv4Net, hops: &BTreeSet<Ipv4Addr>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    // SipHash with fixed keys: the same on every run.
+    let mut hasher = std::hash::DefaultHasher::new();
+    prefix.hash(&mut hasher);
+    hops.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// What a speaker's FIB holds: for every prefix it learned, the next hops

@@ -20,7 +20,7 @@
 //! reflection and confederations, iBGP export rules (the fabric is eBGP
 //! only, RFC 7938 §5.1), MP-BGP (IPv6) routes, ADD-PATH.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
@@ -106,11 +106,12 @@ impl Change {
     }
 }
 
-/// One peer's Adj-RIB-In.
+/// What the RIB keeps of a peer besides its routes.
 #[derive(Debug, Clone)]
 struct Peer {
     info: PeerSummary,
-    routes: BTreeMap<Ipv4Net, Arc<PathAttributes>>,
+    /// Routes in its Adj-RIB-In.
+    routes: usize,
 }
 
 /// A Loc-RIB entry: what the FIB sees plus the selected route, which
@@ -121,20 +122,72 @@ struct Entry {
     selected: Option<(PeerId, Arc<PathAttributes>)>,
 }
 
+/// How a prefix is advertised over eBGP (RFC 4271 §5.1, §9.2), before the
+/// rules of each session: the same for every peer but for NEXT_HOP, which
+/// is the speaker's address on the session, and split horizon.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    /// The attributes sent, NEXT_HOP unset.
+    pub attributes: Arc<PathAttributes>,
+    /// The peer the route was learned from and its AS (`None`: originated
+    /// here): it is not sent to that peer nor to another peer of that AS.
+    pub from: Option<(PeerId, u32)>,
+    /// Changes (from 1) whenever `attributes` do, and only then: a peer
+    /// that holds this version needs no UPDATE.
+    pub version: u32,
+}
+
+impl Outgoing {
+    /// Whether the route is advertised to `to`, a peer in `to_as`.
+    pub fn to(&self, to: PeerId, to_as: u32) -> bool {
+        goes_to(self.from, to, to_as)
+    }
+}
+
+/// Whether a route learned from `from` (a peer and its AS; `None`:
+/// originated here) is advertised to `to`, a peer in `to_as`: not back to
+/// where it came from, nor to another peer of that AS (split horizon by
+/// AS, see [`Rib::export`]).
+pub fn goes_to(from: Option<(PeerId, u32)>, to: PeerId, to_as: u32) -> bool {
+    from.is_none_or(|(from, from_as)| from != to && from_as != to_as)
+}
+
+/// Everything the RIB holds of one prefix.
+#[derive(Debug, Clone)]
+struct Prefix {
+    /// Dense index of the prefix ([`Rib::slot`]), kept for the life of
+    /// the RIB.
+    slot: u32,
+    /// The Adj-RIBs-In's routes for it, by peer, sorted.
+    routes: Vec<(PeerId, Arc<PathAttributes>)>,
+    /// Originated here.
+    local: bool,
+    /// The Loc-RIB entry.
+    entry: Option<Entry>,
+    /// What is advertised while `entry` is there.
+    outgoing: Option<Outgoing>,
+}
+
 /// The RIBs of one BGP speaker (RFC 4271 §3.2).
+///
+/// Every prefix ever seen has one record, holding every peer's route for
+/// it (the Adj-RIBs-In, by prefix), its Loc-RIB entry and how it is
+/// advertised: an UPDATE costs one lookup per prefix, and a peer's routes
+/// are found by walking the prefixes (only when its session goes down).
 #[derive(Debug, Clone)]
 pub struct Rib {
     local_as: u32,
     router_id: Ipv4Addr,
     multipath: Multipath,
     peers: BTreeMap<PeerId, Peer>,
-    /// Which peers have a route for each prefix (index over `peers`).
-    by_prefix: BTreeMap<Ipv4Net, BTreeSet<PeerId>>,
-    local: BTreeSet<Ipv4Net>,
-    loc: BTreeMap<Ipv4Net, Entry>,
+    prefixes: BTreeMap<Ipv4Net, Prefix>,
     /// Prefixes whose advertisement may have changed since
     /// [`Rib::take_exports`] was last called.
     exports: BTreeSet<Ipv4Net>,
+    /// The last [`Outgoing::version`] given.
+    version: u32,
+    /// What a locally originated prefix is advertised with.
+    originated: Arc<PathAttributes>,
 }
 
 impl Rib {
@@ -145,10 +198,14 @@ impl Rib {
             router_id,
             multipath,
             peers: BTreeMap::new(),
-            by_prefix: BTreeMap::new(),
-            local: BTreeSet::new(),
-            loc: BTreeMap::new(),
+            prefixes: BTreeMap::new(),
             exports: BTreeSet::new(),
+            version: 0,
+            originated: Arc::new(PathAttributes {
+                origin: Some(Origin::Igp),
+                as_path: Some(AsPath::sequence([local_as])),
+                ..PathAttributes::default()
+            }),
         }
     }
 
@@ -183,20 +240,27 @@ impl Rib {
         peer_info: &PeerSummary,
         update: &Update,
     ) -> Vec<Change> {
-        let mut touched = BTreeSet::new();
+        let mut touched = Vec::with_capacity(update.withdrawn.len() + update.nlri.len());
         let state = self.peers.entry(peer).or_insert_with(|| Peer {
             info: *peer_info,
-            routes: BTreeMap::new(),
+            routes: 0,
         });
         if state.info != *peer_info {
             state.info = *peer_info;
-            touched.extend(state.routes.keys().copied());
+            touched.extend(
+                self.prefixes
+                    .iter()
+                    .filter(|(_, r)| r.route_of(peer).is_some())
+                    .map(|(p, _)| *p),
+            );
         }
         for p in &update.withdrawn {
             let p = p.trunc();
-            if state.routes.remove(&p).is_some() {
-                unindex(&mut self.by_prefix, p, peer);
-                touched.insert(p);
+            if let Some(record) = self.prefixes.get_mut(&p)
+                && record.remove(peer)
+            {
+                state.routes -= 1;
+                touched.push(p);
             }
         }
         if !update.nlri.is_empty() {
@@ -212,19 +276,25 @@ impl Rib {
                 mp_unreach: None,
                 ..update.attributes.clone()
             });
+            let mut next_slot = self.prefixes.len() as u32;
             for p in &update.nlri {
                 let p = p.trunc();
-                touched.insert(p);
+                touched.push(p);
+                let record = self.prefixes.entry(p).or_insert_with(|| {
+                    next_slot += 1;
+                    Prefix::new(next_slot - 1)
+                });
                 if looped {
-                    if state.routes.remove(&p).is_some() {
-                        unindex(&mut self.by_prefix, p, peer);
+                    if record.remove(peer) {
+                        state.routes -= 1;
                     }
-                } else {
-                    state.routes.insert(p, attrs.clone());
-                    self.by_prefix.entry(p).or_default().insert(peer);
+                } else if record.insert(peer, attrs.clone()) {
+                    state.routes += 1;
                 }
             }
         }
+        touched.sort_unstable();
+        touched.dedup();
         self.recompute(touched)
     }
 
@@ -234,52 +304,75 @@ impl Rib {
         let Some(state) = self.peers.remove(&peer) else {
             return Vec::new();
         };
-        let touched: BTreeSet<Ipv4Net> = state.routes.into_keys().collect();
-        for &p in &touched {
-            unindex(&mut self.by_prefix, p, peer);
+        if state.routes == 0 {
+            return Vec::new();
         }
+        let touched: Vec<Ipv4Net> = self
+            .prefixes
+            .iter_mut()
+            .filter_map(|(p, record)| record.remove(peer).then_some(*p))
+            .collect();
         self.recompute(touched)
     }
 
     /// Originates `prefix` (a loopback, a host subnet). A locally
     /// originated prefix is always preferred over learned routes.
     pub fn originate(&mut self, prefix: Ipv4Net) -> Vec<Change> {
-        let prefix = prefix.trunc();
-        self.local.insert(prefix);
-        self.recompute([prefix])
+        self.set_local(prefix, true)
     }
 
     /// Stops originating `prefix`; learned routes, if any, take over.
     pub fn withdraw_local(&mut self, prefix: Ipv4Net) -> Vec<Change> {
+        self.set_local(prefix, false)
+    }
+
+    fn set_local(&mut self, prefix: Ipv4Net, local: bool) -> Vec<Change> {
         let prefix = prefix.trunc();
-        self.local.remove(&prefix);
+        let slot = self.prefixes.len() as u32;
+        self.prefixes
+            .entry(prefix)
+            .or_insert_with(|| Prefix::new(slot))
+            .local = local;
         self.recompute([prefix])
     }
 
     /// The Loc-RIB entry of `prefix`, if it is reachable.
     pub fn best(&self, prefix: &Ipv4Net) -> Option<&Best> {
-        self.loc.get(prefix).map(|e| &e.best)
+        self.entry(prefix).map(|e| &e.best)
+    }
+
+    /// How `prefix` is advertised, if it is reachable.
+    pub fn outgoing(&self, prefix: &Ipv4Net) -> Option<&Outgoing> {
+        self.prefixes.get(prefix)?.outgoing.as_ref()
+    }
+
+    /// The dense index of `prefix` (from 0, one per prefix the RIB has
+    /// ever seen, never reused), for tables kept per prefix beside the
+    /// RIB such as an Adj-RIB-Out.
+    pub fn slot(&self, prefix: &Ipv4Net) -> Option<u32> {
+        self.prefixes.get(prefix).map(|r| r.slot)
     }
 
     /// The Loc-RIB, in prefix order.
     pub fn loc_rib(&self) -> impl Iterator<Item = (&Ipv4Net, &Best)> {
-        self.loc.iter().map(|(p, e)| (p, &e.best))
+        self.prefixes
+            .iter()
+            .filter_map(|(p, r)| Some((p, &r.entry.as_ref()?.best)))
     }
 
     /// One peer's Adj-RIB-In (routes that passed the loop check), in
     /// prefix order.
     pub fn adj_rib_in(&self, peer: PeerId) -> impl Iterator<Item = (&Ipv4Net, &PathAttributes)> {
-        self.peers
-            .get(&peer)
-            .into_iter()
-            .flat_map(|s| s.routes.iter().map(|(p, a)| (p, &**a)))
+        self.prefixes
+            .iter()
+            .filter_map(move |(p, r)| Some((p, &**r.route_of(peer)?)))
     }
 
     /// How many routes `peer`'s Adj-RIB-In holds; the count of
     /// [`Rib::adj_rib_in`] without walking it (a status report asks for it
     /// after every batch).
     pub fn received(&self, peer: PeerId) -> usize {
-        self.peers.get(&peer).map_or(0, |s| s.routes.len())
+        self.peers.get(&peer).map_or(0, |s| s.routes)
     }
 
     /// The UPDATE messages that bring peer `to` up to date with the Loc-RIB
@@ -307,7 +400,9 @@ impl Rib {
     /// Prefixes with identical outgoing attributes share UPDATEs; every
     /// message encodes within [`MAX_MESSAGE_LEN`] octets, sized for
     /// 4-octet AS numbers (RFC 6793), which is the larger encoding.
-    /// Withdrawals come first.
+    /// Withdrawals come first. (A speaker keeping an Adj-RIB-Out uses
+    /// [`Rib::outgoing`] and [`pack_updates`] instead, to send only what
+    /// changed.)
     pub fn export(
         &self,
         to: PeerId,
@@ -315,135 +410,150 @@ impl Rib {
         local_addr: Ipv4Addr,
         prefixes: &[Ipv4Net],
     ) -> Vec<Update> {
-        // Room for withdrawn routes, attributes and NLRI after the header
-        // and the two length fields (RFC 4271 §4.3).
-        const ROOM: usize = MAX_MESSAGE_LEN - HEADER_LEN - 4;
         let mut seen = BTreeSet::new();
         let mut withdrawn = Vec::new();
-        // Keyed by the encoded attributes: equal keys, equal attributes.
-        let mut groups: BTreeMap<Vec<u8>, (PathAttributes, Vec<Ipv4Net>)> = BTreeMap::new();
+        let mut groups = AttributeGroups::default();
+        let mut nlri: Vec<Vec<Ipv4Net>> = Vec::new();
         for p in prefixes {
             let p = p.trunc();
             if !seen.insert(p) {
                 continue;
             }
-            let Some(attrs) = self.export_attributes(to, to_info, local_addr, &p) else {
-                withdrawn.push(p);
-                continue;
-            };
-            let mut key = Vec::new();
-            attrs.encode(&mut key, &Context::FOUR_OCTET_AS);
-            if key.len() + prefix_octets(&p) > ROOM {
-                // An AS_PATH too long for any message: not advertisable.
-                withdrawn.push(p);
-                continue;
-            }
-            groups
-                .entry(key)
-                .or_insert_with(|| (attrs, Vec::new()))
-                .1
-                .push(p);
-        }
-
-        let mut out = Vec::new();
-        for chunk in pack(&withdrawn, ROOM) {
-            out.push(Update {
-                withdrawn: chunk,
-                ..Update::default()
-            });
-        }
-        for (key, (attrs, nlri)) in groups {
-            for chunk in pack(&nlri, ROOM - key.len()) {
-                out.push(Update {
-                    withdrawn: Vec::new(),
-                    attributes: attrs.clone(),
-                    nlri: chunk,
-                });
+            match self.outgoing(&p) {
+                Some(out) if out.to(to, to_info.peer_as) => {
+                    let group = groups.of(&out.attributes);
+                    if group == nlri.len() {
+                        nlri.push(Vec::new());
+                    }
+                    nlri[group].push(p);
+                }
+                _ => withdrawn.push(p),
             }
         }
-        out
+        pack_updates(
+            withdrawn,
+            groups.groups.iter().map(|a| &**a).zip(nlri),
+            local_addr,
+        )
     }
 
-    /// The attributes to advertise `prefix` with to `to`, or `None` if it
-    /// must not be advertised there.
-    fn export_attributes(
-        &self,
-        to: PeerId,
-        to_info: &PeerSummary,
-        local_addr: Ipv4Addr,
-        prefix: &Ipv4Net,
-    ) -> Option<PathAttributes> {
-        let entry = self.loc.get(prefix)?;
+    /// What `prefix` is advertised with, given its Loc-RIB entry.
+    fn advertised(&self, entry: &Entry) -> Option<(PathAttributes, Option<(PeerId, u32)>)> {
         let Some((from, attrs)) = &entry.selected else {
-            return Some(PathAttributes {
-                origin: Some(Origin::Igp),
-                as_path: Some(AsPath::sequence([self.local_as])),
-                next_hop: Some(local_addr),
-                ..PathAttributes::default()
-            });
+            return Some(((*self.originated).clone(), None));
         };
         let from_as = self.peers.get(from).map(|s| s.info.peer_as)?;
-        if *from == to || from_as == to_info.peer_as {
-            return None;
-        }
         let mut as_path = attrs.as_path.clone().unwrap_or_default();
         prepend(&mut as_path, self.local_as);
-        Some(PathAttributes {
-            origin: attrs.origin,
-            as_path: Some(as_path),
-            next_hop: Some(local_addr),
-            med: None,
-            local_pref: None,
-            atomic_aggregate: attrs.atomic_aggregate,
-            aggregator: attrs.aggregator,
-            mp_reach: None,
-            mp_unreach: None,
-            unknown: attrs
-                .unknown
-                .iter()
-                .filter_map(super::attribute::RawAttribute::for_propagation)
-                .collect(),
+        Some((
+            PathAttributes {
+                origin: attrs.origin,
+                as_path: Some(as_path),
+                next_hop: None,
+                med: None,
+                local_pref: None,
+                atomic_aggregate: attrs.atomic_aggregate,
+                aggregator: attrs.aggregator,
+                mp_reach: None,
+                mp_unreach: None,
+                unknown: attrs
+                    .unknown
+                    .iter()
+                    .filter_map(super::attribute::RawAttribute::for_propagation)
+                    .collect(),
+            },
+            Some((*from, from_as)),
+        ))
+    }
+
+    /// How a prefix whose Loc-RIB entry is now `entry` is advertised;
+    /// `old` is how it was, `last` the attributes last computed (from
+    /// those of a selected route).
+    fn outgoing_for(
+        &mut self,
+        entry: &Entry,
+        old: Option<&Outgoing>,
+        last: &mut Option<(Arc<PathAttributes>, Arc<PathAttributes>)>,
+    ) -> Option<Outgoing> {
+        let (attributes, from) = self.advertised(entry)?;
+        let attributes = match (&*last, &entry.selected) {
+            (_, None) => self.originated.clone(),
+            (Some((src, out)), Some((_, attrs)))
+                if Arc::ptr_eq(src, attrs) && **out == attributes =>
+            {
+                out.clone()
+            }
+            (_, Some((_, attrs))) => {
+                let attributes = Arc::new(attributes);
+                *last = Some((attrs.clone(), attributes.clone()));
+                attributes
+            }
+        };
+        let version = match old {
+            Some(old) if old.attributes == attributes => old.version,
+            _ => {
+                self.version += 1;
+                self.version
+            }
+        };
+        Some(Outgoing {
+            attributes,
+            from,
+            version,
         })
+    }
+
+    fn entry(&self, prefix: &Ipv4Net) -> Option<&Entry> {
+        self.prefixes.get(prefix)?.entry.as_ref()
     }
 
     /// Reruns the decision process for `prefixes` and returns what changed.
     fn recompute(&mut self, prefixes: impl IntoIterator<Item = Ipv4Net>) -> Vec<Change> {
         let mut changes = Vec::new();
+        // The routes of one UPDATE share their attributes, and so do their
+        // advertisements: computed once.
+        let mut last: Option<(Arc<PathAttributes>, Arc<PathAttributes>)> = None;
         for prefix in prefixes {
-            let new = self.select(&prefix);
-            let old = self.loc.get(&prefix);
-            if old == new.as_ref() {
+            let Some(record) = self.prefixes.get(&prefix) else {
+                continue;
+            };
+            let new = self.select(record);
+            if record.entry == new {
                 continue;
             }
             // What is advertised follows the selected route (its
             // attributes, and the peer it came from for split horizon),
             // not the rest of the ECMP set.
-            if old.map(|o| &o.selected) != new.as_ref().map(|n| &n.selected) {
+            let selected_changed =
+                record.entry.as_ref().map(|o| &o.selected) != new.as_ref().map(|n| &n.selected);
+            let mut outgoing = record.outgoing.clone();
+            if selected_changed {
                 self.exports.insert(prefix);
+                outgoing = match &new {
+                    Some(entry) => self.outgoing_for(entry, outgoing.as_ref(), &mut last),
+                    None => None,
+                };
             }
-            match new {
-                Some(entry) => {
-                    // The FIB only needs a change when the ECMP set or the
-                    // locality changed; a new selected route with the same
-                    // next hops is still reported so that it is exported.
-                    changes.push(Change::Installed {
-                        prefix,
-                        best: entry.best.clone(),
-                    });
-                    self.loc.insert(prefix, entry);
-                }
-                None => {
-                    changes.push(Change::Removed { prefix });
-                    self.loc.remove(&prefix);
-                }
+            match &new {
+                // The FIB only needs a change when the ECMP set or the
+                // locality changed; a new selected route with the same
+                // next hops is still reported so that it is exported.
+                Some(entry) => changes.push(Change::Installed {
+                    prefix,
+                    best: entry.best.clone(),
+                }),
+                None => changes.push(Change::Removed { prefix }),
             }
+            let record = self.prefixes.get_mut(&prefix).expect("looked up above");
+            record.entry = new;
+            record.outgoing = outgoing;
         }
         changes
     }
 
-    /// The Loc-RIB entry `prefix` should have now (RFC 4271 §9.1.2).
-    fn select(&self, prefix: &Ipv4Net) -> Option<Entry> {
-        if self.local.contains(prefix) {
+    /// The Loc-RIB entry a prefix should have now (RFC 4271 §9.1.2).
+    fn select(&self, record: &Prefix) -> Option<Entry> {
+        if record.local {
             return Some(Entry {
                 best: Best {
                     nexthops: Vec::new(),
@@ -453,16 +563,14 @@ impl Rib {
                 selected: None,
             });
         }
-        let candidates: Vec<Candidate> = self
-            .by_prefix
-            .get(prefix)?
+        let candidates: Vec<Candidate<'_>> = record
+            .routes
             .iter()
-            .filter_map(|&peer| {
-                let state = self.peers.get(&peer)?;
+            .filter_map(|(peer, attrs)| {
                 Some(Candidate {
-                    peer,
-                    info: state.info,
-                    attrs: state.routes.get(prefix)?.clone(),
+                    peer: *peer,
+                    info: self.peers.get(peer)?.info,
+                    attrs,
                 })
             })
             .collect();
@@ -482,15 +590,141 @@ impl Rib {
     }
 }
 
-/// One route for a prefix, as the decision process sees it.
-#[derive(Debug, Clone)]
-struct Candidate {
-    peer: PeerId,
-    info: PeerSummary,
-    attrs: Arc<PathAttributes>,
+impl Prefix {
+    fn new(slot: u32) -> Prefix {
+        Prefix {
+            slot,
+            routes: Vec::new(),
+            local: false,
+            entry: None,
+            outgoing: None,
+        }
+    }
+
+    fn route_of(&self, peer: PeerId) -> Option<&Arc<PathAttributes>> {
+        let i = self.routes.binary_search_by_key(&peer, |r| r.0).ok()?;
+        Some(&self.routes[i].1)
+    }
+
+    /// Sets `peer`'s route; true if it had none.
+    fn insert(&mut self, peer: PeerId, attrs: Arc<PathAttributes>) -> bool {
+        match self.routes.binary_search_by_key(&peer, |r| r.0) {
+            Ok(i) => {
+                self.routes[i].1 = attrs;
+                false
+            }
+            Err(i) => {
+                self.routes.insert(i, (peer, attrs));
+                true
+            }
+        }
+    }
+
+    /// Removes `peer`'s route; true if it had one.
+    fn remove(&mut self, peer: PeerId) -> bool {
+        match self.routes.binary_search_by_key(&peer, |r| r.0) {
+            Ok(i) => {
+                self.routes.remove(i);
+                true
+            }
+            Err(_) => false,
+        }
+    }
 }
 
-impl Candidate {
+/// Distinct outgoing attributes, numbered from 0 in the order first
+/// seen: prefixes of one group share UPDATEs. Equal attributes are
+/// usually one allocation (the routes of one UPDATE), so they are told
+/// apart by address first and compared by value only once per address.
+#[derive(Debug, Clone, Default)]
+pub struct AttributeGroups {
+    by_address: HashMap<usize, usize>,
+    by_value: HashMap<Arc<PathAttributes>, usize>,
+    /// The attributes of each group.
+    pub groups: Vec<Arc<PathAttributes>>,
+}
+
+impl AttributeGroups {
+    /// The group of `attributes`, a new one if they are new.
+    pub fn of(&mut self, attributes: &Arc<PathAttributes>) -> usize {
+        let next = self.groups.len();
+        let by_value = &mut self.by_value;
+        let groups = &mut self.groups;
+        *self
+            .by_address
+            .entry(Arc::as_ptr(attributes) as usize)
+            .or_insert_with(|| {
+                let group = *by_value.entry(attributes.clone()).or_insert(next);
+                if group == next {
+                    groups.push(attributes.clone());
+                }
+                group
+            })
+    }
+}
+
+/// UPDATE messages for `withdrawn` prefixes and for groups of prefixes
+/// sharing attributes (NEXT_HOP set to `next_hop`), every one within
+/// [`MAX_MESSAGE_LEN`] octets as encoded with 4-octet AS numbers
+/// (RFC 6793, the larger encoding); withdrawals first. A prefix whose
+/// attributes fit no message (an AS_PATH too long) is withdrawn.
+pub fn pack_updates<'a>(
+    mut withdrawn: Vec<Ipv4Net>,
+    groups: impl IntoIterator<Item = (&'a PathAttributes, Vec<Ipv4Net>)>,
+    next_hop: Ipv4Addr,
+) -> Vec<Update> {
+    // Room for withdrawn routes, attributes and NLRI after the header
+    // and the two length fields (RFC 4271 §4.3).
+    const ROOM: usize = MAX_MESSAGE_LEN - HEADER_LEN - 4;
+    let mut announced = Vec::new();
+    let mut key = Vec::new();
+    for (attrs, nlri) in groups {
+        let attributes = PathAttributes {
+            next_hop: Some(next_hop),
+            ..attrs.clone()
+        };
+        key.clear();
+        attributes.encode(&mut key, &Context::FOUR_OCTET_AS);
+        let fits = |p: &Ipv4Net| key.len() + prefix_octets(p) <= ROOM;
+        let nlri = if nlri.iter().all(fits) {
+            nlri
+        } else {
+            let (fit, too_long): (Vec<Ipv4Net>, Vec<Ipv4Net>) = nlri.into_iter().partition(fits);
+            withdrawn.extend(too_long);
+            fit
+        };
+        if !nlri.is_empty() {
+            announced.push((attributes, ROOM - key.len(), nlri));
+        }
+    }
+    let mut out = Vec::new();
+    for chunk in pack(&withdrawn, ROOM) {
+        out.push(Update {
+            withdrawn: chunk,
+            ..Update::default()
+        });
+    }
+    for (attributes, room, nlri) in announced {
+        for chunk in pack(&nlri, room) {
+            out.push(Update {
+                withdrawn: Vec::new(),
+                attributes: attributes.clone(),
+                nlri: chunk,
+            });
+        }
+    }
+    out
+}
+
+/// One route for a prefix, as the decision process sees it.
+#[derive(Debug, Clone)]
+struct Candidate<'a> {
+    peer: PeerId,
+    info: PeerSummary,
+    attrs: &'a Arc<PathAttributes>,
+}
+
+impl Candidate<'_> {
     fn ebgp(&self, local_as: u32) -> bool {
         self.info.peer_as != local_as
     }
@@ -553,7 +787,11 @@ fn keep_min<K: Ord>(set: &mut Vec<usize>, key: impl Fn(usize) -> K) {
 /// a route from the same neighbour AS, and of the same kind, eBGP or iBGP,
 /// as the best); [`Multipath::SameAs`] also requires the best route's
 /// neighbour AS.
-fn decide(local_as: u32, multipath: Multipath, cands: &[Candidate]) -> Option<(usize, Vec<usize>)> {
+fn decide(
+    local_as: u32,
+    multipath: Multipath,
+    cands: &[Candidate<'_>],
+) -> Option<(usize, Vec<usize>)> {
     let mut set: Vec<usize> = (0..cands.len()).collect();
     // Degree of preference (§9.1.1): LOCAL_PREF, highest first.
     keep_min(&mut set, |i| {
@@ -594,15 +832,6 @@ fn decide(local_as: u32, multipath: Multipath, cands: &[Candidate]) -> Option<(u
         Multipath::Relax => pool,
     };
     Some((best, ecmp))
-}
-
-fn unindex(by_prefix: &mut BTreeMap<Ipv4Net, BTreeSet<PeerId>>, prefix: Ipv4Net, peer: PeerId) {
-    if let Some(peers) = by_prefix.get_mut(&prefix) {
-        peers.remove(&peer);
-        if peers.is_empty() {
-            by_prefix.remove(&prefix);
-        }
-    }
 }
 
 /// Prepends `asn` to the path (RFC 4271 §5.1.2: to the leading

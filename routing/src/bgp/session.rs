@@ -26,6 +26,7 @@
 //! IdleHold time.
 
 use std::fmt;
+use std::mem;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
@@ -327,9 +328,19 @@ impl Session {
         .min()
     }
 
-    /// Handles one event at time `now`. Expired timers fire first.
+    /// Handles one event at time `now`. Expired timers fire first, except
+    /// for received bytes, which are handled before: the peer sent them
+    /// before `now` (they waited in the driver's queue), so a KEEPALIVE
+    /// among them counts before the Hold Timer is checked. A driver that
+    /// fell behind does not reset a session whose keepalives it had not
+    /// read yet.
     pub fn handle(&mut self, now: Duration, input: Input) -> Vec<Output> {
         let mut out = Vec::new();
+        if let Input::Bytes(bytes) = &input {
+            self.receive(now, bytes, &mut out);
+            self.fire_timers(now, &mut out);
+            return out;
+        }
         self.fire_timers(now, &mut out);
         match input {
             Input::Start => {
@@ -357,8 +368,7 @@ impl Session {
             }
             Input::TcpConnected => self.tcp_connected(now, &mut out),
             Input::TcpFailed => self.tcp_failed(now, &mut out),
-            Input::Bytes(bytes) => self.receive(now, &bytes, &mut out),
-            Input::Tick => {}
+            Input::Bytes(_) | Input::Tick => {}
         }
         out
     }
@@ -368,18 +378,35 @@ impl Session {
     /// The caller keeps the UPDATE within 4096 octets (RFC 4271 §4.1),
     /// splitting it if needed; a larger one is not sent.
     pub fn send_update(&mut self, now: Duration, update: Update) -> Vec<Output> {
+        self.send_updates(now, [update])
+    }
+
+    /// Sends UPDATEs, in order, as one [`Output::Send`] (one write of the
+    /// driver for a whole table); as [`Session::send_update`] otherwise.
+    pub fn send_updates(
+        &mut self,
+        now: Duration,
+        updates: impl IntoIterator<Item = Update>,
+    ) -> Vec<Output> {
         let mut out = Vec::new();
         self.fire_timers(now, &mut out);
         if self.state != State::Established {
             return out;
         }
-        let bytes = Message::Update(update).encode(&self.ctx);
-        if bytes.len() > MAX_MESSAGE_LEN {
-            return out;
+        let mut bytes = Vec::new();
+        for update in updates {
+            let at = bytes.len();
+            Message::Update(update).encode_into(&mut bytes, &self.ctx);
+            if bytes.len() - at > MAX_MESSAGE_LEN {
+                bytes.truncate(at);
+            }
         }
-        out.push(Output::Send(bytes));
-        // §8.2.2 Established: sending an UPDATE restarts the KeepaliveTimer.
-        self.restart_keepalive(now);
+        if !bytes.is_empty() {
+            out.push(Output::Send(bytes));
+            // §8.2.2 Established: sending an UPDATE restarts the
+            // KeepaliveTimer.
+            self.restart_keepalive(now);
+        }
         out
     }
 
@@ -557,16 +584,24 @@ impl Session {
             // Bytes from a connection already dropped.
             return;
         }
-        self.buf.extend_from_slice(bytes);
+        // Whole messages are handled where they lie; only the start of an
+        // incomplete one stays for the next read.
+        let mut buf = mem::take(&mut self.buf);
+        buf.extend_from_slice(bytes);
+        let mut at = 0;
         while self.tcp_up() {
-            match frame(&self.buf) {
+            match frame(&buf[at..]) {
                 Ok(None) => break,
                 Ok(Some(len)) => {
-                    let raw: Vec<u8> = self.buf.drain(..len).collect();
-                    self.process(now, &raw, out);
+                    self.process(now, &buf[at..at + len], out);
+                    at += len;
                 }
                 Err(e) => self.error(now, e, out),
             }
+        }
+        if self.tcp_up() {
+            buf.drain(..at);
+            self.buf = buf;
         }
     }
 

@@ -40,14 +40,16 @@
 //! it comes back up its sessions start again and its prefixes are
 //! originated again. Ports are up until said otherwise.
 //!
-//! Not implemented (future work): an Adj-RIB-Out per peer (RFC 4271 §3.2;
-//! [`Rib::export`] recomputes it, so a peer may be sent withdrawals of
-//! prefixes it never had, which RFC 4271 §9.1.3 makes harmless), End-of-RIB
-//! markers and the graceful restart capability (RFC 4724; a restarted
-//! speaker keeps the stale FIB entries of [`Speaker::assume_installed`] on
-//! its own, without its peers' help), connection collision detection.
+//! Each session keeps an Adj-RIB-Out (RFC 4271 §3.2) as the version of
+//! each prefix's advertisement it last sent ([`Outgoing::version`](super::rib::Outgoing::version)), so a
+//! flush sends only what changed for that peer.
+//!
+//! Not implemented (future work): End-of-RIB markers and the graceful
+//! restart capability (RFC 4724; a restarted speaker keeps the stale FIB
+//! entries of [`Speaker::assume_installed`] on its own, without its peers'
+//! help), connection collision detection.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::mem;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -57,9 +59,11 @@ use std::time::Duration;
 use ipnet::Ipv4Net;
 
 use super::plan::{self, FibDigest};
-use super::rib::{Change, Multipath, PeerId, PeerSummary, Rib};
+use super::rib::{
+    AttributeGroups, Change, Multipath, PeerId, PeerSummary, Rib, goes_to, pack_updates,
+};
 use super::session::{self, PeerInfo, Reason, Session, SessionConfig, State};
-use super::{Context, Message, PORT, Update};
+use super::{Message, PORT};
 use crate::NextHop;
 
 /// The timers of every session of a speaker (RFC 4271 §10).
@@ -318,14 +322,16 @@ struct Peer {
     state: PeerState,
     since: Duration,
     last_error: Option<String>,
-    /// Adj-RIB-Out (RFC 4271 section 3.2): what this session last
-    /// advertised of each prefix, as an id of its encoded attributes
-    /// ([`Speaker::attribute_ids`]). A prefix whose outgoing attributes
-    /// did not change is not sent again, and one never advertised is not
-    /// withdrawn: while a fabric converges a prefix's Loc-RIB entry
-    /// changes many times (its ECMP set grows a neighbour at a time)
-    /// without changing what is advertised.
-    sent: HashMap<Ipv4Net, u32>,
+    /// Adj-RIB-Out (RFC 4271 section 3.2): the version of each prefix's
+    /// advertisement ([`Outgoing::version`](super::rib::Outgoing::version)) this session last sent, by
+    /// the prefix's [`Rib::slot`]; 0: not advertised. A prefix whose
+    /// outgoing attributes did not change is not sent again, and one never
+    /// advertised is not withdrawn: while a fabric converges a prefix's
+    /// Loc-RIB entry changes many times (its ECMP set grows a neighbour at
+    /// a time) without changing what is advertised. Four octets per
+    /// prefix and session, no hashing: a spine of a thousand leaves keeps
+    /// two million of them.
+    sent: Vec<u32>,
 }
 
 /// One switch's BGP speaker.
@@ -341,6 +347,9 @@ pub struct Speaker {
     changed: BTreeSet<Ipv4Net>,
     /// Peers owed the whole Loc-RIB at the next flush.
     fresh: BTreeSet<usize>,
+    /// Advertisements decided and not yet sent to every peer, oldest
+    /// first.
+    rounds: std::collections::VecDeque<Round>,
     /// What the FIB holds: next-hop addresses by prefix.
     installed: plan::Fib,
     /// The prefixes the FIB digest covers; `None`: all.
@@ -350,9 +359,6 @@ pub struct Speaker {
     stale: BTreeSet<Ipv4Net>,
     stale_until: Option<Duration>,
     last_change: Duration,
-    /// Ids of the encoded outgoing attributes the Adj-RIBs-Out refer to
-    /// (a fabric has few distinct ones: an AS path and a next hop).
-    attribute_ids: HashMap<Vec<u8>, u32>,
 }
 
 impl Speaker {
@@ -375,7 +381,7 @@ impl Speaker {
                     state: PeerState::Idle,
                     since: Duration::ZERO,
                     last_error: None,
-                    sent: HashMap::new(),
+                    sent: Vec::new(),
                 }
             })
             .collect();
@@ -386,13 +392,13 @@ impl Speaker {
             started: false,
             changed: BTreeSet::new(),
             fresh: BTreeSet::new(),
+            rounds: std::collections::VecDeque::new(),
             installed: plan::Fib::new(),
             known: None,
             digest: FibDigest::of([]),
             stale: BTreeSet::new(),
             stale_until: None,
             last_change: Duration::ZERO,
-            attribute_ids: HashMap::new(),
             plan,
         }
     }
@@ -446,9 +452,9 @@ impl Speaker {
         self.peers.get(peer).map(|p| p.state)
     }
 
-    /// Route changes wait for [`Speaker::flush`].
+    /// Route changes or advertisements wait for [`Speaker::flush`].
     pub fn pending(&self) -> bool {
-        !self.changed.is_empty() || !self.fresh.is_empty()
+        !self.changed.is_empty() || !self.fresh.is_empty() || !self.rounds.is_empty()
     }
 
     /// The FIB already holds `fib` (a restarted speaker, the kernel table
@@ -528,20 +534,37 @@ impl Speaker {
     /// peer, and the whole Loc-RIB to those that just came up or asked for
     /// a ROUTE-REFRESH (RFC 2918 §4: re-advertise the Adj-RIB-Out, which
     /// export recomputes from the Loc-RIB).
+    ///
+    /// A flush advertises to at most [`ADVERTISE_BUDGET`] prefixes and
+    /// peers (a spine of a thousand leaves hearing from each of them owes
+    /// a million): what is left waits for the next flush, in order, and
+    /// [`Speaker::pending`] stays true meanwhile, so a driver that flushes
+    /// again after its other work never stops its sessions for seconds.
     pub fn flush(&mut self, now: Duration) -> Vec<Output> {
         let mut out = Vec::new();
+        let mut budget = ADVERTISE_BUDGET;
         // Sending can fire a session's timers (a Hold Time expired that the
         // driver had not ticked yet), which takes it down and changes the
         // Loc-RIB again: another round, at most one per session.
         for _ in 0..=self.peers.len() {
-            if !self.pending() {
+            if !self.changed.is_empty() || !self.fresh.is_empty() {
+                let changed: Vec<Ipv4Net> = mem::take(&mut self.changed).into_iter().collect();
+                let exports = self.rib.take_exports();
+                let fresh = mem::take(&mut self.fresh);
+                self.sync_fib(now, &changed, &mut out);
+                let full = (!fresh.is_empty())
+                    .then(|| Exports::new(&self.rib, self.rib.loc_rib().map(|(p, _)| *p)));
+                self.rounds.push_back(Round {
+                    changed: Exports::new(&self.rib, exports),
+                    full,
+                    fresh,
+                    next: 0,
+                });
+            }
+            budget = self.advertise(now, budget, &mut out);
+            if budget == 0 || (self.changed.is_empty() && self.fresh.is_empty()) {
                 break;
             }
-            let changed: Vec<Ipv4Net> = mem::take(&mut self.changed).into_iter().collect();
-            let exports: Vec<Ipv4Net> = self.rib.take_exports().into_iter().collect();
-            let fresh = mem::take(&mut self.fresh);
-            self.sync_fib(now, &changed, &mut out);
-            self.advertise(now, &exports, &fresh, &mut out);
         }
         out
     }
@@ -704,7 +727,7 @@ impl Speaker {
                 session::Output::Received(_) => {}
                 session::Output::Down(reason) => {
                     let established = peer.summary.take().is_some();
-                    peer.sent = HashMap::new();
+                    peer.sent = Vec::new();
                     self.fresh.remove(&n);
                     // RFC 4271 §8.2.2: the routes of a closed session go.
                     let changes = self.rib.peer_down(n as PeerId);
@@ -754,45 +777,69 @@ impl Speaker {
     /// `changed` whose next hops differ from what the FIB holds.
     fn sync_fib(&mut self, now: Duration, changed: &[Ipv4Net], out: &mut Vec<Output>) {
         let mut routes = Vec::new();
+        let mut scratch: Vec<Ipv4Addr> = Vec::new();
         for prefix in changed {
             let best = self.rib.best(prefix);
-            let hops: Vec<NextHop> = best
-                .filter(|b| !b.local)
-                .map(|b| {
-                    let mut hops: Vec<NextHop> = b
-                        .nexthops
+            scratch.clear();
+            if let Some(b) = best.filter(|b| !b.local) {
+                scratch.extend(
+                    b.nexthops
                         .iter()
-                        .filter_map(|&(peer, addr)| {
-                            let neighbour = self.plan.neighbours.get(peer as usize)?;
-                            Some(NextHop {
-                                via: Some(addr),
-                                ifname: neighbour.ifname.clone(),
-                                onlink: false,
-                            })
-                        })
-                        .collect();
-                    hops.sort();
-                    hops.dedup();
-                    hops
-                })
-                .unwrap_or_default();
-            if hops.is_empty() {
+                        .filter(|(peer, _)| (*peer as usize) < self.plan.neighbours.len())
+                        .map(|&(_, addr)| addr),
+                );
+                scratch.sort_unstable();
+                scratch.dedup();
+            }
+            if scratch.is_empty() {
                 // Nothing known of it yet: a stale entry stays until its
                 // time is up (a locally originated prefix is known).
                 if best.is_none() && self.stale.contains(prefix) {
                     continue;
                 }
                 self.stale.remove(prefix);
-                if self.installed.remove(prefix).is_some() {
-                    routes.push((*prefix, hops));
+                if let Some(old) = self.installed.remove(prefix) {
+                    digest_change(
+                        &mut self.digest,
+                        self.known.as_deref(),
+                        prefix,
+                        Some(&old),
+                        None,
+                    );
+                    routes.push((*prefix, Vec::new()));
                 }
                 continue;
             }
             self.stale.remove(prefix);
-            let addrs: BTreeSet<Ipv4Addr> = hops.iter().filter_map(|h| h.via).collect();
-            if self.installed.get(prefix) == Some(&addrs) {
+            if self
+                .installed
+                .get(prefix)
+                .is_some_and(|held| held.iter().eq(scratch.iter()))
+            {
                 continue;
             }
+            let addrs: BTreeSet<Ipv4Addr> = scratch.iter().copied().collect();
+            let mut hops: Vec<NextHop> = best
+                .into_iter()
+                .flat_map(|b| &b.nexthops)
+                .filter_map(|&(peer, addr)| {
+                    Some(NextHop {
+                        via: Some(addr),
+                        ifname: self.plan.neighbours.get(peer as usize)?.ifname.clone(),
+                        onlink: false,
+                    })
+                })
+                .collect();
+            hops.sort();
+            hops.dedup();
+            let old = self.installed.get(prefix);
+            digest_change(
+                &mut self.digest,
+                self.known.as_deref(),
+                prefix,
+                old,
+                Some(&addrs),
+            );
             self.installed.insert(*prefix, addrs);
             routes.push((*prefix, hops));
         }
@@ -801,64 +848,94 @@ impl Speaker {
         }
         if !routes.is_empty() {
             self.last_change = now;
-            self.digest = self.compute_digest();
             out.push(Output::Fib(routes));
         }
     }
 
-    /// The UPDATE part of a flush (RFC 4271 §9.2): `changed` to every
-    /// Established peer, the whole Loc-RIB to those in `fresh`.
-    fn advertise(
-        &mut self,
-        now: Duration,
-        changed: &[Ipv4Net],
-        fresh: &BTreeSet<usize>,
-        out: &mut Vec<Output>,
-    ) {
-        let full: Vec<Ipv4Net> = if fresh.is_empty() {
-            Vec::new()
-        } else {
-            self.rib.loc_rib().map(|(p, _)| *p).collect()
-        };
-        for n in 0..self.peers.len() {
-            let Some(summary) = self.peers[n].summary else {
-                continue;
-            };
-            let prefixes = if fresh.contains(&n) { &full } else { changed };
-            if prefixes.is_empty() {
-                continue;
-            }
-            let local = self.plan.neighbours[n].local_addr;
-            if fresh.contains(&n) {
-                // A new session, or a ROUTE-REFRESH: the whole table goes.
-                self.peers[n].sent.clear();
-            }
-            let updates = self.rib.export(n as PeerId, &summary, local, prefixes);
-            for update in updates {
-                let Some(update) = self.news(n, update) else {
-                    continue;
+    /// The UPDATE part of flushes (RFC 4271 §9.2): each round's changes
+    /// to every Established peer, the whole Loc-RIB to those of its
+    /// `fresh`; to each peer only what differs from its Adj-RIB-Out, in one
+    /// write. Stops when `budget` (prefixes times peers) is spent; returns
+    /// what is left of it.
+    fn advertise(&mut self, now: Duration, mut budget: usize, out: &mut Vec<Output>) -> usize {
+        while let Some(mut round) = self.rounds.pop_front() {
+            while round.next < self.peers.len() {
+                if budget == 0 {
+                    self.rounds.push_front(round);
+                    return 0;
+                }
+                let n = round.next;
+                round.next += 1;
+                let full = round.fresh.contains(&n);
+                let exports = match (&round.full, full) {
+                    (Some(full), true) => full,
+                    _ => &round.changed,
                 };
-                let before = self.peers[n].session.state();
-                let outs = self.peers[n].session.send_update(now, update);
-                self.session_outputs(now, n, before, outs, false, out);
+                let cost = self.advertise_to(now, n, exports, full, out);
+                budget = budget.saturating_sub(cost);
             }
         }
+        budget
     }
 
-    /// What of `update` (for peer `n`) differs from its Adj-RIB-Out, which
-    /// then holds it; `None` when nothing does.
-    fn news(&mut self, n: usize, mut update: Update) -> Option<Update> {
-        let sent = &mut self.peers[n].sent;
-        update.withdrawn.retain(|p| sent.remove(p).is_some());
-        if !update.nlri.is_empty() {
-            let mut key = Vec::new();
-            update.attributes.encode(&mut key, &Context::FOUR_OCTET_AS);
-            let next = self.attribute_ids.len() as u32;
-            let id = *self.attribute_ids.entry(key).or_insert(next);
-            let sent = &mut self.peers[n].sent;
-            update.nlri.retain(|p| sent.insert(*p, id) != Some(id));
+    /// Advertises `exports` to peer `n` (the whole table after clearing
+    /// its Adj-RIB-Out when `full`); what it cost, in prefixes.
+    fn advertise_to(
+        &mut self,
+        now: Duration,
+        n: usize,
+        exports: &Exports,
+        full: bool,
+        out: &mut Vec<Output>,
+    ) -> usize {
+        let Some(summary) = self.peers[n].summary else {
+            return 0;
+        };
+        if full {
+            // A new session, or a ROUTE-REFRESH: the whole table goes.
+            self.peers[n].sent.clear();
         }
-        (!update.withdrawn.is_empty() || !update.nlri.is_empty()).then_some(update)
+        if exports.prefixes.is_empty() {
+            return 0;
+        }
+        let sent = &mut self.peers[n].sent;
+        sent.resize(sent.len().max(exports.slots), 0);
+        let mut withdrawn = Vec::new();
+        let mut announced: Vec<(usize, Ipv4Net)> = Vec::new();
+        for e in &exports.prefixes {
+            let want = e
+                .outgoing
+                .filter(|a| goes_to(a.from, n as PeerId, summary.peer_as))
+                .map(|a| (a.version, a.group));
+            let have = &mut sent[e.slot];
+            match want {
+                Some((version, _)) if *have == version => {}
+                Some((version, group)) => {
+                    *have = version;
+                    announced.push((group, e.prefix));
+                }
+                None if *have == 0 => {}
+                None => {
+                    *have = 0;
+                    withdrawn.push(e.prefix);
+                }
+            }
+        }
+        // Prefixes of a group together, in the order they came.
+        announced.sort_by_key(|&(group, _)| group);
+        let groups = announced.chunk_by(|a, b| a.0 == b.0).map(|run| {
+            (
+                &*exports.groups.groups[run[0].0],
+                run.iter().map(|&(_, p)| p).collect(),
+            )
+        });
+        let updates = pack_updates(withdrawn, groups, self.plan.neighbours[n].local_addr);
+        if !updates.is_empty() {
+            let before = self.peers[n].session.state();
+            let outs = self.peers[n].session.send_updates(now, updates);
+            self.session_outputs(now, n, before, outs, false, out);
+        }
+        exports.prefixes.len()
     }
 
     fn compute_digest(&self) -> FibDigest {
@@ -868,5 +945,94 @@ impl Speaker {
                 .iter()
                 .filter(|(p, _)| known.is_none_or(|k| k.contains(p))),
         )
+    }
+}
+
+/// Prefixes times peers a flush advertises at most (see
+/// [`Speaker::flush`]): a few milliseconds of work.
+pub const ADVERTISE_BUDGET: usize = 5_000;
+
+/// One flush's advertisements, sent to peers `next..` so far.
+#[derive(Debug, Clone)]
+struct Round {
+    /// What changed, for every Established peer.
+    changed: Exports,
+    /// The whole Loc-RIB, for the peers in `fresh`.
+    full: Option<Exports>,
+    fresh: BTreeSet<usize>,
+    next: usize,
+}
+
+/// The prefixes of one flush's advertisements, each looked up in the RIB
+/// once for all peers, their attributes grouped (equal attributes, one
+/// UPDATE).
+#[derive(Debug, Clone, Default)]
+struct Exports {
+    prefixes: Vec<Export>,
+    groups: AttributeGroups,
+    /// One past the largest slot.
+    slots: usize,
+}
+
+#[derive(Debug, Clone)]
+struct Export {
+    prefix: Ipv4Net,
+    slot: usize,
+    /// Its advertisement; `None`: withdrawn.
+    outgoing: Option<Advert>,
+}
+
+/// What [`Export`] keeps of an [`Outgoing`](super::rib::Outgoing).
+#[derive(Debug, Clone, Copy)]
+struct Advert {
+    version: u32,
+    /// Its attributes' group in [`Exports::groups`].
+    group: usize,
+    /// Where the route came from, for split horizon.
+    from: Option<(PeerId, u32)>,
+}
+
+impl Exports {
+    fn new(rib: &Rib, prefixes: impl IntoIterator<Item = Ipv4Net>) -> Exports {
+        let mut exports = Exports::default();
+        for prefix in prefixes {
+            // A prefix the RIB never saw was never advertised.
+            let Some(slot) = rib.slot(&prefix) else {
+                continue;
+            };
+            let slot = slot as usize;
+            exports.slots = exports.slots.max(slot + 1);
+            let outgoing = rib.outgoing(&prefix).map(|o| Advert {
+                version: o.version,
+                group: exports.groups.of(&o.attributes),
+                from: o.from,
+            });
+            exports.prefixes.push(Export {
+                prefix,
+                slot,
+                outgoing,
+            });
+        }
+        exports
+    }
+}
+
+/// Keeps a speaker's FIB digest (over the `known` prefixes) up to date as
+/// `prefix`'s entry goes from `old` to `new`.
+fn digest_change(
+    digest: &mut FibDigest,
+    known: Option<&BTreeSet<Ipv4Net>>,
+    prefix: &Ipv4Net,
+    old: Option<&BTreeSet<Ipv4Addr>>,
+    new: Option<&BTreeSet<Ipv4Addr>>,
+) {
+    if known.is_some_and(|k| !k.contains(prefix)) {
+        return;
+    }
+    if let Some(old) = old {
+        digest.remove(prefix, old);
+    }
+    if let Some(new) = new {
+        digest.add(prefix, new);
     }
 }

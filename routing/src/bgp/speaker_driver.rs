@@ -217,6 +217,9 @@ pub async fn run_speaker<C: Connector, F: Fib>(
                 }
             }
             () = sleep_until(deadline) => d.input(Input::Tick),
+            // Advertisements left over by a flush (it does a slice at a
+            // time): the next flush, after the other tasks had their turn.
+            () = tokio::task::yield_now(), if d.speaker.pending() => {}
         }
         // Everything else that is ready joins this batch.
         for _ in 0..BATCH_YIELDS {

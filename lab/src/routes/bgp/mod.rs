@@ -44,7 +44,7 @@ use turbonet_topo::{Agent as AgentKind, Lab, NodeId};
 use kernel::{kernel_fib, watch_routers};
 use switch::{NamespaceConnector, SwitchSockets};
 
-use crate::error::Result;
+use crate::error::{Context, Result};
 use crate::events::Events;
 
 /// The lab's BGP agents, as the daemon drives them (on its event loop).
@@ -131,55 +131,30 @@ impl Agents {
             let _ = plan_tx.send(digests);
         });
         let known = Arc::new(plan::known_prefixes(&speakers));
-        let timers = Timers::from(&lab.routing.timers);
-        let stale = Duration::from_secs(timers.hold_time.into()).max(STALE_AT_LEAST);
-        // Every listener first, so that every connection finds its peer
-        // listening; then the speakers.
-        let mut opened = Vec::new();
-        for (i, (plan, kind)) in speakers.iter().zip(&kinds).enumerate() {
-            if *kind == AgentKind::Builtin {
-                opened.push((i, SwitchSockets::open(lab, plan, pipeline)?));
-            }
-        }
-        let started = tokio::time::Instant::now();
-        let mut statuses = vec![None; speakers.len()];
-        let mut controls = HashMap::new();
-        for (i, sockets) in opened {
-            let plan = &speakers[i];
-            let mut speaker = speaker::Speaker::new(plan.clone(), timers);
-            speaker.set_known(known.clone());
-            if restarted && pipeline.is_none() {
-                let ns = crate::names::node_namespace(&lab.name, &plan.name);
-                if let Ok(left) = kernel_fib(&ns).await {
-                    speaker.assume_installed(left, started.elapsed() + stale);
-                }
-            }
-            let (control, control_rx) = mpsc::unbounded_channel();
-            let (status, status_rx) = watch::channel(speaker.status(started.elapsed()));
-            let (accepted, accepted_rx) = mpsc::unbounded_channel();
-            tokio::task::spawn_local(accept_loop(sockets.listener, accepted));
-            let io = SpeakerIo {
-                connector: NamespaceConnector(sockets.ns),
-                accepted: accepted_rx,
-                fib: sockets.fib,
-                control: control_rx,
-                status,
-                epoch: started,
-            };
-            let report = reporter(plan.clone(), events.clone());
-            tokio::task::spawn_local(async move {
-                run_speaker(speaker, io, report).await;
-            });
-            controls.insert(plan.node, control);
-            statuses[i] = Some(status_rx);
-        }
+        let launch = Launch {
+            lab: lab.clone(),
+            speakers: speakers.clone(),
+            kinds: kinds.clone(),
+            known: known.clone(),
+            events,
+            restarted,
+        };
+        let Launched {
+            started,
+            statuses,
+            controls,
+        } = match pipeline {
+            // The pipeline's routes are the data plane's, on this thread.
+            Some(table) => launch.run(Some(table)).await?.0,
+            None => launch.on_own_thread().await?,
+        };
         Ok(Agents {
             view: Arc::new(BgpView {
                 lab: lab.name.clone(),
                 speakers,
                 kinds,
                 statuses,
-                started: started.into_std(),
+                started,
                 known,
                 plan: Mutex::new(Plan::default()),
             }),
@@ -280,6 +255,137 @@ impl Agents {
         if let Some(old) = self.watcher.replace(Some(task)) {
             old.abort();
         }
+    }
+}
+
+/// What starting the built-in speakers needs.
+struct Launch {
+    lab: Lab,
+    speakers: Vec<Speaker>,
+    kinds: Vec<AgentKind>,
+    known: Arc<BTreeSet<Ipv4Net>>,
+    events: Events,
+    restarted: bool,
+}
+
+/// The built-in speakers, started.
+struct Launched {
+    /// Their clock starts here.
+    started: Instant,
+    /// Their statuses, by speaker position (`None`: FRR or BIRD).
+    statuses: Vec<Option<watch::Receiver<Status>>>,
+    /// Into each, by node.
+    controls: HashMap<NodeId, mpsc::UnboundedSender<Control>>,
+}
+
+impl Launch {
+    /// Starts the speakers on a thread of their own, with its own event
+    /// loop: a thousand speakers converging keep that thread busy for
+    /// seconds at a time, and the daemon's actor (status, show, fail)
+    /// must answer meanwhile. The thread ends when every speaker has
+    /// stopped (their control senders dropped).
+    async fn on_own_thread(self) -> Result<Launched> {
+        let (tx, rx) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("bgp".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(e) => {
+                        let _ = tx.send(Err(e.into()));
+                        return;
+                    }
+                };
+                tokio::task::LocalSet::new().block_on(&runtime, async move {
+                    match self.run(None).await {
+                        Ok((launched, running)) => {
+                            let _ = tx.send(Ok(launched));
+                            for speaker in running {
+                                let _ = speaker.await;
+                            }
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                        }
+                    }
+                });
+                // What a stopping speaker left to the runtime (connections
+                // lingering to write a NOTIFICATION) is not waited for.
+                runtime.shutdown_background();
+            })
+            .context("starting the BGP thread")?;
+        rx.await
+            .map_err(|_| crate::err!("the BGP thread ended while starting its speakers"))?
+    }
+
+    /// Opens every switch's sockets and starts its speaker on the current
+    /// `LocalSet`; the speakers' tasks are handed back.
+    async fn run(
+        self,
+        pipeline: Option<&Rc<crate::dataplane::agent_routes::PipelineRoutes>>,
+    ) -> Result<(Launched, Vec<tokio::task::JoinHandle<()>>)> {
+        let Launch {
+            lab,
+            speakers,
+            kinds,
+            known,
+            events,
+            restarted,
+        } = self;
+        let timers = Timers::from(&lab.routing.timers);
+        let stale = Duration::from_secs(timers.hold_time.into()).max(STALE_AT_LEAST);
+        // Every listener first, so that every connection finds its peer
+        // listening; then the speakers.
+        let mut opened = Vec::new();
+        for (i, (plan, kind)) in speakers.iter().zip(&kinds).enumerate() {
+            if *kind == AgentKind::Builtin {
+                opened.push((i, SwitchSockets::open(&lab, plan, pipeline)?));
+            }
+        }
+        let started = tokio::time::Instant::now();
+        let mut statuses = vec![None; speakers.len()];
+        let mut controls = HashMap::new();
+        let mut running = Vec::new();
+        for (i, sockets) in opened {
+            let plan = &speakers[i];
+            let mut speaker = speaker::Speaker::new(plan.clone(), timers);
+            speaker.set_known(known.clone());
+            if restarted && pipeline.is_none() {
+                let ns = crate::names::node_namespace(&lab.name, &plan.name);
+                if let Ok(left) = kernel_fib(&ns).await {
+                    speaker.assume_installed(left, started.elapsed() + stale);
+                }
+            }
+            let (control, control_rx) = mpsc::unbounded_channel();
+            let (status, status_rx) = watch::channel(speaker.status(started.elapsed()));
+            let (accepted, accepted_rx) = mpsc::unbounded_channel();
+            tokio::task::spawn_local(accept_loop(sockets.listener, accepted));
+            let io = SpeakerIo {
+                connector: NamespaceConnector(sockets.ns),
+                accepted: accepted_rx,
+                fib: sockets.fib,
+                control: control_rx,
+                status,
+                epoch: started,
+            };
+            let report = reporter(plan.clone(), events.clone());
+            running.push(tokio::task::spawn_local(async move {
+                run_speaker(speaker, io, report).await;
+            }));
+            controls.insert(plan.node, control);
+            statuses[i] = Some(status_rx);
+        }
+        Ok((
+            Launched {
+                started: started.into_std(),
+                statuses,
+                controls,
+            },
+            running,
+        ))
     }
 }
 

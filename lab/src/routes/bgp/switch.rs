@@ -87,7 +87,7 @@ impl Connector for NamespaceConnector {
         local: Ipv4Addr,
         remote: SocketAddrV4,
     ) -> impl Future<Output = io::Result<TcpStream>> + Send + 'static {
-        let socket = namespaces::in_namespace(&*self.0, || {
+        let socket = namespaces::here_in_namespace(&*self.0, || {
             let socket = socket2::Socket::new(
                 socket2::Domain::IPV4,
                 socket2::Type::STREAM,
