@@ -11,10 +11,11 @@
 //! the agents, and brings the fabric back to that state, so traffic flows
 //! again within a second. `status` and the events say it restarted.
 //!
-//! Inside the daemon, threads: the actor ([`actor`]) with the agents and
-//! timers on one thread (a tokio `LocalSet`), the control API's server
-//! ([`service`]) on another, so reads never wait on a change in progress,
-//! and the link engine on its own.
+//! Inside the daemon, threads: the actor ([`actor`]) with the timers on one
+//! thread (a tokio `LocalSet`), the built-in BGP speakers on another (on a
+//! P4 target, with the actor), the control API's server ([`service`]) on
+//! another, so reads never wait on a change in progress, and the link engine
+//! on its own.
 
 pub mod actor;
 pub mod command;

@@ -4,9 +4,10 @@
 //!
 //! A built-in speaker is [`turbonet_routing::bgp::speaker::Speaker`] (the
 //! sessions, the RIB, the batching: sans-I/O, tested on a virtual clock)
-//! driven by [`run_speaker`] on the daemon's event loop; the lab supplies
-//! only what lives in the switch's namespace ([`switch`]: the listener on
-//! port 179, connections opened from its addresses, the FIB, [`fib`]).
+//! driven by [`run_speaker`] on the speakers' own thread (see
+//! [`Agents::start`]); the lab supplies only what lives in the switch's
+//! namespace ([`switch`]: the listener on port 179, connections opened
+//! from its addresses, the FIB, [`fib`]).
 //! Which end of a session connects is the plan's choice (one passive end
 //! per link), so no connection ever collides. A port that goes down (`fail`,
 //! a flap, the timeline) takes its sessions down at once and withdraws what
@@ -98,8 +99,9 @@ const STALE_AT_LEAST: Duration = Duration::from_secs(5);
 
 impl Agents {
     /// Starts a built-in speaker on every switch whose agent is `builtin`
-    /// (on the current `LocalSet`). Their routes go to the switches'
-    /// kernel tables, or with `pipeline` to the P4 pipeline's. A
+    /// (on a thread of their own, or with `pipeline` on the current
+    /// `LocalSet`). Their routes go to the switches' kernel tables, or
+    /// with `pipeline` to the P4 pipeline's. A
     /// `restarted` daemon's speakers start from the routes their
     /// predecessors left in the kernel, so forwarding goes on while the
     /// sessions come back.
