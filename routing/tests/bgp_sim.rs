@@ -301,7 +301,9 @@ impl Net {
                         if bytes[at + 18] == 2 {
                             self.stats.updates += 1;
                         }
-                        at += usize::from(u16::from_be_bytes([bytes[at + 16], bytes[at + 17]]));
+                        let len = usize::from(u16::from_be_bytes([bytes[at + 16], bytes[at + 17]]));
+                        assert!(len >= 19, "a message shorter than its header");
+                        at += len;
                     }
                     if let Some(to) = self.far[i][n]
                         && self.link_up((i, n))
@@ -446,14 +448,14 @@ impl Net {
             _ if timer_first => {
                 let t = next_timer.expect("a timer");
                 self.now = self.now.max(t);
-                let due: Vec<usize> = self
+                // One entry per speaker: in speaker order, as before.
+                let mut due: Vec<usize> = self
                     .timers
                     .iter()
                     .take_while(|&&(d, _)| d <= self.now)
                     .map(|&(_, i)| i)
-                    .collect::<BTreeSet<_>>()
-                    .into_iter()
                     .collect();
+                due.sort_unstable();
                 for i in due {
                     self.input(i, Input::Tick);
                 }

@@ -618,21 +618,18 @@ fn a_burst_of_updates_is_one_fib_change_set_before_one_round_of_updates() {
         assert_eq!(hops[0].via, Some(ip(X_ADDR)));
         assert_eq!(hops[0].ifname, "eth0");
     }
-    // Then the UPDATEs: to Y with S's AS prepended and S's address as
-    // NEXT_HOP; to X none of them (the RIB keeps no Adj-RIB-Out, so X gets
-    // the harmless withdrawal of what it cannot be sent, RFC 4271 §9.1.3).
+    // Then the UPDATEs, in one write: to Y with S's AS prepended and S's
+    // address as NEXT_HOP; to X nothing (they cannot be sent back, and its
+    // Adj-RIB-Out says it was never sent them, so nothing is withdrawn).
+    assert_eq!(outs.len(), 2, "one write to Y only: {outs:?}");
     let mut announced = BTreeSet::new();
     for o in &outs[1..] {
         let Output::Send { peer, bytes } = o else {
             panic!("{o:?}");
         };
+        assert_eq!(*peer, 1);
         for m in messages(bytes) {
             let Message::Update(u) = m else { panic!() };
-            if *peer == 0 {
-                assert!(u.nlri.is_empty());
-                assert_eq!(u.withdrawn.len(), 10);
-                continue;
-            }
             assert_eq!(u.attributes.next_hop, Some(ip("10.2.0.3")));
             assert_eq!(u.attributes.as_path.unwrap().first_as(), Some(65000));
             announced.extend(u.nlri);
@@ -679,6 +676,85 @@ fn a_burst_of_updates_is_one_fib_change_set_before_one_round_of_updates() {
         })
         .sum();
     assert_eq!(resent, 11);
+
+    // X withdraws one route while Y asks for a refresh in the same batch:
+    // Y gets the whole table again and the withdrawal.
+    let gone = net(&prefixes[0]);
+    let withdraw = match hub.peers[0]
+        .send_update(
+            secs(1),
+            Update {
+                withdrawn: vec![gone],
+                ..Update::default()
+            },
+        )
+        .pop()
+    {
+        Some(session::Output::Send(bytes)) => bytes,
+        other => panic!("{other:?}"),
+    };
+    hub.s.handle(
+        now,
+        Input::Bytes {
+            peer: 0,
+            data: withdraw,
+        },
+    );
+    let rr = Message::RouteRefresh(turbonet_routing::bgp::RouteRefresh {
+        family: turbonet_routing::bgp::AfiSafi::IPV4_UNICAST,
+    })
+    .encode(&Context::FOUR_OCTET_AS);
+    hub.s.handle(now, Input::Bytes { peer: 1, data: rr });
+    let (mut withdrawn, mut announced) = (Vec::new(), 0);
+    for o in hub.s.flush(now) {
+        if let Output::Send { peer: 1, bytes } = o {
+            for m in messages(&bytes) {
+                if let Message::Update(u) = m {
+                    withdrawn.extend(u.withdrawn);
+                    announced += u.nlri.len();
+                }
+            }
+        }
+    }
+    assert_eq!(withdrawn, [gone]);
+    assert_eq!(announced, 10);
+}
+
+/// A flush advertises a slice at a time: a table larger than the budget
+/// goes out over several flushes, `pending` until the last, and nothing is
+/// sent twice.
+#[test]
+fn a_large_table_is_advertised_over_several_flushes() {
+    use turbonet_routing::bgp::speaker::ADVERTISE_BUDGET;
+    let mut hub = Hub::new();
+    hub.start();
+    let now = secs(1);
+    // Distinct AS paths: one UPDATE per prefix, none shared.
+    let count = ADVERTISE_BUDGET * 2 + 10;
+    for i in 0..count {
+        let p = format!("10.{}.{}.0/24", 64 + i / 256, i % 256);
+        let bytes = hub.update(0, &[65101, 100_000 + i as u32], &[&p]);
+        hub.s.handle(now, Input::Bytes { peer: 0, data: bytes });
+    }
+    let mut flushes = 0;
+    let mut announced = BTreeSet::new();
+    while hub.s.pending() {
+        flushes += 1;
+        assert!(flushes < 100, "the flushes never end");
+        for o in hub.s.flush(now) {
+            if let Output::Send { peer: 1, bytes } = o {
+                for m in messages(&bytes) {
+                    if let Message::Update(u) = m {
+                        for p in u.nlri {
+                            assert!(announced.insert(p), "{p} sent twice");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(flushes > 1, "one flush sent it all");
+    assert_eq!(announced.len(), count);
 }
 
 #[test]

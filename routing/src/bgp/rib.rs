@@ -1,14 +1,16 @@
 //! The BGP routing information bases and route selection (RFC 4271 §3.2,
 //! §9), sans-I/O.
 //!
-//! [`Rib`] keeps one Adj-RIB-In per peer (the routes as received, after the
-//! loop check of RFC 4271 §9.1.2), the locally originated prefixes, and the
-//! Loc-RIB: for each prefix the selected route and, with [`Multipath`], the
-//! set of equal-cost next hops (RFC 7938 §6). Every input returns the
-//! Loc-RIB [`Change`]s it caused, which the agent installs in the FIB and
-//! then advertises with [`Rib::export`] (the Adj-RIBs-Out are not kept:
-//! export recomputes the outgoing attributes from the Loc-RIB).
-//!
+//! [`Rib`] keeps, for every prefix it has seen, each peer's route (the
+//! Adj-RIBs-In, after the loop check of RFC 4271 §9.1.2), whether it is
+//! originated here, and the Loc-RIB entry: the selected route and, with
+//! [`Multipath`], the set of equal-cost next hops (RFC 7938 §6). Every
+//! input returns the Loc-RIB [`Change`]s it caused, which the agent installs
+//! in the FIB. Each reachable prefix also has its [`Outgoing`]
+//! advertisement, computed when its selected route changes, with a version
+//! a speaker's Adj-RIBs-Out refer to; [`Rib::export`] gives the UPDATEs for
+//! one peer without one.
+
 //! The decision process is the one of RFC 4271 §9.1.2.2, as an elimination
 //! over all candidate routes of a prefix. Because each step removes routes
 //! by comparing against the whole remaining set (rather than comparing
@@ -137,13 +139,6 @@ pub struct Outgoing {
     pub version: u32,
 }
 
-impl Outgoing {
-    /// Whether the route is advertised to `to`, a peer in `to_as`.
-    pub fn to(&self, to: PeerId, to_as: u32) -> bool {
-        goes_to(self.from, to, to_as)
-    }
-}
-
 /// Whether a route learned from `from` (a peer and its AS; `None`:
 /// originated here) is advertised to `to`, a peer in `to_as`: not back to
 /// where it came from, nor to another peer of that AS (split horizon by
@@ -186,6 +181,8 @@ pub struct Rib {
     exports: BTreeSet<Ipv4Net>,
     /// The last [`Outgoing::version`] given.
     version: u32,
+    /// Counts the changes of any prefix's advertisement ([`Rib::generation`]).
+    generation: u64,
     /// What a locally originated prefix is advertised with.
     originated: Arc<PathAttributes>,
 }
@@ -201,6 +198,7 @@ impl Rib {
             prefixes: BTreeMap::new(),
             exports: BTreeSet::new(),
             version: 0,
+            generation: 0,
             originated: Arc::new(PathAttributes {
                 origin: Some(Origin::Igp),
                 as_path: Some(AsPath::sequence([local_as])),
@@ -247,12 +245,14 @@ impl Rib {
         });
         if state.info != *peer_info {
             state.info = *peer_info;
-            touched.extend(
-                self.prefixes
-                    .iter()
-                    .filter(|(_, r)| r.route_of(peer).is_some())
-                    .map(|(p, _)| *p),
-            );
+            // Selection and split horizon depend on it: every entry with a
+            // route of the peer is decided (and advertised) again.
+            for (p, record) in &mut self.prefixes {
+                if record.route_of(peer).is_some() {
+                    record.entry = None;
+                    touched.push(*p);
+                }
+            }
         }
         for p in &update.withdrawn {
             let p = p.trunc();
@@ -276,19 +276,16 @@ impl Rib {
                 mp_unreach: None,
                 ..update.attributes.clone()
             });
-            let mut next_slot = self.prefixes.len() as u32;
             for p in &update.nlri {
                 let p = p.trunc();
                 touched.push(p);
-                let record = self.prefixes.entry(p).or_insert_with(|| {
-                    next_slot += 1;
-                    Prefix::new(next_slot - 1)
-                });
                 if looped {
-                    if record.remove(peer) {
+                    if let Some(record) = self.prefixes.get_mut(&p)
+                        && record.remove(peer)
+                    {
                         state.routes -= 1;
                     }
-                } else if record.insert(peer, attrs.clone()) {
+                } else if record(&mut self.prefixes, p).insert(peer, attrs.clone()) {
                     state.routes += 1;
                 }
             }
@@ -328,11 +325,7 @@ impl Rib {
 
     fn set_local(&mut self, prefix: Ipv4Net, local: bool) -> Vec<Change> {
         let prefix = prefix.trunc();
-        let slot = self.prefixes.len() as u32;
-        self.prefixes
-            .entry(prefix)
-            .or_insert_with(|| Prefix::new(slot))
-            .local = local;
+        record(&mut self.prefixes, prefix).local = local;
         self.recompute([prefix])
     }
 
@@ -344,6 +337,13 @@ impl Rib {
     /// How `prefix` is advertised, if it is reachable.
     pub fn outgoing(&self, prefix: &Ipv4Net) -> Option<&Outgoing> {
         self.prefixes.get(prefix)?.outgoing.as_ref()
+    }
+
+    /// Moves whenever the advertisement of some prefix ([`Rib::outgoing`])
+    /// may have changed: a copy taken earlier that still matches says
+    /// nothing changed since.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The dense index of `prefix` (from 0, one per prefix the RIB has
@@ -420,7 +420,7 @@ impl Rib {
                 continue;
             }
             match self.outgoing(&p) {
-                Some(out) if out.to(to, to_info.peer_as) => {
+                Some(out) if goes_to(out.from, to, to_info.peer_as) => {
                     let group = groups.of(&out.attributes);
                     if group == nlri.len() {
                         nlri.push(Vec::new());
@@ -437,56 +437,28 @@ impl Rib {
         )
     }
 
-    /// What `prefix` is advertised with, given its Loc-RIB entry.
-    fn advertised(&self, entry: &Entry) -> Option<(PathAttributes, Option<(PeerId, u32)>)> {
-        let Some((from, attrs)) = &entry.selected else {
-            return Some(((*self.originated).clone(), None));
-        };
-        let from_as = self.peers.get(from).map(|s| s.info.peer_as)?;
-        let mut as_path = attrs.as_path.clone().unwrap_or_default();
-        prepend(&mut as_path, self.local_as);
-        Some((
-            PathAttributes {
-                origin: attrs.origin,
-                as_path: Some(as_path),
-                next_hop: None,
-                med: None,
-                local_pref: None,
-                atomic_aggregate: attrs.atomic_aggregate,
-                aggregator: attrs.aggregator,
-                mp_reach: None,
-                mp_unreach: None,
-                unknown: attrs
-                    .unknown
-                    .iter()
-                    .filter_map(super::attribute::RawAttribute::for_propagation)
-                    .collect(),
-            },
-            Some((*from, from_as)),
-        ))
-    }
-
     /// How a prefix whose Loc-RIB entry is now `entry` is advertised;
-    /// `old` is how it was, `last` the attributes last computed (from
-    /// those of a selected route).
+    /// `old` is how it was, `last` the advertisement last derived from a
+    /// selected route's attributes (the routes of one UPDATE share both).
     fn outgoing_for(
         &mut self,
         entry: &Entry,
         old: Option<&Outgoing>,
         last: &mut Option<(Arc<PathAttributes>, Arc<PathAttributes>)>,
     ) -> Option<Outgoing> {
-        let (attributes, from) = self.advertised(entry)?;
-        let attributes = match (&*last, &entry.selected) {
-            (_, None) => self.originated.clone(),
-            (Some((src, out)), Some((_, attrs)))
-                if Arc::ptr_eq(src, attrs) && **out == attributes =>
-            {
-                out.clone()
-            }
-            (_, Some((_, attrs))) => {
-                let attributes = Arc::new(attributes);
-                *last = Some((attrs.clone(), attributes.clone()));
-                attributes
+        let (attributes, from) = match &entry.selected {
+            None => (self.originated.clone(), None),
+            Some((from, attrs)) => {
+                let from_as = self.peers.get(from)?.info.peer_as;
+                let attributes = match &*last {
+                    Some((src, out)) if Arc::ptr_eq(src, attrs) => out.clone(),
+                    _ => {
+                        let out = Arc::new(advertised(attrs, self.local_as));
+                        *last = Some((attrs.clone(), out.clone()));
+                        out
+                    }
+                };
+                (attributes, Some((*from, from_as)))
             }
         };
         let version = match old {
@@ -529,6 +501,7 @@ impl Rib {
             let mut outgoing = record.outgoing.clone();
             if selected_changed {
                 self.exports.insert(prefix);
+                self.generation += 1;
                 outgoing = match &new {
                     Some(entry) => self.outgoing_for(entry, outgoing.as_ref(), &mut last),
                     None => None,
@@ -590,6 +563,13 @@ impl Rib {
     }
 }
 
+/// `prefix`'s record, made if it has none. Records are never removed, so
+/// the next slot is the number of records.
+fn record(prefixes: &mut BTreeMap<Ipv4Net, Prefix>, prefix: Ipv4Net) -> &mut Prefix {
+    let slot = prefixes.len() as u32;
+    prefixes.entry(prefix).or_insert_with(|| Prefix::new(slot))
+}
+
 impl Prefix {
     fn new(slot: u32) -> Prefix {
         Prefix {
@@ -632,13 +612,39 @@ impl Prefix {
     }
 }
 
+/// The attributes a route learned with `attrs` is advertised with over
+/// eBGP (RFC 4271 §5.1): the local AS prepended, MED and LOCAL_PREF
+/// dropped, unrecognized transitive attributes kept with the Partial bit,
+/// NEXT_HOP left for the session to set.
+fn advertised(attrs: &PathAttributes, local_as: u32) -> PathAttributes {
+    let mut as_path = attrs.as_path.clone().unwrap_or_default();
+    prepend(&mut as_path, local_as);
+    PathAttributes {
+        origin: attrs.origin,
+        as_path: Some(as_path),
+        next_hop: None,
+        med: None,
+        local_pref: None,
+        atomic_aggregate: attrs.atomic_aggregate,
+        aggregator: attrs.aggregator,
+        mp_reach: None,
+        mp_unreach: None,
+        unknown: attrs
+            .unknown
+            .iter()
+            .filter_map(super::attribute::RawAttribute::for_propagation)
+            .collect(),
+    }
+}
+
 /// Distinct outgoing attributes, numbered from 0 in the order first
 /// seen: prefixes of one group share UPDATEs. Equal attributes are
 /// usually one allocation (the routes of one UPDATE), so they are told
 /// apart by address first and compared by value only once per address.
 #[derive(Debug, Clone, Default)]
 pub struct AttributeGroups {
-    by_address: HashMap<usize, usize>,
+    /// By address, with the `Arc` kept so that the address is not reused.
+    by_address: HashMap<usize, (Arc<PathAttributes>, usize)>,
     by_value: HashMap<Arc<PathAttributes>, usize>,
     /// The attributes of each group.
     pub groups: Vec<Arc<PathAttributes>>,
@@ -650,16 +656,16 @@ impl AttributeGroups {
         let next = self.groups.len();
         let by_value = &mut self.by_value;
         let groups = &mut self.groups;
-        *self
-            .by_address
+        self.by_address
             .entry(Arc::as_ptr(attributes) as usize)
             .or_insert_with(|| {
                 let group = *by_value.entry(attributes.clone()).or_insert(next);
                 if group == next {
                     groups.push(attributes.clone());
                 }
-                group
+                (attributes.clone(), group)
             })
+            .1
     }
 }
 

@@ -338,8 +338,6 @@ impl Session {
         let mut out = Vec::new();
         if let Input::Bytes(bytes) = &input {
             self.receive(now, bytes, &mut out);
-            self.fire_timers(now, &mut out);
-            return out;
         }
         self.fire_timers(now, &mut out);
         match input {
@@ -368,6 +366,7 @@ impl Session {
             }
             Input::TcpConnected => self.tcp_connected(now, &mut out),
             Input::TcpFailed => self.tcp_failed(now, &mut out),
+            // Received above, before the timers.
             Input::Bytes(_) | Input::Tick => {}
         }
         out

@@ -12,12 +12,16 @@
 //! virtual clock.
 //!
 //! Batching: inputs only record what changed in the Loc-RIB.
-//! [`Speaker::flush`] then installs every changed prefix in the FIB with
-//! one [`Output::Fib`] and advertises the changes with one round of UPDATEs
-//! (the whole Loc-RIB to peers that just came up or asked for a
-//! ROUTE-REFRESH), FIB first: a switch never advertises a route it cannot
-//! forward yet. A driver calls [`Speaker::handle`] for every input that is
-//! ready, then `flush` once, so a burst of UPDATEs costs one FIB pass.
+//! [`Speaker::flush`] then emits every changed prefix for the FIB with one
+//! [`Output::Fib`], before the UPDATEs that advertise the changes (the
+//! whole Loc-RIB to peers that just came up or asked for a ROUTE-REFRESH),
+//! one write per peer. A driver that applies the FIB change before sending
+//! never advertises a route it cannot forward; the tokio driver writes the
+//! FIB beside its loop instead (see
+//! [`speaker_driver`](super::speaker_driver)), so its peers may hear of a
+//! route a moment before its kernel holds it. A driver calls
+//! [`Speaker::handle`] for every input that is ready, then `flush` once, so
+//! a burst of UPDATEs costs one FIB pass.
 //!
 //! Connections, as the driver must keep them:
 //! - one TCP connection per neighbour at most. [`Output::Connect`] (the
@@ -532,12 +536,12 @@ impl Speaker {
     /// Installs every prefix changed since the last flush in the FIB (one
     /// [`Output::Fib`]), then advertises the changes to every Established
     /// peer, and the whole Loc-RIB to those that just came up or asked for
-    /// a ROUTE-REFRESH (RFC 2918 §4: re-advertise the Adj-RIB-Out, which
-    /// export recomputes from the Loc-RIB).
+    /// a ROUTE-REFRESH (RFC 2918 §4: re-advertise the Adj-RIB-Out).
     ///
-    /// A flush advertises to at most [`ADVERTISE_BUDGET`] prefixes and
-    /// peers (a spine of a thousand leaves hearing from each of them owes
-    /// a million): what is left waits for the next flush, in order, and
+    /// A flush stops advertising once it has covered [`ADVERTISE_BUDGET`]
+    /// prefixes times peers (one peer's share is never split; a spine of a
+    /// thousand leaves hearing from each of them owes a million): what is
+    /// left waits for the next flush, in order, and
     /// [`Speaker::pending`] stays true meanwhile, so a driver that flushes
     /// again after its other work never stops its sessions for seconds.
     pub fn flush(&mut self, now: Duration) -> Vec<Output> {
@@ -552,14 +556,17 @@ impl Speaker {
                 let exports = self.rib.take_exports();
                 let fresh = mem::take(&mut self.fresh);
                 self.sync_fib(now, &changed, &mut out);
-                let full = (!fresh.is_empty())
-                    .then(|| Exports::new(&self.rib, self.rib.loc_rib().map(|(p, _)| *p)));
-                self.rounds.push_back(Round {
-                    changed: Exports::new(&self.rib, exports),
-                    full,
-                    fresh,
-                    next: 0,
-                });
+                if !exports.is_empty() || !fresh.is_empty() {
+                    let full = (!fresh.is_empty())
+                        .then(|| Exports::new(&self.rib, self.rib.loc_rib().map(|(p, _)| *p)));
+                    self.rounds.push_back(Round {
+                        changed: Exports::new(&self.rib, exports),
+                        full,
+                        fresh,
+                        next: 0,
+                        generation: self.rib.generation(),
+                    });
+                }
             }
             budget = self.advertise(now, budget, &mut out);
             if budget == 0 || (self.changed.is_empty() && self.fresh.is_empty()) {
@@ -866,76 +873,85 @@ impl Speaker {
                 }
                 let n = round.next;
                 round.next += 1;
-                let full = round.fresh.contains(&n);
-                let exports = match (&round.full, full) {
-                    (Some(full), true) => full,
-                    _ => &round.changed,
-                };
-                let cost = self.advertise_to(now, n, exports, full, out);
+                let full = round.full.as_ref().filter(|_| round.fresh.contains(&n));
+                // An advertisement that changed since the round was made is
+                // in a later round: sending this one would be wasted.
+                let stale = self.rib.generation() != round.generation;
+                let cost = self.advertise_to(now, n, &round.changed, full, stale, out);
                 budget = budget.saturating_sub(cost);
             }
         }
         budget
     }
 
-    /// Advertises `exports` to peer `n` (the whole table after clearing
-    /// its Adj-RIB-Out when `full`); what it cost, in prefixes.
+    /// Advertises to peer `n` what of `changed` differs from its
+    /// Adj-RIB-Out, and with `full` (a new session, or a ROUTE-REFRESH) the
+    /// whole Loc-RIB again whatever it holds; with `stale`, entries whose
+    /// advertisement changed since are skipped. What it cost, in prefixes.
     fn advertise_to(
         &mut self,
         now: Duration,
         n: usize,
-        exports: &Exports,
-        full: bool,
+        changed: &Exports,
+        full: Option<&Exports>,
+        stale: bool,
         out: &mut Vec<Output>,
     ) -> usize {
         let Some(summary) = self.peers[n].summary else {
             return 0;
         };
-        if full {
-            // A new session, or a ROUTE-REFRESH: the whole table goes.
-            self.peers[n].sent.clear();
-        }
-        if exports.prefixes.is_empty() {
-            return 0;
-        }
+        let rib = &self.rib;
         let sent = &mut self.peers[n].sent;
-        sent.resize(sent.len().max(exports.slots), 0);
         let mut withdrawn = Vec::new();
-        let mut announced: Vec<(usize, Ipv4Net)> = Vec::new();
-        for e in &exports.prefixes {
-            let want = e
-                .outgoing
-                .filter(|a| goes_to(a.from, n as PeerId, summary.peer_as))
-                .map(|a| (a.version, a.group));
-            let have = &mut sent[e.slot];
-            match want {
-                Some((version, _)) if *have == version => {}
-                Some((version, group)) => {
-                    *have = version;
-                    announced.push((group, e.prefix));
+        let mut announced: Vec<(&Exports, usize, Ipv4Net)> = Vec::new();
+        // The whole table first: a prefix of both is then sent once.
+        let lists = full
+            .map(|f| (f, true))
+            .into_iter()
+            .chain([(changed, false)]);
+        for (exports, force) in lists {
+            sent.resize(sent.len().max(exports.slots), 0);
+            for e in &exports.prefixes {
+                if stale && rib.outgoing(&e.prefix).map(|o| o.version) != e.version() {
+                    continue;
                 }
-                None if *have == 0 => {}
-                None => {
-                    *have = 0;
-                    withdrawn.push(e.prefix);
+                let want = e
+                    .outgoing
+                    .filter(|a| goes_to(a.from, n as PeerId, summary.peer_as));
+                let have = &mut sent[e.slot];
+                match want {
+                    Some(a) if *have == a.version && !force => {}
+                    Some(a) => {
+                        *have = a.version;
+                        announced.push((exports, a.group, e.prefix));
+                    }
+                    None if *have == 0 => {}
+                    None => {
+                        *have = 0;
+                        withdrawn.push(e.prefix);
+                    }
                 }
             }
         }
-        // Prefixes of a group together, in the order they came.
-        announced.sort_by_key(|&(group, _)| group);
-        let groups = announced.chunk_by(|a, b| a.0 == b.0).map(|run| {
-            (
-                &*exports.groups.groups[run[0].0],
-                run.iter().map(|&(_, p)| p).collect(),
-            )
-        });
-        let updates = pack_updates(withdrawn, groups, self.plan.neighbours[n].local_addr);
-        if !updates.is_empty() {
-            let before = self.peers[n].session.state();
-            let outs = self.peers[n].session.send_updates(now, updates);
-            self.session_outputs(now, n, before, outs, false, out);
+        let cost = full.map_or(0, |f| f.prefixes.len()) + changed.prefixes.len();
+        if withdrawn.is_empty() && announced.is_empty() {
+            return cost;
         }
-        exports.prefixes.len()
+        // Prefixes of a group together, in the order they came.
+        announced.sort_by_key(|&(exports, group, _)| (std::ptr::from_ref(exports), group));
+        let groups = announced
+            .chunk_by(|a, b| std::ptr::eq(a.0, b.0) && a.1 == b.1)
+            .map(|run| {
+                (
+                    &*run[0].0.groups.groups[run[0].1],
+                    run.iter().map(|&(_, _, p)| p).collect(),
+                )
+            });
+        let updates = pack_updates(withdrawn, groups, self.plan.neighbours[n].local_addr);
+        let before = self.peers[n].session.state();
+        let outs = self.peers[n].session.send_updates(now, updates);
+        self.session_outputs(now, n, before, outs, false, out);
+        cost
     }
 
     fn compute_digest(&self) -> FibDigest {
@@ -948,7 +964,7 @@ impl Speaker {
     }
 }
 
-/// Prefixes times peers a flush advertises at most (see
+/// Prefixes times peers after which a flush stops advertising (see
 /// [`Speaker::flush`]): a few milliseconds of work.
 pub const ADVERTISE_BUDGET: usize = 5_000;
 
@@ -961,6 +977,8 @@ struct Round {
     full: Option<Exports>,
     fresh: BTreeSet<usize>,
     next: usize,
+    /// [`Rib::generation`] when it was made.
+    generation: u64,
 }
 
 /// The prefixes of one flush's advertisements, each looked up in the RIB
@@ -980,6 +998,12 @@ struct Export {
     slot: usize,
     /// Its advertisement; `None`: withdrawn.
     outgoing: Option<Advert>,
+}
+
+impl Export {
+    fn version(&self) -> Option<u32> {
+        self.outgoing.map(|a| a.version)
+    }
 }
 
 /// What [`Export`] keeps of an [`Outgoing`](super::rib::Outgoing).
