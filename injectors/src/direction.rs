@@ -19,7 +19,6 @@ use crate::counters::Counters;
 use crate::impairment::Impairment;
 use crate::packet::{self, ETH_HEADER};
 use crate::random::{self, Chance};
-use crate::seed;
 
 /// A frame waiting for its due time. Ordered by (due, seq): earliest due
 /// first, and among equal due times the one offered first, so that a link
@@ -128,7 +127,7 @@ impl Direction {
         Direction {
             compiled: Compiled::new(&imp),
             imp,
-            rng: ChaCha8Rng::from_seed(seed::chacha_key(seed)),
+            rng: ChaCha8Rng::from_seed(turbonet_topo::seed::chacha_key(seed)),
             ge_bad: false,
             last_tx_end: 0,
             last_due: 0,

@@ -18,19 +18,6 @@ pub fn direction_seed(scenario_seed: u64, link: &str, direction: u8) -> u64 {
     splitmix64(x ^ u64::from(direction))
 }
 
-/// Expands a 64-bit seed into the 256-bit key of ChaCha8. Done here rather
-/// than with `SeedableRng::seed_from_u64` so that the expansion is fixed by
-/// this crate, not by a dependency's version.
-pub(crate) fn chacha_key(seed: u64) -> [u8; 32] {
-    let mut key = [0u8; 32];
-    let mut x = seed;
-    for chunk in key.chunks_exact_mut(8) {
-        x = splitmix64(x);
-        chunk.copy_from_slice(&x.to_le_bytes());
-    }
-    key
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -734,7 +734,13 @@ fn a_large_table_is_advertised_over_several_flushes() {
     for i in 0..count {
         let p = format!("10.{}.{}.0/24", 64 + i / 256, i % 256);
         let bytes = hub.update(0, &[65101, 100_000 + i as u32], &[&p]);
-        hub.s.handle(now, Input::Bytes { peer: 0, data: bytes });
+        hub.s.handle(
+            now,
+            Input::Bytes {
+                peer: 0,
+                data: bytes,
+            },
+        );
     }
     let mut flushes = 0;
     let mut announced = BTreeSet::new();

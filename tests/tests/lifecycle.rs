@@ -129,10 +129,12 @@ fn show_routes_and_exec_see_the_fabric() {
                 (n["name"] == "edge0-0").then(|| n["loopback"].as_str().map(str::to_owned))?
             })
         });
+    assert!(resolved.status.success(), "{}", text(&resolved));
+    let edge_lo = edge_lo.unwrap_or_else(|| panic!("no loopback for edge0-0: {}", text(&loopback)));
     let resolved = String::from_utf8_lossy(&resolved.stdout).to_string();
     assert_eq!(
         resolved.split_whitespace().next(),
-        edge_lo.as_deref(),
+        Some(edge_lo.as_str()),
         "{resolved} / {}",
         text(&loopback)
     );

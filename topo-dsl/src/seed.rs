@@ -43,6 +43,20 @@ pub fn for_name(seed: u64, name: &str) -> u64 {
     mix64(seed ^ fnv1a64(name.as_bytes()))
 }
 
+/// Expands a 64-bit seed into the 256-bit key of a ChaCha generator
+/// (`ChaCha8Rng::from_seed`), by [`splitmix64`]: done here rather than with
+/// `SeedableRng::seed_from_u64` so that the expansion is fixed by turbonet,
+/// not by a dependency's version.
+pub fn chacha_key(seed: u64) -> [u8; 32] {
+    let mut key = [0u8; 32];
+    let mut x = seed;
+    for chunk in key.chunks_exact_mut(8) {
+        x = splitmix64(x);
+        chunk.copy_from_slice(&x.to_le_bytes());
+    }
+    key
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -181,7 +181,7 @@ impl PairSizes {
     /// stays local. Row sums are exactly `bytes`.
     pub fn skewed(ranks: usize, bytes: u64, exponent: f64, seed: u64) -> PairSizes {
         use rand_core::SeedableRng;
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let mut rng = rand_chacha::ChaCha8Rng::from_seed(turbonet_topo::seed::chacha_key(seed));
         // Fisher-Yates: place[e] is e's popularity rank.
         let mut order: Vec<usize> = (0..ranks).collect();
         for i in (1..ranks).rev() {

@@ -95,7 +95,7 @@ pub fn schedule(
     dport: u16,
     seed: u64,
 ) -> Result<Vec<Flow>> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut rng = ChaCha8Rng::from_seed(turbonet_topo::seed::chacha_key(seed));
     let need = match pattern {
         Pattern::Pairs(pairs) => pairs
             .iter()
@@ -103,6 +103,8 @@ pub fn schedule(
             .max()
             .unwrap_or(0)
             .max(2),
+        // The receiver is one of the hosts.
+        Pattern::Incast { to } => (to + 1).max(2),
         _ => 2,
     };
     if hosts < need {
@@ -236,6 +238,11 @@ mod tests {
         let incast = schedule(5, &Pattern::Incast { to: 2 }, NOW, 1, 0).unwrap();
         assert_eq!(incast.len(), 4);
         assert!(incast.iter().all(|f| f.dst == 2 && f.src != 2));
+        // A receiver that is not one of the hosts.
+        assert!(matches!(
+            schedule(3, &Pattern::Incast { to: 5 }, NOW, 1, 0),
+            Err(Error::TooFewHosts { need: 6, .. })
+        ));
         let all = schedule(4, &Pattern::AllToAll, NOW, 1, 0).unwrap();
         assert_eq!(all.len(), 12);
         let random = schedule(3, &Pattern::Random { count: 200 }, NOW, 1, 0).unwrap();
@@ -281,7 +288,7 @@ mod tests {
 
     #[test]
     fn draws_below_n_are_uniform_enough() {
-        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut rng = ChaCha8Rng::from_seed(turbonet_topo::seed::chacha_key(1));
         let mut counts = [0u32; 3];
         for _ in 0..30_000 {
             counts[below(&mut rng, 3)] += 1;

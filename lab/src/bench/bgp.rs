@@ -304,7 +304,10 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
         {
             continue;
         }
-        let path = write_lab(name, &bgp_text(text, name, &format!("agent = \"{agent}\"")))?;
+        let scenario = bgp_text(text, name, &format!("agent = \"{agent}\""));
+        let path = write_lab(name, &scenario)?;
+        // Its counts, for the row of a lab that fails to come up.
+        let planned = turbonet_topo::parse(name, &scenario).map_err(|e| crate::err!("{e}"))?;
         progress.note(&format!("bench bgp density: {name} ({agent}) ..."));
         let result = (|| -> Result<Vec<String>> {
             let up = measure(&["up", "--quiet", &path.display().to_string()])?;
@@ -343,19 +346,17 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
         })();
         let _ = measure(&["down", name]);
         // A lab that fails keeps the rows measured before and after it.
-        rows.push(result.or_else(|e| -> Result<Vec<String>> {
-            let lab = turbonet_topo::parse(name, &std::fs::read_to_string(&path)?)
-                .map_err(|e| crate::err!("{e}"))?;
+        rows.push(result.unwrap_or_else(|e| {
             failures.push(format!("{name}: {e}"));
             let mut row = vec![
-                count(lab.fabric.switches().count()),
+                count(planned.fabric.switches().count()),
                 agent.to_owned(),
-                count(plan_sessions(&lab)),
+                count(plan_sessions(&planned)),
             ];
             row.extend(["-", "-", "-", "failed (below)"].map(str::to_owned));
             row.extend(["-"; 4].map(str::to_owned));
-            Ok(row)
-        })?);
+            row
+        }));
     }
     out.table(
         &[

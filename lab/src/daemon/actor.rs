@@ -30,7 +30,7 @@ use super::command::{Command, Envelope, Queue, Source};
 use super::inputs::{InputLog, Logged};
 use crate::api::Target;
 use crate::dataplane::plane::{Applied, DataPlane, Desired};
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::events::{Events, unix_now};
 use crate::lookup;
 use crate::routes::RouteSource;
@@ -331,7 +331,17 @@ impl Actor {
     /// they are installed.
     async fn settle(&mut self) -> Result<()> {
         if let Some((routes, installed)) = self.computing.take() {
-            self.routes = routes.await?;
+            self.routes = match routes.await {
+                Ok(routes) => routes,
+                // The computation died (it panicked): once more, here, so
+                // the plane is never handed a fabric without routes.
+                Err(e) => {
+                    tracing::warn!("computing the fabric's routes failed ({e}); again");
+                    self.compute_routes()
+                        .await
+                        .context("computing the fabric's routes")?
+                }
+            };
             if installed {
                 self.plane.installed(&self.routes);
             }
@@ -676,8 +686,8 @@ mod tests {
         let applies = Applies::default();
         let source = crate::routes::for_lab(lab.clone());
         let intact = {
-            let lab = lab.clone();
-            tokio::task::spawn_blocking(move || crate::routes::compute(&lab, &Failures::default()))
+            let source = source.clone();
+            tokio::task::spawn_blocking(move || source.routes(&Failures::default()))
         };
         let (queue, commands) = mpsc::unbounded_channel();
         let actor = Actor::new(

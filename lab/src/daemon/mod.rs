@@ -208,17 +208,18 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    // A LocalSet: the actor, the agents and the timers share one thread
-    // and need not be Send.
+    // A LocalSet: the actor and the timers (and on a P4 target the BGP
+    // speakers) share one thread and need not be Send.
     let worked = tokio::task::LocalSet::new().block_on(&runtime, async move {
         let events = Events::open(&dir, epoch)?;
         let source = crate::routes::for_lab(lab.clone());
         // The routes `up` installed, computed meanwhile (seconds on a large
         // fabric): the daemon is ready before, and its first change waits.
+        // Through the source, whose cache then serves the first `fail`.
         let intact = {
-            let lab = lab.clone();
+            let source = source.clone();
             tokio::task::spawn_blocking(move || {
-                crate::routes::compute(&lab, &turbonet_routing::Failures::default())
+                source.routes(&turbonet_routing::Failures::default())
             })
         };
         // A restarted daemon does not know what its predecessor left:

@@ -63,14 +63,20 @@ impl Start<'_> {
                 if let Some(fd) = fd {
                     setns(BorrowedFd::borrow_raw(fd), CloneFlags::CLONE_NEWNET)?;
                 }
-                if private_sysfs && unshare(CloneFlags::CLONE_NEWNS).is_ok() {
-                    let _ = mount(
+                // Mounts only once the new mount namespace receives nothing
+                // back from ours and sends nothing to it: a bind over
+                // /etc/hosts must never reach the machine's.
+                if private_sysfs
+                    && unshare(CloneFlags::CLONE_NEWNS).is_ok()
+                    && mount(
                         None::<&str>,
                         "/",
                         None::<&str>,
                         MsFlags::MS_SLAVE | MsFlags::MS_REC,
                         None::<&str>,
-                    );
+                    )
+                    .is_ok()
+                {
                     if umount2("/sys", MntFlags::MNT_DETACH).is_ok() {
                         let _ = mount(
                             Some("sysfs"),

@@ -106,7 +106,7 @@ impl Agents {
     /// predecessors left in the kernel, so forwarding goes on while the
     /// sessions come back.
     pub async fn start(
-        lab: &Lab,
+        lab: &Arc<Lab>,
         events: Events,
         pipeline: Option<&Rc<crate::dataplane::agent_routes::PipelineRoutes>>,
         restarted: bool,
@@ -134,7 +134,7 @@ impl Agents {
         });
         let known = Arc::new(plan::known_prefixes(&speakers));
         let launch = Launch {
-            lab: lab.clone(),
+            lab: Arc::clone(lab),
             speakers: speakers.clone(),
             kinds: kinds.clone(),
             known: known.clone(),
@@ -262,7 +262,7 @@ impl Agents {
 
 /// What starting the built-in speakers needs.
 struct Launch {
-    lab: Lab,
+    lab: Arc<Lab>,
     speakers: Vec<Speaker>,
     kinds: Vec<AgentKind>,
     known: Arc<BTreeSet<Ipv4Net>>,
@@ -305,8 +305,10 @@ impl Launch {
                     match self.run(None).await {
                         Ok((launched, running)) => {
                             let _ = tx.send(Ok(launched));
-                            for speaker in running {
-                                let _ = speaker.await;
+                            for (node, speaker) in running {
+                                if let Err(e) = speaker.await {
+                                    tracing::error!("the BGP speaker of {node} failed: {e}");
+                                }
                             }
                         }
                         Err(e) => {
@@ -328,7 +330,7 @@ impl Launch {
     async fn run(
         self,
         pipeline: Option<&Rc<crate::dataplane::agent_routes::PipelineRoutes>>,
-    ) -> Result<(Launched, Vec<tokio::task::JoinHandle<()>>)> {
+    ) -> Result<(Launched, Vec<(String, tokio::task::JoinHandle<()>)>)> {
         let Launch {
             lab,
             speakers,
@@ -374,9 +376,10 @@ impl Launch {
                 epoch: started,
             };
             let report = reporter(plan.clone(), events.clone());
-            running.push(tokio::task::spawn_local(async move {
+            let task = tokio::task::spawn_local(async move {
                 run_speaker(speaker, io, report).await;
-            }));
+            });
+            running.push((plan.name.clone(), task));
             controls.insert(plan.node, control);
             statuses[i] = Some(status_rx);
         }

@@ -40,7 +40,7 @@ impl SwitchSockets {
     ) -> Result<SwitchSockets> {
         let ns_name = crate::names::node_namespace(&lab.name, &speaker.name);
         let ns = Rc::new(namespaces::open(&ns_name).with_context(|| format!("opening {ns_name}"))?);
-        let listener = namespaces::in_namespace(&*ns, || {
+        let listener = namespaces::here_in_namespace(&*ns, || {
             let socket = socket2::Socket::new(
                 socket2::Domain::IPV4,
                 socket2::Type::STREAM,
@@ -58,7 +58,10 @@ impl SwitchSockets {
                 AnyFib::Pipeline(PipelineFib::new(speaker.node.0 as usize, table.clone()))
             }
             None => AnyFib::Netlink(NetlinkFib::new(
-                crate::kernel::connect(namespaces::in_namespace(&*ns, namespaces::route_socket)?)?,
+                crate::kernel::connect(namespaces::here_in_namespace(
+                    &*ns,
+                    namespaces::route_socket,
+                )?)?,
                 lab.fabric
                     .ports(speaker.node)
                     .enumerate()
