@@ -872,7 +872,10 @@ async fn wait_converged(
     let mut rpc = crate::api::client::connect(dir).await?;
     loop {
         let report = rpc
-            .show_bgp(crate::api::proto::ShowBgpRequest::default())
+            .show_bgp(crate::api::proto::ShowBgpRequest {
+                node: String::new(),
+                summary: true,
+            })
             .await
             .map_err(Error::from)
             .context("asking the lab daemon how far BGP has come")?;
@@ -892,16 +895,9 @@ async fn wait_converged(
                 .filter(|s| !s.converged)
                 .take(5)
                 .map(|s| {
-                    let (up, all) = (
-                        s.sessions
-                            .iter()
-                            .filter(|x| x.state == "established")
-                            .count(),
-                        s.sessions.len(),
-                    );
                     format!(
-                        "{} ({}): {}/{} routes, {up}/{all} sessions established",
-                        s.node, s.agent, s.routes, s.expected
+                        "{} ({}): {}/{} routes, {}/{} sessions established",
+                        s.node, s.agent, s.routes, s.expected, s.sessions_up, s.sessions_total
                     )
                 })
                 .collect();
@@ -918,8 +914,20 @@ async fn wait_converged(
                 dir.path().join("daemon.log").display()
             );
         }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        tokio::time::sleep(poll_interval(started.elapsed())).await;
     }
+}
+
+/// How long to wait between two questions of how far BGP has come, after
+/// `waited`: 50 ms at first, then a twentieth of the wait so far (at most
+/// 500 ms), so that a thousand switches converging for minutes are not
+/// kept busy answering. The convergence time is the daemon's measure and
+/// does not depend on it.
+pub(crate) fn poll_interval(waited: std::time::Duration) -> std::time::Duration {
+    (waited / 20).clamp(
+        std::time::Duration::from_millis(50),
+        std::time::Duration::from_millis(500),
+    )
 }
 
 /// Fails on purpose after `phase` when `TURBONET_FAIL_AFTER=<phase>` is set,

@@ -269,6 +269,37 @@ fn back_to_back_sessions_establish_keep_alive_and_exchange_updates() {
     assert!((189..=191).contains(&ka), "{ka} messages");
 }
 
+/// With KEEPALIVEs left to the driver, an Established session sends none
+/// of its own (the KEEPALIVE answering the OPEN still goes), and a peer
+/// that sends none resets it after the Hold Time as before.
+#[test]
+fn keepalives_left_to_the_driver_are_not_sent_by_the_session() {
+    let mut a = config_a();
+    a.keepalives_by_driver = true;
+    let mut p = Pipe::new(a, config_b());
+    p.start();
+    assert_eq!(p.s[0].state(), State::Established);
+    assert_eq!(
+        p.sent_by(0, Duration::ZERO)
+            .iter()
+            .filter(|(_, m)| *m == Message::Keepalive)
+            .count(),
+        1,
+        "the KEEPALIVE of OpenConfirm"
+    );
+    // B's keepalives keep A up; A sends nothing, so B's Hold timer
+    // (9 s) expires: the driver was to send them.
+    p.run_until(secs(8));
+    assert!(p.sent_by(0, secs(1)).is_empty());
+    assert_eq!(p.s[0].state(), State::Established);
+    p.run_until(secs(10));
+    assert!(
+        p.log
+            .iter()
+            .any(|(_, side, o)| *side == 1 && *o == Output::Down(Reason::HoldTimerExpired))
+    );
+}
+
 #[test]
 fn silent_peer_hold_timer_expires_then_sessions_come_back() {
     let mut p = Pipe::new(config_a(), config_b());

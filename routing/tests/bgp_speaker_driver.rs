@@ -1,7 +1,8 @@
 //! The speaker driver over real TCP on loopback: two speakers (127.0.0.1
 //! and 127.0.0.2, one listener each, the connector mapping port 179 to
 //! them) establish, install each other's routes in their FIBs, follow a
-//! port going down and up, and stop.
+//! port going down and up, and stop; and keep their sessions up while
+//! their thread is busy for longer than the Hold Time.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -119,7 +120,8 @@ impl Running {
     async fn state_until(&mut self, state: PeerState) {
         timeout(
             TIMEOUT,
-            self.status.wait_for(|s| s.neighbours[0].state == state),
+            self.status
+                .wait_for(|s| s.neighbours.first().is_some_and(|n| n.state == state)),
         )
         .await
         .unwrap_or_else(|_| panic!("timed out waiting for {state}"))
@@ -138,13 +140,18 @@ impl Running {
     }
 }
 
-#[tokio::test]
-async fn two_speakers_over_tcp_follow_a_port_down_and_up_then_stop() {
+/// Starts the two speakers with their tasks spawned on `speakers` and
+/// their connections on `connections`.
+async fn start_two(
+    speakers: &tokio::runtime::Handle,
+    connections: &tokio::runtime::Handle,
+) -> (Vec<Running>, Instant) {
     let mut listeners = Vec::new();
     let mut ports = BTreeMap::new();
     for i in 0..2u8 {
         let addr = Ipv4Addr::new(127, 0, 0, 1 + i);
-        let listener = TcpListener::bind((addr, 0)).await.unwrap();
+        let listener = std::net::TcpListener::bind((addr, 0)).unwrap();
+        listener.set_nonblocking(true).unwrap();
         ports.insert(addr, listener.local_addr().unwrap().port());
         listeners.push(listener);
     }
@@ -152,7 +159,11 @@ async fn two_speakers_over_tcp_follow_a_port_down_and_up_then_stop() {
     let mut running = Vec::new();
     for (i, listener) in listeners.into_iter().enumerate() {
         let (accepted_tx, accepted) = mpsc::unbounded_channel();
-        tokio::spawn(accept_loop(listener, accepted_tx));
+        let listener = {
+            let _entered = connections.enter();
+            TcpListener::from_std(listener).unwrap()
+        };
+        connections.spawn(accept_loop(listener, accepted_tx));
         let (control, control_rx) = mpsc::unbounded_channel();
         let (status_tx, status) = watch::channel(Status::default());
         let (fib_tx, fib) = watch::channel(BTreeMap::new());
@@ -170,8 +181,9 @@ async fn two_speakers_over_tcp_follow_a_port_down_and_up_then_stop() {
             control: control_rx,
             status: status_tx,
             epoch,
+            runtime: connections.clone(),
         };
-        let task = tokio::spawn(run_speaker(speaker, io, move |r| drop(report_tx.send(r))));
+        let task = speakers.spawn(run_speaker(speaker, io, move |r| drop(report_tx.send(r))));
         running.push(Running {
             control,
             status,
@@ -180,6 +192,13 @@ async fn two_speakers_over_tcp_follow_a_port_down_and_up_then_stop() {
             task: Some(task),
         });
     }
+    (running, epoch)
+}
+
+#[tokio::test]
+async fn two_speakers_over_tcp_follow_a_port_down_and_up_then_stop() {
+    let here = tokio::runtime::Handle::current();
+    let (mut running, epoch) = start_two(&here, &here).await;
     let [a, b] = &mut running[..] else {
         unreachable!()
     };
@@ -250,4 +269,54 @@ async fn two_speakers_over_tcp_follow_a_port_down_and_up_then_stop() {
     assert!(a.fib.borrow().contains_key(&b_loopback));
     b.fib_until("B's route gone after the stop", BTreeMap::is_empty)
         .await;
+}
+
+/// A thread busy for longer than the Hold Time (a thousand speakers
+/// converging on it) resets no session: the connections' writers, on
+/// another thread, keep sending KEEPALIVEs, and what arrived meanwhile is
+/// read before the Hold timer is checked.
+#[tokio::test]
+async fn sessions_stay_up_while_the_speakers_thread_is_busy() {
+    let speakers = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let here = tokio::runtime::Handle::current();
+    let (mut running, epoch) = start_two(speakers.handle(), &here).await;
+    for r in &mut running {
+        r.state_until(PeerState::Established).await;
+    }
+    let since: Vec<Duration> = running
+        .iter()
+        .map(|r| r.status.borrow().neighbours[0].since)
+        .collect();
+
+    // The Hold Time is 3 s: the thread is busy for 4.
+    let hold = Duration::from_secs(turbonet_topo::BgpTimers::default().hold_time.into());
+    let busy = hold + Duration::from_secs(1);
+    let (done_tx, done) = tokio::sync::oneshot::channel();
+    speakers.spawn(async move {
+        std::thread::sleep(busy);
+        let _ = done_tx.send(epoch.elapsed());
+    });
+    let ended = timeout(TIMEOUT, done).await.unwrap().unwrap();
+
+    // Each speaker's first batch after it: still the same sessions.
+    for (r, since) in running.iter_mut().zip(since) {
+        let status = timeout(TIMEOUT, r.status.wait_for(|s| s.at > ended))
+            .await
+            .expect("a batch after the busy spell")
+            .unwrap()
+            .clone();
+        assert_eq!(status.neighbours[0].state, PeerState::Established);
+        assert_eq!(status.neighbours[0].since, since, "the session was reset");
+        while let Ok(report) = r.reports.try_recv() {
+            assert!(
+                !matches!(report, Report::Event(Event::Down { .. })),
+                "{report:?}"
+            );
+        }
+    }
+    speakers.shutdown_background();
 }

@@ -173,14 +173,26 @@ impl Client {
 
     /// The BGP agents' state, of every switch or of `node`.
     pub fn bgp(&mut self, node: Option<&str>) -> Result<BgpReport> {
-        self.bgp_within(node, READ_TIMEOUT)
+        let node = node.unwrap_or_default().to_owned();
+        self.call(READ_TIMEOUT, |mut rpc| async move {
+            rpc.show_bgp(proto::ShowBgpRequest {
+                node,
+                summary: false,
+            })
+            .await
+        })
+        .map(|r| bgp_from_proto(&r))
     }
 
-    /// [`Client::bgp`], waiting at most `timeout`.
-    pub fn bgp_within(&mut self, node: Option<&str>, timeout: Duration) -> Result<BgpReport> {
-        let node = node.unwrap_or_default().to_owned();
+    /// Every switch's convergence, its sessions counted but not listed
+    /// (see [`BgpReport::sessions`]), waiting at most `timeout`.
+    pub fn bgp_summary(&mut self, timeout: Duration) -> Result<BgpReport> {
         self.call(timeout, |mut rpc| async move {
-            rpc.show_bgp(proto::ShowBgpRequest { node }).await
+            rpc.show_bgp(proto::ShowBgpRequest {
+                node: String::new(),
+                summary: true,
+            })
+            .await
         })
         .map(|r| bgp_from_proto(&r))
     }

@@ -268,6 +268,8 @@ pub fn bgp_to_proto(r: &BgpReport) -> proto::BgpReport {
                 expected: s.expected as u32,
                 converged: s.converged,
                 converged_at: s.converged_at.map(secs),
+                sessions_up: s.sessions_up as u32,
+                sessions_total: s.sessions_total as u32,
                 sessions: s
                     .sessions
                     .iter()
@@ -307,6 +309,8 @@ pub fn bgp_from_proto(r: &proto::BgpReport) -> BgpReport {
                 expected: s.expected as usize,
                 converged: s.converged,
                 converged_at: s.converged_at.as_ref().map(seconds),
+                sessions_up: s.sessions_up as usize,
+                sessions_total: s.sessions_total as usize,
                 sessions: s
                     .sessions
                     .iter()

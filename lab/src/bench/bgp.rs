@@ -122,9 +122,9 @@ fn write_lab(name: &str, text: &str) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// The lab's BGP report.
+/// The lab's BGP report, sessions counted.
 fn report(dir: &LabDir) -> Result<BgpReport> {
-    Client::connect(dir)?.bgp_within(None, Duration::from_secs(60))
+    Client::connect(dir)?.bgp_summary(Duration::from_secs(60))
 }
 
 /// A change `change` asks of the lab.
@@ -143,16 +143,17 @@ fn change(dir: &LabDir, change: Change, target: Target) -> Result<f64> {
         Change::Fail => client.fail(&target)?,
         Change::Restore => client.restore(&target)?,
     };
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let started = Instant::now();
+    let within = Duration::from_secs(120);
     loop {
-        let report = report(dir)?;
+        let report = client.bgp_summary(Duration::from_secs(60))?;
         if let (true, Some(t)) = (report.converged(), report.convergence_time()) {
             return Ok(t);
         }
-        if Instant::now() >= deadline {
+        if started.elapsed() >= within {
             bail!("no re-convergence within 120 s after {request:?}");
         }
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(crate::up::poll_interval(started.elapsed()));
     }
 }
 

@@ -319,7 +319,10 @@ impl LabService for Shared {
                 self.lab.name, self.lab.routing.mode
             )));
         };
-        let name = request.into_inner().node;
+        let proto::ShowBgpRequest {
+            node: name,
+            summary,
+        } = request.into_inner();
         let node = if name.is_empty() {
             None
         } else {
@@ -331,7 +334,7 @@ impl LabService for Shared {
             }
             Some(node.id)
         };
-        let report = bgp.report(node).await;
+        let report = bgp.report(node, summary).await;
         Ok(Response::new(api::bgp_to_proto(&report)))
     }
 

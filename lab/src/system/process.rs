@@ -193,15 +193,6 @@ pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
-/// Gives free heap memory back to the system (after a large computation
-/// whose results are small).
-pub fn trim_heap() {
-    // SAFETY: malloc_trim only releases free heap memory.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 /// Restores the default action of SIGPIPE, so a command that prints dies
 /// quietly on a closed pipe (`turbonet show links | head`) as Unix tools
 /// do. Servers keep Rust's default of ignoring it: a peer that resets its

@@ -15,7 +15,7 @@
 //!   still announce);
 //! - the networks behind its external ports.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
@@ -23,8 +23,6 @@ use serde::Serialize;
 use turbonet_topo::{Fabric, LinkId, NodeId, PrefixKind};
 
 use crate::Failures;
-
-use super::rib::{Change, Multipath, PeerId, PeerSummary, Rib};
 
 /// One switch's BGP speaker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -165,21 +163,6 @@ fn dual_homed(fabric: &Fabric, host: Ipv4Addr) -> bool {
     })
 }
 
-/// Adds `changed` to speaker `i`'s pending prefixes, queueing it if it had
-/// none.
-fn push(
-    queue: &mut VecDeque<usize>,
-    pending: &mut BTreeSet<Ipv4Net>,
-    i: usize,
-    changed: impl IntoIterator<Item = Ipv4Net>,
-) {
-    let was_empty = pending.is_empty();
-    pending.extend(changed);
-    if was_empty && !pending.is_empty() {
-        queue.push_back(i);
-    }
-}
-
 /// Every prefix some speaker originates: what the plan knows of (routes
 /// learned from routers outside the fabric are not in it).
 pub fn known_prefixes(speakers: &[Speaker]) -> BTreeSet<Ipv4Net> {
@@ -225,13 +208,21 @@ impl FibDigest {
 }
 
 /// One FIB entry's share of a [`FibDigest`]: a sum of these is the same
-/// whatever the order, and is kept up to date one entry at a time.
-fn entry_hash(prefix: &Ipv4Net, hops: &BTreeSet<Ipv4Addr>) -> u64 {
+/// whatever the order, and is kept up to date one entry at a time. `hops`
+/// in ascending order, without repeats.
+fn entry_hash<'a>(
+    prefix: &Ipv4Net,
+    hops: impl IntoIterator<Item = &'a Ipv4Addr, IntoIter: ExactSizeIterator>,
+) -> u64 {
     use std::hash::{Hash, Hasher};
     // SipHash with fixed keys: the same on every run.
     let mut hasher = std::hash::DefaultHasher::new();
     prefix.hash(&mut hasher);
-    hops.hash(&mut hasher);
+    let hops = hops.into_iter();
+    hops.len().hash(&mut hasher);
+    for hop in hops {
+        hop.hash(&mut hasher);
+    }
     hasher.finish()
 }
 
@@ -242,104 +233,200 @@ pub type Fib = BTreeMap<Ipv4Net, BTreeSet<Ipv4Addr>>;
 /// The FIB of every speaker once the fabric has converged around
 /// `failures`, in `speakers` order (a failed switch's FIB is empty): every
 /// prefix it learns from another switch, with its ECMP next hops (its own
-/// originations are not in its FIB).
-///
-/// Computed by running the fabric's BGP to quiescence in memory, with the
-/// same [`Rib`] the agents use: an RFC 7938 fabric does not deliver every
-/// prefix everywhere (a switch drops paths through its own AS, so two
-/// fat-tree aggregation switches of a pod never learn each other's
-/// loopbacks), and only the protocol itself says exactly which. With
-/// deterministic tie-breaking and no policy, the outcome does not depend on
-/// message order.
+/// originations are not in its FIB). See [`routes`] for how.
 pub fn converged(speakers: &[Speaker], failures: &Failures) -> Vec<Fib> {
+    let mut fibs = vec![Fib::new(); speakers.len()];
+    routes(speakers, failures, |i, prefix, hops| {
+        fibs[i].insert(*prefix, hops.iter().copied().collect());
+    });
+    fibs
+}
+
+/// The digest of each FIB of [`converged`], without building the FIBs
+/// (two million entries for a thousand switches).
+pub fn converged_digests(speakers: &[Speaker], failures: &Failures) -> Vec<FibDigest> {
+    let mut digests = vec![FibDigest::default(); speakers.len()];
+    routes(speakers, failures, |i, prefix, hops| {
+        let digest = &mut digests[i];
+        digest.routes += 1;
+        digest.hash = digest.hash.wrapping_add(entry_hash(prefix, hops));
+    });
+    digests
+}
+
+/// Calls `route(i, prefix, hops)` for every FIB entry of the fabric once
+/// converged around `failures`: speaker `i` reaches `prefix` through the
+/// peer addresses `hops` (ascending).
+///
+/// This is the one stable state of the fabric's BGP, built rather than
+/// simulated. Every session is eBGP without policy, so the decision
+/// process of [`Rib`](super::rib::Rib) comes down to the shortest AS_PATH
+/// (RFC 4271 §9.1.2.2 a), then the lowest BGP Identifier, peer address and
+/// session (f, g); multipath takes every route of the shortest length
+/// (RFC 7938 §6.3). With lengths growing by one per hop, BGP has exactly
+/// one stable state, and a breadth-first search from the prefix's
+/// originators builds it hop by hop: a switch's route is as long as its
+/// nearest neighbours' whose own selected route does not contain its AS
+/// (the loop check of §9.1.2); those neighbours are its ECMP set, and the
+/// route it selects (and advertises, with its AS prepended) is the one
+/// the tie-break picks. The split horizon of
+/// [`goes_to`](super::rib::goes_to) only keeps back routes the receiver
+/// would drop as loops. Prefixes with the same originators share one
+/// search: a thousand switches take milliseconds, where running their
+/// BGP in memory took a minute. The tests check it against that run.
+pub fn routes(
+    speakers: &[Speaker],
+    failures: &Failures,
+    mut route: impl FnMut(usize, &Ipv4Net, &[Ipv4Addr]),
+) {
     let index: HashMap<NodeId, usize> = speakers
         .iter()
         .enumerate()
         .map(|(i, s)| (s.node, i))
         .collect();
-    let down = |s: &Speaker| failures.nodes.contains(&s.node);
-    let link_down = |n: &Neighbour| n.link.is_some_and(|l| failures.links.contains(&l));
-    // For neighbour `n` of speaker `i`: the peer speaker and the position
-    // of the session in the peer's list, when the session can come up.
-    let reverse: Vec<Vec<Option<(usize, PeerId)>>> = speakers
-        .iter()
-        .map(|s| {
-            s.neighbours
-                .iter()
-                .map(|n| {
-                    let p = *index.get(&n.peer?)?;
-                    if down(s) || down(&speakers[p]) || link_down(n) {
-                        return None;
-                    }
-                    let back = speakers[p]
-                        .neighbours
-                        .iter()
-                        .position(|b| b.link == n.link)?;
-                    Some((p, back as PeerId))
-                })
-                .collect()
-        })
-        .collect();
-    let summary = |n: &Neighbour, peer: &Speaker| PeerSummary {
-        peer_as: n.peer_asn,
-        peer_addr: n.peer_addr,
-        peer_id: peer.router_id,
-    };
-    let mut ribs: Vec<Rib> = speakers
-        .iter()
-        .map(|s| Rib::new(s.asn, s.router_id, Multipath::Relax))
-        .collect();
-    // Speakers with changes to advertise, each queued once with all its
-    // changed prefixes: a spine hears from every leaf before it advertises
-    // the lot, instead of once per leaf.
-    let mut pending: Vec<BTreeSet<Ipv4Net>> = vec![BTreeSet::new(); speakers.len()];
-    let mut queue: VecDeque<usize> = VecDeque::new();
+    let down = |i: usize| failures.nodes.contains(&speakers[i].node);
+    // What each speaker advertises to: (the receiver, the receiver's
+    // session with it), for every session that can come up.
+    let mut adverts: Vec<Vec<(usize, usize)>> = vec![Vec::new(); speakers.len()];
     for (i, s) in speakers.iter().enumerate() {
-        if down(s) {
-            continue;
-        }
-        let port_up = |port: &Option<String>| match port {
-            None => true,
-            Some(ifname) => !s
-                .host_ports
-                .iter()
-                .any(|(name, link)| name == ifname && failures.links.contains(link)),
-        };
-        let changed: Vec<Ipv4Net> = s
-            .originate
-            .iter()
-            .filter(|o| port_up(&o.port))
-            .flat_map(|o| ribs[i].originate(o.prefix))
-            .map(|c| c.prefix())
-            .collect();
-        push(&mut queue, &mut pending[i], i, changed);
-    }
-    while let Some(i) = queue.pop_front() {
-        let prefixes: Vec<Ipv4Net> = std::mem::take(&mut pending[i]).into_iter().collect();
-        for (n, neighbour) in speakers[i].neighbours.iter().enumerate() {
-            let Some((p, back)) = reverse[i][n] else {
+        for (n, neighbour) in s.neighbours.iter().enumerate() {
+            let Some(&p) = neighbour.peer.and_then(|peer| index.get(&peer)) else {
                 continue;
             };
-            let to = summary(neighbour, &speakers[p]);
-            let from = summary(&speakers[p].neighbours[back as usize], &speakers[i]);
-            let updates = ribs[i].export(n as PeerId, &to, neighbour.local_addr, &prefixes);
-            for update in &updates {
-                let changes = ribs[p].update(back, &from, update);
-                push(
-                    &mut queue,
-                    &mut pending[p],
-                    p,
-                    changes.iter().map(Change::prefix),
-                );
+            let link_down = neighbour.link.is_some_and(|l| failures.links.contains(&l));
+            let back = speakers[p]
+                .neighbours
+                .iter()
+                .any(|b| b.link == neighbour.link);
+            if down(i) || down(p) || link_down || !back {
+                continue;
+            }
+            adverts[p].push((i, n));
+        }
+    }
+    // Prefixes by the speakers originating them, then grouped by those.
+    let mut origins: BTreeMap<Ipv4Net, Vec<usize>> = BTreeMap::new();
+    for (i, s) in speakers.iter().enumerate() {
+        if down(i) {
+            continue;
+        }
+        for o in &s.originate {
+            let port_up = o.port.as_ref().is_none_or(|ifname| {
+                !s.host_ports
+                    .iter()
+                    .any(|(name, link)| name == ifname && failures.links.contains(link))
+            });
+            if port_up {
+                let at = origins.entry(o.prefix.trunc()).or_default();
+                if at.last() != Some(&i) {
+                    at.push(i);
+                }
             }
         }
     }
-    ribs.iter()
-        .map(|rib| {
-            rib.loc_rib()
-                .filter(|(_, best)| !best.local)
-                .map(|(p, best)| (*p, best.nexthops.iter().map(|&(_, nh)| nh).collect()))
-                .collect()
-        })
-        .collect()
+    let mut groups: BTreeMap<Vec<usize>, Vec<Ipv4Net>> = BTreeMap::new();
+    for (prefix, at) in origins {
+        groups.entry(at).or_default().push(prefix);
+    }
+
+    let mut search = Search {
+        speakers,
+        adverts: &adverts,
+        reached: vec![false; speakers.len()],
+        via: vec![None; speakers.len()],
+        offers: vec![Vec::new(); speakers.len()],
+    };
+    let mut hops = Vec::new();
+    for (originators, prefixes) in &groups {
+        search.run(originators, |i, offers| {
+            hops.clear();
+            hops.extend(
+                offers
+                    .iter()
+                    .map(|&(n, _)| speakers[i].neighbours[n].peer_addr),
+            );
+            hops.sort_unstable();
+            hops.dedup();
+            for prefix in prefixes {
+                route(i, prefix, &hops);
+            }
+        });
+    }
+}
+
+/// The breadth-first search of [`routes`] for one set of originators; its
+/// buffers serve every search.
+struct Search<'a> {
+    speakers: &'a [Speaker],
+    adverts: &'a [Vec<(usize, usize)>],
+    /// Has a route (or originates).
+    reached: Vec<bool>,
+    /// The neighbour whose route it selected (`None`: it originates).
+    via: Vec<Option<usize>>,
+    /// The routes offered in the current hop: (our session, the
+    /// neighbour).
+    offers: Vec<Vec<(usize, usize)>>,
+}
+
+impl Search<'_> {
+    /// Reaches every speaker it can from `originators`, calling
+    /// `reached(i, offers)` with each one's ECMP set (its sessions and the
+    /// neighbours at their other end).
+    fn run(&mut self, originators: &[usize], mut reached: impl FnMut(usize, &[(usize, usize)])) {
+        self.reached.fill(false);
+        let mut frontier = originators.to_vec();
+        for &i in &frontier {
+            self.reached[i] = true;
+            self.via[i] = None;
+        }
+        let mut next = Vec::new();
+        while !frontier.is_empty() {
+            for &from in &frontier {
+                for &(to, session) in &self.adverts[from] {
+                    if self.reached[to] || self.path_contains(from, self.speakers[to].asn) {
+                        continue;
+                    }
+                    if self.offers[to].is_empty() {
+                        next.push(to);
+                    }
+                    self.offers[to].push((session, from));
+                }
+            }
+            for &i in &next {
+                let speaker = &self.speakers[i];
+                let offers = &self.offers[i];
+                let selected = offers
+                    .iter()
+                    .min_by_key(|&&(session, from)| {
+                        (
+                            self.speakers[from].router_id,
+                            speaker.neighbours[session].peer_addr,
+                            session,
+                        )
+                    })
+                    .map(|&(_, from)| from);
+                self.reached[i] = true;
+                self.via[i] = selected;
+                reached(i, offers);
+            }
+            for &i in &next {
+                self.offers[i].clear();
+            }
+            frontier.clear();
+            std::mem::swap(&mut frontier, &mut next);
+        }
+    }
+
+    /// Whether the AS_PATH `from` advertises (its AS, then those of its
+    /// selected route, back to the originator) contains `asn`.
+    fn path_contains(&self, from: usize, asn: u32) -> bool {
+        let mut at = Some(from);
+        while let Some(i) = at {
+            if self.speakers[i].asn == asn {
+                return true;
+            }
+            at = self.via[i];
+        }
+        false
+    }
 }

@@ -238,11 +238,20 @@ pub struct SessionConfig {
     /// Delay before the automatic restart after the session went to Idle
     /// (IdleHoldTimer, RFC 4271 §8.1.1).
     pub idle_hold: Duration,
+    /// The driver writes the periodic KEEPALIVEs of an Established
+    /// session: one whenever it has written nothing on the connection for
+    /// [`PeerInfo::keepalive`] seconds (none when that is 0). The session
+    /// still sends the KEEPALIVE that answers an OPEN and those of
+    /// OpenConfirm, and keeps the Hold timer. A driver whose speakers share
+    /// a thread sets it, so that their keepalives go out on time however
+    /// long a speaker waits for its turn (FRR has a thread for them).
+    pub keepalives_by_driver: bool,
 }
 
 impl SessionConfig {
     /// Lab defaults: hold time 9 s, keepalive 3 s, ConnectRetry 5 s,
-    /// restart after 1 s, active, any peer AS.
+    /// restart after 1 s, active, any peer AS, KEEPALIVEs sent by the
+    /// session.
     pub fn new(local_as: u32, router_id: Ipv4Addr) -> SessionConfig {
         SessionConfig {
             local_as,
@@ -253,6 +262,7 @@ impl SessionConfig {
             connect_retry: Duration::from_secs(5),
             passive: false,
             idle_hold: Duration::from_secs(1),
+            keepalives_by_driver: false,
         }
     }
 
@@ -303,6 +313,15 @@ impl Session {
     /// The configuration.
     pub fn config(&self) -> &SessionConfig {
         &self.config
+    }
+
+    /// Leaves the periodic KEEPALIVEs of Established to the driver from now
+    /// on ([`SessionConfig::keepalives_by_driver`]).
+    pub fn set_keepalives_by_driver(&mut self) {
+        self.config.keepalives_by_driver = true;
+        if self.state == State::Established {
+            self.keepalive_at = None;
+        }
     }
 
     /// The current state.
@@ -433,8 +452,11 @@ impl Session {
     }
 
     fn restart_keepalive(&mut self, now: Duration) {
+        let by_driver = self.config.keepalives_by_driver && self.state == State::Established;
         self.keepalive_at = match self.peer.as_ref().map(|p| p.keepalive) {
-            Some(k) if k > 0 => Some(now.saturating_add(Duration::from_secs(k.into()))),
+            Some(k) if k > 0 && !by_driver => {
+                Some(now.saturating_add(Duration::from_secs(k.into())))
+            }
             _ => None,
         };
     }
@@ -648,6 +670,7 @@ impl Session {
                 self.restart_hold(now);
                 if self.state == State::OpenConfirm {
                     self.set_state(State::Established, out);
+                    self.restart_keepalive(now);
                     if let Some(peer) = &self.peer {
                         out.push(Output::Established(peer.clone()));
                     }

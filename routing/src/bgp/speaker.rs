@@ -442,6 +442,17 @@ impl Speaker {
         self.digest = self.compute_digest();
     }
 
+    /// From now on the driver writes the periodic KEEPALIVEs of every
+    /// Established session ([`SessionConfig::keepalives_by_driver`]): one
+    /// on a connection that had nothing written for the interval of
+    /// [`Event::Established`]'s [`PeerInfo::keepalive`]. Call it before
+    /// [`Input::Start`].
+    pub fn set_keepalives_by_driver(&mut self) {
+        for peer in &mut self.peers {
+            peer.session.set_keepalives_by_driver();
+        }
+    }
+
     /// The neighbour whose address on the link is `addr`: where a
     /// connection accepted from `addr` belongs.
     pub fn neighbour_at(&self, addr: Ipv4Addr) -> Option<usize> {

@@ -29,10 +29,17 @@
 //! written once per write, not once per neighbour. Until the FIB holds
 //! what the speaker decided, its [`Status::fib_pending`] says so.
 //!
-//! Each connection is two tasks (`tokio::spawn`), a reader and a writer, so
-//! that a peer slow to read never blocks the speaker nor the reading of
-//! its own messages (two speakers writing whole tables to each other would
-//! otherwise deadlock on full socket buffers). Connection events carry the
+//! Each connection is two tasks, a reader and a writer, so that a peer slow
+//! to read never blocks the speaker nor the reading of its own messages
+//! (two speakers writing whole tables to each other would otherwise
+//! deadlock on full socket buffers). They run on the runtime of
+//! [`SpeakerIo::runtime`], best one with a thread of its own: the writer
+//! sends an Established session's KEEPALIVEs
+//! ([`Speaker::set_keepalives_by_driver`]), so they go out on time however
+//! long the speaker waits for its turn among a thousand others on the
+//! speakers' thread; and what the reader receives meanwhile waits in the
+//! speaker's queue and counts, when its turn comes, before its Hold timer
+//! is checked. Connection events carry the
 //! connection's id: those of a connection the speaker already dropped are
 //! discarded, so the speaker sees exactly the contract of
 //! [`speaker`](super::speaker) (one connection per neighbour; a newer
@@ -53,8 +60,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::MAX_MESSAGE_LEN;
 use super::speaker::{Event, Input, Output, Speaker, Status};
+use super::{Context, MAX_MESSAGE_LEN, Message};
 use crate::NextHop;
 
 /// How long a closed connection may take to write what was queued on it
@@ -137,6 +144,10 @@ pub struct SpeakerIo<C, F> {
     /// The speaker's clock starts here: times in its status are durations
     /// since `epoch`.
     pub epoch: Instant,
+    /// Runs the connections: attempts, readers, writers (and their
+    /// keepalives). The current runtime will do, but one whose threads the
+    /// speakers do not share keeps sessions up while the speakers are busy.
+    pub runtime: tokio::runtime::Handle,
 }
 
 /// Runs `speaker` (started with [`Input::Start`]) until [`Control::Stop`]
@@ -154,12 +165,15 @@ pub async fn run_speaker<C: Connector, F: Fib>(
         mut control,
         status,
         epoch,
+        runtime,
     } = io;
     let (events_tx, mut events) = mpsc::unbounded_channel();
     let peers = speaker.plan().neighbours.len();
+    let mut speaker = speaker;
+    speaker.set_keepalives_by_driver();
     let mut d = Driver {
         speaker,
-        conns: Conns::new(peers, events_tx),
+        conns: Conns::new(peers, events_tx, runtime),
         connector,
         report,
         epoch,
@@ -216,7 +230,9 @@ pub async fn run_speaker<C: Connector, F: Fib>(
                     (d.report)(Report::FibFailed(e));
                 }
             }
-            () = sleep_until(deadline) => d.input(Input::Tick),
+            // The timers fire below, once what is queued was read: a
+            // KEEPALIVE waiting there counts before the Hold timer.
+            () = sleep_until(deadline) => {}
             // Advertisements left over by a flush (it does a slice at a
             // time): the next flush, after the other tasks had their turn.
             () = tokio::task::yield_now(), if d.speaker.pending() => {}
@@ -386,7 +402,13 @@ impl<C: Connector, R: FnMut(Report)> Driver<C, R> {
             }
             Output::Send { peer, bytes } => self.conns.send(peer, bytes),
             Output::Close { peer } => self.conns.close(peer),
-            Output::Event(event) => (self.report)(Report::Event(event)),
+            Output::Event(event) => {
+                if let Event::Established { peer, info } = &event {
+                    let every = Duration::from_secs(info.keepalive.into());
+                    self.conns.keepalives(*peer, every);
+                }
+                (self.report)(Report::Event(event));
+            }
             // Only a flush emits FIB changes, and the run loop applies them.
             Output::Fib(_) => {}
         }
@@ -490,10 +512,20 @@ enum Conn {
     },
     Up {
         conn_id: u64,
-        tx: mpsc::UnboundedSender<Vec<u8>>,
+        tx: mpsc::UnboundedSender<Write>,
         reader: JoinHandle<()>,
         writer: JoinHandle<()>,
     },
+}
+
+/// What a connection's writer is told.
+#[derive(Debug)]
+enum Write {
+    /// Whole messages.
+    Bytes(Vec<u8>),
+    /// From now on, a KEEPALIVE whenever nothing was written for this long
+    /// (zero: none).
+    KeepaliveEvery(Duration),
 }
 
 /// Every neighbour's connection.
@@ -502,14 +534,21 @@ struct Conns {
     conns: Vec<Conn>,
     next_id: u64,
     events: mpsc::UnboundedSender<IoEvent>,
+    /// Where the connections' tasks run.
+    runtime: tokio::runtime::Handle,
 }
 
 impl Conns {
-    fn new(peers: usize, events: mpsc::UnboundedSender<IoEvent>) -> Conns {
+    fn new(
+        peers: usize,
+        events: mpsc::UnboundedSender<IoEvent>,
+        runtime: tokio::runtime::Handle,
+    ) -> Conns {
         Conns {
             conns: (0..peers).map(|_| Conn::None).collect(),
             next_id: 0,
             events,
+            runtime,
         }
     }
 
@@ -543,7 +582,7 @@ impl Conns {
         self.close(peer);
         let conn_id = self.next_id();
         let events = self.events.clone();
-        let task = tokio::spawn(async move {
+        let task = self.runtime.spawn(async move {
             let event = match attempt.await {
                 Ok(stream) => IoEvent::Connected {
                     peer,
@@ -568,8 +607,12 @@ impl Conns {
         let conn_id = self.next_id();
         let (r, w) = stream.into_split();
         let (tx, rx) = mpsc::unbounded_channel();
-        let reader = tokio::spawn(read_loop(peer, conn_id, r, self.events.clone()));
-        let writer = tokio::spawn(write_loop(peer, conn_id, w, rx, self.events.clone()));
+        let reader = self
+            .runtime
+            .spawn(read_loop(peer, conn_id, r, self.events.clone()));
+        let writer = self
+            .runtime
+            .spawn(write_loop(peer, conn_id, w, rx, self.events.clone()));
         self.conns[peer] = Conn::Up {
             conn_id,
             tx,
@@ -580,7 +623,15 @@ impl Conns {
 
     fn send(&self, peer: usize, bytes: Vec<u8>) {
         if let Some(Conn::Up { tx, .. }) = self.conns.get(peer) {
-            let _ = tx.send(bytes);
+            let _ = tx.send(Write::Bytes(bytes));
+        }
+    }
+
+    /// The connection's writer sends a KEEPALIVE whenever it wrote nothing
+    /// for `every` (zero: never).
+    fn keepalives(&self, peer: usize, every: Duration) {
+        if let Some(Conn::Up { tx, .. }) = self.conns.get(peer) {
+            let _ = tx.send(Write::KeepaliveEvery(every));
         }
     }
 
@@ -600,7 +651,7 @@ impl Conns {
                 // connection down.
                 drop(tx);
                 reader.abort();
-                tokio::spawn(async move {
+                self.runtime.spawn(async move {
                     tokio::time::sleep(LINGER).await;
                     writer.abort();
                 });
@@ -660,25 +711,48 @@ async fn write_loop(
     peer: usize,
     conn_id: u64,
     mut w: OwnedWriteHalf,
-    mut queue: mpsc::UnboundedReceiver<Vec<u8>>,
+    mut queue: mpsc::UnboundedReceiver<Write>,
     events: mpsc::UnboundedSender<IoEvent>,
 ) {
+    let keepalive = Message::Keepalive.encode(&Context::TWO_OCTET_AS);
+    let mut every = None;
+    let mut last_write = Instant::now();
     let mut pending = Vec::new();
-    while let Some(bytes) = queue.recv().await {
+    loop {
+        let idle_until = every.map(|e| last_write + e);
+        tokio::select! {
+            write = queue.recv() => match write {
+                Some(write) => take(write, &mut pending, &mut every),
+                None => break,
+            },
+            () = sleep_until(idle_until) => pending.extend_from_slice(&keepalive),
+        }
         // What is queued goes in one write: a table of UPDATEs is one
         // system call, not one per message.
-        pending.extend_from_slice(&bytes);
-        while let Ok(more) = queue.try_recv() {
-            pending.extend_from_slice(&more);
+        while let Ok(write) = queue.try_recv() {
+            take(write, &mut pending, &mut every);
+        }
+        if pending.is_empty() {
+            continue;
         }
         if w.write_all(&pending).await.is_err() {
             let _ = events.send(IoEvent::Closed { peer, conn_id });
             return;
         }
         pending.clear();
+        last_write = Instant::now();
     }
     // Let the peer read a NOTIFICATION before the FIN.
     let _ = w.shutdown().await;
+}
+
+/// A writer's `write`: bytes join `pending`, a keepalive interval replaces
+/// `every`.
+fn take(write: Write, pending: &mut Vec<u8>, every: &mut Option<Duration>) {
+    match write {
+        Write::Bytes(bytes) => pending.extend_from_slice(&bytes),
+        Write::KeepaliveEvery(e) => *every = (!e.is_zero()).then_some(e),
+    }
 }
 
 /// Sleeps until `deadline`, or forever without one.

@@ -58,6 +58,44 @@ pub struct Agents {
     watcher: RefCell<Option<tokio::task::JoinHandle<()>>>,
     /// The plan with every link up, until it has been computed.
     plan: RefCell<Option<oneshot::Receiver<Vec<plan::FibDigest>>>>,
+    /// Where the built-in speakers' connections run.
+    _connections: Connections,
+}
+
+/// The runtime of the built-in speakers' connections (their reading,
+/// writing and keepalives), on a thread of its own: however long the
+/// speakers' thread is busy, their sessions' KEEPALIVEs go out on time.
+#[derive(Debug)]
+struct Connections(Option<tokio::runtime::Runtime>);
+
+impl Connections {
+    fn start() -> Result<Connections> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("bgp-io")
+            .enable_all()
+            .build()
+            .context("starting the BGP connections' thread")?;
+        Ok(Connections(Some(runtime)))
+    }
+
+    fn handle(&self) -> tokio::runtime::Handle {
+        self.0
+            .as_ref()
+            .expect("running until dropped")
+            .handle()
+            .clone()
+    }
+}
+
+impl Drop for Connections {
+    fn drop(&mut self) {
+        // Not waiting for the connections: dropped from the daemon's event
+        // loop, where a runtime may not block.
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 /// What the fabric's routing looks like, readable from any thread.
@@ -116,16 +154,16 @@ impl Agents {
             .iter()
             .map(|s| lab.routing.agent_of(s.node))
             .collect();
-        // What every FIB will hold: computed on another thread (seconds
-        // for a thousand switches) while the speakers start; a speaker is
-        // not converged until the plan is known.
+        // What every FIB will hold: computed on another thread while the
+        // speakers start; a speaker is not converged until the plan is
+        // known.
         let (plan_tx, plan_rx) = oneshot::channel();
         let planned = speakers.clone();
         std::thread::spawn(move || {
             let t = Instant::now();
             let digests = digests(&planned, &turbonet_routing::Failures::default());
             tracing::info!(
-                "BGP plan: {} FIB entries for {} switches in {:.2} s",
+                "BGP plan: {} FIB entries for {} switches in {:.3} s",
                 digests.iter().map(|d| d.routes).sum::<usize>(),
                 planned.len(),
                 t.elapsed().as_secs_f64()
@@ -133,7 +171,9 @@ impl Agents {
             let _ = plan_tx.send(digests);
         });
         let known = Arc::new(plan::known_prefixes(&speakers));
+        let connections = Connections::start()?;
         let launch = Launch {
+            connections: connections.handle(),
             lab: Arc::clone(lab),
             speakers: speakers.clone(),
             kinds: kinds.clone(),
@@ -163,6 +203,7 @@ impl Agents {
             controls,
             watcher: RefCell::new(None),
             plan: RefCell::new(Some(plan_rx)),
+            _connections: connections,
         })
     }
 
@@ -204,8 +245,8 @@ impl Agents {
     /// Ports went down or up (`(node, interface, up)`) with `failures`
     /// down now: each built-in speaker of such a node hears of its ports
     /// at once, and every speaker converges from now on to the FIB the
-    /// plan gives around `failures` (computed on a blocking thread,
-    /// seconds for a thousand switches, while they re-converge).
+    /// plan gives around `failures` (computed on a blocking thread while
+    /// they re-converge).
     pub async fn ports_changed(
         &self,
         changes: &[(NodeId, String, bool)],
@@ -268,6 +309,8 @@ struct Launch {
     known: Arc<BTreeSet<Ipv4Net>>,
     events: Events,
     restarted: bool,
+    /// The runtime of their connections.
+    connections: tokio::runtime::Handle,
 }
 
 /// The built-in speakers, started.
@@ -338,6 +381,7 @@ impl Launch {
             known,
             events,
             restarted,
+            connections,
         } = self;
         let timers = Timers::from(&lab.routing.timers);
         let stale = Duration::from_secs(timers.hold_time.into()).max(STALE_AT_LEAST);
@@ -346,7 +390,7 @@ impl Launch {
         let mut opened = Vec::new();
         for (i, (plan, kind)) in speakers.iter().zip(&kinds).enumerate() {
             if *kind == AgentKind::Builtin {
-                opened.push((i, SwitchSockets::open(&lab, plan, pipeline)?));
+                opened.push((i, SwitchSockets::open(&lab, plan, pipeline, &connections)?));
             }
         }
         let started = tokio::time::Instant::now();
@@ -366,7 +410,7 @@ impl Launch {
             let (control, control_rx) = mpsc::unbounded_channel();
             let (status, status_rx) = watch::channel(speaker.status(started.elapsed()));
             let (accepted, accepted_rx) = mpsc::unbounded_channel();
-            tokio::task::spawn_local(accept_loop(sockets.listener, accepted));
+            connections.spawn(accept_loop(sockets.listener, accepted));
             let io = SpeakerIo {
                 connector: NamespaceConnector(sockets.ns),
                 accepted: accepted_rx,
@@ -374,6 +418,7 @@ impl Launch {
                 control: control_rx,
                 status,
                 epoch: started,
+                runtime: connections.clone(),
             };
             let report = reporter(plan.clone(), events.clone());
             let task = tokio::task::spawn_local(async move {
@@ -455,8 +500,8 @@ impl BgpView {
     /// The status of every switch, or of `node` only: built-in speakers
     /// from what they published last; for switches run by FRR or BIRD the
     /// routes come from their namespace's kernel table and the sessions
-    /// from the daemons.
-    pub async fn report(&self, node: Option<NodeId>) -> BgpReport {
+    /// from the daemons. A `summary` counts sessions without listing them.
+    pub async fn report(&self, node: Option<NodeId>, summary: bool) -> BgpReport {
         let (expected, epoch) = {
             let plan = self.plan();
             (plan.expected.clone(), plan.epoch)
@@ -471,13 +516,13 @@ impl BgpView {
             // No plan yet: not converged.
             let expected = expected.get(i).copied();
             if let Some(status) = &self.statuses[i] {
-                let status = status.borrow().clone();
                 speakers.push(status::builtin(
                     speaker,
-                    &status,
+                    &status.borrow(),
                     expected,
                     since_epoch,
                     now,
+                    summary,
                 ));
                 continue;
             }
@@ -492,6 +537,12 @@ impl BgpView {
             } else {
                 None
             };
+            let mut sessions = kernel::router_sessions(&self.lab, speaker, *kind).await;
+            let sessions_up = sessions.iter().filter(|s| s.state == "established").count();
+            let sessions_total = sessions.len();
+            if summary {
+                sessions.clear();
+            }
             speakers.push(SpeakerStatus {
                 node: speaker.name.clone(),
                 agent: kind.to_string(),
@@ -501,7 +552,9 @@ impl BgpView {
                 expected: expected.map_or(0, |d| d.routes),
                 converged,
                 converged_at,
-                sessions: kernel::router_sessions(&self.lab, speaker, *kind).await,
+                sessions,
+                sessions_up,
+                sessions_total,
             });
         }
         BgpReport {
@@ -512,17 +565,12 @@ impl BgpView {
     }
 }
 
-/// The digest of every speaker's FIB once converged around `failures`.
-/// Blocking (seconds for a thousand switches): run it on its own thread.
+/// The digest of every speaker's FIB once converged around `failures`
+/// ([`plan::converged_digests`]: tens of milliseconds for a thousand
+/// switches, so off the actor all the same).
 pub fn digests(
     speakers: &[Speaker],
     failures: &turbonet_routing::Failures,
 ) -> Vec<plan::FibDigest> {
-    let digests = plan::converged(speakers, failures)
-        .iter()
-        .map(plan::FibDigest::of)
-        .collect();
-    // The simulation's RIBs are gone: give their memory back.
-    crate::system::process::trim_heap();
-    digests
+    plan::converged_digests(speakers, failures)
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use turbonet_routing::bgp::plan::{self, FibDigest};
-use turbonet_routing::bgp::speaker::Status;
+use turbonet_routing::bgp::speaker::{PeerState, Status};
 
 /// One session as `show bgp` reports it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -49,8 +49,12 @@ pub struct SpeakerStatus {
     /// Seconds after the agents started (or after the last fail/restore)
     /// at which its FIB became what the plan says.
     pub converged_at: Option<f64>,
-    /// Its sessions (built-in agents only).
+    /// Its sessions (none in a summary).
     pub sessions: Vec<SessionStatus>,
+    /// Of its sessions, how many are established.
+    pub sessions_up: usize,
+    /// How many sessions it has.
+    pub sessions_total: usize,
 }
 
 /// The fabric's routing as `show bgp` and `up` see it.
@@ -80,37 +84,30 @@ impl BgpReport {
 
     /// Sessions up, of all sessions.
     pub fn sessions(&self) -> (usize, usize) {
-        let all = self.speakers.iter().flat_map(|s| &s.sessions);
-        let up = all.clone().filter(|s| s.state == "established").count();
-        (up, all.count())
+        self.speakers.iter().fold((0, 0), |(up, all), s| {
+            (up + s.sessions_up, all + s.sessions_total)
+        })
     }
 }
 
 /// A built-in speaker's status as `show bgp` reports it: `status` is what
 /// it published last, `expected` its FIB once converged (`None`: not
 /// computed yet), `since_epoch` when the last fail or restore happened and
-/// `now` the time, both on the speakers' clock.
+/// `now` the time, both on the speakers' clock. A `summary` counts the
+/// sessions without listing them.
 pub(super) fn builtin(
     speaker: &plan::Speaker,
     status: &Status,
     expected: Option<FibDigest>,
     since_epoch: Duration,
     now: Duration,
+    summary: bool,
 ) -> SpeakerStatus {
     let converged = expected.is_some_and(|e| status.converged(&e));
-    SpeakerStatus {
-        node: speaker.name.clone(),
-        agent: turbonet_topo::Agent::Builtin.to_string(),
-        asn: speaker.asn,
-        router_id: speaker.router_id,
-        routes: status.routes,
-        expected: expected.map_or(0, |d| d.routes),
-        converged,
-        // It converged with its last change (a plan that arrives later,
-        // as after a `fail`, may find it converged already).
-        converged_at: converged
-            .then(|| status.last_change.saturating_sub(since_epoch).as_secs_f64()),
-        sessions: speaker
+    let sessions = if summary {
+        Vec::new()
+    } else {
+        speaker
             .neighbours
             .iter()
             .zip(&status.neighbours)
@@ -124,6 +121,26 @@ pub(super) fn builtin(
                 received: Some(n.received),
                 last_error: n.last_error.clone(),
             })
-            .collect(),
+            .collect()
+    };
+    SpeakerStatus {
+        node: speaker.name.clone(),
+        agent: turbonet_topo::Agent::Builtin.to_string(),
+        asn: speaker.asn,
+        router_id: speaker.router_id,
+        routes: status.routes,
+        expected: expected.map_or(0, |d| d.routes),
+        converged,
+        // It converged with its last change (a plan that arrives later,
+        // as after a `fail`, may find it converged already).
+        converged_at: converged
+            .then(|| status.last_change.saturating_sub(since_epoch).as_secs_f64()),
+        sessions,
+        sessions_up: status
+            .neighbours
+            .iter()
+            .filter(|n| n.state == PeerState::Established)
+            .count(),
+        sessions_total: status.neighbours.len(),
     }
 }

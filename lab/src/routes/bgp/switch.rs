@@ -24,7 +24,7 @@ use crate::system::namespaces;
 pub(super) struct SwitchSockets {
     /// The namespace (for connections).
     pub(super) ns: Rc<OwnedFd>,
-    /// Port 179, listening.
+    /// Port 179, listening (on the connections' runtime).
     pub(super) listener: TcpListener,
     /// The FIB: the namespace's kernel table, or its share of a pipeline.
     pub(super) fib: AnyFib,
@@ -32,11 +32,13 @@ pub(super) struct SwitchSockets {
 
 impl SwitchSockets {
     /// Opens them for `speaker`: the FIB is its namespace's kernel table,
-    /// or with `pipeline` its share of the pipeline's routes.
+    /// or with `pipeline` its share of the pipeline's routes. The listener
+    /// belongs to `connections`, the runtime of the speaker's connections.
     pub(super) fn open(
         lab: &Lab,
         speaker: &Speaker,
         pipeline: Option<&Rc<PipelineRoutes>>,
+        connections: &tokio::runtime::Handle,
     ) -> Result<SwitchSockets> {
         let ns_name = crate::names::node_namespace(&lab.name, &speaker.name);
         let ns = Rc::new(namespaces::open(&ns_name).with_context(|| format!("opening {ns_name}"))?);
@@ -71,11 +73,11 @@ impl SwitchSockets {
                     .collect(),
             )),
         };
-        Ok(SwitchSockets {
-            ns,
-            listener: TcpListener::from_std(listener)?,
-            fib,
-        })
+        let listener = {
+            let _entered = connections.enter();
+            TcpListener::from_std(listener)?
+        };
+        Ok(SwitchSockets { ns, listener, fib })
     }
 }
 
