@@ -28,7 +28,8 @@ pub struct NextHop {
     /// Outgoing interface inside the node.
     pub ifname: String,
     /// The gateway is reachable on the interface although no connected
-    /// route covers it (routed host ports).
+    /// route covers it (routed host ports), or is known to be on the link
+    /// (a BGP peer's address), so the kernel does not look it up.
     pub onlink: bool,
 }
 

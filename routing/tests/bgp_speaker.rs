@@ -313,7 +313,7 @@ fn two_speakers_establish_exchange_routes_and_stay_up() {
             vec![NextHop {
                 via: Some(ip("10.1.0.1")),
                 ifname: "eth0".to_owned(),
-                onlink: false,
+                onlink: true,
             }]
         )
     );
@@ -807,7 +807,7 @@ fn a_restarted_speaker_emits_only_differences_from_the_fib_it_finds() {
             vec![NextHop {
                 via: Some(ip(Y_ADDR)),
                 ifname: "eth1".to_owned(),
-                onlink: false,
+                onlink: true,
             }]
         )]]
     );

@@ -215,7 +215,7 @@ async fn two_speakers_over_tcp_follow_a_port_down_and_up_then_stop() {
         [NextHop {
             via: Some(Ipv4Addr::new(127, 0, 0, 2)),
             ifname: "eth0".to_owned(),
-            onlink: false,
+            onlink: true,
         }]
     );
     assert!(matches!(

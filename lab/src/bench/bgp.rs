@@ -144,14 +144,16 @@ fn change(dir: &LabDir, change: Change, target: Target) -> Result<f64> {
         Change::Restore => client.restore(&target)?,
     };
     let started = Instant::now();
-    let within = Duration::from_secs(120);
+    // As `up` allows: a minute, and a second more per four switches.
+    let switches = dir.saved_lab()?.fabric.switches().count();
+    let within = Duration::from_secs(60 + switches as u64 / 4);
     loop {
         let report = client.bgp_summary(Duration::from_secs(60))?;
         if let (true, Some(t)) = (report.converged(), report.convergence_time()) {
             return Ok(t);
         }
         if started.elapsed() >= within {
-            bail!("no re-convergence within 120 s after {request:?}");
+            bail!("no re-convergence within {within:?} after {request:?}");
         }
         std::thread::sleep(crate::up::poll_interval(started.elapsed()));
     }

@@ -841,10 +841,13 @@ impl Speaker {
                 .into_iter()
                 .flat_map(|b| &b.nexthops)
                 .filter_map(|&(peer, addr)| {
+                    let neighbour = self.plan.neighbours.get(peer as usize)?;
                     Some(NextHop {
                         via: Some(addr),
-                        ifname: self.plan.neighbours.get(peer as usize)?.ifname.clone(),
-                        onlink: false,
+                        ifname: neighbour.ifname.clone(),
+                        // The peer's own address is on the link: the
+                        // kernel need not look the gateway up.
+                        onlink: addr == neighbour.peer_addr,
                     })
                 })
                 .collect();

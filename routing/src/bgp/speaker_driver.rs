@@ -8,8 +8,8 @@
 //! accepted on the switch's BGP port with the address they come from
 //! ([`accept_loop`] forwards a listener's), the switch's [`Fib`], a channel
 //! of [`Control`] messages (port changes, stop) and a `watch` on which the
-//! driver publishes the speaker's [`Status`] after every batch, so a reader
-//! never waits on the speaker.
+//! driver publishes the speaker's [`Status`] after a batch (at most every
+//! 10 ms), so a reader never waits on the speaker.
 //!
 //! The loop: take one ready input (a connection event, an accepted
 //! connection, a control message, a timer), hand it to the speaker, then
@@ -139,7 +139,7 @@ pub struct SpeakerIo<C, F> {
     pub fib: F,
     /// Port changes and stop.
     pub control: mpsc::UnboundedReceiver<Control>,
-    /// Where the status goes after every batch.
+    /// Where the status goes after a batch (at most every 10 ms).
     pub status: watch::Sender<Status>,
     /// The speaker's clock starts here: times in its status are durations
     /// since `epoch`.
@@ -183,6 +183,7 @@ pub async fn run_speaker<C: Connector, F: Fib>(
     d.input(Input::Start);
     let mut accepting = true;
     let mut stopping = false;
+    let mut published: Option<Duration> = None;
     loop {
         if stopping {
             // A successor starts from what this speaker installed: all of
@@ -214,8 +215,24 @@ pub async fn run_speaker<C: Connector, F: Fib>(
         if let Some((f, routes)) = fib.next() {
             writing.set(Some(write(f, routes)));
         }
-        status.send_replace(fib.status(d.speaker.status(d.now())));
-        let deadline = d.speaker.next_deadline().map(|t| epoch + t);
+        // The status, unless one went out less than STATUS_EVERY ago: then
+        // when that has passed.
+        let now = d.now();
+        let status_due = match published {
+            Some(at) if now < at + STATUS_EVERY => Some(at + STATUS_EVERY),
+            _ => {
+                status.send_replace(fib.status(d.speaker.status(now)));
+                published = Some(now);
+                None
+            }
+        };
+        let deadline = d
+            .speaker
+            .next_deadline()
+            .into_iter()
+            .chain(status_due)
+            .min()
+            .map(|t| epoch + t);
         tokio::select! {
             Some(event) = events.recv() => d.io(event),
             conn = accepted.recv(), if accepting => match conn {
@@ -277,6 +294,12 @@ pub async fn run_speaker<C: Connector, F: Fib>(
 
 /// A FIB change set: next hops by prefix, none to remove it.
 type Routes = Vec<(Ipv4Net, Vec<NextHop>)>;
+
+/// How often at most a speaker publishes its status: a spine with a
+/// thousand sessions woken a hundred times a second would spend a tenth of
+/// the speakers' thread building statuses nobody reads. Readers see one at
+/// most this old; the times in it are those of the events.
+const STATUS_EVERY: Duration = Duration::from_millis(10);
 
 /// The speaker's FIB and the changes for it not yet written, merged by
 /// prefix. One change set is written at a time, by a future the run loop

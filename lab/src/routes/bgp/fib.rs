@@ -16,20 +16,64 @@ use turbonet_routing::{NextHop, Route, RouteOrigin};
 
 /// A namespace's main table through rtnetlink: routes as protocol `bgp`
 /// with metric [`KERNEL_METRIC`].
+///
+/// The writes run on `runtime`, with the connection's task: a thousand
+/// switches install millions of routes while they converge, half the work
+/// of their speakers' thread if it were done there, so it is done on
+/// other cores, one task per change set.
 #[derive(Debug)]
 pub struct NetlinkFib {
+    writer: Option<Writer>,
+    runtime: tokio::runtime::Handle,
+}
+
+/// What a change set is written with; it goes to the write's task and
+/// comes back.
+#[derive(Debug)]
+struct Writer {
     handle: rtnetlink::Handle,
     ifindex: HashMap<String, u32>,
 }
 
 impl NetlinkFib {
-    /// The FIB behind `handle` (a namespace's rtnetlink connection), whose
-    /// fabric ports are named by `ifindex`; other interfaces (external
-    /// ports, whose index the kernel chose) are looked up when first used.
-    pub fn new(handle: rtnetlink::Handle, ifindex: HashMap<String, u32>) -> NetlinkFib {
-        NetlinkFib { handle, ifindex }
+    /// The FIB behind `handle` (a namespace's rtnetlink connection, whose
+    /// task runs on `runtime`), whose fabric ports are named by `ifindex`;
+    /// other interfaces (external ports, whose index the kernel chose)
+    /// are looked up when first used.
+    pub fn new(
+        handle: rtnetlink::Handle,
+        ifindex: HashMap<String, u32>,
+        runtime: tokio::runtime::Handle,
+    ) -> NetlinkFib {
+        NetlinkFib {
+            writer: Some(Writer { handle, ifindex }),
+            runtime,
+        }
     }
+}
 
+impl Fib for NetlinkFib {
+    type Error = crate::Error;
+
+    async fn apply(&mut self, routes: Vec<(Ipv4Net, Vec<NextHop>)>) -> Result<()> {
+        let mut writer = self
+            .writer
+            .take()
+            .ok_or_else(|| crate::err!("an earlier write of this FIB did not end"))?;
+        let (writer, result) = self
+            .runtime
+            .spawn(async move {
+                let result = writer.apply(routes).await;
+                (writer, result)
+            })
+            .await
+            .map_err(|e| crate::err!("writing routes: {e}"))?;
+        self.writer = Some(writer);
+        result
+    }
+}
+
+impl Writer {
     /// Learns the index of every interface `routes` names that it does not
     /// know yet.
     async fn resolve(&mut self, routes: &[(Ipv4Net, Vec<NextHop>)]) -> Result<()> {
@@ -47,11 +91,8 @@ impl NetlinkFib {
         }
         Ok(())
     }
-}
 
-impl Fib for NetlinkFib {
-    type Error = crate::Error;
-
+    /// Writes `routes`, the change set of [`Fib::apply`].
     async fn apply(&mut self, routes: Vec<(Ipv4Net, Vec<NextHop>)>) -> Result<()> {
         self.resolve(&routes).await?;
         let ifindex: HashMap<&str, u32> =

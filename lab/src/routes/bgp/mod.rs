@@ -63,15 +63,17 @@ pub struct Agents {
 }
 
 /// The runtime of the built-in speakers' connections (their reading,
-/// writing and keepalives), on a thread of its own: however long the
-/// speakers' thread is busy, their sessions' KEEPALIVEs go out on time.
+/// writing and keepalives) and of their kernel FIBs' writes, on threads of
+/// its own: however long the speakers' thread is busy, their sessions'
+/// KEEPALIVEs go out on time, and installing routes is done beside the
+/// speakers' work rather than in its turn.
 #[derive(Debug)]
 struct Connections(Option<tokio::runtime::Runtime>);
 
 impl Connections {
     fn start() -> Result<Connections> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
+            .worker_threads(2)
             .thread_name("bgp-io")
             .enable_all()
             .build()

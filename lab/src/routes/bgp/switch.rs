@@ -33,7 +33,8 @@ pub(super) struct SwitchSockets {
 impl SwitchSockets {
     /// Opens them for `speaker`: the FIB is its namespace's kernel table,
     /// or with `pipeline` its share of the pipeline's routes. The listener
-    /// belongs to `connections`, the runtime of the speaker's connections.
+    /// and the kernel table's writes belong to `connections`, the runtime
+    /// of the speaker's connections.
     pub(super) fn open(
         lab: &Lab,
         speaker: &Speaker,
@@ -60,10 +61,11 @@ impl SwitchSockets {
                 AnyFib::Pipeline(PipelineFib::new(speaker.node.0 as usize, table.clone()))
             }
             None => AnyFib::Netlink(NetlinkFib::new(
-                crate::kernel::connect(namespaces::here_in_namespace(
-                    &*ns,
-                    namespaces::route_socket,
-                )?)?,
+                {
+                    let socket = namespaces::here_in_namespace(&*ns, namespaces::route_socket)?;
+                    let _entered = connections.enter();
+                    crate::kernel::connect(socket)?
+                },
                 lab.fabric
                     .ports(speaker.node)
                     .enumerate()
@@ -71,6 +73,7 @@ impl SwitchSockets {
                         (local.ifname.clone(), crate::names::port_ifindex(port))
                     })
                     .collect(),
+                connections.clone(),
             )),
         };
         let listener = {
