@@ -7,12 +7,26 @@ use ipnet::Ipv4Net;
 use turbonet_routing::Failures;
 use turbonet_routing::bgp::plan::{self, Fib, Neighbour, Speaker};
 use turbonet_routing::bgp::rib::{Change, Multipath, PeerId, PeerSummary, Rib};
-use turbonet_topo::{Lab, NodeId, Role};
+use turbonet_topo::{Lab, LinkId, NodeId, Role};
 
 fn lab(path: &str) -> Lab {
     let text = std::fs::read_to_string(format!("{}/../{path}", env!("CARGO_MANIFEST_DIR")))
         .expect("bundled scenario");
     turbonet_topo::parse(path, &text).expect("valid scenario")
+}
+
+/// The links between two switches.
+fn switch_links(lab: &Lab) -> Vec<LinkId> {
+    lab.fabric
+        .links
+        .iter()
+        .filter(|l| {
+            l.ends
+                .iter()
+                .all(|e| lab.fabric.node(e.node).role.is_switch())
+        })
+        .map(|l| l.id)
+        .collect()
 }
 
 fn speaker<'a>(speakers: &'a [Speaker], name: &str) -> (usize, &'a Speaker) {
@@ -29,17 +43,7 @@ fn fat_tree_sessions_are_one_per_link_with_one_passive_end() {
     let speakers = plan::speakers(&lab.fabric);
     assert_eq!(speakers.len(), 20);
     let sessions: usize = speakers.iter().map(|s| s.neighbours.len()).sum();
-    let switch_links = lab
-        .fabric
-        .links
-        .iter()
-        .filter(|l| {
-            l.ends
-                .iter()
-                .all(|e| lab.fabric.node(e.node).role != Role::Host)
-        })
-        .count();
-    assert_eq!(sessions, 2 * switch_links);
+    assert_eq!(sessions, 2 * switch_links(&lab).len());
     for s in &speakers {
         for n in &s.neighbours {
             let (_, peer) = speaker(&speakers, &n.peer_name);
@@ -292,17 +296,7 @@ fn failure_sets(lab: &Lab, speakers: &[Speaker]) -> Vec<Failures> {
         seed ^= seed << 17;
         (seed % n as u64) as usize
     };
-    let switch_links: Vec<_> = lab
-        .fabric
-        .links
-        .iter()
-        .filter(|l| {
-            l.ends
-                .iter()
-                .all(|e| lab.fabric.node(e.node).role.is_switch())
-        })
-        .map(|l| l.id)
-        .collect();
+    let switch_links = switch_links(lab);
     let mut sets = vec![Failures::default()];
     if switch_links.is_empty() {
         return sets;

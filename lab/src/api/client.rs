@@ -173,27 +173,28 @@ impl Client {
 
     /// The BGP agents' state, of every switch or of `node`.
     pub fn bgp(&mut self, node: Option<&str>) -> Result<BgpReport> {
-        let node = node.unwrap_or_default().to_owned();
-        self.call(READ_TIMEOUT, |mut rpc| async move {
-            rpc.show_bgp(proto::ShowBgpRequest {
-                node,
-                summary: false,
-            })
-            .await
-        })
-        .map(|r| bgp_from_proto(&r))
+        let request = proto::ShowBgpRequest {
+            node: node.unwrap_or_default().to_owned(),
+            summary: false,
+        };
+        self.show_bgp(request, READ_TIMEOUT)
     }
 
     /// Every switch's convergence, its sessions counted but not listed
     /// (see [`BgpReport::sessions`]), waiting at most `timeout`.
     pub fn bgp_summary(&mut self, timeout: Duration) -> Result<BgpReport> {
-        self.call(timeout, |mut rpc| async move {
-            rpc.show_bgp(proto::ShowBgpRequest {
-                node: String::new(),
-                summary: true,
-            })
-            .await
-        })
+        let request = proto::ShowBgpRequest {
+            node: String::new(),
+            summary: true,
+        };
+        self.show_bgp(request, timeout)
+    }
+
+    fn show_bgp(&mut self, request: proto::ShowBgpRequest, timeout: Duration) -> Result<BgpReport> {
+        self.call(
+            timeout,
+            |mut rpc| async move { rpc.show_bgp(request).await },
+        )
         .map(|r| bgp_from_proto(&r))
     }
 

@@ -136,7 +136,7 @@ enum Change {
 
 /// Fails or restores `target` and waits until the fabric has
 /// re-converged; returns the re-convergence time.
-fn change(dir: &LabDir, change: Change, target: Target) -> Result<f64> {
+fn change(dir: &LabDir, change: Change, target: Target, within: Duration) -> Result<f64> {
     let request = format!("{change:?} {target}");
     let mut client = Client::connect(dir)?;
     match change {
@@ -144,9 +144,6 @@ fn change(dir: &LabDir, change: Change, target: Target) -> Result<f64> {
         Change::Restore => client.restore(&target)?,
     };
     let started = Instant::now();
-    // As `up` allows: a minute, and a second more per four switches.
-    let switches = dir.saved_lab()?.fabric.switches().count();
-    let within = Duration::from_secs(60 + switches as u64 / 4);
     loop {
         let report = client.bgp_summary(Duration::from_secs(60))?;
         if let (true, Some(t)) = (report.converged(), report.convergence_time()) {
@@ -189,10 +186,13 @@ fn convergence(path: &std::path::Path, name: &str) -> Result<(usize, usize, f64,
         .context("no core or spine switch")?
         .name
         .clone();
-    let link_time = change(&dir, Change::Fail, Target::Link(link.clone()))?;
-    change(&dir, Change::Restore, Target::Link(link))?;
-    let switch_time = change(&dir, Change::Fail, Target::Node(core.clone()))?;
-    change(&dir, Change::Restore, Target::Node(core))?;
+    // Each re-convergence may take as long as `up` allows: a minute, and
+    // a second more per four switches.
+    let within = Duration::from_secs(60 + fabric.switches().count() as u64 / 4);
+    let link_time = change(&dir, Change::Fail, Target::Link(link.clone()), within)?;
+    change(&dir, Change::Restore, Target::Link(link), within)?;
+    let switch_time = change(&dir, Change::Fail, Target::Node(core.clone()), within)?;
+    change(&dir, Change::Restore, Target::Node(core), within)?;
     let sessions: usize = plan_sessions(&lab);
     Ok((
         fabric.switches().count(),

@@ -193,7 +193,8 @@ pub enum Output {
     Event(Event),
 }
 
-/// A session event, for logs.
+/// A session event, for logs; [`Event::Established`] also tells a driver
+/// that sends KEEPALIVEs ([`Speaker::set_keepalives_by_driver`]) how often.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// The session with `peer` reached Established.

@@ -154,7 +154,7 @@ pub struct SpeakerIo<C, F> {
 /// or until the control sender is dropped, and hands it back. `report`
 /// hears of session events and FIB failures.
 pub async fn run_speaker<C: Connector, F: Fib>(
-    speaker: Speaker,
+    mut speaker: Speaker,
     io: SpeakerIo<C, F>,
     report: impl FnMut(Report),
 ) -> Speaker {
@@ -169,7 +169,6 @@ pub async fn run_speaker<C: Connector, F: Fib>(
     } = io;
     let (events_tx, mut events) = mpsc::unbounded_channel();
     let peers = speaker.plan().neighbours.len();
-    let mut speaker = speaker;
     speaker.set_keepalives_by_driver();
     let mut d = Driver {
         speaker,

@@ -58,8 +58,8 @@ pub struct Agents {
     watcher: RefCell<Option<tokio::task::JoinHandle<()>>>,
     /// The plan with every link up, until it has been computed.
     plan: RefCell<Option<oneshot::Receiver<Vec<plan::FibDigest>>>>,
-    /// Where the built-in speakers' connections run.
-    _connections: Connections,
+    /// Where the built-in speakers' connections run (none without them).
+    _connections: Option<Connections>,
 }
 
 /// The runtime of the built-in speakers' connections (their reading,
@@ -163,7 +163,7 @@ impl Agents {
         let planned = speakers.clone();
         std::thread::spawn(move || {
             let t = Instant::now();
-            let digests = digests(&planned, &turbonet_routing::Failures::default());
+            let digests = plan::converged_digests(&planned, &turbonet_routing::Failures::default());
             tracing::info!(
                 "BGP plan: {} FIB entries for {} switches in {:.3} s",
                 digests.iter().map(|d| d.routes).sum::<usize>(),
@@ -173,9 +173,15 @@ impl Agents {
             let _ = plan_tx.send(digests);
         });
         let known = Arc::new(plan::known_prefixes(&speakers));
-        let connections = Connections::start()?;
+        // No threads for connections when FRR or BIRD run every switch.
+        let connections = kinds
+            .contains(&AgentKind::Builtin)
+            .then(Connections::start)
+            .transpose()?;
         let launch = Launch {
-            connections: connections.handle(),
+            connections: connections
+                .as_ref()
+                .map_or_else(tokio::runtime::Handle::current, Connections::handle),
             lab: Arc::clone(lab),
             speakers: speakers.clone(),
             kinds: kinds.clone(),
@@ -260,7 +266,7 @@ impl Agents {
         }
         let (speakers, failures) = (self.view.speakers.clone(), failures.clone());
         if let Ok(expected) =
-            tokio::task::spawn_blocking(move || digests(&speakers, &failures)).await
+            tokio::task::spawn_blocking(move || plan::converged_digests(&speakers, &failures)).await
         {
             self.set_plan(expected, Some(epoch));
         }
@@ -565,14 +571,4 @@ impl BgpView {
             speakers,
         }
     }
-}
-
-/// The digest of every speaker's FIB once converged around `failures`
-/// ([`plan::converged_digests`]: tens of milliseconds for a thousand
-/// switches, so off the actor all the same).
-pub fn digests(
-    speakers: &[Speaker],
-    failures: &turbonet_routing::Failures,
-) -> Vec<plan::FibDigest> {
-    plan::converged_digests(speakers, failures)
 }
