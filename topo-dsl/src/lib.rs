@@ -7,6 +7,7 @@
 //! `docs/scenarios.md`.
 
 pub mod diag;
+pub mod experiment;
 pub mod mapper;
 pub mod model;
 pub mod seed;

@@ -36,6 +36,12 @@ pub struct Lab {
     pub timeline: Vec<Event>,
     /// Target `p4rt`: the P4 switches (present exactly on that target).
     pub p4rt: Option<P4rtConfig>,
+    /// `[[job]]`: hosts in rank order.
+    pub jobs: Vec<crate::experiment::Job>,
+    /// `[[workload]]`: what runs once the fabric is ready, in file order.
+    pub workloads: Vec<crate::experiment::Workload>,
+    /// `[[expect]]`: what `turbonet run` checks, in file order.
+    pub expects: Vec<crate::experiment::Expect>,
 }
 
 /// `[p4rt]`: the programmable switches a `p4rt` lab runs on, and the
@@ -89,6 +95,9 @@ pub enum P4rtDevice {
 /// the fabric is ready.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Event {
+    /// Its name, for expectations to refer to (`after = "core-fails"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// Time after the fabric is ready (all links up, routes installed).
     pub at: Delay,
     /// What happens then.

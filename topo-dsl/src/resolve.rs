@@ -11,7 +11,9 @@ use toml::de::{DeTable, DeValue};
 use crate::diag::{Diags, ScenarioErrors, choices_help};
 use crate::model::{Lab, RoutingConfig};
 use crate::plan;
-use crate::read::{addressing, externals, lab, links, p4rt, routing, timeline, topology};
+use crate::read::{
+    addressing, expect, externals, jobs, lab, links, p4rt, routing, timeline, topology, workloads,
+};
 
 /// The sections of a scenario file.
 const TOP_KEYS: &[&str] = &[
@@ -23,6 +25,9 @@ const TOP_KEYS: &[&str] = &[
     "external",
     "timeline",
     "p4rt",
+    "job",
+    "workload",
+    "expect",
 ];
 
 /// Entry point behind [`crate::parse`].
@@ -112,6 +117,18 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
         &routing,
     );
     let timeline = timeline::read(d, section("timeline"), fabric.as_ref());
+    let jobs = jobs::read(d, section("job"), fabric.as_ref());
+    let seed = lab.as_ref().map_or(1, |l| l.seed);
+    let (workloads, declared) =
+        workloads::read(d, section("workload"), fabric.as_ref(), &jobs, seed);
+    let expects = expect::read(
+        d,
+        section("expect"),
+        fabric.as_ref(),
+        &workloads,
+        &declared,
+        &timeline,
+    );
 
     // [p4rt], against the target.
     let target = lab.as_ref().and_then(|l| l.target);
@@ -137,5 +154,8 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
         fabric: fabric?,
         timeline,
         p4rt: p4rt?,
+        jobs: jobs.valid,
+        workloads,
+        expects,
     })
 }

@@ -1,4 +1,4 @@
-//! Units as types: rates, delays, probabilities, queue limits, MTUs.
+//! Units as types: rates, delays, probabilities, queue limits, sizes, MTUs.
 //!
 //! Every type parses from scenario syntax ([`FromStr`]), prints scenario
 //! syntax ([`fmt::Display`]) such that `s.parse::<T>()?.to_string()` parses
@@ -669,6 +669,70 @@ impl fmt::Display for QueueLimit {
 }
 
 // ---------------------------------------------------------------------------
+// Bytes
+
+/// An amount of data: a workload's message or flow size. Scenario syntax:
+/// `1500` or `1500B`, `64KiB`, `16MiB`, `1GiB` (powers of 1024), `10KB`,
+/// `10MB`, `1GB` (powers of 1000).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Bytes(pub u64);
+
+const BYTES_HELP: &str = "write e.g. `1500`, `64KiB`, `16MiB`, `1GiB` or `10MB`";
+
+impl FromStr for Bytes {
+    type Err = UnitError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        check_sign(s, "a size", "16MiB")?;
+        let Some((num, unit)) = split_number(s) else {
+            return Err(UnitError::new(format!("invalid size `{s}`")).help(BYTES_HELP));
+        };
+        let factor = match unit {
+            "" => Some(1),
+            "kB" => Some(1_000),
+            _ => QUEUE_BYTE_UNITS
+                .iter()
+                .find(|(name, _)| *name == unit)
+                .map(|(_, f)| *f),
+        };
+        let Some(factor) = factor else {
+            let mut help = String::new();
+            if let Some((guess, _)) = QUEUE_BYTE_UNITS
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(unit))
+            {
+                help.push_str(&format!("did you mean `{guess}`? "));
+            }
+            help.push_str(BYTES_HELP);
+            return Err(UnitError::new(format!("unknown unit `{unit}` in size `{s}`")).help(help));
+        };
+        match num.times(u128::from(factor)) {
+            Some(Ok(n)) => u64::try_from(n)
+                .map(Bytes)
+                .map_err(|_| UnitError::new(format!("size `{s}` is too large"))),
+            Some(Err(())) => Err(UnitError::new(format!(
+                "size `{s}` is not a whole number of bytes"
+            ))
+            .help(BYTES_HELP)),
+            None => Err(UnitError::new(format!("size `{s}` is too large"))),
+        }
+    }
+}
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0;
+        let (name, factor) = QUEUE_BYTE_UNITS
+            .iter()
+            .find(|(_, factor)| n >= *factor && n.is_multiple_of(*factor))
+            .copied()
+            .unwrap_or(("B", 1));
+        write!(f, "{}{name}", n / factor)
+    }
+}
+
+// ---------------------------------------------------------------------------
 // Mtu
 
 /// Interface MTU in bytes (68..=65535).
@@ -770,7 +834,7 @@ macro_rules! serde_via_text {
     )*};
 }
 
-serde_via_text!(Rate, Delay, LossProb, QueueLimit);
+serde_via_text!(Rate, Delay, LossProb, QueueLimit, Bytes);
 
 impl Serialize for Mtu {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -926,6 +990,21 @@ mod tests {
         assert_eq!(rt::<Mtu>("65535"), Mtu(65535));
         for bad in ["", "67", "65536", "-1", "1500.5", "abc", "0"] {
             assert!(bad.parse::<Mtu>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sizes_parse_in_both_powers_and_print_back() {
+        assert_eq!(rt::<Bytes>("1500"), Bytes(1500));
+        assert_eq!(rt::<Bytes>("16MiB"), Bytes(16 << 20));
+        assert_eq!(rt::<Bytes>("1.5KiB"), Bytes(1536));
+        assert_eq!(rt::<Bytes>("10MB"), Bytes(10_000_000));
+        assert_eq!(Bytes(1 << 30).to_string(), "1GiB");
+        assert_eq!(Bytes(1001).to_string(), "1001B");
+        let e = "4mib".parse::<Bytes>().unwrap_err();
+        assert!(e.hint().unwrap().contains("did you mean `MiB`"), "{e:?}");
+        for bad in ["-1", "0.5", "x", "1QB"] {
+            assert!(bad.parse::<Bytes>().is_err(), "{bad}");
         }
     }
 

@@ -96,10 +96,12 @@ node = "agg0-1"
     let at = |s: &str| s.parse::<Delay>().unwrap();
     let expected = vec![
         Event {
+            name: None,
             at: Delay::ZERO,
             action: Action::Fail(EventTarget::Link(e00)),
         },
         Event {
+            name: None,
             at: at("1.5s"),
             action: Action::Set {
                 link: ac,
@@ -115,6 +117,7 @@ node = "agg0-1"
         },
         // Three events at 5s, in file order.
         Event {
+            name: None,
             at: at("5s"),
             action: Action::Set {
                 link: e00,
@@ -126,14 +129,17 @@ node = "agg0-1"
             },
         },
         Event {
+            name: None,
             at: at("5s"),
             action: Action::Fail(EventTarget::Node(node(&lab, "agg0-1"))),
         },
         Event {
+            name: None,
             at: at("5s"),
             action: Action::Restore(EventTarget::Link(e00)),
         },
         Event {
+            name: None,
             at: at("10s"),
             action: Action::Flap {
                 link: ac,
@@ -142,10 +148,12 @@ node = "agg0-1"
             },
         },
         Event {
+            name: None,
             at: at("20s"),
             action: Action::Reset { link: ac },
         },
         Event {
+            name: None,
             at: at("30s"),
             action: Action::Flap {
                 link: link(&lab, "agg0-1--core2"),
@@ -154,6 +162,7 @@ node = "agg0-1"
             },
         },
         Event {
+            name: None,
             at: at("31s"),
             action: Action::Restore(EventTarget::Node(node(&lab, "agg0-1"))),
         },
@@ -457,7 +466,7 @@ delay = "1msec"
     assert!(help(31).contains("only `fail` and `restore` take a `node`"));
     assert!(help(40).contains("valid keys: rate, delay, jitter"));
     assert!(!help(40).contains("mtu"));
-    assert!(help(66).contains("valid keys: at, action, link, node, period, count, rate"));
+    assert!(help(66).contains("valid keys: name, at, action, link, node, period, count, rate"));
     assert_eq!(help(72), "write it without quotes: `count = 3`");
     assert!(help(76).starts_with("did you mean `edge0-0--agg0-0`?"));
 }

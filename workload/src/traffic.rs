@@ -15,55 +15,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 
-/// Which hosts send to which.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Pattern {
-    /// These pairs, `(source, destination)`.
-    Pairs(Vec<(usize, usize)>),
-    /// Every other host to this one (many to one).
-    Incast {
-        /// The receiver.
-        to: usize,
-    },
-    /// A random permutation without fixed points: every host sends to one
-    /// other and receives from one other.
-    Permutation,
-    /// Every ordered pair of distinct hosts.
-    AllToAll,
-    /// This many pairs of distinct hosts, drawn uniformly.
-    Random {
-        /// The pairs drawn.
-        count: usize,
-    },
-}
-
-impl Pattern {
-    /// Its name in workload files.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Pattern::Pairs(_) => "pairs",
-            Pattern::Incast { .. } => "incast",
-            Pattern::Permutation => "permutation",
-            Pattern::AllToAll => "all-to-all",
-            Pattern::Random { .. } => "random",
-        }
-    }
-}
-
-/// When flows start.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Arrivals {
-    /// Every flow at this time after the workload starts.
-    At(Duration),
-    /// A Poisson process of this many flows per second from the start: the
-    /// gaps between starts are exponential.
-    Poisson {
-        /// Mean flows per second.
-        per_second: f64,
-    },
-}
+pub use turbonet_topo::experiment::{Arrivals, Pattern};
 
 /// One flow of a schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

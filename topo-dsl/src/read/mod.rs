@@ -11,10 +11,14 @@
 //! - `links` uses `topology` (the link classes of a kind) and `params`;
 //! - `externals` uses `addressing` (networks) and `routing` (BGP-only
 //!   keys);
-//! - `timeline` uses `links` (help for link names) and `params`.
+//! - `timeline` uses `links` (help for link names) and `params`;
+//! - `jobs` uses `timeline` (help for node names); `workloads` uses `jobs`;
+//!   `expect` uses `links` (a link's rate as a reference).
 
 pub(crate) mod addressing;
+pub(crate) mod expect;
 pub(crate) mod externals;
+pub(crate) mod jobs;
 pub(crate) mod lab;
 pub(crate) mod links;
 pub(crate) mod p4rt;
@@ -23,3 +27,4 @@ pub(crate) mod reader;
 pub(crate) mod routing;
 pub(crate) mod timeline;
 pub(crate) mod topology;
+pub(crate) mod workloads;

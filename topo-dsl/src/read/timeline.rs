@@ -23,6 +23,7 @@ with_link_params! {
     /// `[[timeline]]` (`mtu` is rejected by the key check: it cannot change
     /// at run time).
     struct RawEvent {
+        name: Option<Spanned<String>>,
         at: Option<Spanned<toml::Value>>,
         action: Option<Spanned<String>>,
         link: Option<Spanned<String>>,
@@ -413,7 +414,11 @@ fn read_event(
         },
     };
     Some(Pending {
-        event: Event { at, action },
+        event: Event {
+            name: e.name.as_ref().map(|n| n.get_ref().clone()),
+            at,
+            action,
+        },
         keys: given,
         span: action_span,
     })
@@ -530,7 +535,7 @@ fn report(
     }
 }
 
-fn close_node_names(name: &str, fabric: &Fabric) -> String {
+pub(crate) fn close_node_names(name: &str, fabric: &Fabric) -> String {
     let close: Vec<String> = suggest::closest(name, fabric.nodes.iter().map(|n| n.name.as_str()))
         .into_iter()
         .map(|n| format!("`{n}`"))

@@ -1,0 +1,497 @@
+//! What runs on a fabric, as a scenario declares it: jobs (hosts in rank
+//! order), workloads (flows, collectives, commands) and expectations
+//! (what a run must show). The vocabulary of collectives and traffic
+//! patterns lives here because scenario files name it;
+//! `turbonet-workload` computes schedules from it and the lab runs them.
+
+use std::fmt;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::model::NodeId;
+use crate::units::{Bytes, Delay, Rate};
+
+/// A collective operation, named as nccl-tests names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Op {
+    /// Every rank ends with the reduction of every rank's buffer.
+    AllReduce,
+    /// Every rank ends with its share of the reduction.
+    ReduceScatter,
+    /// Every rank ends with every rank's share.
+    AllGather,
+    /// Every rank ends with the root's buffer.
+    Broadcast,
+    /// Every rank sends a block to every other rank.
+    AllToAll,
+}
+
+impl Op {
+    /// Every operation.
+    pub const ALL: [Op; 5] = [
+        Op::AllReduce,
+        Op::ReduceScatter,
+        Op::AllGather,
+        Op::Broadcast,
+        Op::AllToAll,
+    ];
+
+    /// Its name in workload files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::AllReduce => "all-reduce",
+            Op::ReduceScatter => "reduce-scatter",
+            Op::AllGather => "all-gather",
+            Op::Broadcast => "broadcast",
+            Op::AllToAll => "all-to-all",
+        }
+    }
+
+    /// The operation named `name`.
+    pub fn from_name(name: &str) -> Option<Op> {
+        Op::ALL.into_iter().find(|o| o.name() == name)
+    }
+
+    /// Its algorithms, the default first.
+    pub fn algorithms(self) -> &'static [Algorithm] {
+        match self {
+            Op::AllReduce => &[Algorithm::Ring, Algorithm::HalvingDoubling, Algorithm::Tree],
+            Op::ReduceScatter | Op::AllGather => &[Algorithm::Ring],
+            Op::Broadcast => &[Algorithm::Chain],
+            Op::AllToAll => &[Algorithm::Pairwise],
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How an operation's bytes move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Algorithm {
+    /// Around a ring in rank order, one chunk per step.
+    Ring,
+    /// Rabenseifner's recursive halving, then doubling.
+    HalvingDoubling,
+    /// A binary tree in rank order: reduce up, broadcast down.
+    Tree,
+    /// A chain from the root, pipelined in chunks.
+    Chain,
+    /// Pairwise exchange.
+    Pairwise,
+}
+
+impl Algorithm {
+    /// Every algorithm.
+    pub const ALL: [Algorithm; 5] = [
+        Algorithm::Ring,
+        Algorithm::HalvingDoubling,
+        Algorithm::Tree,
+        Algorithm::Chain,
+        Algorithm::Pairwise,
+    ];
+
+    /// Its name in workload files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Ring => "ring",
+            Algorithm::HalvingDoubling => "halving-doubling",
+            Algorithm::Tree => "tree",
+            Algorithm::Chain => "chain",
+            Algorithm::Pairwise => "pairwise",
+        }
+    }
+
+    /// The algorithm named `name`.
+    pub fn from_name(name: &str) -> Option<Algorithm> {
+        Algorithm::ALL.into_iter().find(|a| a.name() == name)
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which hosts send to which (indices into a workload's hosts).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pattern {
+    /// These pairs, `(source, destination)`.
+    Pairs(Vec<(usize, usize)>),
+    /// Every other host to this one (many to one).
+    Incast {
+        /// The receiver.
+        to: usize,
+    },
+    /// A random permutation without fixed points: every host sends to one
+    /// other and receives from one other.
+    Permutation,
+    /// Every ordered pair of distinct hosts.
+    AllToAll,
+    /// This many pairs of distinct hosts, drawn uniformly.
+    Random {
+        /// The pairs drawn.
+        count: usize,
+    },
+}
+
+impl Pattern {
+    /// Every pattern's name, as workload files write them.
+    pub const NAMES: [&'static str; 5] = ["pairs", "incast", "permutation", "all-to-all", "random"];
+
+    /// Its name in workload files.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Pattern::Pairs(_) => "pairs",
+            Pattern::Incast { .. } => "incast",
+            Pattern::Permutation => "permutation",
+            Pattern::AllToAll => "all-to-all",
+            Pattern::Random { .. } => "random",
+        }
+    }
+}
+
+/// When flows start.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Arrivals {
+    /// Every flow at this time after the workload starts.
+    At(Duration),
+    /// A Poisson process of this many flows per second from the start: the
+    /// gaps between starts are exponential.
+    Poisson {
+        /// Mean flows per second.
+        per_second: f64,
+    },
+}
+
+/// One rank of a job: a host, and the address it uses (that of one of its
+/// rails: on HPN each rail NIC has an address of its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Rank {
+    /// The host.
+    pub host: NodeId,
+    /// Which of its addresses (rail), counting distinct port addresses in
+    /// port order.
+    pub rail: u32,
+    /// That address.
+    pub addr: Ipv4Addr,
+}
+
+/// `[[job]]`: hosts in rank order that workloads run over.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Job {
+    /// Its name, unique among jobs.
+    pub name: String,
+    /// Its ranks, rank 0 first.
+    pub ranks: Vec<Rank>,
+}
+
+/// How much a TCP flow sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Amount {
+    /// This many bytes, then the flow completes.
+    Bytes(Bytes),
+    /// As much as it can for this long.
+    For(Delay),
+}
+
+/// How a UDP sender spaces its datagrams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pacing {
+    /// Evenly, at the rate.
+    Constant,
+    /// Exponential gaps whose mean gives the rate.
+    Poisson,
+}
+
+/// What a workload does.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    /// TCP bulk flows.
+    Tcp {
+        /// Who sends to whom.
+        pattern: Pattern,
+        /// When flows start.
+        arrivals: Arrivals,
+        /// How much each sends.
+        amount: Amount,
+        /// Congestion control (`cubic`, `bbr`, `reno`: what the kernel
+        /// has), the kernel's default when `None`.
+        congestion: Option<String>,
+    },
+    /// UDP flows at a rate, with timestamped, numbered datagrams.
+    Udp {
+        /// Who sends to whom.
+        pattern: Pattern,
+        /// When flows start.
+        arrivals: Arrivals,
+        /// Each flow's rate (payload bits per second).
+        rate: Rate,
+        /// Payload bytes per datagram.
+        size: u32,
+        /// How long each flow sends.
+        duration: Delay,
+        /// How datagrams are spaced.
+        pacing: Pacing,
+    },
+    /// A collective operation, repeated.
+    Collective {
+        /// The operation.
+        op: Op,
+        /// Its algorithm (the operation's default when `None`).
+        algorithm: Option<Algorithm>,
+        /// Operation sizes, as nccl-tests counts them, smallest first.
+        sizes: Vec<Bytes>,
+        /// Timed repetitions per size.
+        iterations: u32,
+        /// Untimed repetitions per size before them.
+        warmup: u32,
+        /// Time between repetitions (the compute they stand for).
+        gap: Delay,
+        /// Broadcast: the root rank.
+        root: usize,
+        /// All-to-all: destinations skewed with this Zipf exponent (an
+        /// expert-parallel dispatch), uniform when `None`.
+        skew: Option<f64>,
+    },
+    /// A command on every rank.
+    Exec {
+        /// The program and its arguments.
+        command: Vec<String>,
+    },
+}
+
+impl WorkloadKind {
+    /// Its name in workload files.
+    pub fn name(&self) -> &'static str {
+        match self {
+            WorkloadKind::Tcp { .. } => "tcp",
+            WorkloadKind::Udp { .. } => "udp",
+            WorkloadKind::Collective { .. } => "collective",
+            WorkloadKind::Exec { .. } => "exec",
+        }
+    }
+}
+
+/// `[[workload]]`: something that runs on a job's hosts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Workload {
+    /// Its name, unique among workloads.
+    pub name: String,
+    /// The job it runs over.
+    pub job: String,
+    /// The job's ranks (a copy: a workload stands on its own once read).
+    pub ranks: Vec<Rank>,
+    /// When it starts, after the fabric is ready.
+    pub start: Delay,
+    /// Its seed: the scenario's, mixed with its name.
+    pub seed: u64,
+    /// What it does.
+    #[serde(flatten)]
+    pub kind: WorkloadKind,
+}
+
+/// A figure a workload reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Figure {
+    /// A collective's bus bandwidth (nccl-tests' busbw), bits per second.
+    Busbw,
+    /// A collective's algorithm bandwidth, bits per second.
+    Algbw,
+    /// A collective operation's time.
+    Time,
+    /// A flow's goodput, bits per second.
+    Goodput,
+    /// A flow's completion time.
+    Fct,
+    /// A TCP flow's retransmitted segments.
+    Retransmits,
+    /// A UDP flow's lost datagrams, as a fraction of those sent.
+    Loss,
+    /// A UDP flow's mean one-way delay.
+    Delay,
+    /// A command's exit code.
+    Exit,
+}
+
+impl Figure {
+    /// Every figure, in the order the help lists them.
+    pub const ALL: [Figure; 9] = [
+        Figure::Busbw,
+        Figure::Algbw,
+        Figure::Time,
+        Figure::Goodput,
+        Figure::Fct,
+        Figure::Retransmits,
+        Figure::Loss,
+        Figure::Delay,
+        Figure::Exit,
+    ];
+
+    /// Its name in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Figure::Busbw => "busbw",
+            Figure::Algbw => "algbw",
+            Figure::Time => "time",
+            Figure::Goodput => "goodput",
+            Figure::Fct => "fct",
+            Figure::Retransmits => "retransmits",
+            Figure::Loss => "loss",
+            Figure::Delay => "delay",
+            Figure::Exit => "exit",
+        }
+    }
+
+    /// What its values are.
+    pub fn unit(self) -> FigureUnit {
+        match self {
+            Figure::Busbw | Figure::Algbw | Figure::Goodput => FigureUnit::Rate,
+            Figure::Time | Figure::Fct | Figure::Delay => FigureUnit::Time,
+            Figure::Retransmits | Figure::Exit => FigureUnit::Count,
+            Figure::Loss => FigureUnit::Fraction,
+        }
+    }
+
+    /// The workload kinds that report it.
+    pub fn kinds(self) -> &'static [&'static str] {
+        match self {
+            Figure::Busbw | Figure::Algbw | Figure::Time => &["collective"],
+            Figure::Goodput | Figure::Fct => &["tcp", "udp"],
+            Figure::Retransmits => &["tcp"],
+            Figure::Loss | Figure::Delay => &["udp"],
+            Figure::Exit => &["exec"],
+        }
+    }
+}
+
+impl fmt::Display for Figure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The kind of value a figure has; bounds are written in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FigureUnit {
+    /// Bits per second (`"1gbit"`).
+    Rate,
+    /// Seconds (`"2s"`).
+    Time,
+    /// A plain number.
+    Count,
+    /// A fraction (`"1%"`).
+    Fraction,
+}
+
+/// Which of a workload's values a bound applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Of {
+    /// Every value (every flow; every size's mean for a collective).
+    Each,
+    /// Their mean.
+    Mean,
+    /// The smallest.
+    Min,
+    /// The largest.
+    Max,
+    /// Their sum.
+    Total,
+}
+
+impl Of {
+    /// Every choice with its name.
+    pub const ALL: [(&'static str, Of); 5] = [
+        ("each", Of::Each),
+        ("mean", Of::Mean),
+        ("min", Of::Min),
+        ("max", Of::Max),
+        ("total", Of::Total),
+    ];
+
+    /// Its name in scenario files.
+    pub fn name(self) -> &'static str {
+        Of::ALL
+            .iter()
+            .find(|(_, o)| *o == self)
+            .map_or("each", |(n, _)| n)
+    }
+}
+
+/// A bound on a figure, in the figure's base unit (bits per second,
+/// seconds, a count or a fraction).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Bound {
+    /// At least this.
+    pub min: Option<f64>,
+    /// At most this.
+    pub max: Option<f64>,
+}
+
+/// What an expectation checks.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "expect", rename_all = "kebab-case")]
+pub enum Check {
+    /// Every host reaches every other (`turbonet check`), at the end.
+    Reachable,
+    /// A workload's figure within a bound.
+    Figure {
+        /// The workload.
+        workload: String,
+        /// The figure.
+        figure: Figure,
+        /// Which of its values.
+        of: Of,
+        /// The bound (relative ones already resolved against their link).
+        bound: Bound,
+    },
+    /// A UDP workload's loss is what independent loss with probability
+    /// `p` would give: the lost count lies in the two-sided binomial
+    /// interval of `confidence` around `p` times the datagrams sent.
+    Binomial {
+        /// The workload.
+        workload: String,
+        /// The loss probability.
+        p: f64,
+        /// The interval's coverage (0.99 unless written).
+        confidence: f64,
+    },
+    /// Every BGP speaker converged (its FIB holds the plan) within `within`
+    /// of the timeline event `after`.
+    Converged {
+        /// The event's index in the timeline.
+        after: usize,
+        /// Its name.
+        event: String,
+        /// At most this long.
+        within: Delay,
+    },
+}
+
+/// `[[expect]]`: what a run must show.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Expect {
+    /// Its name (written, or made from what it checks): the test case's
+    /// name in JUnit.
+    pub name: String,
+    /// What it checks.
+    #[serde(flatten)]
+    pub check: Check,
+}
