@@ -20,9 +20,11 @@
 //!   netlink implementation and a recording one;
 //! - [`dataplane`]: the targets' builders and run-time control;
 //! - [`routes`]: route sources, the BGP agents among them;
+//! - [`workload`]: workloads (flows, collectives, commands) run in the
+//!   hosts' namespaces;
 //! - [`daemon`] and [`api`]: the per-lab daemon and its control API;
 //! - the verbs: [`up`], [`down`], [`inspect`], [`check`], [`exec`], [`plan`],
-//!   [`bench`] (with [`report`]).
+//!   [`bench`] (with [`report`]), [`experiment`].
 //!
 //! Nothing here prints: results come back as values, progress through
 //! [`up::Progress`], and the daemon logs with `tracing`.
@@ -38,6 +40,7 @@ pub mod down;
 pub mod error;
 pub mod events;
 pub mod exec;
+pub mod experiment;
 pub mod hostnames;
 pub mod inspect;
 pub mod kernel;
@@ -50,5 +53,6 @@ pub mod routes;
 pub mod state;
 pub mod system;
 pub mod up;
+pub mod workload;
 
 pub use error::{Error, Result};

@@ -216,6 +216,10 @@ pub enum Pacing {
     Poisson,
 }
 
+/// Bytes at the front of every datagram a UDP workload sends: flow (4),
+/// sequence (8), send time (8).
+pub const UDP_HEADER: u32 = 20;
+
 /// What a workload does.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
@@ -397,6 +401,58 @@ pub enum FigureUnit {
     Count,
     /// A fraction (`"1%"`).
     Fraction,
+}
+
+impl FigureUnit {
+    /// A value in this unit (in its base unit: bits per second, seconds, a
+    /// count, a fraction), in scenario syntax.
+    pub fn show(self, v: f64) -> String {
+        match self {
+            FigureUnit::Rate => Rate(v.round().max(0.0) as u64).to_string(),
+            FigureUnit::Time => Delay((v * 1e9).round().max(0.0) as u64).to_string(),
+            FigureUnit::Count => format!("{v}"),
+            FigureUnit::Fraction => crate::units::LossProb(v).to_string(),
+        }
+    }
+}
+
+impl FigureUnit {
+    /// A value in this unit for people: three significant digits and a
+    /// unit (`1.55 Gbit/s`, `9.45 ms`, `0.12%`).
+    pub fn human(self, v: f64) -> String {
+        let sig = |x: f64| {
+            if x >= 100.0 {
+                format!("{x:.0}")
+            } else if x >= 10.0 {
+                format!("{x:.1}")
+            } else {
+                format!("{x:.2}")
+            }
+        };
+        let scaled = |v: f64, units: &[(f64, &str)]| {
+            let (f, u) = units
+                .iter()
+                .find(|(f, _)| v.abs() >= *f)
+                .copied()
+                .unwrap_or(*units.last().expect("units"));
+            format!("{} {u}", sig(v / f))
+        };
+        match self {
+            FigureUnit::Rate => scaled(
+                v,
+                &[
+                    (1e12, "Tbit/s"),
+                    (1e9, "Gbit/s"),
+                    (1e6, "Mbit/s"),
+                    (1e3, "kbit/s"),
+                    (1.0, "bit/s"),
+                ],
+            ),
+            FigureUnit::Time => scaled(v, &[(1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")]),
+            FigureUnit::Count => format!("{v}"),
+            FigureUnit::Fraction => format!("{}%", sig(v * 100.0)),
+        }
+    }
 }
 
 /// Which of a workload's values a bound applies to.

@@ -29,6 +29,17 @@ pub fn parse(origin: &str, text: &str) -> Result<Lab, diag::ScenarioErrors> {
     resolve::parse(origin, text)
 }
 
+/// Parses `[[job]]` and `[[workload]]` tables to run on `lab` (started at
+/// run time: `turbonet workload start FILE`); they may run over the lab's
+/// own jobs. On failure every error found is returned, located in `text`.
+pub fn parse_workloads(
+    origin: &str,
+    text: &str,
+    lab: &Lab,
+) -> Result<Vec<experiment::Workload>, diag::ScenarioErrors> {
+    resolve::parse_workloads(origin, text, lab)
+}
+
 /// Summary of a lab for `turbonet validate`: counts, ranges, oversubscription.
 pub fn summary(lab: &Lab) -> summary::Summary {
     summary::summary(lab)

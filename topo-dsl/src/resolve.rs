@@ -30,22 +30,71 @@ const TOP_KEYS: &[&str] = &[
     "expect",
 ];
 
+/// The TOML of `text`, or its syntax errors.
+fn parse_toml<'i>(d: &mut Diags<'_>, text: &'i str) -> Option<Spanned<DeTable<'i>>> {
+    let (root, syntax) = DeTable::parse_recoverable(text);
+    for e in &syntax {
+        let span = e.span().unwrap_or(0..0);
+        d.error(
+            Some(span),
+            format!("invalid TOML: {}", e.message().trim_end()),
+        )
+        .label("here")
+        .help("see https://toml.io for the syntax");
+    }
+    syntax.is_empty().then_some(root)
+}
+
+/// Entry point behind [`crate::parse_workloads`]: `[[job]]` and
+/// `[[workload]]` tables read against a lab (whose jobs they may use).
+pub(crate) fn parse_workloads(
+    origin: &str,
+    text: &str,
+    lab: &Lab,
+) -> Result<Vec<crate::experiment::Workload>, ScenarioErrors> {
+    const KEYS: &[&str] = &["job", "workload"];
+    let mut d = Diags::new(text);
+    let Some(root) = parse_toml(&mut d, text) else {
+        return Err(d.finish(origin).expect_err("errors were recorded"));
+    };
+    let mut sections: BTreeMap<&str, &Spanned<DeValue<'_>>> = BTreeMap::new();
+    for (key, value) in root.get_ref() {
+        let name: &str = key.get_ref();
+        if KEYS.contains(&name) {
+            sections.insert(name, value);
+        } else {
+            d.error(Some(key.span()), format!("unknown section `{name}`"))
+                .label("not a workload's")
+                .help(choices_help(name, "sections", KEYS));
+        }
+    }
+    let mut jobs = jobs::read(&mut d, sections.get("job").copied(), Some(&lab.fabric));
+    for job in &lab.jobs {
+        if jobs.names.insert(job.name.clone()) {
+            jobs.valid.push(job.clone());
+        }
+    }
+    let (workloads, _) = workloads::read(
+        &mut d,
+        sections.get("workload").copied(),
+        Some(&lab.fabric),
+        &jobs,
+        lab.seed,
+    );
+    if workloads.is_empty() && d.count() == 0 {
+        d.error(Some(0..0), "no `[[workload]]` to start")
+            .label("empty")
+            .help("a file of `[[workload]]` tables (and the `[[job]]`s they run over)");
+    }
+    d.finish(origin).map(|()| workloads)
+}
+
 /// Entry point behind [`crate::parse`].
 pub(crate) fn parse(origin: &str, text: &str) -> Result<Lab, ScenarioErrors> {
     let mut d = Diags::new(text);
-    let (root, syntax) = DeTable::parse_recoverable(text);
-    if !syntax.is_empty() {
-        for e in &syntax {
-            let span = e.span().unwrap_or(0..0);
-            d.error(
-                Some(span),
-                format!("invalid TOML: {}", e.message().trim_end()),
-            )
-            .label("here")
-            .help("see https://toml.io for the syntax");
-        }
+    let Some(root) = parse_toml(&mut d, text) else {
         return Err(d.finish(origin).expect_err("errors were recorded"));
-    }
+    };
     let lab = resolve(&mut d, root.get_ref());
     match (d.finish(origin), lab) {
         (Ok(()), Some(lab)) => Ok(lab),

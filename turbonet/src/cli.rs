@@ -153,6 +153,15 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run an experiment: bring its scenario up, run its workloads and
+    /// timeline, check its `[[expect]]` clauses, write reports (report.json,
+    /// junit.xml, summary.txt) and take the lab down (also on failure or
+    /// Ctrl-C). Exit 0 when every expectation holds, 1 when one does not, 2
+    /// when the file is invalid
+    Run(RunArgs),
+    /// Start, stop or show a running lab's workloads
+    #[command(subcommand)]
+    Workload(WorkloadCommand),
     /// Run a command inside a node (exit code passed through).
     #[command(trailing_var_arg = true)]
     Exec {
@@ -205,6 +214,62 @@ pub struct UpArgs {
     /// Threads that create namespaces (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
+}
+
+/// Arguments of `run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Experiment file: a scenario with `[[workload]]`, `[[timeline]]` and
+    /// `[[expect]]` tables.
+    pub file: PathBuf,
+    /// Directory for the reports (default: `reports/<file name>`).
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
+    /// Leave the lab up afterwards (`turbonet down` removes it).
+    #[arg(long)]
+    pub keep: bool,
+    /// Seconds the workloads may run before they are stopped (and the run
+    /// fails).
+    #[arg(long, default_value_t = 600.0)]
+    pub timeout: f64,
+    /// Print the report as JSON instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Print only the summary (no progress).
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// `turbonet workload ...`
+#[derive(Debug, Subcommand)]
+pub enum WorkloadCommand {
+    /// Start the workloads of a file (`[[workload]]` tables, and the
+    /// `[[job]]`s they run over), or one of the scenario's workloads again
+    Start {
+        /// A file of `[[workload]]` tables, or the name of a scenario
+        /// workload.
+        what: String,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// Stop a running workload
+    Stop {
+        /// Workload name.
+        name: String,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// What the workloads did so far: per size for collectives (time,
+    /// algorithm and bus bandwidth, slowest step), per flow for traffic
+    Show {
+        /// One workload (default: all).
+        name: Option<String>,
+        #[command(flatten)]
+        lab: LabArg,
+        /// Print the reports as JSON (every flow, operation and series).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// What `fail` and `restore` act on.

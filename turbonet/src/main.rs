@@ -262,6 +262,8 @@ fn run(command: Command) -> Result<ExitCode> {
                 show::events(&all, json)?;
             }
         }
+        Command::Run(args) => return run_experiment(&args),
+        Command::Workload(w) => workload(w)?,
         Command::Exec { node, command, lab } => {
             let running = inspect::running(lab.lab.as_deref())?;
             let code = exec::exec(&running, &node, &command)?;
@@ -328,6 +330,87 @@ fn target(kind: TargetKind, name: String) -> Target {
 fn client(lab: &cli::LabArg) -> Result<Client> {
     let (dir, _) = turbonet_lab::state::resolve(lab.lab.as_deref())?;
     Ok(Client::connect(&dir)?)
+}
+
+/// `turbonet run`: 0 when every expectation holds, 1 when one does not.
+fn run_experiment(args: &cli::RunArgs) -> Result<ExitCode> {
+    let out = args.out.clone().unwrap_or_else(|| {
+        let stem = args
+            .file
+            .file_stem()
+            .map_or("experiment".into(), |s| s.to_string_lossy().into_owned());
+        std::path::Path::new("reports").join(stem)
+    });
+    let options = turbonet_lab::experiment::Options {
+        file: args.file.clone(),
+        out,
+        keep: args.keep,
+        timeout: std::time::Duration::from_secs_f64(args.timeout.max(0.0)),
+    };
+    let outcome = turbonet_lab::experiment::run(&options, &Terminal::new(args.quiet))?;
+    if args.json {
+        show::json(&outcome.report)?;
+    } else {
+        print!("{}", turbonet_lab::experiment::summary(&outcome.report));
+        println!("reports: {}", outcome.dir.display());
+    }
+    Ok(if outcome.report.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `turbonet workload start|stop|show`.
+fn workload(command: cli::WorkloadCommand) -> Result<()> {
+    use cli::WorkloadCommand as W;
+    match command {
+        W::Start { what, lab } => {
+            let path = std::path::Path::new(&what);
+            let mut client = client(&lab)?;
+            let message = if path.is_file() {
+                let running = inspect::running(lab.lab.as_deref())?;
+                let text = std::fs::read_to_string(path)?;
+                // Located errors here, before the daemon reads it too.
+                turbonet_topo::parse_workloads(&what, &text, &running.lab).map_err(|errors| {
+                    turbonet_lab::Error::Scenario {
+                        origin: what.clone(),
+                        errors: Box::new(errors),
+                    }
+                })?;
+                client.start_workload(None, &text, &what)?
+            } else {
+                client.start_workload(Some(&what), "", "")?
+            };
+            println!("{message}");
+        }
+        W::Stop { name, lab } => println!("{}", client(&lab)?.stop_workload(&name)?),
+        W::Show { name, lab, json } => {
+            let mut reports = client(&lab)?.workloads()?;
+            if let Some(name) = &name {
+                reports.retain(|r| r.name == *name);
+                if reports.is_empty() {
+                    return Err(turbonet_lab::Error::NotFound(format!(
+                        "no workload {name} was started"
+                    ))
+                    .into());
+                }
+            }
+            if json {
+                show::json(&reports)?;
+            } else if reports.is_empty() {
+                println!("no workload was started");
+            } else {
+                println!("{}", turbonet_lab::workload::table(&reports));
+                for r in &reports {
+                    for w in &r.warnings {
+                        println!("warning: {}: {w}", r.name);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `turbonet plan`.

@@ -49,6 +49,98 @@ pub fn bandwidth(op: Op, ranks: usize, bytes: u64, seconds: f64) -> Bandwidth {
     }
 }
 
+/// The two-sided interval of `confidence` for the number of successes of
+/// `n` independent trials of probability `p`: the smallest `lo` and `hi`
+/// with P(X < lo) and P(X > hi) each at most (1 - confidence) / 2. Exact
+/// (summing the distribution in log space) while the variance is small, a
+/// normal approximation with continuity correction beyond.
+pub fn binomial_interval(n: u64, p: f64, confidence: f64) -> (u64, u64) {
+    let tail = (1.0 - confidence) / 2.0;
+    if p <= 0.0 {
+        return (0, 0);
+    }
+    if p >= 1.0 {
+        return (n, n);
+    }
+    let nf = n as f64;
+    let var = nf * p * (1.0 - p);
+    if var > 100.0 {
+        let z = normal_quantile(1.0 - tail);
+        let (mean, sd) = (nf * p, var.sqrt());
+        let lo = (mean - z * sd - 0.5).ceil().max(0.0) as u64;
+        let hi = (mean + z * sd + 0.5).floor().min(nf) as u64;
+        return (lo, hi);
+    }
+    // ln P(X = k), term by term from k = 0.
+    let (lp, lq) = (p.ln(), (1.0 - p).ln());
+    let mut ln_pmf = nf * lq;
+    let (mut cdf, mut lo, mut hi, mut k) = (0.0, None, n, 0u64);
+    while k <= n {
+        let pmf = ln_pmf.exp();
+        if lo.is_none() && cdf + pmf > tail {
+            lo = Some(k);
+        }
+        cdf += pmf;
+        if 1.0 - cdf <= tail {
+            hi = k;
+            break;
+        }
+        // P(k+1) = P(k) * (n-k)/(k+1) * p/q
+        ln_pmf += ((nf - k as f64) / (k as f64 + 1.0)).ln() + lp - lq;
+        k += 1;
+    }
+    (lo.unwrap_or(0), hi)
+}
+
+/// The standard normal's quantile (Acklam's rational approximation,
+/// relative error below 1.2e-9).
+fn normal_quantile(q: f64) -> f64 {
+    const A: [f64; 6] = [
+        -3.969_683_028_665_376e1,
+        2.209_460_984_245_205e2,
+        -2.759_285_104_469_687e2,
+        1.383_577_518_672_69e2,
+        -3.066_479_806_614_716e1,
+        2.506_628_277_459_239,
+    ];
+    const B: [f64; 5] = [
+        -5.447_609_879_822_406e1,
+        1.615_858_368_580_409e2,
+        -1.556_989_798_598_866e2,
+        6.680_131_188_771_972e1,
+        -1.328_068_155_288_572e1,
+    ];
+    const C: [f64; 6] = [
+        -7.784_894_002_430_293e-3,
+        -3.223_964_580_411_365e-1,
+        -2.400_758_277_161_838,
+        -2.549_732_539_343_734,
+        4.374_664_141_464_968,
+        2.938_163_982_698_783,
+    ];
+    const D: [f64; 4] = [
+        7.784_695_709_041_462e-3,
+        3.224_671_290_700_398e-1,
+        2.445_134_137_142_996,
+        3.754_408_661_907_416,
+    ];
+    let tail = |t: f64| {
+        let r = (-2.0 * t.ln()).sqrt();
+        (((((C[0] * r + C[1]) * r + C[2]) * r + C[3]) * r + C[4]) * r + C[5])
+            / ((((D[0] * r + D[1]) * r + D[2]) * r + D[3]) * r + 1.0)
+    };
+    if q < 0.02425 {
+        tail(q)
+    } else if q > 1.0 - 0.02425 {
+        -tail(1.0 - q)
+    } else {
+        let x = q - 0.5;
+        let r = x * x;
+        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * x
+            / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,6 +152,21 @@ mod tests {
         assert_eq!(bus_factor(Op::ReduceScatter, 8), 0.875);
         assert_eq!(bus_factor(Op::AllToAll, 2), 0.5);
         assert_eq!(bus_factor(Op::Broadcast, 16), 1.0);
+    }
+
+    #[test]
+    fn binomial_intervals_cover_what_they_say() {
+        // 1,000 trials at 1%: mean 10; the 99% interval is [3, 19]
+        // (exact binomial quantiles 0.005 and 0.995).
+        assert_eq!(binomial_interval(1000, 0.01, 0.99), (3, 19));
+        // No loss expected: only 0 is consistent.
+        assert_eq!(binomial_interval(500, 0.0, 0.99), (0, 0));
+        // Large n: the normal approximation, centred on the mean.
+        let (lo, hi) = binomial_interval(1_000_000, 0.05, 0.99);
+        let sd = (1e6f64 * 0.05 * 0.95).sqrt();
+        assert!((lo as f64 - (50_000.0 - 2.5758 * sd)).abs() < 2.0, "{lo}");
+        assert!((hi as f64 - (50_000.0 + 2.5758 * sd)).abs() < 2.0, "{hi}");
+        assert!((normal_quantile(0.975) - 1.959_964).abs() < 1e-6);
     }
 
     #[test]

@@ -148,6 +148,45 @@ impl Client {
         .map(|c| c.message)
     }
 
+    /// Starts the scenario's workload `name` again, or the workloads of
+    /// `text` (read from `origin`); says what started.
+    pub fn start_workload(
+        &mut self,
+        name: Option<&str>,
+        text: &str,
+        origin: &str,
+    ) -> Result<String> {
+        let request = proto::StartWorkloadRequest {
+            name: name.unwrap_or_default().to_owned(),
+            text: text.to_owned(),
+            origin: origin.to_owned(),
+        };
+        self.call(CHANGE_TIMEOUT, |mut rpc| async move {
+            rpc.start_workload(request).await
+        })
+        .map(|c| c.message)
+    }
+
+    /// Stops the workload `name`.
+    pub fn stop_workload(&mut self, name: &str) -> Result<String> {
+        let name = name.to_owned();
+        self.call(CHANGE_TIMEOUT, |mut rpc| async move {
+            rpc.stop_workload(proto::StopWorkloadRequest { name }).await
+        })
+        .map(|c| c.message)
+    }
+
+    /// Every workload started, with what it did so far.
+    pub fn workloads(&mut self) -> Result<Vec<crate::workload::Report>> {
+        let list = self.call(READ_TIMEOUT, |mut rpc| async move {
+            rpc.list_workloads(proto::ListWorkloadsRequest {}).await
+        })?;
+        list.workloads
+            .iter()
+            .map(|w| serde_json::from_str(&w.json).map_err(Into::into))
+            .collect()
+    }
+
     /// Brings `target` back.
     pub fn restore(&mut self, target: &Target) -> Result<String> {
         let target = Some(target_to_proto(target));

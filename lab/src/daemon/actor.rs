@@ -35,6 +35,7 @@ use crate::events::{Events, unix_now};
 use crate::lookup;
 use crate::routes::RouteSource;
 use crate::routes::bgp::Agents;
+use crate::workload::Workloads;
 
 /// What readers see of the actor's state, published after every command.
 #[derive(Debug, Clone, Default)]
@@ -97,6 +98,8 @@ pub struct Actor {
     published: watch::Sender<Published>,
     /// Into our own queue (flap ticks).
     queue: Queue,
+    /// The lab's workloads.
+    workloads: Option<Arc<Workloads>>,
 }
 
 impl std::fmt::Debug for Actor {
@@ -151,6 +154,7 @@ impl Actor {
             events,
             published,
             queue,
+            workloads: None,
         }
     }
 
@@ -260,6 +264,13 @@ impl Actor {
                 let command = timeline_command(&self.lab, &event.action);
                 Box::pin(self.execute(source, &command)).await
             }
+            Command::StartWorkload { name, text, origin } => {
+                self.start_workloads(name.as_deref(), text, origin)
+            }
+            Command::StopWorkload { name } => {
+                self.workloads()?.stop(name)?;
+                Ok(format!("workload {name} stopped"))
+            }
             Command::AgentRoutes => {
                 // Every change up to here is in what this pass writes.
                 let table = self.plane.pipeline_routes();
@@ -321,9 +332,59 @@ impl Actor {
                     self.change_state(&command, at)?;
                 }
             }
-            Command::AgentRoutes => {}
+            // A restarted daemon does not run again what its predecessor
+            // ran: a workload's figures would not be one run's.
+            Command::AgentRoutes | Command::StartWorkload { .. } | Command::StopWorkload { .. } => {
+            }
         }
         Ok(())
+    }
+
+    /// Runs the lab's workloads from now on.
+    pub fn set_workloads(&mut self, workloads: Arc<Workloads>) {
+        self.workloads = Some(workloads);
+    }
+
+    fn workloads(&self) -> Result<&Workloads> {
+        self.workloads
+            .as_deref()
+            .ok_or_else(|| Error::Refused("this daemon runs no workloads".to_owned()))
+    }
+
+    /// Starts the scenario's workload `name`, or those `text` declares.
+    fn start_workloads(&self, name: Option<&str>, text: &str, origin: &str) -> Result<String> {
+        let workloads = self.workloads()?;
+        let list = match name {
+            Some(name) => {
+                let w = self
+                    .lab
+                    .workloads
+                    .iter()
+                    .find(|w| w.name == name)
+                    .ok_or_else(|| {
+                        let names: Vec<&str> =
+                            self.lab.workloads.iter().map(|w| w.name.as_str()).collect();
+                        Error::NotFound(format!(
+                            "the scenario has no workload {name} (it has: {})",
+                            if names.is_empty() {
+                                "none".to_owned()
+                            } else {
+                                names.join(", ")
+                            }
+                        ))
+                    })?;
+                vec![w.clone()]
+            }
+            None => turbonet_topo::parse_workloads(origin, text, &self.lab)
+                .map_err(|e| Error::Invalid(e.render_plain(100)))?,
+        };
+        let now = self.events.now();
+        let names: Vec<String> = list.iter().map(|w| w.name.clone()).collect();
+        for w in list {
+            let at = now + w.start.as_duration().as_secs_f64();
+            workloads.start(w, at)?;
+        }
+        Ok(format!("started {}", names.join(", ")))
     }
 
     /// Waits for the routes of the intact fabric if they are still being

@@ -90,6 +90,21 @@ pub enum Command {
     },
     /// The BGP agents changed the routes they hold for a P4 pipeline.
     AgentRoutes,
+    /// Start the scenario's workload `name` again, or the workloads of
+    /// `text` (`[[job]]` and `[[workload]]` tables from `origin`).
+    StartWorkload {
+        /// A scenario workload.
+        name: Option<String>,
+        /// Tables to read.
+        text: String,
+        /// Where they came from.
+        origin: String,
+    },
+    /// Stop a running workload.
+    StopWorkload {
+        /// Its name.
+        name: String,
+    },
 }
 
 impl Command {
@@ -123,6 +138,14 @@ impl Command {
                 ),
             ),
             Command::AgentRoutes => ("agent-routes", "write the agents' routes".to_owned()),
+            Command::StartWorkload { name, origin, .. } => (
+                "workload-start",
+                match name {
+                    Some(n) => format!("start workload {n}"),
+                    None => format!("start the workloads of {origin}"),
+                },
+            ),
+            Command::StopWorkload { name } => ("workload-stop", format!("stop workload {name}")),
         }
     }
 }

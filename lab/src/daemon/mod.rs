@@ -330,6 +330,26 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
                 });
             });
         }
+        // The workloads: the scenario's start at their time after the
+        // fabric was ready (a restarted daemon does not run them again).
+        let workloads = Arc::new(crate::workload::Workloads::new(
+            lab.clone(),
+            dir.clone(),
+            events.clone(),
+        )?);
+        if fresh {
+            for w in &lab.workloads {
+                workloads.start(w.clone(), w.start.as_duration().as_secs_f64())?;
+            }
+        } else if !lab.workloads.is_empty() {
+            events.write(
+                "daemon",
+                "workloads-lost",
+                "the daemon restarted: workloads that were running are lost",
+                Err("not run again"),
+            );
+        }
+        actor.set_workloads(workloads.clone());
         let counters = Arc::new(Mutex::new(Vec::new()));
         let shared = Shared {
             lab: lab.clone(),
@@ -339,6 +359,7 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
             counters: counters.clone(),
             events: events.clone(),
             bgp: agents.as_ref().map(|a| a.view()),
+            workloads: workloads.clone(),
             pid: std::process::id(),
             restarts,
         };
@@ -354,6 +375,7 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
         );
 
         let served = run_actor(&mut actor, commands, &counters).await;
+        workloads.stop_all();
         let _ = stop_api.send(());
         let api = api_thread
             .join()

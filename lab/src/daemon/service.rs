@@ -43,6 +43,8 @@ pub struct Shared {
     pub events: Events,
     /// What the BGP agents published (BGP labs).
     pub bgp: Option<Arc<BgpView>>,
+    /// The lab's workloads.
+    pub workloads: Arc<crate::workload::Workloads>,
     /// This daemon's pid, and how many daemons came before it.
     pub pid: u32,
     /// How many times the daemon was restarted.
@@ -276,6 +278,58 @@ impl LabService for Shared {
         self.change(Command::Fail { target })
             .await
             .map(Response::new)
+    }
+
+    async fn start_workload(
+        &self,
+        request: Request<proto::StartWorkloadRequest>,
+    ) -> Result<Response<proto::Change>, Status> {
+        let r = request.into_inner();
+        let name = (!r.name.is_empty()).then_some(r.name);
+        if name.is_none() && r.text.trim().is_empty() {
+            return Err(Status::invalid_argument(
+                "name a scenario workload or give `[[workload]]` tables",
+            ));
+        }
+        self.change(Command::StartWorkload {
+            name,
+            text: r.text,
+            origin: r.origin,
+        })
+        .await
+        .map(Response::new)
+    }
+
+    async fn stop_workload(
+        &self,
+        request: Request<proto::StopWorkloadRequest>,
+    ) -> Result<Response<proto::Change>, Status> {
+        let name = request.into_inner().name;
+        self.change(Command::StopWorkload { name })
+            .await
+            .map(Response::new)
+    }
+
+    async fn list_workloads(
+        &self,
+        _: Request<proto::ListWorkloadsRequest>,
+    ) -> Result<Response<proto::ListWorkloadsResponse>, Status> {
+        let workloads = self
+            .workloads
+            .reports()
+            .into_iter()
+            .map(|r| {
+                let json = serde_json::to_string(&r).map_err(|e| status(&e.into()))?;
+                Ok(proto::WorkloadReport {
+                    name: r.name,
+                    kind: r.kind,
+                    state: r.state.name().to_owned(),
+                    message: r.message.unwrap_or_default(),
+                    json,
+                })
+            })
+            .collect::<Result<_, Status>>()?;
+        Ok(Response::new(proto::ListWorkloadsResponse { workloads }))
     }
 
     async fn restore(

@@ -1,7 +1,7 @@
 //! What turbonet needs of the operating system beside netlink: named
 //! network namespaces and the one safe way into them ([`namespaces`]),
-//! and processes it starts detached or inside a namespace and finds again
-//! ([`process`]).
+//! processes it starts detached or inside a namespace and finds again
+//! ([`process`]), and what the kernel says of a TCP connection.
 //!
 //! With the packet-I/O crate, the only place of the lab that uses
 //! `unsafe` (system calls between fork and exec, raw file descriptors).
@@ -19,4 +19,27 @@ pub fn async_fd(
     // stays open and refers to the same file until the AsyncFd is dropped,
     // and `as_raw_fd` of an OwnedFd always returns it.
     unsafe { tokio::io::unix::AsyncFd::register(fd) }.map_err(std::convert::Into::into)
+}
+
+/// Segments the kernel retransmitted on a TCP socket so far
+/// (`tcpi_total_retrans` of `TCP_INFO`); `None` if it cannot say.
+pub fn tcp_retransmits(socket: std::os::fd::BorrowedFd<'_>) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    let mut info = std::mem::MaybeUninit::<libc::tcp_info>::zeroed();
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `info` is a zeroed `tcp_info` of `len` bytes, which the
+    // kernel fills (at most `len` bytes) for the open socket `socket`
+    // borrows.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    // SAFETY: all zeroes is a valid `tcp_info`, and the kernel wrote the
+    // rest.
+    (rc == 0).then(|| u64::from(unsafe { info.assume_init() }.tcpi_total_retrans))
 }

@@ -91,7 +91,7 @@ fn describe(check: &Check) -> String {
             of,
             bound,
         } => {
-            let show = |v: f64| show_value(figure.unit(), v);
+            let show = |v: f64| figure.unit().show(v);
             let range = match (bound.min, bound.max) {
                 (Some(a), Some(b)) => format!("in [{}, {}]", show(a), show(b)),
                 (Some(a), None) => format!(">= {}", show(a)),
@@ -106,16 +106,6 @@ fn describe(check: &Check) -> String {
         Check::Converged { event, within, .. } => {
             format!("BGP converged within {within} of `{event}`")
         }
-    }
-}
-
-/// A figure's value in scenario syntax.
-pub fn show_value(unit: FigureUnit, v: f64) -> String {
-    match unit {
-        FigureUnit::Rate => Rate(v.round().max(0.0) as u64).to_string(),
-        FigureUnit::Time => Delay((v * 1e9).round().max(0.0) as u64).to_string(),
-        FigureUnit::Count => format!("{v}"),
-        FigureUnit::Fraction => LossProb(v).to_string(),
     }
 }
 

@@ -556,10 +556,6 @@ fn flows(
     })
 }
 
-/// Bytes at the front of every datagram a UDP workload sends: flow (4),
-/// sequence (8), send time (8).
-pub const UDP_HEADER: u32 = 20;
-
 /// The keys of a `collective` workload over `ranks` ranks.
 fn collective(
     d: &mut Diags<'_>,

@@ -1,0 +1,675 @@
+//! `turbonet run FILE`: an experiment from start to end. Brings the
+//! scenario up, lets its workloads and timeline run (the daemon starts them
+//! when the fabric is ready), watches BGP re-converge after the events an
+//! expectation names, collects every report and event, checks the
+//! `[[expect]]` clauses, writes the reports (`report.json`, `junit.xml`,
+//! `summary.txt`) and always takes the lab down again, on failure and on
+//! Ctrl-C too (unless asked to keep it).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use turbonet_topo::Lab;
+use turbonet_topo::experiment::{Check, Expect, Figure, Of};
+
+use crate::api::Client;
+use crate::error::{Context as _, Error, Result};
+use crate::events::LoggedEvent;
+use crate::inspect::{self, Running};
+use crate::state::LabDir;
+use crate::up::{self, Progress};
+use crate::workload::{Report, State};
+
+/// How a run goes.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The experiment (a scenario with workloads and expectations).
+    pub file: PathBuf,
+    /// Where the reports go.
+    pub out: PathBuf,
+    /// Leave the lab up afterwards.
+    pub keep: bool,
+    /// Longest the workloads may run before they are stopped (and the run
+    /// fails).
+    pub timeout: Duration,
+}
+
+/// One expectation's verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    /// The expectation's name.
+    pub name: String,
+    /// It holds.
+    pub passed: bool,
+    /// What was measured against what was expected, in words.
+    pub message: String,
+    /// The values it checked (base units: bits per second, seconds, ...).
+    pub values: Vec<f64>,
+}
+
+/// When BGP converged again after a timeline event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Convergence {
+    /// The event's name.
+    pub event: String,
+    /// When it ran, on the lab's clock.
+    pub at: f64,
+    /// Seconds until every speaker's FIB held the plan again (`None`: not
+    /// within the time watched).
+    pub seconds: Option<f64>,
+}
+
+/// Where and on what a run ran (what another run needs to compare).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Machine {
+    /// `uname -r`.
+    pub kernel: String,
+    /// Cores available.
+    pub cpus: usize,
+    /// Host name.
+    pub host: String,
+}
+
+/// Everything a run measured: `report.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    /// turbonet's version.
+    pub turbonet: String,
+    /// The experiment file.
+    pub file: String,
+    /// FNV-1a 64 of its text (hex): the same hash, the same experiment.
+    pub scenario_hash: String,
+    /// The lab.
+    pub lab: String,
+    /// The scenario's seed.
+    pub seed: u64,
+    /// The machine.
+    pub machine: Machine,
+    /// When the run started, Unix seconds.
+    pub started_unix: f64,
+    /// Seconds `up` took.
+    pub up_seconds: f64,
+    /// Seconds from ready to the last workload ending.
+    pub run_seconds: f64,
+    /// Every workload's report.
+    pub workloads: Vec<Report>,
+    /// Re-convergence after the events expectations name.
+    pub convergence: Vec<Convergence>,
+    /// `turbonet check` at the end, if an expectation asked for it.
+    pub check: Option<crate::check::Report>,
+    /// Every event, on the lab's clock.
+    pub events: Vec<LoggedEvent>,
+    /// The expectations' verdicts, in file order.
+    pub expectations: Vec<Verdict>,
+    /// Every expectation held (and none was there to fail: true).
+    pub passed: bool,
+}
+
+/// The outcome of a run.
+#[derive(Debug)]
+pub struct Outcome {
+    /// What it measured.
+    pub report: RunReport,
+    /// Where its reports are.
+    pub dir: PathBuf,
+}
+
+/// Set by SIGINT or SIGTERM during a run.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Catches SIGINT and SIGTERM from now on, on a thread of its own: the run
+/// then ends early and still takes its lab down.
+fn catch_interrupts() -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    // Registered here, before the run goes on, so no signal is missed.
+    let (mut int, mut term) = runtime.block_on(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok::<_, std::io::Error>((
+            signal(SignalKind::interrupt())?,
+            signal(SignalKind::terminate())?,
+        ))
+    })?;
+    std::thread::Builder::new()
+        .name("interrupts".into())
+        .spawn(move || {
+            runtime.block_on(async {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
+            });
+            INTERRUPTED.store(true, Ordering::SeqCst);
+        })?;
+    Ok(())
+}
+
+/// Runs the experiment `options.file`.
+pub fn run(options: &Options, progress: &dyn Progress) -> Result<Outcome> {
+    let started_unix = crate::events::unix_now();
+    let (lab, text) = up::load(&options.file)?;
+    if lab.workloads.is_empty() && lab.expects.is_empty() {
+        progress.note("the experiment has no [[workload]] and no [[expect]]: it only comes up");
+    }
+    let watch = Instant::now();
+    let upped = up::up(
+        &up::Options {
+            file: options.file.clone(),
+            threads: None,
+        },
+        progress,
+    )?;
+    let up_seconds = watch.elapsed().as_secs_f64();
+    catch_interrupts()?;
+    let running = Running {
+        dir: LabDir::of(&lab.name),
+        lab: upped.lab,
+    };
+    let measured = measure(&running, &lab, options, progress);
+    let down = if options.keep {
+        Ok(())
+    } else {
+        progress.start("down");
+        crate::down::down(Some(&lab.name)).map(|_| ())
+    };
+    let (workloads, convergence, check, events, run_seconds) = measured?;
+    down?;
+    let expectations: Vec<Verdict> = lab
+        .expects
+        .iter()
+        .map(|e| verdict(e, &workloads, &convergence, check.as_ref()))
+        .collect();
+    let passed = expectations.iter().all(|v| v.passed);
+    let report = RunReport {
+        turbonet: env!("CARGO_PKG_VERSION").to_owned(),
+        file: options.file.display().to_string(),
+        scenario_hash: format!("{:016x}", turbonet_topo::seed::fnv1a64(text.as_bytes())),
+        lab: lab.name.clone(),
+        seed: lab.seed,
+        machine: machine(),
+        started_unix,
+        up_seconds,
+        run_seconds,
+        workloads,
+        convergence,
+        check,
+        events,
+        expectations,
+        passed,
+    };
+    write_reports(&options.out, &report)?;
+    Ok(Outcome {
+        report,
+        dir: options.out.clone(),
+    })
+}
+
+type Measured = (
+    Vec<Report>,
+    Vec<Convergence>,
+    Option<crate::check::Report>,
+    Vec<LoggedEvent>,
+    f64,
+);
+
+/// Waits for the workloads and the timeline, watching convergence, then
+/// collects.
+fn measure(
+    running: &Running,
+    lab: &Lab,
+    options: &Options,
+    progress: &dyn Progress,
+) -> Result<Measured> {
+    let mut client = Client::connect(&running.dir)?;
+    let watched: Vec<(usize, String, f64)> = lab
+        .expects
+        .iter()
+        .filter_map(|e| match &e.check {
+            Check::Converged {
+                after,
+                event,
+                within,
+            } => Some((*after, event.clone(), within.as_duration().as_secs_f64())),
+            _ => None,
+        })
+        .collect();
+    let last_event = lab
+        .timeline
+        .last()
+        .map_or(0.0, |e| e.at.as_duration().as_secs_f64());
+    let mut convergence: BTreeMap<usize, Convergence> = BTreeMap::new();
+    let begin = Instant::now();
+    let mut reports;
+    progress.start("run");
+    loop {
+        reports = client.workloads()?;
+        let now = client_time(&running.dir);
+        // Re-convergence after each watched event, once it ran.
+        for (index, name, within) in &watched {
+            let at = lab.timeline[*index].at.as_duration().as_secs_f64();
+            let entry = convergence.entry(*index).or_insert(Convergence {
+                event: name.clone(),
+                at,
+                seconds: None,
+            });
+            if entry.seconds.is_some() || now < at || now > at + within + 1.0 {
+                continue;
+            }
+            let bgp = client.bgp_summary(Duration::from_secs(5))?;
+            let since = bgp.since_change;
+            // The plan changed with this event (or later) and every FIB
+            // holds it.
+            if let Some(since) = since
+                && now - since >= at - 0.05
+                && !bgp.speakers.is_empty()
+                && bgp.speakers.iter().all(|s| s.converged)
+            {
+                let slowest = bgp
+                    .speakers
+                    .iter()
+                    .filter_map(|s| s.converged_at)
+                    .fold(0.0, f64::max);
+                entry.seconds = Some(slowest);
+            }
+        }
+        let over = reports.iter().all(|r| r.state.is_over())
+            && reports.len() >= lab.workloads.len()
+            && now >= last_event
+            && watched.iter().all(|(i, _, within)| {
+                convergence
+                    .get(i)
+                    .is_some_and(|c| c.seconds.is_some() || now > c.at + within + 1.0)
+            });
+        if over {
+            break;
+        }
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            progress.note("interrupted: stopping the workloads and taking the lab down");
+            stop_all(&mut client, &reports);
+            return Err(Error::Failed("interrupted".to_owned()));
+        }
+        if begin.elapsed() > options.timeout {
+            progress.note(&format!(
+                "the workloads ran longer than {:?}: stopping them",
+                options.timeout
+            ));
+            stop_all(&mut client, &reports);
+            reports = client.workloads()?;
+            break;
+        }
+        progress.update("run", &status_line(&reports, now));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let run_seconds = reports.iter().filter_map(|r| r.ended).fold(0.0, f64::max);
+    let check = if lab.expects.iter().any(|e| e.check == Check::Reachable) {
+        progress.update("run", "checking reachability");
+        Some(crate::check::check(running, 2.0)?)
+    } else {
+        None
+    };
+    let mut events = Vec::new();
+    inspect::events(running, false, |e| {
+        events.push(e);
+        true
+    })?;
+    Ok((
+        reports,
+        convergence.into_values().collect(),
+        check,
+        events,
+        run_seconds,
+    ))
+}
+
+/// Seconds on the lab's clock (since it was ready), from its state.
+fn client_time(dir: &LabDir) -> f64 {
+    let epoch = dir
+        .load()
+        .ok()
+        .flatten()
+        .and_then(|s| s.epoch_unix)
+        .unwrap_or_else(crate::events::unix_now);
+    crate::events::unix_now() - epoch
+}
+
+fn stop_all(client: &mut Client, reports: &[Report]) {
+    for r in reports.iter().filter(|r| !r.state.is_over()) {
+        let _ = client.stop_workload(&r.name);
+    }
+}
+
+/// One line on the workloads' progress.
+fn status_line(reports: &[Report], now: f64) -> String {
+    let mut line = format!("t={now:.1}s");
+    for r in reports {
+        let detail = match r.kind.as_str() {
+            "collective" => {
+                let done: usize = r.ops.iter().map(|o| o.times.len()).sum();
+                format!("{done} ops")
+            }
+            "exec" => {
+                let done = r.commands.iter().filter(|c| c.exit.is_some()).count();
+                format!("{done}/{} exited", r.commands.len())
+            }
+            _ => {
+                let done = r.flows.iter().filter(|f| f.done).count();
+                format!("{done}/{} flows", r.flows.len())
+            }
+        };
+        let _ = write!(line, "  {} {} ({detail})", r.name, r.state.name());
+    }
+    line
+}
+
+/// This machine.
+fn machine() -> Machine {
+    let uname = nix::sys::utsname::uname().ok();
+    Machine {
+        kernel: uname
+            .as_ref()
+            .map(|u| u.release().to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        cpus: std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+        host: uname
+            .as_ref()
+            .map(|u| u.nodename().to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    }
+}
+
+/// The values of `figure` in a workload's report, and what each is (for
+/// the message): a size, a flow, a rank.
+fn values(report: &Report, figure: Figure) -> Vec<(f64, String)> {
+    let size = |b: u64| turbonet_topo::units::Bytes(b).to_string();
+    let flow = |f: &crate::workload::FlowReport| format!("flow {} {}->{}", f.id, f.src, f.dst);
+    match figure {
+        Figure::Busbw => report
+            .ops
+            .iter()
+            .map(|o| (o.busbw, size(o.bytes)))
+            .collect(),
+        Figure::Algbw => report
+            .ops
+            .iter()
+            .map(|o| (o.algbw, size(o.bytes)))
+            .collect(),
+        Figure::Time => report.ops.iter().map(|o| (o.time, size(o.bytes))).collect(),
+        Figure::Goodput => report.flows.iter().map(|f| (f.goodput, flow(f))).collect(),
+        Figure::Fct => report.flows.iter().map(|f| (f.seconds, flow(f))).collect(),
+        Figure::Retransmits => report
+            .flows
+            .iter()
+            .filter_map(|f| f.retransmits.map(|r| (r as f64, flow(f))))
+            .collect(),
+        Figure::Loss => report
+            .flows
+            .iter()
+            .filter_map(|f| f.loss.map(|l| (l, flow(f))))
+            .collect(),
+        Figure::Delay => report
+            .flows
+            .iter()
+            .filter_map(|f| f.delay.map(|d| (d, flow(f))))
+            .collect(),
+        Figure::Exit => report
+            .commands
+            .iter()
+            .filter_map(|c| {
+                c.exit
+                    .map(|e| (f64::from(e), format!("rank {} ({})", c.rank, c.host)))
+            })
+            .collect(),
+    }
+}
+
+/// Whether `expect` holds.
+fn verdict(
+    expect: &Expect,
+    workloads: &[Report],
+    convergence: &[Convergence],
+    check: Option<&crate::check::Report>,
+) -> Verdict {
+    let v = |passed: bool, message: String, values: Vec<f64>| Verdict {
+        name: expect.name.clone(),
+        passed,
+        message,
+        values,
+    };
+    let find = |name: &str| workloads.iter().find(|r| r.name == name);
+    match &expect.check {
+        Check::Reachable => match check {
+            Some(c) => v(
+                c.failures.is_empty(),
+                format!("{} of {} probes answered", c.reachable, c.probes),
+                vec![c.reachable as f64],
+            ),
+            None => v(false, "reachability was not checked".to_owned(), vec![]),
+        },
+        Check::Converged { event, within, .. } => {
+            let within_s = within.as_duration().as_secs_f64();
+            match convergence.iter().find(|c| c.event == *event) {
+                Some(Convergence {
+                    seconds: Some(s), ..
+                }) => v(
+                    *s <= within_s,
+                    format!("BGP converged {s:.2} s after `{event}` (at most {within})"),
+                    vec![*s],
+                ),
+                _ => v(
+                    false,
+                    format!("BGP had not converged {within} after `{event}`"),
+                    vec![],
+                ),
+            }
+        }
+        Check::Binomial {
+            workload,
+            p,
+            confidence,
+        } => {
+            let Some(r) = find(workload).filter(|r| r.state == State::Done) else {
+                return v(false, not_done(find(workload), workload), vec![]);
+            };
+            let sent: u64 = r.flows.iter().filter_map(|f| f.sent).sum();
+            let received: u64 = r.flows.iter().filter_map(|f| f.received).sum();
+            let lost = sent.saturating_sub(received);
+            let (lo, hi) = turbonet_workload::figures::binomial_interval(sent, *p, *confidence);
+            v(
+                (lo..=hi).contains(&lost),
+                format!(
+                    "{lost} of {sent} datagrams lost; {} interval for p = {}: {lo} to {hi}",
+                    turbonet_topo::experiment::FigureUnit::Fraction.human(*confidence),
+                    turbonet_topo::units::LossProb(*p)
+                ),
+                vec![lost as f64 / sent.max(1) as f64],
+            )
+        }
+        Check::Figure {
+            workload,
+            figure,
+            of,
+            bound,
+        } => {
+            let Some(r) = find(workload).filter(|r| r.state == State::Done) else {
+                return v(false, not_done(find(workload), workload), vec![]);
+            };
+            let unit = figure.unit();
+            let all = values(r, *figure);
+            if all.is_empty() {
+                return v(false, format!("{workload} reported no {figure}"), vec![]);
+            }
+            let nums: Vec<f64> = all.iter().map(|(x, _)| *x).collect();
+            let agg = match of {
+                Of::Each => None,
+                Of::Mean => Some(nums.iter().sum::<f64>() / nums.len() as f64),
+                Of::Min => nums.iter().copied().reduce(f64::min),
+                Of::Max => nums.iter().copied().reduce(f64::max),
+                Of::Total => Some(nums.iter().sum()),
+            };
+            let holds =
+                |x: f64| bound.min.is_none_or(|m| x >= m) && bound.max.is_none_or(|m| x <= m);
+            let range = match (bound.min, bound.max) {
+                (Some(a), Some(b)) => format!("in [{}, {}]", unit.human(a), unit.human(b)),
+                (Some(a), None) => format!(">= {}", unit.human(a)),
+                (None, Some(b)) => format!("<= {}", unit.human(b)),
+                (None, None) => String::new(),
+            };
+            match agg {
+                Some(x) => v(
+                    holds(x),
+                    format!(
+                        "{} {figure} {} (expected {range})",
+                        of.name(),
+                        unit.human(x)
+                    ),
+                    vec![x],
+                ),
+                None => {
+                    let bad: Vec<String> = all
+                        .iter()
+                        .filter(|(x, _)| !holds(*x))
+                        .map(|(x, what)| format!("{what}: {}", unit.human(*x)))
+                        .collect();
+                    let (lo, hi) = nums
+                        .iter()
+                        .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+                    let message = if bad.is_empty() {
+                        let noun = match r.kind.as_str() {
+                            "collective" => "sizes",
+                            "exec" => "ranks",
+                            _ => "flows",
+                        };
+                        format!(
+                            "{figure} {} to {} over {} {noun} (expected {range})",
+                            unit.human(lo),
+                            unit.human(hi),
+                            nums.len(),
+                        )
+                    } else {
+                        format!(
+                            "{} of {} outside {range}: {}",
+                            bad.len(),
+                            nums.len(),
+                            bad.join(", ")
+                        )
+                    };
+                    v(bad.is_empty(), message, nums)
+                }
+            }
+        }
+    }
+}
+
+fn not_done(report: Option<&Report>, name: &str) -> String {
+    match report {
+        None => format!("workload {name} did not run"),
+        Some(r) => format!(
+            "workload {name} {}{}",
+            r.state.name(),
+            r.message
+                .as_ref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default()
+        ),
+    }
+}
+
+/// Writes `report.json`, `junit.xml` and `summary.txt` into `dir`.
+fn write_reports(dir: &Path, report: &RunReport) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let json = serde_json::to_string_pretty(report)?;
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+    };
+    write("report.json", &json)?;
+    write("junit.xml", &junit(report))?;
+    write("summary.txt", &summary(report))?;
+    Ok(())
+}
+
+/// The expectations as JUnit XML: one test suite, a test case per
+/// expectation (its message in `<failure>` when it does not hold).
+pub fn junit(report: &RunReport) -> String {
+    let failures = report.expectations.iter().filter(|v| !v.passed).count();
+    let mut xml = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites tests=\"{n}\" failures=\"{failures}\">\n  \
+         <testsuite name=\"{name}\" tests=\"{n}\" failures=\"{failures}\" time=\"{time:.3}\">\n",
+        n = report.expectations.len(),
+        name = xml_escape(&report.file),
+        time = report.run_seconds,
+    );
+    for v in &report.expectations {
+        let _ = write!(
+            xml,
+            "    <testcase classname=\"{}\" name=\"{}\">",
+            xml_escape(&report.lab),
+            xml_escape(&v.name)
+        );
+        if v.passed {
+            let _ = writeln!(
+                xml,
+                "<system-out>{}</system-out></testcase>",
+                xml_escape(&v.message)
+            );
+        } else {
+            let _ = writeln!(
+                xml,
+                "\n      <failure message=\"{}\"/>\n    </testcase>",
+                xml_escape(&v.message)
+            );
+        }
+    }
+    xml.push_str("  </testsuite>\n</testsuites>\n");
+    xml
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The human summary: workloads' headline figures, then the verdicts.
+pub fn summary(report: &RunReport) -> String {
+    let mut text = format!(
+        "experiment {} (lab {}, seed {}, scenario {}), up {:.1} s, ran {:.1} s\n",
+        report.file,
+        report.lab,
+        report.seed,
+        report.scenario_hash,
+        report.up_seconds,
+        report.run_seconds
+    );
+    if !report.workloads.is_empty() {
+        let _ = writeln!(text, "{}", crate::workload::table(&report.workloads));
+    }
+    for w in &report.workloads {
+        for warning in &w.warnings {
+            let _ = writeln!(text, "warning: {}: {warning}", w.name);
+        }
+    }
+    for v in &report.expectations {
+        let _ = writeln!(
+            text,
+            "{} {}: {}",
+            if v.passed { "pass" } else { "FAIL" },
+            v.name,
+            v.message
+        );
+    }
+    let failed = report.expectations.iter().filter(|v| !v.passed).count();
+    let _ = writeln!(
+        text,
+        "{} of {} expectations hold",
+        report.expectations.len() - failed,
+        report.expectations.len()
+    );
+    text
+}

@@ -1,0 +1,366 @@
+//! TCP and UDP flows between a workload's hosts, on the schedule its seed
+//! draws (`turbonet_workload::traffic`): who sends to whom, when each flow
+//! starts, from which source port.
+//!
+//! - **TCP**: each flow connects from its host's address and source port,
+//!   sends its bytes (or sends for its duration), and closes; the receiver
+//!   counts what arrives and when. A flow's completion time runs from its
+//!   start to the receiver's last byte; its retransmissions come from the
+//!   sender's `TCP_INFO` once the receiver has everything.
+//! - **UDP**: each flow sends numbered datagrams stamped with the daemon's
+//!   monotonic clock (the receiver reads the same clock: the one-way delay
+//!   is exact), evenly spaced at its rate or with exponential gaps. Loss is
+//!   what was sent and never arrived.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::SeedableRng;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::task::JoinSet;
+use turbonet_topo::experiment::{Amount, Pacing, WorkloadKind};
+use turbonet_workload::traffic::{self, Flow};
+
+use super::sockets::{self, connect, listen, udp as udp_socket};
+use super::{Context, FlowReport, add_to_series};
+use crate::error::{Error, Result};
+
+/// How much a TCP sender writes, or a receiver reads, at once.
+const CHUNK: usize = 256 << 10;
+
+/// The flows of `cx`'s workload, and their reports' first lines.
+fn plan(cx: &Context) -> Result<Vec<Flow>> {
+    let (pattern, arrivals) = match &cx.workload.kind {
+        WorkloadKind::Tcp {
+            pattern, arrivals, ..
+        }
+        | WorkloadKind::Udp {
+            pattern, arrivals, ..
+        } => (pattern, *arrivals),
+        _ => unreachable!("flows of a flow workload"),
+    };
+    let flows = traffic::schedule(
+        cx.workload.ranks.len(),
+        pattern,
+        arrivals,
+        cx.port,
+        cx.workload.seed,
+    )
+    .map_err(|e| Error::Invalid(e.to_string()))?;
+    let reports = flows
+        .iter()
+        .map(|f| FlowReport {
+            id: f.id,
+            src: cx.host(f.src).to_owned(),
+            dst: cx.host(f.dst).to_owned(),
+            sport: f.sport,
+            dport: f.dport,
+            ..FlowReport::default()
+        })
+        .collect();
+    cx.update(|r| r.flows = reports);
+    Ok(flows)
+}
+
+fn addr(cx: &Context, rank: usize) -> Ipv4Addr {
+    cx.workload.ranks[rank].addr
+}
+
+/// Waits for every task; the first error ends the others.
+async fn join_all(mut tasks: JoinSet<Result<()>>) -> Result<()> {
+    while let Some(done) = tasks.join_next().await {
+        match done {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(e) if e.is_cancelled() => {}
+            Err(e) => return Err(Error::Failed(format!("a flow's task died: {e}"))),
+        }
+    }
+    Ok(())
+}
+
+/// Runs a `tcp` workload.
+pub(crate) async fn tcp(cx: &Context) -> Result<()> {
+    let WorkloadKind::Tcp {
+        amount, congestion, ..
+    } = &cx.workload.kind
+    else {
+        unreachable!("a tcp workload")
+    };
+    let flows = plan(cx)?;
+    let t0 = cx.now();
+    // Which flow an accepted connection is, by its source.
+    let by_source: Arc<BTreeMap<SocketAddrV4, usize>> = Arc::new(
+        flows
+            .iter()
+            .map(|f| (SocketAddrV4::new(addr(cx, f.src), f.sport), f.id))
+            .collect(),
+    );
+    let mut tasks = JoinSet::new();
+    let receivers: BTreeSet<usize> = flows.iter().map(|f| f.dst).collect();
+    for &rank in &receivers {
+        let host = cx.workload.ranks[rank].host;
+        let listener = listen(cx, host, addr(cx, rank), cx.port).await?;
+        let expected = flows.iter().filter(|f| f.dst == rank).count();
+        let (cx, by_source) = (cx.clone(), by_source.clone());
+        tasks.spawn(async move {
+            let mut readers = JoinSet::new();
+            for _ in 0..expected {
+                let (stream, peer) = listener.accept().await?;
+                let std::net::SocketAddr::V4(peer) = peer else {
+                    continue;
+                };
+                let Some(&id) = by_source.get(&peer) else {
+                    continue;
+                };
+                readers.spawn(receive_tcp(cx.clone(), stream, id, t0));
+            }
+            join_all(readers).await
+        });
+    }
+    for flow in flows {
+        let (cx, amount, congestion) = (cx.clone(), *amount, congestion.clone());
+        tasks.spawn(async move { send_tcp(cx, flow, amount, congestion).await });
+    }
+    join_all(tasks).await
+}
+
+/// Sends one TCP flow.
+async fn send_tcp(
+    cx: Context,
+    flow: Flow,
+    amount: Amount,
+    congestion: Option<String>,
+) -> Result<()> {
+    tokio::time::sleep(flow.start).await;
+    let start = cx.now();
+    cx.update(|r| r.flows[flow.id].start = start);
+    let host = cx.workload.ranks[flow.src].host;
+    let from = SocketAddrV4::new(addr(&cx, flow.src), flow.sport);
+    let to = SocketAddrV4::new(addr(&cx, flow.dst), flow.dport);
+    let mut stream = connect(&cx, host, from, to, congestion.as_deref()).await?;
+    let buf = vec![0u8; CHUNK];
+    match amount {
+        Amount::Bytes(b) => {
+            let mut left = b.0;
+            while left > 0 {
+                let n = left.min(CHUNK as u64) as usize;
+                stream.write_all(&buf[..n]).await?;
+                left -= n as u64;
+            }
+        }
+        Amount::For(d) => {
+            let end = Instant::now() + d.as_duration();
+            while Instant::now() < end {
+                tokio::select! {
+                    w = stream.write(&buf) => { w?; }
+                    _ = tokio::time::sleep_until(end.into()) => break,
+                }
+            }
+        }
+    }
+    stream.shutdown().await?;
+    // The receiver closes once it has read everything: then every
+    // retransmission the flow needed has happened.
+    let mut rest = [0u8; 64];
+    while stream.read(&mut rest).await? > 0 {}
+    let retransmits = sockets::retransmits(&stream);
+    cx.update(|r| r.flows[flow.id].retransmits = retransmits);
+    Ok(())
+}
+
+/// Receives one TCP flow until its sender closes.
+async fn receive_tcp(
+    cx: Context,
+    mut stream: tokio::net::TcpStream,
+    id: usize,
+    t0: f64,
+) -> Result<()> {
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let n = stream.read(&mut buf).await?;
+        let now = cx.now();
+        cx.update(|r| {
+            let f = &mut r.flows[id];
+            if n > 0 {
+                f.bytes += n as u64;
+                add_to_series(&mut f.series, t0, now, n as u64);
+            } else {
+                f.done = true;
+            }
+            f.seconds = now - f.start;
+            f.goodput = if f.seconds > 0.0 {
+                f.bytes as f64 * 8.0 / f.seconds
+            } else {
+                0.0
+            };
+        });
+        if n == 0 {
+            return Ok(());
+        }
+    }
+}
+
+/// Nanoseconds on the daemon's monotonic clock (from its first use).
+fn mono_ns() -> u64 {
+    static ANCHOR: OnceLock<Instant> = OnceLock::new();
+    ANCHOR.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// Header of a datagram: flow, sequence, send time.
+const HEADER: usize = turbonet_topo::experiment::UDP_HEADER as usize;
+
+/// Datagrams found at once behind schedule, above which a sender is said to
+/// have fallen behind (its rate was this machine's, not the flow's).
+const BEHIND: u64 = 64;
+
+/// Runs a `udp` workload.
+pub(crate) async fn udp(cx: &Context) -> Result<()> {
+    let WorkloadKind::Udp {
+        rate,
+        size,
+        duration,
+        pacing,
+        ..
+    } = &cx.workload.kind
+    else {
+        unreachable!("a udp workload")
+    };
+    let flows = plan(cx)?;
+    let t0 = cx.now();
+    let receivers: BTreeSet<usize> = flows.iter().map(|f| f.dst).collect();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let delays: Arc<std::sync::Mutex<Vec<Vec<u64>>>> =
+        Arc::new(std::sync::Mutex::new(vec![Vec::new(); flows.len()]));
+    let mut receiving = JoinSet::new();
+    for &rank in &receivers {
+        let host = cx.workload.ranks[rank].host;
+        let socket = udp_socket(cx, host, SocketAddrV4::new(addr(cx, rank), cx.port)).await?;
+        let (cx, mut stopped, delays) = (cx.clone(), stopped.clone(), delays.clone());
+        let count = flows.len();
+        receiving.spawn(async move {
+            let mut buf = vec![0u8; 65_536];
+            loop {
+                let n = tokio::select! {
+                    n = socket.recv(&mut buf) => n?,
+                    _ = stopped.changed() => return Ok(()),
+                };
+                let now_ns = mono_ns();
+                if n < HEADER {
+                    continue;
+                }
+                let id = u32::from_be_bytes(buf[0..4].try_into().expect("4 bytes")) as usize;
+                let sent = u64::from_be_bytes(buf[12..20].try_into().expect("8 bytes"));
+                if id >= count {
+                    continue;
+                }
+                if let Ok(mut d) = delays.lock() {
+                    d[id].push(now_ns.saturating_sub(sent));
+                }
+                let now = cx.now();
+                cx.update(|r| {
+                    let f = &mut r.flows[id];
+                    f.bytes += n as u64;
+                    *f.received.get_or_insert(0) += 1;
+                    add_to_series(&mut f.series, t0, now, n as u64);
+                });
+            }
+        });
+    }
+    let mut sending = JoinSet::new();
+    for flow in flows.iter().copied() {
+        let cx = cx.clone();
+        let (rate, size, duration, pacing) = (*rate, *size, *duration, *pacing);
+        sending.spawn(async move {
+            tokio::time::sleep(flow.start).await;
+            let host = cx.workload.ranks[flow.src].host;
+            let from = SocketAddrV4::new(addr(&cx, flow.src), flow.sport);
+            let to = SocketAddrV4::new(addr(&cx, flow.dst), flow.dport);
+            let socket = udp_socket(&cx, host, from).await?;
+            socket.connect(to).await?;
+            let start = cx.now();
+            cx.update(|r| r.flows[flow.id].start = start);
+            let per_second = rate.bits_per_sec() as f64 / (f64::from(size) * 8.0);
+            let seed = turbonet_topo::seed::for_name(cx.workload.seed, &format!("udp/{}", flow.id));
+            let mut rng = ChaCha8Rng::from_seed(turbonet_topo::seed::chacha_key(seed));
+            let mut gap = || match pacing {
+                Pacing::Constant => 1.0 / per_second,
+                Pacing::Poisson => {
+                    -(1.0 - turbonet_workload::traffic::unit(&mut rng)).ln() / per_second
+                }
+            };
+            let begin = Instant::now();
+            let end = begin + duration.as_duration();
+            let mut due = begin;
+            let mut buf = vec![0u8; size as usize];
+            buf[0..4].copy_from_slice(&(flow.id as u32).to_be_bytes());
+            let (mut seq, mut failed, mut behind) = (0u64, 0u64, 0u64);
+            while due < end {
+                let now = Instant::now();
+                let mut burst = 0;
+                while due <= now && due < end {
+                    buf[4..12].copy_from_slice(&seq.to_be_bytes());
+                    buf[12..20].copy_from_slice(&mono_ns().to_be_bytes());
+                    // A full socket buffer drops here, not in the fabric.
+                    if socket.try_send(&buf).is_err() {
+                        failed += 1;
+                    }
+                    seq += 1;
+                    burst += 1;
+                    due += Duration::from_secs_f64(gap());
+                }
+                if burst > BEHIND {
+                    behind += 1;
+                }
+                tokio::time::sleep_until(due.min(end).into()).await;
+            }
+            cx.update(|r| {
+                let f = &mut r.flows[flow.id];
+                f.sent = Some(seq);
+                if failed > 0 {
+                    r.warnings.push(format!(
+                        "flow {} ({} -> {}): {failed} of {seq} datagrams could not be sent (the sender's socket was full): this machine dropped them, not the fabric",
+                        flow.id, r.flows[flow.id].src, r.flows[flow.id].dst
+                    ));
+                }
+                if behind > 0 {
+                    r.warnings.push(format!(
+                        "flow {}: the sender fell behind its schedule {behind} times (more than {BEHIND} datagrams due at once): its rate was this machine's",
+                        flow.id
+                    ));
+                }
+            });
+            Ok(())
+        });
+    }
+    join_all(sending).await?;
+    // What is still in flight: the fabric's delays are far below this.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _ = stop.send(true);
+    join_all(receiving).await?;
+    let delays = delays.lock().map(|d| d.clone()).unwrap_or_default();
+    cx.update(|r| {
+        for (f, mut d) in r.flows.iter_mut().zip(delays) {
+            let sent = f.sent.unwrap_or(0);
+            let received = f.received.unwrap_or(0);
+            f.received = Some(received);
+            f.loss = Some(if sent == 0 {
+                0.0
+            } else {
+                sent.saturating_sub(received) as f64 / sent as f64
+            });
+            if !d.is_empty() {
+                d.sort_unstable();
+                f.delay = Some(d.iter().sum::<u64>() as f64 / d.len() as f64 / 1e9);
+                f.delay_p99 = Some(d[(d.len() * 99 / 100).min(d.len() - 1)] as f64 / 1e9);
+            }
+            f.seconds = duration.as_nanos() as f64 / 1e9;
+            f.goodput = f.bytes as f64 * 8.0 / f.seconds.max(1e-9);
+            f.done = true;
+        }
+    });
+    Ok(())
+}

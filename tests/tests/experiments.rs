@@ -1,0 +1,242 @@
+//! End-to-end: `turbonet run` on every bundled experiment (their
+//! expectations are the assertions), a run whose expectation fails, and
+//! workloads started and stopped at run time (root).
+
+use std::path::Path;
+use std::time::Duration;
+
+use turbonet_tests::{
+    LabGuard, require_root, run, text, unique_lab, wait_until, workspace, write_scenario,
+};
+
+/// An experiment file under a unique lab name.
+fn renamed(file: &Path, lab: &str) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(file).unwrap();
+    let (before, after) = text.split_once("name = \"").expect("a lab name");
+    let (_, rest) = after.split_once('"').unwrap();
+    write_scenario(lab, &format!("{before}name = \"{lab}\"{rest}"))
+}
+
+#[test]
+fn every_bundled_experiment_passes_with_junit_output() {
+    require_root!();
+    let dir = workspace().join("experiments");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 2, "bundled experiments: {files:?}");
+    for file in files {
+        let lab = unique_lab("ex");
+        let copy = renamed(&file, &lab);
+        let _guard = LabGuard(lab.clone());
+        let out_dir = std::env::temp_dir()
+            .join("turbonet-tests")
+            .join(format!("{lab}-report"));
+        let out = run(&[
+            "run",
+            "--quiet",
+            "--timeout",
+            "120",
+            "--out",
+            out_dir.to_str().unwrap(),
+            copy.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}: {}", file.display(), text(&out));
+        let junit = std::fs::read_to_string(out_dir.join("junit.xml")).unwrap();
+        assert!(junit.contains("failures=\"0\""), "{junit}");
+        assert!(junit.matches("<testcase").count() >= 2, "{junit}");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
+                .unwrap();
+        assert_eq!(report["passed"], true);
+        assert!(
+            report["workloads"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|w| w["state"] == "done"),
+            "{report:#}"
+        );
+        // The lab is gone: `run` takes it down.
+        assert!(!turbonet_tests::lab_state_exists(&lab));
+    }
+}
+
+/// A two-host lab with one workload of each kind the tests need.
+const DUO: &str = r#"[lab]
+name = "LAB"
+seed = 3
+[topology]
+kind = "custom"
+[[topology.nodes]]
+name = "s1"
+role = "switch"
+[[topology.nodes]]
+name = "h1"
+role = "host"
+[[topology.nodes]]
+name = "h2"
+role = "host"
+[[topology.links]]
+a = "h1"
+b = "s1"
+[[topology.links]]
+a = "h2"
+b = "s1"
+[routing]
+mode = "static"
+"#;
+
+#[test]
+fn a_run_whose_expectation_fails_exits_1_and_says_why_and_bad_input_exits_2() {
+    require_root!();
+    let lab = unique_lab("ef");
+    let file = write_scenario(
+        &lab,
+        &(DUO.replace("LAB", &lab)
+            + r#"
+[[workload]]
+name = "pair"
+kind = "collective"
+op = "all-gather"
+size = "1MiB"
+iterations = 2
+
+[[workload]]
+name = "hello"
+kind = "exec"
+command = ["sh", "-c", "test $RANK -lt $WORLD_SIZE && getent hosts h2 && exit 3"]
+
+[[expect]]
+workload = "pair"
+figure = "busbw"
+min = "100tbit"
+
+[[expect]]
+workload = "hello"
+figure = "exit"
+max = 0
+"#),
+    );
+    let _guard = LabGuard(lab.clone());
+    let out_dir = std::env::temp_dir()
+        .join("turbonet-tests")
+        .join(format!("{lab}-report"));
+    let out = run(&[
+        "run",
+        "-q",
+        "--out",
+        out_dir.to_str().unwrap(),
+        file.to_str().unwrap(),
+    ]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("FAIL pair: each busbw >= 100tbit"), "{said}");
+    // The command ran on both hosts, resolved a node by name, and exited 3.
+    assert!(
+        said.contains("rank 0 (h1): 3") && said.contains("rank 1 (h2): 3"),
+        "{said}"
+    );
+    let junit = std::fs::read_to_string(out_dir.join("junit.xml")).unwrap();
+    assert!(
+        junit.contains("failures=\"2\"") && junit.contains("<failure message="),
+        "{junit}"
+    );
+    assert!(!turbonet_tests::lab_state_exists(&lab));
+
+    // Invalid input: located, exit 2, nothing created.
+    let bad = write_scenario(
+        &lab,
+        &(DUO.replace("LAB", &lab)
+            + "[[expect]]\nworkload = \"nope\"\nfigure = \"fct\"\nmax = \"1s\"\n"),
+    );
+    let out = run(&["run", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("no workload named `nope`"),
+        "{}",
+        text(&out)
+    );
+    assert!(!turbonet_tests::lab_state_exists(&lab));
+}
+
+#[test]
+fn workloads_start_show_and_stop_at_run_time() {
+    require_root!();
+    let lab = unique_lab("ew");
+    let file = write_scenario(&lab, &DUO.replace("LAB", &lab));
+    let _guard = LabGuard(lab.clone());
+    let up = run(&["up", "--quiet", file.to_str().unwrap()]);
+    assert!(up.status.success(), "{}", text(&up));
+    let workloads = write_scenario(
+        &format!("{lab}-w"),
+        r#"[[workload]]
+name = "long"
+kind = "tcp"
+pattern = "pairs"
+pairs = [["h1", "h2"]]
+duration = "60s"
+
+[[workload]]
+name = "quick"
+kind = "udp"
+pattern = "all-to-all"
+rate = "10mbit"
+duration = "1s"
+"#,
+    );
+    let out = run(&[
+        "workload",
+        "start",
+        workloads.to_str().unwrap(),
+        "--lab",
+        &lab,
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("started long, quick"), "{}", text(&out));
+    let show = |lab: &str| -> serde_json::Value {
+        let out = run(&["workload", "show", "--json", "--lab", lab]);
+        assert!(out.status.success(), "{}", text(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // The UDP flows finish (sharing h1's link with the TCP flow, which may
+    // cost them a datagram or two); the long TCP flow moves bytes meanwhile.
+    assert!(wait_until(Duration::from_secs(20), || {
+        let all = show(&lab);
+        all[1]["state"] == "done" && all[0]["flows"][0]["bytes"].as_u64().unwrap_or(0) > 0
+    }));
+    let all = show(&lab);
+    for flow in all[1]["flows"].as_array().unwrap() {
+        assert!(flow["loss"].as_f64().unwrap() < 0.05, "{flow}");
+        assert!(flow["received"].as_u64().unwrap() > 800, "{flow}");
+        assert!(flow["delay"].as_f64().unwrap() < 0.05, "{flow}");
+    }
+    // Starting it again while it runs is refused; stopping it works.
+    let again = run(&[
+        "workload",
+        "start",
+        workloads.to_str().unwrap(),
+        "--lab",
+        &lab,
+    ]);
+    assert!(!again.status.success());
+    assert!(text(&again).contains("running already"), "{}", text(&again));
+    let stop = run(&["workload", "stop", "long", "--lab", &lab]);
+    assert!(stop.status.success(), "{}", text(&stop));
+    assert_eq!(show(&lab)[0]["state"], "stopped");
+    // A file with a mistake is refused with its location.
+    let bad = write_scenario(
+        &format!("{lab}-b"),
+        "[[workload]]\nname = \"x\"\nkind = \"tcp\"\npattern = \"pairs\"\npairs = [[\"h1\", \"h9\"]]\nbytes = \"1MiB\"\n",
+    );
+    let out = run(&["workload", "start", bad.to_str().unwrap(), "--lab", &lab]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("`h9` is not one of the workload's hosts"),
+        "{}",
+        text(&out)
+    );
+}
