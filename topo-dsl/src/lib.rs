@@ -7,7 +7,6 @@
 //! `docs/scenarios.md`.
 
 pub mod diag;
-pub mod experiment;
 pub mod mapper;
 pub mod model;
 pub mod seed;
@@ -20,6 +19,7 @@ mod plan;
 mod read;
 mod resolve;
 
+pub use model::experiment;
 pub use model::*;
 
 /// Parses and validates a scenario file. `origin` is the file name shown in

@@ -3,6 +3,8 @@
 //! valid: every name is unique, every address comes from its pool, every link
 //! joins two existing nodes.
 
+pub mod experiment;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::Ipv4Addr;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::model::NodeId;
+use super::NodeId;
 use crate::units::{Bytes, Delay, Rate};
 
 /// A collective operation, named as nccl-tests names them.
@@ -550,4 +550,19 @@ pub struct Expect {
     /// What it checks.
     #[serde(flatten)]
     pub check: Check,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_print_for_people_with_three_digits_and_a_unit() {
+        assert_eq!(FigureUnit::Rate.human(1_553_763_239.0), "1.55 Gbit/s");
+        assert_eq!(FigureUnit::Rate.human(887_864_708.0), "888 Mbit/s");
+        assert_eq!(FigureUnit::Time.human(0.00945), "9.45 ms");
+        assert_eq!(FigureUnit::Time.human(12.5), "12.5 s");
+        assert_eq!(FigureUnit::Fraction.human(0.0072), "0.72%");
+        assert_eq!(FigureUnit::Rate.show(1e8), "100mbit");
+    }
 }
