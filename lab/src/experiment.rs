@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use turbonet_topo::Lab;
 use turbonet_topo::experiment::{Check, Expect, Figure, Of};
 
 use crate::api::Client;
@@ -152,11 +151,8 @@ fn catch_interrupts() -> Result<()> {
 /// Runs the experiment `options.file`.
 pub fn run(options: &Options, progress: &dyn Progress) -> Result<Outcome> {
     let started_unix = crate::events::unix_now();
-    let (lab, text) = up::load(&options.file)?;
-    if lab.workloads.is_empty() && lab.expects.is_empty() {
-        progress.note("the experiment has no [[workload]] and no [[expect]]: it only comes up");
-    }
     let watch = Instant::now();
+    // `up` reads and checks the file (exit 2 with located errors).
     let upped = up::up(
         &up::Options {
             file: options.file.clone(),
@@ -167,23 +163,26 @@ pub fn run(options: &Options, progress: &dyn Progress) -> Result<Outcome> {
     let up_seconds = watch.elapsed().as_secs_f64();
     catch_interrupts()?;
     let running = Running {
-        dir: LabDir::of(&lab.name),
+        dir: LabDir::of(&upped.lab.name),
         lab: upped.lab,
     };
-    let measured = measure(&running, &lab, options, progress);
+    let lab = &running.lab;
+    if lab.workloads.is_empty() && lab.expects.is_empty() {
+        progress.note("the experiment has no [[workload]] and no [[expect]]: it only comes up");
+    }
+    // What `up` read, as it saved it.
+    let text = std::fs::read_to_string(running.dir.scenario_path()).unwrap_or_default();
+    let epoch = upped.state.epoch_unix.unwrap_or(started_unix);
+    let measured = measure(&running, epoch, options, progress);
     let down = if options.keep {
         Ok(())
     } else {
         progress.start("down");
         crate::down::down(Some(&lab.name)).map(|_| ())
     };
-    let (workloads, convergence, check, events, run_seconds) = measured?;
+    let measured = measured?;
     down?;
-    let expectations: Vec<Verdict> = lab
-        .expects
-        .iter()
-        .map(|e| verdict(e, &workloads, &convergence, check.as_ref()))
-        .collect();
+    let expectations: Vec<Verdict> = lab.expects.iter().map(|e| verdict(e, &measured)).collect();
     let passed = expectations.iter().all(|v| v.passed);
     let report = RunReport {
         turbonet: env!("CARGO_PKG_VERSION").to_owned(),
@@ -194,11 +193,11 @@ pub fn run(options: &Options, progress: &dyn Progress) -> Result<Outcome> {
         machine: machine(),
         started_unix,
         up_seconds,
-        run_seconds,
-        workloads,
-        convergence,
-        check,
-        events,
+        run_seconds: measured.run_seconds,
+        workloads: measured.workloads,
+        convergence: measured.convergence,
+        check: measured.check,
+        events: measured.events,
         expectations,
         passed,
     };
@@ -209,22 +208,26 @@ pub fn run(options: &Options, progress: &dyn Progress) -> Result<Outcome> {
     })
 }
 
-type Measured = (
-    Vec<Report>,
-    Vec<Convergence>,
-    Option<crate::check::Report>,
-    Vec<LoggedEvent>,
-    f64,
-);
+/// What a run saw, before the expectations are checked against it.
+struct Measured {
+    workloads: Vec<Report>,
+    convergence: Vec<Convergence>,
+    check: Option<crate::check::Report>,
+    events: Vec<LoggedEvent>,
+    run_seconds: f64,
+}
 
 /// Waits for the workloads and the timeline, watching convergence, then
 /// collects.
+/// `epoch` is when the fabric was ready (Unix seconds): the lab's clock
+/// starts there.
 fn measure(
     running: &Running,
-    lab: &Lab,
+    epoch: f64,
     options: &Options,
     progress: &dyn Progress,
 ) -> Result<Measured> {
+    let lab = &running.lab;
     let mut client = Client::connect(&running.dir)?;
     let watched: Vec<(usize, String, f64)> = lab
         .expects
@@ -248,7 +251,7 @@ fn measure(
     progress.start("run");
     loop {
         reports = client.workloads()?;
-        let now = client_time(&running.dir);
+        let now = crate::events::unix_now() - epoch;
         // Re-convergence after each watched event, once it ran.
         for (index, name, within) in &watched {
             let at = lab.timeline[*index].at.as_duration().as_secs_f64();
@@ -317,24 +320,13 @@ fn measure(
         events.push(e);
         true
     })?;
-    Ok((
-        reports,
-        convergence.into_values().collect(),
+    Ok(Measured {
+        workloads: reports,
+        convergence: convergence.into_values().collect(),
         check,
         events,
         run_seconds,
-    ))
-}
-
-/// Seconds on the lab's clock (since it was ready), from its state.
-fn client_time(dir: &LabDir) -> f64 {
-    let epoch = dir
-        .load()
-        .ok()
-        .flatten()
-        .and_then(|s| s.epoch_unix)
-        .unwrap_or_else(crate::events::unix_now);
-    crate::events::unix_now() - epoch
+    })
 }
 
 fn stop_all(client: &mut Client, reports: &[Report]) {
@@ -428,12 +420,8 @@ fn values(report: &Report, figure: Figure) -> Vec<(f64, String)> {
 }
 
 /// Whether `expect` holds.
-fn verdict(
-    expect: &Expect,
-    workloads: &[Report],
-    convergence: &[Convergence],
-    check: Option<&crate::check::Report>,
-) -> Verdict {
+fn verdict(expect: &Expect, measured: &Measured) -> Verdict {
+    let (workloads, convergence) = (&measured.workloads, &measured.convergence);
     let v = |passed: bool, message: String, values: Vec<f64>| Verdict {
         name: expect.name.clone(),
         passed,
@@ -442,7 +430,7 @@ fn verdict(
     };
     let find = |name: &str| workloads.iter().find(|r| r.name == name);
     match &expect.check {
-        Check::Reachable => match check {
+        Check::Reachable => match &measured.check {
             Some(c) => v(
                 c.failures.is_empty(),
                 format!("{} of {} probes answered", c.reachable, c.probes),
@@ -511,14 +499,8 @@ fn verdict(
                 Of::Max => nums.iter().copied().reduce(f64::max),
                 Of::Total => Some(nums.iter().sum()),
             };
-            let holds =
-                |x: f64| bound.min.is_none_or(|m| x >= m) && bound.max.is_none_or(|m| x <= m);
-            let range = match (bound.min, bound.max) {
-                (Some(a), Some(b)) => format!("in [{}, {}]", unit.human(a), unit.human(b)),
-                (Some(a), None) => format!(">= {}", unit.human(a)),
-                (None, Some(b)) => format!("<= {}", unit.human(b)),
-                (None, None) => String::new(),
-            };
+            let holds = |x: f64| bound.holds(x);
+            let range = bound.describe(unit);
             match agg {
                 Some(x) => v(
                     holds(x),

@@ -104,8 +104,14 @@ pub fn unique_lab(prefix: &str) -> String {
 /// Writes a copy of a bundled scenario with another lab name (and optional
 /// extra TOML appended), returning its path.
 pub fn scenario_as(bundled: &str, lab: &str, extra: &str) -> PathBuf {
-    let text = std::fs::read_to_string(workspace().join("scenarios").join(bundled))
-        .expect("bundled scenario exists");
+    file_as(&workspace().join("scenarios").join(bundled), lab, extra)
+}
+
+/// Writes a copy of a scenario or experiment file with another lab name
+/// (and optional extra TOML appended), returning its path.
+pub fn file_as(file: &Path, lab: &str, extra: &str) -> PathBuf {
+    let bundled = file.display();
+    let text = std::fs::read_to_string(file).expect("the file exists");
     let mut renamed = String::new();
     let mut done = false;
     for line in text.lines() {

@@ -2,20 +2,12 @@
 //! expectations are the assertions), a run whose expectation fails, and
 //! workloads started and stopped at run time (root).
 
-use std::path::Path;
 use std::time::Duration;
 
 use turbonet_tests::{
-    LabGuard, require_root, run, text, unique_lab, wait_until, workspace, write_scenario,
+    LabGuard, file_as, require_root, run, scenario_as, text, unique_lab, wait_until, workspace,
+    write_scenario,
 };
-
-/// An experiment file under a unique lab name.
-fn renamed(file: &Path, lab: &str) -> std::path::PathBuf {
-    let text = std::fs::read_to_string(file).unwrap();
-    let (before, after) = text.split_once("name = \"").expect("a lab name");
-    let (_, rest) = after.split_once('"').unwrap();
-    write_scenario(lab, &format!("{before}name = \"{lab}\"{rest}"))
-}
 
 #[test]
 fn every_bundled_experiment_passes_with_junit_output() {
@@ -30,7 +22,7 @@ fn every_bundled_experiment_passes_with_junit_output() {
     assert!(files.len() >= 2, "bundled experiments: {files:?}");
     for file in files {
         let lab = unique_lab("ex");
-        let copy = renamed(&file, &lab);
+        let copy = file_as(&file, &lab, "");
         let _guard = LabGuard(lab.clone());
         let out_dir = std::env::temp_dir()
             .join("turbonet-tests")
@@ -65,39 +57,14 @@ fn every_bundled_experiment_passes_with_junit_output() {
     }
 }
 
-/// A two-host lab with one workload of each kind the tests need.
-const DUO: &str = r#"[lab]
-name = "LAB"
-seed = 3
-[topology]
-kind = "custom"
-[[topology.nodes]]
-name = "s1"
-role = "switch"
-[[topology.nodes]]
-name = "h1"
-role = "host"
-[[topology.nodes]]
-name = "h2"
-role = "host"
-[[topology.links]]
-a = "h1"
-b = "s1"
-[[topology.links]]
-a = "h2"
-b = "s1"
-[routing]
-mode = "static"
-"#;
-
 #[test]
 fn a_run_whose_expectation_fails_exits_1_and_says_why_and_bad_input_exits_2() {
     require_root!();
     let lab = unique_lab("ef");
-    let file = write_scenario(
+    let file = scenario_as(
+        "two-hosts.toml",
         &lab,
-        &(DUO.replace("LAB", &lab)
-            + r#"
+        r#"
 [[workload]]
 name = "pair"
 kind = "collective"
@@ -119,7 +86,7 @@ min = "100tbit"
 workload = "hello"
 figure = "exit"
 max = 0
-"#),
+"#,
     );
     let _guard = LabGuard(lab.clone());
     let out_dir = std::env::temp_dir()
@@ -134,7 +101,10 @@ max = 0
     ]);
     let said = text(&out);
     assert_eq!(out.status.code(), Some(1), "{said}");
-    assert!(said.contains("FAIL pair: each busbw >= 100tbit"), "{said}");
+    assert!(
+        said.contains("FAIL pair: each busbw >= 100 Tbit/s"),
+        "{said}"
+    );
     // The command ran on both hosts, resolved a node by name, and exited 3.
     assert!(
         said.contains("rank 0 (h1): 3") && said.contains("rank 1 (h2): 3"),
@@ -148,10 +118,10 @@ max = 0
     assert!(!turbonet_tests::lab_state_exists(&lab));
 
     // Invalid input: located, exit 2, nothing created.
-    let bad = write_scenario(
+    let bad = scenario_as(
+        "two-hosts.toml",
         &lab,
-        &(DUO.replace("LAB", &lab)
-            + "[[expect]]\nworkload = \"nope\"\nfigure = \"fct\"\nmax = \"1s\"\n"),
+        "[[expect]]\nworkload = \"nope\"\nfigure = \"fct\"\nmax = \"1s\"\n",
     );
     let out = run(&["run", bad.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
@@ -167,7 +137,7 @@ max = 0
 fn workloads_start_show_and_stop_at_run_time() {
     require_root!();
     let lab = unique_lab("ew");
-    let file = write_scenario(&lab, &DUO.replace("LAB", &lab));
+    let file = scenario_as("two-hosts.toml", &lab, "");
     let _guard = LabGuard(lab.clone());
     let up = run(&["up", "--quiet", file.to_str().unwrap()]);
     assert!(up.status.success(), "{}", text(&up));
@@ -227,6 +197,20 @@ duration = "1s"
     let stop = run(&["workload", "stop", "long", "--lab", &lab]);
     assert!(stop.status.success(), "{}", text(&stop));
     assert_eq!(show(&lab)[0]["state"], "stopped");
+    let over = run(&["workload", "stop", "quick", "--lab", &lab]);
+    assert!(!over.status.success());
+    assert!(
+        text(&over).contains("workload quick is done already"),
+        "{}",
+        text(&over)
+    );
+    let missing = run(&["workload", "start", "nowhere/more.toml", "--lab", &lab]);
+    assert_eq!(missing.status.code(), Some(2), "{}", text(&missing));
+    assert!(
+        text(&missing).contains("no file nowhere/more.toml"),
+        "{}",
+        text(&missing)
+    );
     // A file with a mistake is refused with its location.
     let bad = write_scenario(
         &format!("{lab}-b"),

@@ -217,7 +217,7 @@ after = "core-fails"
         panic!("{:?}", lab.expects)
     };
     assert_eq!(reach.check, Check::Reachable);
-    assert_eq!(busbw.name, "ring: each busbw >= 100mbit");
+    assert_eq!(busbw.name, "ring: each busbw >= 100 Mbit/s");
     assert_eq!(
         busbw.check,
         Check::Figure {
@@ -307,7 +307,7 @@ max = "1s"
             .find(|e| e.2.contains(needle))
             .unwrap_or_else(|| panic!("no error with {needle:?} in {errs:#?}"))
     };
-    let e = find("is a tor switch, not a host");
+    let e = find("`tor0-r0p0` is a switch (tor), not a host");
     assert_eq!(e.0, 21);
     let e = find("no host named `h9-9`");
     assert!(e.3.contains("close names"), "{e:?}");

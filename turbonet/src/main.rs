@@ -367,6 +367,13 @@ fn workload(command: cli::WorkloadCommand) -> Result<()> {
     match command {
         W::Start { what, lab } => {
             let path = std::path::Path::new(&what);
+            let looks_like_a_file = what.contains('/') || what.ends_with(".toml");
+            if looks_like_a_file && !path.is_file() {
+                return Err(turbonet_lab::Error::Invalid(format!(
+                    "no file {what} (give a file of [[workload]] tables, or the name of a scenario workload)"
+                ))
+                .into());
+            }
             let mut client = client(&lab)?;
             let message = if path.is_file() {
                 let running = inspect::running(lab.lab.as_deref())?;

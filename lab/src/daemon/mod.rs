@@ -336,7 +336,7 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
             lab.clone(),
             dir.clone(),
             events.clone(),
-        )?);
+        ));
         if fresh {
             for w in &lab.workloads {
                 workloads.start(w.clone(), w.start.as_duration().as_secs_f64())?;

@@ -75,7 +75,7 @@ pub(crate) async fn run(cx: &Context) -> Result<()> {
         .flat_map(|(_, s, _)| s.transfers().map(|t| (t.from, t.to)))
         .filter(|(a, b)| a != b)
         .collect();
-    let mut links = open(cx, &pairs).await?;
+    let links = Arc::new(open(cx, &pairs).await?);
     let t0 = cx.now();
     cx.update(|r| {
         r.ops = schedules
@@ -96,8 +96,7 @@ pub(crate) async fn run(cx: &Context) -> Result<()> {
             if rep > 0 && !gap.is_zero() {
                 tokio::time::sleep(gap.as_duration()).await;
             }
-            let (back, time, steps) = once(cx, links, &schedule, t0).await?;
-            links = back;
+            let (time, steps) = once(cx, &links, &schedule, t0).await?;
             if rep < *warmup {
                 continue;
             }
@@ -180,35 +179,28 @@ async fn open(cx: &Context, pairs: &BTreeSet<(usize, usize)>) -> Result<Vec<Link
 /// rank finished each step (seconds from the start), `[step][rank]`.
 async fn once(
     cx: &Context,
-    links: Vec<Links>,
+    links: &Arc<Vec<Links>>,
     schedule: &Arc<Schedule>,
     t0: f64,
-) -> Result<(Vec<Links>, f64, Vec<Vec<f64>>)> {
+) -> Result<(f64, Vec<Vec<f64>>)> {
     let n = links.len();
     let start = Instant::now();
     let mut ranks = JoinSet::new();
-    for (rank, l) in links.into_iter().enumerate() {
-        let (cx, schedule) = (cx.clone(), schedule.clone());
+    for rank in 0..n {
+        let (cx, links, schedule) = (cx.clone(), links.clone(), schedule.clone());
         ranks.spawn(async move {
-            let ends = rank_steps(&cx, rank, &l, &schedule, start, t0).await?;
-            Ok::<_, Error>((rank, l, ends))
+            let ends = rank_steps(&cx, rank, &links[rank], &schedule, start, t0).await?;
+            Ok::<_, Error>((rank, ends))
         });
     }
-    let mut back: Vec<Option<Links>> = (0..n).map(|_| None).collect();
     let mut steps = vec![vec![0.0; n]; schedule.steps.len()];
     while let Some(done) = ranks.join_next().await {
-        let (rank, l, ends) = done.map_err(|e| Error::Failed(format!("a rank's task: {e}")))??;
+        let (rank, ends) = done.map_err(|e| Error::Failed(format!("a rank's task: {e}")))??;
         for (k, e) in ends.into_iter().enumerate() {
             steps[k][rank] = e;
         }
-        back[rank] = Some(l);
     }
-    let time = start.elapsed().as_secs_f64();
-    Ok((
-        back.into_iter().map(|l| l.expect("every rank")).collect(),
-        time,
-        steps,
-    ))
+    Ok((start.elapsed().as_secs_f64(), steps))
 }
 
 /// What one rank does in one repetition: each step's sends and receives
@@ -263,14 +255,19 @@ async fn send(stream: &TcpStream, bytes: u64) -> Result<()> {
 /// Reads `bytes` from a connection this rank receives on, adding them to
 /// the job's throughput series.
 async fn receive(cx: &Context, stream: &TcpStream, bytes: u64, t0: f64) -> Result<()> {
-    let mut buf = vec![0u8; CHUNK];
+    thread_local! {
+        /// Where received bytes go (they are not looked at). One per
+        /// thread, borrowed only inside a non-blocking read: the receives
+        /// that share a thread never hold it at once.
+        static SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; CHUNK]);
+    }
     let mut left = bytes;
     let mut pending = 0u64;
     let mut flushed = Instant::now();
     while left > 0 {
         stream.readable().await?;
         let n = left.min(CHUNK as u64) as usize;
-        match stream.try_read(&mut buf[..n]) {
+        match SCRATCH.with_borrow_mut(|buf| stream.try_read(&mut buf[..n])) {
             Ok(0) => {
                 return Err(Error::Failed(
                     "a peer closed its connection in the middle of an operation".to_owned(),

@@ -204,6 +204,60 @@ async fn receive_tcp(
     }
 }
 
+/// Receives the datagrams of every flow to one host until `stopped`:
+/// counts them into the report (every 20 ms, not a lock per datagram) and
+/// returns each flow's one-way delays, nanoseconds.
+async fn receive_udp(
+    cx: Context,
+    socket: tokio::net::UdpSocket,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+    flows: usize,
+    t0: f64,
+) -> Result<Vec<Vec<u64>>> {
+    let mut delays = vec![Vec::new(); flows];
+    // Datagrams and bytes per flow since the report was last updated.
+    let mut pending = vec![(0u64, 0u64); flows];
+    let mut flushed = Instant::now();
+    let flush = |pending: &mut Vec<(u64, u64)>| {
+        let now = cx.now();
+        cx.update(|r| {
+            for (f, (count, bytes)) in r.flows.iter_mut().zip(pending.iter_mut()) {
+                if *count > 0 {
+                    f.bytes += *bytes;
+                    *f.received.get_or_insert(0) += *count;
+                    add_to_series(&mut f.series, t0, now, *bytes);
+                    (*count, *bytes) = (0, 0);
+                }
+            }
+        });
+    };
+    let mut buf = vec![0u8; 65_536];
+    loop {
+        let n = tokio::select! {
+            n = socket.recv(&mut buf) => n?,
+            _ = stopped.changed() => break,
+        };
+        let now_ns = mono_ns();
+        if n < HEADER {
+            continue;
+        }
+        let id = u32::from_be_bytes(buf[0..4].try_into().expect("4 bytes")) as usize;
+        let sent = u64::from_be_bytes(buf[12..20].try_into().expect("8 bytes"));
+        if id >= flows {
+            continue;
+        }
+        delays[id].push(now_ns.saturating_sub(sent));
+        pending[id].0 += 1;
+        pending[id].1 += n as u64;
+        if flushed.elapsed() > Duration::from_millis(20) {
+            flush(&mut pending);
+            flushed = Instant::now();
+        }
+    }
+    flush(&mut pending);
+    Ok(delays)
+}
+
 /// Nanoseconds on the daemon's monotonic clock (from its first use).
 fn mono_ns() -> u64 {
     static ANCHOR: OnceLock<Instant> = OnceLock::new();
@@ -233,42 +287,12 @@ pub(crate) async fn udp(cx: &Context) -> Result<()> {
     let t0 = cx.now();
     let receivers: BTreeSet<usize> = flows.iter().map(|f| f.dst).collect();
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let delays: Arc<std::sync::Mutex<Vec<Vec<u64>>>> =
-        Arc::new(std::sync::Mutex::new(vec![Vec::new(); flows.len()]));
     let mut receiving = JoinSet::new();
     for &rank in &receivers {
         let host = cx.workload.ranks[rank].host;
         let socket = udp_socket(cx, host, SocketAddrV4::new(addr(cx, rank), cx.port)).await?;
-        let (cx, mut stopped, delays) = (cx.clone(), stopped.clone(), delays.clone());
-        let count = flows.len();
-        receiving.spawn(async move {
-            let mut buf = vec![0u8; 65_536];
-            loop {
-                let n = tokio::select! {
-                    n = socket.recv(&mut buf) => n?,
-                    _ = stopped.changed() => return Ok(()),
-                };
-                let now_ns = mono_ns();
-                if n < HEADER {
-                    continue;
-                }
-                let id = u32::from_be_bytes(buf[0..4].try_into().expect("4 bytes")) as usize;
-                let sent = u64::from_be_bytes(buf[12..20].try_into().expect("8 bytes"));
-                if id >= count {
-                    continue;
-                }
-                if let Ok(mut d) = delays.lock() {
-                    d[id].push(now_ns.saturating_sub(sent));
-                }
-                let now = cx.now();
-                cx.update(|r| {
-                    let f = &mut r.flows[id];
-                    f.bytes += n as u64;
-                    *f.received.get_or_insert(0) += 1;
-                    add_to_series(&mut f.series, t0, now, n as u64);
-                });
-            }
-        });
+        let (cx, stopped) = (cx.clone(), stopped.clone());
+        receiving.spawn(receive_udp(cx, socket, stopped, flows.len(), t0));
     }
     let mut sending = JoinSet::new();
     for flow in flows.iter().copied() {
@@ -340,8 +364,13 @@ pub(crate) async fn udp(cx: &Context) -> Result<()> {
     // What is still in flight: the fabric's delays are far below this.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let _ = stop.send(true);
-    join_all(receiving).await?;
-    let delays = delays.lock().map(|d| d.clone()).unwrap_or_default();
+    let mut delays = vec![Vec::new(); flows.len()];
+    while let Some(done) = receiving.join_next().await {
+        let theirs = done.map_err(|e| Error::Failed(format!("a receiver's task died: {e}")))??;
+        for (all, more) in delays.iter_mut().zip(theirs) {
+            all.extend(more);
+        }
+    }
     cx.update(|r| {
         for (f, mut d) in r.flows.iter_mut().zip(delays) {
             let sent = f.sent.unwrap_or(0);

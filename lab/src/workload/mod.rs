@@ -19,7 +19,7 @@ pub mod flows;
 mod sockets;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -131,11 +131,12 @@ pub struct OpReport {
     pub algbw: f64,
     /// Bus bandwidth of the mean time, bits per second.
     pub busbw: f64,
-    /// The slowest step of the slowest repetition, and how long it took.
+    /// The slowest step over the timed repetitions (from the last rank
+    /// finishing the step before to the last rank finishing it)...
     pub slowest_step: usize,
-    /// Seconds.
+    /// ...how long it took, seconds...
     pub slowest_step_time: f64,
-    /// The rank that finished that step last (the others waited on it).
+    /// ...and the rank that finished it last (the others waited on it).
     pub slowest_rank: usize,
     /// Its host.
     pub slowest_host: String,
@@ -250,33 +251,51 @@ pub struct Workloads {
     lab: Arc<Lab>,
     dir: LabDir,
     events: Events,
-    runtime: tokio::runtime::Runtime,
-    entries: Mutex<BTreeMap<String, Entry>>,
+    /// Started with the first workload: a lab that runs none has no
+    /// threads for them.
+    runtime: OnceLock<tokio::runtime::Runtime>,
+    entries: Mutex<Entries>,
+}
+
+/// The workloads started, and how many starts there were (each gets a port
+/// of its own, a restarted one too).
+#[derive(Debug, Default)]
+struct Entries {
+    by_name: BTreeMap<String, Entry>,
+    starts: usize,
 }
 
 impl Workloads {
     /// The workloads of `lab`, none running yet.
-    pub fn new(lab: Arc<Lab>, dir: LabDir, events: Events) -> Result<Workloads> {
+    pub fn new(lab: Arc<Lab>, dir: LabDir, events: Events) -> Workloads {
+        Workloads {
+            lab,
+            dir,
+            events,
+            runtime: OnceLock::new(),
+            entries: Mutex::new(Entries::default()),
+        }
+    }
+
+    /// The workloads' runtime, started on first use.
+    fn runtime(&self) -> Result<&tokio::runtime::Runtime> {
+        if let Some(r) = self.runtime.get() {
+            return Ok(r);
+        }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("workload")
             .enable_all()
             .build()
             .map_err(|e| Error::Failed(format!("starting the workloads' threads: {e}")))?;
-        Ok(Workloads {
-            lab,
-            dir,
-            events,
-            runtime,
-            entries: Mutex::new(BTreeMap::new()),
-        })
+        Ok(self.runtime.get_or_init(|| runtime))
     }
 
     /// Starts `workload` at its start time (seconds on the lab's clock);
     /// refused when one of that name was started already and is not over.
     pub fn start(&self, workload: Workload, at: f64) -> Result<()> {
         let mut entries = self.entries.lock().expect("workloads lock");
-        if let Some(e) = entries.get(&workload.name)
+        if let Some(e) = entries.by_name.get(&workload.name)
             && !e.report.lock().map_or(true, |r| r.state.is_over())
         {
             return Err(Error::Refused(format!(
@@ -285,7 +304,7 @@ impl Workloads {
             )));
         }
         let port = FIRST_PORT
-            + u16::try_from(entries.len() % usize::from(u16::MAX - FIRST_PORT))
+            + u16::try_from(entries.starts % usize::from(u16::MAX - FIRST_PORT))
                 .expect("below the range");
         let report = Arc::new(Mutex::new(Report {
             name: workload.name.clone(),
@@ -312,17 +331,19 @@ impl Workloads {
             port,
             dir,
         };
-        let task = self.runtime.spawn(run(cx, at));
-        entries.insert(name, Entry { report, task });
+        let task = self.runtime()?.spawn(run(cx, at));
+        entries.starts += 1;
+        entries.by_name.insert(name, Entry { report, task });
         Ok(())
     }
 
     /// Stops a workload that is running: its tasks end, its sockets close,
-    /// its commands are killed; its report says so.
+    /// its commands are killed; its report says so. Refused for one that
+    /// is over already.
     pub fn stop(&self, name: &str) -> Result<()> {
         let entries = self.entries.lock().expect("workloads lock");
-        let Some(e) = entries.get(name) else {
-            let names: Vec<&str> = entries.keys().map(String::as_str).collect();
+        let Some(e) = entries.by_name.get(name) else {
+            let names: Vec<&str> = entries.by_name.keys().map(String::as_str).collect();
             return Err(Error::NotFound(format!(
                 "no workload {name} (started: {})",
                 if names.is_empty() {
@@ -332,21 +353,17 @@ impl Workloads {
                 }
             )));
         };
-        e.task.abort();
-        let now = self.events.now();
-        if let Ok(mut r) = e.report.lock()
-            && !r.state.is_over()
-        {
-            r.state = State::Stopped;
-            r.message = Some("stopped before it finished".to_owned());
-            r.ended = Some(now);
+        let mut r = e.report.lock().expect("report lock");
+        if r.state.is_over() {
+            return Err(Error::Refused(format!(
+                "workload {name} is {} already",
+                r.state.name()
+            )));
         }
-        self.events.write(
-            "workload",
-            "workload-stop",
-            &format!("workload {name} stopped"),
-            Ok(()),
-        );
+        e.task.abort();
+        r.state = State::Stopped;
+        r.message = Some("stopped before it finished".to_owned());
+        r.ended = Some(self.events.now());
         Ok(())
     }
 
@@ -354,22 +371,20 @@ impl Workloads {
     pub fn reports(&self) -> Vec<Report> {
         let entries = self.entries.lock().expect("workloads lock");
         entries
+            .by_name
             .values()
             .filter_map(|e| e.report.lock().ok().map(|r| r.clone()))
             .collect()
     }
 
-    /// Stops every workload (the daemon is stopping).
+    /// Stops every workload still running (the daemon is stopping).
     pub fn stop_all(&self) {
         let names: Vec<String> = {
             let entries = self.entries.lock().expect("workloads lock");
-            entries
-                .iter()
-                .filter(|(_, e)| e.report.lock().is_ok_and(|r| !r.state.is_over()))
-                .map(|(n, _)| n.clone())
-                .collect()
+            entries.by_name.keys().cloned().collect()
         };
         for name in names {
+            // Those over already refuse, and need nothing.
             let _ = self.stop(&name);
         }
     }
@@ -404,30 +419,25 @@ async fn run(cx: Context, at: f64) {
         K::Exec { .. } => command::run(&cx).await,
     };
     let ended = cx.now();
-    let (state, line) = match &result {
-        Ok(()) => (State::Done, format!("workload {name} done")),
-        Err(e) => (State::Failed, format!("workload {name} failed: {e}")),
-    };
+    let error = result.err().map(|e| e.to_string());
     cx.update(|r| {
-        r.state = state;
+        r.state = if error.is_some() {
+            State::Failed
+        } else {
+            State::Done
+        };
         r.ended = Some(ended);
-        if let Err(e) = &result {
-            r.message = Some(e.to_string());
-        }
+        r.message.clone_from(&error);
     });
-    let outcome = match &result {
-        Ok(()) => Ok(()),
-        Err(e) => Err(e.to_string()),
+    let (kind, line) = match &error {
+        None => ("workload-end", format!("workload {name} done")),
+        Some(e) => ("workload-failed", format!("workload {name} failed: {e}")),
     };
     cx.events.write(
         "workload",
-        if result.is_ok() {
-            "workload-end"
-        } else {
-            "workload-failed"
-        },
+        kind,
         &line,
-        outcome.as_ref().map(|_| ()).map_err(String::as_str),
+        error.as_deref().map_or(Ok(()), Err),
     );
 }
 

@@ -501,6 +501,23 @@ pub struct Bound {
     pub max: Option<f64>,
 }
 
+impl Bound {
+    /// `x` lies within the bound.
+    pub fn holds(self, x: f64) -> bool {
+        self.min.is_none_or(|m| x >= m) && self.max.is_none_or(|m| x <= m)
+    }
+
+    /// The bound for people, in `unit`: `>= 1 Gbit/s`, `in [1 s, 2 s]`.
+    pub fn describe(self, unit: FigureUnit) -> String {
+        match (self.min, self.max) {
+            (Some(a), Some(b)) => format!("in [{}, {}]", unit.human(a), unit.human(b)),
+            (Some(a), None) => format!(">= {}", unit.human(a)),
+            (None, Some(b)) => format!("<= {}", unit.human(b)),
+            (None, None) => "any value".to_owned(),
+        }
+    }
+}
+
 /// What an expectation checks.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "expect", rename_all = "kebab-case")]

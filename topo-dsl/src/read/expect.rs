@@ -91,14 +91,11 @@ fn describe(check: &Check) -> String {
             of,
             bound,
         } => {
-            let show = |v: f64| figure.unit().show(v);
-            let range = match (bound.min, bound.max) {
-                (Some(a), Some(b)) => format!("in [{}, {}]", show(a), show(b)),
-                (Some(a), None) => format!(">= {}", show(a)),
-                (None, Some(b)) => format!("<= {}", show(b)),
-                (None, None) => "reported".to_owned(),
-            };
-            format!("{workload}: {} {figure} {range}", of.name())
+            format!(
+                "{workload}: {} {figure} {}",
+                of.name(),
+                bound.describe(figure.unit())
+            )
         }
         Check::Binomial { workload, p, .. } => {
             format!("{workload}: loss consistent with p = {}", LossProb(*p))

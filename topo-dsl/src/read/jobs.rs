@@ -41,6 +41,17 @@ pub(crate) struct RawHosts {
     pub backup: Option<Spanned<bool>>,
 }
 
+impl RawHosts {
+    /// No host key is written.
+    pub fn is_empty(&self) -> bool {
+        self.hosts.is_none()
+            && self.segment.is_none()
+            && self.rail.is_none()
+            && self.count.is_none()
+            && self.backup.is_none()
+    }
+}
+
 const WHAT: &str = "`[[job]]`";
 
 /// The jobs of a scenario as read.
@@ -156,7 +167,7 @@ pub(crate) fn ranks(
                     Some(n) => {
                         d.error(
                             Some(h.span()),
-                            format!("`{}` is a {} switch, not a host", h.get_ref(), n.role),
+                            format!("`{}` is a switch ({}), not a host", h.get_ref(), n.role),
                         )
                         .label("not a host")
                         .help(format!(
@@ -186,7 +197,6 @@ pub(crate) fn ranks(
                 .collect();
             if let (Some(s), true) = (&raw.segment, ids.is_empty()) {
                 let mut have: Vec<u32> = fabric.hosts().filter_map(|n| n.pod).collect();
-                have.dedup();
                 have.sort_unstable();
                 have.dedup();
                 let help = match (have.first(), have.last()) {

@@ -158,7 +158,7 @@ fn read_one(
 ) -> Option<Workload> {
     let s = read_table::<RawWorkload>(d, item, WHAT, Keys::new(fields_of::<RawWorkload>()))?;
     let span = s.span.clone();
-    let w = s.raw;
+    let mut w = s.raw;
     let before = d.count();
 
     let name = match &w.name {
@@ -228,17 +228,13 @@ fn read_one(
 
     // The job: named, inline, or every host.
     let inline = RawHosts {
-        hosts: w.hosts.clone(),
-        segment: w.segment.clone(),
-        rail: w.rail.clone(),
-        count: w.count.clone(),
-        backup: w.backup.clone(),
+        hosts: w.hosts.take(),
+        segment: w.segment.take(),
+        rail: w.rail.take(),
+        count: w.count.take(),
+        backup: w.backup.take(),
     };
-    let has_inline = inline.hosts.is_some()
-        || inline.segment.is_some()
-        || inline.rail.is_some()
-        || inline.count.is_some()
-        || inline.backup.is_some();
+    let has_inline = !inline.is_empty();
     let (job, ranks) = match (&w.job, fabric) {
         (Some(j), _) if has_inline => {
             d.error(
