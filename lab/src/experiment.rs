@@ -108,6 +108,55 @@ pub struct RunReport {
     pub passed: bool,
 }
 
+/// One figure over the runs of `--repeat`: the same value (a size's bus
+/// bandwidth, a flow's goodput) in every run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Spread {
+    /// The workload.
+    pub workload: String,
+    /// The figure.
+    pub figure: Figure,
+    /// Which of its values: a size, a flow.
+    pub what: String,
+    /// Its value in each run, in run order (base units).
+    pub values: Vec<f64>,
+    /// The smallest, the median and the largest.
+    pub min: f64,
+    /// See `min`.
+    pub median: f64,
+    /// See `min`.
+    pub max: f64,
+}
+
+impl Spread {
+    /// (max - min) / median: 0 when every run gave the same value.
+    pub fn relative(&self) -> f64 {
+        if self.median == 0.0 {
+            if self.max == self.min {
+                0.0
+            } else {
+                f64::INFINITY
+            }
+        } else {
+            (self.max - self.min) / self.median.abs()
+        }
+    }
+}
+
+/// What `--repeat N` measured: each run's report, and the spread of every
+/// figure over them (`repeat.json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Repeated {
+    /// The runs, in order.
+    pub runs: usize,
+    /// Every figure's spread.
+    pub spread: Vec<Spread>,
+    /// Per expectation, in how many runs it held.
+    pub held: Vec<(String, usize)>,
+    /// Every expectation held in every run.
+    pub passed: bool,
+}
+
 /// The outcome of a run.
 #[derive(Debug)]
 pub struct Outcome {
@@ -123,6 +172,10 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// Catches SIGINT and SIGTERM from now on, on a thread of its own: the run
 /// then ends early and still takes its lab down.
 fn catch_interrupts() -> Result<()> {
+    static CAUGHT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    if CAUGHT.get().is_some() {
+        return Ok(());
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -145,6 +198,7 @@ fn catch_interrupts() -> Result<()> {
             });
             INTERRUPTED.store(true, Ordering::SeqCst);
         })?;
+    let _ = CAUGHT.set(());
     Ok(())
 }
 
@@ -206,6 +260,133 @@ pub fn run(options: &Options, progress: &dyn Progress) -> Result<Outcome> {
         report,
         dir: options.out.clone(),
     })
+}
+
+/// Runs the experiment `runs` times, each into `out/run-K`, and writes the
+/// spread of every figure (min, median, max over the runs) as
+/// `out/repeat.json` and `out/summary.txt`: the evidence that a run is
+/// reproducible. Stops early when interrupted.
+pub fn repeat(options: &Options, runs: usize, progress: &dyn Progress) -> Result<Repeated> {
+    let mut reports = Vec::with_capacity(runs);
+    for k in 1..=runs {
+        progress.note(&format!("run {k} of {runs}"));
+        let each = Options {
+            out: options.out.join(format!("run-{k}")),
+            ..options.clone()
+        };
+        reports.push(run(&each, progress)?.report);
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            return Err(Error::Failed("interrupted".to_owned()));
+        }
+    }
+    let repeated = spread_of(&reports);
+    std::fs::create_dir_all(&options.out)
+        .with_context(|| format!("creating {}", options.out.display()))?;
+    let write = |name: &str, text: &str| {
+        let path = options.out.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+    };
+    write("repeat.json", &serde_json::to_string_pretty(&repeated)?)?;
+    write("summary.txt", &repeat_summary(&repeated))?;
+    Ok(repeated)
+}
+
+/// The figures every run reports, side by side.
+fn spread_of(reports: &[RunReport]) -> Repeated {
+    let first = reports.first();
+    let mut spread = Vec::new();
+    for w in first.map_or(&[][..], |r| &r.workloads[..]) {
+        let figures: &[Figure] = match w.kind.as_str() {
+            "collective" => &[Figure::Busbw, Figure::Time],
+            "tcp" => &[Figure::Goodput, Figure::Fct],
+            "udp" => &[Figure::Loss, Figure::Delay],
+            _ => &[],
+        };
+        for &figure in figures {
+            for (i, (_, what)) in values(w, figure).into_iter().enumerate() {
+                // The same value of every run: the same workload, the
+                // same position (the same seed gives the same flows).
+                let each: Vec<f64> = reports
+                    .iter()
+                    .filter_map(|r| r.workloads.iter().find(|x| x.name == w.name))
+                    .filter_map(|x| values(x, figure).get(i).map(|v| v.0))
+                    .collect();
+                let mut sorted = each.clone();
+                sorted.sort_by(f64::total_cmp);
+                let (Some(&min), Some(&max)) = (sorted.first(), sorted.last()) else {
+                    continue;
+                };
+                spread.push(Spread {
+                    workload: w.name.clone(),
+                    figure,
+                    what,
+                    median: sorted[sorted.len() / 2],
+                    values: each,
+                    min,
+                    max,
+                });
+            }
+        }
+    }
+    let held = first
+        .map_or(&[][..], |r| &r.expectations[..])
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let n = reports
+                .iter()
+                .filter(|r| r.expectations.get(i).is_some_and(|x| x.passed))
+                .count();
+            (v.name.clone(), n)
+        })
+        .collect::<Vec<_>>();
+    Repeated {
+        runs: reports.len(),
+        passed: reports.iter().all(|r| r.passed),
+        spread,
+        held,
+    }
+}
+
+/// `--repeat`'s summary: each figure's min, median and max, then how often
+/// each expectation held.
+pub fn repeat_summary(r: &Repeated) -> String {
+    use tabled::{Table, Tabled, settings::Style};
+    #[derive(Tabled)]
+    struct Row {
+        workload: String,
+        figure: String,
+        of: String,
+        min: String,
+        median: String,
+        max: String,
+        spread: String,
+    }
+    let rows = r.spread.iter().map(|s| {
+        let unit = s.figure.unit();
+        Row {
+            workload: s.workload.clone(),
+            figure: s.figure.name().to_owned(),
+            of: s.what.clone(),
+            min: unit.human(s.min),
+            median: unit.human(s.median),
+            max: unit.human(s.max),
+            spread: format!("{:.1}%", s.relative() * 100.0),
+        }
+    });
+    let mut text = format!("{} runs\n", r.runs);
+    if !r.spread.is_empty() {
+        let _ = writeln!(text, "{}", Table::new(rows).with(Style::rounded()));
+    }
+    for (name, n) in &r.held {
+        let _ = writeln!(
+            text,
+            "{} {name}: held in {n} of {} runs",
+            if *n == r.runs { "pass" } else { "FAIL" },
+            r.runs
+        );
+    }
+    text
 }
 
 /// What a run saw, before the expectations are checked against it.

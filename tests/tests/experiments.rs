@@ -224,3 +224,61 @@ duration = "1s"
         text(&out)
     );
 }
+
+#[test]
+fn a_repeated_run_draws_the_same_flows_and_reports_the_spread() {
+    require_root!();
+    let lab = unique_lab("er");
+    let file = file_as(
+        &workspace().join("experiments/lossy-link-flows.toml"),
+        &lab,
+        "",
+    );
+    let _guard = LabGuard(lab.clone());
+    let out_dir = std::env::temp_dir()
+        .join("turbonet-tests")
+        .join(format!("{lab}-repeat"));
+    let out = run(&[
+        "run",
+        "-q",
+        "--repeat",
+        "2",
+        "--out",
+        out_dir.to_str().unwrap(),
+        file.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let read = |name: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join(name)).unwrap()).unwrap()
+    };
+    let repeat = read("repeat.json");
+    assert_eq!(repeat["runs"], 2);
+    assert_eq!(repeat["passed"], true);
+    // The same seed: the same flows, from the same ports, in both runs.
+    let flows = |run: &str| -> Vec<(String, String, u64)> {
+        read(&format!("{run}/report.json"))["workloads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|w| w["flows"].as_array().cloned().unwrap_or_default())
+            .map(|f| {
+                let s = |k: &str| f[k].as_str().unwrap().to_owned();
+                (s("src"), s("dst"), f["sport"].as_u64().unwrap())
+            })
+            .collect()
+    };
+    let first = flows("run-1");
+    assert_eq!(first.len(), 3, "{first:?}");
+    assert_eq!(first, flows("run-2"));
+    // The seeded link engine loses (nearly) the same datagrams each time.
+    let loss = repeat["spread"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["workload"] == "probe" && s["figure"] == "loss")
+        .expect("the probe's loss")
+        .clone();
+    let (min, max) = (loss["min"].as_f64().unwrap(), loss["max"].as_f64().unwrap());
+    assert!(max - min < 0.002, "{loss}");
+    assert!(text(&out).contains("held in 2 of 2 runs"), "{}", text(&out));
+}

@@ -232,6 +232,10 @@ pub struct RunArgs {
     /// fails).
     #[arg(long, default_value_t = 600.0)]
     pub timeout: f64,
+    /// Run it N times (each into `OUT/run-K`) and report the spread of
+    /// every figure: min, median and max over the runs.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
     /// Print the report as JSON instead of the summary.
     #[arg(long)]
     pub json: bool,

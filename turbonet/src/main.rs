@@ -347,6 +347,24 @@ fn run_experiment(args: &cli::RunArgs) -> Result<ExitCode> {
         keep: args.keep,
         timeout: std::time::Duration::from_secs_f64(args.timeout.max(0.0)),
     };
+    if args.repeat > 1 {
+        let repeated = turbonet_lab::experiment::repeat(
+            &options,
+            args.repeat as usize,
+            &Terminal::new(args.quiet),
+        )?;
+        if args.json {
+            show::json(&repeated)?;
+        } else {
+            print!("{}", turbonet_lab::experiment::repeat_summary(&repeated));
+            println!("reports: {}", options.out.display());
+        }
+        return Ok(if repeated.passed {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
     let outcome = turbonet_lab::experiment::run(&options, &Terminal::new(args.quiet))?;
     if args.json {
         show::json(&outcome.report)?;
