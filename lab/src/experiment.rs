@@ -104,6 +104,8 @@ pub struct RunReport {
     pub events: Vec<LoggedEvent>,
     /// The expectations' verdicts, in file order.
     pub expectations: Vec<Verdict>,
+    /// The plots written beside the report (file names).
+    pub plots: Vec<String>,
     /// Every expectation held (and none was there to fail: true).
     pub passed: bool,
 }
@@ -253,9 +255,11 @@ pub fn run(options: &Options, progress: &dyn Progress) -> Result<Outcome> {
         check: measured.check,
         events: measured.events,
         expectations,
+        plots: Vec::new(),
         passed,
     };
-    write_reports(&options.out, &report)?;
+    let mut report = report;
+    write_reports(&options.out, &mut report)?;
     Ok(Outcome {
         report,
         dir: options.out.clone(),
@@ -742,14 +746,28 @@ fn not_done(report: Option<&Report>, name: &str) -> String {
     }
 }
 
-/// Writes `report.json`, `junit.xml` and `summary.txt` into `dir`.
-fn write_reports(dir: &Path, report: &RunReport) -> Result<()> {
+/// Writes the plots (`throughput.svg`, `op-times.svg`, noted in the
+/// report), `report.json`, `junit.xml` and `summary.txt` into `dir`.
+fn write_reports(dir: &Path, report: &mut RunReport) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let json = serde_json::to_string_pretty(report)?;
     let write = |name: &str, text: &str| {
         let path = dir.join(name);
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
     };
+    let plots = [
+        (
+            "throughput.svg",
+            crate::plot::throughput(&report.workloads, &report.events),
+        ),
+        ("op-times.svg", crate::plot::op_times(&report.workloads)),
+    ];
+    for (name, svg) in plots {
+        if let Some(svg) = svg {
+            write(name, &svg)?;
+            report.plots.push(name.to_owned());
+        }
+    }
+    let json = serde_json::to_string_pretty(report)?;
     write("report.json", &json)?;
     write("junit.xml", &junit(report))?;
     write("summary.txt", &summary(report))?;

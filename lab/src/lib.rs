@@ -24,7 +24,7 @@
 //!   hosts' namespaces;
 //! - [`daemon`] and [`api`]: the per-lab daemon and its control API;
 //! - the verbs: [`up`], [`down`], [`inspect`], [`check`], [`exec`], [`plan`],
-//!   [`bench`] (with [`report`]), [`experiment`].
+//!   [`bench`] (with [`report`]), [`experiment`] (with [`plot`]).
 //!
 //! Nothing here prints: results come back as values, progress through
 //! [`up::Progress`], and the daemon logs with `tracing`.
@@ -48,6 +48,7 @@ pub mod limits;
 pub mod lookup;
 pub mod names;
 pub mod plan;
+pub mod plot;
 pub mod report;
 pub mod routes;
 pub mod state;

@@ -44,6 +44,18 @@ fn every_bundled_experiment_passes_with_junit_output() {
             serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
                 .unwrap();
         assert_eq!(report["passed"], true);
+        let svg = std::fs::read_to_string(out_dir.join("throughput.svg")).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.contains("<polyline"),
+            "{svg}"
+        );
+        assert!(
+            report["plots"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p == "throughput.svg")
+        );
         assert!(
             report["workloads"]
                 .as_array()
