@@ -28,18 +28,25 @@ pub enum Down {
         lab: String,
         /// Namespaces removed.
         namespaces: usize,
+        /// Processes still running in them, stopped.
+        processes: usize,
         /// How long it took.
         seconds: f64,
     },
 }
 
-/// Removes everything recorded in a lab's state, then the state itself.
-pub fn teardown(dir: &LabDir, state: &mut LabState) -> Result<()> {
+/// Removes everything recorded in a lab's state, then the state itself;
+/// returns how many processes were still running in its namespaces (and
+/// were stopped: SIGTERM, then SIGKILL after a grace period).
+pub fn teardown(dir: &LabDir, state: &mut LabState) -> Result<usize> {
     state.phase = Phase::Removing;
     let _ = dir.save(state);
     let mut failures = Vec::new();
     daemon::stop(state);
     crate::routes::routers::stop(state);
+    let stray = namespaces::processes_in(&state.namespaces);
+    let pids: Vec<(u32, &str)> = stray.iter().map(|(p, c)| (*p, c.as_str())).collect();
+    process::stop(&pids, std::time::Duration::from_secs(2));
     if let Err(e) = externals::release(state) {
         failures.push(e.to_string());
     }
@@ -54,7 +61,8 @@ pub fn teardown(dir: &LabDir, state: &mut LabState) -> Result<()> {
     }
     dir.remove()
         .with_context(|| format!("removing {}", dir.path().display()))?;
-    limits::restore_neighbour_limits()
+    limits::restore_neighbour_limits()?;
+    Ok(stray.len())
 }
 
 /// `turbonet down [LAB]`: the lab named, or the only one up.
@@ -101,10 +109,11 @@ fn down_one(name: &str) -> Result<Down> {
         ));
     }
     let namespaces = state.namespaces.len();
-    teardown(&dir, &mut state)?;
+    let processes = teardown(&dir, &mut state)?;
     Ok(Down::Removed {
         lab: name.to_owned(),
         namespaces,
+        processes,
         seconds: watch.seconds(),
     })
 }

@@ -11,11 +11,22 @@ use crate::system::process::Start;
 /// Runs `command` in the namespace of `node`, like `ip netns exec`: the
 /// child also gets a private mount namespace with `/sys` remounted, so tools
 /// that read sysfs see the node's interfaces and `/etc/hosts` names every
-/// node of the lab ([`crate::hostnames`]), and `TURBONET_LAB` and
-/// `TURBONET_NODE` in its environment. Returns its exit code (128 + the
+/// node of the lab ([`crate::hostnames`]), a UTS namespace with the node's
+/// name as host name, and `TURBONET_LAB` and `TURBONET_NODE` in its
+/// environment. Returns its exit code (128 + the
 /// signal for a command killed by a signal); a command that cannot start
 /// is [`Error::NotFound`].
 pub fn exec(running: &Running, node: &str, command: &[String]) -> Result<i32> {
+    exec_with(running, node, command, &[])
+}
+
+/// [`exec`] with `env` added to the command's environment.
+pub fn exec_with(
+    running: &Running,
+    node: &str,
+    command: &[String],
+    env: &[(&str, String)],
+) -> Result<i32> {
     let lab = &running.lab;
     let ns_name = inspect::node_namespace(lab, node)?;
     let ns = namespaces::open(&ns_name).with_context(|| format!("opening namespace {ns_name}"))?;
@@ -28,19 +39,17 @@ pub fn exec(running: &Running, node: &str, command: &[String]) -> Result<i32> {
     child
         .args(args)
         .env("TURBONET_LAB", &lab.name)
-        .env("TURBONET_NODE", node);
+        .env("TURBONET_NODE", node)
+        .envs(env.iter().map(|(k, v)| (k, v)));
     let status = Start {
         namespace: Some(&ns),
         private_sysfs: true,
         hosts: Some(&hosts).filter(|h| h.exists()).map(PathBuf::as_path),
+        hostname: Some(node),
         ..Start::default()
     }
     .spawn(&mut child)
     .and_then(|mut c| c.wait())
     .map_err(|e| Error::NotFound(format!("cannot run {program} in {node}: {e}")))?;
-    use std::os::unix::process::ExitStatusExt;
-    Ok(status
-        .code()
-        .or_else(|| status.signal().map(|s| 128 + s))
-        .unwrap_or(1))
+    Ok(crate::system::process::exit_code(status))
 }

@@ -3,6 +3,8 @@
 //! host's first port address, a switch's loopback — and `exec`, workloads
 //! and launchers bind-mount it over `/etc/hosts` in their private mount
 //! namespace, so `turbonet exec h1 -- ping h2` resolves as on a cluster.
+//! With a management network (`[mgmt]`), `<node>.mgmt` names each node's
+//! address on it, and `mgmt` the lab's own.
 
 use std::fmt::Write;
 use std::net::Ipv4Addr;
@@ -34,6 +36,19 @@ pub fn hosts_file(lab: &Lab) -> String {
     for node in &lab.fabric.nodes {
         if let Some(addr) = address(lab, node.id) {
             let _ = writeln!(text, "{addr}\t{}", node.name);
+        }
+    }
+    if let Some(mgmt) = &lab.mgmt {
+        let _ = writeln!(text, "# the management network [mgmt]");
+        let _ = writeln!(text, "{}\tmgmt", mgmt.hub().addr());
+        // On the P4 targets only hosts have a namespace to join it from.
+        let members = lab
+            .fabric
+            .nodes
+            .iter()
+            .filter(|n| lab.target == turbonet_topo::Target::Netns || !n.role.is_switch());
+        for node in members {
+            let _ = writeln!(text, "{}\t{}.mgmt", mgmt.address(node.id).addr(), node.name);
         }
     }
     text

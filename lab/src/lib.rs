@@ -23,7 +23,8 @@
 //! - [`workload`]: workloads (flows, collectives, commands) run in the
 //!   hosts' namespaces;
 //! - [`daemon`] and [`api`]: the per-lab daemon and its control API;
-//! - the verbs: [`up`], [`down`], [`inspect`], [`check`], [`exec`], [`plan`],
+//! - the verbs: [`up`], [`down`], [`inspect`], [`check`], [`exec`] (with
+//!   [`mpi`]), [`plan`],
 //!   [`bench`] (with [`report`]), [`experiment`] (with [`plot`]).
 //!
 //! Nothing here prints: results come back as values, progress through
@@ -46,6 +47,7 @@ pub mod inspect;
 pub mod kernel;
 pub mod limits;
 pub mod lookup;
+pub mod mpi;
 pub mod names;
 pub mod plan;
 pub mod plot;

@@ -1,6 +1,7 @@
 //! Nodes and links by the names users type, or a [`Error::NotFound`] that
 //! names the lab and the closest names.
 
+use turbonet_topo::experiment::Job;
 use turbonet_topo::suggest::did_you_mean;
 use turbonet_topo::{Lab, Link, Node};
 
@@ -14,6 +15,18 @@ pub fn node<'a>(lab: &'a Lab, name: &str) -> Result<&'a Node> {
             lab.name,
             did_you_mean(name, lab.fabric.nodes.iter().map(|n| n.name.as_str()))
         ))
+    })
+}
+
+/// Job `name` of `lab` (`[[job]]`).
+pub fn job<'a>(lab: &'a Lab, name: &str) -> Result<&'a Job> {
+    lab.jobs.iter().find(|j| j.name == name).ok_or_else(|| {
+        let hint = if lab.jobs.is_empty() {
+            " (its scenario declares no `[[job]]`)".to_owned()
+        } else {
+            did_you_mean(name, lab.jobs.iter().map(|j| j.name.as_str()))
+        };
+        Error::NotFound(format!("lab {} has no job {name}{hint}", lab.name))
     })
 }
 

@@ -2,7 +2,8 @@
 //! readable, fit the kernel's limits and never collide with what others
 //! created: `tn-<lab>-<node>` for a node's namespace (lab and node names
 //! are `[a-z0-9-]`), a dot for the lab's own hidden namespaces
-//! (`tn-<lab>.engine`, `tn-<lab>.soft`, `tn-<lab>.<switch>`), and an
+//! (`tn-<lab>.engine`, `tn-<lab>.mgmt`, `tn-<lab>.soft`,
+//! `tn-<lab>.<switch>`), and an
 //! interface alias `turbonet:<lab>:<what>` on interfaces of the machine a
 //! lab borrows.
 
@@ -17,6 +18,11 @@ pub fn node_namespace(lab: &str, node: &str) -> String {
 /// Name of a lab's hidden link-engine namespace.
 pub fn engine_namespace(lab: &str) -> String {
     format!("tn-{lab}.engine")
+}
+
+/// Name of a lab's hidden management namespace (its `[mgmt]` bridge).
+pub fn mgmt_namespace(lab: &str) -> String {
+    format!("tn-{lab}.mgmt")
 }
 
 /// Name of a lab's soft-switch namespace.

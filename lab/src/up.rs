@@ -10,9 +10,9 @@ use turbonet_topo::{Lab, RoutingMode, Target};
 
 use crate::bail;
 use crate::daemon;
-use crate::dataplane::Carrier;
 use crate::dataplane::netns::{self, externals};
 use crate::dataplane::p4::{local as local_build, soft, switches};
+use crate::dataplane::{Carrier, mgmt};
 use crate::error::{Context, Error, Result};
 use crate::kernel::{Kernel, Netlink};
 use crate::limits;
@@ -89,6 +89,9 @@ fn runnable(lab: &Lab) -> Result<Vec<Carrier>, String> {
         Target::P4rt => {
             if let Some(why) = switches::unsupported(lab) {
                 return Err(why);
+            }
+            if lab.mgmt.is_some() && !switches::local(lab) {
+                return Err("`[mgmt]` joins nodes that run on this machine, and every switch of this lab is remote (its hosts are too)".to_owned());
             }
             switches::map(lab)?;
             return crate::dataplane::carrier::carriers(lab, false);
@@ -241,6 +244,7 @@ pub fn up(options: &Options, progress: &dyn Progress) -> Result<Up> {
     if engine_needed {
         namespaces.push(crate::names::engine_namespace(&lab.name));
     }
+    namespaces.extend(mgmt::namespace_spec(&lab).map(|s| s.name));
     let scenario = fs::canonicalize(&options.file).unwrap_or_else(|_| options.file.clone());
     let mut state = LabState::new(&lab.name, scenario, namespaces);
     state.neighbours = neighbours;
@@ -653,8 +657,9 @@ async fn build_local<K: Kernel>(
     state: &mut LabState,
     veth_cables: bool,
 ) -> Result<()> {
-    let specs = local_build::namespace_specs(lab);
-    let created = timed(
+    let mut specs = local_build::namespace_specs(lab);
+    specs.extend(mgmt::namespace_spec(lab));
+    let mut created = timed(
         progress,
         state,
         "namespaces",
@@ -662,7 +667,11 @@ async fn build_local<K: Kernel>(
         |ns| format!("{} namespaces", ns.len()),
     )
     .await?;
+    let hub = lab.mgmt.and_then(|_| created.pop());
     let ns = local_build::local_namespaces(lab, &created);
+    if let Some(hub) = hub {
+        build_mgmt(kernel, lab, &ns.hosts, hub, progress, state).await?;
+    }
     let veths = local_build::host_veths(lab, mapping, &ns)?;
     let count = veths.len();
     timed(progress, state, "links", kernel.add_veths(veths), |()| {
@@ -712,8 +721,9 @@ async fn build_netns<K: Kernel>(
     state: &mut LabState,
 ) -> Result<()> {
     let engine_needed = carriers.iter().any(crate::dataplane::Carrier::is_userspace);
-    let specs = netns::namespace_specs(lab, engine_needed, host.hash_seed);
-    let created = timed(
+    let mut specs = netns::namespace_specs(lab, engine_needed, host.hash_seed);
+    specs.extend(mgmt::namespace_spec(lab));
+    let mut created = timed(
         progress,
         state,
         "namespaces",
@@ -721,6 +731,7 @@ async fn build_netns<K: Kernel>(
         |ns| format!("{} namespaces", ns.len()),
     )
     .await?;
+    let hub = lab.mgmt.and_then(|_| created.pop());
     let (nodes, engine) = created.split_at(lab.fabric.nodes.len());
     let engine = engine.first().copied();
     timed(
@@ -732,6 +743,15 @@ async fn build_netns<K: Kernel>(
     )
     .await?;
     fail_point("links")?;
+    if let Some(hub) = hub {
+        let members: Vec<_> = lab
+            .fabric
+            .nodes
+            .iter()
+            .map(|n| (n.id, nodes[n.id.0 as usize]))
+            .collect();
+        build_mgmt(kernel, lab, &members, hub, progress, state).await?;
+    }
 
     if !state.externals.is_empty() {
         progress.start("externals");
@@ -797,6 +817,43 @@ async fn build_netns<K: Kernel>(
     let ports = netns::carrier_ports(lab, nodes);
     let kernel_routes = netns::kernel_routes(lab, nodes, routes)?;
     carrier_then_routes(kernel, progress, state, ports, kernel_routes, "").await
+}
+
+/// The management network's phase: its bridge, every member's `mgmt0`
+/// and their addresses.
+async fn build_mgmt<K: Kernel>(
+    kernel: &mut K,
+    lab: &Lab,
+    members: &[(turbonet_topo::NodeId, crate::kernel::Ns)],
+    hub: crate::kernel::Ns,
+    progress: &dyn Progress,
+    state: &mut LabState,
+) -> Result<()> {
+    let Some(net) = &lab.mgmt else {
+        return Ok(());
+    };
+    let plan = mgmt::plan(lab, net, members, hub);
+    timed(
+        progress,
+        state,
+        "mgmt",
+        async {
+            let (ns, name, ifindex) = plan.bridge;
+            kernel.add_bridge(ns, name, ifindex).await?;
+            kernel.add_veths(plan.veths).await?;
+            kernel.set_bridge_ports(plan.ports).await?;
+            kernel.set_up(plan.up).await?;
+            kernel.add_addresses(plan.addresses).await
+        },
+        |()| {
+            format!(
+                "{} nodes on the management network {} (mgmt0)",
+                members.len(),
+                net.pool
+            )
+        },
+    )
+    .await
 }
 
 /// The last two phases of a build: waits until `ports` have carrier, then
@@ -974,8 +1031,13 @@ mod characterisation {
 
     /// The requests `up` makes of the kernel for the scenario at `path`.
     fn record(path: &Path) -> Vec<String> {
-        let text = std::fs::read_to_string(path).unwrap();
-        let lab = turbonet_topo::parse(&path.display().to_string(), &text).unwrap();
+        record_text(path, &std::fs::read_to_string(path).unwrap())
+    }
+
+    /// The requests `up` makes of the kernel for scenario `text`, read
+    /// from `path`.
+    fn record_text(path: &Path, text: &str) -> Vec<String> {
+        let lab = turbonet_topo::parse(&path.display().to_string(), text).unwrap();
         assert!(
             lab.fabric.externals.is_empty(),
             "bundled scenarios attach no interface of the machine"
@@ -1045,6 +1107,54 @@ mod characterisation {
             }
         }
         out
+    }
+
+    #[test]
+    fn the_management_network_is_a_bridge_in_its_own_namespace_with_every_node_s_mgmt0() {
+        let path = workspace().join("scenarios/two-hosts.toml");
+        let text =
+            std::fs::read_to_string(&path).unwrap() + "\n[mgmt]\npool = \"192.168.7.0/24\"\n";
+        let lines = record_text(&path, &text);
+        let mgmt: Vec<&str> = lines
+            .iter()
+            .map(String::as_str)
+            .filter(|l| l.contains("tn-duo.mgmt"))
+            .collect();
+        let at = |prefix: &str| lines.iter().position(|l| l.starts_with(prefix)).unwrap();
+        assert!(at("netns tn-duo.mgmt") < at("bridge "));
+        assert_eq!(
+            mgmt[1..],
+            [
+                "bridge tn-duo.mgmt mgmt0#2",
+                "veth tn-duo-s1 mgmt0#4 <-> tn-duo.mgmt m0#3",
+                "veth tn-duo-h1 mgmt0#3 <-> tn-duo.mgmt m1#4",
+                "veth tn-duo-h2 mgmt0#3 <-> tn-duo.mgmt m2#5",
+                "bridge-port tn-duo.mgmt #3 -> #2",
+                "bridge-port tn-duo.mgmt #4 -> #2",
+                "bridge-port tn-duo.mgmt #5 -> #2",
+                "up tn-duo.mgmt #1",
+                "addr tn-duo.mgmt #2 192.168.7.1/24",
+            ],
+            "{lines:#?}"
+        );
+        for (node, ifindex, addr) in [
+            ("s1", 4, "192.168.7.2/24"),
+            ("h1", 3, "192.168.7.3/24"),
+            ("h2", 3, "192.168.7.4/24"),
+        ] {
+            let line = format!("addr tn-duo-{node} #{ifindex} {addr}");
+            assert!(lines.contains(&line), "{lines:#?}");
+        }
+        // Built right after the fabric's links, before externals move in.
+        assert!(at("veth tn-duo-s1 h2") < at("bridge "));
+        // No route of any node points at it.
+        for (node, ifindex) in [("s1", 4), ("h1", 3), ("h2", 3)] {
+            let ns = format!("route tn-duo-{node} ");
+            let dev = format!("#{ifindex} ");
+            let via_mgmt =
+                |l: &&String| l.starts_with(&ns) && (l.contains(&dev) || l.contains("192.168.7."));
+            assert!(!lines.iter().any(|l| via_mgmt(&l)), "{lines:#?}");
+        }
     }
 
     #[test]

@@ -44,6 +44,47 @@ pub struct Lab {
     pub workloads: Vec<crate::experiment::Workload>,
     /// `[[expect]]`: what `turbonet run` checks, in file order.
     pub expects: Vec<crate::experiment::Expect>,
+    /// `[mgmt]`: the out-of-band management network (`None`: off).
+    pub mgmt: Option<Mgmt>,
+}
+
+/// `[mgmt]`: an out-of-band network every node with a namespace joins
+/// through its own `mgmt0`, for the control traffic of experiments (MPI's
+/// launcher and control channel, exporters, ssh), so that it never crosses
+/// the fabric nor is impaired by it. No route points at it: only its own
+/// subnet is reachable through it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Mgmt {
+    /// Its network: the first address is the lab's side of it (where the
+    /// control traffic of `turbonet mpirun` starts), node `i` has address
+    /// `i + 2`.
+    pub pool: Ipv4Net,
+}
+
+impl Mgmt {
+    /// The default pool.
+    pub const DEFAULT_POOL: &str = "172.31.0.0/16";
+
+    /// The lab's own address on the network, with its prefix length.
+    pub fn hub(&self) -> Ipv4Net {
+        self.at(1)
+    }
+
+    /// `node`'s address on the network, with its prefix length.
+    pub fn address(&self, node: NodeId) -> Ipv4Net {
+        self.at(u64::from(node.0) + 2)
+    }
+
+    /// How many nodes a pool of prefix length `len` holds (without the
+    /// network, hub and broadcast addresses).
+    pub fn capacity(len: u8) -> u64 {
+        (1u64 << (32 - u32::from(len))).saturating_sub(3)
+    }
+
+    fn at(&self, offset: u64) -> Ipv4Net {
+        let addr = Ipv4Addr::from((u64::from(u32::from(self.pool.network())) + offset) as u32);
+        Ipv4Net::new(addr, self.pool.prefix_len()).expect("the pool's prefix length")
+    }
 }
 
 /// `[p4rt]`: the programmable switches a `p4rt` lab runs on, and the

@@ -12,7 +12,8 @@ use crate::diag::{Diags, ScenarioErrors, choices_help};
 use crate::model::{Lab, RoutingConfig};
 use crate::plan;
 use crate::read::{
-    addressing, expect, externals, jobs, lab, links, p4rt, routing, timeline, topology, workloads,
+    addressing, expect, externals, jobs, lab, links, mgmt, p4rt, routing, timeline, topology,
+    workloads,
 };
 
 /// The sections of a scenario file.
@@ -28,6 +29,7 @@ const TOP_KEYS: &[&str] = &[
     "job",
     "workload",
     "expect",
+    "mgmt",
 ];
 
 /// The TOML of `text`, or its syntax errors.
@@ -179,6 +181,13 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
         &timeline,
     );
 
+    let mgmt = mgmt::read(
+        d,
+        section("mgmt"),
+        pools.as_ref(),
+        fabric.as_ref().map(|f| f.nodes.len()),
+    );
+
     // [p4rt], against the target.
     let target = lab.as_ref().and_then(|l| l.target);
     let p4rt = p4rt::read(
@@ -206,5 +215,6 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
         jobs: jobs.valid,
         workloads,
         expects,
+        mgmt: mgmt?,
     })
 }

@@ -173,6 +173,50 @@ pub(crate) enum Command {
         #[command(flatten)]
         lab: LabArg,
     },
+    /// Run an Open MPI program across the lab's hosts (exit code passed
+    /// through). Needs `[mgmt]`: mpirun runs on the management network and
+    /// starts a daemon in each host's namespace, so Open MPI's control
+    /// channel never crosses the fabric; the ranks' data does, over TCP,
+    /// with every collective's algorithm pinned (Open MPI's tuned ring,
+    /// pairwise all-to-all and binomial broadcast by default) so its traffic
+    /// is the same every run. Everything after `--` goes to mpirun after
+    /// turbonet's options: the program and its arguments, after any mpirun
+    /// options of yours.
+    #[command(
+        trailing_var_arg = true,
+        after_help = "Examples:
+  sudo turbonet mpirun -- hostname
+  sudo turbonet mpirun --job train -- python3 allreduce.py
+  sudo turbonet mpirun --algorithm halving-doubling -- --tag-output ./osu_allreduce
+  sudo turbonet mpirun --show -- ./a.out     print the mpirun command line"
+    )]
+    Mpirun {
+        /// Run one rank on each of this `[[job]]`'s ranks, in rank order,
+        /// with data on the job's rail (default: one rank per host, in node
+        /// order, on every fabric port).
+        #[arg(long)]
+        job: Option<String>,
+        /// How Open MPI's collectives run.
+        #[arg(long, value_enum, default_value_t = MpiAlgorithm::Ring)]
+        algorithm: MpiAlgorithm,
+        /// Print the mpirun command line (and write its hostfile) instead
+        /// of running it.
+        #[arg(long)]
+        show: bool,
+        /// The program and its arguments (after `--`).
+        #[arg(required = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// Open MPI's remote shell for `turbonet mpirun`: runs a shell command
+    /// line in a host of lab $TURBONET_LAB.
+    #[command(name = "mpi-agent", hide = true, trailing_var_arg = true)]
+    MpiAgent {
+        /// The host, then the command line.
+        #[arg(required = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Check that every host reaches every other host (ICMP from the hosts).
     Check {
         #[command(flatten)]
@@ -242,6 +286,16 @@ pub struct RunArgs {
     /// Print only the summary (no progress).
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// How `turbonet mpirun` pins Open MPI's collectives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum MpiAlgorithm {
+    /// Ring AllReduce, AllGather and ReduceScatter; pairwise All-to-All.
+    Ring,
+    /// Recursive doubling AllReduce and AllGather, recursive halving
+    /// ReduceScatter, Bruck All-to-All.
+    HalvingDoubling,
 }
 
 /// `turbonet workload ...`

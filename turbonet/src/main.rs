@@ -135,8 +135,9 @@ fn run(command: Command) -> Result<ExitCode> {
             down::Down::Removed {
                 lab,
                 namespaces,
+                processes,
                 seconds,
-            } => println!("lab {lab} is down: {namespaces} namespaces removed in {seconds:.2} s"),
+            } => println!("{}", show::removed(&lab, namespaces, processes, seconds)),
         },
         Command::Clean => {
             let outcomes = down::clean()?;
@@ -148,11 +149,10 @@ fn run(command: Command) -> Result<ExitCode> {
                 match outcome {
                     Ok(down::Down::Removed {
                         namespaces,
+                        processes,
                         seconds,
                         ..
-                    }) => println!(
-                        "lab {lab} is down: {namespaces} namespaces removed in {seconds:.2} s"
-                    ),
+                    }) => println!("{}", show::removed(&lab, namespaces, processes, seconds)),
                     Ok(down::Down::EmptyDirectory(_)) => {
                         println!("lab {lab}: removed an empty lab directory");
                     }
@@ -267,6 +267,36 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Exec { node, command, lab } => {
             let running = inspect::running(lab.lab.as_deref())?;
             let code = exec::exec(&running, &node, &command)?;
+            return Ok(ExitCode::from(code.clamp(0, 255) as u8));
+        }
+        Command::Mpirun {
+            job,
+            algorithm,
+            show,
+            command,
+            lab,
+        } => {
+            let running = inspect::running(lab.lab.as_deref())?;
+            let options = turbonet_lab::mpi::Options {
+                job,
+                algorithm: match algorithm {
+                    cli::MpiAlgorithm::Ring => turbonet_topo::experiment::Algorithm::Ring,
+                    cli::MpiAlgorithm::HalvingDoubling => {
+                        turbonet_topo::experiment::Algorithm::HalvingDoubling
+                    }
+                },
+                command,
+            };
+            let prepared = turbonet_lab::mpi::prepare(&running, &options)?;
+            if show {
+                show::mpirun(&prepared)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            let code = turbonet_lab::mpi::run(&running, &prepared)?;
+            return Ok(ExitCode::from(code.clamp(0, 255) as u8));
+        }
+        Command::MpiAgent { args } => {
+            let code = turbonet_lab::mpi::agent(&args)?;
             return Ok(ExitCode::from(code.clamp(0, 255) as u8));
         }
         Command::Check { lab, timeout, json } => {

@@ -403,6 +403,52 @@ pub fn event_line(e: &LoggedEvent, as_json: bool) -> Result<()> {
     Ok(())
 }
 
+/// What `down` says of a lab it removed.
+pub fn removed(lab: &str, namespaces: usize, processes: usize, seconds: f64) -> String {
+    let stopped = match processes {
+        0 => String::new(),
+        1 => ", 1 process still running in them stopped,".to_owned(),
+        n => format!(", {n} processes still running in them stopped,"),
+    };
+    format!("lab {lab} is down: {namespaces} namespaces removed{stopped} in {seconds:.2} s")
+}
+
+/// `turbonet mpirun --show`: the command line as a shell would take it,
+/// where it runs, and its hostfile.
+pub fn mpirun(prepared: &turbonet_lab::mpi::Prepared) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let env: Vec<String> = prepared
+        .env
+        .iter()
+        .map(|(k, v)| format!("{k}={}", shell_quote(v)))
+        .collect();
+    let argv: Vec<String> = prepared.argv.iter().map(|a| shell_quote(a)).collect();
+    writeln!(
+        out,
+        "ip netns exec {} env {} \\\n  {}",
+        prepared.namespace,
+        env.join(" "),
+        argv.join(" ")
+    )?;
+    writeln!(out, "# {}:", prepared.hostfile.display())?;
+    for line in std::fs::read_to_string(&prepared.hostfile)?.lines() {
+        writeln!(out, "#   {line}")?;
+    }
+    Ok(())
+}
+
+/// `word` as a POSIX shell reads it back: as is when it is made of safe
+/// characters, else in single quotes.
+fn shell_quote(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
 /// `turbonet check`: the verdict, and the first unanswered probes.
 pub fn check(report: &check::Report, as_json: bool) -> Result<()> {
     if as_json {

@@ -131,6 +131,13 @@ pub trait Kernel {
     /// Creates veth pairs.
     fn add_veths(&self, veths: Vec<Veth>) -> impl Future<Output = Result<()>>;
 
+    /// Creates a bridge `name` with ifindex `ifindex` in `ns`, up.
+    fn add_bridge(&self, ns: Ns, name: &str, ifindex: u32) -> impl Future<Output = Result<()>>;
+
+    /// Makes interfaces ports of a bridge and brings them up, per
+    /// namespace: `(interface, bridge)` ifindices.
+    fn set_bridge_ports(&self, ports: PerNs<(u32, u32)>) -> impl Future<Output = Result<()>>;
+
     /// Brings interfaces up, per namespace.
     fn set_up(&self, links: PerNs<u32>) -> impl Future<Output = Result<()>>;
 

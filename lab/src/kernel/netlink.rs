@@ -11,7 +11,9 @@ use futures::TryStreamExt;
 use futures::stream::{self, StreamExt};
 use rtnetlink::packet_route::link::{InfoData, InfoVeth, LinkFlags};
 use rtnetlink::packet_route::route::{RouteProtocol, RouteScope};
-use rtnetlink::{Handle, LinkUnspec, LinkVeth, RouteMessageBuilder, RouteNextHopBuilder};
+use rtnetlink::{
+    Handle, LinkBridge, LinkUnspec, LinkVeth, RouteMessageBuilder, RouteNextHopBuilder,
+};
 use turbonet_injectors::Impairment;
 
 use super::{Address, External, Kernel, KernelRoute, NamespaceSpec, Ns, PerNs, Veth};
@@ -188,6 +190,39 @@ impl Kernel for Netlink {
                     .execute()
                     .await
                     .with_context(|| format!("creating {what}"))
+            }))
+            .await
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn add_bridge(&self, ns: Ns, name: &str, ifindex: u32) -> Result<()> {
+        let handle = self.namespace(ns)?.handle()?;
+        handle
+            .link()
+            .add(LinkBridge::new(name).index(ifindex).build())
+            .execute()
+            .await
+            .with_context(|| format!("creating bridge {name}"))
+    }
+
+    async fn set_bridge_ports(&self, ports: PerNs<(u32, u32)>) -> Result<()> {
+        per_node(ports, |(ns, ports)| async move {
+            let handle = self.namespace(ns)?.handle()?;
+            pipelined(ports.into_iter().map(|(port, bridge)| {
+                let request = handle.link().set(
+                    LinkUnspec::new_with_index(port)
+                        .controller(bridge)
+                        .up()
+                        .build(),
+                );
+                async move {
+                    request
+                        .execute()
+                        .await
+                        .with_context(|| format!("adding interface {port} to bridge {bridge}"))
+                }
             }))
             .await
         })

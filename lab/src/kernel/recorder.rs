@@ -79,6 +79,23 @@ impl Kernel for Recorder {
         Ok(())
     }
 
+    async fn add_bridge(&self, ns: Ns, name: &str, ifindex: u32) -> Result<()> {
+        self.push(format!("bridge {} {name}#{ifindex}", self.name(ns)));
+        Ok(())
+    }
+
+    async fn set_bridge_ports(&self, ports: PerNs<(u32, u32)>) -> Result<()> {
+        for (ns, ports) in ports {
+            for (port, bridge) in ports {
+                self.push(format!(
+                    "bridge-port {} #{port} -> #{bridge}",
+                    self.name(ns)
+                ));
+            }
+        }
+        Ok(())
+    }
+
     async fn set_up(&self, links: PerNs<u32>) -> Result<()> {
         for (ns, indices) in links {
             let list: Vec<String> = indices.iter().map(|i| format!("#{i}")).collect();

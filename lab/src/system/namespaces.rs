@@ -154,6 +154,38 @@ pub fn delete(name: &str) -> io::Result<()> {
     }
 }
 
+/// The processes (pid and `comm`) whose network namespace is one of the
+/// named ones, this process aside: programs started in a lab's nodes that
+/// are still running (a daemon a user started with `turbonet exec`, Open
+/// MPI's `orted` after its `mpirun` was killed). Each would keep its
+/// namespace alive once the name is gone.
+pub fn processes_in(names: &[String]) -> Vec<(u32, String)> {
+    use std::os::unix::fs::MetadataExt;
+    let ids: std::collections::HashSet<(u64, u64)> = names
+        .iter()
+        .filter_map(|n| fs::metadata(path(n)).ok())
+        .map(|m| (m.dev(), m.ino()))
+        .collect();
+    if ids.is_empty() {
+        return Vec::new();
+    }
+    let me = std::process::id();
+    let Ok(proc) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    proc.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            fs::metadata(format!("/proc/{pid}/ns/net"))
+                .is_ok_and(|m| ids.contains(&(m.dev(), m.ino())))
+        })
+        .filter_map(|pid| {
+            let comm = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+            Some((pid, comm.trim_end().to_owned()))
+        })
+        .collect()
+}
+
 /// Runs `f` on a new OS thread that has joined the namespace `ns`, and
 /// returns its result (typically sockets created there).
 pub fn in_namespace<T: Send>(

@@ -32,6 +32,9 @@ pub struct Start<'a> {
     pub hosts: Option<&'a Path>,
     /// stdin from `/dev/null`, stdout and stderr to (a new) this file.
     pub log: Option<&'a Path>,
+    /// A UTS namespace of its own with this host name (a node's name, so
+    /// `hostname` and MPI's processor name say which node a process is on).
+    pub hostname: Option<&'a str>,
 }
 
 impl Start<'_> {
@@ -53,11 +56,12 @@ impl Start<'_> {
             .hosts
             .map(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()))
             .transpose()?;
+        let hostname = self.hostname.map(std::ffi::OsString::from);
         // SAFETY: between fork and exec the child only makes
         // async-signal-safe system calls (setns, unshare, mount, umount2,
-        // setsid) and allocates nothing (nix passes short literal paths on
-        // the stack, `hosts` is converted already); `fd` stays open in the
-        // parent until spawn returns.
+        // sethostname, setsid) and allocates nothing (nix passes short
+        // literal paths on the stack, `hosts` and `hostname` are converted
+        // already); `fd` stays open in the parent until spawn returns.
         unsafe {
             command.pre_exec(move || {
                 if let Some(fd) = fd {
@@ -95,6 +99,10 @@ impl Start<'_> {
                             None::<&str>,
                         );
                     }
+                }
+                if let Some(name) = &hostname {
+                    unshare(CloneFlags::CLONE_NEWUTS)?;
+                    nix::unistd::sethostname(name)?;
                 }
                 if new_session {
                     nix::unistd::setsid()?;
@@ -227,6 +235,16 @@ pub fn cpu_seconds(pid: u32) -> io::Result<f64> {
 pub fn clock_ticks_per_second() -> f64 {
     // SAFETY: sysconf has no preconditions.
     (unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64).max(1.0)
+}
+
+/// The exit code a shell reports for `status`: the code, or 128 + the
+/// signal that killed the process.
+pub fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
 }
 
 /// Reaps `child` and returns its peak resident memory in KiB (from

@@ -75,11 +75,7 @@ pub(crate) async fn run(cx: &Context) -> Result<()> {
         let cx = cx.clone();
         running.spawn(async move {
             let status = child.wait().await?;
-            use std::os::unix::process::ExitStatusExt;
-            let code = status
-                .code()
-                .or_else(|| status.signal().map(|s| 128 + s))
-                .unwrap_or(1);
+            let code = crate::system::process::exit_code(status);
             let seconds = started.elapsed().as_secs_f64();
             cx.update(|r| {
                 let c = &mut r.commands[rank];

@@ -9,6 +9,7 @@
 //! - `topology` uses `lab` (the rules of names) and `params` (the inline
 //!   parameters of custom links);
 //! - `links` uses `topology` (the link classes of a kind) and `params`;
+//! - `mgmt` uses `addressing` (networks, overlaps);
 //! - `externals` uses `addressing` (networks) and `routing` (BGP-only
 //!   keys);
 //! - `timeline` uses `links` (help for link names) and `params`;
@@ -21,6 +22,7 @@ pub(crate) mod externals;
 pub(crate) mod jobs;
 pub(crate) mod lab;
 pub(crate) mod links;
+pub(crate) mod mgmt;
 pub(crate) mod p4rt;
 pub(crate) mod params;
 pub(crate) mod reader;
