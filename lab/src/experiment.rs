@@ -168,6 +168,15 @@ pub struct Outcome {
     pub dir: PathBuf,
 }
 
+/// All of `flows`' bytes over the span from the first start to the last
+/// byte received, bits per second.
+fn aggregate_goodput(flows: &[crate::workload::FlowReport]) -> Option<f64> {
+    let first = flows.iter().map(|f| f.start).reduce(f64::min)?;
+    let last = flows.iter().map(|f| f.start + f.seconds).reduce(f64::max)?;
+    let bytes: u64 = flows.iter().map(|f| f.bytes).sum();
+    (last > first).then(|| bytes as f64 * 8.0 / (last - first))
+}
+
 /// Set by SIGINT or SIGTERM during a run.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -682,6 +691,10 @@ fn verdict(expect: &Expect, measured: &Measured) -> Verdict {
                 Of::Mean => Some(nums.iter().sum::<f64>() / nums.len() as f64),
                 Of::Min => nums.iter().copied().reduce(f64::min),
                 Of::Max => nums.iter().copied().reduce(f64::max),
+                // Goodputs over different spans do not add up: the total
+                // is every byte over the span from the first start to the
+                // last byte.
+                Of::Total if *figure == Figure::Goodput => aggregate_goodput(&r.flows),
                 Of::Total => Some(nums.iter().sum()),
             };
             let holds = |x: f64| bound.holds(x);
@@ -831,10 +844,8 @@ pub fn summary(report: &RunReport) -> String {
     if !report.workloads.is_empty() {
         let _ = writeln!(text, "{}", crate::workload::table(&report.workloads));
     }
-    for w in &report.workloads {
-        for warning in &w.warnings {
-            let _ = writeln!(text, "warning: {}: {warning}", w.name);
-        }
+    for line in crate::workload::warning_lines(&report.workloads) {
+        let _ = writeln!(text, "{line}");
     }
     for v in &report.expectations {
         let _ = writeln!(

@@ -19,7 +19,7 @@ fn every_bundled_experiment_passes_with_junit_output() {
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
         .collect();
     files.sort();
-    assert!(files.len() >= 2, "bundled experiments: {files:?}");
+    assert!(files.len() >= 6, "bundled experiments: {files:?}");
     for file in files {
         let lab = unique_lab("ex");
         let copy = file_as(&file, &lab, "");

@@ -457,10 +457,8 @@ fn workload(command: cli::WorkloadCommand) -> Result<()> {
                 println!("no workload was started");
             } else {
                 println!("{}", turbonet_lab::workload::table(&reports));
-                for r in &reports {
-                    for w in &r.warnings {
-                        println!("warning: {}: {w}", r.name);
-                    }
+                for line in turbonet_lab::workload::warning_lines(&reports) {
+                    println!("{line}");
                 }
             }
         }

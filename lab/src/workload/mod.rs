@@ -518,6 +518,27 @@ pub fn headline(r: &Report) -> String {
     lines.join("\n")
 }
 
+/// Every report's warnings as lines for people, `warning: NAME: ...`:
+/// at most three per workload, then how many more there are (a report's
+/// JSON lists them all).
+pub fn warning_lines(reports: &[Report]) -> Vec<String> {
+    const SHOWN: usize = 3;
+    let mut lines = Vec::new();
+    for r in reports {
+        for w in r.warnings.iter().take(SHOWN) {
+            lines.push(format!("warning: {}: {w}", r.name));
+        }
+        if r.warnings.len() > SHOWN {
+            lines.push(format!(
+                "warning: {}: and {} more like these (the JSON report lists them)",
+                r.name,
+                r.warnings.len() - SHOWN
+            ));
+        }
+    }
+    lines
+}
+
 /// The workloads as a table: name, kind, state, time on the lab's clock,
 /// headline figures.
 pub fn table(reports: &[Report]) -> String {

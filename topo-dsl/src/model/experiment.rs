@@ -467,7 +467,9 @@ pub enum Of {
     Min,
     /// The largest.
     Max,
-    /// Their sum.
+    /// Their sum; for goodput, every flow's bytes over the span from the
+    /// first start to the last byte (goodputs over different spans do not
+    /// add up).
     Total,
 }
 
