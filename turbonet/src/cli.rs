@@ -541,6 +541,11 @@ pub struct BenchArgs {
     /// 5-hop fat-tree path, beside the netns target on the same path.
     #[arg(long)]
     pub soft: bool,
+    /// Measure the workloads instead: the traffic generator (TCP, UDP with
+    /// 1,472- and 64-byte payloads) beside iperf3 on one path, and ring
+    /// AllReduce bus bandwidth beside its ceiling and Open MPI's ring.
+    #[arg(long)]
+    pub workloads: bool,
     /// With --soft: frames per path.
     #[arg(long, default_value_t = 1_000_000, requires = "soft")]
     pub frames: u64,

@@ -322,6 +322,8 @@ fn run(command: Command) -> Result<ExitCode> {
                 bench::Bench::Soft {
                     frames: args.frames,
                 }
+            } else if args.workloads {
+                bench::Bench::Workloads
             } else {
                 bench::Bench::Up {
                     files: args.files,

@@ -16,6 +16,7 @@ use crate::up::{self, Progress};
 pub mod bgp;
 pub mod engine;
 pub mod soft;
+pub mod workloads;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -48,6 +49,8 @@ pub enum Bench {
         /// The agents to compare.
         agents: Vec<String>,
     },
+    /// The traffic generator and collectives beside iperf3 and Open MPI.
+    Workloads,
     /// The soft switch's forwarding rate beside the netns target.
     Soft {
         /// Frames per path.
@@ -147,6 +150,7 @@ pub fn bench(which: &Bench, progress: &dyn Progress) -> Result<Report> {
         } => return engine::bench(*probes, *loss_frames, progress),
         Bench::Bgp { density, agents } => return bgp::bench(*density, agents, progress),
         Bench::Soft { frames } => return soft::bench(*frames, progress),
+        Bench::Workloads => return workloads::bench(progress),
         Bench::Up { files, runs, check } => (files, *runs, *check),
     };
     let mut out = Report::default();
