@@ -201,6 +201,13 @@ pub fn prepare(running: &Running, options: &Options) -> Result<Prepared> {
         options.job.as_deref().unwrap_or("hosts")
     ));
     let agent = crate::system::process::self_exe()?;
+    if agent.to_string_lossy().contains(char::is_whitespace) {
+        return Err(Error::Refused(format!(
+            "Open MPI splits its remote shell's command line on spaces, and this turbonet is {}: \
+             run one installed under a path without spaces",
+            agent.display()
+        )));
+    }
     let argv = command_line(lab, options, &hostfile, &agent)?;
     std::fs::write(&hostfile, hostfile_text(&hosts))
         .with_context(|| format!("writing {}", hostfile.display()))?;

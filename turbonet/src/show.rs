@@ -431,6 +431,11 @@ pub fn mpirun(prepared: &turbonet_lab::mpi::Prepared) -> Result<()> {
         env.join(" "),
         argv.join(" ")
     )?;
+    writeln!(
+        out,
+        "# each host's ranks send their data on its fabric ports (with --job, the job's rail): \
+         turbonet's agent sets OMPI_MCA_btl_tcp_if_include on each host"
+    )?;
     writeln!(out, "# {}:", prepared.hostfile.display())?;
     for line in std::fs::read_to_string(&prepared.hostfile)?.lines() {
         writeln!(out, "#   {line}")?;
