@@ -294,3 +294,43 @@ fn a_repeated_run_draws_the_same_flows_and_reports_the_spread() {
     assert!(max - min < 0.002, "{loss}");
     assert!(text(&out).contains("held in 2 of 2 runs"), "{}", text(&out));
 }
+
+#[test]
+fn datagrams_this_machine_dropped_at_a_receive_buffer_are_a_warning_not_the_fabric_s_loss() {
+    require_root!();
+    // Six senders at 1 Gbit/s each into one receiver: far more than one
+    // socket on this machine takes in, on links that lose nothing.
+    let lab = turbonet_tests::up_bundled("rb", "fat-tree-k4.toml", "");
+    let file = write_scenario(
+        &format!("{}-incast", lab.0),
+        r#"
+[[workload]]
+name = "flood"
+kind = "udp"
+hosts = ["h0-0-0", "h0-0-1", "h1-0-0", "h1-0-1", "h2-0-0", "h2-0-1", "h3-0-0"]
+pattern = "incast"
+to = "h0-0-0"
+rate = "1gbit"
+duration = "1s"
+"#,
+    );
+    let out = run(&["workload", "start", "--lab", &lab.0, file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let mut report = serde_json::Value::Null;
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            let out = run(&["workload", "show", "flood", "--lab", &lab.0, "--json"]);
+            report = serde_json::from_slice::<serde_json::Value>(&out.stdout)
+                .map(|r| r[0].clone())
+                .unwrap_or_default();
+            report["state"] == "done"
+        }),
+        "{report:#}"
+    );
+    let warnings = report["warnings"].as_array().unwrap();
+    let first = warnings.first().and_then(|w| w.as_str()).unwrap_or("");
+    assert!(
+        first.starts_with("h0-0-0: ") && first.contains("dropped at full receive buffers"),
+        "{warnings:#?}"
+    );
+}

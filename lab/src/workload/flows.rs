@@ -291,8 +291,12 @@ pub(crate) async fn udp(cx: &Context) -> Result<()> {
     let receivers: BTreeSet<usize> = flows.iter().map(|f| f.dst).collect();
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut receiving = JoinSet::new();
+    let mut drops_before = Vec::new();
     for &rank in &receivers {
         let host = cx.workload.ranks[rank].host;
+        if !drops_before.iter().any(|&(h, _)| h == host) {
+            drops_before.push((host, sockets::udp_receive_drops(cx, host).await?));
+        }
         let socket = udp_socket(cx, host, SocketAddrV4::new(addr(cx, rank), cx.port)).await?;
         let (cx, stopped) = (cx.clone(), stopped.clone());
         receiving.spawn(receive_udp(cx, socket, stopped, flows.len(), t0));
@@ -386,7 +390,20 @@ pub(crate) async fn udp(cx: &Context) -> Result<()> {
             all.extend(more);
         }
     }
+    let mut dropped = Vec::new();
+    for (host, before) in drops_before {
+        let after = sockets::udp_receive_drops(cx, host).await?;
+        if after > before {
+            dropped.push((cx.lab.fabric.node(host).name.clone(), after - before));
+        }
+    }
     cx.update(|r| {
+        // First: it explains the loss figures.
+        for (i, (host, n)) in dropped.into_iter().enumerate() {
+            r.warnings.insert(i, format!(
+                "{host}: {n} datagrams were dropped at full receive buffers (RcvbufErrors): this machine dropped them, not the fabric, and the loss figures count them"
+            ));
+        }
         for (f, mut d) in r.flows.iter_mut().zip(delays) {
             let sent = f.sent.unwrap_or(0);
             let received = f.received.unwrap_or(0);

@@ -108,8 +108,42 @@ pub(crate) async fn udp(cx: &Context, host: NodeId, addr: SocketAddrV4) -> Resul
     Ok(UdpSocket::from_std(std)?)
 }
 
+/// Datagrams `host`'s kernel dropped so far because a UDP socket's receive
+/// buffer was full (`RcvbufErrors` of its `/proc/net/snmp`): drops of this
+/// machine, not of the fabric.
+pub(crate) async fn udp_receive_drops(cx: &Context, host: NodeId) -> Result<u64> {
+    in_host(cx, host, || {
+        let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp")?;
+        Ok(rcvbuf_errors(&snmp).unwrap_or(0))
+    })
+    .await
+}
+
+/// `RcvbufErrors` of the `Udp:` lines of `/proc/net/snmp` (a line of
+/// names, then one of values).
+fn rcvbuf_errors(snmp: &str) -> Option<u64> {
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp: "));
+    let (names, values) = (udp.next()?, udp.next()?);
+    let at = names.split_whitespace().position(|n| n == "RcvbufErrors")?;
+    values.split_whitespace().nth(at)?.parse().ok()
+}
+
 /// Segments the kernel retransmitted on `stream` so far.
 pub(crate) fn retransmits(stream: &TcpStream) -> Option<u64> {
     use std::os::fd::AsFd;
     crate::system::tcp_retransmits(stream.as_fd())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn receive_buffer_drops_are_read_from_the_udp_lines_of_snmp() {
+        let snmp = "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
+                    Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n\
+                    Udp: 100 0 7 90 7 0\n\
+                    UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n\
+                    UdpLite: 0 0 0 0 0 0\n";
+        assert_eq!(super::rcvbuf_errors(snmp), Some(7));
+        assert_eq!(super::rcvbuf_errors("Ip: 1\n"), None);
+    }
 }
