@@ -25,6 +25,13 @@ pub fn address(lab: &Lab, node: turbonet_topo::NodeId) -> Option<Ipv4Addr> {
     }
 }
 
+/// Whether `node` joins the lab's management network (when it has one):
+/// on `netns` every node does, on the P4 targets every host (a switch there
+/// has no namespace of its own to join it from).
+pub fn joins_mgmt(lab: &Lab, node: &turbonet_topo::Node) -> bool {
+    lab.target == turbonet_topo::Target::Netns || !node.role.is_switch()
+}
+
 /// The text of `lab`'s hosts file: localhost, then every node with an
 /// address, in node order.
 pub fn hosts_file(lab: &Lab) -> String {
@@ -41,13 +48,7 @@ pub fn hosts_file(lab: &Lab) -> String {
     if let Some(mgmt) = &lab.mgmt {
         let _ = writeln!(text, "# the management network [mgmt]");
         let _ = writeln!(text, "{}\tmgmt", mgmt.hub().addr());
-        // On the P4 targets only hosts have a namespace to join it from.
-        let members = lab
-            .fabric
-            .nodes
-            .iter()
-            .filter(|n| lab.target == turbonet_topo::Target::Netns || !n.role.is_switch());
-        for node in members {
+        for node in lab.fabric.nodes.iter().filter(|n| joins_mgmt(lab, n)) {
             let _ = writeln!(text, "{}\t{}.mgmt", mgmt.address(node.id).addr(), node.name);
         }
     }

@@ -116,11 +116,13 @@ pub fn data_interfaces(lab: &Lab, host: &str, job: Option<&str>) -> Result<Vec<S
         .collect())
 }
 
-/// The `mpirun` command line for `options` on `lab`, with `hostfile` and
-/// `agent` (turbonet's own path) as Open MPI's remote shell.
-pub fn command_line(
+/// The `mpirun` command line for `options` on `lab`, with `ranks` ranks
+/// placed by `hostfile` and `agent` (turbonet's own path) as Open MPI's
+/// remote shell.
+fn command_line(
     lab: &Lab,
     options: &Options,
+    ranks: usize,
     hostfile: &Path,
     agent: &Path,
 ) -> Result<Vec<String>> {
@@ -132,8 +134,6 @@ pub fn command_line(
             turbonet_topo::Mgmt::DEFAULT_POOL
         )));
     }
-    let hosts = placement(lab, options.job.as_deref())?;
-    let ranks: usize = hosts.iter().map(|(_, n)| n).sum();
     let mut argv: Vec<String> = ["mpirun", "--allow-run-as-root", "--hostfile"]
         .map(str::to_owned)
         .into();
@@ -208,7 +208,8 @@ pub fn prepare(running: &Running, options: &Options) -> Result<Prepared> {
             agent.display()
         )));
     }
-    let argv = command_line(lab, options, &hostfile, &agent)?;
+    let ranks = hosts.iter().map(|(_, n)| n).sum();
+    let argv = command_line(lab, options, ranks, &hostfile, &agent)?;
     std::fs::write(&hostfile, hostfile_text(&hosts))
         .with_context(|| format!("writing {}", hostfile.display()))?;
     Ok(Prepared {

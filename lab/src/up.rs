@@ -670,7 +670,8 @@ async fn build_local<K: Kernel>(
     let hub = lab.mgmt.and_then(|_| created.pop());
     let ns = local_build::local_namespaces(lab, &created);
     if let Some(hub) = hub {
-        build_mgmt(kernel, lab, &ns.hosts, hub, progress, state).await?;
+        let ns_of = |id| ns.hosts.iter().find(|&&(h, _)| h == id).map(|&(_, ns)| ns);
+        build_mgmt(kernel, lab, ns_of, hub, progress, state).await?;
     }
     let veths = local_build::host_veths(lab, mapping, &ns)?;
     let count = veths.len();
@@ -744,13 +745,8 @@ async fn build_netns<K: Kernel>(
     .await?;
     fail_point("links")?;
     if let Some(hub) = hub {
-        let members: Vec<_> = lab
-            .fabric
-            .nodes
-            .iter()
-            .map(|n| (n.id, nodes[n.id.0 as usize]))
-            .collect();
-        build_mgmt(kernel, lab, &members, hub, progress, state).await?;
+        let ns_of = |id: turbonet_topo::NodeId| nodes.get(id.0 as usize).copied();
+        build_mgmt(kernel, lab, ns_of, hub, progress, state).await?;
     }
 
     if !state.externals.is_empty() {
@@ -824,7 +820,7 @@ async fn build_netns<K: Kernel>(
 async fn build_mgmt<K: Kernel>(
     kernel: &mut K,
     lab: &Lab,
-    members: &[(turbonet_topo::NodeId, crate::kernel::Ns)],
+    ns_of: impl Fn(turbonet_topo::NodeId) -> Option<crate::kernel::Ns>,
     hub: crate::kernel::Ns,
     progress: &dyn Progress,
     state: &mut LabState,
@@ -832,7 +828,19 @@ async fn build_mgmt<K: Kernel>(
     let Some(net) = &lab.mgmt else {
         return Ok(());
     };
-    let plan = mgmt::plan(lab, net, members, hub);
+    // The nodes the hosts file names on it, each from its namespace.
+    let members: Vec<_> = (lab.fabric.nodes.iter())
+        .filter(|n| crate::hostnames::joins_mgmt(lab, n))
+        .map(|n| {
+            ns_of(n.id).map(|ns| (n.id, ns)).ok_or_else(|| {
+                crate::err!(
+                    "{} joins the management network but has no namespace",
+                    n.name
+                )
+            })
+        })
+        .collect::<Result<_>>()?;
+    let plan = mgmt::plan(lab, net, &members, hub);
     timed(
         progress,
         state,

@@ -2,12 +2,33 @@
 //! expectations are the assertions), a run whose expectation fails, and
 //! workloads started and stopped at run time (root).
 
+use std::path::{Path, PathBuf};
+use std::process::Output;
 use std::time::Duration;
 
 use turbonet_tests::{
     LabGuard, file_as, require_root, run, scenario_as, text, unique_lab, wait_until, workspace,
     write_scenario,
 };
+
+/// `turbonet workload show --json` of lab `lab`: every workload's report.
+fn reports(lab: &str) -> serde_json::Value {
+    let out = run(&["workload", "show", "--json", "--lab", lab]);
+    assert!(out.status.success(), "{}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `turbonet run -q --out DIR ARGS... FILE` for lab `lab` (its guard is
+/// the caller's): where its reports are, and what it printed.
+fn run_experiment(file: &Path, lab: &str, args: &[&str]) -> (PathBuf, Output) {
+    let out_dir = std::env::temp_dir()
+        .join("turbonet-tests")
+        .join(format!("{lab}-report"));
+    let mut argv = vec!["run", "-q", "--out", out_dir.to_str().unwrap()];
+    argv.extend(args);
+    argv.push(file.to_str().unwrap());
+    (out_dir.clone(), run(&argv))
+}
 
 #[test]
 fn every_bundled_experiment_passes_with_junit_output() {
@@ -24,18 +45,7 @@ fn every_bundled_experiment_passes_with_junit_output() {
         let lab = unique_lab("ex");
         let copy = file_as(&file, &lab, "");
         let _guard = LabGuard(lab.clone());
-        let out_dir = std::env::temp_dir()
-            .join("turbonet-tests")
-            .join(format!("{lab}-report"));
-        let out = run(&[
-            "run",
-            "--quiet",
-            "--timeout",
-            "120",
-            "--out",
-            out_dir.to_str().unwrap(),
-            copy.to_str().unwrap(),
-        ]);
+        let (out_dir, out) = run_experiment(&copy, &lab, &["--timeout", "120"]);
         assert!(out.status.success(), "{}: {}", file.display(), text(&out));
         let junit = std::fs::read_to_string(out_dir.join("junit.xml")).unwrap();
         assert!(junit.contains("failures=\"0\""), "{junit}");
@@ -101,16 +111,7 @@ max = 0
 "#,
     );
     let _guard = LabGuard(lab.clone());
-    let out_dir = std::env::temp_dir()
-        .join("turbonet-tests")
-        .join(format!("{lab}-report"));
-    let out = run(&[
-        "run",
-        "-q",
-        "--out",
-        out_dir.to_str().unwrap(),
-        file.to_str().unwrap(),
-    ]);
+    let (out_dir, out) = run_experiment(&file, &lab, &[]);
     let said = text(&out);
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(
@@ -179,18 +180,13 @@ duration = "1s"
     ]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("started long, quick"), "{}", text(&out));
-    let show = |lab: &str| -> serde_json::Value {
-        let out = run(&["workload", "show", "--json", "--lab", lab]);
-        assert!(out.status.success(), "{}", text(&out));
-        serde_json::from_slice(&out.stdout).unwrap()
-    };
     // The UDP flows finish (sharing h1's link with the TCP flow, which may
     // cost them a datagram or two); the long TCP flow moves bytes meanwhile.
     assert!(wait_until(Duration::from_secs(20), || {
-        let all = show(&lab);
+        let all = reports(&lab);
         all[1]["state"] == "done" && all[0]["flows"][0]["bytes"].as_u64().unwrap_or(0) > 0
     }));
-    let all = show(&lab);
+    let all = reports(&lab);
     for flow in all[1]["flows"].as_array().unwrap() {
         assert!(flow["loss"].as_f64().unwrap() < 0.05, "{flow}");
         assert!(flow["received"].as_u64().unwrap() > 800, "{flow}");
@@ -208,7 +204,7 @@ duration = "1s"
     assert!(text(&again).contains("running already"), "{}", text(&again));
     let stop = run(&["workload", "stop", "long", "--lab", &lab]);
     assert!(stop.status.success(), "{}", text(&stop));
-    assert_eq!(show(&lab)[0]["state"], "stopped");
+    assert_eq!(reports(&lab)[0]["state"], "stopped");
     let over = run(&["workload", "stop", "quick", "--lab", &lab]);
     assert!(!over.status.success());
     assert!(
@@ -247,18 +243,7 @@ fn a_repeated_run_draws_the_same_flows_and_reports_the_spread() {
         "",
     );
     let _guard = LabGuard(lab.clone());
-    let out_dir = std::env::temp_dir()
-        .join("turbonet-tests")
-        .join(format!("{lab}-repeat"));
-    let out = run(&[
-        "run",
-        "-q",
-        "--repeat",
-        "2",
-        "--out",
-        out_dir.to_str().unwrap(),
-        file.to_str().unwrap(),
-    ]);
+    let (out_dir, out) = run_experiment(&file, &lab, &["--repeat", "2"]);
     assert!(out.status.success(), "{}", text(&out));
     let read = |name: &str| -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(out_dir.join(name)).unwrap()).unwrap()
@@ -319,10 +304,7 @@ duration = "1s"
     let mut report = serde_json::Value::Null;
     assert!(
         wait_until(Duration::from_secs(30), || {
-            let out = run(&["workload", "show", "flood", "--lab", &lab.0, "--json"]);
-            report = serde_json::from_slice::<serde_json::Value>(&out.stdout)
-                .map(|r| r[0].clone())
-                .unwrap_or_default();
+            report = reports(&lab.0)[0].clone();
             report["state"] == "done"
         }),
         "{report:#}"

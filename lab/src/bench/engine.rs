@@ -334,21 +334,14 @@ fn capacity(frames: u64, progress: &dyn Progress) -> Result<Vec<Vec<String>>> {
     Ok(rows)
 }
 
-/// Runs `turbonet exec --lab tnbench NODE -- ARGS` (the bench is not the
-/// main path; tools run as a user would run them).
+/// `turbonet exec --lab tnbench NODE -- ARGS`.
 fn exec_in(node: &str, args: &[&str]) -> std::process::Command {
-    let mut c = std::process::Command::new(std::env::current_exe().expect("own path"));
-    c.args(["exec", "--lab", LAB, node, "--"]).args(args);
-    c
+    crate::bench::exec_in(LAB, node, args)
 }
 
 /// TCP goodput (bit/s) of a 5 s iperf3 run from h1 to h2.
 fn iperf3(lab: &BenchLab, seconds: u32) -> Result<f64> {
-    let mut server = exec_in("h2", &["iperf3", "-s", "-1"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .context("starting iperf3 (install it: apt-get install iperf3)")?;
-    std::thread::sleep(Duration::from_millis(300));
+    let server = crate::bench::IperfServer::start(LAB, "h2")?;
     let out = exec_in(
         "h1",
         &[
@@ -356,12 +349,14 @@ fn iperf3(lab: &BenchLab, seconds: u32) -> Result<f64> {
             "-J",
             "-c",
             &lab.h2.to_string(),
+            "-p",
+            &server.port,
             "-t",
             &seconds.to_string(),
         ],
     )
     .output()?;
-    let _ = server.wait();
+    drop(server);
     let report: serde_json::Value =
         serde_json::from_slice(&out.stdout).context("iperf3 -J output")?;
     report["end"]["sum_received"]["bits_per_second"]
@@ -401,11 +396,7 @@ fn rate_accuracy(progress: &dyn Progress) -> Result<Vec<Vec<String>>> {
 /// standing queue far below 100 packets on a path this short.)
 fn standing_queue(lab: &BenchLab) -> Result<(f64, f64)> {
     let expected_ms = 100.0 * 1502.0 * 8.0 / 10e6 * 1000.0;
-    let mut server = exec_in("h2", &["iperf3", "-s", "-1"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .context("starting iperf3")?;
-    std::thread::sleep(Duration::from_millis(300));
+    let server = crate::bench::IperfServer::start(LAB, "h2")?;
     let mut client = exec_in(
         "h1",
         &[
@@ -415,6 +406,8 @@ fn standing_queue(lab: &BenchLab) -> Result<(f64, f64)> {
             "20M",
             "-c",
             &lab.h2.to_string(),
+            "-p",
+            &server.port,
             "-t",
             "5",
         ],
@@ -428,7 +421,7 @@ fn standing_queue(lab: &BenchLab) -> Result<(f64, f64)> {
     )
     .output()?;
     let _ = client.wait();
-    let _ = server.wait();
+    drop(server);
     let mut rtts: Vec<f64> = String::from_utf8_lossy(&ping.stdout)
         .lines()
         .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("time=")))

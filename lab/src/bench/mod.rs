@@ -110,6 +110,91 @@ impl Drop for UpLab {
     }
 }
 
+/// `turbonet exec --lab LAB NODE -- ARGS` (the benches are not the main
+/// path: tools run as a user would run them).
+pub(crate) fn exec_in(lab: &str, node: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(std::env::current_exe().expect("own path"));
+    c.args(["exec", "--lab", lab, node, "--"]).args(args);
+    c
+}
+
+/// An iperf3 server for one test (`-s -1`) in a node's namespace, on a port
+/// of its own, listening once [`IperfServer::start`] returns (a client that
+/// finds no server leaves iperf3 in a state that spoils the next test).
+/// Dropped, it is given 2 s to finish its test, then stopped.
+pub(crate) struct IperfServer {
+    child: std::process::Child,
+    /// Its port, for the client's `-p`.
+    pub(crate) port: String,
+}
+
+impl IperfServer {
+    /// Starts one in `node` of lab `lab`.
+    pub(crate) fn start(lab: &str, node: &str) -> Result<IperfServer> {
+        static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(5299);
+        let port = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let ns = crate::system::namespaces::open(&crate::names::node_namespace(lab, node))
+            .with_context(|| format!("opening the namespace of {node}"))?;
+        let mut command = Command::new("iperf3");
+        command
+            .args(["-s", "-1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut child = process::Start {
+            namespace: Some(&ns),
+            ..process::Start::default()
+        }
+        .spawn(&mut command)
+        .context("starting iperf3 (Debian: apt-get install iperf3)")?;
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        while !listening(&ns, port) {
+            if let Some(status) = child.try_wait()? {
+                bail!("the iperf3 server in {node} exited at once ({status})");
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("the iperf3 server in {node} did not listen on port {port} within 10 s");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Ok(IperfServer {
+            child,
+            port: port.to_string(),
+        })
+    }
+}
+
+impl Drop for IperfServer {
+    fn drop(&mut self) {
+        let deadline = Instant::now() + std::time::Duration::from_secs(2);
+        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// True when a TCP socket listens on `port` in namespace `ns`.
+fn listening(ns: &std::os::fd::OwnedFd, port: u16) -> bool {
+    let suffix = format!(":{port:04X}");
+    crate::system::namespaces::in_namespace(ns, || {
+        let mut found = false;
+        for table in ["tcp", "tcp6"] {
+            let text = std::fs::read_to_string(format!("/proc/thread-self/net/{table}"))
+                .unwrap_or_default();
+            // "sl local_address rem_address st ...": 0A is LISTEN.
+            found |= text.lines().skip(1).any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() > 3 && f[1].ends_with(&suffix) && f[3] == "0A"
+            });
+        }
+        Ok(found)
+    })
+    .unwrap_or(false)
+}
+
 pub(crate) struct Measured {
     pub(crate) seconds: f64,
     peak_rss_kib: u64,

@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::bail;
-use crate::bench::UpLab;
+use crate::bench::{IperfServer, UpLab, exec_in};
 use crate::error::{Context, Result};
 use crate::report::Report;
 use crate::up::Progress;
@@ -76,70 +76,17 @@ fn run_workload(name: &str, text: &str) -> Result<Workload> {
 }
 
 /// Runs iperf3 from `FROM` to `TO` (`args` for the client) against a
-/// server of its own, on a port of its own; the client's JSON report.
+/// server of its own; the client's JSON report.
 fn iperf3(to: std::net::Ipv4Addr, args: &[&str]) -> Result<serde_json::Value> {
-    static PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(5299);
-    let port = PORT
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        .to_string();
-    let exe = std::env::current_exe()?;
-    let mut server = Command::new(&exe)
-        .args(["exec", "--lab", LAB, TO, "--", "iperf3", "-s", "-p", &port])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting iperf3 (Debian: apt-get install iperf3)")?;
-    let to = to.to_string();
-    let secs = SECONDS.to_string();
-    let mut client: Vec<&str> = vec!["exec", "--lab", LAB, FROM, "--", "iperf3", "-c", &to];
-    client.extend(["-p", &port, "-J", "-t", &secs]);
+    let server = IperfServer::start(LAB, TO)?;
+    let (to, secs) = (to.to_string(), SECONDS.to_string());
+    let mut client = vec!["iperf3", "-c", &to, "-p", &server.port, "-J", "-t", &secs];
     client.extend(args);
-    // The client starts once the server listens (a client that finds no
-    // server leaves it in a state that spoils the next test).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let ns = crate::system::namespaces::open(&crate::names::node_namespace(LAB, TO))?;
-    while !listening(&ns, port.parse().unwrap_or(0)) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
+    let out = exec_in(LAB, FROM, &client).stdin(Stdio::null()).output()?;
+    if !out.status.success() {
+        bail!("iperf3 failed: {}", String::from_utf8_lossy(&out.stdout));
     }
-    let out = turbonet(&client)?;
-    let report = if out.status.success() {
-        serde_json::from_slice::<serde_json::Value>(&out.stdout)
-    } else {
-        Err(serde_json::Error::io(std::io::Error::other(format!(
-            "iperf3 failed: {}",
-            String::from_utf8_lossy(&out.stdout)
-        ))))
-    };
-    // Stops the server (and, with it, the exec that runs it).
-    let _ = server.kill();
-    let _ = server.wait();
-    let stray: Vec<(u32, String)> =
-        crate::system::namespaces::processes_in(&[crate::names::node_namespace(LAB, TO)])
-            .into_iter()
-            .filter(|(_, comm)| comm == "iperf3")
-            .collect();
-    let pids: Vec<(u32, &str)> = stray.iter().map(|(p, c)| (*p, c.as_str())).collect();
-    crate::system::process::stop(&pids, Duration::from_secs(2));
-    Ok(report?)
-}
-
-/// True when a TCP socket listens on `port` in namespace `ns`.
-fn listening(ns: &std::os::fd::OwnedFd, port: u16) -> bool {
-    let suffix = format!(":{port:04X}");
-    crate::system::namespaces::in_namespace(ns, || {
-        let mut found = false;
-        for table in ["tcp", "tcp6"] {
-            let text = std::fs::read_to_string(format!("/proc/thread-self/net/{table}"))
-                .unwrap_or_default();
-            // "sl local_address rem_address st ...": 0A is LISTEN.
-            found |= text.lines().skip(1).any(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                f.len() > 3 && f[1].ends_with(&suffix) && f[3] == "0A"
-            });
-        }
-        Ok(found)
-    })
-    .unwrap_or(false)
+    serde_json::from_slice(&out.stdout).context("iperf3 -J output")
 }
 
 /// Received bits per second of an iperf3 report (the receiver's figure).
