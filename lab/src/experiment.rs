@@ -21,6 +21,7 @@ use crate::events::LoggedEvent;
 use crate::inspect::{self, Running};
 use crate::state::LabDir;
 use crate::up::{self, Progress};
+use crate::utilisation::{Sampler, Utilisation};
 use crate::workload::{Report, State};
 
 /// How a run goes.
@@ -104,8 +105,13 @@ pub struct RunReport {
     pub events: Vec<LoggedEvent>,
     /// The expectations' verdicts, in file order.
     pub expectations: Vec<Verdict>,
+    /// What every link carried, and where the link engine fell short.
+    pub links: Utilisation,
     /// The plots written beside the report (file names).
     pub plots: Vec<String>,
+    /// The run was interrupted (Ctrl-C, SIGTERM) before its workloads
+    /// ended: what it measured so far, and no expectation holds.
+    pub interrupted: bool,
     /// Every expectation held (and none was there to fail: true).
     pub passed: bool,
 }
@@ -247,8 +253,23 @@ pub fn run(options: &Options, progress: &dyn Progress) -> Result<Outcome> {
     };
     let measured = measured?;
     down?;
-    let expectations: Vec<Verdict> = lab.expects.iter().map(|e| verdict(e, &measured)).collect();
-    let passed = expectations.iter().all(|v| v.passed);
+    let expectations: Vec<Verdict> = lab
+        .expects
+        .iter()
+        .map(|e| {
+            if measured.interrupted {
+                Verdict {
+                    name: e.name.clone(),
+                    passed: false,
+                    message: "not evaluated: the run was interrupted".to_owned(),
+                    values: Vec::new(),
+                }
+            } else {
+                verdict(e, &measured)
+            }
+        })
+        .collect();
+    let passed = !measured.interrupted && expectations.iter().all(|v| v.passed);
     let report = RunReport {
         turbonet: env!("CARGO_PKG_VERSION").to_owned(),
         file: options.file.display().to_string(),
@@ -264,7 +285,9 @@ pub fn run(options: &Options, progress: &dyn Progress) -> Result<Outcome> {
         check: measured.check,
         events: measured.events,
         expectations,
+        links: measured.links,
         plots: Vec::new(),
+        interrupted: measured.interrupted,
         passed,
     };
     let mut report = report;
@@ -287,10 +310,14 @@ pub fn repeat(options: &Options, runs: usize, progress: &dyn Progress) -> Result
             out: options.out.join(format!("run-{k}")),
             ..options.clone()
         };
-        reports.push(run(&each, progress)?.report);
-        if INTERRUPTED.load(Ordering::SeqCst) {
-            return Err(Error::Failed("interrupted".to_owned()));
+        let report = run(&each, progress)?.report;
+        if report.interrupted {
+            return Err(Error::Failed(format!(
+                "interrupted in run {k} of {runs}: its partial report is in {}",
+                each.out.display()
+            )));
         }
+        reports.push(report);
     }
     let repeated = spread_of(&reports);
     std::fs::create_dir_all(&options.out)
@@ -409,6 +436,8 @@ struct Measured {
     check: Option<crate::check::Report>,
     events: Vec<LoggedEvent>,
     run_seconds: f64,
+    links: Utilisation,
+    interrupted: bool,
 }
 
 /// Waits for the workloads and the timeline, watching convergence, then
@@ -442,9 +471,17 @@ fn measure(
     let mut convergence: BTreeMap<usize, Convergence> = BTreeMap::new();
     let begin = Instant::now();
     let mut reports;
+    let mut sampler = Sampler::new(epoch);
+    let mut sampled = Instant::now();
+    let mut interrupted = false;
     progress.start("run");
+    sampler.add(client.counters()?);
     loop {
         reports = client.workloads()?;
+        if sampled.elapsed() >= SAMPLE_EVERY {
+            sampler.add(client.counters()?);
+            sampled = Instant::now();
+        }
         let now = crate::events::unix_now() - epoch;
         // Re-convergence after each watched event, once it ran.
         for (index, name, within) in &watched {
@@ -486,9 +523,11 @@ fn measure(
             break;
         }
         if INTERRUPTED.load(Ordering::SeqCst) {
-            progress.note("interrupted: stopping the workloads and taking the lab down");
+            progress.note("interrupted: stopping the workloads, keeping what they measured");
             stop_all(&mut client, &reports);
-            return Err(Error::Failed("interrupted".to_owned()));
+            reports = client.workloads()?;
+            interrupted = true;
+            break;
         }
         if begin.elapsed() > options.timeout {
             progress.note(&format!(
@@ -503,7 +542,20 @@ fn measure(
         std::thread::sleep(Duration::from_millis(100));
     }
     let run_seconds = reports.iter().filter_map(|r| r.ended).fold(0.0, f64::max);
-    let check = if lab.expects.iter().any(|e| e.check == Check::Reachable) {
+    // The last interval: counters read after the workloads ended.
+    let ended = crate::events::unix_now();
+    let waited = Instant::now();
+    while waited.elapsed() < 2 * SAMPLE_EVERY {
+        let counted = client.counters()?;
+        let fresh = counted.at_unix >= ended;
+        sampler.add(counted);
+        if fresh {
+            break;
+        }
+        std::thread::sleep(SAMPLE_EVERY / 5);
+    }
+    let links = sampler.finish(lab);
+    let check = if !interrupted && lab.expects.iter().any(|e| e.check == Check::Reachable) {
         progress.update("run", "checking reachability");
         Some(crate::check::check(running, 2.0)?)
     } else {
@@ -520,8 +572,14 @@ fn measure(
         check,
         events,
         run_seconds,
+        links,
+        interrupted,
     })
 }
+
+/// How often a run reads the link counters (as often as the daemon
+/// refreshes them).
+const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
 fn stop_all(client: &mut Client, reports: &[Report]) {
     for r in reports.iter().filter(|r| !r.state.is_over()) {
@@ -773,6 +831,10 @@ fn write_reports(dir: &Path, report: &mut RunReport) -> Result<()> {
             crate::plot::throughput(&report.workloads, &report.events),
         ),
         ("op-times.svg", crate::plot::op_times(&report.workloads)),
+        (
+            "link-load.svg",
+            crate::plot::link_load(&report.links, &report.events),
+        ),
     ];
     for (name, svg) in plots {
         if let Some(svg) = svg {
@@ -841,11 +903,40 @@ pub fn summary(report: &RunReport) -> String {
         report.up_seconds,
         report.run_seconds
     );
+    if report.interrupted {
+        let _ = writeln!(
+            text,
+            "interrupted: the workloads were stopped before they ended; what follows is what they measured until then"
+        );
+    }
     if !report.workloads.is_empty() {
         let _ = writeln!(text, "{}", crate::workload::table(&report.workloads));
     }
+    if !report.links.directions.is_empty() {
+        let _ = writeln!(text, "{}", busiest_links(&report.links));
+    }
     for line in crate::workload::warning_lines(&report.workloads) {
         let _ = writeln!(text, "{line}");
+    }
+    let fidelity = &report.links.fidelity;
+    if !fidelity.is_empty() {
+        let _ = writeln!(
+            text,
+            "warning: on {} link direction{}, {}",
+            fidelity.len(),
+            if fidelity.len() == 1 { "" } else { "s" },
+            crate::dataplane::plane::Shortfall::CONSEQUENCE
+        );
+        for line in fidelity.iter().take(FIDELITY_LINES) {
+            let _ = writeln!(text, "  {line}");
+        }
+        if fidelity.len() > FIDELITY_LINES {
+            let _ = writeln!(
+                text,
+                "  and {} more (report.json: links.fidelity)",
+                fidelity.len() - FIDELITY_LINES
+            );
+        }
     }
     for v in &report.expectations {
         let _ = writeln!(
@@ -864,4 +955,62 @@ pub fn summary(report: &RunReport) -> String {
         report.expectations.len()
     );
     text
+}
+
+/// Link directions shown in a summary.
+const BUSIEST: usize = 5;
+
+/// Link directions whose shortfalls a summary spells out.
+const FIDELITY_LINES: usize = 3;
+
+/// Bytes for people: three significant digits and a decimal unit.
+fn human_bytes(b: u64) -> String {
+    let b = b as f64;
+    match [(1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")]
+        .into_iter()
+        .find(|(f, _)| b >= *f)
+    {
+        Some((f, unit)) if b / f >= 100.0 => format!("{:.0} {unit}", b / f),
+        Some((f, unit)) if b / f >= 10.0 => format!("{:.1} {unit}", b / f),
+        Some((f, unit)) => format!("{:.2} {unit}", b / f),
+        None => format!("{b} B"),
+    }
+}
+
+/// The busiest link directions of a run: bytes, mean and peak rate, and
+/// the peak's share of the link's rate.
+fn busiest_links(u: &Utilisation) -> String {
+    use tabled::settings::object::Columns;
+    use tabled::settings::{Alignment, Style};
+    use tabled::{Table, Tabled};
+    use turbonet_topo::experiment::FigureUnit;
+    #[derive(Tabled)]
+    struct Row {
+        #[tabled(rename = "busiest links")]
+        link: String,
+        direction: String,
+        bytes: String,
+        mean: String,
+        peak: String,
+        #[tabled(rename = "peak of rate")]
+        share: String,
+    }
+    let span = match (u.times.first(), u.times.last()) {
+        (Some(a), Some(b)) if b > a => b - a,
+        _ => 1.0,
+    };
+    let rows = u.directions.iter().take(BUSIEST).map(|d| Row {
+        link: d.link.clone(),
+        direction: format!("{} -> {}", d.from, d.to),
+        bytes: human_bytes(d.bytes),
+        mean: FigureUnit::Rate.human(d.bytes as f64 * 8.0 / span),
+        peak: FigureUnit::Rate.human(d.peak),
+        share: d
+            .peak_utilisation()
+            .map_or("-".to_owned(), |s| format!("{:.0}%", s * 100.0)),
+    });
+    Table::new(rows)
+        .with(Style::rounded())
+        .modify(Columns::new(2..), Alignment::right())
+        .to_string()
 }

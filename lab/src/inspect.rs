@@ -7,6 +7,7 @@ use serde::Serialize;
 use turbonet_topo::{Lab, LinkParams};
 
 use crate::api;
+use crate::dataplane::plane::Shortfall;
 use crate::error::{Context, Error, Result};
 use crate::kernel::routes::{TableRoute, link_names, read_table};
 use crate::state::{self, LabDir, Phase};
@@ -306,7 +307,7 @@ pub struct LinkShow {
     pub params: LinkParams,
     /// The scenario's.
     pub scenario: LinkParams,
-    /// Per-direction counters (impaired links).
+    /// Per-direction counters.
     pub directions: Vec<DirectionView>,
 }
 
@@ -320,8 +321,9 @@ pub struct DirectionView {
     /// What the engine counted.
     #[serde(flatten)]
     pub counters: turbonet_injectors::Counters,
-    /// Frames it could not transmit.
-    pub tx_errors: u64,
+    /// What this machine, not the link's model, did to its frames.
+    #[serde(flatten)]
+    pub shortfall: Shortfall,
 }
 
 /// `turbonet link show [LINK]`: asks the lab's daemon.
@@ -341,13 +343,13 @@ pub fn link_show(running: &Running, only: Option<&str>) -> Result<Vec<LinkShow>>
                     .directions
                     .into_iter()
                     .map(|d| {
-                        let (counters, tx_errors) =
+                        let (counters, shortfall) =
                             api::counters_from_proto(&d.counters.unwrap_or_default());
                         DirectionView {
                             from: d.from,
                             to: d.to,
                             counters,
-                            tx_errors,
+                            shortfall,
                         }
                     })
                     .collect(),

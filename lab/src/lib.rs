@@ -25,7 +25,8 @@
 //! - [`daemon`] and [`api`]: the per-lab daemon and its control API;
 //! - the verbs: [`up`], [`down`], [`inspect`], [`check`], [`exec`] (with
 //!   [`mpi`]), [`plan`],
-//!   [`bench`] (with [`report`]), [`experiment`] (with [`plot`]).
+//!   [`bench`] (with [`report`]), [`experiment`] (with [`plot`] and
+//!   [`utilisation`]).
 //!
 //! Nothing here prints: results come back as values, progress through
 //! [`up::Progress`], and the daemon logs with `tracing`.
@@ -56,6 +57,7 @@ pub mod routes;
 pub mod state;
 pub mod system;
 pub mod up;
+pub mod utilisation;
 pub mod workload;
 
 pub use error::{Error, Result};

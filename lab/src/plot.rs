@@ -216,6 +216,136 @@ pub fn op_times(reports: &[Report]) -> Option<String> {
     Some(svg)
 }
 
+/// Directions drawn in the link-load picture, busiest first.
+const LOAD_ROWS: usize = 24;
+
+/// Per-link load over time, as a heat map: a row per busy link direction
+/// (busiest first), a cell per sampling interval, coloured by the share of
+/// the link's rate it carried (or, when a drawn link has no rate, by its
+/// rate against the busiest's), with the timeline's events marked;
+/// `None` when no link carried load.
+pub fn link_load(u: &crate::utilisation::Utilisation, events: &[LoggedEvent]) -> Option<String> {
+    use plotters::coord::ranged1d::SegmentValue;
+    use plotters::style::colors::colormaps::ViridisRGB;
+    let rows: Vec<_> = u.directions.iter().take(LOAD_ROWS).collect();
+    let (Some(&t0), Some(&t1)) = (u.times.first(), u.times.last()) else {
+        return None;
+    };
+    if rows.is_empty() || t1 <= t0 {
+        return None;
+    }
+    let peak = rows.iter().map(|d| d.peak).fold(0.0, f64::max);
+    let of_rate = rows.iter().all(|d| d.rate.is_some());
+    let share = |d: &crate::utilisation::DirectionLoad, r: f64| {
+        let full = if of_rate {
+            d.rate.unwrap_or(peak)
+        } else {
+            peak
+        };
+        (r / full.max(1.0)).clamp(0.0, 1.0)
+    };
+    let n = rows.len();
+    let height = (140 + 22 * n as u32).max(260);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (SIZE.0, height)).into_drawing_area();
+        root.fill(&WHITE).ok()?;
+        let (main, bar) = root.split_horizontally(SIZE.0 - 90);
+        let caption = if of_rate {
+            "link load: share of each link's rate".to_owned()
+        } else {
+            let (scale, unit) = rate_unit(peak);
+            format!(
+                "link load: rate against the busiest ({:.1} {unit})",
+                peak / scale
+            )
+        };
+        let labels: Vec<String> = rows
+            .iter()
+            .map(|d| format!("{} -> {}", d.from, d.to))
+            .collect();
+        let mut chart = ChartBuilder::on(&main)
+            .caption(caption, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(170)
+            .build_cartesian_2d(t0..t1, (0..n).into_segmented())
+            .ok()?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_desc("seconds since the fabric was ready")
+            .y_labels(n)
+            .y_label_formatter(&|v| match v {
+                // Row 0 (the busiest) on top.
+                SegmentValue::CenterOf(i) if *i < n => labels[n - 1 - i].clone(),
+                _ => String::new(),
+            })
+            .draw()
+            .ok()?;
+        for (i, d) in rows.iter().enumerate() {
+            let y = n - 1 - i;
+            chart
+                .draw_series(d.rates.iter().zip(u.times.windows(2)).map(|(&r, w)| {
+                    let c = ViridisRGB::get_color(share(d, r));
+                    Rectangle::new(
+                        [
+                            (w[0], SegmentValue::Exact(y)),
+                            (w[1], SegmentValue::Exact(y + 1)),
+                        ],
+                        c.filled(),
+                    )
+                }))
+                .ok()?;
+        }
+        for e in events
+            .iter()
+            .filter(|e| e.source == "timeline" && (t0..=t1).contains(&e.t))
+        {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    [(e.t, SegmentValue::Exact(0)), (e.t, SegmentValue::Exact(n))],
+                    5,
+                    4,
+                    RED.stroke_width(2),
+                ))
+                .ok()?;
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    e.event.clone(),
+                    (e.t, SegmentValue::Exact(n)),
+                    ("sans-serif", 12).into_font().color(&RED),
+                )))
+                .ok()?;
+        }
+        // The colour scale, 0 at the bottom.
+        let mut scale = ChartBuilder::on(&bar)
+            .margin_top(40)
+            .margin_bottom(48)
+            .margin_right(8)
+            .y_label_area_size(44)
+            .build_cartesian_2d(0.0..1.0, 0.0..100.0)
+            .ok()?;
+        scale
+            .configure_mesh()
+            .disable_mesh()
+            .disable_x_axis()
+            .y_labels(5)
+            .y_label_style(("sans-serif", 12))
+            .y_label_formatter(&|v| format!("{v:.0}%"))
+            .draw()
+            .ok()?;
+        scale
+            .draw_series((0..100).map(|k| {
+                let c = ViridisRGB::get_color(f64::from(k) / 99.0);
+                Rectangle::new([(0.0, f64::from(k)), (1.0, f64::from(k + 1))], c.filled())
+            }))
+            .ok()?;
+        root.present().ok()?;
+    }
+    Some(svg)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,6 +408,34 @@ mod tests {
         let svg = throughput(&[r], &[]).unwrap();
         assert!(svg.contains("bulk (20 flows)") && svg.contains("Mbit/s"));
         assert_eq!(throughput(&[report("idle")], &[]), None);
+    }
+
+    #[test]
+    fn link_load_draws_a_row_per_busy_direction_and_its_scale() {
+        use crate::utilisation::{DirectionLoad, Utilisation};
+        let direction = |from: &str, rates: Vec<f64>| DirectionLoad {
+            link: format!("{from}--s1"),
+            from: from.into(),
+            to: "s1".into(),
+            rate: Some(100e6),
+            bytes: 1,
+            peak: rates.iter().copied().fold(0.0, f64::max),
+            rates,
+        };
+        let u = Utilisation {
+            times: vec![0.0, 0.1, 0.2, 0.3],
+            directions: vec![
+                direction("h1", vec![40e6, 100e6, 0.0]),
+                direction("h2", vec![0.0, 5e6, 5e6]),
+            ],
+            fidelity: Vec::new(),
+        };
+        let svg = link_load(&u, &[]).expect("a picture");
+        assert!(svg.contains("share of each link"), "{svg}");
+        assert!(svg.contains("h1 -&gt; s1") && svg.contains("h2 -&gt; s1"));
+        // Six cells and the scale's hundred steps, at least.
+        assert!(svg.matches("<rect").count() >= 106);
+        assert!(link_load(&Utilisation::default(), &[]).is_none());
     }
 
     #[test]

@@ -17,6 +17,8 @@ const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 /// `PACKET_AUXDATA` (linux/if_packet.h): a `tpacket_auxdata` with every
 /// frame, which carries the VLAN tag the kernel took out of it.
 const PACKET_AUXDATA: libc::c_int = 8;
+/// `PACKET_STATISTICS` (linux/if_packet.h): frames received and dropped.
+const PACKET_STATISTICS: libc::c_int = 6;
 const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
 const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 
@@ -108,6 +110,35 @@ impl PacketSocket {
         } else {
             Ok(())
         }
+    }
+
+    /// Frames the kernel dropped on this socket (a full receive buffer)
+    /// since the last call: `PACKET_STATISTICS`, which resets as it is
+    /// read.
+    pub fn take_drops(&self) -> io::Result<u64> {
+        /// `struct tpacket_stats` (linux/if_packet.h).
+        #[repr(C)]
+        #[derive(Default)]
+        struct TpacketStats {
+            tp_packets: u32,
+            tp_drops: u32,
+        }
+        let mut stats = TpacketStats::default();
+        let mut len = std::mem::size_of::<TpacketStats>() as libc::socklen_t;
+        // SAFETY: getsockopt into a correctly sized tpacket_stats.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                PACKET_STATISTICS,
+                (&mut stats as *mut TpacketStats).cast(),
+                &mut len,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(u64::from(stats.tp_drops))
     }
 
     /// Receives up to `batch.len()` waiting frames with one `recvmmsg`;

@@ -66,6 +66,14 @@ fn every_bundled_experiment_passes_with_junit_output() {
                 .iter()
                 .any(|p| p == "throughput.svg")
         );
+        // What every link carried, and its picture.
+        assert!(
+            !report["links"]["directions"].as_array().unwrap().is_empty(),
+            "{}",
+            report["links"]
+        );
+        let svg = std::fs::read_to_string(out_dir.join("link-load.svg")).unwrap();
+        assert!(svg.contains("link load"), "{svg}");
         assert!(
             report["workloads"]
                 .as_array()
@@ -315,4 +323,179 @@ duration = "1s"
         first.starts_with("h0-0-0: ") && first.contains("dropped at full receive buffers"),
         "{warnings:#?}"
     );
+}
+
+/// The throughput series of the first flow of workload `name` in a report,
+/// bits per second per step.
+fn series(report: &serde_json::Value, name: &str) -> Vec<f64> {
+    let w = report["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["name"] == name)
+        .unwrap_or_else(|| panic!("no workload {name}: {report:#}"));
+    w["flows"][0]["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_f64().unwrap() * 8.0 / 0.1)
+        .collect()
+}
+
+/// Steps of `series`, between its first and last busy one, that carried
+/// less than a twentieth of its busiest: its off periods.
+fn quiet_steps(series: &[f64]) -> usize {
+    let max = series.iter().copied().fold(0.0, f64::max);
+    let busy = |x: &f64| *x > max / 20.0;
+    let (Some(first), Some(last)) = (series.iter().position(busy), series.iter().rposition(busy))
+    else {
+        return 0;
+    };
+    series[first..=last].iter().filter(|x| !busy(x)).count()
+}
+
+#[test]
+fn on_off_flows_are_silent_between_bursts_and_a_load_is_a_share_of_the_link() {
+    require_root!();
+    let lab = unique_lab("eo");
+    let file = scenario_as(
+        "two-hosts.toml",
+        &lab,
+        r#"
+[links.host-switch]
+rate = "100mbit"
+
+[[workload]]
+name = "udp-bursts"
+kind = "udp"
+pattern = "pairs"
+pairs = [["h1", "h2"]]
+load = "40%"
+size = 1458
+on = "200ms"
+off = "200ms"
+duration = "2s"
+
+[[workload]]
+name = "tcp-bursts"
+kind = "tcp"
+pattern = "pairs"
+pairs = [["h2", "h1"]]
+duration = "2s"
+on = "200ms"
+off = "200ms"
+"#,
+    );
+    let _guard = LabGuard(lab.clone());
+    let (out_dir, out) = run_experiment(&file, &lab, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
+            .unwrap();
+    // 40% of 100 Mbit/s on the wire is 38.9 Mbit/s of 1458-byte payloads,
+    // sent in five 200 ms bursts: 4.86 MB.
+    let udp = report["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["name"] == "udp-bursts")
+        .map(|w| w["flows"][0].clone())
+        .unwrap();
+    let bytes = udp["bytes"].as_f64().unwrap();
+    assert!(
+        (4.86e6 * 0.9..=4.86e6 * 1.1).contains(&bytes),
+        "{bytes} bytes: {udp:#}"
+    );
+    // Both kinds fall silent between bursts (100 ms steps, 200 ms off).
+    for name in ["udp-bursts", "tcp-bursts"] {
+        let s = series(&report, name);
+        assert!(quiet_steps(&s) >= 3, "{name} never paused: {s:?}");
+    }
+    // The link carried the load: h1's link towards the switch peaked near
+    // 40% of its rate.
+    let up = report["links"]["directions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["from"] == "h1" && d["to"] == "s1")
+        .unwrap_or_else(|| panic!("h1 -> s1 carried nothing: {:#}", report["links"]))
+        .clone();
+    let share = up["peak"].as_f64().unwrap() / up["rate"].as_f64().unwrap();
+    assert!((0.3..=0.6).contains(&share), "{up:#}");
+    let svg = std::fs::read_to_string(out_dir.join("link-load.svg")).unwrap();
+    assert!(
+        svg.contains("h1 -&gt; s1") || svg.contains("h1 -> s1"),
+        "{svg}"
+    );
+}
+
+#[test]
+fn an_interrupted_run_still_reports_what_it_measured_and_takes_its_lab_down() {
+    require_root!();
+    let lab = unique_lab("ei");
+    let file = scenario_as(
+        "two-hosts.toml",
+        &lab,
+        r#"
+[[workload]]
+name = "long"
+kind = "udp"
+pattern = "pairs"
+pairs = [["h1", "h2"]]
+rate = "10mbit"
+duration = "60s"
+
+[[expect]]
+workload = "long"
+figure = "loss"
+max = "1%"
+"#,
+    );
+    let _guard = LabGuard(lab.clone());
+    let out_dir = std::env::temp_dir()
+        .join("turbonet-tests")
+        .join(format!("{lab}-report"));
+    let child = turbonet_tests::turbonet()
+        .args(["run", "-q", "--out", out_dir.to_str().unwrap()])
+        .arg(&file)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Until the flow has moved some bytes.
+    let moving = wait_until(Duration::from_secs(60), || {
+        let out = run(&["workload", "show", "--json", "--lab", &lab]);
+        out.status.success()
+            && serde_json::from_slice::<serde_json::Value>(&out.stdout)
+                .ok()
+                .and_then(|r| r[0]["flows"][0]["bytes"].as_u64())
+                .is_some_and(|b| b > 100_000)
+    });
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    if !moving {
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        panic!(
+            "the workload never ran: {}",
+            text(&child.wait_with_output().unwrap())
+        );
+    }
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["interrupted"], true);
+    assert_eq!(report["passed"], false);
+    assert!(
+        report["workloads"][0]["flows"][0]["bytes"]
+            .as_u64()
+            .unwrap()
+            > 100_000
+    );
+    let junit = std::fs::read_to_string(out_dir.join("junit.xml")).unwrap();
+    assert!(junit.contains("the run was interrupted"), "{junit}");
+    let summary = std::fs::read_to_string(out_dir.join("summary.txt")).unwrap();
+    assert!(summary.contains("interrupted"), "{summary}");
+    assert!(!turbonet_tests::lab_state_exists(&lab));
 }

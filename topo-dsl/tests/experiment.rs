@@ -143,6 +143,7 @@ command = ["sh", "-c", "echo $RANK"]
             arrivals: Arrivals::At(std::time::Duration::ZERO),
             amount: Amount::Bytes(Bytes(8 << 20)),
             congestion: Some("bbr".into()),
+            on_off: None,
         }
     );
     // Without hosts: every host that is not a backup.
@@ -160,7 +161,7 @@ command = ["sh", "-c", "echo $RANK"]
     assert_eq!(*pattern, Pattern::Pairs(vec![(0, 4)]));
     assert_eq!(
         (*rate, *size, *pacing),
-        (Rate::from_mbit(10), 1400, Pacing::Poisson)
+        (Offered::Rate(Rate::from_mbit(10)), 1400, Pacing::Poisson)
     );
     assert!(matches!(&hello.kind, WorkloadKind::Exec { command } if command.len() == 3));
     // Seeds differ per workload and follow the scenario's.
@@ -168,6 +169,114 @@ command = ["sh", "-c", "echo $RANK"]
     let again = with("[[workload]]\nname = \"ring\"\nkind = \"exec\"\ncommand = [\"true\"]\n");
     let again = ok(&again.replace("seed = 7", "seed = 8"));
     assert_ne!(again.workloads[0].seed, ring.seed);
+}
+
+#[test]
+fn background_load_is_a_share_of_each_sender_s_links_and_flows_may_burst() {
+    let lab = ok(&with(
+        r#"
+[[workload]]
+name = "background"
+kind = "udp"
+segment = 0
+pattern = "all-to-all"
+load = "30%"
+size = 1458
+duration = "2s"
+on = "100ms"
+off = "300ms"
+periods = "exponential"
+
+[[workload]]
+name = "bursts"
+kind = "tcp"
+pattern = "pairs"
+pairs = [["h0-0", "h1-0"]]
+duration = "2s"
+on = "50ms"
+off = "50ms"
+"#,
+    ));
+    let [background, bursts] = &lab.workloads[..] else {
+        panic!("{:?}", lab.workloads)
+    };
+    let WorkloadKind::Udp { rate, on_off, .. } = &background.kind else {
+        panic!("{background:?}")
+    };
+    assert_eq!(*rate, Offered::Load(0.3));
+    assert_eq!(
+        *on_off,
+        Some(OnOff {
+            on: Delay::from_millis(100),
+            off: Delay::from_millis(300),
+            periods: Periods::Exponential,
+        })
+    );
+    // Each host of segment 0 reaches its ToR at 1 Gbit/s on rail 0 (both
+    // ports of the dual-ToR NIC): 2 Gbit/s, of which 30% on the wire
+    // is shared by its 3 flows; a 1458-byte payload is 1500 bytes there.
+    let capacity = background.ranks[0].capacity(&lab.fabric);
+    assert_eq!(capacity, Some(Rate::from_mbit(2000)));
+    assert_eq!(
+        rate.per_flow(capacity, 3, 1458),
+        Rate(194_400_000),
+        "2 Gbit/s x 0.3 x 1458/1500 / 3"
+    );
+    assert!(matches!(
+        bursts.kind,
+        WorkloadKind::Tcp {
+            on_off: Some(OnOff {
+                periods: Periods::Fixed,
+                ..
+            }),
+            ..
+        }
+    ));
+
+    let errs = errors(&with(
+        r#"
+[[workload]]
+name = "both"
+kind = "udp"
+rate = "1mbit"
+load = 0.5
+duration = "1s"
+
+[[workload]]
+name = "over"
+kind = "udp"
+load = "150%"
+duration = "1s"
+
+[[workload]]
+name = "half"
+kind = "udp"
+rate = "1mbit"
+duration = "1s"
+on = "10ms"
+"#,
+    ));
+    let find = |needle: &str| {
+        errs.iter()
+            .find(|e| e.2.contains(needle))
+            .unwrap_or_else(|| panic!("no error with {needle:?} in {errs:#?}"))
+    };
+    assert_eq!(find("at a `rate` or a `load`, not both").0, 23);
+    assert!(
+        find("`load` must be above 0 and at most 100%")
+            .3
+            .contains("30%")
+    );
+    assert_eq!(find("needs both `on` and `off`").0, 37);
+    // A link without a rate: the aggregation links of this pod have none,
+    // but its hosts' links do; a scenario without rates refuses `load`.
+    let bare = with("[[workload]]\nname = \"bg\"\nkind = \"udp\"\nload = 0.2\nduration = \"1s\"\n")
+        .replace("[links.host-tor]\nrate = \"1gbit\"\n", "");
+    let errs = errors(&bare);
+    assert!(
+        errs.iter().any(|e| e.2.contains("has a link without one")),
+        "{errs:#?}"
+    );
 }
 
 #[test]

@@ -404,7 +404,10 @@ fn run_experiment(args: &cli::RunArgs) -> Result<ExitCode> {
         print!("{}", turbonet_lab::experiment::summary(&outcome.report));
         println!("reports: {}", outcome.dir.display());
     }
-    Ok(if outcome.report.passed {
+    Ok(if outcome.report.interrupted {
+        // As a shell reports a command that SIGINT ended.
+        ExitCode::from(130)
+    } else if outcome.report.passed {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -356,6 +356,21 @@ pub fn link_show(rows: &[LinkShow], as_json: bool) -> Result<()> {
             )
         );
     }
+    let mut short = 0;
+    for r in rows {
+        for d in &r.directions {
+            if let Some(why) = d.shortfall.describe(d.counters.tx_packets) {
+                println!("warning: {} {} -> {}: {why}", r.link, d.from, d.to);
+                short += 1;
+            }
+        }
+    }
+    if short > 0 {
+        println!(
+            "warning: {}",
+            turbonet_lab::dataplane::plane::Shortfall::CONSEQUENCE
+        );
+    }
     Ok(())
 }
 

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 
-pub use turbonet_topo::experiment::{Arrivals, Pattern};
+pub use turbonet_topo::experiment::{Arrivals, OnOff, Pattern, Periods};
 
 /// One flow of a schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -108,6 +108,61 @@ pub fn schedule(
             }
         })
         .collect())
+}
+
+/// The periods in which an on/off flow sends, as offsets from its start:
+/// `[begin, end)`, on first, without end. Exponential lengths are drawn
+/// from `seed` (the flow's: the same seed, the same bursts).
+#[derive(Debug, Clone)]
+pub struct OnPeriods {
+    on_off: OnOff,
+    rng: ChaCha8Rng,
+    /// Where the next on period begins, seconds.
+    next: f64,
+}
+
+/// The on periods of a flow, drawn from `seed`.
+pub fn on_periods(on_off: OnOff, seed: u64) -> OnPeriods {
+    OnPeriods {
+        on_off,
+        rng: ChaCha8Rng::from_seed(turbonet_topo::seed::chacha_key(seed)),
+        next: 0.0,
+    }
+}
+
+impl Iterator for OnPeriods {
+    type Item = (Duration, Duration);
+
+    fn next(&mut self) -> Option<(Duration, Duration)> {
+        let mean = |d: turbonet_topo::units::Delay| d.as_duration().as_secs_f64();
+        let (on, off) = (mean(self.on_off.on), mean(self.on_off.off));
+        let (on, off) = match self.on_off.periods {
+            Periods::Fixed => (on, off),
+            Periods::Exponential => (
+                exponential(&mut self.rng, 1.0 / on),
+                if off > 0.0 {
+                    exponential(&mut self.rng, 1.0 / off)
+                } else {
+                    0.0
+                },
+            ),
+        };
+        let begin = self.next;
+        self.next = begin + on + off;
+        Some((
+            Duration::from_secs_f64(begin),
+            Duration::from_secs_f64(begin + on),
+        ))
+    }
+}
+
+/// How long a flow with `on_off` (drawn from `seed`) sends within its
+/// first `span`.
+pub fn on_time(on_off: OnOff, seed: u64, span: Duration) -> Duration {
+    on_periods(on_off, seed)
+        .take_while(|(begin, _)| *begin < span)
+        .map(|(begin, end)| end.min(span) - begin)
+        .sum()
 }
 
 /// A uniform draw in `0..n` (Lemire's multiply-and-reject, unbiased).
@@ -223,6 +278,40 @@ mod tests {
         // 5000 arrivals at 1000/s end near 5 s (sd of the sum: sqrt(5000)/1000).
         let end = flows.last().unwrap().start.as_secs_f64();
         assert!((end - 5.0).abs() < 0.4, "{end}");
+    }
+
+    #[test]
+    fn on_periods_alternate_and_exponential_ones_keep_their_means() {
+        use turbonet_topo::units::Delay;
+        let fixed = OnOff {
+            on: Delay(100_000_000),
+            off: Delay(300_000_000),
+            periods: Periods::Fixed,
+        };
+        let ms = |d: Duration| d.as_millis();
+        let first: Vec<_> = on_periods(fixed, 1)
+            .take(3)
+            .map(|(a, b)| (ms(a), ms(b)))
+            .collect();
+        assert_eq!(first, [(0, 100), (400, 500), (800, 900)]);
+        assert_eq!(
+            on_time(fixed, 1, Duration::from_millis(1_050)).as_millis(),
+            300
+        );
+        let exp = OnOff {
+            periods: Periods::Exponential,
+            ..fixed
+        };
+        let periods: Vec<_> = on_periods(exp, 9).take(20_000).collect();
+        assert!(periods.windows(2).all(|w| w[0].1 <= w[1].0));
+        let on: f64 = periods.iter().map(|(a, b)| (*b - *a).as_secs_f64()).sum();
+        let mean_on = on / periods.len() as f64;
+        assert!((mean_on - 0.1).abs() < 0.005, "{mean_on}");
+        let span = periods.last().unwrap().1.as_secs_f64();
+        // A quarter of the time on, as the means say.
+        assert!((on / span - 0.25).abs() < 0.01, "{}", on / span);
+        let again: Vec<_> = on_periods(exp, 9).take(5).collect();
+        assert_eq!(again, periods[..5]);
     }
 
     #[test]

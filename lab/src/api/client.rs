@@ -9,7 +9,8 @@ use tonic::transport::{Channel, Endpoint};
 use turbonet_topo::LinkParams;
 
 use super::proto::lab_client::LabClient;
-use super::{Target, bgp_from_proto, params_to_proto, proto, socket_path};
+use super::{Target, bgp_from_proto, counters_from_proto, params_to_proto, proto, socket_path};
+use crate::dataplane::plane::{Counted, LinkCounters};
 use crate::error::{Error, Result};
 use crate::events::LoggedEvent;
 use crate::routes::bgp::BgpReport;
@@ -116,6 +117,31 @@ impl Client {
             rpc.list_links(proto::ListLinksRequest { link }).await
         })
         .map(|r| r.links)
+    }
+
+    /// Every link's counters, as the daemon last read them.
+    pub fn counters(&mut self) -> Result<Counted> {
+        let response = self.call(READ_TIMEOUT, |mut rpc| async move {
+            rpc.list_links(proto::ListLinksRequest::default()).await
+        })?;
+        let links = response
+            .links
+            .into_iter()
+            .filter(|l| l.directions.len() == 2)
+            .map(|l| {
+                let [a, b] = [0, 1]
+                    .map(|d| counters_from_proto(&l.directions[d].counters.unwrap_or_default()));
+                LinkCounters {
+                    link: l.name,
+                    directions: [a.0, b.0],
+                    shortfall: [a.1, b.1],
+                }
+            })
+            .collect();
+        Ok(Counted {
+            at_unix: response.counted_unix,
+            links,
+        })
     }
 
     /// Changes some parameters of `link`.

@@ -9,6 +9,7 @@ use turbonet_topo::units::{Delay, LossProb, Mtu, QueueLimit, Rate};
 use turbonet_topo::{JitterDistribution, LinkParams, Loss};
 
 use super::proto;
+use crate::dataplane::plane::Shortfall;
 use crate::error::{Error, Result};
 use crate::events::LoggedEvent;
 use crate::routes::bgp::{BgpReport, SessionStatus, SpeakerStatus};
@@ -73,9 +74,8 @@ fn jitter_to(j: JitterDistribution) -> proto::JitterDistribution {
     }
 }
 
-/// One direction's counters on the wire, with the frames it could not
-/// transmit.
-pub fn counters_to_proto(c: &turbonet_injectors::Counters, tx_errors: u64) -> proto::LinkCounters {
+/// One direction's counters on the wire, with the machine's shortfalls.
+pub fn counters_to_proto(c: &turbonet_injectors::Counters, s: &Shortfall) -> proto::LinkCounters {
     proto::LinkCounters {
         rx_packets: c.rx_packets,
         rx_bytes: c.rx_bytes,
@@ -88,12 +88,15 @@ pub fn counters_to_proto(c: &turbonet_injectors::Counters, tx_errors: u64) -> pr
         ecn_marked: c.ecn_marked,
         queue_packets: c.queue_packets,
         queue_bytes: c.queue_bytes,
-        tx_errors,
+        tx_errors: s.tx_errors,
+        socket_drops: s.socket_drops,
+        late: s.late,
+        max_late_ns: s.max_late_ns,
     }
 }
 
-/// [`counters_to_proto`] back: the counters and the transmit errors.
-pub fn counters_from_proto(c: &proto::LinkCounters) -> (turbonet_injectors::Counters, u64) {
+/// [`counters_to_proto`] back: the counters and the shortfalls.
+pub fn counters_from_proto(c: &proto::LinkCounters) -> (turbonet_injectors::Counters, Shortfall) {
     let counters = turbonet_injectors::Counters {
         rx_packets: c.rx_packets,
         rx_bytes: c.rx_bytes,
@@ -107,7 +110,13 @@ pub fn counters_from_proto(c: &proto::LinkCounters) -> (turbonet_injectors::Coun
         queue_packets: c.queue_packets,
         queue_bytes: c.queue_bytes,
     };
-    (counters, c.tx_errors)
+    let shortfall = Shortfall {
+        tx_errors: c.tx_errors,
+        socket_drops: c.socket_drops,
+        late: c.late,
+        max_late_ns: c.max_late_ns,
+    };
+    (counters, shortfall)
 }
 
 /// Link parameters on the wire (unset: not set).

@@ -46,8 +46,10 @@ fn worker_path(dir: &LabDir) -> PathBuf {
     dir.path().join("daemon.pid")
 }
 
+use crate::dataplane::plane::Counted;
+
 /// How often the actor refreshes the counters readers see.
-const COUNTERS_EVERY: Duration = Duration::from_millis(250);
+const COUNTERS_EVERY: Duration = Duration::from_millis(100);
 
 /// Daemons that die this soon after starting count towards giving up.
 const CRASH_WINDOW: Duration = Duration::from_secs(10);
@@ -350,7 +352,7 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
             );
         }
         actor.set_workloads(workloads.clone());
-        let counters = Arc::new(Mutex::new(Vec::new()));
+        let counters = Arc::new(Mutex::new(Counted::default()));
         let shared = Shared {
             lab: lab.clone(),
             carriers,
@@ -394,7 +396,7 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
 async fn run_actor(
     actor: &mut Actor,
     mut commands: mpsc::UnboundedReceiver<Envelope>,
-    counters: &Mutex<Vec<crate::dataplane::plane::LinkCounters>>,
+    counters: &Mutex<Counted>,
 ) -> Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut terminate = signal(SignalKind::terminate())?;
@@ -411,10 +413,11 @@ async fn run_actor(
                 None => return Ok(()),
             },
             _ = tick.tick() => {
-                if let Ok(now) = actor.plane().counters().await
+                let at_unix = unix_now();
+                if let Ok(links) = actor.plane().counters().await
                     && let Ok(mut c) = counters.lock()
                 {
-                    *c = now;
+                    *c = Counted { at_unix, links };
                 }
             }
         }

@@ -21,7 +21,7 @@ use crate::api::Target;
 use crate::api::proto::lab_server::{Lab as LabService, LabServer};
 use crate::api::{self, proto};
 use crate::dataplane::Carrier;
-use crate::dataplane::plane::LinkCounters;
+use crate::dataplane::plane::Counted;
 use crate::error::{Error, Kind, Result};
 use crate::events::Events;
 use crate::routes::bgp::BgpView;
@@ -38,7 +38,7 @@ pub struct Shared {
     /// What the actor published last.
     pub published: watch::Receiver<Published>,
     /// The data plane's counters, by link name (refreshed by the actor).
-    pub counters: Arc<Mutex<Vec<LinkCounters>>>,
+    pub counters: Arc<Mutex<Counted>>,
     /// The lab's events.
     pub events: Events,
     /// What the BGP agents published (BGP labs).
@@ -188,6 +188,8 @@ impl LabService for Shared {
         };
         let published = self.published.borrow().clone();
         let counted = self.counters.lock().map(|c| c.clone()).unwrap_or_default();
+        let counted_unix = counted.at_unix;
+        let counted = counted.links;
         let fabric = &self.lab.fabric;
         let links = fabric
             .links
@@ -209,7 +211,7 @@ impl LabService for Shared {
                                 to: names[1 - d].clone(),
                                 counters: Some(api::counters_to_proto(
                                     &c.directions[d],
-                                    c.tx_errors[d],
+                                    &c.shortfall[d],
                                 )),
                             })
                             .collect()
@@ -231,7 +233,10 @@ impl LabService for Shared {
                 }
             })
             .collect();
-        Ok(Response::new(proto::ListLinksResponse { links }))
+        Ok(Response::new(proto::ListLinksResponse {
+            links,
+            counted_unix,
+        }))
     }
 
     async fn set_link(

@@ -10,7 +10,10 @@
 //! - **UDP**: each flow sends numbered datagrams stamped with the daemon's
 //!   monotonic clock (the receiver reads the same clock: the one-way delay
 //!   is exact), evenly spaced at its rate or with exponential gaps. Loss is
-//!   what was sent and never arrived.
+//!   what was sent and never arrived. A `load` sets each flow's rate from
+//!   its sender's link rate.
+//! - **On/off**: either kind sends only in its on periods (fixed, or
+//!   exponential drawn from the flow's seed), silent in between.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -21,8 +24,8 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinSet;
-use turbonet_topo::experiment::{Amount, Pacing, WorkloadKind};
-use turbonet_workload::traffic::{self, Flow};
+use turbonet_topo::experiment::{Amount, OnOff, Pacing, WorkloadKind};
+use turbonet_workload::traffic::{self, Flow, OnPeriods};
 
 use super::sockets::{self, connect, listen, udp as udp_socket};
 use super::{Context, FlowReport, add_to_series};
@@ -30,6 +33,10 @@ use crate::error::{Error, Result};
 
 /// How much a TCP sender writes, or a receiver reads, at once.
 const CHUNK: usize = 256 << 10;
+
+/// Bytes an on/off TCP flow may have written and the kernel not yet sent:
+/// what it sends after an on period ends (with what is in flight).
+const ON_OFF_UNSENT: u32 = 32 << 10;
 
 /// The flows of `cx`'s workload, and their reports' first lines.
 fn plan(cx: &Context) -> Result<Vec<Flow>> {
@@ -69,6 +76,38 @@ fn addr(cx: &Context, rank: usize) -> Ipv4Addr {
     cx.workload.ranks[rank].addr
 }
 
+/// When an on/off flow may send.
+struct Gate {
+    periods: OnPeriods,
+    begin: Instant,
+    /// The current or next on period.
+    current: (Instant, Instant),
+}
+
+impl Gate {
+    /// The gate of flow `id` of `cx`'s workload, from `begin` on (`None`:
+    /// the flow sends all the time).
+    fn new(cx: &Context, on_off: Option<OnOff>, id: usize, begin: Instant) -> Option<Gate> {
+        let seed = turbonet_topo::seed::for_name(cx.workload.seed, &format!("on-off/{id}"));
+        let mut periods = traffic::on_periods(on_off?, seed);
+        let (a, b) = periods.next().expect("on periods never end");
+        Some(Gate {
+            periods,
+            begin,
+            current: (begin + a, begin + b),
+        })
+    }
+
+    /// The on period that `t` is in, or the next one: it ends after `t`.
+    fn at(&mut self, t: Instant) -> (Instant, Instant) {
+        while self.current.1 <= t {
+            let (a, b) = self.periods.next().expect("on periods never end");
+            self.current = (self.begin + a, self.begin + b);
+        }
+        self.current
+    }
+}
+
 /// Waits for every task; the first error ends the others.
 async fn join_all(mut tasks: JoinSet<Result<()>>) -> Result<()> {
     while let Some(done) = tasks.join_next().await {
@@ -85,7 +124,10 @@ async fn join_all(mut tasks: JoinSet<Result<()>>) -> Result<()> {
 /// Runs a `tcp` workload.
 pub(crate) async fn tcp(cx: &Context) -> Result<()> {
     let WorkloadKind::Tcp {
-        amount, congestion, ..
+        amount,
+        congestion,
+        on_off,
+        ..
     } = &cx.workload.kind
     else {
         unreachable!("a tcp workload")
@@ -122,8 +164,8 @@ pub(crate) async fn tcp(cx: &Context) -> Result<()> {
         });
     }
     for flow in flows {
-        let (cx, amount, congestion) = (cx.clone(), *amount, congestion.clone());
-        tasks.spawn(async move { send_tcp(cx, flow, amount, congestion).await });
+        let (cx, amount, congestion, on_off) = (cx.clone(), *amount, congestion.clone(), *on_off);
+        tasks.spawn(async move { send_tcp(cx, flow, amount, congestion, on_off).await });
     }
     join_all(tasks).await
 }
@@ -134,6 +176,7 @@ async fn send_tcp(
     flow: Flow,
     amount: Amount,
     congestion: Option<String>,
+    on_off: Option<OnOff>,
 ) -> Result<()> {
     tokio::time::sleep(flow.start).await;
     let start = cx.now();
@@ -142,24 +185,46 @@ async fn send_tcp(
     let from = SocketAddrV4::new(addr(&cx, flow.src), flow.sport);
     let to = SocketAddrV4::new(addr(&cx, flow.dst), flow.dport);
     let mut stream = connect(&cx, host, from, to, congestion.as_deref()).await?;
+    if on_off.is_some() {
+        // Off must mean silent: little may wait in the send buffer.
+        use std::os::fd::AsFd;
+        crate::system::set_tcp_unsent_limit(stream.as_fd(), ON_OFF_UNSENT)?;
+    }
     let buf = vec![0u8; CHUNK];
-    match amount {
-        Amount::Bytes(b) => {
-            let mut left = b.0;
-            while left > 0 {
-                let n = left.min(CHUNK as u64) as usize;
-                stream.write_all(&buf[..n]).await?;
-                left -= n as u64;
-            }
+    let begin = Instant::now();
+    let (mut left, end) = match amount {
+        Amount::Bytes(b) => (b.0, None),
+        Amount::For(d) => (u64::MAX, Some(begin + d.as_duration())),
+    };
+    let mut gate = Gate::new(&cx, on_off, flow.id, begin);
+    loop {
+        let now = Instant::now();
+        if left == 0 || end.is_some_and(|e| now >= e) {
+            break;
         }
-        Amount::For(d) => {
-            let end = Instant::now() + d.as_duration();
-            while Instant::now() < end {
-                tokio::select! {
-                    w = stream.write(&buf) => { w?; }
-                    _ = tokio::time::sleep_until(end.into()) => break,
-                }
+        // Until when it may write: the end of its time, or of this on
+        // period; an off period is slept through.
+        let mut until = end;
+        if let Some(g) = gate.as_mut() {
+            let (on, off) = g.at(now);
+            if now < on {
+                let wake = end.map_or(on, |e| on.min(e));
+                tokio::time::sleep_until(wake.into()).await;
+                continue;
             }
+            until = Some(end.map_or(off, |e| off.min(e)));
+        }
+        let n = left.min(CHUNK as u64) as usize;
+        // `write` is cancel-safe: cut short, it wrote nothing.
+        let wrote = match until {
+            Some(until) => tokio::select! {
+                w = stream.write(&buf[..n]) => w?,
+                _ = tokio::time::sleep_until(until.into()) => 0,
+            },
+            None => stream.write(&buf[..n]).await?,
+        };
+        if end.is_none() {
+            left -= wrote as u64;
         }
     }
     stream.shutdown().await?;
@@ -281,6 +346,7 @@ pub(crate) async fn udp(cx: &Context) -> Result<()> {
         size,
         duration,
         pacing,
+        on_off,
         ..
     } = &cx.workload.kind
     else {
@@ -304,7 +370,10 @@ pub(crate) async fn udp(cx: &Context) -> Result<()> {
     let mut sending = JoinSet::new();
     for flow in flows.iter().copied() {
         let cx = cx.clone();
-        let (rate, size, duration, pacing) = (*rate, *size, *duration, *pacing);
+        let sent_by_src = flows.iter().filter(|f| f.src == flow.src).count();
+        let capacity = cx.workload.ranks[flow.src].capacity(&cx.lab.fabric);
+        let rate = rate.per_flow(capacity, sent_by_src, *size);
+        let (size, duration, pacing, on_off) = (*size, *duration, *pacing, *on_off);
         sending.spawn(async move {
             tokio::time::sleep(flow.start).await;
             let host = cx.workload.ranks[flow.src].host;
@@ -325,6 +394,13 @@ pub(crate) async fn udp(cx: &Context) -> Result<()> {
             };
             let begin = Instant::now();
             let end = begin + duration.as_duration();
+            let mut gate = Gate::new(&cx, on_off, flow.id, begin);
+            // Off periods are skipped: the next datagram is due when the
+            // next on period begins.
+            let mut gated = |due: Instant| match gate.as_mut() {
+                Some(g) => due.max(g.at(due).0),
+                None => due,
+            };
             let mut due = begin;
             let mut buf = vec![0u8; size as usize];
             buf[0..4].copy_from_slice(&(flow.id as u32).to_be_bytes());
@@ -346,7 +422,7 @@ pub(crate) async fn udp(cx: &Context) -> Result<()> {
                     }
                     seq += 1;
                     burst += 1;
-                    due += Duration::from_secs_f64(gap());
+                    due = gated(due + Duration::from_secs_f64(gap()));
                 }
                 if burst > BEHIND {
                     behind += 1;
@@ -359,7 +435,14 @@ pub(crate) async fn udp(cx: &Context) -> Result<()> {
                     tokio::time::sleep_until(due.min(end).into()).await;
                 }
             }
-            let scheduled = (duration.as_duration().as_secs_f64() * per_second) as u64;
+            let sending = match on_off {
+                Some(o) => {
+                    let seed = turbonet_topo::seed::for_name(cx.workload.seed, &format!("on-off/{}", flow.id));
+                    traffic::on_time(o, seed, duration.as_duration())
+                }
+                None => duration.as_duration(),
+            };
+            let scheduled = (sending.as_secs_f64() * per_second) as u64;
             cx.update(|r| {
                 let f = &mut r.flows[flow.id];
                 f.sent = Some(seq);

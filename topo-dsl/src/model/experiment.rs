@@ -187,6 +187,23 @@ pub struct Rank {
     pub addr: Ipv4Addr,
 }
 
+impl Rank {
+    /// What its links on its address carry together (both ports of a
+    /// dual-ToR rail NIC), each way; `None` when one of them has no rate.
+    pub fn capacity(&self, fabric: &super::Fabric) -> Option<Rate> {
+        let node = fabric.node(self.host);
+        let mut total = 0u64;
+        for &l in &node.links {
+            let link = fabric.link(l);
+            let (mine, _) = link.ends_from(self.host)?;
+            if mine.addr.addr() == self.addr {
+                total += link.params.rate?.bits_per_sec();
+            }
+        }
+        (total > 0).then_some(Rate(total))
+    }
+}
+
 /// `[[job]]`: hosts in rank order that workloads run over.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Job {
@@ -216,6 +233,59 @@ pub enum Pacing {
     Poisson,
 }
 
+/// How fast a UDP flow sends.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Offered {
+    /// This payload rate per flow.
+    Rate(Rate),
+    /// This fraction of each sender's rail capacity (the rates of its
+    /// links on the rank's address), on the wire, shared evenly among the
+    /// flows it sends: background load.
+    Load(f64),
+}
+
+/// Bytes a datagram adds on the wire to its payload: Ethernet (14), IPv4
+/// (20) and UDP (8) headers, as link rates count frames.
+pub const UDP_WIRE_OVERHEAD: u32 = 42;
+
+impl Offered {
+    /// The payload rate of one of `flows` flows from a sender whose rail
+    /// carries `capacity` bits per second, with `size`-byte payloads.
+    pub fn per_flow(self, capacity: Option<Rate>, flows: usize, size: u32) -> Rate {
+        match self {
+            Offered::Rate(r) => r,
+            Offered::Load(f) => {
+                let wire = capacity.map_or(0.0, |c| c.bits_per_sec() as f64) * f;
+                let payload = wire * f64::from(size) / f64::from(size + UDP_WIRE_OVERHEAD);
+                Rate((payload / flows.max(1) as f64).round() as u64)
+            }
+        }
+    }
+}
+
+/// How long each on and off period of a flow lasts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Periods {
+    /// Exactly `on`, then exactly `off`.
+    Fixed,
+    /// Exponentially distributed with those means (drawn from the flow's
+    /// seed).
+    Exponential,
+}
+
+/// A flow that sends in bursts: on for a while, then silent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct OnOff {
+    /// How long it sends (the mean, for exponential periods).
+    pub on: Delay,
+    /// How long it is silent.
+    pub off: Delay,
+    /// How the periods' lengths are drawn.
+    pub periods: Periods,
+}
+
 /// Bytes at the front of every datagram a UDP workload sends: flow (4),
 /// sequence (8), send time (8).
 pub const UDP_HEADER: u32 = 20;
@@ -235,6 +305,8 @@ pub enum WorkloadKind {
         /// Congestion control (`cubic`, `bbr`, `reno`: what the kernel
         /// has), the kernel's default when `None`.
         congestion: Option<String>,
+        /// Sends only in on periods (`None`: all the time).
+        on_off: Option<OnOff>,
     },
     /// UDP flows at a rate, with timestamped, numbered datagrams.
     Udp {
@@ -242,14 +314,17 @@ pub enum WorkloadKind {
         pattern: Pattern,
         /// When flows start.
         arrivals: Arrivals,
-        /// Each flow's rate (payload bits per second).
-        rate: Rate,
+        /// Each flow's rate (payload bits per second), or the load its
+        /// sender puts on its links (while on).
+        rate: Offered,
         /// Payload bytes per datagram.
         size: u32,
         /// How long each flow sends.
         duration: Delay,
         /// How datagrams are spaced.
         pacing: Pacing,
+        /// Sends only in on periods (`None`: all the time).
+        on_off: Option<OnOff>,
     },
     /// A collective operation, repeated.
     Collective {

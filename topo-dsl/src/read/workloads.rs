@@ -48,6 +48,10 @@ struct RawWorkload {
     rate: Option<Spanned<toml::Value>>,
     size: Option<Spanned<toml::Value>>,
     pacing: Option<Spanned<String>>,
+    load: Option<Spanned<toml::Value>>,
+    on: Option<Spanned<toml::Value>>,
+    off: Option<Spanned<toml::Value>>,
+    periods: Option<Spanned<String>>,
     // collective
     op: Option<Spanned<String>>,
     algorithm: Option<Spanned<String>>,
@@ -77,6 +81,9 @@ const KINDS: &[(&str, &[&str])] = &[
             "bytes",
             "duration",
             "congestion",
+            "on",
+            "off",
+            "periods",
         ],
     ),
     (
@@ -92,6 +99,10 @@ const KINDS: &[(&str, &[&str])] = &[
             "size",
             "duration",
             "pacing",
+            "load",
+            "on",
+            "off",
+            "periods",
         ],
     ),
     (
@@ -452,6 +463,7 @@ fn flows(
         }
     };
     let duration = unit::<Delay>(d, &w.duration, "duration");
+    let on_off = on_off(d, w);
     if kind == "tcp" {
         let bytes = unit::<Bytes>(d, &w.bytes, "bytes");
         let amount = match (bytes, duration, &w.bytes, &w.duration) {
@@ -494,16 +506,27 @@ fn flows(
             arrivals: arrivals?,
             amount: amount?,
             congestion: congestion?,
+            on_off: on_off?,
         });
     }
-    let rate = match &w.rate {
-        None => {
+    let rate = match (&w.rate, &w.load) {
+        (None, None) => {
             missing(d, span.clone(), "rate", WHAT)
                 .label("how fast?")
-                .help("add e.g. `rate = \"100mbit\"`: each flow's payload rate");
+                .help("add e.g. `rate = \"100mbit\"` (each flow's payload rate) or `load = \"30%\"` (of each sender's link)");
             None
         }
-        Some(_) => unit::<Rate>(d, &w.rate, "rate"),
+        (Some(_), Some(l)) => {
+            d.error(
+                Some(l.span()),
+                "a UDP workload sends at a `rate` or a `load`, not both",
+            )
+            .label("and `rate`")
+            .help("remove one of them");
+            None
+        }
+        (Some(_), None) => unit::<Rate>(d, &w.rate, "rate").map(Offered::Rate),
+        (None, Some(l)) => load(d, l, ranks, fabric).map(Offered::Load),
     };
     let size = match unit::<Bytes>(d, &w.size, "size") {
         None if w.size.is_some() => None,
@@ -549,7 +572,104 @@ fn flows(
         size: size?,
         duration: duration?,
         pacing: pacing?,
+        on_off: on_off?,
     })
+}
+
+/// `load`: a fraction of each sender's link rate, `0.3` or `"30%"`; every
+/// host of the workload needs links with a rate.
+fn load(
+    d: &mut Diags<'_>,
+    l: &Spanned<toml::Value>,
+    ranks: Option<&[Rank]>,
+    fabric: Option<&Fabric>,
+) -> Option<f64> {
+    const HELP: &str =
+        "e.g. `load = \"30%\"` or `load = 0.3`: that share of each sender's link rate, on the wire";
+    let value = match l.get_ref() {
+        toml::Value::Float(f) => Some(*f),
+        toml::Value::Integer(i) => Some(*i as f64),
+        toml::Value::String(s) => s
+            .trim()
+            .strip_suffix('%')
+            .and_then(|n| n.trim().parse::<f64>().ok())
+            .map(|p| p / 100.0),
+        _ => None,
+    };
+    let Some(value) = value.filter(|v| v.is_finite() && *v > 0.0 && *v <= 1.0) else {
+        d.error(Some(l.span()), "`load` must be above 0 and at most 100%")
+            .label("not a share of a link")
+            .help(HELP);
+        return None;
+    };
+    let (ranks, fabric) = (ranks?, fabric?);
+    if let Some(r) = ranks.iter().find(|r| r.capacity(fabric).is_none()) {
+        d.error(
+            Some(l.span()),
+            format!(
+                "`load` is a share of a link's rate, and host `{}` has a link without one",
+                fabric.node(r.host).name
+            ),
+        )
+        .label("a share of what?")
+        .help("give its links a `rate` in `[links]`, or send at a `rate` instead");
+        return None;
+    }
+    Some(value)
+}
+
+/// `on`, `off` and `periods`: a flow that sends in bursts.
+fn on_off(d: &mut Diags<'_>, w: &RawWorkload) -> Option<Option<OnOff>> {
+    let periods = match &w.periods {
+        None => Some(Periods::Fixed),
+        Some(p) => {
+            let kw = Keyword {
+                what: "periods",
+                short: "periods",
+                plural: "choices",
+            };
+            let choices = [
+                ("fixed", Periods::Fixed),
+                ("exponential", Periods::Exponential),
+            ];
+            keyword(d, p.get_ref(), p.span(), &choices, kw)
+        }
+    };
+    let (on, off) = (
+        unit::<Delay>(d, &w.on, "on"),
+        unit::<Delay>(d, &w.off, "off"),
+    );
+    match (&w.on, &w.off) {
+        (None, None) => {
+            if let Some(p) = &w.periods {
+                d.error(Some(p.span()), "`periods` is for on/off flows")
+                    .label("no `on` and `off`")
+                    .help("add e.g. `on = \"100ms\"` and `off = \"400ms\"`, or remove `periods`");
+                return None;
+            }
+            Some(None)
+        }
+        (Some(v), None) | (None, Some(v)) => {
+            d.error(Some(v.span()), "an on/off flow needs both `on` and `off`")
+                .label("and the other?")
+                .help("e.g. `on = \"100ms\"` and `off = \"400ms\"`: it sends a fifth of the time");
+            None
+        }
+        (Some(v), Some(_)) => {
+            let (on, off) = (on?, off?);
+            if on == Delay::ZERO {
+                d.error(Some(v.span()), "`on` must be longer than 0")
+                    .label("never sends")
+                    .help("e.g. `on = \"100ms\"`");
+                return None;
+            }
+            Some(Some(OnOff {
+                on,
+                off,
+                periods: periods?,
+            }))
+        }
+    }
 }
 
 /// The keys of a `collective` workload over `ranks` ranks.

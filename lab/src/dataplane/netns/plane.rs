@@ -342,13 +342,69 @@ impl DataPlane for NetnsPlane {
         })
     }
 
+    /// Every link's counters: the engine's for the links it carries, and
+    /// for every other link the statistics of its veth at one end (a
+    /// switch's, so that few namespaces are asked), where frames sent are
+    /// one direction and frames received the other.
     fn counters(&mut self) -> LocalBoxFuture<'_, Result<Vec<LinkCounters>>> {
-        let counters = self
-            .engine
-            .as_ref()
-            .map(|e| e.counters.lock().map(|c| c.clone()).unwrap_or_default())
-            .unwrap_or_default();
-        Box::pin(async move { Ok(counters) })
+        Box::pin(async move {
+            let engine = self
+                .engine
+                .as_ref()
+                .map(|e| e.counters.lock().map(|c| c.clone()).unwrap_or_default())
+                .unwrap_or_default();
+            let lab = self.lab.clone();
+            let fabric = &lab.fabric;
+            // Per link not in the engine: the end whose veth is read.
+            let mut read: BTreeMap<NodeId, Vec<(LinkId, u32, usize)>> = BTreeMap::new();
+            for (link, carrier) in fabric.links.iter().zip(&self.carriers) {
+                if carrier.is_userspace() {
+                    continue;
+                }
+                let side = usize::from(
+                    fabric.node(link.ends[1].node).role.is_switch()
+                        || !fabric.node(link.ends[0].node).role.is_switch(),
+                );
+                let node = link.ends[side].node;
+                let index = names::port_index(&lab, node, link.id).expect("link's end is a port");
+                read.entry(node).or_default().push((link.id, index, side));
+            }
+            let mut veth: BTreeMap<LinkId, LinkCounters> = BTreeMap::new();
+            for (node, ports) in read {
+                // A node being failed or restored is counted next time.
+                let Ok(handle) = self.handle(node) else {
+                    continue;
+                };
+                let Ok(stats) = port_stats(&handle).await else {
+                    continue;
+                };
+                for (link, index, side) in ports {
+                    let Some(&(sent, received)) = stats.get(&index) else {
+                        continue;
+                    };
+                    let mut c = LinkCounters {
+                        link: fabric.link(link).name.clone(),
+                        ..LinkCounters::default()
+                    };
+                    c.directions[side] = passed(sent);
+                    c.directions[1 - side] = passed(received);
+                    veth.insert(link, c);
+                }
+            }
+            let mut engine = engine.into_iter();
+            Ok(fabric
+                .links
+                .iter()
+                .zip(&self.carriers)
+                .filter_map(|(link, carrier)| {
+                    if carrier.is_userspace() {
+                        engine.next()
+                    } else {
+                        veth.remove(&link.id)
+                    }
+                })
+                .collect())
+        })
     }
 
     fn stop(&mut self) -> Result<()> {
@@ -362,5 +418,36 @@ impl DataPlane for NetnsPlane {
             }
         }
         Ok(())
+    }
+}
+
+/// Frames and bytes, sent and received, of every interface in the
+/// namespace behind `handle`, by ifindex.
+async fn port_stats(handle: &rtnetlink::Handle) -> Result<HashMap<u32, ((u64, u64), (u64, u64))>> {
+    use futures::TryStreamExt;
+    use rtnetlink::packet_route::link::LinkAttribute;
+    let mut stats = HashMap::new();
+    let mut links = handle.link().get().execute();
+    while let Some(link) = links.try_next().await? {
+        for attr in &link.attributes {
+            if let LinkAttribute::Stats64(s) = attr {
+                stats.insert(
+                    link.header.index,
+                    ((s.tx_packets, s.tx_bytes), (s.rx_packets, s.rx_bytes)),
+                );
+            }
+        }
+    }
+    Ok(stats)
+}
+
+/// Counters of a direction that passes everything it is offered (a veth).
+fn passed((packets, bytes): (u64, u64)) -> turbonet_injectors::Counters {
+    turbonet_injectors::Counters {
+        rx_packets: packets,
+        rx_bytes: bytes,
+        tx_packets: packets,
+        tx_bytes: bytes,
+        ..Default::default()
     }
 }

@@ -204,7 +204,7 @@ impl P4Lab {
                 LinkCounters {
                     link: link.name.clone(),
                     directions: [direction(0), direction(1)],
-                    tx_errors: [0, 0],
+                    shortfall: Default::default(),
                 }
             })
             .collect())
