@@ -1053,7 +1053,10 @@ mod characterisation {
         // As on a machine without netem, with per-namespace hash seeds.
         let carriers = crate::dataplane::carrier::carriers(&lab, false).unwrap();
         let routes = up_routes(&lab);
-        let root = std::env::temp_dir().join(format!("tn-golden-{}", std::process::id()));
+        // Tests run in parallel: each recording has a directory of its own.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let root = std::env::temp_dir().join(format!("tn-golden-{}-{n}", std::process::id()));
         let dir = LabDir::new(&root, &lab.name);
         dir.claim().unwrap();
         let mut state = LabState::new(&lab.name, path.to_owned(), Vec::new());

@@ -364,6 +364,9 @@ fn on_off_flows_are_silent_between_bursts_and_a_load_is_a_share_of_the_link() {
         r#"
 [links.host-switch]
 rate = "100mbit"
+# 12 ms of queue: what TCP leaves queued at the end of a burst drains
+# well within the off period.
+queue = "100p"
 
 [[workload]]
 name = "udp-bursts"
