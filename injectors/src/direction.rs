@@ -196,6 +196,12 @@ impl Direction {
     /// Removes and returns one frame whose due time is <= `now`, earliest
     /// first (ties in offer order).
     pub fn pop_due(&mut self, now: u64) -> Option<Vec<u8>> {
+        self.pop_due_timed(now).map(|(_, frame)| frame)
+    }
+
+    /// [`Direction::pop_due`], with the frame's due time (how late it
+    /// leaves is `now` minus that).
+    pub fn pop_due_timed(&mut self, now: u64) -> Option<(u64, Vec<u8>)> {
         self.expire(now);
         if self.pending.peek()?.0.due > now {
             return None;
@@ -203,7 +209,7 @@ impl Direction {
         let Reverse(p) = self.pending.pop()?;
         self.counters.tx_packets += 1;
         self.counters.tx_bytes += p.frame.len() as u64;
-        Some(p.frame)
+        Some((p.due, p.frame))
     }
 
     /// Frames waiting for their due time.

@@ -963,20 +963,6 @@ const BUSIEST: usize = 5;
 /// Link directions whose shortfalls a summary spells out.
 const FIDELITY_LINES: usize = 3;
 
-/// Bytes for people: three significant digits and a decimal unit.
-fn human_bytes(b: u64) -> String {
-    let b = b as f64;
-    match [(1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")]
-        .into_iter()
-        .find(|(f, _)| b >= *f)
-    {
-        Some((f, unit)) if b / f >= 100.0 => format!("{:.0} {unit}", b / f),
-        Some((f, unit)) if b / f >= 10.0 => format!("{:.1} {unit}", b / f),
-        Some((f, unit)) => format!("{:.2} {unit}", b / f),
-        None => format!("{b} B"),
-    }
-}
-
 /// The busiest link directions of a run: bytes, mean and peak rate, and
 /// the peak's share of the link's rate.
 fn busiest_links(u: &Utilisation) -> String {
@@ -1002,7 +988,7 @@ fn busiest_links(u: &Utilisation) -> String {
     let rows = u.directions.iter().take(BUSIEST).map(|d| Row {
         link: d.link.clone(),
         direction: format!("{} -> {}", d.from, d.to),
-        bytes: human_bytes(d.bytes),
+        bytes: turbonet_topo::experiment::human_bytes(d.bytes),
         mean: FigureUnit::Rate.human(d.bytes as f64 * 8.0 / span),
         peak: FigureUnit::Rate.human(d.peak),
         share: d

@@ -4,6 +4,8 @@
 //! short of its model (frames dropped at its sockets, not transmitted, or
 //! late), so a report says when a link's figures are this machine's.
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 use turbonet_topo::Lab;
 
@@ -87,12 +89,13 @@ impl Sampler {
             return;
         }
         let order = self.first.get_or_insert_with(|| counted.clone());
-        let by_name = |name: &str| counted.links.iter().find(|l| l.link == name);
+        let by_name: HashMap<&str, &LinkCounters> =
+            counted.links.iter().map(|l| (l.link.as_str(), l)).collect();
         let bytes = order
             .links
             .iter()
             .map(|l| {
-                by_name(&l.link).map_or([0, 0], |c| {
+                by_name.get(l.link.as_str()).map_or([0, 0], |c| {
                     [c.directions[0].tx_bytes, c.directions[1].tx_bytes]
                 })
             })

@@ -17,8 +17,6 @@ const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 /// `PACKET_AUXDATA` (linux/if_packet.h): a `tpacket_auxdata` with every
 /// frame, which carries the VLAN tag the kernel took out of it.
 const PACKET_AUXDATA: libc::c_int = 8;
-/// `PACKET_STATISTICS` (linux/if_packet.h): frames received and dropped.
-const PACKET_STATISTICS: libc::c_int = 6;
 const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
 const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 
@@ -116,22 +114,18 @@ impl PacketSocket {
     /// since the last call: `PACKET_STATISTICS`, which resets as it is
     /// read.
     pub fn take_drops(&self) -> io::Result<u64> {
-        /// `struct tpacket_stats` (linux/if_packet.h).
-        #[repr(C)]
-        #[derive(Default)]
-        struct TpacketStats {
-            tp_packets: u32,
-            tp_drops: u32,
-        }
-        let mut stats = TpacketStats::default();
-        let mut len = std::mem::size_of::<TpacketStats>() as libc::socklen_t;
+        let mut stats = libc::tpacket_stats {
+            tp_packets: 0,
+            tp_drops: 0,
+        };
+        let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
         // SAFETY: getsockopt into a correctly sized tpacket_stats.
         let r = unsafe {
             libc::getsockopt(
                 self.fd.as_raw_fd(),
                 libc::SOL_PACKET,
-                PACKET_STATISTICS,
-                (&mut stats as *mut TpacketStats).cast(),
+                libc::PACKET_STATISTICS,
+                (&mut stats as *mut libc::tpacket_stats).cast(),
                 &mut len,
             )
         };

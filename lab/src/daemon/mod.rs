@@ -31,6 +31,7 @@ use tokio::sync::{mpsc, oneshot};
 use turbonet_topo::RoutingMode;
 
 use crate::api;
+use crate::dataplane::plane::Counted;
 use crate::error::{Context, Error, Result};
 use crate::events::{Events, unix_now};
 use crate::routes::bgp::Agents;
@@ -45,8 +46,6 @@ use service::Shared;
 fn worker_path(dir: &LabDir) -> PathBuf {
     dir.path().join("daemon.pid")
 }
-
-use crate::dataplane::plane::Counted;
 
 /// How often the actor refreshes the counters readers see.
 const COUNTERS_EVERY: Duration = Duration::from_millis(100);

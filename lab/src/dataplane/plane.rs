@@ -123,8 +123,8 @@ pub struct Shortfall {
 
 impl Shortfall {
     /// Lateness above which a frame counts as late: a millisecond, far
-    /// above the engine's wake-up jitter (it spins for the last 100
-    /// microseconds), far below the delays a scenario's figures hang on.
+    /// above the engine's wake-up jitter (tens of microseconds), far below
+    /// the delays a scenario's figures hang on.
     pub const LATE_NS: u64 = 1_000_000;
 
     /// What grew from `before` to `self`; the latest lateness is this

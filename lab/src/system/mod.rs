@@ -21,33 +21,6 @@ pub fn async_fd(
     unsafe { tokio::io::unix::AsyncFd::register(fd) }.map_err(std::convert::Into::into)
 }
 
-/// Lets writes to a TCP socket queue at most about `bytes` the kernel has
-/// not sent yet (`TCP_NOTSENT_LOWAT`), so what a sender stops writing
-/// stops soon on the wire too, not when a send buffer of seconds drains.
-pub fn set_tcp_unsent_limit(
-    socket: std::os::fd::BorrowedFd<'_>,
-    bytes: u32,
-) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let value = bytes as libc::c_int;
-    // SAFETY: setsockopt with an int of the right size on the open socket
-    // `socket` borrows.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_NOTSENT_LOWAT,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
 /// Segments the kernel retransmitted on a TCP socket so far
 /// (`tcpi_total_retrans` of `TCP_INFO`); `None` if it cannot say.
 pub fn tcp_retransmits(socket: std::os::fd::BorrowedFd<'_>) -> Option<u64> {

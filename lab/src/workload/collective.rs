@@ -163,6 +163,7 @@ async fn open(cx: &Context, pairs: &BTreeSet<(usize, usize)>) -> Result<Vec<Link
             SocketAddrV4::new(ra.addr, 0),
             SocketAddrV4::new(rb.addr, cx.port),
             None,
+            None,
         )
         .await?;
         s.write_u32(a as u32).await?;

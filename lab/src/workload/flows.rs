@@ -88,14 +88,18 @@ impl Gate {
     /// The gate of flow `id` of `cx`'s workload, from `begin` on (`None`:
     /// the flow sends all the time).
     fn new(cx: &Context, on_off: Option<OnOff>, id: usize, begin: Instant) -> Option<Gate> {
-        let seed = turbonet_topo::seed::for_name(cx.workload.seed, &format!("on-off/{id}"));
-        let mut periods = traffic::on_periods(on_off?, seed);
+        let mut periods = traffic::on_periods(on_off?, Gate::seed(cx, id));
         let (a, b) = periods.next().expect("on periods never end");
         Some(Gate {
             periods,
             begin,
             current: (begin + a, begin + b),
         })
+    }
+
+    /// The seed of flow `id`'s on and off periods.
+    fn seed(cx: &Context, id: usize) -> u64 {
+        turbonet_topo::seed::for_name(cx.workload.seed, &format!("on-off/{id}"))
     }
 
     /// The on period that `t` is in, or the next one: it ends after `t`.
@@ -184,22 +188,20 @@ async fn send_tcp(
     let host = cx.workload.ranks[flow.src].host;
     let from = SocketAddrV4::new(addr(&cx, flow.src), flow.sport);
     let to = SocketAddrV4::new(addr(&cx, flow.dst), flow.dport);
-    let mut stream = connect(&cx, host, from, to, congestion.as_deref()).await?;
-    if on_off.is_some() {
-        // Off must mean silent: little may wait in the send buffer.
-        use std::os::fd::AsFd;
-        crate::system::set_tcp_unsent_limit(stream.as_fd(), ON_OFF_UNSENT)?;
-    }
+    // Off must mean silent: little may wait in the send buffer.
+    let unsent = on_off.map(|_| ON_OFF_UNSENT);
+    let mut stream = connect(&cx, host, from, to, congestion.as_deref(), unsent).await?;
     let buf = vec![0u8; CHUNK];
     let begin = Instant::now();
+    // Bytes still to send, or when to stop.
     let (mut left, end) = match amount {
-        Amount::Bytes(b) => (b.0, None),
-        Amount::For(d) => (u64::MAX, Some(begin + d.as_duration())),
+        Amount::Bytes(b) => (Some(b.0), None),
+        Amount::For(d) => (None, Some(begin + d.as_duration())),
     };
     let mut gate = Gate::new(&cx, on_off, flow.id, begin);
     loop {
         let now = Instant::now();
-        if left == 0 || end.is_some_and(|e| now >= e) {
+        if left == Some(0) || end.is_some_and(|e| now >= e) {
             break;
         }
         // Until when it may write: the end of its time, or of this on
@@ -214,7 +216,7 @@ async fn send_tcp(
             }
             until = Some(end.map_or(off, |e| off.min(e)));
         }
-        let n = left.min(CHUNK as u64) as usize;
+        let n = left.map_or(CHUNK, |l| l.min(CHUNK as u64) as usize);
         // `write` is cancel-safe: cut short, it wrote nothing.
         let wrote = match until {
             Some(until) => tokio::select! {
@@ -223,8 +225,8 @@ async fn send_tcp(
             },
             None => stream.write(&buf[..n]).await?,
         };
-        if end.is_none() {
-            left -= wrote as u64;
+        if let Some(l) = left.as_mut() {
+            *l -= wrote as u64;
         }
     }
     stream.shutdown().await?;
@@ -368,9 +370,13 @@ pub(crate) async fn udp(cx: &Context) -> Result<()> {
         receiving.spawn(receive_udp(cx, socket, stopped, flows.len(), t0));
     }
     let mut sending = JoinSet::new();
+    let mut sent_by = BTreeMap::<usize, usize>::new();
+    for f in &flows {
+        *sent_by.entry(f.src).or_default() += 1;
+    }
     for flow in flows.iter().copied() {
         let cx = cx.clone();
-        let sent_by_src = flows.iter().filter(|f| f.src == flow.src).count();
+        let sent_by_src = sent_by[&flow.src];
         let capacity = cx.workload.ranks[flow.src].capacity(&cx.lab.fabric);
         let rate = rate.per_flow(capacity, sent_by_src, *size);
         let (size, duration, pacing, on_off) = (*size, *duration, *pacing, *on_off);
@@ -436,10 +442,7 @@ pub(crate) async fn udp(cx: &Context) -> Result<()> {
                 }
             }
             let sending = match on_off {
-                Some(o) => {
-                    let seed = turbonet_topo::seed::for_name(cx.workload.seed, &format!("on-off/{}", flow.id));
-                    traffic::on_time(o, seed, duration.as_duration())
-                }
+                Some(o) => traffic::on_time(o, Gate::seed(&cx, flow.id), duration.as_duration()),
                 None => duration.as_duration(),
             };
             let scheduled = (sending.as_secs_f64() * per_second) as u64;

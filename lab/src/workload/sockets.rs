@@ -58,13 +58,17 @@ pub(crate) async fn listen(
 }
 
 /// A TCP connection from `from:sport` (`0`: any port) in `host`'s
-/// namespace to `to`, with congestion control `congestion` if given.
+/// namespace to `to`, with congestion control `congestion` if given, and
+/// with at most about `unsent` bytes written and not yet sent if given
+/// (`TCP_NOTSENT_LOWAT`: what a sender stops writing then stops on the
+/// wire soon, not once a send buffer of seconds drains).
 pub(crate) async fn connect(
     cx: &Context,
     host: NodeId,
     from: SocketAddrV4,
     to: SocketAddrV4,
     congestion: Option<&str>,
+    unsent: Option<u32>,
 ) -> Result<TcpStream> {
     let congestion = congestion.map(str::to_owned);
     let std = in_host(cx, host, move || {
@@ -73,6 +77,9 @@ pub(crate) async fn connect(
         s.set_reuse_address(true)?;
         s.set_send_buffer_size(BUFFER)?;
         s.set_tcp_nodelay(true)?;
+        if let Some(bytes) = unsent {
+            s.set_tcp_notsent_lowat(bytes)?;
+        }
         if let Some(cc) = &congestion {
             s.set_tcp_congestion(cc.as_bytes()).map_err(|e| {
                 io::Error::new(

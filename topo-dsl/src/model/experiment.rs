@@ -495,23 +495,6 @@ impl FigureUnit {
     /// A value in this unit for people: three significant digits and a
     /// unit (`1.55 Gbit/s`, `9.45 ms`, `0.12%`).
     pub fn human(self, v: f64) -> String {
-        let sig = |x: f64| {
-            if x >= 100.0 {
-                format!("{x:.0}")
-            } else if x >= 10.0 {
-                format!("{x:.1}")
-            } else {
-                format!("{x:.2}")
-            }
-        };
-        let scaled = |v: f64, units: &[(f64, &str)]| {
-            let (f, u) = units
-                .iter()
-                .find(|(f, _)| v.abs() >= *f)
-                .copied()
-                .unwrap_or(*units.last().expect("units"));
-            format!("{} {u}", sig(v / f))
-        };
         match self {
             FigureUnit::Rate => scaled(
                 v,
@@ -528,6 +511,42 @@ impl FigureUnit {
             FigureUnit::Fraction => format!("{}%", sig(v * 100.0)),
         }
     }
+}
+
+/// Bytes for people, as [`FigureUnit::human`] writes figures: three
+/// significant digits and a decimal unit (`32.3 MB`).
+pub fn human_bytes(b: u64) -> String {
+    scaled(
+        b as f64,
+        &[
+            (1e12, "TB"),
+            (1e9, "GB"),
+            (1e6, "MB"),
+            (1e3, "kB"),
+            (1.0, "B"),
+        ],
+    )
+}
+
+/// Three significant digits.
+fn sig(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// `v` in the first of `units` (largest first) it reaches, or the last.
+fn scaled(v: f64, units: &[(f64, &str)]) -> String {
+    let (f, u) = units
+        .iter()
+        .find(|(f, _)| v.abs() >= *f)
+        .copied()
+        .unwrap_or(*units.last().expect("units"));
+    format!("{} {u}", sig(v / f))
 }
 
 /// Which of a workload's values a bound applies to.
@@ -658,5 +677,7 @@ mod tests {
         assert_eq!(FigureUnit::Time.human(12.5), "12.5 s");
         assert_eq!(FigureUnit::Fraction.human(0.0072), "0.72%");
         assert_eq!(FigureUnit::Rate.show(1e8), "100mbit");
+        assert_eq!(human_bytes(32_271_618), "32.3 MB");
+        assert_eq!(human_bytes(512), "512 B");
     }
 }

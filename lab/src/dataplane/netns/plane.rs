@@ -54,7 +54,31 @@ pub struct NetnsPlane {
     carriers: Vec<Carrier>,
     engine: Option<Engine>,
     handles: HashMap<NodeId, rtnetlink::Handle>,
+    /// Where the counters of the links outside the engine are read: per
+    /// node, its ports (link, ifindex, which end of the link it is).
+    veth_reads: BTreeMap<NodeId, Vec<(LinkId, u32, usize)>>,
     applied: Current,
+}
+
+/// For every link the engine does not carry, the end whose veth counts
+/// it: a switch's, the upper one where both are, so that few namespaces
+/// are asked.
+fn veth_reads(lab: &Lab, carriers: &[Carrier]) -> BTreeMap<NodeId, Vec<(LinkId, u32, usize)>> {
+    let fabric = &lab.fabric;
+    let mut read: BTreeMap<NodeId, Vec<(LinkId, u32, usize)>> = BTreeMap::new();
+    for (link, carrier) in fabric.links.iter().zip(carriers) {
+        if carrier.is_userspace() {
+            continue;
+        }
+        let side = usize::from(
+            fabric.node(link.ends[1].node).role.is_switch()
+                || !fabric.node(link.ends[0].node).role.is_switch(),
+        );
+        let node = link.ends[side].node;
+        let index = names::port_index(lab, node, link.id).expect("link's end is a port");
+        read.entry(node).or_default().push((link.id, index, side));
+    }
+    read
 }
 
 impl NetnsPlane {
@@ -131,6 +155,7 @@ impl NetnsPlane {
                 params: lab.fabric.links.iter().map(|l| l.params.clone()).collect(),
                 routes,
             },
+            veth_reads: veth_reads(&lab, &carriers),
             carriers,
             engine,
             handles: HashMap::new(),
@@ -355,22 +380,9 @@ impl DataPlane for NetnsPlane {
                 .unwrap_or_default();
             let lab = self.lab.clone();
             let fabric = &lab.fabric;
-            // Per link not in the engine: the end whose veth is read.
-            let mut read: BTreeMap<NodeId, Vec<(LinkId, u32, usize)>> = BTreeMap::new();
-            for (link, carrier) in fabric.links.iter().zip(&self.carriers) {
-                if carrier.is_userspace() {
-                    continue;
-                }
-                let side = usize::from(
-                    fabric.node(link.ends[1].node).role.is_switch()
-                        || !fabric.node(link.ends[0].node).role.is_switch(),
-                );
-                let node = link.ends[side].node;
-                let index = names::port_index(&lab, node, link.id).expect("link's end is a port");
-                read.entry(node).or_default().push((link.id, index, side));
-            }
             let mut veth: BTreeMap<LinkId, LinkCounters> = BTreeMap::new();
-            for (node, ports) in read {
+            let nodes: Vec<NodeId> = self.veth_reads.keys().copied().collect();
+            for node in nodes {
                 // A node being failed or restored is counted next time.
                 let Ok(handle) = self.handle(node) else {
                     continue;
@@ -378,7 +390,7 @@ impl DataPlane for NetnsPlane {
                 let Ok(stats) = port_stats(&handle).await else {
                     continue;
                 };
-                for (link, index, side) in ports {
+                for &(link, index, side) in &self.veth_reads[&node] {
                     let Some(&(sent, received)) = stats.get(&index) else {
                         continue;
                     };
