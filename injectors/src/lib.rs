@@ -25,6 +25,7 @@ pub mod direction;
 pub mod impairment;
 pub mod packet;
 pub mod seed;
+pub mod watch;
 
 mod random;
 
@@ -33,6 +34,7 @@ pub use direction::Direction;
 pub use impairment::{Distribution, Impairment, Jitter};
 pub use seed::direction_seed;
 pub use turbonet_topo::{JitterDistribution, Loss};
+pub use watch::{Cause, Note, Watch};
 
 /// The unit types of the scenario language, re-exported for callers that
 /// build an [`Impairment`] by hand (e.g. from `turbonet link set`).

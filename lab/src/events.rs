@@ -28,15 +28,137 @@ pub struct LoggedEvent {
     pub t: f64,
     /// Unix time, seconds.
     pub unix: f64,
-    /// Who: `api`, `timeline`, `flap`, `bgp`, `daemon`.
+    /// Who: `api`, `timeline`, `flap`, `bgp`, `kernel`, `engine`,
+    /// `workload`, `daemon`.
     pub source: String,
-    /// What kind (`fail`, `link-set`, `session-down`, ...).
+    /// What kind (`fail`, `link-set`, `session-down`, `route-change`, ...).
     #[serde(default)]
     pub kind: String,
     /// What happened (`fail link edge0-0--agg0-0`).
     pub event: String,
     /// `ok`, or `error: ...`.
     pub result: String,
+    /// What it is about, field by field (docs/events.md).
+    #[serde(flatten)]
+    pub about: About,
+}
+
+/// What an event is about: the fields a monitor matches its detections
+/// against. Those that do not apply are left out of the JSON.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct About {
+    /// A node: the switch whose routes or sessions changed, a failed node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// A link (`a--b`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+    /// A link's direction: frames from this node...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// ... to this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// A BGP session's peer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
+    /// A workload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
+    /// Why: a drop's cause (`loss`, `queue`), a session's error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    /// A count (frames dropped in a burst) or a queue's depth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<u64>,
+    /// The threshold a queue's depth crossed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<u64>,
+    /// The unit of `value` and `threshold` (`frames`, `packets`, `bytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// When what this event ends began (a drop burst), on the lab's clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<f64>,
+    /// A switch's routes that changed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub routes: Vec<RouteChange>,
+}
+
+impl About {
+    /// About a node.
+    pub fn node(name: impl Into<String>) -> About {
+        About {
+            node: Some(name.into()),
+            ..About::default()
+        }
+    }
+
+    /// About a link.
+    pub fn link(name: impl Into<String>) -> About {
+        About {
+            link: Some(name.into()),
+            ..About::default()
+        }
+    }
+
+    /// About a workload.
+    pub fn workload(name: impl Into<String>) -> About {
+        About {
+            workload: Some(name.into()),
+            ..About::default()
+        }
+    }
+}
+
+/// One prefix of a switch's forwarding table that changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteChange {
+    /// The destination.
+    pub prefix: ipnet::Ipv4Net,
+    /// What happened to it.
+    pub change: Change,
+    /// The next hops it has now (none when withdrawn).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub next_hops: Vec<NextHop>,
+    /// Who installed it: `static`, `bgp`, `bird`, `kernel` (connected).
+    pub protocol: String,
+}
+
+/// What happened to a prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Change {
+    /// It was not in the table.
+    Added,
+    /// It is no longer in the table.
+    Withdrawn,
+    /// Its next hops changed.
+    Changed,
+}
+
+impl Change {
+    /// As events and the API name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Change::Added => "added",
+            Change::Withdrawn => "withdrawn",
+            Change::Changed => "changed",
+        }
+    }
+}
+
+/// Where a route sends a packet.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct NextHop {
+    /// The gateway (`None`: on the link).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<std::net::Ipv4Addr>,
+    /// The port it leaves by.
+    pub ifname: String,
+    /// The node at the other end of that port, if it is the lab's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// The time now, as Unix seconds.
@@ -48,7 +170,8 @@ pub fn unix_now() -> f64 {
 
 #[derive(Debug)]
 struct Inner {
-    file: fs::File,
+    /// The log on disk (none: kept in memory only).
+    file: Option<fs::File>,
     /// Every event so far (a subscriber gets them first).
     log: Vec<LoggedEvent>,
 }
@@ -82,10 +205,26 @@ impl Events {
             .open(&path)?;
         let (bus, _) = broadcast::channel(4096);
         Ok(Events {
-            inner: Arc::new(Mutex::new(Inner { file, log })),
+            inner: Arc::new(Mutex::new(Inner {
+                file: Some(file),
+                log,
+            })),
             bus,
             ready,
         })
+    }
+
+    /// Events kept in memory only, on a clock that starts now (tests).
+    pub fn scratch() -> Events {
+        let (bus, _) = broadcast::channel(4096);
+        Events {
+            inner: Arc::new(Mutex::new(Inner {
+                file: None,
+                log: Vec::new(),
+            })),
+            bus,
+            ready: unix_now(),
+        }
     }
 
     /// Seconds since the fabric was ready.
@@ -100,7 +239,34 @@ impl Events {
 
     /// Records one event; `result` is `Ok(())` or what went wrong.
     pub fn write(&self, source: &str, kind: &str, event: &str, result: Result<(), &str>) {
-        let unix = unix_now();
+        self.write_about(source, kind, event, result, About::default());
+    }
+
+    /// Records one event and what it is about.
+    pub fn write_about(
+        &self,
+        source: &str,
+        kind: &str,
+        event: &str,
+        result: Result<(), &str>,
+        about: About,
+    ) {
+        self.write_at(unix_now(), source, kind, event, result, about);
+    }
+
+    /// Records one event that happened at Unix time `unix` (a command
+    /// when it began, the link engine's note when the engine saw it):
+    /// events are logged in the order they are written, which may differ
+    /// a little from the order of their times.
+    pub fn write_at(
+        &self,
+        unix: f64,
+        source: &str,
+        kind: &str,
+        event: &str,
+        result: Result<(), &str>,
+        about: About,
+    ) {
         let entry = LoggedEvent {
             t: unix - self.ready,
             unix,
@@ -111,12 +277,15 @@ impl Events {
                 Ok(()) => "ok".to_owned(),
                 Err(e) => format!("error: {e}"),
             },
+            about,
         };
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
-        if let Ok(line) = serde_json::to_string(&entry) {
-            let _ = writeln!(inner.file, "{line}");
+        if let Some(file) = &mut inner.file
+            && let Ok(line) = serde_json::to_string(&entry)
+        {
+            let _ = writeln!(file, "{line}");
         }
         let seq = inner.log.len() as u64;
         inner.log.push(entry.clone());
@@ -133,6 +302,22 @@ impl Events {
             .lock()
             .expect("the event log's lock is never poisoned");
         (inner.log.clone(), self.bus.subscribe())
+    }
+
+    /// The events from position `seq` on (a follower that fell behind
+    /// the bus catches up from the log).
+    pub fn from(&self, seq: u64) -> Vec<(u64, LoggedEvent)> {
+        let inner = self
+            .inner
+            .lock()
+            .expect("the event log's lock is never poisoned");
+        inner
+            .log
+            .iter()
+            .enumerate()
+            .skip(seq as usize)
+            .map(|(i, e)| (i as u64, e.clone()))
+            .collect()
     }
 
     /// Every event so far.

@@ -276,9 +276,12 @@ fn route_row(r: &TableRoute, names: &std::collections::HashMap<u32, String>) -> 
         nexthops: r
             .hops
             .iter()
-            .map(|(via, dev)| match via {
-                Some(v) => format!("via {v} dev {}", ifname(*dev)),
-                None => format!("dev {}", ifname(*dev)),
+            .map(|h| {
+                let down = if h.down { " (down)" } else { "" };
+                match h.via {
+                    Some(v) => format!("via {v} dev {}{down}", ifname(h.ifindex)),
+                    None => format!("dev {}{down}", ifname(h.ifindex)),
+                }
             })
             .collect(),
         protocol: match r.protocol {

@@ -388,6 +388,7 @@ mod tests {
             kind: "fail".into(),
             event: "fail link a--b".into(),
             result: "ok".into(),
+            about: crate::events::About::link("a--b"),
         }];
         let svg = throughput(&[r.clone()], &events).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..80]);

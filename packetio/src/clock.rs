@@ -37,6 +37,11 @@ impl Clock {
         self.epoch.elapsed().as_nanos() as u64
     }
 
+    /// Clock time `ns` as Unix time, in nanoseconds.
+    pub fn unix_nanos(&self, ns: u64) -> i128 {
+        i128::from(ns) + self.offset
+    }
+
     /// The clock time of a frame the kernel stamped at `real` (realtime,
     /// ns), never later than `now` (a realtime step must not push frames
     /// into the future); `None`: unstamped, `now`.

@@ -278,14 +278,7 @@ impl Client {
                 .await?
                 .into_inner();
             while let Some(e) = stream.message().await? {
-                let event = LoggedEvent {
-                    t: e.t.as_ref().map_or(0.0, super::seconds),
-                    unix: e.unix,
-                    source: e.source,
-                    kind: e.kind,
-                    event: e.event,
-                    result: e.result,
-                };
+                let event = super::event_from_proto(e);
                 if !each(event) {
                     break;
                 }

@@ -11,7 +11,7 @@ use turbonet_topo::{JitterDistribution, LinkParams, Loss};
 use super::proto;
 use crate::dataplane::plane::Shortfall;
 use crate::error::{Error, Result};
-use crate::events::LoggedEvent;
+use crate::events::{About, Change, LoggedEvent, NextHop, RouteChange};
 use crate::routes::bgp::{BgpReport, SessionStatus, SpeakerStatus};
 
 /// `d` as a protobuf duration.
@@ -248,14 +248,97 @@ pub fn params_from_proto(p: &proto::LinkParams) -> Result<LinkParams> {
 
 /// A logged event on the wire.
 pub fn event_to_proto(seq: u64, e: &LoggedEvent) -> proto::Event {
+    let secs = |s: f64| duration(Duration::from_secs_f64(s.max(0.0)));
+    let text = |s: &Option<String>| s.clone().unwrap_or_default();
+    let a = &e.about;
     proto::Event {
         seq,
-        t: Some(duration(Duration::from_secs_f64(e.t.max(0.0)))),
+        t: Some(secs(e.t)),
         unix: e.unix,
         source: e.source.clone(),
         kind: e.kind.clone(),
         event: e.event.clone(),
         result: e.result.clone(),
+        node: text(&a.node),
+        link: text(&a.link),
+        from: text(&a.from),
+        to: text(&a.to),
+        peer: text(&a.peer),
+        workload: text(&a.workload),
+        cause: text(&a.cause),
+        value: a.value,
+        threshold: a.threshold,
+        unit: text(&a.unit),
+        since: a.since.map(secs),
+        routes: a
+            .routes
+            .iter()
+            .map(|r| proto::RouteChange {
+                prefix: r.prefix.to_string(),
+                change: r.change.name().to_owned(),
+                next_hops: r
+                    .next_hops
+                    .iter()
+                    .map(|h| proto::NextHop {
+                        gateway: h.gateway.map(|g| g.to_string()).unwrap_or_default(),
+                        ifname: h.ifname.clone(),
+                        node: text(&h.node),
+                    })
+                    .collect(),
+                protocol: r.protocol.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// An event from the wire (what it is about that does not parse is left
+/// out).
+pub fn event_from_proto(e: proto::Event) -> LoggedEvent {
+    let some = |s: String| (!s.is_empty()).then_some(s);
+    LoggedEvent {
+        t: e.t.as_ref().map_or(0.0, seconds),
+        unix: e.unix,
+        source: e.source,
+        kind: e.kind,
+        event: e.event,
+        result: e.result,
+        about: About {
+            node: some(e.node),
+            link: some(e.link),
+            from: some(e.from),
+            to: some(e.to),
+            peer: some(e.peer),
+            workload: some(e.workload),
+            cause: some(e.cause),
+            value: e.value,
+            threshold: e.threshold,
+            unit: some(e.unit),
+            since: e.since.as_ref().map(seconds),
+            routes: e
+                .routes
+                .into_iter()
+                .filter_map(|r| {
+                    Some(RouteChange {
+                        prefix: r.prefix.parse().ok()?,
+                        change: match r.change.as_str() {
+                            "added" => Change::Added,
+                            "withdrawn" => Change::Withdrawn,
+                            _ => Change::Changed,
+                        },
+                        next_hops: r
+                            .next_hops
+                            .into_iter()
+                            .map(|h| NextHop {
+                                gateway: h.gateway.parse().ok(),
+                                ifname: h.ifname,
+                                node: some(h.node),
+                            })
+                            .collect(),
+                        protocol: r.protocol,
+                    })
+                })
+                .collect(),
+        },
     }
 }
 

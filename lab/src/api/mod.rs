@@ -37,8 +37,8 @@ impl std::fmt::Display for Target {
 }
 
 pub use convert::{
-    bgp_from_proto, bgp_to_proto, counters_from_proto, counters_to_proto, duration, event_to_proto,
-    params_from_proto, params_to_proto, seconds,
+    bgp_from_proto, bgp_to_proto, counters_from_proto, counters_to_proto, duration,
+    event_from_proto, event_to_proto, params_from_proto, params_to_proto, seconds,
 };
 
 /// The generated `turbonet.v1` messages, client and server.

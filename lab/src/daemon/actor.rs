@@ -212,19 +212,27 @@ impl Actor {
             command,
             reply,
         } = envelope;
+        // When it began to change the fabric (after the routes `up`
+        // installed are known): what its event is stamped with.
+        let mut started = unix_now();
         let result = match self.settle().await {
-            Ok(()) => self.execute(source, &command).await,
+            Ok(()) => {
+                started = unix_now();
+                self.execute(source, &command).await
+            }
             Err(e) => Err(e),
         };
         if command != Command::AgentRoutes {
-            let (kind, event) = command.describe(&self.lab);
+            let (kind, event, about) = command.describe(&self.lab);
             self.inputs.append(source, &command, result.is_ok());
             let error = result.as_ref().err().map(ToString::to_string);
-            self.events.write(
+            self.events.write_at(
+                started,
                 source.name(),
                 kind,
                 &event,
                 error.as_deref().map_or(Ok(()), Err),
+                about,
             );
         }
         self.publish();
@@ -612,7 +620,7 @@ impl Actor {
 }
 
 /// A timeline action as the command a client would send.
-fn timeline_command(lab: &Lab, action: &Action) -> Command {
+pub(super) fn timeline_command(lab: &Lab, action: &Action) -> Command {
     let link = |id: LinkId| lab.fabric.link(id).name.clone();
     let target = |t: &EventTarget| match t {
         EventTarget::Link(l) => Target::Link(link(*l)),

@@ -9,6 +9,7 @@ use turbonet_topo::{Lab, LinkParams};
 
 use crate::api::Target;
 use crate::error::Result;
+use crate::events::About;
 
 /// Who asked for a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,13 +109,24 @@ pub enum Command {
 }
 
 impl Command {
-    /// The command as events name it, and a line for people.
-    pub(super) fn describe(&self, lab: &Lab) -> (&'static str, String) {
+    /// The command as events name it, a line for people, and what it is
+    /// about. A timeline step is the change it makes.
+    pub(super) fn describe(&self, lab: &Lab) -> (&'static str, String, About) {
+        let target = |t: &Target| match t {
+            Target::Link(l) => About::link(l),
+            Target::Node(n) => About::node(n),
+        };
         match self {
-            Command::SetLink { link, params } => ("link-set", format!("set {link} {params}")),
-            Command::ResetLink { link } => ("link-reset", format!("reset {link}")),
-            Command::Fail { target } => ("fail", format!("fail {target}")),
-            Command::Restore { target } => ("restore", format!("restore {target}")),
+            Command::SetLink { link, params } => (
+                "link-set",
+                format!("set {link} {params}"),
+                About::link(link),
+            ),
+            Command::ResetLink { link } => {
+                ("link-reset", format!("reset {link}"), About::link(link))
+            }
+            Command::Fail { target: t } => ("fail", format!("fail {t}"), target(t)),
+            Command::Restore { target: t } => ("restore", format!("restore {t}"), target(t)),
             Command::Flap {
                 link,
                 period_ns,
@@ -122,6 +134,7 @@ impl Command {
             } => (
                 "flap",
                 format!("flap {link} period {} x{count}", Delay(*period_ns)),
+                About::link(link),
             ),
             Command::FlapTick { link, down, .. } => (
                 if *down { "fail" } else { "restore" },
@@ -129,23 +142,42 @@ impl Command {
                     "flap: {} link {link}",
                     if *down { "fail" } else { "restore" }
                 ),
+                About::link(link),
             ),
-            Command::Timeline { index } => (
-                "timeline",
-                lab.timeline.get(*index).map_or_else(
-                    || format!("timeline event {index}"),
-                    |e| e.action.display(&lab.fabric).to_string(),
+            Command::Timeline { index } => match lab.timeline.get(*index) {
+                Some(e) => {
+                    let (kind, _, about) =
+                        super::actor::timeline_command(lab, &e.action).describe(lab);
+                    (kind, e.action.display(&lab.fabric).to_string(), about)
+                }
+                None => (
+                    "timeline",
+                    format!("timeline event {index}"),
+                    About::default(),
                 ),
+            },
+            Command::AgentRoutes => (
+                "agent-routes",
+                "write the agents' routes".to_owned(),
+                About::default(),
             ),
-            Command::AgentRoutes => ("agent-routes", "write the agents' routes".to_owned()),
-            Command::StartWorkload { name, origin, .. } => (
-                "workload-start",
-                match name {
-                    Some(n) => format!("start workload {n}"),
-                    None => format!("start the workloads of {origin}"),
-                },
+            Command::StartWorkload { name, origin, .. } => match name {
+                Some(n) => (
+                    "start-workload",
+                    format!("start workload {n}"),
+                    About::workload(n),
+                ),
+                None => (
+                    "start-workload",
+                    format!("start the workloads of {origin}"),
+                    About::default(),
+                ),
+            },
+            Command::StopWorkload { name } => (
+                "stop-workload",
+                format!("stop workload {name}"),
+                About::workload(name),
             ),
-            Command::StopWorkload { name } => ("workload-stop", format!("stop workload {name}")),
         }
     }
 }

@@ -31,6 +31,7 @@ use tokio::sync::{mpsc, oneshot};
 use turbonet_topo::RoutingMode;
 
 use crate::api;
+use crate::dataplane::netns::fibwatch::FibWatch;
 use crate::dataplane::plane::Counted;
 use crate::error::{Context, Error, Result};
 use crate::events::{Events, unix_now};
@@ -243,6 +244,24 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
             )
         };
         let carriers = Arc::new(crate::dataplane::carrier::link_carriers(&lab));
+        // Every switch's table, watched before the agents start, so their
+        // first routes are events too.
+        let _fib_watch = if lab.target == turbonet_topo::Target::Netns {
+            match FibWatch::start(lab.clone(), events.clone()) {
+                Ok(watch) => Some(watch),
+                Err(e) => {
+                    events.write(
+                        "daemon",
+                        "route-watch",
+                        "watching the switches' routes",
+                        Err(&e.to_string()),
+                    );
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let agents = if lab.routing.mode == RoutingMode::Bgp {
             Some(Rc::new(
                 Agents::start(

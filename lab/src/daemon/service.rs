@@ -405,6 +405,7 @@ impl LabService for Shared {
     ) -> Result<Response<Self::EventsStream>, Status> {
         let follow = request.into_inner().follow;
         let (backlog, mut live) = self.events.subscribe();
+        let events = self.events.clone();
         let (tx, rx) = mpsc::channel::<Result<proto::Event, Status>>(256);
         tokio::spawn(async move {
             for (seq, e) in backlog.iter().enumerate() {
@@ -419,17 +420,25 @@ impl LabService for Shared {
             if !follow {
                 return;
             }
+            // The next event this follower is owed: each goes out once, in
+            // order, whether it comes from the bus or from the log.
+            let mut next = backlog.len() as u64;
             loop {
-                match live.recv().await {
-                    Ok((seq, e)) => {
-                        if tx.send(Ok(api::event_to_proto(seq, &e))).await.is_err() {
-                            return;
-                        }
-                    }
-                    // A follower too slow for the burst: the log keeps
-                    // them all; carry on with what comes next.
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                let batch = match live.recv().await {
+                    Ok(one) => vec![one],
+                    // A follower too slow for a burst: the bus dropped some,
+                    // the log has them all.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => events.from(next),
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                for (seq, e) in batch {
+                    if seq < next {
+                        continue;
+                    }
+                    next = seq + 1;
+                    if tx.send(Ok(api::event_to_proto(seq, &e))).await.is_err() {
+                        return;
+                    }
                 }
             }
         });

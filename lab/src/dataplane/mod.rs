@@ -57,6 +57,7 @@ pub async fn open(
         Target::Netns => Box::new(netns::NetnsPlane::open(
             lab.clone(),
             routes.map(<[_]>::to_vec),
+            events,
         )?),
         Target::Soft | Target::P4rt => {
             Box::new(p4::P4Plane::open(lab.clone(), dir, routes, election_id, events).await?)

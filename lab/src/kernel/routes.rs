@@ -86,57 +86,114 @@ pub fn ifindex_by_name<'a>(lab: &'a Lab, node: &Node) -> std::collections::HashM
 pub struct TableRoute {
     /// Destination.
     pub prefix: ipnet::Ipv4Net,
-    /// Next hops: gateway (none: on the link) and outgoing interface.
-    pub hops: Vec<(Option<std::net::Ipv4Addr>, u32)>,
+    /// Next hops.
+    pub hops: Vec<TableHop>,
     /// Who installed it.
     pub protocol: RouteProtocol,
+    /// Its metric (the kernel prefers the lowest).
+    pub metric: u32,
 }
 
-/// The IPv4 routes of the main table behind `handle`, in prefix order.
-pub async fn read_table(handle: &Handle) -> Result<Vec<TableRoute>> {
-    use futures::TryStreamExt;
-    use rtnetlink::packet_route::AddressFamily;
-    use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute};
-    let message = rtnetlink::RouteMessageBuilder::<std::net::Ipv4Addr>::new().build();
-    let mut routes = handle.route().get(message).execute();
-    let mut table = Vec::new();
-    while let Some(route) = routes.try_next().await? {
-        if route.header.address_family != AddressFamily::Inet || route.header.table != 254 {
-            continue;
+/// One next hop of a [`TableRoute`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableHop {
+    /// The gateway (`None`: the destination is on the link).
+    pub via: Option<std::net::Ipv4Addr>,
+    /// The outgoing interface.
+    pub ifindex: u32,
+    /// The kernel marked it dead (its port is down) or its port has no
+    /// carrier: no packet leaves by it.
+    pub down: bool,
+}
+
+impl TableRoute {
+    /// The next hops packets can take.
+    pub fn usable(&self) -> impl Iterator<Item = &TableHop> {
+        self.hops.iter().filter(|h| !h.down)
+    }
+
+    /// An IPv4 unicast route of the main table, from a dump or a
+    /// notification (`None` for any other).
+    pub fn from_message(
+        route: &rtnetlink::packet_route::route::RouteMessage,
+    ) -> Option<TableRoute> {
+        use rtnetlink::packet_route::AddressFamily;
+        use rtnetlink::packet_route::route::{
+            RouteAddress, RouteAttribute, RouteFlags, RouteNextHopFlags, RouteType,
+        };
+        let header = &route.header;
+        if header.address_family != AddressFamily::Inet
+            || header.kind != RouteType::Unicast
+            || (header.table != 254
+                && !route
+                    .attributes
+                    .iter()
+                    .any(|a| matches!(a, RouteAttribute::Table(254))))
+        {
+            return None;
         }
         let mut destination = std::net::Ipv4Addr::UNSPECIFIED;
-        let (mut gateway, mut oif) = (None, None);
+        let (mut gateway, mut oif, mut metric) = (None, None, 0);
         let mut hops = Vec::new();
         for attribute in &route.attributes {
             match attribute {
                 RouteAttribute::Destination(RouteAddress::Inet(d)) => destination = *d,
                 RouteAttribute::Gateway(RouteAddress::Inet(g)) => gateway = Some(*g),
                 RouteAttribute::Oif(i) => oif = Some(*i),
+                RouteAttribute::Priority(p) => metric = *p,
                 RouteAttribute::MultiPath(nexthops) => {
                     for nh in nexthops {
                         let via = nh.attributes.iter().find_map(|a| match a {
                             RouteAttribute::Gateway(RouteAddress::Inet(g)) => Some(*g),
                             _ => None,
                         });
-                        hops.push((via, nh.interface_index));
+                        hops.push(TableHop {
+                            via,
+                            ifindex: nh.interface_index,
+                            down: nh
+                                .flags
+                                .intersects(RouteNextHopFlags::Dead | RouteNextHopFlags::Linkdown),
+                        });
                     }
                 }
                 _ => {}
             }
         }
         if hops.is_empty() {
-            hops.push((gateway, oif.unwrap_or(0)));
-        }
-        if let Ok(prefix) = ipnet::Ipv4Net::new(destination, route.header.destination_prefix_length)
-        {
-            table.push(TableRoute {
-                prefix,
-                hops,
-                protocol: route.header.protocol,
+            hops.push(TableHop {
+                via: gateway,
+                ifindex: oif.unwrap_or(0),
+                down: header
+                    .flags
+                    .intersects(RouteFlags::Dead | RouteFlags::Linkdown),
             });
         }
+        let prefix = ipnet::Ipv4Net::new(destination, header.destination_prefix_length).ok()?;
+        Some(TableRoute {
+            prefix,
+            hops,
+            protocol: header.protocol,
+            metric,
+        })
     }
-    table.sort_by_key(|r| (u32::from(r.prefix.network()), r.prefix.prefix_len()));
+}
+
+/// The IPv4 routes of the main table behind `handle`, in prefix order.
+pub async fn read_table(handle: &Handle) -> Result<Vec<TableRoute>> {
+    use futures::TryStreamExt;
+    let message = rtnetlink::RouteMessageBuilder::<std::net::Ipv4Addr>::new().build();
+    let mut routes = handle.route().get(message).execute();
+    let mut table = Vec::new();
+    while let Some(route) = routes.try_next().await? {
+        table.extend(TableRoute::from_message(&route));
+    }
+    table.sort_by_key(|r| {
+        (
+            u32::from(r.prefix.network()),
+            r.prefix.prefix_len(),
+            r.metric,
+        )
+    });
     Ok(table)
 }
 

@@ -262,6 +262,20 @@ pub fn has_sysctl(key: &str) -> bool {
 /// to be turned into an rtnetlink connection on the runtime.
 pub fn route_socket() -> io::Result<OwnedFd> {
     let socket = rtnetlink::sys::Socket::new(rtnetlink::sys::protocols::NETLINK_ROUTE)?;
+    owned_route_socket(socket)
+}
+
+/// A route-netlink socket in the calling thread's namespace that also
+/// receives the kernel's notifications of the multicast `groups`
+/// (`RTMGRP_*` bits), e.g. every route and link change.
+pub fn route_socket_listening(groups: u32) -> io::Result<OwnedFd> {
+    let mut socket = rtnetlink::sys::Socket::new(rtnetlink::sys::protocols::NETLINK_ROUTE)?;
+    socket.bind(&rtnetlink::sys::SocketAddr::new(0, groups))?;
+    owned_route_socket(socket)
+}
+
+/// Takes over `socket`'s descriptor, with large buffers.
+fn owned_route_socket(socket: rtnetlink::sys::Socket) -> io::Result<OwnedFd> {
     // Large buffers: we pipeline many requests and must not lose ACKs.
     let fd = socket.as_raw_fd();
     std::mem::forget(socket);
@@ -278,13 +292,25 @@ pub fn route_socket() -> io::Result<OwnedFd> {
 /// handle on the current tokio runtime; the connection task runs there
 /// until the handle and its clones are dropped.
 pub fn route_handle(socket: OwnedFd) -> io::Result<rtnetlink::Handle> {
+    Ok(route_handle_listening(socket)?.0)
+}
+
+/// The kernel's notifications a listening socket receives.
+pub type Notifications = futures::channel::mpsc::UnboundedReceiver<(
+    rtnetlink::packet_core::NetlinkMessage<rtnetlink::packet_route::RouteNetlinkMessage>,
+    rtnetlink::sys::SocketAddr,
+)>;
+
+/// [`route_handle`] for a socket from [`route_socket_listening`], with the
+/// notifications it receives.
+pub fn route_handle_listening(socket: OwnedFd) -> io::Result<(rtnetlink::Handle, Notifications)> {
     let fd = socket.as_raw_fd();
     std::mem::forget(socket);
     // SAFETY: ownership of `fd` moves from the OwnedFd into the TokioSocket.
     let socket = unsafe { rtnetlink::sys::TokioSocket::from_raw_fd(fd) };
-    let (connection, handle, _) = rtnetlink::from_socket(socket);
+    let (connection, handle, notifications) = rtnetlink::from_socket(socket);
     tokio::spawn(connection);
-    Ok(handle)
+    Ok((handle, notifications))
 }
 
 /// As root, lift the socket buffer limits past `rmem_max`/`wmem_max`.

@@ -364,6 +364,15 @@ impl Workloads {
         r.state = State::Stopped;
         r.message = Some("stopped before it finished".to_owned());
         r.ended = Some(self.events.now());
+        drop(r);
+        drop(entries);
+        self.events.write_about(
+            "workload",
+            "workload-stopped",
+            &format!("workload {name} stopped before it finished"),
+            Ok(()),
+            crate::events::About::workload(name),
+        );
         Ok(())
     }
 
@@ -401,7 +410,7 @@ async fn run(cx: Context, at: f64) {
         r.state = State::Running;
         r.started = Some(started);
     });
-    cx.events.write(
+    cx.events.write_about(
         "workload",
         "workload-start",
         &format!(
@@ -410,6 +419,7 @@ async fn run(cx: Context, at: f64) {
             cx.workload.ranks.len()
         ),
         Ok(()),
+        crate::events::About::workload(&name),
     );
     use turbonet_topo::experiment::WorkloadKind as K;
     let result = match &cx.workload.kind {
@@ -433,11 +443,12 @@ async fn run(cx: Context, at: f64) {
         None => ("workload-end", format!("workload {name} done")),
         Some(e) => ("workload-failed", format!("workload {name} failed: {e}")),
     };
-    cx.events.write(
+    cx.events.write_about(
         "workload",
         kind,
         &line,
         error.as_deref().map_or(Ok(()), Err),
+        crate::events::About::workload(&name),
     );
 }
 

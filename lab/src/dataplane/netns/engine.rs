@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use turbonet_injectors::{Direction, Impairment};
+use turbonet_injectors::{Direction, Impairment, Note, Watch};
 use turbonet_packetio::timing::{self, SPIN_NS};
 use turbonet_packetio::{Clock, PacketSocket, RxBatch};
 
@@ -93,7 +93,46 @@ pub struct EngineLink {
     pub sockets: [PacketSocket; 2],
     /// Direction 0: ends[0] -> ends[1]; direction 1: the reverse.
     pub directions: [Direction; 2],
+    /// What each direction's queue and drops did, for the events.
+    pub watches: [Watch; 2],
 }
+
+impl EngineLink {
+    /// A link with these sockets, both directions with `impairment`
+    /// seeded by `seeds`.
+    pub fn new(
+        name: String,
+        sockets: [PacketSocket; 2],
+        impairment: &Impairment,
+        seeds: [u64; 2],
+    ) -> EngineLink {
+        EngineLink {
+            name,
+            sockets,
+            directions: seeds.map(|seed| Direction::new(impairment.clone(), seed)),
+            watches: [Watch::new(impairment), Watch::new(impairment)],
+        }
+    }
+}
+
+/// A note of one direction of the `link`-th engine link, at Unix time
+/// `unix_ns`.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineNote {
+    /// Position in the engine's link list.
+    pub link: usize,
+    /// 0: ends[0] -> ends[1].
+    pub direction: usize,
+    /// When, Unix nanoseconds.
+    pub unix_ns: i128,
+    /// What.
+    pub note: Note,
+    /// Engine clock to Unix nanoseconds, for the times inside `note`.
+    pub offset_ns: i128,
+}
+
+/// Where the engine sends its notes.
+pub type Notes = mpsc::Sender<EngineNote>;
 
 /// Shared snapshot of all counters, refreshed by the engine thread.
 pub type Snapshot = Arc<Mutex<Vec<LinkCounters>>>;
@@ -166,6 +205,9 @@ impl Inbox {
                         for d in &mut l.directions {
                             d.set_impairment(impairment.clone());
                         }
+                        for w in &mut l.watches {
+                            w.set(&impairment);
+                        }
                     }
                 }
             }
@@ -180,10 +222,13 @@ pub fn run(
     stop: &AtomicBool,
     snapshot: &Snapshot,
     inbox: &Inbox,
+    notes: &Notes,
 ) -> io::Result<()> {
     timing::lower_timer_slack();
     timing::request_realtime();
     let clock = Clock::new();
+    let offset_ns = clock.unix_nanos(0);
+    let mut noted: Vec<Note> = Vec::new();
     let mut shortfall = vec![[Shortfall::default(); 2]; links.len()];
     let mut rx = RxBatch::new(RX_BATCH, 65_536);
     let mut due: Vec<Vec<u8>> = Vec::with_capacity(RX_BATCH);
@@ -236,7 +281,7 @@ pub fn run(
         // Transmit: every frame that is due, in batches.
         let now = clock.now();
         let mut next_due: Option<u64> = None;
-        for (link, short) in links.iter_mut().zip(shortfall.iter_mut()) {
+        for (k, (link, short)) in links.iter_mut().zip(shortfall.iter_mut()).enumerate() {
             for (side, short) in short.iter_mut().enumerate() {
                 due.clear();
                 while let Some((at, frame)) = link.directions[side].pop_due_timed(now) {
@@ -253,6 +298,17 @@ pub fn run(
                 }
                 if let Some(at) = link.directions[side].next_due() {
                     next_due = Some(next_due.map_or(at, |n: u64| n.min(at)));
+                }
+                link.watches[side].observe(now, link.directions[side].counters(), &mut noted);
+                for note in noted.drain(..) {
+                    // The daemon going away stops the engine soon after.
+                    let _ = notes.send(EngineNote {
+                        link: k,
+                        direction: side,
+                        unix_ns: offset_ns + i128::from(now),
+                        note,
+                        offset_ns,
+                    });
                 }
             }
         }

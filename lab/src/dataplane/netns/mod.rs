@@ -11,6 +11,8 @@
 
 pub mod engine;
 pub mod externals;
+pub mod fibwatch;
+mod notes;
 mod plane;
 
 pub use plane::NetnsPlane;

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use futures::future::LocalBoxFuture;
 use ipnet::Ipv4Net;
 use rtnetlink::LinkUnspec;
-use turbonet_injectors::{Direction, Impairment, direction_seed};
+use turbonet_injectors::{Impairment, direction_seed};
 use turbonet_packetio::PacketSocket;
 use turbonet_routing::Route;
 use turbonet_topo::{Lab, Link, LinkId, LinkParams, NodeId};
@@ -20,6 +20,7 @@ use crate::dataplane::Carrier;
 use crate::dataplane::plane::LinkCounters;
 use crate::dataplane::plane::{Applied, DataPlane, Desired};
 use crate::error::{Context, Error, Result};
+use crate::events::Events;
 use crate::kernel::routes::node_kernel_routes;
 use crate::names;
 use crate::system::namespaces;
@@ -87,7 +88,11 @@ impl NetnsPlane {
     /// scenario's parameters, and knows the fabric as `up` left it: every
     /// link up, `routes` installed (`None`: not known; the first
     /// [`DataPlane::apply`] writes them all).
-    pub fn open(lab: Arc<Lab>, routes: Option<Vec<Vec<Route>>>) -> Result<NetnsPlane> {
+    pub fn open(
+        lab: Arc<Lab>,
+        routes: Option<Vec<Vec<Route>>>,
+        events: &Events,
+    ) -> Result<NetnsPlane> {
         let carriers = crate::dataplane::carrier::link_carriers(&lab);
         let impaired: Vec<&Link> = lab
             .fabric
@@ -117,25 +122,44 @@ impl NetnsPlane {
             let links: Vec<EngineLink> = impaired
                 .iter()
                 .zip(sockets)
-                .map(|(link, sockets)| EngineLink {
-                    name: link.name.clone(),
-                    sockets,
-                    directions: [0u8, 1].map(|d| {
-                        Direction::new(
-                            Impairment::from_params(&link.params),
-                            direction_seed(lab.seed, &link.name, d),
-                        )
-                    }),
+                .map(|(link, sockets)| {
+                    EngineLink::new(
+                        link.name.clone(),
+                        sockets,
+                        &Impairment::from_params(&link.params),
+                        [0u8, 1].map(|d| direction_seed(lab.seed, &link.name, d)),
+                    )
                 })
                 .collect();
             let (control, inbox) = engine::channel()?;
             let stop = Arc::new(AtomicBool::new(false));
             let counters: engine::Snapshot = Arc::default();
+            let (notes, noted) = std::sync::mpsc::channel();
+            let ends: Vec<(String, [String; 2])> = impaired
+                .iter()
+                .map(|l| {
+                    (
+                        l.name.clone(),
+                        l.ends
+                            .each_ref()
+                            .map(|e| lab.fabric.node(e.node).name.clone()),
+                    )
+                })
+                .collect();
+            let events = events.clone();
+            std::thread::Builder::new()
+                .name("engine-events".into())
+                .spawn(move || {
+                    // Until the engine stops (it holds the sender).
+                    for note in noted {
+                        super::notes::write(&events, &ends, &note);
+                    }
+                })?;
             let thread = {
                 let (stop, counters) = (stop.clone(), counters.clone());
                 std::thread::Builder::new()
                     .name("link-engine".into())
-                    .spawn(move || engine::run(links, &stop, &counters, &inbox))?
+                    .spawn(move || engine::run(links, &stop, &counters, &inbox, &notes))?
             };
             Some(Engine {
                 control,

@@ -69,7 +69,7 @@ async fn kernel_fib_of(handle: &rtnetlink::Handle) -> Result<plan::Fib> {
         if matches!(route.protocol, RouteProtocol::Bgp | RouteProtocol::Bird) {
             fib.entry(route.prefix)
                 .or_default()
-                .extend(route.hops.iter().filter_map(|(via, _)| *via));
+                .extend(route.usable().filter_map(|h| h.via));
         }
     }
     Ok(fib)

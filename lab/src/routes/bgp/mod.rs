@@ -46,7 +46,7 @@ use kernel::{kernel_fib, watch_routers};
 use switch::{NamespaceConnector, SwitchSockets};
 
 use crate::error::{Context, Result};
-use crate::events::Events;
+use crate::events::{About, Events};
 
 /// The lab's BGP agents, as the daemon drives them (on its event loop).
 #[derive(Debug)]
@@ -453,7 +453,7 @@ fn reporter(plan: Speaker, events: Events) -> impl FnMut(Report) {
     move |report| match report {
         Report::Event(Event::Established { peer, .. }) => {
             let n = &plan.neighbours[peer];
-            events.write(
+            events.write_about(
                 "bgp",
                 "session-up",
                 &format!(
@@ -461,6 +461,10 @@ fn reporter(plan: Speaker, events: Events) -> impl FnMut(Report) {
                     plan.name, n.peer_name, n.peer_addr
                 ),
                 Ok(()),
+                About {
+                    peer: Some(n.peer_name.clone()),
+                    ..About::node(&plan.name)
+                },
             );
         }
         Report::Event(Event::Down {
@@ -469,7 +473,7 @@ fn reporter(plan: Speaker, events: Events) -> impl FnMut(Report) {
             cause,
         }) => {
             let n = &plan.neighbours[peer];
-            events.write(
+            events.write_about(
                 "bgp",
                 "session-down",
                 &format!(
@@ -477,14 +481,20 @@ fn reporter(plan: Speaker, events: Events) -> impl FnMut(Report) {
                     plan.name, n.peer_name, n.peer_addr
                 ),
                 Ok(()),
+                About {
+                    peer: Some(n.peer_name.clone()),
+                    cause: Some(cause.to_string()),
+                    ..About::node(&plan.name)
+                },
             );
         }
         Report::Event(Event::Down { .. }) => {}
-        Report::FibFailed(why) => events.write(
+        Report::FibFailed(why) => events.write_about(
             "bgp",
             "fib",
             &format!("{}: installing routes", plan.name),
             Err(&why),
+            About::node(&plan.name),
         ),
     }
 }

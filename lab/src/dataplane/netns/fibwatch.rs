@@ -1,0 +1,541 @@
+//! Ground truth of every switch's forwarding table: the daemon listens to
+//! the kernel's route and link notifications in each switch's namespace and
+//! writes a `route-change` event whenever a prefix is added, withdrawn or
+//! gets other next hops — whoever changed it (turbonet's static routes or
+//! controller, the built-in BGP agents, FRR's zebra, BIRD), so every agent
+//! is covered the same way.
+//!
+//! IPv4 says nothing when a port goes down and the kernel marks the next
+//! hops through it dead or flushes the routes on it: a link notification
+//! therefore makes the watcher read the whole table again and compare. A
+//! route notification is applied as it comes. Notifications that arrive
+//! together (an agent's burst, a read of the table) become one event per
+//! switch, listing every prefix that changed.
+//!
+//! It runs on a thread of its own, so that its events carry the time the
+//! kernel told it, however busy the daemon's actor is.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use ipnet::Ipv4Net;
+use rtnetlink::packet_core::NetlinkPayload;
+use rtnetlink::packet_route::RouteNetlinkMessage;
+use tokio::sync::oneshot;
+use turbonet_topo::{Lab, Node};
+
+use crate::error::{Context, Result};
+use crate::events::{About, Change, Events, NextHop, RouteChange};
+use crate::kernel::routes::{TableRoute, read_table};
+use crate::names;
+use crate::system::namespaces;
+
+/// `RTMGRP_LINK | RTMGRP_IPV4_ROUTE`.
+const GROUPS: u32 = 0x1 | 0x40;
+
+/// How long the watcher waits for more notifications of the same burst
+/// before it writes what changed.
+const QUIET: Duration = Duration::from_millis(1);
+/// The longest a burst is gathered before its changes are written.
+const BURST: Duration = Duration::from_millis(20);
+
+/// Watches every switch's table until dropped.
+#[derive(Debug)]
+pub struct FibWatch {
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for FibWatch {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A switch's ports by ifindex: the port's name and the node at its other
+/// end.
+type Ports = HashMap<u32, (String, Option<String>)>;
+
+fn ports(lab: &Lab, node: &Node) -> Ports {
+    let mut ports: Ports = lab
+        .fabric
+        .ports(node.id)
+        .enumerate()
+        .map(|(i, (_, local, remote))| {
+            (
+                names::port_ifindex(i),
+                (
+                    local.ifname.clone(),
+                    Some(lab.fabric.node(remote.node).name.clone()),
+                ),
+            )
+        })
+        .collect();
+    ports.insert(1, ("lo".to_owned(), None));
+    ports
+}
+
+impl FibWatch {
+    /// Starts watching the tables of every switch of `lab` (a `netns`
+    /// lab's switches each have a namespace): their sockets are opened
+    /// before this returns, so no change made after it is missed.
+    pub fn start(lab: Arc<Lab>, events: Events) -> Result<FibWatch> {
+        let mut sockets = Vec::new();
+        for node in lab.fabric.switches() {
+            let name = names::node_namespace(&lab.name, &node.name);
+            let ns = namespaces::open(&name).with_context(|| format!("opening {name}"))?;
+            let socket =
+                namespaces::in_namespace(&ns, || namespaces::route_socket_listening(GROUPS))
+                    .with_context(|| format!("listening to the routes of {}", node.name))?;
+            sockets.push((node.name.clone(), ports(&lab, node), socket));
+        }
+        let (stop, stopped) = oneshot::channel();
+        let (ready, is_ready) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("fib-watch".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let _ = ready.send(Err(e.into()));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    let mut tasks = Vec::new();
+                    for (node, ports, socket) in sockets {
+                        let watched =
+                            namespaces::route_handle_listening(socket).map_err(crate::Error::from);
+                        let (handle, notifications) = match watched {
+                            Ok(w) => w,
+                            Err(e) => {
+                                let _ = ready.send(Err(e));
+                                return;
+                            }
+                        };
+                        // The table as it is, before the first change.
+                        let table = match read_table(&handle).await {
+                            Ok(t) => Table::from_routes(t),
+                            Err(e) => {
+                                let _ = ready.send(Err(e));
+                                return;
+                            }
+                        };
+                        let switch = Switch {
+                            node,
+                            ports,
+                            handle,
+                            table,
+                            events: events.clone(),
+                        };
+                        tasks.push(tokio::spawn(switch.watch(notifications)));
+                    }
+                    let _ = ready.send(Ok(()));
+                    let _ = stopped.await;
+                    for task in tasks {
+                        task.abort();
+                    }
+                });
+            })?;
+        is_ready
+            .recv()
+            .map_err(|_| crate::Error::Failed("the route watcher's thread died".to_owned()))??;
+        Ok(FibWatch {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+/// One switch's table as the watcher knows it: every route by prefix and
+/// metric.
+#[derive(Debug, Default)]
+struct Table(BTreeMap<(Ipv4Net, u32), TableRoute>);
+
+impl Table {
+    fn from_routes(routes: Vec<TableRoute>) -> Table {
+        Table(
+            routes
+                .into_iter()
+                .map(|r| ((r.prefix, r.metric), r))
+                .collect(),
+        )
+    }
+
+    /// What forwards packets to `prefix`: its route with the lowest
+    /// metric that has a usable next hop.
+    fn effective(&self, prefix: Ipv4Net) -> Option<&TableRoute> {
+        self.0
+            .range((prefix, 0)..=(prefix, u32::MAX))
+            .map(|(_, r)| r)
+            .find(|r| r.usable().next().is_some())
+    }
+
+    fn prefixes(&self) -> BTreeSet<Ipv4Net> {
+        self.0.keys().map(|(p, _)| *p).collect()
+    }
+}
+
+/// One switch being watched.
+struct Switch {
+    node: String,
+    ports: Ports,
+    handle: rtnetlink::Handle,
+    table: Table,
+    events: Events,
+}
+
+impl Switch {
+    async fn watch(mut self, mut notifications: namespaces::Notifications) {
+        while let Some(first) = notifications.next().await {
+            let mut burst = Burst::default();
+            burst.take(first.0.payload);
+            // The rest of the burst: what is already there, and what comes
+            // within a moment.
+            let deadline = tokio::time::Instant::now() + BURST;
+            loop {
+                let next = tokio::time::timeout_at(
+                    deadline.min(tokio::time::Instant::now() + QUIET),
+                    notifications.next(),
+                );
+                match next.await {
+                    Ok(Some((message, _))) => burst.take(message.payload),
+                    Ok(None) => return,
+                    Err(_) => break,
+                }
+            }
+            self.apply(burst).await;
+        }
+    }
+
+    /// Brings the table up to date with a burst and writes what changed.
+    async fn apply(&mut self, burst: Burst) {
+        let (before, touched): (Table, BTreeSet<Ipv4Net>) = if burst.relist {
+            // The kernel changed routes without saying (a port went down):
+            // read the whole table again.
+            let Ok(routes) = read_table(&self.handle).await else {
+                return;
+            };
+            let before = std::mem::replace(&mut self.table, Table::from_routes(routes));
+            let touched = before
+                .prefixes()
+                .union(&self.table.prefixes())
+                .copied()
+                .collect();
+            (before, touched)
+        } else {
+            let mut before = Table::default();
+            let mut touched = BTreeSet::new();
+            for (prefix, _) in burst.updates.keys() {
+                if touched.insert(*prefix) {
+                    for (k, r) in self.table.0.range((*prefix, 0)..=(*prefix, u32::MAX)) {
+                        before.0.insert(*k, r.clone());
+                    }
+                }
+            }
+            for (key, route) in burst.updates {
+                match route {
+                    Some(r) => self.table.0.insert(key, r),
+                    None => self.table.0.remove(&key),
+                };
+            }
+            (before, touched)
+        };
+        let changes: Vec<RouteChange> = touched
+            .into_iter()
+            .filter_map(|p| self.change(p, before.effective(p), self.table.effective(p)))
+            .collect();
+        if changes.is_empty() {
+            return;
+        }
+        let text = describe(&self.node, &changes);
+        self.events.write_about(
+            "kernel",
+            "route-change",
+            &text,
+            Ok(()),
+            About {
+                routes: changes,
+                ..About::node(&self.node)
+            },
+        );
+    }
+
+    /// What happened to `prefix`, if anything.
+    fn change(
+        &self,
+        prefix: Ipv4Net,
+        before: Option<&TableRoute>,
+        after: Option<&TableRoute>,
+    ) -> Option<RouteChange> {
+        let hops = |r: &TableRoute| -> BTreeSet<NextHop> {
+            r.usable()
+                .map(|h| {
+                    let (ifname, node) = self
+                        .ports
+                        .get(&h.ifindex)
+                        .cloned()
+                        .unwrap_or_else(|| (format!("if{}", h.ifindex), None));
+                    NextHop {
+                        gateway: h.via,
+                        ifname,
+                        node,
+                    }
+                })
+                .collect()
+        };
+        let (change, route) = match (before, after) {
+            (None, None) => return None,
+            (None, Some(a)) => (Change::Added, a),
+            (Some(b), None) => (Change::Withdrawn, b),
+            (Some(b), Some(a)) => {
+                if hops(b) == hops(a) {
+                    return None;
+                }
+                (Change::Changed, a)
+            }
+        };
+        Some(RouteChange {
+            prefix,
+            change,
+            next_hops: if change == Change::Withdrawn {
+                Vec::new()
+            } else {
+                hops(route).into_iter().collect()
+            },
+            protocol: protocol_name(route.protocol),
+        })
+    }
+}
+
+/// The notifications of one burst.
+#[derive(Debug, Default)]
+struct Burst {
+    /// Routes as the last notification of each left them (`None`: gone).
+    updates: BTreeMap<(Ipv4Net, u32), Option<TableRoute>>,
+    /// A link changed: the table must be read again.
+    relist: bool,
+}
+
+impl Burst {
+    fn take(&mut self, payload: NetlinkPayload<RouteNetlinkMessage>) {
+        let NetlinkPayload::InnerMessage(message) = payload else {
+            // An overrun (ENOBUFS) or anything unexpected: start over from
+            // the table itself.
+            self.relist = true;
+            return;
+        };
+        match message {
+            RouteNetlinkMessage::NewRoute(m) => {
+                if let Some(r) = TableRoute::from_message(&m) {
+                    self.updates.insert((r.prefix, r.metric), Some(r));
+                }
+            }
+            RouteNetlinkMessage::DelRoute(m) => {
+                if let Some(r) = TableRoute::from_message(&m) {
+                    self.updates.insert((r.prefix, r.metric), None);
+                }
+            }
+            RouteNetlinkMessage::NewLink(_) | RouteNetlinkMessage::DelLink(_) => {
+                self.relist = true;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// How events name who installed a route.
+pub fn protocol_name(protocol: rtnetlink::packet_route::route::RouteProtocol) -> String {
+    use rtnetlink::packet_route::route::RouteProtocol as P;
+    match protocol {
+        P::Other(n) => n.to_string(),
+        p => p.to_string(),
+    }
+}
+
+/// A line for people: the switch, and the first few prefixes.
+fn describe(node: &str, changes: &[RouteChange]) -> String {
+    const SHOWN: usize = 3;
+    let mut parts: Vec<String> = changes
+        .iter()
+        .take(SHOWN)
+        .map(|c| match c.change {
+            Change::Withdrawn => format!("{} withdrawn", c.prefix),
+            change => format!(
+                "{} {} via {}",
+                c.prefix,
+                change.name(),
+                c.next_hops
+                    .iter()
+                    .map(|h| h.node.clone().unwrap_or_else(|| h.ifname.clone()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })
+        .collect();
+    if changes.len() > SHOWN {
+        parts.push(format!("and {} more", changes.len() - SHOWN));
+    }
+    format!(
+        "{node}: {} route{} changed: {}",
+        changes.len(),
+        if changes.len() == 1 { "" } else { "s" },
+        parts.join("; ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::routes::TableHop;
+    use rtnetlink::packet_route::route::RouteProtocol;
+
+    fn route(prefix: &str, metric: u32, hops: &[(&str, u32, bool)]) -> TableRoute {
+        TableRoute {
+            prefix: prefix.parse().unwrap(),
+            hops: hops
+                .iter()
+                .map(|(via, ifindex, down)| TableHop {
+                    via: Some(via.parse().unwrap()),
+                    ifindex: *ifindex,
+                    down: *down,
+                })
+                .collect(),
+            protocol: RouteProtocol::Bgp,
+            metric,
+        }
+    }
+
+    fn switch(table: Vec<TableRoute>) -> Switch {
+        let ports = [
+            (2, ("agg0-0".to_owned(), Some("agg0-0".to_owned()))),
+            (3, ("agg0-1".to_owned(), Some("agg0-1".to_owned()))),
+        ]
+        .into_iter()
+        .collect();
+        // A handle that is never used: these tests apply route updates only.
+        let (_, handle, _) = rtnetlink::new_connection().unwrap();
+        Switch {
+            node: "edge0-0".to_owned(),
+            ports,
+            handle,
+            table: Table::from_routes(table),
+            events: Events::scratch(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_burst_becomes_one_event_of_every_prefix_that_changed_and_only_those() {
+        let mut sw = switch(vec![
+            route(
+                "10.0.1.0/24",
+                20,
+                &[("10.1.0.1", 2, false), ("10.1.0.3", 3, false)],
+            ),
+            route("10.0.2.0/24", 20, &[("10.1.0.1", 2, false)]),
+            route("10.0.3.0/24", 20, &[("10.1.0.3", 3, false)]),
+        ]);
+        let mut burst = Burst::default();
+        // Next hops changed (one is down now), one withdrawn, one added,
+        // one written again as it was.
+        for (key, r) in [
+            (
+                "10.0.1.0/24",
+                Some(route(
+                    "10.0.1.0/24",
+                    20,
+                    &[("10.1.0.1", 2, true), ("10.1.0.3", 3, false)],
+                )),
+            ),
+            ("10.0.2.0/24", None),
+            (
+                "10.0.4.0/24",
+                Some(route("10.0.4.0/24", 20, &[("10.1.0.1", 2, false)])),
+            ),
+            (
+                "10.0.3.0/24",
+                Some(route("10.0.3.0/24", 20, &[("10.1.0.3", 3, false)])),
+            ),
+        ] {
+            burst.updates.insert((key.parse().unwrap(), 20), r);
+        }
+        sw.apply(burst).await;
+        let all = sw.events.all();
+        assert_eq!(all.len(), 1, "{all:?}");
+        let e = &all[0];
+        assert_eq!(
+            (e.kind.as_str(), e.source.as_str()),
+            ("route-change", "kernel")
+        );
+        assert_eq!(e.about.node.as_deref(), Some("edge0-0"));
+        let changes: Vec<(String, Change, Vec<Option<String>>)> = e
+            .about
+            .routes
+            .iter()
+            .map(|c| {
+                (
+                    c.prefix.to_string(),
+                    c.change,
+                    c.next_hops.iter().map(|h| h.node.clone()).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            changes,
+            vec![
+                (
+                    "10.0.1.0/24".into(),
+                    Change::Changed,
+                    vec![Some("agg0-1".into())]
+                ),
+                ("10.0.2.0/24".into(), Change::Withdrawn, vec![]),
+                (
+                    "10.0.4.0/24".into(),
+                    Change::Added,
+                    vec![Some("agg0-0".into())]
+                ),
+            ]
+        );
+        assert!(
+            e.event
+                .starts_with("edge0-0: 3 routes changed: 10.0.1.0/24 changed via agg0-1"),
+            "{}",
+            e.event
+        );
+        // A route whose every next hop is down forwards nothing: withdrawn.
+        let mut burst = Burst::default();
+        burst.updates.insert(
+            ("10.0.3.0/24".parse().unwrap(), 20),
+            Some(route("10.0.3.0/24", 20, &[("10.1.0.3", 3, true)])),
+        );
+        sw.apply(burst).await;
+        let last = sw.events.all().pop().unwrap();
+        assert_eq!(last.about.routes[0].change, Change::Withdrawn);
+    }
+
+    #[test]
+    fn the_lowest_metric_with_a_usable_hop_is_what_forwards() {
+        let table = Table::from_routes(vec![
+            route("10.0.1.0/24", 10, &[("10.1.0.1", 2, true)]),
+            route("10.0.1.0/24", 20, &[("10.1.0.3", 3, false)]),
+        ]);
+        assert_eq!(
+            table
+                .effective("10.0.1.0/24".parse().unwrap())
+                .unwrap()
+                .metric,
+            20
+        );
+        assert!(table.effective("10.0.2.0/24".parse().unwrap()).is_none());
+    }
+}
