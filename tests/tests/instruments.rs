@@ -1,0 +1,167 @@
+//! End-to-end: the instruments a monitor, a filter or a verifier uses on a
+//! running lab (root): ground-truth events.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde_json::Value;
+use turbonet_tests::{LabGuard, require_root, run, scenario_as, text, unique_lab, wait_until};
+
+/// Brings fat-tree k=4 up under BGP with `agent`; the guard takes it down.
+fn bgp_fat_tree(prefix: &str, agent: &str) -> LabGuard {
+    let lab = unique_lab(prefix);
+    let file = scenario_as("fat-tree-k4.toml", &lab, "");
+    let text_of = std::fs::read_to_string(&file).unwrap().replace(
+        "mode = \"static\"",
+        &format!("mode = \"bgp\"\nagent = \"{agent}\""),
+    );
+    std::fs::write(&file, text_of).unwrap();
+    let guard = LabGuard(lab);
+    let out = run(&["up", "--quiet", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    guard
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = run(args);
+    assert!(out.status.success(), "{args:?}: {}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {}", text(&out)))
+}
+
+/// Every switch's kernel table: next hops that forward, by prefix.
+fn tables(lab: &str) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+    let nodes = json(&["show", "nodes", "--lab", lab, "--json"]);
+    nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["role"] != "host")
+        .map(|n| {
+            let name = n["name"].as_str().unwrap().to_owned();
+            let routes = json(&["show", "routes", &name, "--lab", lab, "--json"]);
+            let table = routes
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    let hops = r["nexthops"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .filter_map(|h| h.as_str())
+                        .filter(|h| !h.ends_with("(down)"))
+                        .map(str::to_owned)
+                        .collect();
+                    (r["prefix"].as_str().unwrap().to_owned(), hops)
+                })
+                .filter(|(_, hops): &(String, BTreeSet<String>)| !hops.is_empty())
+                .collect();
+            (name, table)
+        })
+        .collect()
+}
+
+fn converged(lab: &str) -> bool {
+    json(&["show", "bgp", "--lab", lab, "--json"])["speakers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["converged"] == true)
+}
+
+fn events(lab: &str) -> Vec<Value> {
+    json(&["events", "--lab", lab, "--json"])
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// A failed link changes routes at some switches: every one of them (the
+/// switches whose kernel table differs between before and after) has a
+/// `route-change` event after the `fail` naming the prefixes that changed,
+/// and no other switch has one.
+fn a_fail_is_a_route_change_at_every_affected_switch(agent: &str, prefix: &str) {
+    let lab = bgp_fat_tree(prefix, agent);
+    let lab = lab.0.as_str();
+    assert!(wait_until(Duration::from_secs(30), || converged(lab)));
+    let before = tables(lab);
+    let logged = events(lab).len();
+    let out = run(&["fail", "link", "edge0-0--agg0-0", "--lab", lab]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        wait_until(Duration::from_secs(30), || converged(lab)),
+        "no convergence: {}",
+        text(&run(&["show", "bgp", "--lab", lab]))
+    );
+    // The kernel's last notifications reach the events a moment after the
+    // tables converge.
+    let after = tables(lab);
+    let mut affected = BTreeMap::new();
+    for (switch, table) in &after {
+        let old = &before[switch];
+        let changed: BTreeSet<String> = old
+            .keys()
+            .chain(table.keys())
+            .filter(|p| old.get(*p) != table.get(*p))
+            .cloned()
+            .collect();
+        if !changed.is_empty() {
+            affected.insert(switch.clone(), changed);
+        }
+    }
+    assert!(affected.len() > 4, "{affected:?}");
+    let seen = |events: &[Value]| -> BTreeMap<String, BTreeSet<String>> {
+        let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for e in events.iter().filter(|e| e["kind"] == "route-change") {
+            let prefixes = seen
+                .entry(e["node"].as_str().unwrap().to_owned())
+                .or_default();
+            for r in e["routes"].as_array().unwrap() {
+                prefixes.insert(r["prefix"].as_str().unwrap().to_owned());
+            }
+        }
+        seen
+    };
+    let mut got = BTreeMap::new();
+    let complete = wait_until(Duration::from_secs(5), || {
+        let all = events(lab);
+        got = seen(&all[logged..]);
+        affected
+            .iter()
+            .all(|(s, prefixes)| got.get(s).is_some_and(|g| g.is_superset(prefixes)))
+    });
+    assert!(complete, "affected {affected:?}\nevents {got:?}");
+    let unaffected: Vec<&String> = got.keys().filter(|s| !affected.contains_key(*s)).collect();
+    assert!(
+        unaffected.is_empty(),
+        "route-change events at {unaffected:?}"
+    );
+    // The fail itself is an event about the link, before every route change.
+    let all = events(lab);
+    let fail = all[logged..]
+        .iter()
+        .find(|e| e["kind"] == "fail")
+        .unwrap_or_else(|| panic!("{all:?}"));
+    assert_eq!(fail["link"], "edge0-0--agg0-0");
+    let first_change = all[logged..]
+        .iter()
+        .filter(|e| e["kind"] == "route-change")
+        .map(|e| e["t"].as_f64().unwrap())
+        .fold(f64::MAX, f64::min);
+    assert!(
+        fail["t"].as_f64().unwrap() <= first_change,
+        "{fail} after {first_change}"
+    );
+}
+
+#[test]
+fn a_fail_is_a_route_change_at_every_affected_switch_with_builtin_agents() {
+    require_root!();
+    a_fail_is_a_route_change_at_every_affected_switch("builtin", "ib");
+}
+
+#[test]
+fn a_fail_is_a_route_change_at_every_affected_switch_with_frr() {
+    require_root!();
+    a_fail_is_a_route_change_at_every_affected_switch("frr", "if");
+}
