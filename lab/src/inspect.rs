@@ -296,7 +296,7 @@ fn route_row(r: &TableRoute, names: &std::collections::HashMap<u32, String>) -> 
 /// One link, as `link show` shows it: the parameters in force (what `link
 /// set` changed included), the scenario's, the engine that carries it and
 /// per-direction counters, as the lab's daemon reports them.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LinkShow {
     /// Its name.
     pub link: String,
@@ -315,7 +315,7 @@ pub struct LinkShow {
 }
 
 /// One direction of a link and its counters.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DirectionView {
     /// Where frames come from.
     pub from: String,
@@ -331,8 +331,16 @@ pub struct DirectionView {
 
 /// `turbonet link show [LINK]`: asks the lab's daemon.
 pub fn link_show(running: &Running, only: Option<&str>) -> Result<Vec<LinkShow>> {
-    let links = api::Client::connect(&running.dir)?.links(only)?;
-    links
+    Ok(read_links(&mut api::Client::connect(&running.dir)?, only)?.1)
+}
+
+/// Every link (or `only` one) as the daemon behind `client` reports it, and
+/// when it read their counters (Unix seconds).
+pub fn read_links(client: &mut api::Client, only: Option<&str>) -> Result<(f64, Vec<LinkShow>)> {
+    let response = client.list_links(only)?;
+    let at = response.counted_unix;
+    let links = response
+        .links
         .into_iter()
         .map(|l| {
             Ok(LinkShow {
@@ -358,7 +366,8 @@ pub fn link_show(running: &Running, only: Option<&str>) -> Result<Vec<LinkShow>>
                     .collect(),
             })
         })
-        .collect()
+        .collect::<Result<_>>()?;
+    Ok((at, links))
 }
 
 /// `turbonet events [--follow]`: every event so far, in order, handed to

@@ -26,7 +26,7 @@
 //! - the verbs: [`up`], [`down`], [`inspect`], [`check`], [`exec`] (with
 //!   [`mpi`]), [`plan`],
 //!   [`bench`] (with [`report`]), [`experiment`] (with [`plot`] and
-//!   [`utilisation`]).
+//!   [`utilisation`]), [`watch`].
 //!
 //! Nothing here prints: results come back as values, progress through
 //! [`up::Progress`], and the daemon logs with `tracing`.
@@ -58,6 +58,7 @@ pub mod state;
 pub mod system;
 pub mod up;
 pub mod utilisation;
+pub mod watch;
 pub mod workload;
 
 pub use error::{Error, Result};

@@ -1,11 +1,15 @@
 //! End-to-end: the instruments a monitor, a filter or a verifier uses on a
-//! running lab (root): ground-truth events.
+//! running lab (root): ground-truth events, the metrics endpoint.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde_json::Value;
-use turbonet_tests::{LabGuard, require_root, run, scenario_as, text, unique_lab, wait_until};
+use turbonet_tests::{
+    LabGuard, require_root, run, scenario_as, text, unique_lab, up_bundled, wait_until, workspace,
+};
+
+const VENV_PYTHON: &str = "/var/tmp/turbonet-py/bin/python3";
 
 /// Brings fat-tree k=4 up under BGP with `agent`; the guard takes it down.
 fn bgp_fat_tree(prefix: &str, agent: &str) -> LabGuard {
@@ -164,4 +168,140 @@ fn a_fail_is_a_route_change_at_every_affected_switch_with_builtin_agents() {
 fn a_fail_is_a_route_change_at_every_affected_switch_with_frr() {
     require_root!();
     a_fail_is_a_route_change_at_every_affected_switch("frr", "if");
+}
+
+/// A TCP port free on this machine now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Every sample of an OpenMetrics endpoint, parsed by the Prometheus
+/// project's parser (`tests/openmetrics.py`), run in `node` of `lab` (or on
+/// this machine): `(family, labels) -> value`.
+fn scrape(
+    url: &str,
+    from: Option<(&str, &str)>,
+) -> BTreeMap<(String, BTreeMap<String, String>), f64> {
+    let script = workspace().join("tests/openmetrics.py");
+    let script = script.to_str().unwrap();
+    let out = match from {
+        Some((lab, node)) => run(&["exec", node, "--lab", lab, "--", VENV_PYTHON, script, url]),
+        None => std::process::Command::new(VENV_PYTHON)
+            .args([script, url])
+            .output()
+            .unwrap(),
+    };
+    assert!(out.status.success(), "scraping {url}: {}", text(&out));
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            let labels = v["labels"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+                .collect();
+            (
+                (v["name"].as_str().unwrap().to_owned(), labels),
+                v["value"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The value of the sample `name` whose labels include `with`.
+fn sample(
+    samples: &BTreeMap<(String, BTreeMap<String, String>), f64>,
+    name: &str,
+    with: &[(&str, &str)],
+) -> f64 {
+    let found: Vec<f64> = samples
+        .iter()
+        .filter(|((n, labels), _)| {
+            n == name
+                && with
+                    .iter()
+                    .all(|(k, v)| labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .map(|(_, v)| *v)
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "{name} {with:?}: {found:?} in {:?}",
+        samples
+            .keys()
+            .filter(|(n, _)| n == name)
+            .collect::<Vec<_>>()
+    );
+    found[0]
+}
+
+/// `[metrics]` serves OpenMetrics that the Prometheus project's parser
+/// reads, on this machine and on the management network; its counters
+/// move with traffic and its gauges with a failure.
+#[test]
+fn the_metrics_endpoint_parses_and_its_counters_move_with_traffic() {
+    require_root!();
+    if !std::path::Path::new(VENV_PYTHON).exists() {
+        turbonet_tests::skip(&format!(
+            "{VENV_PYTHON} is missing; run scripts/setup as root to create the venv"
+        ));
+        return;
+    }
+    let port = free_port();
+    let lab = up_bundled(
+        "im",
+        "two-hosts.toml",
+        &format!("[metrics]\nport = {port}\n[mgmt]\n"),
+    );
+    let lab = lab.0.as_str();
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let before = scrape(&url, None);
+    let h1_s1 = [("link", "h1--s1"), ("node", "h1"), ("peer", "s1")];
+    let sent = sample(&before, "turbonet_link_passed_frames_total", &h1_s1);
+    assert_eq!(
+        sample(&before, "turbonet_link_up", &[("link", "h1--s1")]),
+        1.0
+    );
+    assert_eq!(
+        sample(
+            &before,
+            "turbonet_link_delay_seconds",
+            &[("link", "h1--s1")]
+        ),
+        0.005
+    );
+    let ping = run(&[
+        "exec", "h1", "--lab", lab, "--", "ping", "-c", "20", "-i", "0.01", "-q", "h2",
+    ]);
+    assert!(ping.status.success(), "{}", text(&ping));
+    // The daemon counts every 100 ms.
+    let moved = wait_until(Duration::from_secs(5), || {
+        sample(
+            &scrape(&url, None),
+            "turbonet_link_passed_frames_total",
+            &h1_s1,
+        ) >= sent + 20.0
+    });
+    assert!(moved, "{}", text(&run(&["link", "show", "--lab", lab])));
+    let out = run(&["fail", "link", "h1--s1", "--lab", lab]);
+    assert!(out.status.success(), "{}", text(&out));
+    // From a host, over the management network.
+    let from_host = scrape(&format!("http://mgmt:{port}/metrics"), Some((lab, "h2")));
+    assert_eq!(
+        sample(&from_host, "turbonet_link_up", &[("link", "h1--s1")]),
+        0.0
+    );
+    assert_eq!(
+        sample(&from_host, "turbonet_events_total", &[("kind", "fail")]),
+        1.0
+    );
+    assert!(sample(&from_host, "turbonet_link_passed_bytes_total", &h1_s1) >= 20.0 * 98.0);
 }

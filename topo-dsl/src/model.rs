@@ -46,6 +46,24 @@ pub struct Lab {
     pub expects: Vec<crate::experiment::Expect>,
     /// `[mgmt]`: the out-of-band management network (`None`: off).
     pub mgmt: Option<Mgmt>,
+    /// `[metrics]`: the daemon's OpenMetrics endpoint (`None`: off).
+    pub metrics: Option<Metrics>,
+}
+
+/// `[metrics]`: the lab daemon serves OpenMetrics (Prometheus' text
+/// format) at `http://ADDRESS:PORT/metrics`, and on the management network
+/// at `http://mgmt:PORT/metrics` when the lab has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Metrics {
+    /// Its TCP port.
+    pub port: u16,
+    /// Where it listens on this machine.
+    pub address: std::net::Ipv4Addr,
+}
+
+impl Metrics {
+    /// Where it listens by default: this machine only.
+    pub const DEFAULT_ADDRESS: &str = "127.0.0.1";
 }
 
 /// `[mgmt]`: an out-of-band network every node with a namespace joins

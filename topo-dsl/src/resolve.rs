@@ -12,8 +12,8 @@ use crate::diag::{Diags, ScenarioErrors, choices_help};
 use crate::model::{Lab, RoutingConfig};
 use crate::plan;
 use crate::read::{
-    addressing, expect, externals, jobs, lab, links, mgmt, p4rt, routing, timeline, topology,
-    workloads,
+    addressing, expect, externals, jobs, lab, links, metrics, mgmt, p4rt, routing, timeline,
+    topology, workloads,
 };
 
 /// The sections of a scenario file.
@@ -30,6 +30,7 @@ const TOP_KEYS: &[&str] = &[
     "workload",
     "expect",
     "mgmt",
+    "metrics",
 ];
 
 /// The TOML of `text`, or its syntax errors.
@@ -188,6 +189,8 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
         fabric.as_ref().map(|f| f.nodes.len()),
     );
 
+    let metrics = metrics::read(d, section("metrics"));
+
     // [p4rt], against the target.
     let target = lab.as_ref().and_then(|l| l.target);
     let p4rt = p4rt::read(
@@ -216,5 +219,6 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
         workloads,
         expects,
         mgmt: mgmt?,
+        metrics: metrics?,
     })
 }

@@ -139,6 +139,32 @@ pub(crate) enum Command {
         #[command(flatten)]
         lab: LabArg,
     },
+    /// Watch the links live: each direction's rate, frames, drops and
+    /// queue, busiest first, failed links marked, refreshed in place.
+    #[command(after_help = "Examples:
+  sudo turbonet watch                    refresh every second until Ctrl-C
+  sudo turbonet watch --top 10 -n 0.5    the ten busiest, twice a second
+  sudo turbonet watch --json --count 5   five readings as JSON Lines")]
+    Watch {
+        #[command(flatten)]
+        lab: LabArg,
+        /// Seconds between readings (the daemon counts every 100 ms).
+        #[arg(long, short = 'n', default_value_t = 1.0, value_parser = positive_seconds)]
+        interval: f64,
+        /// Show at most this many directions (the busiest; down links
+        /// after them).
+        #[arg(long, default_value_t = 20)]
+        top: usize,
+        /// Also show idle directions.
+        #[arg(long)]
+        all: bool,
+        /// Stop after this many readings (default: until Ctrl-C).
+        #[arg(long)]
+        count: Option<u64>,
+        /// Print each reading as one line of JSON (every direction).
+        #[arg(long)]
+        json: bool,
+    },
     /// What the lab did and saw, on one clock: every fail, restore, flap,
     /// link set, timeline step and BGP session change, the daemon's
     /// restarts (`--follow` streams them as they happen).
@@ -373,6 +399,17 @@ pub struct LinkSetArgs {
     /// ECN marking threshold, e.g. `30p` (needs a rate).
     #[arg(long, value_parser = unit::<QueueLimit>)]
     pub ecn: Option<QueueLimit>,
+}
+
+/// A number of seconds above zero (and at least 10 ms: the daemon counts
+/// every 100 ms).
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s >= 0.01 && s.is_finite() => Ok(s),
+        _ => Err(format!(
+            "`{text}` is not a number of seconds of at least 0.01, e.g. 1 or 0.5"
+        )),
+    }
 }
 
 /// A value in scenario syntax, or what is wrong with it and what would be

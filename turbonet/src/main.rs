@@ -262,6 +262,18 @@ fn run(command: Command) -> Result<ExitCode> {
                 show::events(&all, json)?;
             }
         }
+        Command::Watch {
+            lab,
+            interval,
+            top,
+            all,
+            count,
+            json,
+        } => {
+            let running = inspect::running(lab.lab.as_deref())?;
+            let options = show::WatchOptions { top, all, json };
+            show::watch(&running, interval, count, &options)?;
+        }
         Command::Run(args) => return run_experiment(&args),
         Command::Workload(w) => workload(w)?,
         Command::Exec { node, command, lab } => {

@@ -204,10 +204,23 @@ pub fn up_summary(lab: &Lab, state: &LabState) -> String {
     if let Some(host) = host {
         out.push_str(&format!("  turbonet exec {host} -- ip route\n"));
     }
+    out.push_str("  turbonet watch          # every link's rates, live\n");
     out.push_str(&format!(
         "  turbonet check          # every host pings every host\n  turbonet down {}\n",
         lab.name
     ));
+    if let Some(m) = lab.metrics {
+        out.push_str(&format!(
+            "metrics: http://{}:{}/metrics{}\n",
+            m.address,
+            m.port,
+            if lab.mgmt.is_some() {
+                format!(" (from the nodes: http://mgmt:{}/metrics)", m.port)
+            } else {
+                String::new()
+            }
+        ));
+    }
     out
 }
 

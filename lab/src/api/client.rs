@@ -119,6 +119,15 @@ impl Client {
         .map(|r| r.links)
     }
 
+    /// Every link (or `only` one), with when the daemon read their
+    /// counters.
+    pub fn list_links(&mut self, only: Option<&str>) -> Result<proto::ListLinksResponse> {
+        let link = only.unwrap_or_default().to_owned();
+        self.call(READ_TIMEOUT, |mut rpc| async move {
+            rpc.list_links(proto::ListLinksRequest { link }).await
+        })
+    }
+
     /// Every link's counters, as the daemon last read them.
     pub fn counters(&mut self) -> Result<Counted> {
         let response = self.call(READ_TIMEOUT, |mut rpc| async move {

@@ -20,6 +20,7 @@
 pub mod actor;
 pub mod command;
 pub mod inputs;
+pub mod metrics;
 pub mod service;
 
 use std::path::PathBuf;
@@ -383,11 +384,12 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
             pid: std::process::id(),
             restarts,
         };
+        let metrics = metrics_listeners(&lab)?;
         let (stop_api, api_stopped) = oneshot::channel();
         let socket = api::socket_path(&dir);
         let api_thread = std::thread::Builder::new()
             .name("control-api".into())
-            .spawn(move || service::serve(shared, &socket, api_stopped))?;
+            .spawn(move || service::serve(shared, &socket, metrics, api_stopped))?;
         tracing::info!(
             "turbonet daemon for lab {}: control API at {}, {describe}",
             lab.name,
@@ -407,6 +409,36 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
     // `up`, k=16 takes half a second): its result is not needed.
     runtime.shutdown_background();
     worked
+}
+
+/// The listeners of the lab's metrics endpoint (`[metrics]`): on this
+/// machine, and on the lab's address of its management network, if any.
+fn metrics_listeners(lab: &turbonet_topo::Lab) -> Result<Vec<std::net::TcpListener>> {
+    let Some(m) = lab.metrics else {
+        return Ok(Vec::new());
+    };
+    let bind = |address: std::net::Ipv4Addr| {
+        let listener = std::net::TcpListener::bind((address, m.port))?;
+        listener.set_nonblocking(true)?;
+        Ok::<_, std::io::Error>(listener)
+    };
+    let mut listeners = vec![bind(m.address).with_context(|| {
+        format!(
+            "serving the metrics on {}:{} (`[metrics]`; is the port taken?)",
+            m.address, m.port
+        )
+    })?];
+    if let Some(mgmt) = lab.mgmt {
+        let name = crate::names::mgmt_namespace(&lab.name);
+        let ns =
+            crate::system::namespaces::open(&name).with_context(|| format!("opening {name}"))?;
+        let hub = mgmt.hub().addr();
+        listeners.push(
+            crate::system::namespaces::in_namespace(&ns, || bind(hub))
+                .with_context(|| format!("serving the metrics on {hub}:{} in {name}", m.port))?,
+        );
+    }
+    Ok(listeners)
 }
 
 /// Runs the actor's commands until SIGTERM, SIGINT or SIGHUP, refreshing

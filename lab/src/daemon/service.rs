@@ -448,14 +448,31 @@ impl LabService for Shared {
     }
 }
 
-/// Serves the API on the Unix socket `path` (made root-only) until
-/// `stop` fires, on a runtime of this thread's own.
-pub fn serve(shared: Shared, path: &Path, stop: oneshot::Receiver<()>) -> Result<()> {
+/// Serves the API on the Unix socket `path` (made root-only), and the
+/// metrics on `metrics` (bound already), until `stop` fires, on a runtime
+/// of this thread's own.
+pub fn serve(
+    shared: Shared,
+    path: &Path,
+    metrics: Vec<std::net::TcpListener>,
+    stop: oneshot::Receiver<()>,
+) -> Result<()> {
+    use futures::FutureExt;
     use std::os::unix::fs::PermissionsExt;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let stop = stop.map(drop).shared();
     runtime.block_on(async {
+        for listener in metrics {
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            let (shared, stop) = (shared.clone(), stop.clone());
+            tokio::spawn(async move {
+                if let Err(e) = super::metrics::serve(shared, listener, stop).await {
+                    tracing::error!("the metrics endpoint stopped: {e}");
+                }
+            });
+        }
         let _ = std::fs::remove_file(path);
         let listener = tokio::net::UnixListener::bind(path)
             .map_err(|e| Error::Failed(format!("binding {}: {e}", path.display())))?;
@@ -465,9 +482,7 @@ pub fn serve(shared: Shared, path: &Path, stop: oneshot::Receiver<()>) -> Result
             .add_service(LabServer::new(shared))
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::UnixListenerStream::new(listener),
-                async {
-                    let _ = stop.await;
-                },
+                stop,
             )
             .await?;
         Ok(())

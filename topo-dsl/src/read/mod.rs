@@ -5,7 +5,8 @@
 //!
 //! The sections use each other in one direction only (the crate's layering
 //! test checks it):
-//! - `lab`, `routing`, `addressing`, `params` and `p4rt` use only `reader`;
+//! - `lab`, `routing`, `addressing`, `params`, `p4rt` and `metrics` use
+//!   only `reader`;
 //! - `topology` uses `lab` (the rules of names) and `params` (the inline
 //!   parameters of custom links);
 //! - `links` uses `topology` (the link classes of a kind) and `params`;
@@ -22,6 +23,7 @@ pub(crate) mod externals;
 pub(crate) mod jobs;
 pub(crate) mod lab;
 pub(crate) mod links;
+pub(crate) mod metrics;
 pub(crate) mod mgmt;
 pub(crate) mod p4rt;
 pub(crate) mod params;
