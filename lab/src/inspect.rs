@@ -380,3 +380,75 @@ pub fn events(
 ) -> Result<()> {
     api::Client::connect(&running.dir)?.events(follow, each)
 }
+
+/// What `turbonet snapshot` wrote.
+#[derive(Debug, Clone, Serialize)]
+pub struct SnapshotWritten {
+    /// The directory.
+    pub dir: std::path::PathBuf,
+    /// Switches whose forwarding table it holds, and their routes.
+    pub fibs: usize,
+    /// Routes in them all.
+    pub routes: usize,
+    /// Built-in agents whose RIBs it holds.
+    pub ribs: usize,
+    /// Routes in their Adj-RIBs-In.
+    pub received: usize,
+    /// Configuration files of FRR and BIRD.
+    pub configs: usize,
+    /// Links and nodes down.
+    pub down: usize,
+}
+
+/// `turbonet snapshot DIR`: asks the daemon for the fabric as it stands
+/// and writes `DIR/snapshot.json` and the routers' configurations under
+/// `DIR/configs/`. `DIR` must be new or empty.
+pub fn snapshot(running: &Running, dir: &std::path::Path) -> Result<SnapshotWritten> {
+    if std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(Error::Invalid(format!(
+            "{} is not empty: give a new directory for the snapshot",
+            dir.display()
+        )));
+    }
+    let response = api::Client::connect(&running.dir)?.snapshot()?;
+    let value: serde_json::Value = serde_json::from_str(&response.json)?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for file in &response.files {
+        // Paths come from the daemon as `configs/SWITCH/FILE`: nothing may
+        // land outside DIR.
+        let relative = std::path::Path::new(&file.path);
+        if relative.is_absolute()
+            || relative
+                .components()
+                .any(|c| !matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(Error::Failed(format!(
+                "the daemon sent a file path {}",
+                file.path
+            )));
+        }
+        let path = dir.join(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&path, &file.text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let index = dir.join("snapshot.json");
+    std::fs::write(&index, &response.json)
+        .with_context(|| format!("writing {}", index.display()))?;
+    let count = |v: &serde_json::Value| v.as_array().map_or(0, Vec::len);
+    let objects = |key: &str| value[key].as_object().cloned().unwrap_or_default();
+    Ok(SnapshotWritten {
+        dir: dir.to_path_buf(),
+        fibs: objects("fib").len(),
+        routes: objects("fib").values().map(count).sum(),
+        ribs: objects("rib").len(),
+        received: objects("rib")
+            .values()
+            .flat_map(|r| r["adj_rib_in"].as_array().cloned().unwrap_or_default())
+            .map(|a| count(&a["routes"]))
+            .sum(),
+        configs: response.files.len(),
+        down: count(&value["failures"]["links"]) + count(&value["failures"]["nodes"]),
+    })
+}

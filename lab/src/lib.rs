@@ -8,9 +8,10 @@
 //!
 //! Layers, lowest first (a module uses only those above it in this list):
 //!
-//! - [`error`], [`names`], [`lookup`], [`hostnames`]: the error type, how
-//!   turbonet names what it creates, finding what users name, and how
-//!   programs in a lab find nodes by name;
+//! - [`error`], [`names`], [`lookup`], [`hostnames`], [`topology`]: the
+//!   error type, how turbonet names what it creates, finding what users
+//!   name, how programs in a lab find nodes by name, and the fabric as
+//!   data for tools outside turbonet;
 //! - [`system`]: namespaces, processes and limits (with packet I/O, the
 //!   only `unsafe`);
 //! - [`state`], [`limits`]: a lab's directory and its record of ownership;
@@ -56,6 +57,7 @@ pub mod report;
 pub mod routes;
 pub mod state;
 pub mod system;
+pub mod topology;
 pub mod up;
 pub mod utilisation;
 pub mod watch;

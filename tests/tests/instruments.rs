@@ -1,5 +1,6 @@
 //! End-to-end: the instruments a monitor, a filter or a verifier uses on a
-//! running lab (root): ground-truth events, the metrics endpoint.
+//! running lab (root): ground-truth events, the metrics endpoint,
+//! snapshots.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -156,6 +157,26 @@ fn a_fail_is_a_route_change_at_every_affected_switch(agent: &str, prefix: &str) 
         fail["t"].as_f64().unwrap() <= first_change,
         "{fail} after {first_change}"
     );
+    if agent == "frr" {
+        // A snapshot holds the configuration FRR runs on every switch.
+        let snap = Snapshot::take(lab);
+        let configs = snap.json["configs"].as_object().unwrap();
+        assert_eq!(configs.len(), 20);
+        for (switch, config) in configs {
+            assert_eq!(config["agent"], "frr");
+            let path = format!("configs/{switch}/frr.conf");
+            assert!(
+                config["files"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&Value::from(path.clone()))
+            );
+            let text = std::fs::read_to_string(snap.dir.join(&path)).unwrap();
+            assert!(text.contains("router bgp"), "{path}: {text}");
+        }
+        assert_eq!(snap.json["fib"].as_object().unwrap().len(), 20);
+        assert!(snap.json["rib"].as_object().unwrap().is_empty());
+    }
 }
 
 #[test]
@@ -168,6 +189,138 @@ fn a_fail_is_a_route_change_at_every_affected_switch_with_builtin_agents() {
 fn a_fail_is_a_route_change_at_every_affected_switch_with_frr() {
     require_root!();
     a_fail_is_a_route_change_at_every_affected_switch("frr", "if");
+}
+
+/// A snapshot (`turbonet snapshot DIR`) into a scratch directory, removed
+/// on drop.
+struct Snapshot {
+    dir: std::path::PathBuf,
+    json: Value,
+}
+
+impl Snapshot {
+    fn take(lab: &str) -> Snapshot {
+        let dir = std::env::temp_dir().join(format!("turbonet-snapshot-{lab}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = run(&["snapshot", dir.to_str().unwrap(), "--lab", lab]);
+        assert!(out.status.success(), "{}", text(&out));
+        let json =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("snapshot.json")).unwrap())
+                .unwrap();
+        Snapshot { dir, json }
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The prefixes of a list of routes whose `protocol` (if given) is this.
+fn prefixes(routes: &Value, protocol: Option<&str>) -> BTreeSet<String> {
+    routes
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| protocol.is_none_or(|p| r["protocol"] == p))
+        .map(|r| r["prefix"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A snapshot of fat-tree k=4 under BGP lists every switch's forwarding
+/// table as the kernel holds it, every agent's Loc-RIB agreeing with its
+/// FIB, every neighbour's routes with their path attributes, every edge
+/// switch reaching every host subnet, and the failure in force.
+#[test]
+fn a_snapshot_of_a_bgp_fat_tree_lists_every_prefix_in_every_fib_and_rib() {
+    require_root!();
+    let lab = bgp_fat_tree("is", "builtin");
+    let lab = lab.0.as_str();
+    assert!(wait_until(Duration::from_secs(30), || converged(lab)));
+    let out = run(&["fail", "link", "edge1-0--agg1-1", "--lab", lab]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(wait_until(Duration::from_secs(30), || converged(lab)));
+    let snap = Snapshot::take(lab);
+    let s = &snap.json;
+    assert_eq!(s["format"], "turbonet-snapshot/1");
+    assert_eq!(
+        s["failures"]["links"],
+        serde_json::json!(["edge1-0--agg1-1"])
+    );
+    assert_eq!(s["topology"]["nodes"].as_array().unwrap().len(), 36);
+    assert_eq!(s["topology"]["links"].as_array().unwrap().len(), 48);
+    // Every edge switch's host subnet (a /29 in fat-tree k=4: its
+    // gateway's network).
+    let subnets: BTreeMap<String, String> = s["topology"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["role"] == "edge")
+        .map(|n| {
+            let port = n["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["peer"].as_str().unwrap().starts_with('h'))
+                .unwrap();
+            let gateway: std::net::Ipv4Addr = port["address"]
+                .as_str()
+                .unwrap()
+                .split('/')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let subnet = std::net::Ipv4Addr::from(u32::from(gateway) & !7);
+            (
+                n["name"].as_str().unwrap().to_owned(),
+                format!("{subnet}/29"),
+            )
+        })
+        .collect();
+    assert_eq!(subnets.len(), 8, "{subnets:?}");
+    let kernel = tables(lab);
+    for (switch, fib) in s["fib"].as_object().unwrap() {
+        // The snapshot's table is the kernel's.
+        let have = prefixes(fib, None);
+        let theirs: BTreeSet<String> = kernel[switch].keys().cloned().collect();
+        assert_eq!(have, theirs, "{switch}");
+        // The agent's Loc-RIB is its FIB's BGP routes.
+        let rib = &s["rib"][switch];
+        let selected: BTreeSet<String> = rib["loc_rib"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["local"] == false)
+            .map(|r| r["prefix"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(selected, prefixes(fib, Some("bgp")), "{switch}");
+        // Every route received carries its path attributes.
+        for neighbour in rib["adj_rib_in"].as_array().unwrap() {
+            for route in neighbour["routes"].as_array().unwrap() {
+                assert_eq!(
+                    route["next_hop"], neighbour["peer_address"],
+                    "{switch}: {route}"
+                );
+                assert!(
+                    !route["as_path"].as_array().unwrap().is_empty(),
+                    "{switch}: {route}"
+                );
+                assert_eq!(route["origin"], "igp");
+            }
+        }
+        if switch.starts_with("edge") {
+            let missing: Vec<&String> = subnets
+                .iter()
+                .filter(|(edge, subnet)| *edge != switch && !have.contains(*subnet))
+                .map(|(_, subnet)| subnet)
+                .collect();
+            assert!(missing.is_empty(), "{switch} has no route to {missing:?}");
+        }
+    }
+    assert_eq!(s["fib"].as_object().unwrap().len(), 20);
+    assert_eq!(s["rib"].as_object().unwrap().len(), 20);
 }
 
 /// A TCP port free on this machine now.

@@ -139,6 +139,32 @@ pub(crate) enum Command {
         #[command(flatten)]
         lab: LabArg,
     },
+    /// Write the fabric as it stands into a new directory, for verifiers:
+    /// `snapshot.json` (topology, failures, every switch's forwarding
+    /// table, every built-in agent's Adj-RIB-In and Loc-RIB with path
+    /// attributes) and FRR's and BIRD's configurations under `configs/`.
+    Snapshot {
+        /// A new (or empty) directory.
+        dir: PathBuf,
+        #[command(flatten)]
+        lab: LabArg,
+        /// Print what was written as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a scenario's fabric (nodes, ports, addresses, ASNs, links and
+    /// their parameters) without bringing anything up: JSON, or a Graphviz
+    /// graph (`dot -Tsvg`). No root needed.
+    Export {
+        /// Scenario file (TOML).
+        file: PathBuf,
+        /// `json` or `dot`.
+        #[arg(long, value_enum, default_value_t = ExportFormat::Json)]
+        format: ExportFormat,
+        /// Where to write it (default: standard output).
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
     /// Watch the links live: each direction's rate, frames, drops and
     /// queue, busiest first, failed links marked, refreshed in place.
     #[command(after_help = "Examples:
@@ -354,6 +380,15 @@ pub enum WorkloadCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// What `export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ExportFormat {
+    /// The layout of a snapshot's `topology` (docs/instruments.md).
+    Json,
+    /// A Graphviz graph, tiers bottom to top.
+    Dot,
 }
 
 /// What `fail` and `restore` act on.

@@ -262,6 +262,37 @@ fn run(command: Command) -> Result<ExitCode> {
                 show::events(&all, json)?;
             }
         }
+        Command::Snapshot { dir, lab, json } => {
+            let running = inspect::running(lab.lab.as_deref())?;
+            let written = inspect::snapshot(&running, &dir)?;
+            if json {
+                show::json(&written)?;
+            } else {
+                println!("{}", show::snapshot_written(&written));
+            }
+        }
+        Command::Export {
+            file,
+            format,
+            output,
+        } => {
+            let valid = up::validate(&file)?;
+            let text = match format {
+                cli::ExportFormat::Json => {
+                    let mut t = serde_json::to_string_pretty(&turbonet_lab::topology::topology(
+                        &valid.lab, None,
+                    ))?;
+                    t.push('\n');
+                    t
+                }
+                cli::ExportFormat::Dot => turbonet_lab::topology::dot(&valid.lab),
+            };
+            match output {
+                Some(path) => std::fs::write(&path, text)
+                    .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?,
+                None => print!("{text}"),
+            }
+        }
         Command::Watch {
             lab,
             interval,

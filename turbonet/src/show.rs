@@ -640,3 +640,33 @@ fn watch_table(frame: &turbonet_lab::watch::Frame, options: &WatchOptions) -> St
     }
     text
 }
+
+/// What `turbonet snapshot` says it wrote.
+pub fn snapshot_written(w: &turbonet_lab::inspect::SnapshotWritten) -> String {
+    let mut parts = vec![format!(
+        "{} switches' forwarding tables ({} routes)",
+        count(w.fibs),
+        count(w.routes)
+    )];
+    if w.ribs > 0 {
+        parts.push(format!(
+            "{} agents' RIBs ({} routes received)",
+            count(w.ribs),
+            count(w.received)
+        ));
+    }
+    if w.configs > 0 {
+        parts.push(format!("{} configuration files", count(w.configs)));
+    }
+    parts.push(match w.down {
+        0 => "nothing down".to_owned(),
+        1 => "1 link or node down".to_owned(),
+        n => format!("{} links or nodes down", count(n)),
+    });
+    format!(
+        "snapshot written to {}: {}\n  {}",
+        w.dir.display(),
+        parts.join(", "),
+        w.dir.join("snapshot.json").display()
+    )
+}

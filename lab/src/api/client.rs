@@ -128,6 +128,14 @@ impl Client {
         })
     }
 
+    /// A snapshot of the lab (the daemon reads every switch's tables and
+    /// agents: seconds on a large fabric).
+    pub fn snapshot(&mut self) -> Result<proto::SnapshotResponse> {
+        self.call(Duration::from_secs(120), |mut rpc| async move {
+            rpc.snapshot(proto::SnapshotRequest {}).await
+        })
+    }
+
     /// Every link's counters, as the daemon last read them.
     pub fn counters(&mut self) -> Result<Counted> {
         let response = self.call(READ_TIMEOUT, |mut rpc| async move {

@@ -46,6 +46,9 @@ pub struct Published {
     pub params: Vec<LinkParams>,
     /// Commands run so far.
     pub commands: u64,
+    /// On a P4 target, the routes turbonet wrote to the pipeline, by node
+    /// (on `netns` the kernel tables say).
+    pub routes: Option<Arc<Vec<Vec<Route>>>>,
 }
 
 /// A flap in progress.
@@ -133,6 +136,7 @@ impl Actor {
             failures: Failures::default(),
             params: params.clone(),
             commands: 0,
+            routes: None,
         });
         let (routes, computing) = match routes {
             StartRoutes::Known(routes) => (routes, None),
@@ -243,10 +247,13 @@ impl Actor {
 
     fn publish(&mut self) {
         let (failures, params) = (self.failures.clone(), self.params.clone());
+        let routes = (self.lab.target != turbonet_topo::Target::Netns)
+            .then(|| Arc::new(self.routes.clone()));
         self.published.send_modify(|p| {
             p.failures = failures;
             p.params = params;
             p.commands += 1;
+            p.routes = routes;
         });
     }
 

@@ -22,6 +22,7 @@ pub mod command;
 pub mod inputs;
 pub mod metrics;
 pub mod service;
+pub mod snapshot;
 
 use std::path::PathBuf;
 use std::rc::Rc;

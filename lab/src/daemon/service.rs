@@ -397,6 +397,22 @@ impl LabService for Shared {
         Ok(Response::new(api::bgp_to_proto(&report)))
     }
 
+    async fn snapshot(
+        &self,
+        _: Request<proto::SnapshotRequest>,
+    ) -> Result<Response<proto::SnapshotResponse>, Status> {
+        let snapshot = super::snapshot::take(self).await.map_err(|e| status(&e))?;
+        let json = serde_json::to_string_pretty(&snapshot).map_err(|e| status(&e.into()))?;
+        Ok(Response::new(proto::SnapshotResponse {
+            json,
+            files: snapshot
+                .files
+                .into_iter()
+                .map(|(path, text)| proto::SnapshotFile { path, text })
+                .collect(),
+        }))
+    }
+
     type EventsStream = EventStream;
 
     async fn events(

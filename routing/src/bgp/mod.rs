@@ -30,6 +30,7 @@
 mod attribute;
 pub mod config;
 pub mod driver;
+pub mod dump;
 mod packet;
 pub mod plan;
 pub mod rib;

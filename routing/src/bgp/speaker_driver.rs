@@ -102,7 +102,7 @@ pub trait Fib {
 }
 
 /// What the caller tells a running speaker.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Control {
     /// A port went up or down ([`Input::Port`]).
     Port {
@@ -111,6 +111,8 @@ pub enum Control {
         /// Its new state.
         up: bool,
     },
+    /// Send the speaker's RIBs (a snapshot).
+    Dump(tokio::sync::oneshot::Sender<super::dump::RibDump>),
     /// Stop every session (Cease NOTIFICATIONs) and end the run. The FIB is
     /// left as it is, so that a successor can start from it
     /// ([`Speaker::assume_installed`]). Dropping the sender does the same.
@@ -442,6 +444,10 @@ impl<C: Connector, R: FnMut(Report)> Driver<C, R> {
         match ctl {
             Some(Control::Port { ifname, up }) => {
                 self.input(Input::Port { ifname, up });
+                false
+            }
+            Some(Control::Dump(reply)) => {
+                let _ = reply.send(super::dump::rib(&self.speaker));
                 false
             }
             Some(Control::Stop) | None => {

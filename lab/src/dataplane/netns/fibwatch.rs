@@ -61,9 +61,9 @@ impl Drop for FibWatch {
 
 /// A switch's ports by ifindex: the port's name and the node at its other
 /// end.
-type Ports = HashMap<u32, (String, Option<String>)>;
+pub(crate) type Ports = HashMap<u32, (String, Option<String>)>;
 
-fn ports(lab: &Lab, node: &Node) -> Ports {
+pub(crate) fn ports(lab: &Lab, node: &Node) -> Ports {
     let mut ports: Ports = lab
         .fabric
         .ports(node.id)
@@ -278,22 +278,7 @@ impl Switch {
         before: Option<&TableRoute>,
         after: Option<&TableRoute>,
     ) -> Option<RouteChange> {
-        let hops = |r: &TableRoute| -> BTreeSet<NextHop> {
-            r.usable()
-                .map(|h| {
-                    let (ifname, node) = self
-                        .ports
-                        .get(&h.ifindex)
-                        .cloned()
-                        .unwrap_or_else(|| (format!("if{}", h.ifindex), None));
-                    NextHop {
-                        gateway: h.via,
-                        ifname,
-                        node,
-                    }
-                })
-                .collect()
-        };
+        let hops = |r: &TableRoute| -> BTreeSet<NextHop> { next_hops(&self.ports, r) };
         let (change, route) = match (before, after) {
             (None, None) => return None,
             (None, Some(a)) => (Change::Added, a),
@@ -316,6 +301,24 @@ impl Switch {
             protocol: protocol_name(route.protocol),
         })
     }
+}
+
+/// The next hops of `route` that forward, named by a switch's `ports`.
+pub(crate) fn next_hops(ports: &Ports, route: &TableRoute) -> BTreeSet<NextHop> {
+    route
+        .usable()
+        .map(|h| {
+            let (ifname, node) = ports
+                .get(&h.ifindex)
+                .cloned()
+                .unwrap_or_else(|| (format!("if{}", h.ifindex), None));
+            NextHop {
+                gateway: h.via,
+                ifname,
+                node,
+            }
+        })
+        .collect()
 }
 
 /// The notifications of one burst.

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use ipnet::Ipv4Net;
 use tokio::sync::{mpsc, oneshot, watch};
+use turbonet_routing::bgp::dump::RibDump;
 use turbonet_routing::bgp::plan::{self, Speaker};
 use turbonet_routing::bgp::speaker::{self, Event, Status, Timers};
 use turbonet_routing::bgp::speaker_driver::{Control, Report, SpeakerIo, accept_loop, run_speaker};
@@ -115,6 +116,9 @@ pub struct BgpView {
     /// learned from outside the fabric are extra).
     known: Arc<BTreeSet<Ipv4Net>>,
     plan: Mutex<Plan>,
+    /// Into each built-in speaker, by node, without keeping it running
+    /// (the speakers stop when the daemon drops their controls).
+    dumps: HashMap<NodeId, mpsc::WeakUnboundedSender<Control>>,
 }
 
 /// What the speakers converge to, since when.
@@ -207,6 +211,7 @@ impl Agents {
                 started,
                 known,
                 plan: Mutex::new(Plan::default()),
+                dumps: controls.iter().map(|(n, c)| (*n, c.downgrade())).collect(),
             }),
             controls,
             watcher: RefCell::new(None),
@@ -513,6 +518,36 @@ impl BgpView {
         if plan.generation == generation {
             plan.observed.entry(i).or_insert(at);
         }
+    }
+
+    /// The RIBs of every built-in speaker (or of `node` only), in the
+    /// plan's order; a speaker that does not answer within 10 s (it is
+    /// stopping) is left out.
+    pub async fn ribs(&self, node: Option<NodeId>) -> Vec<RibDump> {
+        let mut asked = Vec::new();
+        for speaker in &self.speakers {
+            if node.is_some_and(|n| n != speaker.node) {
+                continue;
+            }
+            let Some(control) = self
+                .dumps
+                .get(&speaker.node)
+                .and_then(mpsc::WeakUnboundedSender::upgrade)
+            else {
+                continue;
+            };
+            let (reply, answer) = oneshot::channel();
+            if control.send(Control::Dump(reply)).is_ok() {
+                asked.push(answer);
+            }
+        }
+        let mut ribs = Vec::new();
+        for answer in asked {
+            if let Ok(Ok(rib)) = tokio::time::timeout(Duration::from_secs(10), answer).await {
+                ribs.push(rib);
+            }
+        }
+        ribs
     }
 
     /// The status of every switch, or of `node` only: built-in speakers
