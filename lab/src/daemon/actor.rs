@@ -24,9 +24,9 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use turbonet_routing::{Failures, Route};
 use turbonet_topo::units::Delay;
-use turbonet_topo::{Action, EventTarget, Lab, Link, LinkId, LinkParams, NodeId, RoutingMode};
+use turbonet_topo::{Lab, Link, LinkId, LinkParams, NodeId, RoutingMode};
 
-use super::command::{Command, Envelope, Queue, Source};
+use super::command::{Command, Envelope, Queue, Source, timeline_command};
 use super::inputs::{InputLog, Logged};
 use crate::api::Target;
 use crate::dataplane::plane::{Applied, DataPlane, Desired};
@@ -623,33 +623,6 @@ impl Actor {
         }
         let target = Target::Link(self.lab.fabric.link(link).name.clone());
         self.set_state(&target, !down).await
-    }
-}
-
-/// A timeline action as the command a client would send.
-pub(super) fn timeline_command(lab: &Lab, action: &Action) -> Command {
-    let link = |id: LinkId| lab.fabric.link(id).name.clone();
-    let target = |t: &EventTarget| match t {
-        EventTarget::Link(l) => Target::Link(link(*l)),
-        EventTarget::Node(n) => Target::Node(lab.fabric.node(*n).name.clone()),
-    };
-    match action {
-        Action::Set { link: l, params } => Command::SetLink {
-            link: link(*l),
-            params: params.clone(),
-        },
-        Action::Reset { link: l } => Command::ResetLink { link: link(*l) },
-        Action::Fail(t) => Command::Fail { target: target(t) },
-        Action::Restore(t) => Command::Restore { target: target(t) },
-        Action::Flap {
-            link: l,
-            period,
-            count,
-        } => Command::Flap {
-            link: link(*l),
-            period_ns: period.as_nanos(),
-            count: *count,
-        },
     }
 }
 

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 use turbonet_topo::units::Delay;
-use turbonet_topo::{Lab, LinkParams};
+use turbonet_topo::{Action, EventTarget, Lab, LinkId, LinkParams};
 
 use crate::api::Target;
 use crate::error::Result;
@@ -146,8 +146,7 @@ impl Command {
             ),
             Command::Timeline { index } => match lab.timeline.get(*index) {
                 Some(e) => {
-                    let (kind, _, about) =
-                        super::actor::timeline_command(lab, &e.action).describe(lab);
+                    let (kind, _, about) = timeline_command(lab, &e.action).describe(lab);
                     (kind, e.action.display(&lab.fabric).to_string(), about)
                 }
                 None => (
@@ -179,6 +178,33 @@ impl Command {
                 About::workload(name),
             ),
         }
+    }
+}
+
+/// A timeline action as the command a client would send.
+pub(super) fn timeline_command(lab: &Lab, action: &Action) -> Command {
+    let link = |id: LinkId| lab.fabric.link(id).name.clone();
+    let target = |t: &EventTarget| match t {
+        EventTarget::Link(l) => Target::Link(link(*l)),
+        EventTarget::Node(n) => Target::Node(lab.fabric.node(*n).name.clone()),
+    };
+    match action {
+        Action::Set { link: l, params } => Command::SetLink {
+            link: link(*l),
+            params: params.clone(),
+        },
+        Action::Reset { link: l } => Command::ResetLink { link: link(*l) },
+        Action::Fail(t) => Command::Fail { target: target(t) },
+        Action::Restore(t) => Command::Restore { target: target(t) },
+        Action::Flap {
+            link: l,
+            period,
+            count,
+        } => Command::Flap {
+            link: link(*l),
+            period_ns: period.as_nanos(),
+            count: *count,
+        },
     }
 }
 

@@ -21,7 +21,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::{Registry, Unit};
 
-use super::service::Shared;
+use super::shared::Shared;
 use crate::dataplane::plane::LinkCounters;
 use crate::routes::bgp::BgpReport;
 

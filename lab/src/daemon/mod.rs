@@ -22,6 +22,7 @@ pub mod command;
 pub mod inputs;
 pub mod metrics;
 pub mod service;
+pub mod shared;
 pub mod snapshot;
 
 use std::path::PathBuf;
@@ -43,7 +44,7 @@ use crate::system::process;
 use actor::{Actor, StartRoutes};
 use command::{Command, Envelope, Source};
 use inputs::InputLog;
-use service::Shared;
+use shared::Shared;
 
 /// Where the supervisor records the daemon it runs.
 fn worker_path(dir: &LabDir) -> PathBuf {

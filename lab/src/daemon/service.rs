@@ -7,49 +7,18 @@
 
 use std::path::Path;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
-use turbonet_topo::Lab;
 
-use super::actor::Published;
-use super::command::{Command, Envelope, Queue, Source};
+use super::command::{Command, Envelope, Source};
+use super::shared::Shared;
 use crate::api::Target;
 use crate::api::proto::lab_server::{Lab as LabService, LabServer};
 use crate::api::{self, proto};
-use crate::dataplane::Carrier;
-use crate::dataplane::plane::Counted;
 use crate::error::{Error, Kind, Result};
-use crate::events::Events;
-use crate::routes::bgp::BgpView;
-
-/// Everything the service reads from and sends to.
-#[derive(Debug, Clone)]
-pub struct Shared {
-    /// The lab.
-    pub lab: Arc<Lab>,
-    /// How each link is carried.
-    pub carriers: Arc<Vec<Carrier>>,
-    /// Into the actor.
-    pub queue: Queue,
-    /// What the actor published last.
-    pub published: watch::Receiver<Published>,
-    /// The data plane's counters, by link name (refreshed by the actor).
-    pub counters: Arc<Mutex<Counted>>,
-    /// The lab's events.
-    pub events: Events,
-    /// What the BGP agents published (BGP labs).
-    pub bgp: Option<Arc<BgpView>>,
-    /// The lab's workloads.
-    pub workloads: Arc<crate::workload::Workloads>,
-    /// This daemon's pid, and how many daemons came before it.
-    pub pid: u32,
-    /// How many times the daemon was restarted.
-    pub restarts: u32,
-}
 
 /// The status of a failed call: its kind as a gRPC code, its words.
 fn status(e: &Error) -> Status {

@@ -12,7 +12,7 @@ use serde::Serialize;
 use turbonet_routing::bgp::dump::RibDump;
 use turbonet_topo::{LinkParams, Target};
 
-use super::service::Shared;
+use super::shared::Shared;
 use crate::dataplane::netns::fibwatch;
 use crate::events::NextHop;
 use crate::topology::{Topology, topology};
