@@ -19,6 +19,7 @@ use crate::counters::Counters;
 use crate::impairment::Impairment;
 use crate::packet::{self, ETH_HEADER};
 use crate::random::{self, Chance};
+use crate::watch::Cause;
 
 /// A frame waiting for its due time. Ordered by (due, seq): earliest due
 /// first, and among equal due times the one offered first, so that a link
@@ -28,6 +29,18 @@ struct Pending {
     due: u64,
     seq: u64,
     frame: Vec<u8>,
+    marks: Marks,
+}
+
+/// What the pipeline did to a frame it passed on, for captures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Marks {
+    /// A bit was flipped.
+    pub corrupted: bool,
+    /// It was marked CE.
+    pub ecn_marked: bool,
+    /// It is the extra copy duplication made.
+    pub duplicate: bool,
 }
 
 impl PartialEq for Pending {
@@ -118,6 +131,10 @@ pub struct Direction {
     /// O(log n).
     pending: BinaryHeap<Reverse<Pending>>,
     counters: Counters,
+    /// Keep the frames dropped, for [`Direction::take_dropped`] (a
+    /// capture wants them; nothing is kept otherwise).
+    keep_dropped: bool,
+    dropped: Vec<(Cause, Vec<u8>)>,
 }
 
 impl Direction {
@@ -135,7 +152,29 @@ impl Direction {
             in_queue: VecDeque::new(),
             pending: BinaryHeap::new(),
             counters: Counters::default(),
+            keep_dropped: false,
+            dropped: Vec::new(),
         }
+    }
+
+    /// Keeps the frames it drops from now on (`true`) until
+    /// [`Direction::take_dropped`] takes them, or drops them unseen.
+    pub fn keep_dropped(&mut self, keep: bool) {
+        self.keep_dropped = keep;
+        if !keep {
+            self.dropped = Vec::new();
+        }
+    }
+
+    /// True while it keeps the frames it drops.
+    pub fn keeps_dropped(&self) -> bool {
+        self.keep_dropped
+    }
+
+    /// The frames dropped since the last call, with why, in the order
+    /// they were dropped (empty unless [`Direction::keep_dropped`]).
+    pub fn take_dropped(&mut self) -> impl Iterator<Item = (Cause, Vec<u8>)> + '_ {
+        self.dropped.drain(..)
     }
 
     /// The parameters in force.
@@ -165,6 +204,9 @@ impl Direction {
         //    queue space and draws nothing else.
         if self.lost() {
             self.counters.dropped_loss += 1;
+            if self.keep_dropped {
+                self.dropped.push((Cause::Loss, frame));
+            }
             return;
         }
 
@@ -180,11 +222,26 @@ impl Direction {
             self.counters.duplicated += 1;
         }
 
-        self.pass(&mut frame);
-        self.admit(now, frame);
+        let corrupted = self.pass(&mut frame);
+        self.admit(
+            now,
+            frame,
+            Marks {
+                corrupted,
+                ..Marks::default()
+            },
+        );
         if let Some(mut copy) = copy {
-            self.pass(&mut copy);
-            self.admit(now, copy);
+            let corrupted = self.pass(&mut copy);
+            self.admit(
+                now,
+                copy,
+                Marks {
+                    corrupted,
+                    duplicate: true,
+                    ..Marks::default()
+                },
+            );
         }
     }
 
@@ -202,6 +259,12 @@ impl Direction {
     /// [`Direction::pop_due`], with the frame's due time (how late it
     /// leaves is `now` minus that).
     pub fn pop_due_timed(&mut self, now: u64) -> Option<(u64, Vec<u8>)> {
+        self.pop_due_marked(now).map(|(due, frame, _)| (due, frame))
+    }
+
+    /// [`Direction::pop_due_timed`], with what the pipeline did to the
+    /// frame.
+    pub fn pop_due_marked(&mut self, now: u64) -> Option<(u64, Vec<u8>, Marks)> {
         self.expire(now);
         if self.pending.peek()?.0.due > now {
             return None;
@@ -209,7 +272,7 @@ impl Direction {
         let Reverse(p) = self.pending.pop()?;
         self.counters.tx_packets += 1;
         self.counters.tx_bytes += p.frame.len() as u64;
-        Some((p.due, p.frame))
+        Some((p.due, p.frame, p.marks))
     }
 
     /// Frames waiting for their due time.
@@ -252,17 +315,19 @@ impl Direction {
     /// Ethernet header is flipped, so the frame is still delivered and
     /// switched, and the L3/L4 checksums at the receiver catch it (a link
     /// with a bad FCS would drop it instead, which is just loss).
-    fn pass(&mut self, frame: &mut [u8]) {
+    fn pass(&mut self, frame: &mut [u8]) -> bool {
         if frame.len() > ETH_HEADER && self.compiled.corrupt.happens(&mut self.rng) {
             let bits = (frame.len() - ETH_HEADER) as u64 * 8;
             let bit = random::below(&mut self.rng, bits);
             frame[ETH_HEADER + (bit / 8) as usize] ^= 1 << (bit % 8);
             self.counters.corrupted += 1;
+            return true;
         }
+        false
     }
 
     /// The rate queue, then the delay: gives the frame its due time.
-    fn admit(&mut self, now: u64, mut frame: Vec<u8>) {
+    fn admit(&mut self, now: u64, mut frame: Vec<u8>, mut marks: Marks) {
         let len = frame.len() as u64;
         let tx_end = match self.imp.rate {
             // Without a rate nothing is serialized and nothing queues: the
@@ -280,6 +345,9 @@ impl Direction {
                 };
                 if full {
                     self.counters.dropped_queue += 1;
+                    if self.keep_dropped {
+                        self.dropped.push((Cause::Queue, frame));
+                    }
                     return;
                 }
                 // ECN: mark instead of waiting for the queue to overflow, as
@@ -294,6 +362,7 @@ impl Direction {
                     };
                     if above && packet::mark_ce(&mut frame) {
                         self.counters.ecn_marked += 1;
+                        marks.ecn_marked = true;
                     }
                 }
                 // Serialization: the frame starts when the link is free
@@ -333,6 +402,7 @@ impl Direction {
             due,
             seq: self.seq,
             frame,
+            marks,
         }));
         self.seq += 1;
     }

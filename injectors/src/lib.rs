@@ -30,7 +30,7 @@ pub mod watch;
 mod random;
 
 pub use counters::Counters;
-pub use direction::Direction;
+pub use direction::{Direction, Marks};
 pub use impairment::{Distribution, Impairment, Jitter};
 pub use seed::direction_seed;
 pub use turbonet_topo::{JitterDistribution, Loss};

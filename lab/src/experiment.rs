@@ -228,6 +228,8 @@ pub fn run(options: &Options, progress: &dyn Progress) -> Result<Outcome> {
         &up::Options {
             file: options.file.clone(),
             threads: None,
+            // `[[capture]]` files land beside the reports.
+            captures_in: Some(options.out.clone()),
         },
         progress,
     )?;

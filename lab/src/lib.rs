@@ -8,10 +8,10 @@
 //!
 //! Layers, lowest first (a module uses only those above it in this list):
 //!
-//! - [`error`], [`names`], [`lookup`], [`hostnames`], [`topology`]: the
-//!   error type, how turbonet names what it creates, finding what users
-//!   name, how programs in a lab find nodes by name, and the fabric as
-//!   data for tools outside turbonet;
+//! - [`error`], [`names`], [`lookup`], [`hostnames`], [`topology`],
+//!   [`pcapng`]: the error type, how turbonet names what it creates,
+//!   finding what users name, how programs in a lab find nodes by name,
+//!   the fabric as data for tools outside turbonet, and captures as files;
 //! - [`system`]: namespaces, processes and limits (with packet I/O, the
 //!   only `unsafe`);
 //! - [`state`], [`limits`]: a lab's directory and its record of ownership;
@@ -27,7 +27,7 @@
 //! - the verbs: [`up`], [`down`], [`inspect`], [`check`], [`exec`] (with
 //!   [`mpi`]), [`plan`],
 //!   [`bench`] (with [`report`]), [`experiment`] (with [`plot`] and
-//!   [`utilisation`]), [`watch`].
+//!   [`utilisation`]), [`watch`], [`capture`].
 //!
 //! Nothing here prints: results come back as values, progress through
 //! [`up::Progress`], and the daemon logs with `tracing`.
@@ -36,6 +36,7 @@
 
 pub mod api;
 pub mod bench;
+pub mod capture;
 pub mod check;
 pub mod daemon;
 pub mod dataplane;
@@ -51,6 +52,7 @@ pub mod limits;
 pub mod lookup;
 pub mod mpi;
 pub mod names;
+pub mod pcapng;
 pub mod plan;
 pub mod plot;
 pub mod report;

@@ -126,6 +126,9 @@ pub struct LabState {
     /// Routing daemons (FRR, BIRD) started for switches, stopped by `down`.
     #[serde(default)]
     pub routers: Vec<RouterProcess>,
+    /// Where each `[[capture]]` is written (absolute), in scenario order.
+    #[serde(default)]
+    pub captures: Vec<PathBuf>,
 }
 
 /// A routing daemon a lab started in a switch's namespace.
@@ -159,6 +162,7 @@ impl LabState {
             daemon_pid: None,
             epoch_unix: None,
             routers: Vec::new(),
+            captures: Vec::new(),
         }
     }
 }

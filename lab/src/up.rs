@@ -157,6 +157,9 @@ pub struct Options {
     pub file: PathBuf,
     /// Threads that create namespaces (default: one per core).
     pub threads: Option<usize>,
+    /// Where `[[capture]]` files with relative names go (default: the
+    /// current directory).
+    pub captures_in: Option<PathBuf>,
 }
 
 /// A lab `up` brought up.
@@ -229,7 +232,7 @@ pub fn up(options: &Options, progress: &dyn Progress) -> Result<Up> {
         }
         Err(e) => return Err(e).context(format!("creating {}", dir.path().display())),
     }
-    let engine_needed = carriers.iter().any(Carrier::is_userspace);
+    let engine_needed = carriers.iter().any(Carrier::is_userspace) || !lab.mirrors.is_empty();
     let mut namespaces: Vec<String> = match lab.target {
         Target::Soft => local_build::namespace_names(&lab),
         Target::P4rt if switches::local(&lab) => local_build::namespace_names(&lab),
@@ -249,6 +252,11 @@ pub fn up(options: &Options, progress: &dyn Progress) -> Result<Up> {
     let mut state = LabState::new(&lab.name, scenario, namespaces);
     state.neighbours = neighbours;
     state.externals = externals::plan(&lab)?;
+    let base = match &options.captures_in {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir()?,
+    };
+    state.captures = lab.captures.iter().map(|c| base.join(&c.file)).collect();
     let saved = dir
         .save_scenario(&text)
         .and_then(|()| dir.save_hosts(&crate::hostnames::hosts_file(&lab)))
@@ -721,7 +729,8 @@ async fn build_netns<K: Kernel>(
     dir: &LabDir,
     state: &mut LabState,
 ) -> Result<()> {
-    let engine_needed = carriers.iter().any(crate::dataplane::Carrier::is_userspace);
+    let engine_needed =
+        carriers.iter().any(crate::dataplane::Carrier::is_userspace) || !lab.mirrors.is_empty();
     let mut specs = netns::namespace_specs(lab, engine_needed, host.hash_seed);
     specs.extend(mgmt::namespace_spec(lab));
     let mut created = timed(
@@ -762,7 +771,24 @@ async fn build_netns<K: Kernel>(
         );
     }
 
-    if let Some(engine) = engine {
+    if let (Some(engine), false) = (engine, lab.mirrors.is_empty()) {
+        let (veths, up) = netns::mirrors::veths(lab, nodes, engine, carriers);
+        timed(
+            progress,
+            state,
+            "mirrors",
+            async {
+                kernel.add_veths(veths).await?;
+                kernel.set_up(up).await
+            },
+            |()| format!("{} mirror ports", lab.mirrors.len()),
+        )
+        .await?;
+    }
+
+    if let Some(engine) = engine
+        && carriers.iter().any(crate::dataplane::Carrier::is_userspace)
+    {
         let (up, offloads) = netns::engine_ports(lab, nodes, engine, carriers);
         let spliced = up.iter().map(|(_, p)| p.len()).sum::<usize>() / 2;
         timed(

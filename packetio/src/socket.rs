@@ -43,6 +43,17 @@ impl PacketSocket {
     /// Opens a socket on interface `ifindex` of the calling thread's
     /// namespace.
     pub fn bind(ifindex: u32) -> io::Result<Self> {
+        Self::open(ifindex, true)
+    }
+
+    /// Opens a socket that sees what interface `ifindex` of the calling
+    /// thread's namespace sends as well as what it receives (a capture of
+    /// that port: [`RxBatch::outgoing`] tells them apart).
+    pub fn tap(ifindex: u32) -> io::Result<Self> {
+        Self::open(ifindex, false)
+    }
+
+    fn open(ifindex: u32, ignore_outgoing: bool) -> io::Result<Self> {
         // Protocol 0: the socket receives nothing until it is bound. Opened
         // with ETH_P_ALL, it would hook every interface at once, and bind
         // would then unhook it with a wait for an RCU grace period
@@ -78,7 +89,9 @@ impl PacketSocket {
             return Err(io::Error::last_os_error());
         }
         let socket = PacketSocket { fd };
-        socket.set_int(libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
+        if ignore_outgoing {
+            socket.set_int(libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
+        }
         // The kernel takes an 802.1Q tag out of every frame it receives
         // (into the skb's metadata) before packet sockets see it; the
         // auxiliary data gives it back, so tagged frames keep their tag.
@@ -149,6 +162,8 @@ impl PacketSocket {
             let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
             hdr.msg_iov = &mut batch.iovecs[i];
             hdr.msg_iovlen = 1;
+            hdr.msg_name = (&raw mut batch.from[i]).cast();
+            hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
             hdr.msg_control = batch.controls[i].as_mut_ptr().cast();
             hdr.msg_controllen = std::mem::size_of_val(&batch.controls[i]);
             batch.headers[i] = libc::mmsghdr {
@@ -210,6 +225,7 @@ impl PacketSocket {
                 len = reinsert_tag(&mut batch.buffers[i], len, tpid, tci);
             }
             batch.received[i] = (len, stamp);
+            batch.outgoing[i] = batch.from[i].sll_pkttype == libc::PACKET_OUTGOING;
         }
         Ok(got as usize)
     }
@@ -293,6 +309,11 @@ pub struct RxBatch {
     headers: Vec<libc::mmsghdr>,
     /// (length, kernel receive time) of each frame of the last batch.
     pub received: Vec<(usize, Option<i128>)>,
+    /// Per frame of the last batch: the interface sent it (only a
+    /// [`PacketSocket::tap`] sees those).
+    pub outgoing: Vec<bool>,
+    /// Where each frame came from (its packet type, for `outgoing`).
+    from: Vec<libc::sockaddr_ll>,
 }
 
 impl RxBatch {
@@ -311,6 +332,9 @@ impl RxBatch {
             // SAFETY: an all-zero mmsghdr is a valid (empty) value.
             headers: (0..frames).map(|_| unsafe { std::mem::zeroed() }).collect(),
             received: vec![(0, None); frames],
+            outgoing: vec![false; frames],
+            // SAFETY: an all-zero sockaddr_ll is a valid value.
+            from: (0..frames).map(|_| unsafe { std::mem::zeroed() }).collect(),
         }
     }
 

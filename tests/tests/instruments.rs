@@ -458,3 +458,323 @@ fn the_metrics_endpoint_parses_and_its_counters_move_with_traffic() {
     );
     assert!(sample(&from_host, "turbonet_link_passed_bytes_total", &h1_s1) >= 20.0 * 98.0);
 }
+
+/// One frame of a capture file (pcapng or pcap): its interface (the
+/// direction), bytes and comment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Frame {
+    interface: u32,
+    data: Vec<u8>,
+    comment: Option<String>,
+}
+
+/// Every frame of a pcapng file.
+fn read_pcapng(path: &std::path::Path) -> Vec<Frame> {
+    use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketOption;
+    use pcap_file::pcapng::{Block, PcapNgReader};
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut reader = PcapNgReader::new(file).unwrap();
+    let mut frames = Vec::new();
+    while let Some(block) = reader.next_block() {
+        if let Block::EnhancedPacket(epb) = block.unwrap() {
+            frames.push(Frame {
+                interface: epb.interface_id,
+                data: epb.data.to_vec(),
+                comment: epb.options.iter().find_map(|o| match o {
+                    EnhancedPacketOption::Comment(c) => Some(c.to_string()),
+                    _ => None,
+                }),
+            });
+        }
+    }
+    frames
+}
+
+/// Every frame of a pcap file (tcpdump's `-w`).
+fn read_pcap(path: &std::path::Path) -> Vec<Vec<u8>> {
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut reader = pcap_file::pcap::PcapReader::new(file).unwrap();
+    let mut frames = Vec::new();
+    while let Some(packet) = reader.next_packet() {
+        frames.push(packet.unwrap().data.to_vec());
+    }
+    frames
+}
+
+/// An ICMP echo request's identifier, if the frame is one.
+fn echo_request_id(frame: &[u8]) -> Option<u16> {
+    (frame.len() >= 42 && frame[12..14] == [0x08, 0x00] && frame[23] == 1 && frame[34] == 8)
+        .then(|| u16::from_be_bytes([frame[38], frame[39]]))
+}
+
+/// A background process, stopped with SIGINT (as Ctrl-C) and waited for
+/// when dropped.
+struct Background(std::process::Child);
+
+impl Background {
+    fn interrupt(&mut self) -> std::process::ExitStatus {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.0.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        );
+        self.0.wait().unwrap()
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            self.interrupt();
+        }
+    }
+}
+
+/// A scratch directory, removed on drop.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("turbonet-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Two hosts and a monitor behind one switch; h2's link loses 20%.
+fn tapped_lab(prefix: &str, extra: &str) -> LabGuard {
+    let lab = unique_lab(prefix);
+    let file = turbonet_tests::write_scenario(
+        &lab,
+        &format!(
+            r#"[lab]
+name = "{lab}"
+seed = 3
+[topology]
+kind = "custom"
+[[topology.nodes]]
+name = "s1"
+role = "switch"
+[[topology.nodes]]
+name = "h1"
+role = "host"
+[[topology.nodes]]
+name = "h2"
+role = "host"
+[[topology.nodes]]
+name = "mon"
+role = "host"
+[[topology.links]]
+a = "h1"
+b = "s1"
+[[topology.links]]
+a = "h2"
+b = "s1"
+loss = "20%"
+[[topology.links]]
+a = "mon"
+b = "s1"
+[routing]
+mode = "static"
+{extra}"#
+        ),
+    );
+    let guard = LabGuard(lab);
+    let out = run(&["up", "--quiet", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    guard
+}
+
+/// `tcpdump` in `node` of `lab` on `ifname`, packet-buffered into `file`,
+/// listening once this returns.
+fn tcpdump(lab: &str, node: &str, args: &[&str], file: &std::path::Path) -> Background {
+    let log = file.with_extension("log");
+    let mut command = turbonet_tests::turbonet();
+    command
+        .args([
+            "exec",
+            node,
+            "--lab",
+            lab,
+            "--",
+            "tcpdump",
+            "--immediate-mode",
+            "-U",
+            "-n",
+            "-w",
+        ])
+        .arg(file)
+        .args(args)
+        .stderr(std::fs::File::create(&log).unwrap());
+    let child = Background(command.spawn().unwrap());
+    assert!(
+        wait_until(Duration::from_secs(10), || std::fs::read_to_string(&log)
+            .is_ok_and(|l| l.contains("listening on"))),
+        "tcpdump did not start: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    child
+}
+
+fn ping(lab: &str, args: &[&str]) {
+    let mut all = vec!["exec", "h1", "--lab", lab, "--", "ping", "-q"];
+    all.extend(args);
+    all.push("h2");
+    // Loss on the way is expected: the exit code is not the point.
+    let _ = run(&all);
+}
+
+/// A capture of a lossy link holds exactly the frames its receiver got
+/// (compared with tcpdump at the receiver), in order, and every frame the
+/// link dropped, annotated with why.
+#[test]
+fn a_capture_of_a_lossy_link_is_what_the_receiver_got_and_the_drops_annotated() {
+    require_root!();
+    let lab = tapped_lab("ic", "");
+    let lab = lab.0.as_str();
+    let scratch = Scratch::new("capture");
+    let ours = scratch.0.join("h2.pcapng");
+    // Frames from s1 to h2: `b-a` of h2--s1.
+    let mut capture = Background(
+        turbonet_tests::turbonet()
+            .args([
+                "capture",
+                "h2--s1",
+                "--direction",
+                "b-a",
+                "--lab",
+                lab,
+                "-w",
+            ])
+            .arg(&ours)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let theirs = scratch.0.join("h2.pcap");
+    let mut receiver = tcpdump(lab, "h2", &["-i", "s1", "-Q", "in", "icmp"], &theirs);
+    // Both are recording once a probe shows up in both.
+    let seen = wait_until(Duration::from_secs(10), || {
+        ping(lab, &["-c", "1", "-W", "0.2"]);
+        read_pcapng(&ours)
+            .iter()
+            .any(|f| f.comment.is_none() && echo_request_id(&f.data).is_some())
+            && !read_pcap(&theirs).is_empty()
+    });
+    assert!(seen, "no probe reached both captures");
+    ping(lab, &["-c", "300", "-i", "0.005", "-W", "1"]);
+    assert_eq!(capture.interrupt().code(), Some(130));
+    receiver.interrupt();
+
+    let captured = read_pcapng(&ours);
+    assert!(
+        captured.iter().all(|f| f.interface == 1),
+        "only b-a was asked for"
+    );
+    // The 300-probe run's echo requests: its identifier is the commonest.
+    let mut ids = BTreeMap::new();
+    for f in &captured {
+        if let Some(id) = echo_request_id(&f.data) {
+            *ids.entry(id).or_insert(0) += 1;
+        }
+    }
+    let (&id, _) = ids.iter().max_by_key(|(_, n)| **n).unwrap();
+    let ours: Vec<&Frame> = captured
+        .iter()
+        .filter(|f| echo_request_id(&f.data) == Some(id))
+        .collect();
+    let theirs: Vec<Vec<u8>> = read_pcap(&theirs)
+        .into_iter()
+        .filter(|f| echo_request_id(f) == Some(id))
+        .collect();
+    let delivered: Vec<Vec<u8>> = ours
+        .iter()
+        .filter(|f| f.comment.is_none())
+        .map(|f| f.data.clone())
+        .collect();
+    let dropped: Vec<&&Frame> = ours.iter().filter(|f| f.comment.is_some()).collect();
+    let differs = delivered.iter().zip(&theirs).position(|(a, b)| a != b);
+    assert!(
+        delivered.len() == theirs.len() && differs.is_none(),
+        "the capture delivered {} frames, the receiver got {}; first difference at {differs:?}",
+        delivered.len(),
+        theirs.len()
+    );
+    assert!(
+        dropped
+            .iter()
+            .all(|f| f.comment.as_deref() == Some("dropped: loss")),
+        "{dropped:?}"
+    );
+    // 20% of 300, within a wide margin; and every request is in the
+    // capture, delivered or dropped.
+    assert!(
+        (25..=100).contains(&dropped.len()),
+        "{} dropped",
+        dropped.len()
+    );
+    assert_eq!(delivered.len() + dropped.len(), 300);
+}
+
+/// A mirror copies a link's frames, live, to a port of another node,
+/// where tcpdump sees them (truncated when asked).
+#[test]
+fn a_mirror_delivers_copies_to_a_host_where_tcpdump_sees_them() {
+    require_root!();
+    let lab = tapped_lab(
+        "ir",
+        "[[mirror]]\nlink = \"h1--s1\"\nto = \"mon\"\ntruncate = 64\n\
+         [[mirror]]\nlink = \"h2--s1\"\ndirection = \"b-a\"\nto = \"mon\"\nport = \"span1\"\n",
+    );
+    let lab = lab.0.as_str();
+    let scratch = Scratch::new("mirror");
+    let all = scratch.0.join("mirror0.pcap");
+    let to_h2 = scratch.0.join("span1.pcap");
+    let mut m0 = tcpdump(lab, "mon", &["-i", "mirror0", "icmp"], &all);
+    let mut m1 = tcpdump(lab, "mon", &["-i", "span1", "icmp"], &to_h2);
+    ping(lab, &["-c", "20", "-i", "0.01", "-W", "1"]);
+    // Copies arrive as the frames pass: wait for the 20 requests.
+    assert!(wait_until(Duration::from_secs(10), || {
+        read_pcap(&all)
+            .iter()
+            .filter(|f| echo_request_id(f).is_some())
+            .count()
+            >= 20
+    }));
+    m0.interrupt();
+    m1.interrupt();
+    let copies = read_pcap(&all);
+    let requests = copies
+        .iter()
+        .filter(|f| echo_request_id(f).is_some())
+        .count();
+    let replies = copies
+        .iter()
+        .filter(|f| f.len() > 34 && f[23] == 1 && f[34] == 0)
+        .count();
+    assert_eq!(requests, 20, "both directions of h1--s1");
+    assert!(replies > 0 && replies <= 20, "{replies} replies");
+    assert!(
+        copies.iter().all(|f| f.len() == 64),
+        "truncated to 64 bytes"
+    );
+    // span1: only s1 -> h2, whole frames, the requests the lossy link
+    // delivered (not the replies).
+    let delivered = read_pcap(&to_h2);
+    assert!(
+        !delivered.is_empty() && delivered.len() <= 20,
+        "{} frames",
+        delivered.len()
+    );
+    assert!(
+        delivered
+            .iter()
+            .all(|f| echo_request_id(f).is_some() && f.len() == 98)
+    );
+}

@@ -48,6 +48,40 @@ pub struct Lab {
     pub mgmt: Option<Mgmt>,
     /// `[metrics]`: the daemon's OpenMetrics endpoint (`None`: off).
     pub metrics: Option<Metrics>,
+    /// `[[capture]]`: links captured into pcapng files while the lab runs.
+    pub captures: Vec<Capture>,
+    /// `[[mirror]]`: links whose traffic is copied to a node's port.
+    pub mirrors: Vec<Mirror>,
+}
+
+/// `[[capture]]`: a link's frames written to a pcapng file while the lab
+/// runs (what its receiving ends get, and the frames the link drops).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Capture {
+    /// The link.
+    pub link: LinkId,
+    /// Directions captured: 0 from its first end to its second.
+    pub directions: [bool; 2],
+    /// The file, relative to where `turbonet up` (or `run`'s reports) write.
+    pub file: String,
+    /// Bytes kept of each frame.
+    pub snaplen: u32,
+}
+
+/// `[[mirror]]`: a link's frames copied, live, out of a port of a node,
+/// like a switch's SPAN port, for a monitor running there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Mirror {
+    /// The link.
+    pub link: LinkId,
+    /// Directions copied: 0 from its first end to its second.
+    pub directions: [bool; 2],
+    /// The node that receives the copies.
+    pub to: NodeId,
+    /// Its interface that receives them.
+    pub port: String,
+    /// Bytes kept of each copy (`None`: whole frames).
+    pub truncate: Option<u32>,
 }
 
 /// `[metrics]`: the lab daemon serves OpenMetrics (Prometheus' text

@@ -12,7 +12,7 @@ use crate::diag::{Diags, ScenarioErrors, choices_help};
 use crate::model::{Lab, RoutingConfig};
 use crate::plan;
 use crate::read::{
-    addressing, expect, externals, jobs, lab, links, metrics, mgmt, p4rt, routing, timeline,
+    addressing, expect, externals, jobs, lab, links, metrics, mgmt, p4rt, routing, taps, timeline,
     topology, workloads,
 };
 
@@ -31,6 +31,8 @@ const TOP_KEYS: &[&str] = &[
     "expect",
     "mgmt",
     "metrics",
+    "capture",
+    "mirror",
 ];
 
 /// The TOML of `text`, or its syntax errors.
@@ -193,6 +195,8 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
 
     // [p4rt], against the target.
     let target = lab.as_ref().and_then(|l| l.target);
+    let captures = taps::read_captures(d, section("capture"), fabric.as_ref(), target);
+    let mirrors = taps::read_mirrors(d, section("mirror"), fabric.as_ref(), target);
     let p4rt = p4rt::read(
         d,
         section("p4rt"),
@@ -220,5 +224,7 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
         expects,
         mgmt: mgmt?,
         metrics: metrics?,
+        captures,
+        mirrors,
     })
 }

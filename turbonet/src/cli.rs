@@ -139,6 +139,38 @@ pub(crate) enum Command {
         #[command(flatten)]
         lab: LabArg,
     },
+    /// Capture a link: what its receiving ends get, after loss, delay and
+    /// corruption, and on a link the link engine carries the frames it
+    /// dropped, annotated with why. Prints a line per frame, or writes
+    /// pcapng (Wireshark, tshark, tcpdump -r) with `-w`. Runs until Ctrl-C,
+    /// `--count` or `--duration`.
+    #[command(after_help = "Examples:
+  sudo turbonet capture h1--s1                      a line per frame
+  sudo turbonet capture edge0-0--agg0-0 -w e.pcapng --duration 10
+  sudo turbonet capture h1--s1 --direction a-b -w - | tshark -r -")]
+    Capture {
+        /// The link, e.g. `edge0-0--agg0-0`.
+        link: String,
+        /// `a-b` (from the link's first node to its second), `b-a`, or
+        /// `both`.
+        #[arg(long, default_value = "both", value_parser = ["a-b", "b-a", "both"])]
+        direction: String,
+        /// Write pcapng to this file (`-`: standard output) instead of
+        /// printing.
+        #[arg(short = 'w', long = "write", value_name = "FILE")]
+        write: Option<PathBuf>,
+        /// Stop after this many frames.
+        #[arg(long, short = 'c')]
+        count: Option<u64>,
+        /// Stop after this many seconds.
+        #[arg(long, value_parser = positive_seconds)]
+        duration: Option<f64>,
+        /// Bytes kept of each frame.
+        #[arg(long, default_value_t = 65_535)]
+        snaplen: u32,
+        #[command(flatten)]
+        lab: LabArg,
+    },
     /// Write the fabric as it stands into a new directory, for verifiers:
     /// `snapshot.json` (topology, failures, every switch's forwarding
     /// table, every built-in agent's Adj-RIB-In and Loc-RIB with path

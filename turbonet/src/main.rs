@@ -97,6 +97,7 @@ fn run(command: Command) -> Result<ExitCode> {
             let options = up::Options {
                 file: args.file,
                 threads: args.threads,
+                captures_in: None,
             };
             let lab = up::up(&options, &Terminal::new(args.quiet))?;
             if !args.quiet {
@@ -261,6 +262,28 @@ fn run(command: Command) -> Result<ExitCode> {
                 })?;
                 show::events(&all, json)?;
             }
+        }
+        Command::Capture {
+            link,
+            direction,
+            write,
+            count,
+            duration,
+            snaplen,
+            lab,
+        } => {
+            let running = inspect::running(lab.lab.as_deref())?;
+            return show::capture(
+                &running,
+                &turbonet_lab::capture::Options {
+                    link,
+                    direction,
+                    snaplen,
+                    count: count.unwrap_or(0),
+                    duration: duration.map(std::time::Duration::from_secs_f64),
+                },
+                write.as_deref(),
+            );
         }
         Command::Snapshot { dir, lab, json } => {
             let running = inspect::running(lab.lab.as_deref())?;

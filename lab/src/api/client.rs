@@ -136,6 +136,42 @@ impl Client {
         })
     }
 
+    /// Captures a link: hands `each` every frame the daemon streams until
+    /// it says stop (`false`), `until` passes, the stream ends (its count
+    /// reached), or Ctrl-C. True when it ended on Ctrl-C.
+    pub fn capture(
+        &mut self,
+        request: proto::CaptureRequest,
+        until: Option<std::time::Instant>,
+        mut each: impl FnMut(proto::CapturedFrame) -> Result<bool>,
+    ) -> Result<bool> {
+        let mut rpc = self.rpc.clone();
+        self.runtime.block_on(async move {
+            let mut stream = rpc.capture(request).await?.into_inner();
+            let deadline = async {
+                match until {
+                    Some(t) => tokio::time::sleep_until(t.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::pin!(deadline);
+            loop {
+                tokio::select! {
+                    message = stream.message() => match message? {
+                        Some(frame) => {
+                            if !each(frame)? {
+                                return Ok(false);
+                            }
+                        }
+                        None => return Ok(false),
+                    },
+                    () = &mut deadline => return Ok(false),
+                    _ = tokio::signal::ctrl_c() => return Ok(true),
+                }
+            }
+        })
+    }
+
     /// Every link's counters, as the daemon last read them.
     pub fn counters(&mut self) -> Result<Counted> {
         let response = self.call(READ_TIMEOUT, |mut rpc| async move {

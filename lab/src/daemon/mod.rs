@@ -283,6 +283,17 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
             tokio::task::spawn_local(async move { agents.plan_ready().await });
         }
         let describe = plane.describe();
+        let tapper = plane.tapper();
+        let writers = match &tapper {
+            Some(tapper) => crate::dataplane::netns::tapping::start_scenario(
+                &lab,
+                &state,
+                tapper.as_ref(),
+                &events,
+                fresh,
+            ),
+            None => Vec::new(),
+        };
         let pipeline = plane.pipeline_routes();
         let (queue, commands) = mpsc::unbounded_channel::<Envelope>();
         let mut actor = Actor::new(
@@ -383,6 +394,7 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
             events: events.clone(),
             bgp: agents.as_ref().map(|a| a.view()),
             workloads: workloads.clone(),
+            tapper,
             pid: std::process::id(),
             restarts,
         };
@@ -405,6 +417,11 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
             .join()
             .map_err(|_| Error::Failed("the control API's thread panicked".to_owned()))?;
         actor.plane().stop()?;
+        // The engine is gone, and with it the captures' senders: their
+        // files end.
+        for writer in writers {
+            let _ = writer.join();
+        }
         served.and(api)
     });
     // Not waiting for a route computation still running (right after

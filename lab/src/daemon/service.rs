@@ -65,6 +65,11 @@ fn target(t: Option<proto::Target>) -> Result<Target, Status> {
 }
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<proto::Event, Status>> + Send>>;
+type CaptureStream = Pin<Box<dyn Stream<Item = Result<proto::CapturedFrame, Status>> + Send>>;
+
+/// Frames a capture holds for its reader before it misses some: a second
+/// of a busy link.
+const CAPTURE_QUEUE: usize = 65_536;
 
 #[tonic::async_trait]
 impl LabService for Shared {
@@ -380,6 +385,70 @@ impl LabService for Shared {
                 .map(|(path, text)| proto::SnapshotFile { path, text })
                 .collect(),
         }))
+    }
+
+    type CaptureStream = CaptureStream;
+
+    async fn capture(
+        &self,
+        request: Request<proto::CaptureRequest>,
+    ) -> Result<Response<Self::CaptureStream>, Status> {
+        let r = request.into_inner();
+        let Some(tapper) = self.tapper.clone() else {
+            return Err(Status::failed_precondition(format!(
+                "lab {} runs on target {}: captures and mirrors need the netns target",
+                self.lab.name, self.lab.target
+            )));
+        };
+        let link = crate::lookup::link(&self.lab, &r.link).map_err(|e| status(&e))?;
+        let directions =
+            crate::dataplane::taps::directions(&r.direction, link).map_err(|e| status(&e))?;
+        let snaplen = match r.snaplen {
+            0 => 65_535,
+            n => n as usize,
+        };
+        let (tx, mut rx) = mpsc::channel(CAPTURE_QUEUE);
+        let missed = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let id = tapper
+            .start(
+                link,
+                directions,
+                crate::dataplane::taps::Sink::Capture {
+                    tx,
+                    snaplen,
+                    missed: missed.clone(),
+                },
+            )
+            .map_err(|e| status(&e))?;
+        let (out, stream) = mpsc::channel::<Result<proto::CapturedFrame, Status>>(1024);
+        let count = r.count;
+        tokio::spawn(async move {
+            let mut sent = 0u64;
+            while let Some(c) = rx.recv().await {
+                let frame = proto::CapturedFrame {
+                    unix_ns: i64::try_from(c.unix_ns).unwrap_or(i64::MAX),
+                    direction: u32::from(c.direction),
+                    data: c.data,
+                    original_len: c.original_len,
+                    dropped: c.dropped.map(|d| d.name().to_owned()).unwrap_or_default(),
+                    corrupted: c.marks.corrupted,
+                    ecn_marked: c.marks.ecn_marked,
+                    duplicate: c.marks.duplicate,
+                    missed: missed.load(std::sync::atomic::Ordering::Relaxed),
+                };
+                if out.send(Ok(frame)).await.is_err() {
+                    break;
+                }
+                sent += 1;
+                if count > 0 && sent >= count {
+                    break;
+                }
+            }
+            tapper.stop(id);
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(stream),
+        )))
     }
 
     type EventsStream = EventStream;

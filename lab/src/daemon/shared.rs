@@ -31,6 +31,8 @@ pub struct Shared {
     pub events: Events,
     /// What the BGP agents published (BGP labs).
     pub bgp: Option<Arc<BgpView>>,
+    /// Starts captures and mirrors (`None`: the target cannot).
+    pub tapper: Option<Arc<dyn crate::dataplane::plane::Tapping>>,
     /// The lab's workloads.
     pub workloads: Arc<crate::workload::Workloads>,
     /// This daemon's pid, and how many daemons came before it.

@@ -10,6 +10,7 @@ pub mod mgmt;
 pub mod netns;
 pub mod p4;
 pub mod plane;
+pub mod taps;
 
 pub use carrier::Carrier;
 pub use plane::{Applied, DataPlane, Desired};

@@ -16,6 +16,7 @@ use turbonet_routing::{Failures, Route};
 use turbonet_topo::{Link, LinkParams};
 
 use crate::dataplane::agent_routes::PipelineRoutes;
+use crate::dataplane::taps::Sink;
 use crate::error::Result;
 
 /// What the fabric must look like now.
@@ -74,10 +75,27 @@ pub trait DataPlane {
         None
     }
 
+    /// What starts captures and mirrors on its links, from any thread
+    /// (`None`: this target cannot tap links).
+    fn tapper(&self) -> Option<std::sync::Arc<dyn Tapping>> {
+        None
+    }
+
     /// Stops what it runs (the link engine's thread).
     fn stop(&mut self) -> Result<()> {
         Ok(())
     }
+}
+
+/// Starts and stops taps (captures, mirrors) on a running data plane's
+/// links, from any thread.
+pub trait Tapping: std::fmt::Debug + Send + Sync {
+    /// Starts a tap of `directions` of `link` (0: from its first end to its
+    /// second) into `sink`; its id.
+    fn start(&self, link: &Link, directions: [bool; 2], sink: Sink) -> Result<u64>;
+
+    /// Stops tap `id` (one already over is fine).
+    fn stop(&self, id: u64);
 }
 
 /// Counters of one link, both directions, as a data plane counts them

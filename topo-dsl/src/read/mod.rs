@@ -14,6 +14,7 @@
 //! - `externals` uses `addressing` (networks) and `routing` (BGP-only
 //!   keys);
 //! - `timeline` uses `links` (help for link names) and `params`;
+//! - `taps` uses `links` and `timeline` (help for link and node names);
 //! - `jobs` uses `timeline` (help for node names); `workloads` uses `jobs`;
 //!   `expect` uses `links` (a link's rate as a reference).
 
@@ -29,6 +30,7 @@ pub(crate) mod p4rt;
 pub(crate) mod params;
 pub(crate) mod reader;
 pub(crate) mod routing;
+pub(crate) mod taps;
 pub(crate) mod timeline;
 pub(crate) mod topology;
 pub(crate) mod workloads;

@@ -21,11 +21,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use turbonet_injectors::{Direction, Impairment, Note, Watch};
+use turbonet_injectors::{Direction, Impairment, Marks, Note, Watch};
 use turbonet_packetio::timing::{self, SPIN_NS};
 use turbonet_packetio::{Clock, PacketSocket, RxBatch};
 
 use crate::dataplane::Carrier;
+use crate::dataplane::taps::{PortTap, Tap, Taps};
 
 /// Frames read with one `recvmmsg`.
 const RX_BATCH: usize = 32;
@@ -95,6 +96,8 @@ pub struct EngineLink {
     pub directions: [Direction; 2],
     /// What each direction's queue and drops did, for the events.
     pub watches: [Watch; 2],
+    /// Captures and mirrors of it.
+    pub taps: Taps,
 }
 
 impl EngineLink {
@@ -111,6 +114,15 @@ impl EngineLink {
             sockets,
             directions: seeds.map(|seed| Direction::new(impairment.clone(), seed)),
             watches: [Watch::new(impairment), Watch::new(impairment)],
+            taps: Taps::default(),
+        }
+    }
+
+    /// Makes each direction keep its dropped frames exactly while a
+    /// capture wants them.
+    fn keep_dropped(&mut self) {
+        for d in 0..2 {
+            self.directions[d].keep_dropped(self.taps.wants_dropped(d));
         }
     }
 }
@@ -147,6 +159,35 @@ pub enum Command {
         /// The new parameters.
         impairment: Impairment,
     },
+    /// Start a tap.
+    Tap {
+        /// On which link.
+        at: TapAt,
+        /// The tap.
+        tap: Tap,
+    },
+    /// Stop tap `id`.
+    Untap {
+        /// The tap.
+        id: u64,
+    },
+}
+
+/// Where a tap goes.
+#[derive(Debug)]
+pub enum TapAt {
+    /// On the `k`-th link the engine carries.
+    Engine(usize),
+    /// On a plain link, through a tap socket on the port of its end `side`
+    /// (unused when the link is tapped already).
+    Port {
+        /// The link.
+        link: String,
+        /// The socket.
+        socket: PacketSocket,
+        /// Which end it is at.
+        side: usize,
+    },
 }
 
 /// The daemon's end of the engine: commands, and a pipe that wakes the
@@ -158,6 +199,14 @@ pub struct Control {
 }
 
 impl Control {
+    /// Another handle on the same engine.
+    pub fn try_clone(&self) -> io::Result<Control> {
+        Ok(Control {
+            commands: self.commands.clone(),
+            wake: self.wake.try_clone()?,
+        })
+    }
+
     /// Sends a command and wakes the engine.
     pub fn send(&self, command: Command) -> io::Result<()> {
         self.commands.send(command).map_err(|_| {
@@ -194,12 +243,50 @@ pub fn channel() -> io::Result<(Control, Inbox)> {
 }
 
 impl Inbox {
-    /// Applies every pending command.
-    fn apply(&self, links: &mut [EngineLink]) {
+    /// Applies every pending command; true when the ports tapped changed.
+    fn apply(&self, links: &mut [EngineLink], ports: &mut Vec<PortTap>) -> bool {
         let mut sink = [0u8; 64];
+        let mut changed = false;
         while matches!(nix::unistd::read(&self.wake, &mut sink), Ok(n) if n > 0) {}
         while let Ok(command) = self.commands.try_recv() {
             match command {
+                Command::Tap {
+                    at: TapAt::Engine(k),
+                    tap,
+                } => {
+                    if let Some(l) = links.get_mut(k) {
+                        l.taps.0.push(tap);
+                        l.keep_dropped();
+                    }
+                }
+                Command::Tap {
+                    at: TapAt::Port { link, socket, side },
+                    tap,
+                } => match ports.iter_mut().find(|p| p.link == link) {
+                    Some(port) => port.taps.0.push(tap),
+                    None => {
+                        ports.push(PortTap {
+                            link,
+                            socket,
+                            side,
+                            taps: Taps(vec![tap]),
+                        });
+                        changed = true;
+                    }
+                },
+                Command::Untap { id } => {
+                    for l in links.iter_mut() {
+                        if l.taps.remove(id) {
+                            l.keep_dropped();
+                        }
+                    }
+                    for p in ports.iter_mut() {
+                        p.taps.remove(id);
+                    }
+                    let before = ports.len();
+                    ports.retain(|p| !p.taps.0.is_empty());
+                    changed |= ports.len() != before;
+                }
                 Command::Set { link, impairment } => {
                     if let Some(l) = links.get_mut(link) {
                         for d in &mut l.directions {
@@ -212,7 +299,25 @@ impl Inbox {
                 }
             }
         }
+        changed
     }
+}
+
+/// What the engine polls: every link's two sockets, every tapped port's
+/// socket, then the wake pipe.
+fn poll_set(links: &[EngineLink], ports: &[PortTap], wake: &OwnedFd) -> Vec<libc::pollfd> {
+    let fd = |fd: i32| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    links
+        .iter()
+        .flat_map(|l| l.sockets.iter())
+        .chain(ports.iter().map(|p| &p.socket))
+        .map(|s| fd(s.as_fd().as_raw_fd()))
+        .chain(std::iter::once(fd(wake.as_raw_fd())))
+        .collect()
 }
 
 /// Runs the engine until `stop` is set. Returns an error only for socket
@@ -232,21 +337,9 @@ pub fn run(
     let mut shortfall = vec![[Shortfall::default(); 2]; links.len()];
     let mut rx = RxBatch::new(RX_BATCH, 65_536);
     let mut due: Vec<Vec<u8>> = Vec::with_capacity(RX_BATCH);
-    let mut fds: Vec<libc::pollfd> = links
-        .iter()
-        .flat_map(|l| l.sockets.iter())
-        .map(|s| libc::pollfd {
-            fd: s.as_fd().as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    // Last: the wake pipe.
-    fds.push(libc::pollfd {
-        fd: inbox.wake.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    });
+    let mut ports: Vec<PortTap> = Vec::new();
+    let mut fds = poll_set(&links, &ports, &inbox.wake);
+    let unix = |ns: u64| offset_ns + i128::from(ns);
     let mut published = Instant::now();
     let mut publications = 0u32;
     // Counters changed since they were last published.
@@ -257,7 +350,10 @@ pub fn run(
         slept: 0,
     };
     while !stop.load(Ordering::Relaxed) {
-        inbox.apply(&mut links);
+        if inbox.apply(&mut links, &mut ports) {
+            fds = poll_set(&links, &ports, &inbox.wake);
+            all_readable = true;
+        }
         // Receive: everything that is waiting, in batches.
         let now = clock.now();
         for (i, link) in links.iter_mut().enumerate() {
@@ -268,15 +364,66 @@ pub fn run(
                 for _ in 0..RX_BATCHES {
                     let n = link.sockets[side].recv_batch(&mut rx)?;
                     dirty |= n > 0;
+                    let keep = link.taps.wants_dropped(side);
                     for f in 0..n {
                         let arrival = clock.arrival(rx.received[f].1, now);
                         link.directions[side].offer(arrival, rx.frame(f).to_vec());
+                        // A capture records a dropped frame when it arrived.
+                        if keep {
+                            let taps = &mut link.taps;
+                            for (cause, frame) in link.directions[side].take_dropped() {
+                                taps.offer(
+                                    side,
+                                    unix(arrival),
+                                    &frame,
+                                    Some(cause),
+                                    Marks::default(),
+                                );
+                            }
+                        }
                     }
                     if n < RX_BATCH {
                         break;
                     }
                 }
             }
+            if link.taps.0.is_empty() && link.directions.iter().any(Direction::keeps_dropped) {
+                // Its last capture's reader hung up.
+                link.keep_dropped();
+            }
+        }
+        // Tapped plain links: what their ports sent and received.
+        let tapped = 2 * links.len();
+        let mut ended = false;
+        for (j, port) in ports.iter_mut().enumerate() {
+            if !all_readable && fds[tapped + j].revents & libc::POLLIN == 0 {
+                continue;
+            }
+            for _ in 0..RX_BATCHES {
+                // A port gone (its node was removed) ends its taps.
+                let Ok(n) = port.socket.recv_batch(&mut rx) else {
+                    port.taps.0.clear();
+                    break;
+                };
+                for f in 0..n {
+                    let d = if rx.outgoing[f] {
+                        port.side
+                    } else {
+                        1 - port.side
+                    };
+                    let at = rx.received[f].1.unwrap_or_else(|| unix(now));
+                    port.taps.offer(d, at, rx.frame(f), None, Marks::default());
+                }
+                if n < RX_BATCH {
+                    break;
+                }
+            }
+            port.taps.flush();
+            ended |= port.taps.0.is_empty();
+        }
+        if ended {
+            ports.retain(|p| !p.taps.0.is_empty());
+            fds = poll_set(&links, &ports, &inbox.wake);
         }
         // Transmit: every frame that is due, in batches.
         let now = clock.now();
@@ -284,17 +431,24 @@ pub fn run(
         for (k, (link, short)) in links.iter_mut().zip(shortfall.iter_mut()).enumerate() {
             for (side, short) in short.iter_mut().enumerate() {
                 due.clear();
-                while let Some((at, frame)) = link.directions[side].pop_due_timed(now) {
+                let tapped = link.taps.wants(side);
+                while let Some((at, frame, marks)) = link.directions[side].pop_due_marked(now) {
                     let late = now - at;
                     if late > Shortfall::LATE_NS {
                         short.late += 1;
                     }
                     short.max_late_ns = short.max_late_ns.max(late);
+                    if tapped {
+                        link.taps.offer(side, unix(now), &frame, None, marks);
+                    }
                     due.push(frame);
                 }
                 if !due.is_empty() {
                     dirty = true;
                     short.tx_errors += link.sockets[1 - side].send_batch(&due)? as u64;
+                    if tapped {
+                        link.taps.flush();
+                    }
                 }
                 if let Some(at) = link.directions[side].next_due() {
                     next_due = Some(next_due.map_or(at, |n: u64| n.min(at)));

@@ -12,10 +12,12 @@
 pub mod engine;
 pub mod externals;
 pub mod fibwatch;
+pub mod mirrors;
 mod notes;
 mod plane;
+pub mod tapping;
 
-pub use plane::NetnsPlane;
+pub use plane::{NetnsPlane, Tapper};
 
 use ipnet::Ipv4Net;
 use turbonet_injectors::Impairment;

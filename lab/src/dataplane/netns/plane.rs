@@ -15,10 +15,11 @@ use turbonet_packetio::PacketSocket;
 use turbonet_routing::Route;
 use turbonet_topo::{Lab, Link, LinkId, LinkParams, NodeId};
 
-use super::engine::{self, EngineLink};
+use super::engine::{self, EngineLink, TapAt};
 use crate::dataplane::Carrier;
 use crate::dataplane::plane::LinkCounters;
-use crate::dataplane::plane::{Applied, DataPlane, Desired};
+use crate::dataplane::plane::{Applied, DataPlane, Desired, Tapping};
+use crate::dataplane::taps::{Sink, Tap};
 use crate::error::{Context, Error, Result};
 use crate::events::Events;
 use crate::kernel::routes::node_kernel_routes;
@@ -71,15 +72,83 @@ fn veth_reads(lab: &Lab, carriers: &[Carrier]) -> BTreeMap<NodeId, Vec<(LinkId, 
         if carrier.is_userspace() {
             continue;
         }
-        let side = usize::from(
-            fabric.node(link.ends[1].node).role.is_switch()
-                || !fabric.node(link.ends[0].node).role.is_switch(),
-        );
+        let side = watched_end(lab, link);
         let node = link.ends[side].node;
         let index = names::port_index(lab, node, link.id).expect("link's end is a port");
         read.entry(node).or_default().push((link.id, index, side));
     }
     read
+}
+
+/// Starts and stops taps (captures, mirrors) on the running engine, from
+/// any thread.
+#[derive(Debug)]
+pub struct Tapper {
+    lab: Arc<Lab>,
+    /// Engine position of every impaired link.
+    position: HashMap<LinkId, usize>,
+    control: std::sync::Mutex<engine::Control>,
+}
+
+/// Tap ids, unique in the daemon.
+static NEXT_TAP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl Tapping for Tapper {
+    fn start(&self, link: &Link, directions: [bool; 2], sink: Sink) -> Result<u64> {
+        let at = match self.position.get(&link.id) {
+            Some(&k) => TapAt::Engine(k),
+            None => {
+                let side = watched_end(&self.lab, link);
+                let node = self.lab.fabric.node(link.ends[side].node);
+                let ns_name = names::node_namespace(&self.lab.name, &node.name);
+                let ns =
+                    namespaces::open(&ns_name).with_context(|| format!("opening {ns_name}"))?;
+                let index =
+                    names::port_index(&self.lab, node.id, link.id).expect("link's end is a port");
+                let socket = namespaces::in_namespace(&ns, || PacketSocket::tap(index))
+                    .with_context(|| format!("tapping {} in {ns_name}", link.ends[side].ifname))?;
+                TapAt::Port {
+                    link: link.name.clone(),
+                    socket,
+                    side,
+                }
+            }
+        };
+        let id = NEXT_TAP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.send(engine::Command::Tap {
+            at,
+            tap: Tap {
+                id,
+                directions,
+                sink,
+            },
+        })?;
+        Ok(id)
+    }
+
+    fn stop(&self, id: u64) {
+        let _ = self.send(engine::Command::Untap { id });
+    }
+}
+
+impl Tapper {
+    fn send(&self, command: engine::Command) -> Result<()> {
+        self.control
+            .lock()
+            .map_err(|_| Error::Failed("the link engine's control is poisoned".to_owned()))?
+            .send(command)?;
+        Ok(())
+    }
+}
+
+/// The end of a plain link whose port counts and taps it: a switch's, the
+/// upper one where both are.
+fn watched_end(lab: &Lab, link: &Link) -> usize {
+    let fabric = &lab.fabric;
+    usize::from(
+        fabric.node(link.ends[1].node).role.is_switch()
+            || !fabric.node(link.ends[0].node).role.is_switch(),
+    )
 }
 
 impl NetnsPlane {
@@ -102,23 +171,27 @@ impl NetnsPlane {
             .filter(|(_, c)| c.is_userspace())
             .map(|(l, _)| l)
             .collect();
-        let engine = if impaired.is_empty() {
-            None
-        } else {
-            let ns = namespaces::open(&names::engine_namespace(&lab.name))
-                .context("opening the engine namespace")?;
-            let sockets = namespaces::in_namespace(&ns, || {
-                impaired
-                    .iter()
-                    .enumerate()
-                    .map(|(k, link)| {
-                        let (_, a) = engine::port(link.id.0, k, 0);
-                        let (_, b) = engine::port(link.id.0, k, 1);
-                        Ok([PacketSocket::bind(a)?, PacketSocket::bind(b)?])
-                    })
-                    .collect::<std::io::Result<Vec<_>>>()
-            })
-            .context("opening packet sockets in the engine namespace")?;
+        // The engine always runs: it carries the impaired links, and taps
+        // (captures, mirrors) any link.
+        let engine = {
+            let sockets = if impaired.is_empty() {
+                Vec::new()
+            } else {
+                let ns = namespaces::open(&names::engine_namespace(&lab.name))
+                    .context("opening the engine namespace")?;
+                namespaces::in_namespace(&ns, || {
+                    impaired
+                        .iter()
+                        .enumerate()
+                        .map(|(k, link)| {
+                            let (_, a) = engine::port(link.id.0, k, 0);
+                            let (_, b) = engine::port(link.id.0, k, 1);
+                            Ok([PacketSocket::bind(a)?, PacketSocket::bind(b)?])
+                        })
+                        .collect::<std::io::Result<Vec<_>>>()
+                })
+                .context("opening packet sockets in the engine namespace")?
+            };
             let links: Vec<EngineLink> = impaired
                 .iter()
                 .zip(sockets)
@@ -313,9 +386,20 @@ impl DataPlane for NetnsPlane {
 
     fn describe(&self) -> String {
         match &self.engine {
-            Some(e) => format!("link engine for {} impaired links", e.position.len()),
-            None => "no impaired link".to_owned(),
+            Some(e) if !e.position.is_empty() => {
+                format!("link engine for {} impaired links", e.position.len())
+            }
+            _ => "no impaired link".to_owned(),
         }
+    }
+
+    fn tapper(&self) -> Option<Arc<dyn Tapping>> {
+        let engine = self.engine.as_ref()?;
+        Some(Arc::new(Tapper {
+            lab: self.lab.clone(),
+            position: engine.position.clone(),
+            control: std::sync::Mutex::new(engine.control.try_clone().ok()?),
+        }))
     }
 
     fn check_params(&self, link: &Link, params: &LinkParams) -> Result<()> {

@@ -1,0 +1,279 @@
+//! `[[capture]]` and `[[mirror]]`: links tapped while the lab runs.
+
+use std::collections::BTreeSet;
+use std::ops::Range;
+
+use serde::Deserialize;
+use toml::Spanned;
+use toml::de::DeValue;
+
+use super::links::close_link_names;
+use super::reader::{Keys, array_items, fields_of, missing, read_table};
+use super::timeline::close_node_names;
+use crate::diag::Diags;
+use crate::model::{Capture, Fabric, Link, Mirror, Target};
+
+/// `[[capture]]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCapture {
+    link: Option<Spanned<String>>,
+    direction: Option<Spanned<String>>,
+    file: Option<Spanned<String>>,
+    snaplen: Option<Spanned<i64>>,
+}
+
+/// `[[mirror]]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMirror {
+    link: Option<Spanned<String>>,
+    direction: Option<Spanned<String>>,
+    to: Option<Spanned<String>>,
+    port: Option<Spanned<String>>,
+    truncate: Option<Spanned<i64>>,
+}
+
+/// The shortest frame a mirror may truncate to: an Ethernet header.
+const MIN_TRUNCATE: i64 = 14;
+
+/// The link a tap names; `None` when missing or unknown (reported).
+fn link<'f>(
+    d: &mut Diags<'_>,
+    name: Option<&Spanned<String>>,
+    fabric: &'f Fabric,
+    span: Range<usize>,
+    what: &str,
+) -> Option<&'f Link> {
+    let Some(name) = name else {
+        missing(d, span, "link", what).label("which link?").help(
+            "add e.g. `link = \"edge0-0--agg0-0\"` (`turbonet validate --json` lists the links)",
+        );
+        return None;
+    };
+    let found = fabric.link_by_name(name.get_ref());
+    if found.is_none() {
+        d.error(
+            Some(name.span()),
+            format!("no link named `{}`", name.get_ref()),
+        )
+        .label("unknown link")
+        .help(close_link_names(name.get_ref(), fabric));
+    }
+    found
+}
+
+/// The directions of `link` a tap names (`a-b`, `b-a`, `both`; default
+/// both); `None` when invalid (reported).
+fn directions(
+    d: &mut Diags<'_>,
+    direction: Option<&Spanned<String>>,
+    link: &Link,
+    fabric: &Fabric,
+) -> Option<[bool; 2]> {
+    let Some(direction) = direction else {
+        return Some([true, true]);
+    };
+    match direction.get_ref().as_str() {
+        "both" => Some([true, true]),
+        "a-b" => Some([true, false]),
+        "b-a" => Some([false, true]),
+        other => {
+            let (a, b) = (
+                &fabric.node(link.ends[0].node).name,
+                &fabric.node(link.ends[1].node).name,
+            );
+            d.error(Some(direction.span()), format!("unknown direction `{other}`"))
+                .label("unknown direction")
+                .help(format!(
+                    "valid directions: `a-b` (frames from {a} to {b}, the link's first node to its second), `b-a`, `both`"
+                ));
+            None
+        }
+    }
+}
+
+/// The captures and mirrors may run on this target only.
+fn on_netns(d: &mut Diags<'_>, target: Option<Target>, span: Range<usize>, what: &str) -> bool {
+    match target {
+        Some(Target::Netns) | None => true,
+        Some(t) => {
+            d.error(Some(span), format!("{what} needs target `netns`, not `{t}`"))
+                .label("not on this target")
+                .help("captures and mirrors tap links in the link engine of the netns target; remove the table or use `target = \"netns\"`");
+            false
+        }
+    }
+}
+
+/// A positive integer key no larger than `max`; `None` when invalid
+/// (reported).
+fn bytes(d: &mut Diags<'_>, v: &Spanned<i64>, key: &str, min: i64, max: i64) -> Option<u32> {
+    let n = *v.get_ref();
+    if (min..=max).contains(&n) {
+        return u32::try_from(n).ok();
+    }
+    d.error(
+        Some(v.span()),
+        format!("invalid `{key}` {n}: write a number of bytes from {min} to {max}"),
+    )
+    .label("out of range")
+    .help(format!("e.g. `{key} = 128` keeps the headers"));
+    None
+}
+
+/// Reads `[[capture]]` (`v`, if present) for `fabric` (when valid).
+pub(crate) fn read_captures(
+    d: &mut Diags<'_>,
+    v: Option<&Spanned<DeValue<'_>>>,
+    fabric: Option<&Fabric>,
+    target: Option<Target>,
+) -> Vec<Capture> {
+    const WHAT: &str = "`[[capture]]`";
+    let Some(v) = v else {
+        return Vec::new();
+    };
+    let Some(items) = array_items(d, v, "`capture`", "[[capture]]") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut files = BTreeSet::new();
+    for item in items {
+        let Some(s) = read_table::<RawCapture>(d, item, WHAT, Keys::new(fields_of::<RawCapture>()))
+        else {
+            continue;
+        };
+        if !on_netns(d, target, s.span.clone(), WHAT) {
+            continue;
+        }
+        let Some(fabric) = fabric else { continue };
+        let Some(link) = link(d, s.raw.link.as_ref(), fabric, s.span.clone(), WHAT) else {
+            continue;
+        };
+        let Some(directions) = directions(d, s.raw.direction.as_ref(), link, fabric) else {
+            continue;
+        };
+        let snaplen = match &s.raw.snaplen {
+            None => Some(65_535),
+            Some(n) => bytes(d, n, "snaplen", MIN_TRUNCATE, 65_535),
+        };
+        let Some(snaplen) = snaplen else { continue };
+        let (file, file_span) = match &s.raw.file {
+            Some(f) => (f.get_ref().clone(), f.span()),
+            None => (
+                format!("{}.pcapng", link.name.replace(':', "_")),
+                s.span.clone(),
+            ),
+        };
+        if file.trim().is_empty() {
+            d.error(Some(file_span), "empty `file` in `[[capture]]`")
+                .label("no file name")
+                .help("e.g. `file = \"edge.pcapng\"` (relative to where `turbonet up` or `run` writes)");
+            continue;
+        }
+        if !files.insert(file.clone()) {
+            d.error(Some(file_span), format!("two captures write `{file}`"))
+                .label("written twice")
+                .help("give each `[[capture]]` its own `file`");
+            continue;
+        }
+        out.push(Capture {
+            link: link.id,
+            directions,
+            file,
+            snaplen,
+        });
+    }
+    out
+}
+
+/// Reads `[[mirror]]` (`v`, if present) for `fabric` (when valid).
+pub(crate) fn read_mirrors(
+    d: &mut Diags<'_>,
+    v: Option<&Spanned<DeValue<'_>>>,
+    fabric: Option<&Fabric>,
+    target: Option<Target>,
+) -> Vec<Mirror> {
+    const WHAT: &str = "`[[mirror]]`";
+    let Some(v) = v else {
+        return Vec::new();
+    };
+    let Some(items) = array_items(d, v, "`mirror`", "[[mirror]]") else {
+        return Vec::new();
+    };
+    let mut out: Vec<Mirror> = Vec::new();
+    for item in items {
+        let Some(s) = read_table::<RawMirror>(d, item, WHAT, Keys::new(fields_of::<RawMirror>()))
+        else {
+            continue;
+        };
+        if !on_netns(d, target, s.span.clone(), WHAT) {
+            continue;
+        }
+        let Some(fabric) = fabric else { continue };
+        let Some(link) = link(d, s.raw.link.as_ref(), fabric, s.span.clone(), WHAT) else {
+            continue;
+        };
+        let Some(directions) = directions(d, s.raw.direction.as_ref(), link, fabric) else {
+            continue;
+        };
+        let Some(to) = &s.raw.to else {
+            missing(d, s.span.clone(), "to", WHAT)
+                .label("copies go where?")
+                .help("add e.g. `to = \"h0-0-1\"`: the node whose port receives the copies (a monitor runs there)");
+            continue;
+        };
+        let Some(node) = fabric.node_by_name(to.get_ref()) else {
+            d.error(Some(to.span()), format!("no node named `{}`", to.get_ref()))
+                .label("unknown node")
+                .help(close_node_names(to.get_ref(), fabric));
+            continue;
+        };
+        let taken = out.iter().filter(|m| m.to == node.id).count();
+        let (port, port_span) = match &s.raw.port {
+            Some(p) => (p.get_ref().clone(), p.span()),
+            None => (format!("mirror{taken}"), to.span()),
+        };
+        let clash = fabric
+            .ports(node.id)
+            .any(|(_, local, _)| local.ifname == port)
+            || port == "mgmt0"
+            || port == "lo"
+            || out.iter().any(|m| m.to == node.id && m.port == port);
+        let valid_name = !port.is_empty()
+            && port.len() <= 15
+            && port
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+        if !valid_name {
+            d.error(Some(port_span), format!("invalid port name `{port}`"))
+                .label("not an interface name")
+                .help("1 to 15 letters, digits, `-`, `_` or `.`, e.g. `port = \"mirror0\"`");
+            continue;
+        }
+        if clash {
+            d.error(
+                Some(port_span),
+                format!("{} already has an interface `{port}`", node.name),
+            )
+            .label("name taken")
+            .help("give the mirror's port another name, e.g. `port = \"span0\"`");
+            continue;
+        }
+        let truncate = match &s.raw.truncate {
+            None => None,
+            Some(n) => match bytes(d, n, "truncate", MIN_TRUNCATE, 65_535) {
+                Some(n) => Some(n),
+                None => continue,
+            },
+        };
+        out.push(Mirror {
+            link: link.id,
+            directions,
+            to: node.id,
+            port,
+            truncate,
+        });
+    }
+    out
+}
