@@ -52,6 +52,77 @@ pub struct Lab {
     pub captures: Vec<Capture>,
     /// `[[mirror]]`: links whose traffic is copied to a node's port.
     pub mirrors: Vec<Mirror>,
+    /// `[[filter]]`: packet filters at ports.
+    pub filters: Vec<Filter>,
+}
+
+/// `[[filter]]`: a packet filter at a port of a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Filter {
+    /// Its name (counters, events).
+    pub name: String,
+    /// The node.
+    pub node: NodeId,
+    /// Its port (interface).
+    pub port: String,
+    /// The link of that port.
+    pub link: LinkId,
+    /// Frames arriving at the port, or leaving it.
+    pub hook: Hook,
+    /// What filters.
+    pub kind: FilterKind,
+}
+
+/// Where at a port a filter sees frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Hook {
+    /// Frames arriving at the port.
+    Ingress,
+    /// Frames leaving it.
+    Egress,
+}
+
+impl fmt::Display for Hook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Hook::Ingress => "ingress",
+            Hook::Egress => "egress",
+        })
+    }
+}
+
+/// What a filter is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FilterKind {
+    /// The rules of an nftables chain (nft syntax), at the port's netdev
+    /// hook.
+    Nft {
+        /// The rules.
+        rules: String,
+    },
+    /// A compiled eBPF program.
+    Ebpf {
+        /// The object file, as the scenario names it (relative to the
+        /// scenario file).
+        object: String,
+        /// The program's name in the object (`None`: its only program).
+        program: Option<String>,
+        /// Where it runs.
+        attach: Attach,
+    },
+}
+
+/// Where an eBPF filter runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Attach {
+    /// tc's clsact hook (ingress or egress), a classifier in
+    /// direct-action mode.
+    Tc,
+    /// XDP, at the port's ingress (driver mode on veth).
+    Xdp,
 }
 
 /// `[[capture]]`: a link's frames written to a pcapng file while the lab

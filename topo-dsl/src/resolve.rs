@@ -12,7 +12,8 @@ use crate::diag::{Diags, ScenarioErrors, choices_help};
 use crate::model::{Lab, RoutingConfig};
 use crate::plan;
 use crate::read::{
-    addressing, expect, externals, jobs, lab, links, metrics, mgmt, p4rt, routing, taps, timeline,
+    addressing, expect, externals, filters, jobs, lab, links, metrics, mgmt, p4rt, routing, taps,
+    timeline,
     topology, workloads,
 };
 
@@ -33,6 +34,7 @@ const TOP_KEYS: &[&str] = &[
     "metrics",
     "capture",
     "mirror",
+    "filter",
 ];
 
 /// The TOML of `text`, or its syntax errors.
@@ -197,6 +199,7 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
     let target = lab.as_ref().and_then(|l| l.target);
     let captures = taps::read_captures(d, section("capture"), fabric.as_ref(), target);
     let mirrors = taps::read_mirrors(d, section("mirror"), fabric.as_ref(), target);
+    let filters = filters::read(d, section("filter"), fabric.as_ref(), target);
     let p4rt = p4rt::read(
         d,
         section("p4rt"),
@@ -226,5 +229,6 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
         metrics: metrics?,
         captures,
         mirrors,
+        filters,
     })
 }

@@ -15,12 +15,14 @@
 //!   keys);
 //! - `timeline` uses `links` (help for link names) and `params`;
 //! - `taps` uses `links` and `timeline` (help for link and node names);
+//!   `filters` uses `timeline` (help for node names);
 //! - `jobs` uses `timeline` (help for node names); `workloads` uses `jobs`;
 //!   `expect` uses `links` (a link's rate as a reference).
 
 pub(crate) mod addressing;
 pub(crate) mod expect;
 pub(crate) mod externals;
+pub(crate) mod filters;
 pub(crate) mod jobs;
 pub(crate) mod lab;
 pub(crate) mod links;
