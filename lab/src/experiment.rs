@@ -342,6 +342,7 @@ fn spread_of(reports: &[RunReport]) -> Repeated {
             "collective" => &[Figure::Busbw, Figure::Time],
             "tcp" => &[Figure::Goodput, Figure::Fct],
             "udp" => &[Figure::Loss, Figure::Delay],
+            "flood" => &[Figure::Loss],
             _ => &[],
         };
         for &figure in figures {

@@ -312,6 +312,9 @@ pub struct LinkShow {
     pub scenario: LinkParams,
     /// Per-direction counters.
     pub directions: Vec<DirectionView>,
+    /// The filters at its ports.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub filters: Vec<crate::dataplane::netns::filters::FilterCounters>,
 }
 
 /// One direction of a link and its counters.
@@ -346,6 +349,20 @@ pub fn read_links(client: &mut api::Client, only: Option<&str>) -> Result<(f64, 
             Ok(LinkShow {
                 params: api::params_from_proto(&l.params.unwrap_or_default())?,
                 scenario: api::params_from_proto(&l.scenario.unwrap_or_default())?,
+                filters: l
+                    .filters
+                    .into_iter()
+                    .map(|f| crate::dataplane::netns::filters::FilterCounters {
+                        name: f.name,
+                        node: f.node,
+                        port: f.port,
+                        link: l.name.clone(),
+                        hook: f.hook,
+                        kind: f.kind,
+                        seen: f.seen,
+                        dropped: f.dropped,
+                    })
+                    .collect(),
                 link: l.name,
                 engine: l.engine,
                 why: l.engine_reason,

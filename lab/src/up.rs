@@ -150,6 +150,45 @@ fn check_capabilities(lab: &Lab) -> Result<()> {
     Ok(())
 }
 
+/// The eBPF objects of the scenario's filters (relative to the scenario
+/// file), by filter name; each must be a readable file.
+fn filter_objects(lab: &Lab, scenario: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let base = scenario.parent().unwrap_or(Path::new("."));
+    lab.filters
+        .iter()
+        .filter_map(|f| match &f.kind {
+            turbonet_topo::FilterKind::Ebpf { object, .. } => Some((f, base.join(object))),
+            turbonet_topo::FilterKind::Nft { .. } => None,
+        })
+        .map(|(f, path)| {
+            if path.is_file() {
+                Ok((f.name.clone(), path))
+            } else {
+                Err(Error::Invalid(format!(
+                    "{}: filter {}: no eBPF object {} (`ebpf` is relative to the scenario file)",
+                    scenario.display(),
+                    f.name,
+                    path.display()
+                )))
+            }
+        })
+        .collect()
+}
+
+/// Copies the filters' eBPF objects into the lab's directory, where the
+/// daemon loads them (also after a restart, whatever became of the files
+/// the scenario named).
+fn copy_filter_objects(dir: &LabDir, objects: &[(String, PathBuf)]) -> io::Result<()> {
+    for (name, path) in objects {
+        let to = crate::dataplane::netns::filters::object_path(dir, name);
+        if let Some(parent) = to.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        fs::copy(path, &to)?;
+    }
+    Ok(())
+}
+
 /// What `up` is asked to do.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -199,6 +238,7 @@ pub fn up(options: &Options, progress: &dyn Progress) -> Result<Up> {
         }));
     }
     check_capabilities(&lab)?;
+    let objects = filter_objects(&lab, &options.file)?;
     let total = Stopwatch::start();
     let neighbours =
         limits::neighbours_needed(lab.fabric.links.len() * 2 + lab.fabric.externals.len());
@@ -259,6 +299,7 @@ pub fn up(options: &Options, progress: &dyn Progress) -> Result<Up> {
     state.captures = lab.captures.iter().map(|c| base.join(&c.file)).collect();
     let saved = dir
         .save_scenario(&text)
+        .and_then(|()| copy_filter_objects(&dir, &objects))
         .and_then(|()| dir.save_hosts(&crate::hostnames::hosts_file(&lab)))
         .and_then(|()| dir.save(&state));
     if let Err(e) = saved {

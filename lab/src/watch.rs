@@ -177,6 +177,7 @@ mod tests {
             down,
             params: params.clone(),
             scenario: params,
+            filters: Vec::new(),
             directions: (0..2)
                 .map(|d| DirectionView {
                     from: if d == 0 { a } else { b }.to_owned(),

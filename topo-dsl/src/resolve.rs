@@ -13,8 +13,7 @@ use crate::model::{Lab, RoutingConfig};
 use crate::plan;
 use crate::read::{
     addressing, expect, externals, filters, jobs, lab, links, metrics, mgmt, p4rt, routing, taps,
-    timeline,
-    topology, workloads,
+    timeline, topology, workloads,
 };
 
 /// The sections of a scenario file.

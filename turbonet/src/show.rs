@@ -356,6 +356,34 @@ pub fn link_show(rows: &[LinkShow], as_json: bool) -> Result<()> {
             )
         );
     }
+    let filters: Vec<Vec<String>> = rows
+        .iter()
+        .flat_map(|r| &r.filters)
+        .map(|f| {
+            vec![
+                f.name.clone(),
+                f.link.clone(),
+                format!("{} {}", f.node, f.port),
+                f.hook.clone(),
+                f.kind.clone(),
+                count(f.seen as usize),
+                count(f.passed() as usize),
+                count(f.dropped as usize),
+            ]
+        })
+        .collect();
+    if !filters.is_empty() {
+        println!(
+            "{}",
+            table(
+                &[
+                    "filter", "link", "at", "hook", "kind", "seen", "passed", "dropped"
+                ],
+                filters,
+                &[5, 6, 7],
+            )
+        );
+    }
     let mut short = 0;
     for r in rows {
         for d in &r.directions {

@@ -43,6 +43,8 @@ struct Scrape {
     bgp: Option<BgpReport>,
     /// Events so far, by kind.
     events: BTreeMap<String, u64>,
+    /// The filters' counters.
+    filters: Vec<crate::dataplane::netns::filters::FilterCounters>,
 }
 
 #[derive(Debug)]
@@ -107,6 +109,7 @@ async fn scrape(shared: &Shared) -> Scrape {
         *events.entry(e.kind).or_insert(0) += 1;
     }
     Scrape {
+        filters: shared.filters.lock().map(|f| f.clone()).unwrap_or_default(),
         lab: lab.name.clone(),
         target: lab.target.to_string(),
         routing: lab.routing.mode.to_string(),
@@ -395,6 +398,32 @@ impl Collector for Scrape {
             )?;
         }
 
+        family(
+            &mut encoder,
+            "turbonet_filter_frames",
+            "Frames a filter (`[[filter]]`) passed and dropped, by verdict",
+            None,
+            self.filters
+                .iter()
+                .flat_map(|f| {
+                    [("passed", f.passed()), ("dropped", f.dropped)].map(|(verdict, n)| {
+                        (
+                            vec![
+                                lab(),
+                                ("filter", f.name.clone()),
+                                ("node", f.node.clone()),
+                                ("port", f.port.clone()),
+                                ("link", f.link.clone()),
+                                ("hook", f.hook.clone()),
+                                ("kind", f.kind.clone()),
+                                ("verdict", verdict.to_owned()),
+                            ],
+                            counter(n),
+                        )
+                    })
+                })
+                .collect(),
+        )?;
         family(
             &mut encoder,
             "turbonet_events",

@@ -150,6 +150,14 @@ pub fn supervise(lab_name: &str) -> Result<()> {
             if status.success() {
                 return Ok(());
             }
+            // Exit code 2: what the lab asks cannot be done (a filter the
+            // kernel refuses): starting again would only fail again.
+            if status.code() == Some(2) && restarts == 0 {
+                return Err(Error::Failed(format!(
+                    "the lab daemon could not start (its log: {})",
+                    dir.path().join("daemon.log").display()
+                )));
+            }
             // It died: say so in the lab's events, and start it again.
             use std::os::unix::process::ExitStatusExt;
             let how = status.signal().map_or_else(
@@ -284,6 +292,23 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
         }
         let describe = plane.describe();
         let tapper = plane.tapper();
+        // The scenario's filters: one that cannot attach fails the start
+        // (and `up`, which waits for it), saying why.
+        let filter_counters = Arc::new(Mutex::new(Vec::new()));
+        if lab.target == turbonet_topo::Target::Netns && !lab.filters.is_empty() {
+            let filters = crate::dataplane::netns::filters::Filters::attach(&lab, &dir)?;
+            events.write(
+                "daemon",
+                "filters",
+                &format!("{} filter(s) attached", lab.filters.len()),
+                Ok(()),
+            );
+            tokio::task::spawn_local(crate::dataplane::netns::filters::poll(
+                filters,
+                filter_counters.clone(),
+                events.clone(),
+            ));
+        }
         let writers = match &tapper {
             Some(tapper) => crate::dataplane::netns::tapping::start_scenario(
                 &lab,
@@ -395,6 +420,7 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
             bgp: agents.as_ref().map(|a| a.view()),
             workloads: workloads.clone(),
             tapper,
+            filters: filter_counters,
             pid: std::process::id(),
             restarts,
         };

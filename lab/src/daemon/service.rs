@@ -161,6 +161,7 @@ impl LabService for Shared {
             Some(self.link_name(&only)?)
         };
         let published = self.published.borrow().clone();
+        let filters = self.filters.lock().map(|f| f.clone()).unwrap_or_default();
         let counted = self.counters.lock().map(|c| c.clone()).unwrap_or_default();
         let counted_unix = counted.at_unix;
         let counted = counted.links;
@@ -204,6 +205,19 @@ impl LabService for Shared {
                     engine: carrier.name().to_owned(),
                     engine_reason: carrier.why().to_owned(),
                     directions,
+                    filters: filters
+                        .iter()
+                        .filter(|f| f.link == l.name)
+                        .map(|f| proto::FilterStatus {
+                            name: f.name.clone(),
+                            node: f.node.clone(),
+                            port: f.port.clone(),
+                            hook: f.hook.clone(),
+                            kind: f.kind.clone(),
+                            seen: f.seen,
+                            dropped: f.dropped,
+                        })
+                        .collect(),
                 }
             })
             .collect();

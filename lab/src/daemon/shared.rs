@@ -33,6 +33,8 @@ pub struct Shared {
     pub bgp: Option<Arc<BgpView>>,
     /// Starts captures and mirrors (`None`: the target cannot).
     pub tapper: Option<Arc<dyn crate::dataplane::plane::Tapping>>,
+    /// The filters' counters, read every second.
+    pub filters: Arc<Mutex<Vec<crate::dataplane::netns::filters::FilterCounters>>>,
     /// The lab's workloads.
     pub workloads: Arc<crate::workload::Workloads>,
     /// This daemon's pid, and how many daemons came before it.

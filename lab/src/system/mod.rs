@@ -8,6 +8,7 @@
 
 #![allow(unsafe_code)]
 
+pub mod ethtool;
 pub mod namespaces;
 pub mod process;
 

@@ -15,6 +15,7 @@
 
 pub mod collective;
 pub mod command;
+pub mod flood;
 pub mod flows;
 mod sockets;
 
@@ -105,6 +106,9 @@ pub struct FlowReport {
     /// UDP: 99th percentile one-way delay, seconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delay_p99: Option<f64>,
+    /// A flood: the network its source addresses were drawn from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spoofed: Option<String>,
     /// Bytes received in each [`SERIES_STEP`] since the workload started.
     pub series: Vec<u64>,
     /// It completed (all its bytes arrived, or its duration passed).
@@ -427,6 +431,7 @@ async fn run(cx: Context, at: f64) {
         K::Udp { .. } => flows::udp(&cx).await,
         K::Collective { .. } => collective::run(&cx).await,
         K::Exec { .. } => command::run(&cx).await,
+        K::Flood { .. } => flood::run(&cx).await,
     };
     let ended = cx.now();
     let error = result.err().map(|e| e.to_string());
@@ -487,7 +492,26 @@ pub fn headline(r: &Report) -> String {
             o.slowest_host
         ));
     }
-    if !r.flows.is_empty() {
+    if r.kind == "flood" {
+        let sent: u64 = r.flows.iter().filter_map(|f| f.sent).sum();
+        let received: u64 = r.flows.iter().filter_map(|f| f.received).sum();
+        let spoofed = r
+            .flows
+            .first()
+            .and_then(|f| f.spoofed.as_deref())
+            .map_or_else(String::new, |s| format!(" from {s}"));
+        lines.push(format!(
+            "{} host{} sent {sent} packets{spoofed} to {}: {received} got through ({:.1}%)",
+            r.flows.len(),
+            if r.flows.len() == 1 { "" } else { "s" },
+            r.flows.first().map_or("", |f| f.dst.as_str()),
+            if sent == 0 {
+                0.0
+            } else {
+                received as f64 * 100.0 / sent as f64
+            }
+        ));
+    } else if !r.flows.is_empty() {
         let n = r.flows.len() as f64;
         let done = r.flows.iter().filter(|f| f.done).count();
         let mean = r.flows.iter().map(|f| f.goodput).sum::<f64>() / n;

@@ -20,7 +20,7 @@ const BUFFER: usize = 4 << 20;
 
 /// Runs `f` in `host`'s namespace (on a thread of its own, off the
 /// runtime's threads).
-async fn in_host<T: Send + 'static>(
+pub(crate) async fn in_host<T: Send + 'static>(
     cx: &Context,
     host: NodeId,
     f: impl FnOnce() -> io::Result<T> + Send + 'static,

@@ -351,6 +351,45 @@ pub enum WorkloadKind {
         /// The program and its arguments.
         command: Vec<String>,
     },
+    /// Attack traffic: every rank floods `target` with packets whose source
+    /// addresses are drawn (seeded) from `spoof`, so source-address
+    /// validation can be measured.
+    Flood {
+        /// The host attacked (any host of the fabric).
+        target: NodeId,
+        /// UDP datagrams or TCP SYNs.
+        protocol: FloodProtocol,
+        /// Packets per second, per rank.
+        pps: u32,
+        /// How long each rank sends.
+        duration: Delay,
+        /// The source addresses (`None`: the rank's own).
+        spoof: Option<ipnet::Ipv4Net>,
+        /// The destination port.
+        port: u16,
+        /// UDP payload bytes.
+        size: u32,
+    },
+}
+
+/// What a flood sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FloodProtocol {
+    /// UDP datagrams.
+    Udp,
+    /// TCP SYNs (connection attempts never completed).
+    Syn,
+}
+
+impl FloodProtocol {
+    /// Its name in workload files.
+    pub fn name(self) -> &'static str {
+        match self {
+            FloodProtocol::Udp => "udp",
+            FloodProtocol::Syn => "syn",
+        }
+    }
 }
 
 impl WorkloadKind {
@@ -361,6 +400,7 @@ impl WorkloadKind {
             WorkloadKind::Udp { .. } => "udp",
             WorkloadKind::Collective { .. } => "collective",
             WorkloadKind::Exec { .. } => "exec",
+            WorkloadKind::Flood { .. } => "flood",
         }
     }
 }
@@ -452,7 +492,8 @@ impl Figure {
             Figure::Busbw | Figure::Algbw | Figure::Time => &["collective"],
             Figure::Goodput | Figure::Fct => &["tcp", "udp"],
             Figure::Retransmits => &["tcp"],
-            Figure::Loss | Figure::Delay => &["udp"],
+            Figure::Loss => &["udp", "flood"],
+            Figure::Delay => &["udp"],
             Figure::Exit => &["exec"],
         }
     }

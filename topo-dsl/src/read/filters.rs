@@ -7,7 +7,7 @@ use serde::Deserialize;
 use toml::Spanned;
 use toml::de::DeValue;
 
-use super::reader::{Keyword, Keys, array_items, fields_of, keyword, missing, read_table};
+use super::reader::{Keys, Keyword, array_items, fields_of, keyword, missing, read_table};
 use super::timeline::close_node_names;
 use crate::diag::{Diags, choices_help};
 use crate::model::{Attach, Fabric, Filter, FilterKind, Hook, Target};
@@ -72,9 +72,12 @@ pub(crate) fn read(
             continue;
         }
         if !names.insert(name.clone()) {
-            d.error(Some(name_span), format!("a filter named `{name}` exists already"))
-                .label("duplicate name")
-                .help("filter names are unique: rename this one");
+            d.error(
+                Some(name_span),
+                format!("a filter named `{name}` exists already"),
+            )
+            .label("duplicate name")
+            .help("filter names are unique: rename this one");
             continue;
         }
         let hook = match &f.hook {
@@ -93,9 +96,12 @@ pub(crate) fn read(
         };
         let kind = match (&f.nft, &f.ebpf) {
             (Some(_), Some(e)) => {
-                d.error(Some(e.span()), "a filter is an nftables chain or an eBPF program, not both")
-                    .label("second filter")
-                    .help("remove `nft` or `ebpf`; use two `[[filter]]` tables for both");
+                d.error(
+                    Some(e.span()),
+                    "a filter is an nftables chain or an eBPF program, not both",
+                )
+                .label("second filter")
+                .help("remove `nft` or `ebpf`; use two `[[filter]]` tables for both");
                 None
             }
             (None, None) => {
@@ -106,10 +112,17 @@ pub(crate) fn read(
             }
             (Some(rules), None) => {
                 if f.program.is_some() || f.attach.is_some() {
-                    let key = f.program.as_ref().or(f.attach.as_ref()).expect("one is set");
-                    d.error(Some(key.span()), "`program` and `attach` are keys of eBPF filters")
-                        .label("not for nftables")
-                        .help("remove it: an nftables filter is a chain at the port's hook");
+                    let key = f
+                        .program
+                        .as_ref()
+                        .or(f.attach.as_ref())
+                        .expect("one is set");
+                    d.error(
+                        Some(key.span()),
+                        "`program` and `attach` are keys of eBPF filters",
+                    )
+                    .label("not for nftables")
+                    .help("remove it: an nftables filter is a chain at the port's hook");
                     None
                 } else if rules.get_ref().trim().is_empty() {
                     d.error(Some(rules.span()), "empty `nft` rules")
@@ -170,9 +183,12 @@ pub(crate) fn read(
             continue;
         };
         let Some(node) = fabric.node_by_name(node_name.get_ref()) else {
-            d.error(Some(node_name.span()), format!("no node named `{}`", node_name.get_ref()))
-                .label("unknown node")
-                .help(close_node_names(node_name.get_ref(), fabric));
+            d.error(
+                Some(node_name.span()),
+                format!("no node named `{}`", node_name.get_ref()),
+            )
+            .label("unknown node")
+            .help(close_node_names(node_name.get_ref(), fabric));
             continue;
         };
         let ports: Vec<(&str, crate::model::LinkId)> = fabric
@@ -206,7 +222,9 @@ pub(crate) fn read(
         // counters: one per port.
         if matches!(kind, FilterKind::Ebpf { .. })
             && let Some(other) = out.iter().find(|o| {
-                o.node == node.id && o.port == *port_name.get_ref() && matches!(o.kind, FilterKind::Ebpf { .. })
+                o.node == node.id
+                    && o.port == *port_name.get_ref()
+                    && matches!(o.kind, FilterKind::Ebpf { .. })
             })
         {
             d.error(

@@ -106,7 +106,7 @@ pub(crate) fn read(
             count: s.raw.count,
             backup: s.raw.backup,
         };
-        if let Some(ranks) = ranks(d, &raw, fabric, s.span.clone(), WHAT) {
+        if let Some(ranks) = ranks(d, &raw, fabric, s.span.clone(), WHAT, 2) {
             jobs.push(Job {
                 name: name.get_ref().clone(),
                 ranks,
@@ -129,6 +129,7 @@ pub(crate) fn ranks(
     fabric: &Fabric,
     span: Range<usize>,
     what: &str,
+    min: usize,
 ) -> Option<Vec<Rank>> {
     let rail = raw.rail.as_ref().map_or(0, |r| *r.get_ref());
     let mut ok = true;
@@ -234,10 +235,14 @@ pub(crate) fn ranks(
     if !ok {
         return None;
     }
-    if hosts.len() < 2 {
+    if hosts.len() < min {
         d.error(
             Some(raw.hosts.as_ref().map_or(span, Spanned::span)),
-            format!("{what} needs at least 2 hosts, found {}", hosts.len()),
+            format!(
+                "{what} needs at least {min} host{}, found {}",
+                if min == 1 { "" } else { "s" },
+                hosts.len()
+            ),
         )
         .label("too few hosts")
         .help("list more hosts, or select a larger set");

@@ -63,6 +63,12 @@ struct RawWorkload {
     skew: Option<Spanned<f64>>,
     // exec
     command: Option<Spanned<Vec<String>>>,
+    // flood
+    target: Option<Spanned<String>>,
+    protocol: Option<Spanned<String>>,
+    pps: Option<Spanned<i64>>,
+    spoof: Option<Spanned<String>>,
+    port: Option<Spanned<i64>>,
 }
 
 const WHAT: &str = "`[[workload]]`";
@@ -120,6 +126,12 @@ const KINDS: &[(&str, &[&str])] = &[
         ],
     ),
     ("exec", &["command"]),
+    (
+        "flood",
+        &[
+            "target", "protocol", "pps", "spoof", "port", "size", "duration",
+        ],
+    ),
 ];
 
 /// Keys every kind takes.
@@ -275,7 +287,16 @@ fn read_one(
         },
         (None, Some(f)) => (
             name.clone(),
-            jobs::ranks(d, &inline, f, span.clone(), "a workload"),
+            // A flood may come from one host; everything else is between
+            // hosts.
+            jobs::ranks(
+                d,
+                &inline,
+                f,
+                span.clone(),
+                "a workload",
+                if kind == Some("flood") { 1 } else { 2 },
+            ),
         ),
         (_, None) => (None, None),
     };
@@ -283,6 +304,7 @@ fn read_one(
     let kind = match kind? {
         "tcp" | "udp" => flows(d, &w, kind?, ranks.as_deref(), fabric, &span),
         "collective" => collective(d, &w, ranks.as_ref().map(Vec::len), &span),
+        "flood" => flood(d, &w, fabric, &span),
         _ => match &w.command {
             Some(c) if c.get_ref().is_empty() => {
                 d.error(Some(c.span()), "`command` is empty")
@@ -670,6 +692,143 @@ fn on_off(d: &mut Diags<'_>, w: &RawWorkload) -> Option<Option<OnOff>> {
             }))
         }
     }
+}
+
+/// The keys of a `flood` workload.
+fn flood(
+    d: &mut Diags<'_>,
+    w: &RawWorkload,
+    fabric: Option<&Fabric>,
+    span: &Range<usize>,
+) -> Option<WorkloadKind> {
+    let protocol = match &w.protocol {
+        None => Some(FloodProtocol::Udp),
+        Some(p) => keyword(
+            d,
+            p.get_ref(),
+            p.span(),
+            &[("udp", FloodProtocol::Udp), ("syn", FloodProtocol::Syn)],
+            Keyword {
+                what: "flood protocol",
+                short: "protocol",
+                plural: "protocols",
+            },
+        ),
+    };
+    let pps = match &w.pps {
+        None => {
+            missing(d, span.clone(), "pps", WHAT)
+                .label("how fast?")
+                .help("add e.g. `pps = 10000`: packets per second from each host");
+            None
+        }
+        Some(p) => match u32::try_from(*p.get_ref()) {
+            Ok(n) if (1..=2_000_000).contains(&n) => Some(n),
+            _ => {
+                d.error(
+                    Some(p.span()),
+                    format!(
+                        "invalid `pps` {}: packets per second, 1 to 2000000",
+                        p.get_ref()
+                    ),
+                )
+                .label("out of range")
+                .help("e.g. `pps = 10000`");
+                None
+            }
+        },
+    };
+    let spoof = match &w.spoof {
+        None => Some(None),
+        Some(s) => match s.get_ref().trim().parse::<ipnet::Ipv4Net>() {
+            Ok(net) => Some(Some(net.trunc())),
+            Err(_) => {
+                d.error(Some(s.span()), format!("invalid `spoof` `{}`", s.get_ref()))
+                    .label("not a network")
+                    .help("the source addresses to forge, as a network, e.g. `spoof = \"10.200.0.0/16\"`");
+                None
+            }
+        },
+    };
+    let port = match &w.port {
+        None => Some(match protocol {
+            Some(FloodProtocol::Syn) => 80,
+            _ => 9,
+        }),
+        Some(p) => match u16::try_from(*p.get_ref()) {
+            Ok(n) if n > 0 => Some(n),
+            _ => {
+                d.error(Some(p.span()), format!("invalid `port` {}", p.get_ref()))
+                    .label("not a port")
+                    .help("a destination port, 1 to 65535");
+                None
+            }
+        },
+    };
+    let size = match (&w.size, protocol) {
+        (Some(s), Some(FloodProtocol::Syn)) => {
+            d.error(
+                Some(s.span()),
+                "a SYN flood sends no payload: `size` is for `protocol = \"udp\"`",
+            )
+            .label("not for SYNs")
+            .help("remove `size`");
+            None
+        }
+        (None, _) => Some(18),
+        (Some(_), _) => unit::<Bytes>(d, &w.size, "size").and_then(|b| match u32::try_from(b.0) {
+            Ok(n) if n <= 1472 => Some(n),
+            _ => {
+                d.error(
+                    w.size.as_ref().map(Spanned::span),
+                    "a flood's datagrams are at most 1472 bytes",
+                )
+                .label("too large")
+                .help("e.g. `size = 64`");
+                None
+            }
+        }),
+    };
+    let duration = match &w.duration {
+        None => Some(Delay(1_000_000_000)),
+        Some(_) => unit::<Delay>(d, &w.duration, "duration"),
+    };
+    let target = match (&w.target, fabric) {
+        (None, _) => {
+            missing(d, span.clone(), "target", WHAT)
+                .label("attacks whom?")
+                .help("add e.g. `target = \"h3-1-1\"`: the host the flood is sent to");
+            None
+        }
+        (Some(_), None) => None,
+        (Some(t), Some(f)) => match f.node_by_name(t.get_ref()) {
+            Some(n) if !n.role.is_switch() => Some(n.id),
+            Some(n) => {
+                d.error(
+                    Some(t.span()),
+                    format!("`{}` is a switch, not a host", n.name),
+                )
+                .label("a switch")
+                .help("floods target hosts");
+                None
+            }
+            None => {
+                d.error(Some(t.span()), format!("no host named `{}`", t.get_ref()))
+                    .label("unknown host")
+                    .help(super::timeline::close_node_names(t.get_ref(), f));
+                None
+            }
+        },
+    };
+    Some(WorkloadKind::Flood {
+        target: target?,
+        protocol: protocol?,
+        pps: pps?,
+        duration: duration?,
+        spoof: spoof?,
+        port: port?,
+        size: size?,
+    })
 }
 
 /// The keys of a `collective` workload over `ranks` ranks.

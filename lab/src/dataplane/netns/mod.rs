@@ -12,6 +12,7 @@
 pub mod engine;
 pub mod externals;
 pub mod fibwatch;
+pub mod filters;
 pub mod mirrors;
 mod notes;
 mod plane;
