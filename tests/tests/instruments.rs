@@ -778,3 +778,148 @@ fn a_mirror_delivers_copies_to_a_host_where_tcpdump_sees_them() {
             .all(|f| echo_request_id(f).is_some() && f.len() == 98)
     );
 }
+
+/// The bundled source-address validation program, compiled for fat-tree
+/// k=4's first edge switch (its hosts are 10.128.0.0/29) into `dir`.
+fn compile_sav(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    let triple = std::process::Command::new("gcc")
+        .arg("-dumpmachine")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())?;
+    let object = dir.join("sav.o");
+    let out = std::process::Command::new("clang")
+        .args(["-O2", "-g", "-target", "bpf"])
+        .arg(format!("-I/usr/include/{triple}"))
+        .args([
+            "-DALLOWED_NET=0x0a800000",
+            "-DALLOWED_MASK=0xfffffff8",
+            "-c",
+        ])
+        .arg(workspace().join("examples/sav/sav.c"))
+        .arg("-o")
+        .arg(&object)
+        .output()
+        .ok()?;
+    assert!(out.status.success(), "clang: {}", text(&out));
+    Some(object)
+}
+
+/// An nftables filter and an eBPF filter at an edge switch's host ports
+/// drop what a spoofed-source flood sends through them, pass what an
+/// honest one sends, and count both.
+#[test]
+fn an_nftables_and_an_ebpf_filter_drop_spoofed_traffic_at_an_edge_port_and_count_it() {
+    require_root!();
+    let scratch = Scratch::new("filters");
+    let Some(object) = compile_sav(&scratch.0) else {
+        turbonet_tests::skip("clang is missing; run scripts/setup as root");
+        return;
+    };
+    let lab = turbonet_tests::up_bundled(
+        "if",
+        "fat-tree-k4.toml",
+        &format!(
+            r#"
+[[filter]]
+name = "sav-nft"
+node = "edge0-0"
+port = "h0-0-0"
+nft = "ip saddr != 10.128.0.2 drop"
+
+[[filter]]
+name = "sav-ebpf"
+node = "edge0-0"
+port = "h0-0-1"
+ebpf = "{}"
+"#,
+            object.display()
+        ),
+    );
+    let lab = lab.0.as_str();
+    let attack = scratch.0.join("attack.toml");
+    let flood = |name: &str, host: &str, extra: &str| {
+        format!(
+            "[[workload]]\nname = \"{name}\"\nkind = \"flood\"\nhosts = [\"{host}\"]\n\
+             target = \"h3-1-1\"\npps = 2000\nduration = \"1s\"\n{extra}\n"
+        )
+    };
+    std::fs::write(
+        &attack,
+        flood("spoof-a", "h0-0-0", "spoof = \"10.200.0.0/16\"")
+            + &flood(
+                "spoof-b",
+                "h0-0-1",
+                "spoof = \"10.200.0.0/16\"\nprotocol = \"syn\"",
+            )
+            + &flood("honest", "h0-0-1", ""),
+    )
+    .unwrap();
+    let out = run(&["workload", "start", attack.to_str().unwrap(), "--lab", lab]);
+    assert!(out.status.success(), "{}", text(&out));
+    let reports = || json(&["workload", "show", "--json", "--lab", lab]);
+    assert!(
+        wait_until(Duration::from_secs(30), || reports()
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["state"] == "done")),
+        "{}",
+        reports()
+    );
+    let flow = |name: &str| -> (u64, u64) {
+        let all = reports();
+        let r = all
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap();
+        let f = &r["flows"][0];
+        (f["sent"].as_u64().unwrap(), f["received"].as_u64().unwrap())
+    };
+    let (a_sent, a_got) = flow("spoof-a");
+    let (b_sent, b_got) = flow("spoof-b");
+    let (h_sent, h_got) = flow("honest");
+    assert!(
+        a_sent > 1000 && b_sent > 1000 && h_sent > 1000,
+        "{a_sent} {b_sent} {h_sent}"
+    );
+    assert_eq!((a_got, b_got), (0, 0), "spoofed packets got through");
+    assert_eq!(h_got, h_sent, "honest packets were dropped");
+    // The counters are read every second.
+    let filters = || -> BTreeMap<String, (u64, u64)> {
+        json(&["link", "show", "--json", "--lab", lab])
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|l| l["filters"].as_array().cloned().unwrap_or_default())
+            .map(|f| {
+                (
+                    f["name"].as_str().unwrap().to_owned(),
+                    (f["seen"].as_u64().unwrap(), f["dropped"].as_u64().unwrap()),
+                )
+            })
+            .collect()
+    };
+    let counted = wait_until(Duration::from_secs(5), || {
+        let f = filters();
+        f.get("sav-nft").is_some_and(|c| c.1 == a_sent)
+            && f.get("sav-ebpf")
+                .is_some_and(|c| c.1 == b_sent && c.0 >= b_sent + h_sent)
+    });
+    assert!(
+        counted,
+        "{:?} (sent {a_sent} and {b_sent} spoofed, {h_sent} honest)",
+        filters()
+    );
+    let events = events(lab);
+    for name in ["sav-nft", "sav-ebpf"] {
+        assert!(
+            events
+                .iter()
+                .any(|e| e["kind"] == "drops-begin" && e["cause"] == format!("filter {name}")),
+            "no drop event of {name}"
+        );
+    }
+}

@@ -6,8 +6,10 @@
 //! through, and the fraction lost, which with filters at the edge is what
 //! source-address validation stopped.
 //!
-//! A rank's packets all leave from source port `FIRST_PORT + rank`, so the
-//! target knows whose they are whatever their source address.
+//! A rank's packets all leave from source port `FIRST_PORT + rank` and
+//! carry the workload's tag (the first four bytes of a datagram's payload,
+//! a SYN's sequence number), so the target knows whose they are whatever
+//! their source address, and floods running at once are told apart.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
@@ -33,10 +35,9 @@ fn packet(
     protocol: FloodProtocol,
     src: Ipv4Addr,
     dst: Ipv4Addr,
-    sport: u16,
-    dport: u16,
+    (sport, dport): (u16, u16),
     size: u32,
-    rng: &mut ChaCha8Rng,
+    tag: u32,
 ) -> Vec<u8> {
     let l4 = match protocol {
         FloodProtocol::Udp => 8 + size as usize,
@@ -58,9 +59,12 @@ fn packet(
         FloodProtocol::Udp => {
             p[24..26].copy_from_slice(&(l4 as u16).to_be_bytes());
             // Checksum 0: none (RFC 768), as a flood tool would send.
+            if size >= 4 {
+                p[28..32].copy_from_slice(&tag.to_be_bytes());
+            }
         }
         FloodProtocol::Syn => {
-            p[24..28].copy_from_slice(&rng.next_u32().to_be_bytes());
+            p[24..28].copy_from_slice(&tag.to_be_bytes());
             p[32] = 5 << 4;
             p[33] = 0x02;
             p[34..36].copy_from_slice(&64_240u16.to_be_bytes());
@@ -119,6 +123,7 @@ pub(crate) async fn run(cx: &Context) -> Result<()> {
         )));
     }
     let target_name = fabric.node(target).name.clone();
+    let tag = (cx.workload.seed >> 32) as u32 ^ cx.workload.seed as u32;
     cx.update(|r| {
         r.flows = cx
             .workload
@@ -171,10 +176,17 @@ pub(crate) async fn run(cx: &Context) -> Result<()> {
             if dport != port || sport < FIRST_PORT {
                 continue;
             }
-            let syn_only = protocol != FloodProtocol::Syn
-                || p.get(header + 13).is_some_and(|f| f & 0x12 == 0x02);
+            let ours = match protocol {
+                FloodProtocol::Udp => {
+                    p.get(header + 8..header + 12) == Some(&tag.to_be_bytes()[..])
+                }
+                FloodProtocol::Syn => {
+                    p.get(header + 4..header + 8) == Some(&tag.to_be_bytes()[..])
+                        && p.get(header + 13).is_some_and(|f| f & 0x12 == 0x02)
+                }
+            };
             if let Some(c) = got.get_mut(usize::from(sport - FIRST_PORT))
-                && syn_only
+                && ours
             {
                 *c += 1;
             }
@@ -212,15 +224,7 @@ pub(crate) async fn run(cx: &Context) -> Result<()> {
                 let mut burst = 0;
                 while due <= now && due < end && burst < BURST {
                     let src = source(spoof, own, &mut rng);
-                    let p = packet(
-                        protocol,
-                        src,
-                        dst,
-                        FIRST_PORT + i as u16,
-                        port,
-                        size,
-                        &mut rng,
-                    );
+                    let p = packet(protocol, src, dst, (FIRST_PORT + i as u16, port), size, tag);
                     match socket.send_to(&p, &to) {
                         Ok(_) => sent += 1,
                         Err(_) => failed += 1,
@@ -289,7 +293,7 @@ mod tests {
         let mut rng = ChaCha8Rng::from_seed([7; 32]);
         let src: Ipv4Addr = "10.200.1.2".parse().unwrap();
         let dst: Ipv4Addr = "10.128.0.3".parse().unwrap();
-        let p = packet(FloodProtocol::Syn, src, dst, 40_001, 80, 0, &mut rng);
+        let p = packet(FloodProtocol::Syn, src, dst, (40_001, 80), 0, 7);
         assert_eq!(p.len(), 40);
         assert_eq!(p[33], 0x02);
         // The pseudo-header and segment sum to 0xffff with the checksum in.
@@ -304,7 +308,10 @@ mod tests {
             assert!(net.contains(&source(Some(net), dst, &mut rng)));
         }
         assert_eq!(source(None, dst, &mut rng), dst);
-        let udp = packet(FloodProtocol::Udp, src, dst, 40_000, 9, 18, &mut rng);
-        assert_eq!((udp.len(), udp[9]), (20 + 8 + 18, 17));
+        let udp = packet(FloodProtocol::Udp, src, dst, (40_000, 9), 18, 7);
+        assert_eq!(
+            (udp.len(), udp[9], &udp[28..32]),
+            (20 + 8 + 18, 17, &7u32.to_be_bytes()[..])
+        );
     }
 }

@@ -777,14 +777,14 @@ fn flood(
         }
         (None, _) => Some(18),
         (Some(_), _) => unit::<Bytes>(d, &w.size, "size").and_then(|b| match u32::try_from(b.0) {
-            Ok(n) if n <= 1472 => Some(n),
+            Ok(n) if (4..=1472).contains(&n) => Some(n),
             _ => {
                 d.error(
                     w.size.as_ref().map(Spanned::span),
-                    "a flood's datagrams are at most 1472 bytes",
+                    "a flood's datagrams carry 4 to 1472 bytes",
                 )
-                .label("too large")
-                .help("e.g. `size = 64`");
+                .label("out of range")
+                .help("e.g. `size = 64` (the first 4 bytes tell the target whose it is)");
                 None
             }
         }),
