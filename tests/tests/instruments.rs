@@ -923,3 +923,54 @@ ebpf = "{}"
         );
     }
 }
+
+/// The bundled monitor (examples/monitor), scored against the lab's
+/// ground truth, finds the failure its lab injects and the restore, each
+/// within a second.
+#[test]
+fn the_bundled_monitor_finds_the_injected_failure_scored_against_ground_truth() {
+    require_root!();
+    if !std::path::Path::new(VENV_PYTHON).exists() {
+        turbonet_tests::skip(&format!(
+            "{VENV_PYTHON} is missing; run scripts/setup as root to create the venv"
+        ));
+        return;
+    }
+    let port = free_port();
+    let lab = unique_lab("im");
+    let scenario = std::fs::read_to_string(workspace().join("examples/monitor/lab.toml"))
+        .unwrap()
+        .replace("name = \"mon\"", &format!("name = \"{lab}\""))
+        .replace("port = 9465", &format!("port = {port}"));
+    let file = turbonet_tests::write_scenario(&lab, &scenario);
+    let guard = LabGuard(lab.clone());
+    let out = run(&["up", "--quiet", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let bin = turbonet_tests::binary();
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new(VENV_PYTHON)
+        .arg(workspace().join("examples/monitor/monitor.py"))
+        .args(["--lab", &lab, "--seconds", "10", "--metrics"])
+        .arg(format!("http://127.0.0.1:{port}/metrics"))
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let score: Value = serde_json::from_str(printed.lines().last().unwrap()).unwrap();
+    assert_eq!(score["truth"], 2, "{printed}");
+    assert_eq!(score["recall"], 1.0, "{printed}");
+    assert!(
+        score["delays"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d.as_f64().unwrap() < 1.5),
+        "{printed}"
+    );
+    drop(guard);
+}

@@ -650,8 +650,13 @@ pub struct BenchArgs {
     /// AllReduce bus bandwidth beside its ceiling and Open MPI's ring.
     #[arg(long)]
     pub workloads: bool,
-    /// With --soft: frames per path.
-    #[arg(long, default_value_t = 1_000_000, requires = "soft")]
+    /// Measure the instruments instead: what counter reads, a capture and
+    /// a mirror cost the link engine's forwarding rate, the capture rate
+    /// sustained without loss, and route-change event latency.
+    #[arg(long)]
+    pub instruments: bool,
+    /// With --soft or --instruments: frames per measurement.
+    #[arg(long, default_value_t = 1_000_000)]
     pub frames: u64,
 }
 

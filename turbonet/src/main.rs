@@ -390,6 +390,10 @@ fn run(command: Command) -> Result<ExitCode> {
                 }
             } else if args.workloads {
                 bench::Bench::Workloads
+            } else if args.instruments {
+                bench::Bench::Instruments {
+                    frames: args.frames,
+                }
             } else {
                 bench::Bench::Up {
                     files: args.files,

@@ -319,9 +319,15 @@ impl Client {
     /// Every event so far, handed to `each` in order; with `follow`, then
     /// every new one as it happens, until `each` says stop (`false`) or
     /// the daemon goes away.
-    pub fn events(
+    pub fn events(&mut self, follow: bool, each: impl FnMut(LoggedEvent) -> bool) -> Result<()> {
+        self.events_until(follow, None, each)
+    }
+
+    /// [`Client::events`], stopping at `until` too.
+    pub fn events_until(
         &mut self,
         follow: bool,
+        until: Option<std::time::Instant>,
         mut each: impl FnMut(LoggedEvent) -> bool,
     ) -> Result<()> {
         let mut rpc = self.rpc.clone();
@@ -330,13 +336,26 @@ impl Client {
                 .events(proto::EventsRequest { follow })
                 .await?
                 .into_inner();
-            while let Some(e) = stream.message().await? {
-                let event = super::event_from_proto(e);
-                if !each(event) {
-                    break;
+            let deadline = async {
+                match until {
+                    Some(t) => tokio::time::sleep_until(t.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::pin!(deadline);
+            loop {
+                tokio::select! {
+                    message = stream.message() => match message? {
+                        Some(e) => {
+                            if !each(super::event_from_proto(e)) {
+                                return Ok(());
+                            }
+                        }
+                        None => return Ok(()),
+                    },
+                    () = &mut deadline => return Ok(()),
                 }
             }
-            Ok(())
         })
     }
 }

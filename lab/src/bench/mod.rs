@@ -15,6 +15,7 @@ use crate::up::{self, Progress};
 
 pub mod bgp;
 pub mod engine;
+pub mod instruments;
 pub mod soft;
 pub mod workloads;
 
@@ -51,6 +52,12 @@ pub enum Bench {
     },
     /// The traffic generator and collectives beside iperf3 and Open MPI.
     Workloads,
+    /// What captures, mirrors and counter reads cost the link engine, the
+    /// capture rate, and the latency of route-change events.
+    Instruments {
+        /// Frames per forwarding-rate measurement.
+        frames: u64,
+    },
     /// The soft switch's forwarding rate beside the netns target.
     Soft {
         /// Frames per path.
@@ -236,6 +243,7 @@ pub fn bench(which: &Bench, progress: &dyn Progress) -> Result<Report> {
         Bench::Bgp { density, agents } => return bgp::bench(*density, agents, progress),
         Bench::Soft { frames } => return soft::bench(*frames, progress),
         Bench::Workloads => return workloads::bench(progress),
+        Bench::Instruments { frames } => return instruments::bench(*frames, progress),
         Bench::Up { files, runs, check } => (files, *runs, *check),
     };
     let mut out = Report::default();
