@@ -40,4 +40,23 @@ int sav(struct __sk_buff *skb)
 	return TC_ACT_OK;
 }
 
+
+
+/* The same check at XDP, before the kernel builds a packet buffer:
+ * XDP_DROP or XDP_PASS. */
+SEC("xdp")
+int sav_xdp(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+
+	if ((void *)(ip + 1) > end || eth->h_proto != __builtin_bswap16(ETH_P_IP))
+		return XDP_PASS;
+	if ((__builtin_bswap32(ip->saddr) & ALLOWED_MASK) != ALLOWED_NET)
+		return XDP_DROP;
+	return XDP_PASS;
+}
+
 char _license[] SEC("license") = "GPL";

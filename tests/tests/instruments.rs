@@ -723,17 +723,24 @@ fn a_capture_of_a_lossy_link_is_what_the_receiver_got_and_the_drops_annotated() 
 }
 
 /// A mirror copies a link's frames, live, to a port of another node,
-/// where tcpdump sees them (truncated when asked).
+/// where tcpdump sees them (truncated when asked); a `[[capture]]` of the
+/// lossy link, written while the lab runs, holds what both ends got and
+/// what the link dropped.
 #[test]
 fn a_mirror_delivers_copies_to_a_host_where_tcpdump_sees_them() {
     require_root!();
-    let lab = tapped_lab(
-        "ir",
-        "[[mirror]]\nlink = \"h1--s1\"\nto = \"mon\"\ntruncate = 64\n\
-         [[mirror]]\nlink = \"h2--s1\"\ndirection = \"b-a\"\nto = \"mon\"\nport = \"span1\"\n",
-    );
-    let lab = lab.0.as_str();
     let scratch = Scratch::new("mirror");
+    let captured = scratch.0.join("h2.pcapng");
+    let guard = tapped_lab(
+        "ir",
+        &format!(
+            "[[mirror]]\nlink = \"h1--s1\"\nto = \"mon\"\ntruncate = 64\n\
+             [[mirror]]\nlink = \"h2--s1\"\ndirection = \"b-a\"\nto = \"mon\"\nport = \"span1\"\n\
+             [[capture]]\nlink = \"h2--s1\"\nfile = \"{}\"\n",
+            captured.display()
+        ),
+    );
+    let lab = guard.0.as_str();
     let all = scratch.0.join("mirror0.pcap");
     let to_h2 = scratch.0.join("span1.pcap");
     let mut m0 = tcpdump(lab, "mon", &["-i", "mirror0", "icmp"], &all);
@@ -777,25 +784,46 @@ fn a_mirror_delivers_copies_to_a_host_where_tcpdump_sees_them() {
             .iter()
             .all(|f| echo_request_id(f).is_some() && f.len() == 98)
     );
+    // The lab's capture file is complete once the lab is down.
+    let out = run(&["down", lab]);
+    assert!(out.status.success(), "{}", text(&out));
+    let frames = read_pcapng(&captured);
+    let requests_delivered = frames
+        .iter()
+        .filter(|f| f.interface == 1 && f.comment.is_none() && echo_request_id(&f.data).is_some())
+        .count();
+    let dropped = frames
+        .iter()
+        .filter(|f| f.comment.as_deref() == Some("dropped: loss"))
+        .count();
+    assert_eq!(
+        requests_delivered,
+        delivered.len(),
+        "the file and the mirror agree"
+    );
+    assert!(
+        dropped > 0,
+        "20% loss over {} frames dropped none",
+        frames.len()
+    );
+    assert!(frames.iter().any(|f| f.interface == 0), "both directions");
 }
 
-/// The bundled source-address validation program, compiled for fat-tree
-/// k=4's first edge switch (its hosts are 10.128.0.0/29) into `dir`.
-fn compile_sav(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+/// The bundled source-address validation program, compiled into `dir` as
+/// `name` for an edge switch of fat-tree k=4 whose hosts are `net` (a
+/// /29, as `0x0a800000`).
+fn compile_sav(dir: &std::path::Path, name: &str, net: &str) -> Option<std::path::PathBuf> {
     let triple = std::process::Command::new("gcc")
         .arg("-dumpmachine")
         .output()
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())?;
-    let object = dir.join("sav.o");
+    let object = dir.join(name);
     let out = std::process::Command::new("clang")
         .args(["-O2", "-g", "-target", "bpf"])
         .arg(format!("-I/usr/include/{triple}"))
-        .args([
-            "-DALLOWED_NET=0x0a800000",
-            "-DALLOWED_MASK=0xfffffff8",
-            "-c",
-        ])
+        .arg(format!("-DALLOWED_NET={net}"))
+        .args(["-DALLOWED_MASK=0xfffffff8", "-c"])
         .arg(workspace().join("examples/sav/sav.c"))
         .arg("-o")
         .arg(&object)
@@ -805,14 +833,18 @@ fn compile_sav(dir: &std::path::Path) -> Option<std::path::PathBuf> {
     Some(object)
 }
 
-/// An nftables filter and an eBPF filter at an edge switch's host ports
-/// drop what a spoofed-source flood sends through them, pass what an
-/// honest one sends, and count both.
+/// An nftables filter, an eBPF tc filter and an eBPF XDP filter at edge
+/// switches' host ports drop what a spoofed-source flood sends through
+/// them, pass what an honest one sends, and count both.
 #[test]
 fn an_nftables_and_an_ebpf_filter_drop_spoofed_traffic_at_an_edge_port_and_count_it() {
     require_root!();
     let scratch = Scratch::new("filters");
-    let Some(object) = compile_sav(&scratch.0) else {
+    // edge0-0's hosts are 10.128.0.0/29, edge0-1's 10.128.0.8/29.
+    let (Some(object), Some(other)) = (
+        compile_sav(&scratch.0, "sav.o", "0x0a800000"),
+        compile_sav(&scratch.0, "sav-b.o", "0x0a800008"),
+    ) else {
         turbonet_tests::skip("clang is missing; run scripts/setup as root");
         return;
     };
@@ -832,8 +864,18 @@ name = "sav-ebpf"
 node = "edge0-0"
 port = "h0-0-1"
 ebpf = "{}"
+program = "sav"
+
+[[filter]]
+name = "sav-xdp"
+node = "edge0-1"
+port = "h0-1-0"
+ebpf = "{}"
+program = "sav_xdp"
+attach = "xdp"
 "#,
-            object.display()
+            object.display(),
+            other.display()
         ),
     );
     let lab = lab.0.as_str();
@@ -852,7 +894,9 @@ ebpf = "{}"
                 "h0-0-1",
                 "spoof = \"10.200.0.0/16\"\nprotocol = \"syn\"",
             )
-            + &flood("honest", "h0-0-1", ""),
+            + &flood("spoof-c", "h0-1-0", "spoof = \"10.200.0.0/16\"")
+            + &flood("honest", "h0-0-1", "")
+            + &flood("honest-b", "h0-1-0", ""),
     )
     .unwrap();
     let out = run(&["workload", "start", attack.to_str().unwrap(), "--lab", lab]);
@@ -880,13 +924,25 @@ ebpf = "{}"
     };
     let (a_sent, a_got) = flow("spoof-a");
     let (b_sent, b_got) = flow("spoof-b");
+    let (c_sent, c_got) = flow("spoof-c");
     let (h_sent, h_got) = flow("honest");
+    let (hb_sent, hb_got) = flow("honest-b");
     assert!(
-        a_sent > 1000 && b_sent > 1000 && h_sent > 1000,
-        "{a_sent} {b_sent} {h_sent}"
+        [a_sent, b_sent, c_sent, h_sent, hb_sent]
+            .iter()
+            .all(|&n| n > 1000),
+        "{a_sent} {b_sent} {c_sent} {h_sent} {hb_sent}"
     );
-    assert_eq!((a_got, b_got), (0, 0), "spoofed packets got through");
-    assert_eq!(h_got, h_sent, "honest packets were dropped");
+    assert_eq!(
+        (a_got, b_got, c_got),
+        (0, 0, 0),
+        "spoofed packets got through"
+    );
+    assert_eq!(
+        (h_got, hb_got),
+        (h_sent, hb_sent),
+        "honest packets were dropped"
+    );
     // The counters are read every second.
     let filters = || -> BTreeMap<String, (u64, u64)> {
         json(&["link", "show", "--json", "--lab", lab])
@@ -907,6 +963,8 @@ ebpf = "{}"
         f.get("sav-nft").is_some_and(|c| c.1 == a_sent)
             && f.get("sav-ebpf")
                 .is_some_and(|c| c.1 == b_sent && c.0 >= b_sent + h_sent)
+            && f.get("sav-xdp")
+                .is_some_and(|c| c.1 == c_sent && c.0 >= c_sent + hb_sent)
     });
     assert!(
         counted,
@@ -914,7 +972,7 @@ ebpf = "{}"
         filters()
     );
     let events = events(lab);
-    for name in ["sav-nft", "sav-ebpf"] {
+    for name in ["sav-nft", "sav-ebpf", "sav-xdp"] {
         assert!(
             events
                 .iter()
