@@ -468,15 +468,19 @@ struct Frame {
     comment: Option<String>,
 }
 
-/// Every frame of a pcapng file.
+/// Every whole frame of a pcapng file.
 fn read_pcapng(path: &std::path::Path) -> Vec<Frame> {
     use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketOption;
     use pcap_file::pcapng::{Block, PcapNgReader};
     let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut reader = PcapNgReader::new(file).unwrap();
+    // A file still being written ends in a partial block, or is empty:
+    // what is whole so far.
+    let Ok(mut reader) = PcapNgReader::new(file) else {
+        return Vec::new();
+    };
     let mut frames = Vec::new();
-    while let Some(block) = reader.next_block() {
-        if let Block::EnhancedPacket(epb) = block.unwrap() {
+    while let Some(Ok(block)) = reader.next_block() {
+        if let Block::EnhancedPacket(epb) = block {
             frames.push(Frame {
                 interface: epb.interface_id,
                 data: epb.data.to_vec(),
@@ -490,13 +494,15 @@ fn read_pcapng(path: &std::path::Path) -> Vec<Frame> {
     frames
 }
 
-/// Every frame of a pcap file (tcpdump's `-w`).
+/// Every whole frame of a pcap file (tcpdump's `-w`).
 fn read_pcap(path: &std::path::Path) -> Vec<Vec<u8>> {
     let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut reader = pcap_file::pcap::PcapReader::new(file).unwrap();
+    let Ok(mut reader) = pcap_file::pcap::PcapReader::new(file) else {
+        return Vec::new();
+    };
     let mut frames = Vec::new();
-    while let Some(packet) = reader.next_packet() {
-        frames.push(packet.unwrap().data.to_vec());
+    while let Some(Ok(packet)) = reader.next_packet() {
+        frames.push(packet.data.to_vec());
     }
     frames
 }

@@ -143,32 +143,12 @@ impl Client {
         &mut self,
         request: proto::CaptureRequest,
         until: Option<std::time::Instant>,
-        mut each: impl FnMut(proto::CapturedFrame) -> Result<bool>,
+        each: impl FnMut(proto::CapturedFrame) -> Result<bool>,
     ) -> Result<bool> {
         let mut rpc = self.rpc.clone();
         self.runtime.block_on(async move {
-            let mut stream = rpc.capture(request).await?.into_inner();
-            let deadline = async {
-                match until {
-                    Some(t) => tokio::time::sleep_until(t.into()).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::pin!(deadline);
-            loop {
-                tokio::select! {
-                    message = stream.message() => match message? {
-                        Some(frame) => {
-                            if !each(frame)? {
-                                return Ok(false);
-                            }
-                        }
-                        None => return Ok(false),
-                    },
-                    () = &mut deadline => return Ok(false),
-                    _ = tokio::signal::ctrl_c() => return Ok(true),
-                }
-            }
+            let stream = rpc.capture(request).await?.into_inner();
+            drain(stream, until, true, each).await
         })
     }
 
@@ -332,30 +312,54 @@ impl Client {
     ) -> Result<()> {
         let mut rpc = self.rpc.clone();
         self.runtime.block_on(async move {
-            let mut stream = rpc
+            let stream = rpc
                 .events(proto::EventsRequest { follow })
                 .await?
                 .into_inner();
-            let deadline = async {
-                match until {
-                    Some(t) => tokio::time::sleep_until(t.into()).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::pin!(deadline);
-            loop {
-                tokio::select! {
-                    message = stream.message() => match message? {
-                        Some(e) => {
-                            if !each(super::event_from_proto(e)) {
-                                return Ok(());
-                            }
-                        }
-                        None => return Ok(()),
-                    },
-                    () = &mut deadline => return Ok(()),
-                }
-            }
+            drain(stream, until, false, |e| {
+                Ok(each(super::event_from_proto(e)))
+            })
+            .await
+            .map(drop)
         })
+    }
+}
+
+/// Hands every message of `stream` to `each` until it says stop (`false`),
+/// the stream ends, `until` passes, or (if `interruptible`) Ctrl-C; true
+/// when it ended on Ctrl-C.
+async fn drain<T>(
+    mut stream: tonic::Streaming<T>,
+    until: Option<std::time::Instant>,
+    interruptible: bool,
+    mut each: impl FnMut(T) -> Result<bool>,
+) -> Result<bool> {
+    let deadline = async {
+        match until {
+            Some(t) => tokio::time::sleep_until(t.into()).await,
+            None => std::future::pending().await,
+        }
+    };
+    let interrupted = async {
+        if interruptible {
+            let _ = tokio::signal::ctrl_c().await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::pin!(deadline, interrupted);
+    loop {
+        tokio::select! {
+            message = stream.message() => match message? {
+                Some(m) => {
+                    if !each(m)? {
+                        return Ok(false);
+                    }
+                }
+                None => return Ok(false),
+            },
+            () = &mut deadline => return Ok(false),
+            () = &mut interrupted => return Ok(true),
+        }
     }
 }

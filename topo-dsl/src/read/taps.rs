@@ -34,6 +34,82 @@ struct RawMirror {
     truncate: Option<Spanned<i64>>,
 }
 
+/// What every tap's table names: a link and its directions.
+trait TapKeys: serde::de::DeserializeOwned {
+    fn link(&self) -> Option<&Spanned<String>>;
+    fn direction(&self) -> Option<&Spanned<String>>;
+}
+
+impl TapKeys for RawCapture {
+    fn link(&self) -> Option<&Spanned<String>> {
+        self.link.as_ref()
+    }
+    fn direction(&self) -> Option<&Spanned<String>> {
+        self.direction.as_ref()
+    }
+}
+
+impl TapKeys for RawMirror {
+    fn link(&self) -> Option<&Spanned<String>> {
+        self.link.as_ref()
+    }
+    fn direction(&self) -> Option<&Spanned<String>> {
+        self.direction.as_ref()
+    }
+}
+
+/// A tap's table read up to its link and directions (`None`: invalid,
+/// reported, or the fabric is not known).
+struct Tapped<'f, T> {
+    raw: T,
+    span: Range<usize>,
+    link: &'f Link,
+    directions: [bool; 2],
+}
+
+/// Reads every table of `[[NAME]]` (`v`) up to its link and directions.
+fn tap_tables<'f, T: TapKeys>(
+    d: &mut Diags<'_>,
+    v: Option<&Spanned<DeValue<'_>>>,
+    fabric: Option<&'f Fabric>,
+    target: Option<Target>,
+    name: &str,
+) -> Vec<(Tapped<'f, T>, &'f Fabric)> {
+    let what = format!("`[[{name}]]`");
+    let Some(v) = v else {
+        return Vec::new();
+    };
+    let Some(items) = array_items(d, v, &format!("`{name}`"), &format!("[[{name}]]")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for item in items {
+        let Some(s) = read_table::<T>(d, item, &what, Keys::new(fields_of::<T>())) else {
+            continue;
+        };
+        if !on_netns(d, target, s.span.clone(), &what) {
+            continue;
+        }
+        let Some(fabric) = fabric else { continue };
+        let Some(link) = link(d, s.raw.link(), fabric, s.span.clone(), &what) else {
+            continue;
+        };
+        let Some(directions) = directions(d, s.raw.direction(), link, fabric) else {
+            continue;
+        };
+        out.push((
+            Tapped {
+                raw: s.raw,
+                span: s.span,
+                link,
+                directions,
+            },
+            fabric,
+        ));
+    }
+    out
+}
+
 /// The shortest frame a mirror may truncate to: an Ethernet header.
 const MIN_TRUNCATE: i64 = 14;
 
@@ -129,40 +205,19 @@ pub(crate) fn read_captures(
     fabric: Option<&Fabric>,
     target: Option<Target>,
 ) -> Vec<Capture> {
-    const WHAT: &str = "`[[capture]]`";
-    let Some(v) = v else {
-        return Vec::new();
-    };
-    let Some(items) = array_items(d, v, "`capture`", "[[capture]]") else {
-        return Vec::new();
-    };
     let mut out = Vec::new();
     let mut files = BTreeSet::new();
-    for item in items {
-        let Some(s) = read_table::<RawCapture>(d, item, WHAT, Keys::new(fields_of::<RawCapture>()))
-        else {
-            continue;
-        };
-        if !on_netns(d, target, s.span.clone(), WHAT) {
-            continue;
-        }
-        let Some(fabric) = fabric else { continue };
-        let Some(link) = link(d, s.raw.link.as_ref(), fabric, s.span.clone(), WHAT) else {
-            continue;
-        };
-        let Some(directions) = directions(d, s.raw.direction.as_ref(), link, fabric) else {
-            continue;
-        };
-        let snaplen = match &s.raw.snaplen {
+    for (t, _) in tap_tables::<RawCapture>(d, v, fabric, target, "capture") {
+        let snaplen = match &t.raw.snaplen {
             None => Some(65_535),
             Some(n) => bytes(d, n, "snaplen", MIN_TRUNCATE, 65_535),
         };
         let Some(snaplen) = snaplen else { continue };
-        let (file, file_span) = match &s.raw.file {
+        let (file, file_span) = match &t.raw.file {
             Some(f) => (f.get_ref().clone(), f.span()),
             None => (
-                format!("{}.pcapng", link.name.replace(':', "_")),
-                s.span.clone(),
+                format!("{}.pcapng", t.link.name.replace(':', "_")),
+                t.span.clone(),
             ),
         };
         if file.trim().is_empty() {
@@ -178,8 +233,8 @@ pub(crate) fn read_captures(
             continue;
         }
         out.push(Capture {
-            link: link.id,
-            directions,
+            link: t.link.id,
+            directions: t.directions,
             file,
             snaplen,
         });
@@ -195,30 +250,10 @@ pub(crate) fn read_mirrors(
     target: Option<Target>,
 ) -> Vec<Mirror> {
     const WHAT: &str = "`[[mirror]]`";
-    let Some(v) = v else {
-        return Vec::new();
-    };
-    let Some(items) = array_items(d, v, "`mirror`", "[[mirror]]") else {
-        return Vec::new();
-    };
     let mut out: Vec<Mirror> = Vec::new();
-    for item in items {
-        let Some(s) = read_table::<RawMirror>(d, item, WHAT, Keys::new(fields_of::<RawMirror>()))
-        else {
-            continue;
-        };
-        if !on_netns(d, target, s.span.clone(), WHAT) {
-            continue;
-        }
-        let Some(fabric) = fabric else { continue };
-        let Some(link) = link(d, s.raw.link.as_ref(), fabric, s.span.clone(), WHAT) else {
-            continue;
-        };
-        let Some(directions) = directions(d, s.raw.direction.as_ref(), link, fabric) else {
-            continue;
-        };
-        let Some(to) = &s.raw.to else {
-            missing(d, s.span.clone(), "to", WHAT)
+    for (t, fabric) in tap_tables::<RawMirror>(d, v, fabric, target, "mirror") {
+        let Some(to) = &t.raw.to else {
+            missing(d, t.span.clone(), "to", WHAT)
                 .label("copies go where?")
                 .help("add e.g. `to = \"h0-0-1\"`: the node whose port receives the copies (a monitor runs there)");
             continue;
@@ -230,7 +265,7 @@ pub(crate) fn read_mirrors(
             continue;
         };
         let taken = out.iter().filter(|m| m.to == node.id).count();
-        let (port, port_span) = match &s.raw.port {
+        let (port, port_span) = match &t.raw.port {
             Some(p) => (p.get_ref().clone(), p.span()),
             None => (format!("mirror{taken}"), to.span()),
         };
@@ -260,7 +295,7 @@ pub(crate) fn read_mirrors(
             .help("give the mirror's port another name, e.g. `port = \"span0\"`");
             continue;
         }
-        let truncate = match &s.raw.truncate {
+        let truncate = match &t.raw.truncate {
             None => None,
             Some(n) => match bytes(d, n, "truncate", MIN_TRUNCATE, 65_535) {
                 Some(n) => Some(n),
@@ -268,8 +303,8 @@ pub(crate) fn read_mirrors(
             },
         };
         out.push(Mirror {
-            link: link.id,
-            directions,
+            link: t.link.id,
+            directions: t.directions,
             to: node.id,
             port,
             truncate,
