@@ -5,6 +5,7 @@
 //! continues the sequence) and streamed to whoever subscribes (the control
 //! API's `Events` call).
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -174,6 +175,19 @@ struct Inner {
     file: Option<fs::File>,
     /// Every event so far (a subscriber gets them first).
     log: Vec<LoggedEvent>,
+    /// How many events of each kind are in `log` (read on every scrape
+    /// of the metrics, which should not copy the log).
+    kinds: BTreeMap<String, u64>,
+}
+
+impl Inner {
+    fn new(file: Option<fs::File>, log: Vec<LoggedEvent>) -> Inner {
+        let mut kinds = BTreeMap::new();
+        for e in &log {
+            *kinds.entry(e.kind.clone()).or_insert(0) += 1;
+        }
+        Inner { file, log, kinds }
+    }
 }
 
 /// A lab's events: appended to its log and sent to subscribers. Cloning
@@ -205,10 +219,7 @@ impl Events {
             .open(&path)?;
         let (bus, _) = broadcast::channel(4096);
         Ok(Events {
-            inner: Arc::new(Mutex::new(Inner {
-                file: Some(file),
-                log,
-            })),
+            inner: Arc::new(Mutex::new(Inner::new(Some(file), log))),
             bus,
             ready,
         })
@@ -218,10 +229,7 @@ impl Events {
     pub fn scratch() -> Events {
         let (bus, _) = broadcast::channel(4096);
         Events {
-            inner: Arc::new(Mutex::new(Inner {
-                file: None,
-                log: Vec::new(),
-            })),
+            inner: Arc::new(Mutex::new(Inner::new(None, Vec::new()))),
             bus,
             ready: unix_now(),
         }
@@ -288,6 +296,7 @@ impl Events {
             let _ = writeln!(file, "{line}");
         }
         let seq = inner.log.len() as u64;
+        *inner.kinds.entry(entry.kind.clone()).or_insert(0) += 1;
         inner.log.push(entry.clone());
         // Sent while the lock is held, so a subscriber sees every event
         // exactly once: in its backlog or on the bus.
@@ -318,6 +327,14 @@ impl Events {
             .skip(seq as usize)
             .map(|(i, e)| (i as u64, e.clone()))
             .collect()
+    }
+
+    /// How many events of each kind there have been.
+    pub fn kinds(&self) -> BTreeMap<String, u64> {
+        self.inner
+            .lock()
+            .map(|inner| inner.kinds.clone())
+            .unwrap_or_default()
     }
 
     /// Every event so far.

@@ -272,7 +272,7 @@ pub fn up(options: &Options, progress: &dyn Progress) -> Result<Up> {
         }
         Err(e) => return Err(e).context(format!("creating {}", dir.path().display())),
     }
-    let engine_needed = carriers.iter().any(Carrier::is_userspace) || !lab.mirrors.is_empty();
+    let engine_needed = netns::has_engine_namespace(&lab, &carriers);
     let mut namespaces: Vec<String> = match lab.target {
         Target::Soft => local_build::namespace_names(&lab),
         Target::P4rt if switches::local(&lab) => local_build::namespace_names(&lab),
@@ -770,9 +770,11 @@ async fn build_netns<K: Kernel>(
     dir: &LabDir,
     state: &mut LabState,
 ) -> Result<()> {
-    let engine_needed =
-        carriers.iter().any(crate::dataplane::Carrier::is_userspace) || !lab.mirrors.is_empty();
-    let mut specs = netns::namespace_specs(lab, engine_needed, host.hash_seed);
+    let mut specs = netns::namespace_specs(
+        lab,
+        netns::has_engine_namespace(lab, carriers),
+        host.hash_seed,
+    );
     specs.extend(mgmt::namespace_spec(lab));
     let mut created = timed(
         progress,

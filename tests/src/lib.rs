@@ -91,6 +91,25 @@ macro_rules! require_root {
     };
 }
 
+/// The Python of the venv `scripts/setup` creates (the Python client's
+/// dependencies, the OpenMetrics parser).
+pub const VENV_PYTHON: &str = "/var/tmp/turbonet-py/bin/python3";
+
+/// Returns from the calling test, through [`skip`], unless the venv of
+/// [`VENV_PYTHON`] is there.
+#[macro_export]
+macro_rules! require_venv {
+    () => {
+        if !std::path::Path::new($crate::VENV_PYTHON).exists() {
+            $crate::skip(&format!(
+                "{} is missing; run scripts/setup as root to create the venv",
+                $crate::VENV_PYTHON
+            ));
+            return;
+        }
+    };
+}
+
 /// A lab name no other test (or test run) uses: `<prefix><pid><n>`, at most
 /// 12 bytes.
 pub fn unique_lab(prefix: &str) -> String {

@@ -8,9 +8,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use turbonet_tests::{require_root, run, text, up_bundled, workspace};
-
-const VENV_PYTHON: &str = "/var/tmp/turbonet-py/bin/python3";
+use turbonet_tests::{VENV_PYTHON, require_root, run, text, up_bundled, workspace};
 
 /// The first ```python block of `docs/api.md`.
 fn documented_client() -> String {
@@ -24,12 +22,7 @@ fn documented_client() -> String {
 #[test]
 fn the_python_client_of_the_docs_fails_a_link_and_follows_events() {
     require_root!();
-    if !Path::new(VENV_PYTHON).exists() {
-        turbonet_tests::skip(&format!(
-            "{VENV_PYTHON} is missing; run scripts/setup as root to create the venv"
-        ));
-        return;
-    }
+    turbonet_tests::require_venv!();
     let dir = std::env::temp_dir().join(format!("turbonet-api-client-{}", std::process::id()));
     struct Cleanup<'a>(&'a Path);
     impl Drop for Cleanup<'_> {

@@ -7,10 +7,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 use turbonet_tests::{
-    LabGuard, require_root, run, scenario_as, text, unique_lab, up_bundled, wait_until, workspace,
+    LabGuard, VENV_PYTHON, require_root, run, scenario_as, text, unique_lab, up_bundled,
+    wait_until, workspace,
 };
-
-const VENV_PYTHON: &str = "/var/tmp/turbonet-py/bin/python3";
 
 /// Brings fat-tree k=4 up under BGP with `agent`; the guard takes it down.
 fn bgp_fat_tree(prefix: &str, agent: &str) -> LabGuard {
@@ -402,12 +401,7 @@ fn sample(
 #[test]
 fn the_metrics_endpoint_parses_and_its_counters_move_with_traffic() {
     require_root!();
-    if !std::path::Path::new(VENV_PYTHON).exists() {
-        turbonet_tests::skip(&format!(
-            "{VENV_PYTHON} is missing; run scripts/setup as root to create the venv"
-        ));
-        return;
-    }
+    turbonet_tests::require_venv!();
     let port = free_port();
     let lab = up_bundled(
         "im",
@@ -993,12 +987,7 @@ attach = "xdp"
 #[test]
 fn the_bundled_monitor_finds_the_injected_failure_scored_against_ground_truth() {
     require_root!();
-    if !std::path::Path::new(VENV_PYTHON).exists() {
-        turbonet_tests::skip(&format!(
-            "{VENV_PYTHON} is missing; run scripts/setup as root to create the venv"
-        ));
-        return;
-    }
+    turbonet_tests::require_venv!();
     let port = free_port();
     let lab = unique_lab("im");
     let scenario = std::fs::read_to_string(workspace().join("examples/monitor/lab.toml"))

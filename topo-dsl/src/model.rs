@@ -125,6 +125,18 @@ pub enum Attach {
     Xdp,
 }
 
+/// The directions of a link a tap names: `a-b` (frames from the link's
+/// first node to its second), `b-a`, or `both`; `None` for anything else.
+/// Index 0 is `a-b`, as in [`Link::ends`].
+pub fn link_directions(text: &str) -> Option<[bool; 2]> {
+    match text {
+        "both" => Some([true, true]),
+        "a-b" => Some([true, false]),
+        "b-a" => Some([false, true]),
+        _ => None,
+    }
+}
+
 /// `[[capture]]`: a link's frames written to a pcapng file while the lab
 /// runs (what its receiving ends get, and the frames the link drops).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

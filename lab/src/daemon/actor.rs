@@ -87,8 +87,9 @@ pub struct Actor {
     agents: Option<Rc<Agents>>,
     failures: Failures,
     params: Vec<LinkParams>,
-    /// The routes turbonet installs for `failures`.
-    routes: Vec<Vec<Route>>,
+    /// The routes turbonet installs for `failures` (shared with the
+    /// published view on P4 targets).
+    routes: Arc<Vec<Vec<Route>>>,
     /// The routes of the intact fabric while they are being computed at
     /// the start, and whether the plane is to learn they are installed.
     computing: Option<(tokio::task::JoinHandle<Vec<Vec<Route>>>, bool)>,
@@ -139,8 +140,10 @@ impl Actor {
             routes: None,
         });
         let (routes, computing) = match routes {
-            StartRoutes::Known(routes) => (routes, None),
-            StartRoutes::Computing { routes, installed } => (Vec::new(), Some((routes, installed))),
+            StartRoutes::Known(routes) => (Arc::new(routes), None),
+            StartRoutes::Computing { routes, installed } => {
+                (Arc::default(), Some((routes, installed)))
+            }
         };
         Actor {
             lab,
@@ -247,8 +250,7 @@ impl Actor {
 
     fn publish(&mut self) {
         let (failures, params) = (self.failures.clone(), self.params.clone());
-        let routes = (self.lab.target != turbonet_topo::Target::Netns)
-            .then(|| Arc::new(self.routes.clone()));
+        let routes = (self.lab.target != turbonet_topo::Target::Netns).then(|| self.routes.clone());
         self.published.send_modify(|p| {
             p.failures = failures;
             p.params = params;
@@ -408,7 +410,7 @@ impl Actor {
     async fn settle(&mut self) -> Result<()> {
         if let Some((routes, installed)) = self.computing.take() {
             self.routes = match routes.await {
-                Ok(routes) => routes,
+                Ok(routes) => Arc::new(routes),
                 // The computation died (it panicked): once more, here, so
                 // the plane is never handed a fabric without routes.
                 Err(e) => {
@@ -426,9 +428,11 @@ impl Actor {
     }
 
     /// The routes for what is down now, computed on a blocking thread.
-    async fn compute_routes(&self) -> Result<Vec<Vec<Route>>> {
+    async fn compute_routes(&self) -> Result<Arc<Vec<Vec<Route>>>> {
         let (source, failures) = (self.source.clone(), self.failures.clone());
-        Ok(tokio::task::spawn_blocking(move || source.routes(&failures)).await?)
+        Ok(Arc::new(
+            tokio::task::spawn_blocking(move || source.routes(&failures)).await?,
+        ))
     }
 
     /// Brings the fabric to the state.

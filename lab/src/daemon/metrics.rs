@@ -104,10 +104,7 @@ async fn scrape(shared: &Shared) -> Scrape {
         Some(view) => Some(view.report(None, false).await),
         None => None,
     };
-    let mut events = BTreeMap::new();
-    for e in shared.events.all() {
-        *events.entry(e.kind).or_insert(0) += 1;
-    }
+    let events = shared.events.kinds();
     Scrape {
         filters: shared.filters.lock().map(|f| f.clone()).unwrap_or_default(),
         lab: lab.name.clone(),

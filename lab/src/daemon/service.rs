@@ -438,7 +438,15 @@ impl LabService for Shared {
         let count = r.count;
         tokio::spawn(async move {
             let mut sent = 0u64;
-            while let Some(c) = rx.recv().await {
+            loop {
+                // A client that hangs up ends the tap even on an idle link.
+                let c = tokio::select! {
+                    c = rx.recv() => match c {
+                        Some(c) => c,
+                        None => break,
+                    },
+                    () = out.closed() => break,
+                };
                 let frame = proto::CapturedFrame {
                     unix_ns: i64::try_from(c.unix_ns).unwrap_or(i64::MAX),
                     direction: u32::from(c.direction),

@@ -59,8 +59,6 @@ pub enum Sink {
         truncate: Option<usize>,
         /// Copies waiting to be sent at the end of the engine's pass.
         pending: Vec<Vec<u8>>,
-        /// Copies it could not send.
-        failed: Arc<AtomicU64>,
     },
 }
 
@@ -129,18 +127,16 @@ impl Tap {
         }
     }
 
-    /// Sends a mirror's pending copies.
+    /// Sends a mirror's pending copies. A copy the mirror port cannot
+    /// take now (its buffer is full) is lost, as on a switch's
+    /// oversubscribed SPAN port; the link's own frames never wait for it.
     pub fn flush(&mut self) {
         if let Sink::Mirror {
-            socket,
-            pending,
-            failed,
-            ..
+            socket, pending, ..
         } = &mut self.sink
             && !pending.is_empty()
         {
-            let unsent = socket.send_batch(pending).unwrap_or(pending.len());
-            failed.fetch_add(unsent as u64, Ordering::Relaxed);
+            let _ = socket.send_batch(pending);
             pending.clear();
         }
     }
@@ -161,7 +157,8 @@ impl Taps {
         self.0.iter().any(|t| t.captures(d))
     }
 
-    /// Hands every tap one frame; taps whose reader is gone are removed.
+    /// Hands every tap one frame; taps whose reader is gone are removed,
+    /// and then it says true (what the taps want changed).
     pub fn offer(
         &mut self,
         d: usize,
@@ -169,9 +166,11 @@ impl Taps {
         frame: &[u8],
         dropped: Option<Cause>,
         marks: Marks,
-    ) {
+    ) -> bool {
+        let before = self.0.len();
         self.0
             .retain_mut(|t| t.offer(d, unix_ns, frame, dropped, marks));
+        self.0.len() != before
     }
 
     /// Sends every mirror's pending copies.
@@ -189,24 +188,24 @@ impl Taps {
     }
 }
 
-/// Which directions of `link` a request names: `a-b` (from its first end
-/// to its second), `b-a`, `both`, or empty (both).
+/// Which directions of `link` a request names (empty: both; see
+/// [`turbonet_topo::link_directions`]).
 pub fn directions(text: &str, link: &turbonet_topo::Link) -> crate::error::Result<[bool; 2]> {
-    match text {
-        "" | "both" => Ok([true, true]),
-        "a-b" => Ok([true, false]),
-        "b-a" => Ok([false, true]),
-        other => Err(crate::error::Error::Invalid(format!(
-            "direction `{other}` of link {}: write `a-b` (frames from its first end to its second), `b-a`, or `both`",
-            link.name
-        ))),
+    if text.is_empty() {
+        return Ok([true, true]);
     }
+    turbonet_topo::link_directions(text).ok_or_else(|| {
+        crate::error::Error::Invalid(format!(
+            "direction `{text}` of link {}: write `a-b` (frames from its first end to its second), `b-a`, or `both`",
+            link.name
+        ))
+    })
 }
 
 /// A plain link tapped at one of its ports.
 #[derive(Debug)]
 pub struct PortTap {
-    /// The link's position among all links (for the engine's bookkeeping).
+    /// The link's name (a second tap of it shares this socket).
     pub link: String,
     /// A tap socket on the port of `ends[side]`.
     pub socket: PacketSocket,

@@ -150,11 +150,10 @@ fn directions(
     let Some(direction) = direction else {
         return Some([true, true]);
     };
-    match direction.get_ref().as_str() {
-        "both" => Some([true, true]),
-        "a-b" => Some([true, false]),
-        "b-a" => Some([false, true]),
-        other => {
+    match crate::model::link_directions(direction.get_ref()) {
+        Some(d) => Some(d),
+        None => {
+            let other = direction.get_ref();
             let (a, b) = (
                 &fabric.node(link.ends[0].node).name,
                 &fabric.node(link.ends[1].node).name,

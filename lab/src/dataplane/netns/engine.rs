@@ -127,20 +127,18 @@ impl EngineLink {
     }
 }
 
-/// A note of one direction of the `link`-th engine link, at Unix time
-/// `unix_ns`.
+/// A note of one direction of the `link`-th engine link, at `at` on the
+/// engine's clock.
 #[derive(Debug, Clone, Copy)]
 pub struct EngineNote {
     /// Position in the engine's link list.
     pub link: usize,
     /// 0: ends[0] -> ends[1].
     pub direction: usize,
-    /// When, Unix nanoseconds.
-    pub unix_ns: i128,
+    /// When, on the engine's clock (as the times inside `note`).
+    pub at: u64,
     /// What.
     pub note: Note,
-    /// Engine clock to Unix nanoseconds, for the times inside `note`.
-    pub offset_ns: i128,
 }
 
 /// Where the engine sends its notes.
@@ -324,6 +322,7 @@ fn poll_set(links: &[EngineLink], ports: &[PortTap], wake: &OwnedFd) -> Vec<libc
 /// failures the engine cannot survive.
 pub fn run(
     mut links: Vec<EngineLink>,
+    clock: Clock,
     stop: &AtomicBool,
     snapshot: &Snapshot,
     inbox: &Inbox,
@@ -331,15 +330,13 @@ pub fn run(
 ) -> io::Result<()> {
     timing::lower_timer_slack();
     timing::request_realtime();
-    let clock = Clock::new();
-    let offset_ns = clock.unix_nanos(0);
     let mut noted: Vec<Note> = Vec::new();
     let mut shortfall = vec![[Shortfall::default(); 2]; links.len()];
     let mut rx = RxBatch::new(RX_BATCH, 65_536);
     let mut due: Vec<Vec<u8>> = Vec::with_capacity(RX_BATCH);
     let mut ports: Vec<PortTap> = Vec::new();
     let mut fds = poll_set(&links, &ports, &inbox.wake);
-    let unix = |ns: u64| offset_ns + i128::from(ns);
+    let unix = |ns: u64| clock.unix_nanos(ns);
     let mut published = Instant::now();
     let mut publications = 0u32;
     // Counters changed since they were last published.
@@ -357,6 +354,8 @@ pub fn run(
         // Receive: everything that is waiting, in batches.
         let now = clock.now();
         for (i, link) in links.iter_mut().enumerate() {
+            // A capture whose reader hung up ends here or below.
+            let mut ended = false;
             for side in 0..2 {
                 if !all_readable && fds[2 * i + side].revents & libc::POLLIN == 0 {
                     continue;
@@ -372,7 +371,7 @@ pub fn run(
                         if keep {
                             let taps = &mut link.taps;
                             for (cause, frame) in link.directions[side].take_dropped() {
-                                taps.offer(
+                                ended |= taps.offer(
                                     side,
                                     unix(arrival),
                                     &frame,
@@ -387,8 +386,7 @@ pub fn run(
                     }
                 }
             }
-            if link.taps.0.is_empty() && link.directions.iter().any(Direction::keeps_dropped) {
-                // Its last capture's reader hung up.
+            if ended {
                 link.keep_dropped();
             }
         }
@@ -412,14 +410,13 @@ pub fn run(
                         1 - port.side
                     };
                     let at = rx.received[f].1.unwrap_or_else(|| unix(now));
-                    port.taps.offer(d, at, rx.frame(f), None, Marks::default());
+                    ended |= port.taps.offer(d, at, rx.frame(f), None, Marks::default());
                 }
                 if n < RX_BATCH {
                     break;
                 }
             }
             port.taps.flush();
-            ended |= port.taps.0.is_empty();
         }
         if ended {
             ports.retain(|p| !p.taps.0.is_empty());
@@ -438,8 +435,8 @@ pub fn run(
                         short.late += 1;
                     }
                     short.max_late_ns = short.max_late_ns.max(late);
-                    if tapped {
-                        link.taps.offer(side, unix(now), &frame, None, marks);
+                    if tapped && link.taps.offer(side, unix(now), &frame, None, marks) {
+                        link.keep_dropped();
                     }
                     due.push(frame);
                 }
@@ -459,9 +456,8 @@ pub fn run(
                     let _ = notes.send(EngineNote {
                         link: k,
                         direction: side,
-                        unix_ns: offset_ns + i128::from(now),
+                        at: now,
                         note,
-                        offset_ns,
                     });
                 }
             }

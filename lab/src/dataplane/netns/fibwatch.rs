@@ -112,34 +112,39 @@ impl FibWatch {
                     }
                 };
                 runtime.block_on(async move {
-                    let mut tasks = Vec::new();
-                    for (node, ports, socket) in sockets {
-                        let watched =
-                            namespaces::route_handle_listening(socket).map_err(crate::Error::from);
-                        let (handle, notifications) = match watched {
-                            Ok(w) => w,
-                            Err(e) => {
-                                let _ = ready.send(Err(e));
-                                return;
+                    // Every switch's table as it is, before the first
+                    // change: read all at once (each from its own socket).
+                    let switches = futures::future::try_join_all(sockets.into_iter().map(
+                        |(node, ports, socket)| {
+                            let events = events.clone();
+                            async move {
+                                let (handle, notifications) =
+                                    namespaces::route_handle_listening(socket)?;
+                                let table = Table::from_routes(read_table(&handle).await?);
+                                let switch = Switch {
+                                    node,
+                                    ports,
+                                    handle,
+                                    table,
+                                    events,
+                                };
+                                Ok::<_, crate::Error>((switch, notifications))
                             }
-                        };
-                        // The table as it is, before the first change.
-                        let table = match read_table(&handle).await {
-                            Ok(t) => Table::from_routes(t),
-                            Err(e) => {
-                                let _ = ready.send(Err(e));
-                                return;
-                            }
-                        };
-                        let switch = Switch {
-                            node,
-                            ports,
-                            handle,
-                            table,
-                            events: events.clone(),
-                        };
-                        tasks.push(tokio::spawn(switch.watch(notifications)));
-                    }
+                        },
+                    ))
+                    .await;
+                    let tasks: Vec<_> = match switches {
+                        Ok(switches) => switches
+                            .into_iter()
+                            .map(|(switch, notifications)| {
+                                tokio::spawn(switch.watch(notifications))
+                            })
+                            .collect(),
+                        Err(e) => {
+                            let _ = ready.send(Err(e));
+                            return;
+                        }
+                    };
                     let _ = ready.send(Ok(()));
                     let _ = stopped.await;
                     for task in tasks {

@@ -71,8 +71,14 @@ struct Attached {
 enum How {
     /// An nftables table.
     Nft { table: String },
-    /// A tc classifier on the port's clsact qdisc.
-    Tc { ifindex: u32, _ebpf: aya::Ebpf },
+    /// A tc classifier on the port's clsact qdisc, whose statistics are
+    /// read over `netlink` (opened on the first read, in the runtime that
+    /// reads them).
+    Tc {
+        ifindex: u32,
+        netlink: Option<rtnetlink::Handle>,
+        _ebpf: aya::Ebpf,
+    },
     /// An XDP program, attached while `_ebpf` lives.
     Xdp { ifname: String, _ebpf: aya::Ebpf },
 }
@@ -307,10 +313,10 @@ impl Filters {
 
     /// Every filter's counters now (a filter that cannot be read counts
     /// nothing).
-    pub async fn counters(&self) -> Vec<FilterCounters> {
+    pub async fn counters(&mut self) -> Vec<FilterCounters> {
         let mut out = Vec::new();
-        for a in &self.0 {
-            let (kind, (seen, dropped)) = match &a.how {
+        for a in &mut self.0 {
+            let (kind, (seen, dropped)) = match &mut a.how {
                 How::Nft { table } => (
                     "nft",
                     nft(&a.ns, &["-j", "list", "table", "netdev", table], None)
@@ -318,9 +324,17 @@ impl Filters {
                         .and_then(|t| serde_json::from_str(&t).ok())
                         .map_or((0, 0), |v: Value| nft_counters(&v)),
                 ),
-                How::Tc { ifindex, .. } => (
+                How::Tc {
+                    ifindex, netlink, ..
+                } => (
                     "ebpf-tc",
-                    clsact_stats(&a.ns, *ifindex).await.unwrap_or((0, 0)),
+                    // A failed read opens a new socket next time.
+                    clsact_stats(&a.ns, netlink, *ifindex)
+                        .await
+                        .unwrap_or_else(|_| {
+                            *netlink = None;
+                            (0, 0)
+                        }),
                 ),
                 How::Xdp { ifname, .. } => (
                     "ebpf-xdp",
@@ -350,7 +364,7 @@ pub const POLL: std::time::Duration = std::time::Duration::from_secs(1);
 /// stops, and writes an event when a filter begins to drop frames and when
 /// [`POLL`] passes without another drop.
 pub async fn poll(
-    filters: Filters,
+    mut filters: Filters,
     out: std::sync::Arc<std::sync::Mutex<Vec<FilterCounters>>>,
     events: crate::events::Events,
 ) {
@@ -483,6 +497,7 @@ fn attach_ebpf(
             // through netlink once loaded.
             Ok(How::Tc {
                 ifindex,
+                netlink: None,
                 _ebpf: ebpf,
             })
         }
@@ -506,10 +521,20 @@ fn attach_ebpf(
 }
 
 /// The frames a port's clsact qdisc saw and dropped.
-async fn clsact_stats(ns: &OwnedFd, ifindex: u32) -> Result<(u64, u64)> {
+async fn clsact_stats(
+    ns: &OwnedFd,
+    netlink: &mut Option<rtnetlink::Handle>,
+    ifindex: u32,
+) -> Result<(u64, u64)> {
     use futures::TryStreamExt;
     use rtnetlink::packet_route::tc::TcAttribute;
-    let handle = crate::kernel::connect(namespaces::in_namespace(ns, namespaces::route_socket)?)?;
+    let handle = match netlink {
+        Some(h) => h,
+        None => netlink.insert(crate::kernel::connect(namespaces::in_namespace(
+            ns,
+            namespaces::route_socket,
+        )?)?),
+    };
     let mut qdiscs = handle.qdisc().get().index(ifindex as i32).execute();
     while let Some(q) = qdiscs.try_next().await? {
         let clsact = q

@@ -75,6 +75,12 @@ pub(crate) const ENGINE_SYSCTLS: [(&str, &str); 2] = [
     ("net/ipv6/conf/default/disable_ipv6", "1"),
 ];
 
+/// True when the lab has a hidden engine namespace: the link engine
+/// splices impaired links there, and mirrors' near ends live there.
+pub fn has_engine_namespace(lab: &Lab, carriers: &[crate::dataplane::Carrier]) -> bool {
+    carriers.iter().any(crate::dataplane::Carrier::is_userspace) || !lab.mirrors.is_empty()
+}
+
 /// Every node's namespace in node order (and, with `engine`, the lab's
 /// hidden engine namespace last), each with its sysctls. `has_seed`: the
 /// kernel has `fib_multipath_hash_seed`.

@@ -7,12 +7,14 @@
 use turbonet_injectors::Note;
 use turbonet_injectors::units::QueueLimit;
 
+use turbonet_packetio::Clock;
+
 use super::engine::EngineNote;
 use crate::events::{About, Events};
 
-/// Writes one note of the engine; `ends` names each engine link and the
-/// nodes at its ends.
-pub fn write(events: &Events, ends: &[(String, [String; 2])], note: &EngineNote) {
+/// Writes one note of the engine whose clock is `clock`; `ends` names
+/// each engine link and the nodes at its ends.
+pub fn write(events: &Events, ends: &[(String, [String; 2])], clock: Clock, note: &EngineNote) {
     let Some((link, nodes)) = ends.get(note.link) else {
         return;
     };
@@ -26,7 +28,7 @@ pub fn write(events: &Events, ends: &[(String, [String; 2])], note: &EngineNote)
         QueueLimit::Packets(n) => (u64::from(n), "packets"),
         QueueLimit::Bytes(n) => (n, "bytes"),
     };
-    let seconds = |ns: u64| (note.offset_ns + i128::from(ns)) as f64 / 1e9 - events.ready();
+    let unix = |ns: u64| clock.unix_nanos(ns) as f64 / 1e9;
     let (kind, text, about) = match note.note {
         Note::QueueHigh { depth, threshold } | Note::QueueLow { depth, threshold } => {
             let high = matches!(note.note, Note::QueueHigh { .. });
@@ -70,17 +72,10 @@ pub fn write(events: &Events, ends: &[(String, [String; 2])], note: &EngineNote)
                 cause: Some(cause.name().to_owned()),
                 value: Some(count),
                 unit: Some("frames".to_owned()),
-                since: Some(seconds(since)),
+                since: Some(unix(since) - events.ready()),
                 ..about
             },
         ),
     };
-    events.write_at(
-        note.unix_ns as f64 / 1e9,
-        "engine",
-        kind,
-        &text,
-        Ok(()),
-        about,
-    );
+    events.write_at(unix(note.at), "engine", kind, &text, Ok(()), about);
 }

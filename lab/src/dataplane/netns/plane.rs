@@ -11,7 +11,7 @@ use futures::future::LocalBoxFuture;
 use ipnet::Ipv4Net;
 use rtnetlink::LinkUnspec;
 use turbonet_injectors::{Impairment, direction_seed};
-use turbonet_packetio::PacketSocket;
+use turbonet_packetio::{Clock, PacketSocket};
 use turbonet_routing::Route;
 use turbonet_topo::{Lab, Link, LinkId, LinkParams, NodeId};
 
@@ -54,7 +54,7 @@ struct Current {
 pub struct NetnsPlane {
     lab: Arc<Lab>,
     carriers: Vec<Carrier>,
-    engine: Option<Engine>,
+    engine: Engine,
     handles: HashMap<NodeId, rtnetlink::Handle>,
     /// Where the counters of the links outside the engine are read: per
     /// node, its ports (link, ifindex, which end of the link it is).
@@ -87,7 +87,7 @@ pub struct Tapper {
     lab: Arc<Lab>,
     /// Engine position of every impaired link.
     position: HashMap<LinkId, usize>,
-    control: std::sync::Mutex<engine::Control>,
+    control: engine::Control,
 }
 
 /// Tap ids, unique in the daemon.
@@ -133,11 +133,7 @@ impl Tapping for Tapper {
 
 impl Tapper {
     fn send(&self, command: engine::Command) -> Result<()> {
-        self.control
-            .lock()
-            .map_err(|_| Error::Failed("the link engine's control is poisoned".to_owned()))?
-            .send(command)?;
-        Ok(())
+        Ok(self.control.send(command)?)
     }
 }
 
@@ -220,21 +216,23 @@ impl NetnsPlane {
                 })
                 .collect();
             let events = events.clone();
+            // The engine's clock, which its notes are stamped on.
+            let clock = Clock::new();
             std::thread::Builder::new()
                 .name("engine-events".into())
                 .spawn(move || {
                     // Until the engine stops (it holds the sender).
                     for note in noted {
-                        super::notes::write(&events, &ends, &note);
+                        super::notes::write(&events, &ends, clock, &note);
                     }
                 })?;
             let thread = {
                 let (stop, counters) = (stop.clone(), counters.clone());
                 std::thread::Builder::new()
                     .name("link-engine".into())
-                    .spawn(move || engine::run(links, &stop, &counters, &inbox, &notes))?
+                    .spawn(move || engine::run(links, clock, &stop, &counters, &inbox, &notes))?
             };
-            Some(Engine {
+            Engine {
                 control,
                 position: impaired
                     .iter()
@@ -244,7 +242,7 @@ impl NetnsPlane {
                 counters,
                 stop,
                 thread: Some(thread),
-            })
+            }
         };
         Ok(NetnsPlane {
             applied: Current {
@@ -258,12 +256,6 @@ impl NetnsPlane {
             handles: HashMap::new(),
             lab,
         })
-    }
-
-    /// The link engine's counters, shared with its thread (for readers
-    /// that must not wait on the daemon).
-    pub fn engine_counters(&self) -> Option<engine::Snapshot> {
-        self.engine.as_ref().map(|e| e.counters.clone())
     }
 
     /// An rtnetlink handle inside `node`'s namespace (opened once).
@@ -327,10 +319,7 @@ impl NetnsPlane {
                 Ok(())
             }
             Carrier::Userspace(_) => {
-                let engine = self
-                    .engine
-                    .as_ref()
-                    .ok_or_else(|| Error::Failed("the link engine is not running".to_owned()))?;
+                let engine = &self.engine;
                 let position = engine.position.get(&link.id).copied().ok_or_else(|| {
                     Error::Failed(format!("link {} is not in the link engine", link.name))
                 })?;
@@ -385,20 +374,18 @@ impl DataPlane for NetnsPlane {
     }
 
     fn describe(&self) -> String {
-        match &self.engine {
-            Some(e) if !e.position.is_empty() => {
-                format!("link engine for {} impaired links", e.position.len())
-            }
-            _ => "no impaired link".to_owned(),
+        match self.engine.position.len() {
+            0 => "no impaired link".to_owned(),
+            n => format!("link engine for {n} impaired links"),
         }
     }
 
     fn tapper(&self) -> Option<Arc<dyn Tapping>> {
-        let engine = self.engine.as_ref()?;
+        let engine = &self.engine;
         Some(Arc::new(Tapper {
             lab: self.lab.clone(),
             position: engine.position.clone(),
-            control: std::sync::Mutex::new(engine.control.try_clone().ok()?),
+            control: engine.control.try_clone().ok()?,
         }))
     }
 
@@ -483,8 +470,9 @@ impl DataPlane for NetnsPlane {
         Box::pin(async move {
             let engine = self
                 .engine
-                .as_ref()
-                .map(|e| e.counters.lock().map(|c| c.clone()).unwrap_or_default())
+                .counters
+                .lock()
+                .map(|c| c.clone())
                 .unwrap_or_default();
             let lab = self.lab.clone();
             let fabric = &lab.fabric;
@@ -528,14 +516,12 @@ impl DataPlane for NetnsPlane {
     }
 
     fn stop(&mut self) -> Result<()> {
-        if let Some(engine) = &mut self.engine {
-            engine.stop.store(true, Ordering::Relaxed);
-            if let Some(thread) = engine.thread.take() {
-                thread
-                    .join()
-                    .map_err(|_| Error::Failed("the link engine panicked".to_owned()))?
-                    .context("the link engine failed")?;
-            }
+        self.engine.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.engine.thread.take() {
+            thread
+                .join()
+                .map_err(|_| Error::Failed("the link engine panicked".to_owned()))?
+                .context("the link engine failed")?;
         }
         Ok(())
     }

@@ -17,13 +17,13 @@ use crate::dataplane::taps::{Captured, Sink};
 /// once the engine has stopped.
 pub fn start_scenario(
     lab: &turbonet_topo::Lab,
+    carriers: &[crate::dataplane::Carrier],
     state: &crate::state::LabState,
     tapper: &dyn Tapping,
     events: &crate::events::Events,
     fresh: bool,
 ) -> Vec<std::thread::JoinHandle<()>> {
     use crate::events::About;
-    let carriers = crate::dataplane::carrier::link_carriers(lab);
     let report = |kind: &str, what: String, link: &str, result: Result<(), String>| {
         events.write_about(
             "daemon",
@@ -37,7 +37,7 @@ pub fn start_scenario(
         let engine = crate::names::engine_namespace(&lab.name);
         for (i, m) in lab.mirrors.iter().enumerate() {
             let link = lab.fabric.link(m.link);
-            let (name, ifindex) = super::mirrors::near_end(&carriers, i);
+            let (name, ifindex) = super::mirrors::near_end(carriers, i);
             let to = &lab.fabric.node(m.to).name;
             let started = crate::system::namespaces::open(&engine)
                 .and_then(|ns| {
@@ -53,7 +53,6 @@ pub fn start_scenario(
                                 socket,
                                 truncate: m.truncate.map(|t| t as usize),
                                 pending: Vec::new(),
-                                failed: Arc::default(),
                             },
                         )
                         .map_err(|e| e.to_string())
