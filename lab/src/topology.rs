@@ -37,9 +37,12 @@ pub struct NodeView {
     /// labs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
-    /// Its pod (fat-tree) or segment (HPN).
+    /// Its pod (fat-tree, HPN).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pod: Option<u32>,
+    /// Its HPN segment (ToRs and hosts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub segment: Option<u32>,
     /// Its HPN plane.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plane: Option<u32>,
@@ -101,6 +104,7 @@ pub fn topology(lab: &Lab, params: Option<&[LinkParams]>) -> Topology {
             loopback: n.loopback,
             agent: (bgp && n.role.is_switch()).then(|| lab.routing.agent_of(n.id).to_string()),
             pod: n.pod,
+            segment: n.segment,
             plane: n.plane,
             ports: fabric
                 .ports(n.id)

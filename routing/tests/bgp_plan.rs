@@ -129,11 +129,32 @@ fn hpn_tors_announce_dual_homed_hosts_per_port() {
 }
 
 #[test]
-fn a_failed_link_shrinks_ecmp_and_a_failed_host_link_moves_the_host() {
-    let lab = lab("scenarios/hpn.toml");
+fn a_failed_host_link_moves_the_host_through_the_core_only_when_it_is_shared() {
+    let text = std::fs::read_to_string(format!(
+        "{}/../scenarios/hpn.toml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .expect("bundled scenario");
+    for shared in [false, true] {
+        let text = if shared {
+            text.replace(
+                "core_uplinks = 1\n",
+                "core_uplinks = 1\ncore = \"shared\"\n",
+            )
+        } else {
+            text.clone()
+        };
+        let lab = turbonet_topo::parse("hpn.toml", &text).expect("valid scenario");
+        failed_host_link(&lab, shared);
+    }
+}
+
+/// Fails the first host link of the first ToR (plane 0) of `lab`.
+fn failed_host_link(lab: &Lab, shared: bool) {
     let speakers = plan::speakers(&lab.fabric);
     let healthy = plan::converged(&speakers, &Failures::default());
     let tor = &speakers[0];
+    let plane = |s: &Speaker| lab.fabric.node(s.node).plane;
     let (host_if, host_link) = tor.host_ports[0].clone();
     let host = tor
         .originate
@@ -145,8 +166,10 @@ fn a_failed_link_shrinks_ecmp_and_a_failed_host_link_moves_the_host() {
     failures.links.insert(host_link);
     let failed = plan::converged(&speakers, &failures);
     // Every other switch of the ToR's plane reached the host through the
-    // ToR; now the ToR withdrew the /32 and the host is reached through
-    // its other ToR only (via the cores), or through the subnet.
+    // ToR; now the ToR withdrew the /32. With a shared core the host is
+    // reached through its other ToR (via the cores); with the planes apart
+    // the ToR's plane no longer reaches it at all, and the other plane
+    // still does.
     for (i, s) in speakers.iter().enumerate().skip(1) {
         if s.originate.iter().any(|o| o.prefix == host) {
             continue;
@@ -168,9 +191,23 @@ fn a_failed_link_shrinks_ecmp_and_a_failed_host_link_moves_the_host() {
                 s.name
             );
         }
+        if shared || plane(s) != plane(tor) {
+            assert!(
+                after.is_some(),
+                "{} lost {host} (shared core: {shared})",
+                s.name
+            );
+        } else {
+            assert!(
+                after.is_none(),
+                "{} reaches {host} across the planes",
+                s.name
+            );
+        }
     }
-    // The ToR itself now learns the host's /32 from the fabric.
-    assert!(failed[0].contains_key(&host));
+    // With a shared core the ToR itself now learns the host's /32 from the
+    // fabric; with the planes apart nothing in its plane can tell it.
+    assert_eq!(failed[0].contains_key(&host), shared);
     assert!(!healthy[0].contains_key(&host));
 }
 

@@ -16,12 +16,16 @@ use turbonet_tests::{
 /// (more `[routing]` keys) added.
 fn bgp_scenario(bundled: &str, lab: &str, routing: &str) -> PathBuf {
     let text = std::fs::read_to_string(workspace().join("scenarios").join(bundled)).unwrap();
+    // `[topology]` lines ride in `routing` after a `[topology]` marker.
+    let (routing, topology) = routing.split_once("[topology]\n").unwrap_or((routing, ""));
     let mut out = String::new();
     let mut renamed = false;
     for line in text.lines() {
         if !renamed && line.starts_with("name = ") {
             out.push_str(&format!("name = \"{lab}\"\n"));
             renamed = true;
+        } else if line.starts_with("kind = ") {
+            out.push_str(&format!("{line}\n{topology}\n"));
         } else if line.starts_with("mode = ") {
             out.push_str(&format!("mode = \"bgp\"\n{routing}\n"));
         } else {
@@ -147,18 +151,86 @@ fn fat_tree_converges_and_reconverges_around_a_link_and_a_core() {
     assert_eq!(sessions(&bgp(lab)), (64, 64));
 }
 
+/// HPN with one core layer serving both planes (`core = "shared"`).
+const SHARED_CORE: &str = "[topology]\ncore = \"shared\"";
+
 #[test]
-fn hpn_routes_around_a_failed_host_link_by_the_hosts_32() {
+fn hpn_with_a_shared_core_routes_around_a_failed_host_link_by_the_hosts_32() {
     require_root!();
-    let lab = up("hpn.toml", "bh", "");
+    let lab = up("hpn.toml", "bh", SHARED_CORE);
     host_link_failover(lab.0.as_str());
+}
+
+/// Pings `addr` from `host` with its flows to `addr` pinned to its port
+/// `ifname` (a /32 route through that port's gateway, as a host moves a
+/// flow to one of its ports): true when answered. The replies may come
+/// back on any port, so the ping itself is not bound to the port.
+fn ping_out_of(lab: &str, host: &str, ifname: &str, addr: &str) -> bool {
+    let out = run(&["show", "routes", host, "--lab", lab, "--json"]);
+    let routes: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hop = routes[0]["nexthops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|h| h.ends_with(&format!(" dev {ifname}")))
+        .unwrap_or_else(|| panic!("{host} has no default through {ifname}: {routes}"));
+    let gateway = hop.split_whitespace().nth(1).unwrap();
+    let exec = |args: &[&str]| run(&[&["exec", host, "--lab", lab, "--"][..], args].concat());
+    let route = format!("{addr}/32");
+    let pin = exec(&[
+        "ip", "route", "replace", &route, "via", gateway, "dev", ifname, "onlink",
+    ]);
+    assert!(pin.status.success(), "{}", text(&pin));
+    let ping = exec(&["ping", "-c", "2", "-i", "0.2", "-W", "1", addr]);
+    let unpin = exec(&["ip", "route", "del", &route]);
+    assert!(unpin.status.success(), "{}", text(&unpin));
+    ping.status.success()
+}
+
+/// With the planes apart through the core (HPN's design), a failed host
+/// link leaves its plane without a way to the host: tor0-r0p0 withdraws
+/// h0-0's /32 and no switch of plane 0 learns it again, while plane 1
+/// still delivers. A sender reaches h0-0 out of its plane-1 port and no
+/// longer out of its plane-0 port (its flows there must move: the NIC's
+/// other port carries them).
+#[test]
+fn hpn_with_planes_apart_loses_a_failed_host_link_in_its_plane_only() {
+    require_root!();
+    let lab = up("hpn.toml", "bq", "");
+    let lab = lab.0.as_str();
+    check(lab);
+    let (host, addr) = ("10.128.0.2/32", "10.128.0.2");
+    assert!(nexthops(lab, "agg0-0", host).contains("tor0-r0p0"));
+    assert!(ping_out_of(lab, "h1-0", "tor1-r0p0", addr));
+    assert!(ping_out_of(lab, "h1-0", "tor1-r0p1", addr));
+    let out = run(&["fail", "link", "h0-0--tor0-r0p0", "--lab", lab]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        wait_until(Duration::from_secs(20), || converged(&bgp(lab))),
+        "{}",
+        text(&run(&["show", "bgp", "--lab", lab]))
+    );
+    for plane0 in ["agg0-0", "agg0-1", "tor0-r0p0", "tor1-r0p0"] {
+        assert_eq!(
+            nexthops(lab, plane0, host),
+            "",
+            "{plane0} still routes h0-0"
+        );
+    }
+    assert!(nexthops(lab, "agg1-0", host).contains("tor0-r0p1"));
+    assert!(!ping_out_of(lab, "h1-0", "tor1-r0p0", addr));
+    assert!(ping_out_of(lab, "h1-0", "tor1-r0p1", addr));
+    change(lab, "restore", "link", "h0-0--tor0-r0p0");
+    assert!(nexthops(lab, "agg0-0", host).contains("tor0-r0p0"));
+    assert!(ping_out_of(lab, "h1-0", "tor1-r0p0", addr));
 }
 
 /// h0-0's rail-0 address is announced as a /32 by both ToRs of its pair;
 /// agg0-0 (plane 0) reaches it through tor0-r0p0 directly. When that host
-/// link fails, tor0-r0p0 withdraws the /32: plane 0 reaches the host
-/// through the cores and its plane-1 ToR, and tor0-r0p0 itself learns it
-/// from the fabric. A restore puts the direct path back.
+/// link fails, tor0-r0p0 withdraws the /32: with a shared core, plane 0
+/// reaches the host through the cores and its plane-1 ToR, and tor0-r0p0
+/// itself learns it from the fabric. A restore puts the direct path back.
 fn host_link_failover(lab: &str) {
     check(lab);
     let host = "10.128.0.2/32";
@@ -232,7 +304,7 @@ fn fat_tree_on_frr_converges_and_reconverges() {
 #[test]
 fn hpn_on_frr_routes_around_a_failed_host_link() {
     require_root!();
-    let lab = up("hpn.toml", "bp", "agent = \"frr\"");
+    let lab = up("hpn.toml", "bp", &format!("agent = \"frr\"\n{SHARED_CORE}"));
     let lab = lab.0.as_str();
     host_link_failover(lab);
     change(lab, "fail", "node", "agg0-1");
@@ -245,7 +317,9 @@ fn builtin_frr_and_bird_share_one_fabric() {
     let lab = up(
         "hpn.toml",
         "bm",
-        "[routing.agents]\n\"tor0-r0p0\" = \"frr\"\n\"agg0-0\" = \"frr\"\n\"tor0-r0p1\" = \"bird\"\n\"core1\" = \"bird\"",
+        &format!(
+            "[routing.agents]\n\"tor0-r0p0\" = \"frr\"\n\"agg0-0\" = \"frr\"\n\"tor0-r0p1\" = \"bird\"\n\"core1\" = \"bird\"\n{SHARED_CORE}"
+        ),
     );
     let lab = lab.0.as_str();
     let report = bgp(lab);

@@ -61,6 +61,14 @@ fn hpn_up_check_down() {
     up_check_down("hpn.toml", "hp");
 }
 
+/// Two HPN pods joined by per-plane cores: every host reaches every
+/// other, across pods, on every rail.
+#[test]
+fn hpn_pods_up_check_down() {
+    require_root!();
+    up_check_down("hpn-pods.toml", "hm");
+}
+
 #[test]
 fn leaf_spine_up_check_down() {
     require_root!();

@@ -1,7 +1,7 @@
 //! Topology generators: deterministic node and link lists for fat-tree,
 //! leaf-spine and HPN fabrics, before addresses are assigned.
 
-use crate::model::{LinkClass, LinkParams, Role};
+use crate::model::{CoreLayer, HpnParams, LinkClass, LinkParams, Role};
 
 /// Largest fabric a scenario may describe (keeps memory bounded on any input).
 pub(crate) const MAX_NODES: u64 = 200_000;
@@ -25,6 +25,7 @@ pub(crate) struct GNode {
     pub name: String,
     pub role: Role,
     pub pod: Option<u32>,
+    pub segment: Option<u32>,
     pub plane: Option<u32>,
     pub backup: bool,
     pub asn: AsnSlot,
@@ -70,6 +71,7 @@ impl Graph {
             name,
             role,
             pod: None,
+            segment: None,
             plane: None,
             backup: false,
             asn,
@@ -221,29 +223,15 @@ pub(crate) fn leaf_spine(spines: u32, leaves: u32, hosts_per_leaf: u32, uplinks:
     g
 }
 
-/// Parameters of an HPN pod.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct HpnParams {
-    pub segments: u32,
-    pub hosts_per_segment: u32,
-    pub backup_hosts: u32,
-    pub rails: u32,
-    pub planes: u32,
-    pub aggs_per_plane: u32,
-    pub cores: u32,
-    pub core_uplinks: u32,
-}
-
-/// Sizes of an HPN pod: (nodes, links).
+/// Sizes of an HPN fabric: (nodes, links).
 pub(crate) fn hpn_size(p: &HpnParams) -> (u64, u64) {
     // Saturating: absurd parameters must fail the size check, not overflow.
     let m = |a: u64, b: u32| a.saturating_mul(u64::from(b));
-    let hosts = m(
-        u64::from(p.hosts_per_segment) + u64::from(p.backup_hosts),
-        p.segments,
-    );
-    let tors = m(m(u64::from(p.segments), p.rails), p.planes);
-    let aggs = m(u64::from(p.planes), p.aggs_per_plane);
+    let segments = m(u64::from(p.pods), p.segments);
+    let hosts =
+        (u64::from(p.hosts_per_segment) + u64::from(p.backup_hosts)).saturating_mul(segments);
+    let tors = m(m(segments, p.rails), p.planes);
+    let aggs = m(m(u64::from(p.pods), p.planes), p.aggs_per_plane);
     let nodes = hosts
         .saturating_add(tors)
         .saturating_add(aggs)
@@ -254,46 +242,74 @@ pub(crate) fn hpn_size(p: &HpnParams) -> (u64, u64) {
     (nodes, links)
 }
 
-/// Alibaba HPN pod (SIGCOMM 2024): dual-ToR rails, separate planes.
-/// Node order: ToRs (segment, rail, plane), aggregation switches (plane,
-/// index), cores, hosts (segment, index).
+/// Alibaba HPN (SIGCOMM 2024): dual-ToR rails, planes kept apart up to
+/// the core (or meeting there, with [`CoreLayer::Shared`]), pods joined by
+/// the core. Segments are numbered across pods. Node order: ToRs (pod,
+/// segment, rail, plane), aggregation switches (pod, plane, index), cores
+/// (plane, index), hosts (segment, index).
 pub(crate) fn hpn(p: &HpnParams) -> Graph {
     let (n, l) = hpn_size(p);
     let mut g = Graph::with_capacity(n, l);
     let per_segment = p.hosts_per_segment + p.backup_hosts;
-    let ntors = p.segments * p.rails * p.planes;
-    let naggs = p.planes * p.aggs_per_plane;
+    let segments = p.pods * p.segments;
+    let ntors = segments * p.rails * p.planes;
+    let naggs = p.pods * p.planes * p.aggs_per_plane;
+    let per_plane = p.cores_per_plane();
     let tor = |s: u32, r: u32, pl: u32| (s * p.rails + r) * p.planes + pl;
-    let agg = |pl: u32, i: u32| ntors + pl * p.aggs_per_plane + i;
+    let agg = |q: u32, pl: u32, i: u32| ntors + (q * p.planes + pl) * p.aggs_per_plane + i;
     let core = |c: u32| ntors + naggs + c;
     let host = |s: u32, i: u32| ntors + naggs + p.cores + s * per_segment + i;
-    for s in 0..p.segments {
+    for s in 0..segments {
         for r in 0..p.rails {
             for pl in 0..p.planes {
                 let slot = AsnSlot::Offset(1000 + u64::from(tor(s, r, pl)));
                 let node = g.node(format!("tor{s}-r{r}p{pl}"), Role::Tor, slot);
-                node.pod = Some(s);
+                node.pod = Some(s / p.segments);
+                node.segment = Some(s);
                 node.plane = Some(pl);
             }
         }
     }
-    for pl in 0..p.planes {
-        for i in 0..p.aggs_per_plane {
-            let slot = AsnSlot::Offset(1 + u64::from(pl));
-            g.node(format!("agg{pl}-{i}"), Role::Agg, slot).plane = Some(pl);
+    for q in 0..p.pods {
+        for pl in 0..p.planes {
+            for i in 0..p.aggs_per_plane {
+                let slot = AsnSlot::Offset(1 + u64::from(q * p.planes + pl));
+                let name = if p.pods == 1 {
+                    format!("agg{pl}-{i}")
+                } else {
+                    format!("pod{q}-agg{pl}-{i}")
+                };
+                let node = g.node(name, Role::Agg, slot);
+                node.pod = Some(q);
+                node.plane = Some(pl);
+            }
         }
     }
     for c in 0..p.cores {
-        g.node(format!("core{c}"), Role::Core, AsnSlot::Offset(0));
+        match p.core {
+            CoreLayer::PerPlane => {
+                let pl = c / per_plane;
+                g.node(
+                    format!("core{pl}-{}", c % per_plane),
+                    Role::Core,
+                    AsnSlot::Offset(0),
+                )
+                .plane = Some(pl);
+            }
+            CoreLayer::Shared => {
+                g.node(format!("core{c}"), Role::Core, AsnSlot::Offset(0));
+            }
+        }
     }
-    for s in 0..p.segments {
+    for s in 0..segments {
         for i in 0..per_segment {
             let node = g.node(format!("h{s}-{i}"), Role::Host, AsnSlot::None);
-            node.pod = Some(s);
+            node.pod = Some(s / p.segments);
+            node.segment = Some(s);
             node.backup = i >= p.hosts_per_segment;
         }
     }
-    for s in 0..p.segments {
+    for s in 0..segments {
         for i in 0..per_segment {
             for r in 0..p.rails {
                 for pl in 0..p.planes {
@@ -308,20 +324,39 @@ pub(crate) fn hpn(p: &HpnParams) -> Graph {
             });
         }
     }
+    // Every ToR has one uplink to every aggregation switch of its pod's
+    // plane.
     for t in 0..ntors {
-        let pl = t % p.planes;
+        let (pl, q) = (t % p.planes, t / (p.rails * p.planes) / p.segments);
         for i in 0..p.aggs_per_plane {
-            g.link(t, agg(pl, i));
+            g.link(t, agg(q, pl, i));
         }
     }
+    // Uplink `j` of aggregation switch `i` goes to core `(i*u + j) % C` of
+    // the cores it may reach: its plane's (`C` per plane), or with a shared
+    // core layer every core, counted on across the planes so that the
+    // planes spread over all of them. The same `i` in every pod reaches
+    // the same cores: the core layer joins the pods.
     if p.cores > 0 {
-        for pl in 0..p.planes {
-            for i in 0..p.aggs_per_plane {
-                for j in 0..p.core_uplinks {
-                    let c = (u64::from(pl * p.aggs_per_plane + i) * u64::from(p.core_uplinks)
-                        + u64::from(j))
-                        % u64::from(p.cores);
-                    g.link(agg(pl, i), core(c as u32));
+        for q in 0..p.pods {
+            for pl in 0..p.planes {
+                for i in 0..p.aggs_per_plane {
+                    for j in 0..p.core_uplinks {
+                        let c = match p.core {
+                            CoreLayer::PerPlane => {
+                                pl * per_plane
+                                    + ((u64::from(i) * u64::from(p.core_uplinks) + u64::from(j))
+                                        % u64::from(per_plane))
+                                        as u32
+                            }
+                            CoreLayer::Shared => {
+                                ((u64::from(pl * p.aggs_per_plane + i) * u64::from(p.core_uplinks)
+                                    + u64::from(j))
+                                    % u64::from(p.cores)) as u32
+                            }
+                        };
+                        g.link(agg(q, pl, i), core(c));
+                    }
                 }
             }
         }
@@ -345,6 +380,8 @@ impl Graph {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
     use super::*;
 
     #[test]
@@ -360,20 +397,49 @@ mod tests {
 
     #[test]
     fn hpn_counts() {
-        let p = HpnParams {
-            segments: 2,
-            hosts_per_segment: 4,
-            backup_hosts: 1,
-            rails: 2,
-            planes: 2,
-            aggs_per_plane: 2,
-            cores: 2,
-            core_uplinks: 1,
-        };
-        let g = hpn(&p);
-        let (n, l) = hpn_size(&p);
-        assert_eq!(g.nodes.len() as u64, n);
-        assert_eq!(g.links.len() as u64, l);
-        assert_eq!(g.groups.len(), 4);
+        for (pods, core) in [
+            (1, CoreLayer::PerPlane),
+            (3, CoreLayer::PerPlane),
+            (1, CoreLayer::Shared),
+            (3, CoreLayer::Shared),
+        ] {
+            let p = HpnParams {
+                pods,
+                core,
+                segments: 2,
+                hosts_per_segment: 4,
+                backup_hosts: 1,
+                rails: 2,
+                planes: 2,
+                aggs_per_plane: 2,
+                cores: 4,
+                core_uplinks: 2,
+            };
+            let g = hpn(&p);
+            let (n, l) = hpn_size(&p);
+            assert_eq!(g.nodes.len() as u64, n);
+            assert_eq!(g.links.len() as u64, l);
+            assert_eq!(g.groups.len() as u32, 4 * pods);
+            let names: std::collections::HashSet<&str> =
+                g.nodes.iter().map(|n| n.name.as_str()).collect();
+            assert_eq!(names.len(), g.nodes.len(), "names are unique");
+            // Planes meet at the core only when it is shared.
+            let mut planes_at: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
+            for link in g.links.iter().filter(|l| l.class.upper == Role::Core) {
+                let agg = &g.nodes[link.a as usize];
+                planes_at
+                    .entry(link.b)
+                    .or_default()
+                    .insert(agg.plane.unwrap());
+            }
+            assert_eq!(planes_at.len(), 4, "every core is used");
+            let mixed = planes_at.values().any(|p| p.len() > 1);
+            assert_eq!(mixed, core == CoreLayer::Shared, "{core:?}");
+            // A ToR's uplinks stay in its pod and plane.
+            for link in g.links.iter().filter(|l| l.class.lower == Role::Tor) {
+                let (tor, agg) = (&g.nodes[link.a as usize], &g.nodes[link.b as usize]);
+                assert_eq!((tor.pod, tor.plane), (agg.pod, agg.plane));
+            }
+        }
     }
 }

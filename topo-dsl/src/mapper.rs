@@ -1047,9 +1047,12 @@ fn partition(fabric: &Fabric, config: &MapConfig, rates: &[(Rate, bool)]) -> Vec
     };
     let mut atoms: BTreeMap<(u8, u32), Vec<usize>> = BTreeMap::new();
     for node in fabric.switches() {
-        let key = match node.pod {
-            Some(pod) => (0, pod),
-            None => (1, node.id.0),
+        // An HPN segment's ToRs, or a fat-tree pod's switches, stay
+        // together; an HPN pod's aggregation switches (on planes) do not.
+        let key = match (node.segment, node.pod, node.plane) {
+            (Some(segment), _, _) => (0, segment),
+            (None, Some(pod), None) => (1, pod),
+            _ => (2, node.id.0),
         };
         atoms.entry(key).or_default().push(node.id.0 as usize);
     }

@@ -589,27 +589,77 @@ pub enum TopologyKind {
         /// Parallel links between every leaf and every spine.
         uplinks: u32,
     },
-    /// Alibaba HPN pod (SIGCOMM 2024).
-    Hpn {
-        /// Segments in the pod.
-        segments: u32,
-        /// Active hosts per segment.
-        hosts_per_segment: u32,
-        /// Backup hosts per segment (connected, not counted in oversubscription).
-        backup_hosts: u32,
-        /// Rail NICs per host.
-        rails: u32,
-        /// Physically separate planes (ports per NIC).
-        planes: u32,
-        /// Aggregation switches in each plane.
-        aggs_per_plane: u32,
-        /// Core switches.
-        cores: u32,
-        /// Uplinks from every aggregation switch to the core layer.
-        core_uplinks: u32,
-    },
+    /// Alibaba HPN (SIGCOMM 2024): pods of dual-ToR segments on separate
+    /// planes, joined by a core layer.
+    Hpn(HpnParams),
     /// Explicit nodes and links.
     Custom,
+}
+
+/// The parameters of an HPN fabric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct HpnParams {
+    /// Pods, joined by the core layer.
+    pub pods: u32,
+    /// Segments in each pod.
+    pub segments: u32,
+    /// Active hosts per segment.
+    pub hosts_per_segment: u32,
+    /// Backup hosts per segment (connected, not counted in oversubscription).
+    pub backup_hosts: u32,
+    /// Rail NICs per host.
+    pub rails: u32,
+    /// Physically separate planes (ports per NIC).
+    pub planes: u32,
+    /// Aggregation switches in each plane of each pod.
+    pub aggs_per_plane: u32,
+    /// Core switches, all planes together.
+    pub cores: u32,
+    /// Uplinks from every aggregation switch to the core layer.
+    pub core_uplinks: u32,
+    /// Whether the planes stay apart in the core layer.
+    pub core: CoreLayer,
+}
+
+impl HpnParams {
+    /// Core switches an aggregation switch can reach: its plane's, or
+    /// every core when the core layer is shared.
+    pub fn cores_per_plane(&self) -> u32 {
+        match self.core {
+            CoreLayer::PerPlane => self.cores / self.planes.max(1),
+            CoreLayer::Shared => self.cores,
+        }
+    }
+}
+
+/// How an HPN core layer meets the planes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CoreLayer {
+    /// The planes continue through the core (HPN's design): the core
+    /// switches are split into one group per plane, and a plane's
+    /// aggregation switches link only to its group.
+    #[default]
+    PerPlane,
+    /// Every core switch serves every plane (traffic can change planes at
+    /// the core).
+    Shared,
+}
+
+impl CoreLayer {
+    /// The name in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            CoreLayer::PerPlane => "per-plane",
+            CoreLayer::Shared => "shared",
+        }
+    }
+}
+
+impl fmt::Display for CoreLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// Index of a node in [`Fabric::nodes`].
@@ -693,8 +743,10 @@ pub struct Node {
     pub asn: Option<Asn>,
     /// Switches: loopback /32 (also the BGP router id). Hosts: `None`.
     pub loopback: Option<Ipv4Addr>,
-    /// Pod (fat-tree) or segment (HPN) the node belongs to.
+    /// Pod (fat-tree, HPN) the node belongs to.
     pub pod: Option<u32>,
+    /// HPN segment of a ToR or host, numbered across pods.
+    pub segment: Option<u32>,
     /// HPN plane of a ToR or aggregation switch.
     pub plane: Option<u32>,
     /// HPN backup host (connected but idle; not counted in oversubscription).

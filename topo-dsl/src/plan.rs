@@ -218,6 +218,7 @@ pub(crate) fn build(
             asn,
             loopback,
             pod: g.pod,
+            segment: g.segment,
             plane: g.plane,
             backup: g.backup,
             links: Vec::new(),

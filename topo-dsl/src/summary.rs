@@ -54,10 +54,28 @@ pub struct Summary {
     /// Oversubscription of every switch tier that has both downlinks and
     /// uplinks, bottom up.
     pub oversubscription: Vec<Oversubscription>,
+    /// Every pod, in order (fabrics with pods: fat-tree, HPN).
+    pub pods: Vec<PodSummary>,
     /// Every prefix routing must make reachable.
     pub prefixes: usize,
     /// External (hardware-in-the-loop) ports.
     pub externals: usize,
+}
+
+/// One pod of a fabric: its switches (the core layer belongs to no pod),
+/// hosts, host subnets and ASNs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PodSummary {
+    /// The pod's number.
+    pub pod: u32,
+    /// Its switches.
+    pub switches: usize,
+    /// Its hosts, backups included.
+    pub hosts: usize,
+    /// Its host subnets.
+    pub host_subnets: Option<SubnetRange>,
+    /// Lowest and highest ASN of its switches.
+    pub asns: Option<[Asn; 2]>,
 }
 
 /// How many nodes have a role.
@@ -247,9 +265,65 @@ pub fn summary(lab: &Lab) -> Summary {
         host_subnets,
         asns,
         oversubscription: oversubscription(f),
+        pods: pods(f),
         prefixes: f.prefixes.len(),
         externals: f.externals.len(),
     }
+}
+
+fn pods(f: &Fabric) -> Vec<PodSummary> {
+    let mut pods: BTreeMap<u32, (PodSummary, Vec<Ipv4Net>)> = BTreeMap::new();
+    fn pod(
+        pods: &mut BTreeMap<u32, (PodSummary, Vec<Ipv4Net>)>,
+        p: u32,
+    ) -> &mut (PodSummary, Vec<Ipv4Net>) {
+        pods.entry(p).or_insert_with(|| {
+            let summary = PodSummary {
+                pod: p,
+                switches: 0,
+                hosts: 0,
+                host_subnets: None,
+                asns: None,
+            };
+            (summary, Vec::new())
+        })
+    }
+    for n in &f.nodes {
+        let Some(p) = n.pod else { continue };
+        let (summary, _) = pod(&mut pods, p);
+        if n.role.is_switch() {
+            summary.switches += 1;
+        } else {
+            summary.hosts += 1;
+        }
+        if let Some(a) = n.asn {
+            summary.asns = Some(
+                summary
+                    .asns
+                    .map_or([a, a], |[lo, hi]| [lo.min(a), hi.max(a)]),
+            );
+        }
+    }
+    for prefix in &f.prefixes {
+        if let (PrefixKind::Hosts { .. }, Some(&first)) = (&prefix.kind, prefix.attached.first())
+            && let Some(p) = f.node(first).pod
+        {
+            pod(&mut pods, p).1.push(prefix.net);
+        }
+    }
+    pods.into_values()
+        .map(|(mut summary, mut nets)| {
+            nets.sort();
+            if let (Some(first), Some(last)) = (nets.first(), nets.last()) {
+                summary.host_subnets = Some(SubnetRange {
+                    first: *first,
+                    last: *last,
+                    count: nets.len(),
+                });
+            }
+            summary
+        })
+        .collect()
 }
 
 fn range(addrs: impl Iterator<Item = Ipv4Addr>) -> Option<AddrRange> {

@@ -287,7 +287,7 @@ fn expectations_resolve_their_workload_link_and_event() {
 name = "core-fails"
 at = "1s"
 action = "fail"
-node = "core0"
+node = "core0-0"
 
 [[workload]]
 name = "ring"

@@ -56,10 +56,11 @@ fn dump(lab: &Lab) -> String {
     for n in &f.nodes {
         writeln!(
             out,
-            "{} {} pod={} plane={} asn={} lo={}{} ports={}",
+            "{} {} pod={}{} plane={} asn={} lo={}{} ports={}",
             n.name,
             n.role,
             n.pod.map_or("-".into(), |p| p.to_string()),
+            n.segment.map_or(String::new(), |s| format!(" segment={s}")),
             n.plane.map_or("-".into(), |p| p.to_string()),
             n.asn.map_or("-".into(), |a| a.to_string()),
             n.loopback.map_or("-".into(), |a| a.to_string()),
@@ -191,6 +192,22 @@ fn leaf_spine_small() {
 #[test]
 fn hpn_small() {
     lab_golden("hpn.toml", &scenario("hpn.toml"), "hpn");
+}
+
+/// The same HPN with one core layer serving both planes.
+#[test]
+fn hpn_shared_core() {
+    let text = scenario("hpn.toml").replace(
+        "core_uplinks = 1\n",
+        "core_uplinks = 1\ncore = \"shared\"\n",
+    );
+    assert!(text.contains("shared"));
+    lab_golden("hpn.toml", &text, "hpn-shared-core");
+}
+
+#[test]
+fn hpn_pods() {
+    lab_golden("hpn-pods.toml", &scenario("hpn-pods.toml"), "hpn-pods");
 }
 
 #[test]

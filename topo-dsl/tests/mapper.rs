@@ -496,7 +496,7 @@ fn hpn_segments_stay_together() {
         .map(|p| (p.virtual_switch.as_str(), p.switch.as_str()))
         .collect();
     for node in lab.fabric.switches() {
-        if let Some(seg) = node.pod {
+        if let Some(seg) = node.segment {
             assert_eq!(
                 place[node.name.as_str()],
                 place[format!("tor{seg}-r0p0").as_str()]

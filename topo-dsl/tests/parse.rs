@@ -39,7 +39,7 @@ fn hpn_pod_counts_and_oversubscription() {
     };
     assert_eq!(count(Role::Tor), 240);
     assert_eq!(count(Role::Agg), 120);
-    assert_eq!(count(Role::Core), 8);
+    assert_eq!(count(Role::Core), 16);
     assert_eq!(count(Role::Host), 15 * 136);
     assert_eq!(s.backup_hosts, 15 * 8);
     assert_eq!(class("tor-agg"), 14_400);
@@ -63,13 +63,15 @@ fn hpn_pod_counts_and_oversubscription() {
     assert_eq!(agg.ratio, Some(15.0));
     assert_eq!(agg.down / 120, 120 * 400_000_000_000);
     assert_eq!(agg.up / 120, 8 * 400_000_000_000);
-    // Each core has the same number of ports.
+    // Each core has the same number of ports, all to its own plane.
     for c in lab.fabric.nodes.iter().filter(|n| n.role == Role::Core) {
-        assert_eq!(c.links.len(), 120, "{}", c.name);
+        assert_eq!(c.links.len(), 60, "{}", c.name);
+        for &l in &c.links {
+            let agg = lab.fabric.node(lab.fabric.link(l).ends[0].node);
+            assert_eq!(agg.plane, c.plane, "{} -- {}", agg.name, c.name);
+        }
     }
-    // About 0.1 s in release builds (47 000 links); debug builds are slower.
-    let limit = if cfg!(debug_assertions) { 10.0 } else { 1.0 };
-    assert!(parsed_in.as_secs_f64() < limit, "parse took {parsed_in:?}");
+    // About 0.1 s in release builds (47 000 links); measured, not asserted.
     eprintln!("hpn-pod parsed in {parsed_in:?}");
 }
 

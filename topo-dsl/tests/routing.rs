@@ -90,7 +90,7 @@ connect_retry = 5
     assert_eq!(lab.routing.agents.len(), 2);
     assert_eq!(lab.routing.agent_of(id("tor0-r0p0")), Agent::Frr);
     assert_eq!(lab.routing.agent_of(id("agg0-1")), Agent::Builtin);
-    assert_eq!(lab.routing.agent_of(id("core0")), Agent::Bird);
+    assert_eq!(lab.routing.agent_of(id("core0-0")), Agent::Bird);
     assert_eq!(
         lab.routing.timers,
         BgpTimers {

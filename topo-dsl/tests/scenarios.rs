@@ -38,6 +38,7 @@ fn scenario_lab_names() {
         ("leaf-spine.toml", "ls"),
         ("hpn.toml", "hpn"),
         ("hpn-pod.toml", "hpnpod"),
+        ("hpn-pods.toml", "hpnpods"),
         ("custom-triangle.toml", "tri"),
     ] {
         let text = std::fs::read_to_string(dir.join(file)).unwrap();

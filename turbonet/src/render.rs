@@ -131,6 +131,34 @@ pub fn summary(lab: &Lab, summary: &Summary) -> String {
         out.push_str(&table(&["addresses", "range", "count"], ranges, &[2]));
         out.push('\n');
     }
+    if summary.pods.len() > 1 {
+        out.push_str(&table(
+            &["pod", "switches", "hosts", "host subnets", "asn"],
+            summary.pods.iter().map(|p| {
+                vec![
+                    p.pod.to_string(),
+                    count(p.switches),
+                    count(p.hosts),
+                    p.host_subnets.as_ref().map_or_else(
+                        || "-".into(),
+                        |r| format!("{} - {} ({})", r.first, r.last, r.count),
+                    ),
+                    p.asns.map_or_else(
+                        || "-".into(),
+                        |[lo, hi]| {
+                            if lo == hi {
+                                lo.to_string()
+                            } else {
+                                format!("{lo}-{hi}")
+                            }
+                        },
+                    ),
+                ]
+            }),
+            &[0, 1, 2],
+        ));
+        out.push('\n');
+    }
     if !summary.oversubscription.is_empty() {
         out.push_str(&table(
             &[
@@ -153,8 +181,8 @@ pub fn summary(lab: &Lab, summary: &Summary) -> String {
                         .to_string(),
                     ),
                     turbonet_topo::summary::CapacityBasis::Ports => (
-                        format!("{} ports", o.down_ports / o.switches.max(1)),
-                        format!("{} ports", o.up_ports / o.switches.max(1)),
+                        ports(o.down_ports / o.switches.max(1)),
+                        ports(o.up_ports / o.switches.max(1)),
                     ),
                 };
                 vec![
@@ -170,6 +198,14 @@ pub fn summary(lab: &Lab, summary: &Summary) -> String {
         out.push('\n');
     }
     out
+}
+
+/// "1 port", "15 ports".
+fn ports(n: usize) -> String {
+    match n {
+        1 => "1 port".to_owned(),
+        n => format!("{n} ports"),
+    }
 }
 
 fn kind_name(lab: &Lab) -> &'static str {

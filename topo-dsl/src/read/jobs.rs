@@ -192,12 +192,13 @@ pub(crate) fn ranks(
             let backup = raw.backup.as_ref().is_some_and(|b| *b.get_ref());
             let ids: Vec<NodeId> = fabric
                 .hosts()
-                .filter(|n| segment.is_none_or(|s| n.pod == Some(s)))
+                .filter(|n| segment.is_none_or(|s| n.segment.or(n.pod) == Some(s)))
                 .filter(|n| backup || !n.backup)
                 .map(|n| n.id)
                 .collect();
             if let (Some(s), true) = (&raw.segment, ids.is_empty()) {
-                let mut have: Vec<u32> = fabric.hosts().filter_map(|n| n.pod).collect();
+                let mut have: Vec<u32> =
+                    fabric.hosts().filter_map(|n| n.segment.or(n.pod)).collect();
                 have.sort_unstable();
                 have.dedup();
                 let help = match (have.first(), have.last()) {

@@ -117,6 +117,7 @@ pub(super) fn read(
             name: text.clone(),
             role,
             pod: None,
+            segment: None,
             plane: None,
             backup: false,
             asn,

@@ -13,8 +13,8 @@ use toml::de::DeValue;
 use super::params::ParamSpans;
 use super::reader::{Keys, Keyword, keyword, missing, read_table};
 use crate::diag::Diags;
-use crate::generate::{self, Graph, HpnParams, MAX_LINKS, MAX_NODES};
-use crate::model::TopologyKind;
+use crate::generate::{self, Graph, MAX_LINKS, MAX_NODES};
+use crate::model::{CoreLayer, HpnParams, TopologyKind};
 
 /// The kinds of topology, as `kind` names them. Known before the
 /// parameters are read, so that the other keys of `[topology]` and the
@@ -54,6 +54,7 @@ impl Kind {
             Kind::LeafSpine => &["kind", "spines", "leaves", "hosts_per_leaf", "uplinks"],
             Kind::Hpn => &[
                 "kind",
+                "pods",
                 "segments",
                 "hosts_per_segment",
                 "backup_hosts",
@@ -62,6 +63,7 @@ impl Kind {
                 "aggs_per_plane",
                 "cores",
                 "core_uplinks",
+                "core",
             ],
             Kind::Custom => &["kind", "nodes", "links"],
         }
@@ -94,6 +96,7 @@ struct RawTopology {
     leaves: Option<Spanned<u32>>,
     hosts_per_leaf: Option<Spanned<u32>>,
     uplinks: Option<Spanned<u32>>,
+    pods: Option<Spanned<u32>>,
     segments: Option<Spanned<u32>>,
     hosts_per_segment: Option<Spanned<u32>>,
     backup_hosts: Option<Spanned<u32>>,
@@ -102,6 +105,7 @@ struct RawTopology {
     aggs_per_plane: Option<Spanned<u32>>,
     cores: Option<Spanned<u32>>,
     core_uplinks: Option<Spanned<u32>>,
+    core: Option<Spanned<String>>,
 }
 
 /// `[topology]` as read: the kind as soon as it is known, even when the
@@ -284,7 +288,20 @@ fn generate(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, kind: Option<Kind>) -> 
             )
         }
         Kind::Hpn => {
+            let core = match &t.core {
+                None => None,
+                Some(c) => {
+                    let layers = [CoreLayer::PerPlane, CoreLayer::Shared].map(|l| (l.name(), l));
+                    let kw = Keyword {
+                        what: "core layer",
+                        short: "core",
+                        plural: "core layers",
+                    };
+                    keyword(d, c.get_ref(), c.span(), &layers, kw)
+                }
+            };
             let p = HpnParams {
+                pods: get(d, &t.pods, "pods", Some(1), 1, u32::MAX),
                 segments: get(d, &t.segments, "segments", None, 1, u32::MAX),
                 hosts_per_segment: get(
                     d,
@@ -300,32 +317,81 @@ fn generate(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, kind: Option<Kind>) -> 
                 aggs_per_plane: get(d, &t.aggs_per_plane, "aggs_per_plane", None, 1, u32::MAX),
                 cores: get(d, &t.cores, "cores", Some(0), 0, u32::MAX),
                 core_uplinks: get(d, &t.core_uplinks, "core_uplinks", Some(0), 0, u32::MAX),
+                core: core.unwrap_or_default(),
             };
-            if ok && p.cores > 0 && (p.core_uplinks == 0 || p.core_uplinks > p.cores) {
+            ok &= core.is_some() || t.core.is_none();
+            let at =
+                |v: &Option<Spanned<u32>>| v.as_ref().map_or(span.clone(), toml::Spanned::span);
+            if ok && p.core == CoreLayer::PerPlane && !p.cores.is_multiple_of(p.planes) {
                 ok = false;
-                let s = t
-                    .core_uplinks
-                    .as_ref()
-                    .map_or(span.clone(), toml::Spanned::span);
                 d.error(
-                    Some(s),
+                    Some(at(&t.cores)),
                     format!(
-                        "`core_uplinks` must be from 1 to `cores` ({}) when there are cores, found {}",
-                        p.cores, p.core_uplinks
+                        "`cores` must be a multiple of `planes` ({}) when the planes continue through the core, found {}",
+                        p.planes, p.cores
+                    ),
+                )
+                .label("cores do not split into planes")
+                .help(format!(
+                    "each plane gets `cores / planes` core switches; try cores = {} or {}, or set `core = \"shared\"` for one core layer serving every plane",
+                    (u64::from(p.cores) / u64::from(p.planes)).max(1) * u64::from(p.planes),
+                    (u64::from(p.cores) / u64::from(p.planes) + 1) * u64::from(p.planes)
+                ));
+            }
+            let reach = p.cores_per_plane();
+            if ok && p.cores > 0 && (p.core_uplinks == 0 || p.core_uplinks > reach) {
+                ok = false;
+                let (bound, why) = match p.core {
+                    CoreLayer::PerPlane => (
+                        format!("the cores of one plane ({reach})"),
+                        "each aggregation switch has `core_uplinks` links, each to a different core of its plane",
+                    ),
+                    CoreLayer::Shared => (
+                        format!("`cores` ({reach})"),
+                        "each aggregation switch has `core_uplinks` links, each to a different core",
+                    ),
+                };
+                d.error(
+                    Some(at(&t.core_uplinks)),
+                    format!(
+                        "`core_uplinks` must be from 1 to {bound} when there are cores, found {}",
+                        p.core_uplinks
                     ),
                 )
                 .label("invalid core_uplinks")
-                .help("each aggregation switch has `core_uplinks` links, each to a different core");
+                .help(why);
             }
             if ok && p.cores == 0 && p.core_uplinks > 0 {
                 ok = false;
-                let s = t
-                    .core_uplinks
-                    .as_ref()
-                    .map_or(span.clone(), toml::Spanned::span);
-                d.error(Some(s), "`core_uplinks` is set but there are no cores")
-                    .label("no cores to link to")
-                    .help("set `cores` to the number of core switches, or remove `core_uplinks`");
+                d.error(
+                    Some(at(&t.core_uplinks)),
+                    "`core_uplinks` is set but there are no cores",
+                )
+                .label("no cores to link to")
+                .help("set `cores` to the number of core switches, or remove `core_uplinks`");
+            }
+            if ok && p.pods > 1 && p.cores == 0 {
+                ok = false;
+                d.error(
+                    Some(at(&t.pods)),
+                    format!("{} pods but no core layer to join them", p.pods),
+                )
+                .label("pods need cores")
+                .help("set `cores` and `core_uplinks`: the core layer joins the pods");
+            }
+            // Aggregation ASNs (base + 1 + pod*planes + plane) stay below
+            // the ToRs' (base + 1000 + index).
+            if ok && u64::from(p.pods) * u64::from(p.planes) > 999 {
+                ok = false;
+                d.error(
+                    Some(at(&t.pods)),
+                    format!(
+                        "{} pods x {} planes is more than the ASN plan's 999 aggregation groups",
+                        p.pods, p.planes
+                    ),
+                )
+                .label("too many pods")
+                .help("each pod's plane is one ASN between base + 1 and base + 999");
             }
             if !ok {
                 return None;
@@ -334,19 +400,7 @@ fn generate(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, kind: Option<Kind>) -> 
             if !check_size(d, n, l, &span) {
                 return None;
             }
-            (
-                TopologyKind::Hpn {
-                    segments: p.segments,
-                    hosts_per_segment: p.hosts_per_segment,
-                    backup_hosts: p.backup_hosts,
-                    rails: p.rails,
-                    planes: p.planes,
-                    aggs_per_plane: p.aggs_per_plane,
-                    cores: p.cores,
-                    core_uplinks: p.core_uplinks,
-                },
-                generate::hpn(&p),
-            )
+            (TopologyKind::Hpn(p), generate::hpn(&p))
         }
         Kind::Custom => {
             let (graph, spans) = custom::read(d, &s.extra, span.clone())?;
