@@ -6,6 +6,7 @@
 //! `turbonet validate`. The scenario language is documented in
 //! `docs/scenarios.md`.
 
+pub mod chip;
 pub mod diag;
 pub mod mapper;
 pub mod model;

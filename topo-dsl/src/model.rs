@@ -1433,6 +1433,9 @@ pub struct Fabric {
     pub prefixes: Vec<Prefix>,
     /// Interfaces of the machine attached to nodes.
     pub externals: Vec<ExternalPort>,
+    /// The chip each switch role is declared to be built from
+    /// (`[topology] switch`); every switch of a role fits on its chip.
+    pub chips: BTreeMap<Role, crate::chip::Chip>,
 }
 
 impl Fabric {

@@ -358,6 +358,7 @@ pub(crate) fn build(
         links,
         prefixes,
         externals: Vec::new(),
+        chips: std::collections::BTreeMap::new(),
     })
 }
 

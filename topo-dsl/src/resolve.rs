@@ -153,9 +153,15 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
                 t.span,
                 &params,
             );
-            fabric.map(|mut f| {
+            fabric.and_then(|mut f| {
                 link_cfg.apply(d, &mut f, &t.inline_spans);
-                f
+                if let Some((chips, span)) = t.chips {
+                    if !topology::check_chips(d, &f, &chips, &span) {
+                        return None;
+                    }
+                    f.chips = chips;
+                }
+                Some(f)
             })
         }
         _ => None,

@@ -56,6 +56,8 @@ pub struct Summary {
     pub oversubscription: Vec<Oversubscription>,
     /// Every pod, in order (fabrics with pods: fat-tree, HPN).
     pub pods: Vec<PodSummary>,
+    /// How full the busiest switch of each role with a declared chip is.
+    pub chips: Vec<ChipUse>,
     /// Every prefix routing must make reachable.
     pub prefixes: usize,
     /// External (hardware-in-the-loop) ports.
@@ -76,6 +78,21 @@ pub struct PodSummary {
     pub host_subnets: Option<SubnetRange>,
     /// Lowest and highest ASN of its switches.
     pub asns: Option<[Asn; 2]>,
+}
+
+/// The busiest switch of a role on its declared chip.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChipUse {
+    /// The role.
+    pub role: Role,
+    /// Its chip.
+    pub chip: crate::chip::Chip,
+    /// Switches of the role.
+    pub switches: usize,
+    /// The most chip ports a switch of the role takes.
+    pub ports: u32,
+    /// The most bandwidth a switch of the role needs, bit/s.
+    pub bandwidth: u64,
 }
 
 /// How many nodes have a role.
@@ -266,6 +283,24 @@ pub fn summary(lab: &Lab) -> Summary {
         asns,
         oversubscription: oversubscription(f),
         pods: pods(f),
+        chips: f
+            .chips
+            .iter()
+            .map(|(&role, chip)| {
+                let demands: Vec<_> = f
+                    .switches()
+                    .filter(|n| n.role == role)
+                    .map(|n| crate::chip::demand(f, n.id, chip))
+                    .collect();
+                ChipUse {
+                    role,
+                    chip: *chip,
+                    switches: demands.len(),
+                    ports: demands.iter().map(|d| d.ports).max().unwrap_or(0),
+                    bandwidth: demands.iter().map(|d| d.bandwidth).max().unwrap_or(0),
+                }
+            })
+            .collect(),
         prefixes: f.prefixes.len(),
         externals: f.externals.len(),
     }

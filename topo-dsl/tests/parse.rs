@@ -63,6 +63,17 @@ fn hpn_pod_counts_and_oversubscription() {
     assert_eq!(agg.ratio, Some(15.0));
     assert_eq!(agg.down / 120, 120 * 400_000_000_000);
     assert_eq!(agg.up / 120, 8 * 400_000_000_000);
+    // Every switch fits the 51.2T chip the scenario declares: the ToRs and
+    // aggregation switches exactly (128 ports of 400G, 200G host links two
+    // to a port), the cores with room to join more pods.
+    let chip = |r: Role| s.chips.iter().find(|c| c.role == r).unwrap();
+    for r in [Role::Tor, Role::Agg] {
+        assert_eq!(
+            (chip(r).ports, chip(r).bandwidth),
+            (128, 51_200_000_000_000)
+        );
+    }
+    assert_eq!(chip(Role::Core).ports, 60);
     // Each core has the same number of ports, all to its own plane.
     for c in lab.fabric.nodes.iter().filter(|n| n.role == Role::Core) {
         assert_eq!(c.links.len(), 60, "{}", c.name);

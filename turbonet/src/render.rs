@@ -131,6 +131,27 @@ pub fn summary(lab: &Lab, summary: &Summary) -> String {
         out.push_str(&table(&["addresses", "range", "count"], ranges, &[2]));
         out.push('\n');
     }
+    if !summary.chips.is_empty() {
+        use turbonet_topo::units::Rate;
+        out.push_str(&table(
+            &["tier", "switches", "chip", "ports used", "bandwidth used"],
+            summary.chips.iter().map(|c| {
+                vec![
+                    c.role.to_string(),
+                    count(c.switches),
+                    c.chip.to_string(),
+                    format!("{} of {}", c.ports, c.chip.ports),
+                    format!(
+                        "{} of {}",
+                        Rate::from_bits_per_sec(c.bandwidth),
+                        Rate::from_bits_per_sec(c.chip.capacity())
+                    ),
+                ]
+            }),
+            &[1, 3, 4],
+        ));
+        out.push('\n');
+    }
     if summary.pods.len() > 1 {
         out.push_str(&table(
             &["pod", "switches", "hosts", "host subnets", "asn"],

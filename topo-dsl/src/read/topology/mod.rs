@@ -4,6 +4,7 @@
 
 mod custom;
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 use serde::Deserialize;
@@ -12,9 +13,10 @@ use toml::de::DeValue;
 
 use super::params::ParamSpans;
 use super::reader::{Keys, Keyword, keyword, missing, read_table};
+use crate::chip::{self, Chip};
 use crate::diag::Diags;
 use crate::generate::{self, Graph, MAX_LINKS, MAX_NODES};
-use crate::model::{CoreLayer, HpnParams, TopologyKind};
+use crate::model::{CoreLayer, Fabric, HpnParams, Role, TopologyKind};
 
 /// The kinds of topology, as `kind` names them. Known before the
 /// parameters are read, so that the other keys of `[topology]` and the
@@ -50,8 +52,15 @@ impl Kind {
     /// The keys of `[topology]` for this kind, `kind` first.
     fn keys(self) -> &'static [&'static str] {
         match self {
-            Kind::FatTree => &["kind", "k"],
-            Kind::LeafSpine => &["kind", "spines", "leaves", "hosts_per_leaf", "uplinks"],
+            Kind::FatTree => &["kind", "k", "switch"],
+            Kind::LeafSpine => &[
+                "kind",
+                "spines",
+                "leaves",
+                "hosts_per_leaf",
+                "uplinks",
+                "switch",
+            ],
             Kind::Hpn => &[
                 "kind",
                 "pods",
@@ -64,8 +73,19 @@ impl Kind {
                 "cores",
                 "core_uplinks",
                 "core",
+                "switch",
             ],
-            Kind::Custom => &["kind", "nodes", "links"],
+            Kind::Custom => &["kind", "nodes", "links", "switch"],
+        }
+    }
+
+    /// The roles of its switches, bottom up (the keys of a `switch` table).
+    fn switch_roles(self) -> &'static [Role] {
+        match self {
+            Kind::FatTree => &[Role::Edge, Role::Agg, Role::Core],
+            Kind::LeafSpine => &[Role::Leaf, Role::Spine],
+            Kind::Hpn => &[Role::Tor, Role::Agg, Role::Core],
+            Kind::Custom => &[Role::Switch],
         }
     }
 
@@ -106,6 +126,7 @@ struct RawTopology {
     cores: Option<Spanned<u32>>,
     core_uplinks: Option<Spanned<u32>>,
     core: Option<Spanned<String>>,
+    switch: Option<Spanned<toml::Value>>,
 }
 
 /// `[topology]` as read: the kind as soon as it is known, even when the
@@ -129,6 +150,8 @@ pub(crate) struct Topo {
     /// Where the inline parameters of each custom link were written,
     /// indexed like `graph.links` (empty for generated topologies).
     pub inline_spans: Vec<ParamSpans>,
+    /// The chips of `switch`, by role, and where it is written.
+    pub chips: Option<(BTreeMap<Role, Chip>, Range<usize>)>,
 }
 
 /// Reads `[topology]` (`v`, if present; every scenario needs one) and
@@ -204,7 +227,8 @@ fn generate(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, kind: Option<Kind>) -> 
         .kind
         .as_ref()
         .map_or(table_span.clone(), toml::Spanned::span);
-    let mut ok = true;
+    let chips = read_chips(d, t.switch.as_ref(), kind);
+    let mut ok = chips.is_some() || t.switch.is_none();
     let mut get = |d: &mut Diags<'_>,
                    v: &Option<Spanned<u32>>,
                    key: &str,
@@ -413,7 +437,157 @@ fn generate(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, kind: Option<Kind>) -> 
         graph,
         span,
         inline_spans,
+        chips,
     })
+}
+
+/// Reads `switch`: one chip for every switch (`"51.2t"`, `"128x400g"`),
+/// or a table of chips by switch role (`{ tor = "51.2t", core = "64x800g" }`).
+fn read_chips(
+    d: &mut Diags<'_>,
+    v: Option<&Spanned<toml::Value>>,
+    kind: Kind,
+) -> Option<(BTreeMap<Role, Chip>, Range<usize>)> {
+    let v = v?;
+    let span = v.span();
+    let roles = kind.switch_roles();
+    let role_names = || {
+        roles
+            .iter()
+            .map(|r| r.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let syntax = "write PORTSxSPEED (`128x400g`) or a capacity of 400G ports (`51.2t`)";
+    let parse = |d: &mut Diags<'_>, text: &str, what: String| -> Option<Chip> {
+        text.parse::<Chip>()
+            .map_err(|e| {
+                d.error(
+                    Some(span.clone()),
+                    format!("invalid switch chip {what}: {e}"),
+                )
+                .label("invalid chip")
+                .help(syntax);
+            })
+            .ok()
+    };
+    let mut chips = BTreeMap::new();
+    match v.get_ref() {
+        toml::Value::String(text) => {
+            let chip = parse(d, text, format!("`{text}`"))?;
+            for &role in roles {
+                chips.insert(role, chip);
+            }
+        }
+        toml::Value::Table(table) => {
+            let mut ok = true;
+            for (key, value) in table {
+                let Some(&role) = roles.iter().find(|r| r.as_str() == key) else {
+                    d.error(
+                        Some(span.clone()),
+                        format!(
+                            "`{key}` is not a switch role of `{}` topologies",
+                            kind.name()
+                        ),
+                    )
+                    .label("unknown role")
+                    .help(format!("its switch roles: {}", role_names()));
+                    ok = false;
+                    continue;
+                };
+                let Some(text) = value.as_str() else {
+                    d.error(
+                        Some(span.clone()),
+                        format!("the chip of `{key}` must be a string"),
+                    )
+                    .label("expected a string")
+                    .help(syntax);
+                    ok = false;
+                    continue;
+                };
+                match parse(d, text, format!("`{text}` for `{key}`")) {
+                    Some(chip) => {
+                        chips.insert(role, chip);
+                    }
+                    None => ok = false,
+                }
+            }
+            if !ok {
+                return None;
+            }
+        }
+        _ => {
+            d.error(
+                Some(span.clone()),
+                "`switch` must be a chip or a table of chips by role",
+            )
+            .label("expected a string or a table")
+            .help(format!(
+                "{syntax}; or by role ({}): `{{ tor = \"51.2t\" }}`",
+                role_names()
+            ));
+            return None;
+        }
+    }
+    Some((chips, span))
+}
+
+/// Checks every switch of `fabric` against the chip of its role: its
+/// ports (after break-out) and its bandwidth. One error per role, naming
+/// its first switch that does not fit and how many others do not.
+pub(crate) fn check_chips(
+    d: &mut Diags<'_>,
+    fabric: &Fabric,
+    chips: &BTreeMap<Role, Chip>,
+    span: &Range<usize>,
+) -> bool {
+    let mut ok = true;
+    for (&role, chip) in chips {
+        let mut misfits = fabric
+            .switches()
+            .filter(|n| n.role == role)
+            .map(|n| (n, chip::demand(fabric, n.id, chip)))
+            .filter(|(_, need)| !need.fits(chip));
+        let Some((first, need)) = misfits.next() else {
+            continue;
+        };
+        ok = false;
+        let others = misfits.count();
+        let links: Vec<String> = need
+            .links
+            .iter()
+            .map(|g| match g.rate {
+                Some(rate) => format!("{} x {rate} in {} ports", g.count, g.ports),
+                None => format!("{} links without a rate, a port each", g.count),
+            })
+            .collect();
+        let what = match need.too_fast {
+            Some(rate) => format!("a {rate} link, faster than its {} ports", chip.speed),
+            None => format!(
+                "{} ports and {} ({})",
+                need.ports,
+                crate::units::Rate::from_bits_per_sec(need.bandwidth),
+                links.join(", ")
+            ),
+        };
+        let also = match others {
+            0 => String::new(),
+            n => format!(" (and {n} other {role} switches)"),
+        };
+        d.error(
+            Some(span.clone()),
+            format!(
+                "switch {}{also} does not fit its chip {chip}: it needs {what}; the chip has {} ports of {}, {}",
+                first.name,
+                chip.ports,
+                chip.speed,
+                crate::units::Rate::from_bits_per_sec(chip.capacity())
+            ),
+        )
+        .label(format!("{role} chip too small"))
+        .help("give the role a larger chip, or fewer or slower links (`[links.<class>] rate`)");
+    }
+    ok
 }
 
 /// Reports a generated topology beyond what turbonet handles; false when
