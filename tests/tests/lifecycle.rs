@@ -69,6 +69,14 @@ fn hpn_pods_up_check_down() {
     up_check_down("hpn-pods.toml", "hm");
 }
 
+/// A 5-stage Clos: every host reaches every other through leaves, spines
+/// and the core planes.
+#[test]
+fn clos_up_check_down() {
+    require_root!();
+    up_check_down("clos-5.toml", "cl");
+}
+
 #[test]
 fn leaf_spine_up_check_down() {
     require_root!();

@@ -1,7 +1,7 @@
 //! Topology generators: deterministic node and link lists for fat-tree,
 //! leaf-spine and HPN fabrics, before addresses are assigned.
 
-use crate::model::{CoreLayer, HpnParams, LinkClass, LinkParams, Role};
+use crate::model::{ClosParams, CoreLayer, HpnParams, LinkClass, LinkParams, Role};
 
 /// Largest fabric a scenario may describe (keeps memory bounded on any input).
 pub(crate) const MAX_NODES: u64 = 200_000;
@@ -223,6 +223,115 @@ pub(crate) fn leaf_spine(spines: u32, leaves: u32, hosts_per_leaf: u32, uplinks:
     g
 }
 
+/// Sizes of a Clos fabric: (nodes, links).
+pub(crate) fn clos_size(p: &ClosParams) -> (u64, u64) {
+    let s = p.shape();
+    let m = |a: u64, b: u32| a.saturating_mul(u64::from(b));
+    let leaves = m(u64::from(s.pods), s.leaves);
+    let spines = m(u64::from(s.pods), s.spines);
+    let cores = m(u64::from(s.spines), s.cores_per_plane);
+    let hosts = m(leaves, s.hosts_per_leaf);
+    let nodes = hosts
+        .saturating_add(leaves)
+        .saturating_add(spines)
+        .saturating_add(cores);
+    let links = hosts
+        .saturating_add(m(leaves, s.spines))
+        .saturating_add(m(spines, s.cores_per_plane));
+    (nodes, links)
+}
+
+/// A folded Clos of 3 stages (leaves `leaf<i>`, spines `spine<j>`, hosts
+/// `h<i>-<h>`, like `leaf-spine`) or 5 stages: pods of leaves
+/// `leaf<p>-<i>` and spines `spine<p>-<j>`, every leaf linked to every
+/// spine of its pod, and a core tier in planes, one per spine index: spine
+/// `j` of every pod links to every core `core<j>-<c>` of plane `j`. Hosts
+/// `h<p>-<i>-<h>`. Node order: leaves, spines, cores, hosts; leaves and
+/// spines pod by pod.
+pub(crate) fn clos(p: &ClosParams) -> Graph {
+    let (n, l) = clos_size(p);
+    let mut g = Graph::with_capacity(n, l);
+    let s = p.shape();
+    let five = p.stages == 5;
+    let leaves = s.pods * s.leaves;
+    let spines = s.pods * s.spines;
+    let leaf = |q: u32, i: u32| q * s.leaves + i;
+    let spine = |q: u32, j: u32| leaves + q * s.spines + j;
+    let core = |j: u32, c: u32| leaves + spines + j * s.cores_per_plane + c;
+    let host = |q: u32, i: u32, h: u32| {
+        leaves + spines + s.spines * s.cores_per_plane + (q * s.leaves + i) * s.hosts_per_leaf + h
+    };
+    for q in 0..s.pods {
+        for i in 0..s.leaves {
+            let name = if five {
+                format!("leaf{q}-{i}")
+            } else {
+                format!("leaf{i}")
+            };
+            let slot = AsnSlot::Offset(1000 + u64::from(leaf(q, i)));
+            let node = g.node(name, Role::Leaf, slot);
+            node.pod = five.then_some(q);
+        }
+    }
+    for q in 0..s.pods {
+        for j in 0..s.spines {
+            let (name, slot) = if five {
+                (format!("spine{q}-{j}"), AsnSlot::Offset(1 + u64::from(q)))
+            } else {
+                (format!("spine{j}"), AsnSlot::Offset(0))
+            };
+            let node = g.node(name, Role::Spine, slot);
+            node.pod = five.then_some(q);
+        }
+    }
+    for j in 0..s.spines {
+        for c in 0..s.cores_per_plane {
+            g.node(format!("core{j}-{c}"), Role::Core, AsnSlot::Offset(0))
+                .plane = Some(j);
+        }
+    }
+    for q in 0..s.pods {
+        for i in 0..s.leaves {
+            for h in 0..s.hosts_per_leaf {
+                let name = if five {
+                    format!("h{q}-{i}-{h}")
+                } else {
+                    format!("h{i}-{h}")
+                };
+                g.node(name, Role::Host, AsnSlot::None).pod = five.then_some(q);
+            }
+        }
+    }
+    for q in 0..s.pods {
+        for i in 0..s.leaves {
+            for h in 0..s.hosts_per_leaf {
+                g.link(host(q, i, h), leaf(q, i));
+            }
+            if s.hosts_per_leaf > 0 {
+                g.groups.push(HostGroup {
+                    switches: vec![leaf(q, i)],
+                    hosts: (0..s.hosts_per_leaf).map(|h| host(q, i, h)).collect(),
+                });
+            }
+        }
+    }
+    for q in 0..s.pods {
+        for i in 0..s.leaves {
+            for j in 0..s.spines {
+                g.link(leaf(q, i), spine(q, j));
+            }
+        }
+    }
+    for q in 0..s.pods {
+        for j in 0..s.spines {
+            for c in 0..s.cores_per_plane {
+                g.link(spine(q, j), core(j, c));
+            }
+        }
+    }
+    g
+}
+
 /// Sizes of an HPN fabric: (nodes, links).
 pub(crate) fn hpn_size(p: &HpnParams) -> (u64, u64) {
     // Saturating: absurd parameters must fail the size check, not overflow.
@@ -393,6 +502,42 @@ mod tests {
             assert_eq!(g.links.len() as u64, l);
             assert_eq!(g.groups.len() as u32, k * k / 2);
         }
+    }
+
+    #[test]
+    fn a_five_stage_clos_of_radix_k_is_a_k_ary_fat_tree_and_every_port_is_used() {
+        for k in [4u32, 6, 8] {
+            let p = ClosParams {
+                stages: 5,
+                radix: [k; 3],
+                oversubscription: [[1, 1]; 2],
+                pods: k,
+            };
+            let g = clos(&p);
+            assert_eq!(clos_size(&p), fat_tree_size(k.into()));
+            assert_eq!((g.nodes.len() as u64, g.links.len() as u64), clos_size(&p));
+            let mut ports = vec![0u32; g.nodes.len()];
+            for l in &g.links {
+                ports[l.a as usize] += 1;
+                ports[l.b as usize] += 1;
+            }
+            for (n, used) in g.nodes.iter().zip(ports) {
+                let want = if n.role == Role::Host { 1 } else { k };
+                assert_eq!(used, want, "{}", n.name);
+            }
+        }
+        // 3 stages, 3:1 at the leaves: 12 hosts and 4 spines per leaf,
+        // 16 leaves.
+        let p = ClosParams {
+            stages: 3,
+            radix: [16; 3],
+            oversubscription: [[3, 1], [1, 1]],
+            pods: 1,
+        };
+        let s = p.shape();
+        assert_eq!((s.hosts_per_leaf, s.spines, s.leaves), (12, 4, 16));
+        let g = clos(&p);
+        assert_eq!((g.nodes.len() as u64, g.links.len() as u64), clos_size(&p));
     }
 
     #[test]

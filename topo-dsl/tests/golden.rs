@@ -211,6 +211,20 @@ fn hpn_pods() {
 }
 
 #[test]
+fn clos_five_stages() {
+    lab_golden("clos-5.toml", &scenario("clos-5.toml"), "clos-5");
+}
+
+/// Three stages from 16-port switches at 3:1: 16 leaves of 12 hosts,
+/// 4 spines.
+#[test]
+fn clos_three_stages() {
+    let text = "[lab]\nname = \"clos3\"\n[topology]\nkind = \"clos\"\nstages = 3\nradix = 16\n\
+                oversubscription = \"3:1\"\nswitch = \"16x100g\"\n[links.default]\nrate = \"100gbit\"\n";
+    lab_golden("clos-3.toml", text, "clos-3");
+}
+
+#[test]
 fn custom_triangle() {
     lab_golden(
         "custom-triangle.toml",

@@ -39,6 +39,7 @@ fn scenario_lab_names() {
         ("hpn.toml", "hpn"),
         ("hpn-pod.toml", "hpnpod"),
         ("hpn-pods.toml", "hpnpods"),
+        ("clos-5.toml", "clos5"),
         ("custom-triangle.toml", "tri"),
     ] {
         let text = std::fs::read_to_string(dir.join(file)).unwrap();

@@ -234,6 +234,7 @@ fn kind_name(lab: &Lab) -> &'static str {
         turbonet_topo::TopologyKind::FatTree { .. } => "fat-tree",
         turbonet_topo::TopologyKind::LeafSpine { .. } => "leaf-spine",
         turbonet_topo::TopologyKind::Hpn { .. } => "hpn",
+        turbonet_topo::TopologyKind::Clos(_) => "clos",
         turbonet_topo::TopologyKind::Custom => "custom",
     }
 }

@@ -16,7 +16,7 @@ use super::reader::{Keys, Keyword, keyword, missing, read_table};
 use crate::chip::{self, Chip};
 use crate::diag::Diags;
 use crate::generate::{self, Graph, MAX_LINKS, MAX_NODES};
-use crate::model::{CoreLayer, Fabric, HpnParams, Role, TopologyKind};
+use crate::model::{ClosParams, CoreLayer, Fabric, HpnParams, Role, TopologyKind};
 
 /// The kinds of topology, as `kind` names them. Known before the
 /// parameters are read, so that the other keys of `[topology]` and the
@@ -31,13 +31,21 @@ pub(crate) enum Kind {
     LeafSpine,
     /// `hpn`: [`TopologyKind::Hpn`].
     Hpn,
+    /// `clos`: [`TopologyKind::Clos`].
+    Clos,
     /// `custom`: [`TopologyKind::Custom`].
     Custom,
 }
 
 impl Kind {
     /// Every kind, in the order the help lists them.
-    pub(crate) const ALL: [Kind; 4] = [Kind::FatTree, Kind::LeafSpine, Kind::Hpn, Kind::Custom];
+    pub(crate) const ALL: [Kind; 5] = [
+        Kind::FatTree,
+        Kind::LeafSpine,
+        Kind::Clos,
+        Kind::Hpn,
+        Kind::Custom,
+    ];
 
     /// The name of the kind in scenario files.
     pub(crate) fn name(self) -> &'static str {
@@ -45,6 +53,7 @@ impl Kind {
             Kind::FatTree => "fat-tree",
             Kind::LeafSpine => "leaf-spine",
             Kind::Hpn => "hpn",
+            Kind::Clos => "clos",
             Kind::Custom => "custom",
         }
     }
@@ -75,6 +84,14 @@ impl Kind {
                 "core",
                 "switch",
             ],
+            Kind::Clos => &[
+                "kind",
+                "stages",
+                "radix",
+                "oversubscription",
+                "pods",
+                "switch",
+            ],
             Kind::Custom => &["kind", "nodes", "links", "switch"],
         }
     }
@@ -85,6 +102,7 @@ impl Kind {
             Kind::FatTree => &[Role::Edge, Role::Agg, Role::Core],
             Kind::LeafSpine => &[Role::Leaf, Role::Spine],
             Kind::Hpn => &[Role::Tor, Role::Agg, Role::Core],
+            Kind::Clos => &[Role::Leaf, Role::Spine, Role::Core],
             Kind::Custom => &[Role::Switch],
         }
     }
@@ -96,6 +114,7 @@ impl Kind {
             Kind::FatTree => &["host-edge", "edge-agg", "agg-core"],
             Kind::LeafSpine => &["host-leaf", "leaf-spine"],
             Kind::Hpn => &["host-tor", "tor-agg", "agg-core"],
+            Kind::Clos => &["host-leaf", "leaf-spine", "spine-core"],
             Kind::Custom => &["host-switch", "switch-switch"],
         }
     }
@@ -127,6 +146,9 @@ struct RawTopology {
     core_uplinks: Option<Spanned<u32>>,
     core: Option<Spanned<String>>,
     switch: Option<Spanned<toml::Value>>,
+    stages: Option<Spanned<u32>>,
+    radix: Option<Spanned<toml::Value>>,
+    oversubscription: Option<Spanned<toml::Value>>,
 }
 
 /// `[topology]` as read: the kind as soon as it is known, even when the
@@ -426,6 +448,19 @@ fn generate(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, kind: Option<Kind>) -> 
             }
             (TopologyKind::Hpn(p), generate::hpn(&p))
         }
+        Kind::Clos => {
+            let stages = get(d, &t.stages, "stages", None, 3, 5);
+            let pods = t.pods.as_ref().map(|p| *p.get_ref());
+            if !ok {
+                return None;
+            }
+            let p = read_clos(d, t, stages, pods, &span)?;
+            let (n, l) = generate::clos_size(&p);
+            if !check_size(d, n, l, &span) {
+                return None;
+            }
+            (TopologyKind::Clos(p), generate::clos(&p))
+        }
         Kind::Custom => {
             let (graph, spans) = custom::read(d, &s.extra, span.clone())?;
             inline_spans = spans;
@@ -438,6 +473,170 @@ fn generate(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, kind: Option<Kind>) -> 
         span,
         inline_spans,
         chips,
+    })
+}
+
+/// Most ports a Clos switch may have.
+const MAX_RADIX: u32 = 1024;
+
+/// The radix and oversubscription of a Clos with `stages` stages, and
+/// its pods: every tier below the top splits its radix into whole
+/// downlinks and uplinks.
+fn read_clos(
+    d: &mut Diags<'_>,
+    t: &RawTopology,
+    stages: u32,
+    pods: Option<u32>,
+    span: &Range<usize>,
+) -> Option<ClosParams> {
+    let at =
+        |v: &Option<Spanned<toml::Value>>| v.as_ref().map_or(span.clone(), toml::Spanned::span);
+    if stages != 3 && stages != 5 {
+        let s = t.stages.as_ref().map_or(span.clone(), toml::Spanned::span);
+        d.error(Some(s), format!("`stages` must be 3 or 5, found {stages}"))
+            .label("3 or 5")
+            .help("3 stages: leaves and spines; 5 stages: pods of leaves and spines under a core tier");
+        return None;
+    }
+    let tiers = (stages / 2 + 1) as usize;
+    let names = ["leaf", "spine", "core"];
+    // One value for every tier, or one per tier, bottom first.
+    let per_tier = |d: &mut Diags<'_>,
+                    v: &Spanned<toml::Value>,
+                    key: &str,
+                    n: usize|
+     -> Option<Vec<toml::Value>> {
+        match v.get_ref() {
+            toml::Value::Array(a) if a.len() == n => Some(a.clone()),
+            toml::Value::Array(a) => {
+                d.error(
+                    Some(v.span()),
+                    format!(
+                        "`{key}` lists {} values; a {stages}-stage Clos needs {n} ({})",
+                        a.len(),
+                        names[..n].join(", ")
+                    ),
+                )
+                .label(format!("{n} values"))
+                .help(format!(
+                    "give one value for every tier, or one per tier, bottom first: {}",
+                    names[..n].join(", ")
+                ));
+                None
+            }
+            one => Some(vec![one.clone(); n]),
+        }
+    };
+    let Some(radix_v) = &t.radix else {
+        d.error(Some(span.clone()), "missing `radix` for a `clos` topology")
+            .label("`clos` needs `radix`")
+            .help("the ports of every switch (`radix = 32`), or per tier bottom first (`radix = [32, 32, 64]`)");
+        return None;
+    };
+    let mut radix = [0u32; 3];
+    for (i, v) in per_tier(d, radix_v, "radix", tiers)?.iter().enumerate() {
+        match v.as_integer().and_then(|r| u32::try_from(r).ok()) {
+            Some(r) if (2..=MAX_RADIX).contains(&r) => radix[i] = r,
+            _ => {
+                d.error(
+                    Some(radix_v.span()),
+                    format!("the {} radix must be a whole number of ports from 2 to {MAX_RADIX}, found {v}", names[i]),
+                )
+                .label("invalid radix");
+                return None;
+            }
+        }
+    }
+    let mut oversubscription = [[1u32, 1]; 2];
+    if let Some(v) = &t.oversubscription {
+        for (i, o) in per_tier(d, v, "oversubscription", tiers - 1)?
+            .iter()
+            .enumerate()
+        {
+            let ratio = o.as_str().and_then(|s| {
+                let (down, up) = s.split_once(':')?;
+                Some([
+                    down.trim().parse::<u32>().ok()?,
+                    up.trim().parse::<u32>().ok()?,
+                ])
+            });
+            match ratio {
+                Some([down, up]) if down > 0 && up > 0 => oversubscription[i] = [down, up],
+                _ => {
+                    d.error(
+                        Some(v.span()),
+                        format!(
+                            "the {} oversubscription must be `DOWN:UP`, found {o}",
+                            names[i]
+                        ),
+                    )
+                    .label("invalid ratio")
+                    .help("whole numbers above 0, downlinks to uplinks: \"3:1\", \"1:1\"");
+                    return None;
+                }
+            }
+        }
+    }
+    let mut ok = true;
+    for i in 0..tiers - 1 {
+        let [down, up] = oversubscription[i];
+        let parts = down + up;
+        if !radix[i].is_multiple_of(parts) {
+            ok = false;
+            let lower = radix[i] / parts * parts;
+            d.error(
+                Some(if t.oversubscription.is_some() {
+                    at(&t.oversubscription)
+                } else {
+                    at(&t.radix)
+                }),
+                format!(
+                    "a {} radix of {} cannot split {down}:{up} into whole ports: it is not a multiple of {parts}",
+                    names[i], radix[i]
+                ),
+            )
+            .label("radix and oversubscription disagree")
+            .help(format!(
+                "use a {} radix that is a multiple of {parts} ({}{}), or another ratio",
+                names[i],
+                if lower > 0 { format!("{lower} or ") } else { String::new() },
+                lower + parts
+            ));
+        }
+    }
+    if !ok {
+        return None;
+    }
+    let pods = match (stages, pods) {
+        (3, Some(_)) => {
+            let s = t.pods.as_ref().map_or(span.clone(), toml::Spanned::span);
+            d.error(Some(s), "`pods` is for 5-stage Clos fabrics")
+                .label("a 3-stage Clos has no pods")
+                .help("set `stages = 5`, or remove `pods`");
+            return None;
+        }
+        (3, None) => 1,
+        (_, None) => radix[2],
+        (_, Some(p)) if (1..=radix[2]).contains(&p) => p,
+        (_, Some(p)) => {
+            let s = t.pods.as_ref().map_or(span.clone(), toml::Spanned::span);
+            d.error(
+                Some(s),
+                format!(
+                    "`pods` must be from 1 to the core radix ({}), found {p}",
+                    radix[2]
+                ),
+            )
+            .label("too many pods")
+            .help("every core switch has one port to each pod");
+            return None;
+        }
+    };
+    Some(ClosParams {
+        stages,
+        radix,
+        oversubscription,
+        pods,
     })
 }
 
