@@ -873,7 +873,8 @@ async fn build_netns<K: Kernel>(
         "addresses",
         async {
             kernel.set_up(netns::ports_to_bring_up(lab, nodes)).await?;
-            kernel.add_addresses(addresses).await
+            kernel.add_addresses(addresses).await?;
+            kernel.add_rules(netns::host_rules(lab, nodes)).await
         },
         |()| format!("{count} addresses"),
     )

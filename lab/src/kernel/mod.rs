@@ -25,7 +25,8 @@ pub mod routes;
 
 pub(crate) use netlink::pipelined;
 pub use netlink::{
-    Netlink, NodeNs, connect, delete_route, delete_route_with, install, route_message,
+    Netlink, NodeNs, connect, delete_route, delete_route_in, delete_route_with, install,
+    route_message,
 };
 
 /// A namespace the kernel side created, by its position in creation order.
@@ -100,6 +101,18 @@ pub struct KernelRoute {
     pub protocol: RouteProtocol,
     /// Its metric (`None`: 0).
     pub metric: Option<u32>,
+    /// The routing table it goes in (`None`: main).
+    pub table: Option<u32>,
+}
+
+/// A routing rule: packets from `from` look their route up in `table`
+/// (a host's NIC, whose flows hash over that NIC's ports only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceRule {
+    /// The source address.
+    pub from: Ipv4Addr,
+    /// The table.
+    pub table: u32,
 }
 
 /// An interface of the machine that joins a node: moved from namespace
@@ -159,6 +172,9 @@ pub trait Kernel {
         routes: PerNs<KernelRoute>,
         replace: bool,
     ) -> impl Future<Output = Result<()>>;
+
+    /// Adds source rules, per namespace.
+    fn add_rules(&self, rules: PerNs<SourceRule>) -> impl Future<Output = Result<()>>;
 
     /// Moves an interface of the machine into a node (see [`External`]).
     fn attach_external(&self, external: &External) -> impl Future<Output = Result<()>>;

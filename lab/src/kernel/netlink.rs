@@ -16,7 +16,7 @@ use rtnetlink::{
 };
 use turbonet_injectors::Impairment;
 
-use super::{Address, External, Kernel, KernelRoute, NamespaceSpec, Ns, PerNs, Veth};
+use super::{Address, External, Kernel, KernelRoute, NamespaceSpec, Ns, PerNs, SourceRule, Veth};
 use crate::error::{Context, Result};
 use crate::system::namespaces;
 use crate::{bail, err};
@@ -89,6 +89,24 @@ where
 /// kernel already removed (its port went down) is not an error.
 pub async fn delete_route(handle: &Handle, prefix: ipnet::Ipv4Net) -> Result<()> {
     delete_route_with(handle, prefix, RouteProtocol::Static, None).await
+}
+
+/// The priority of the rules that send a host's NIC addresses to their
+/// tables: before the main table's rule (32766).
+pub const RULE_PRIORITY: u32 = 1000;
+
+/// Deletes turbonet's route to `prefix` in `table`, if any.
+pub async fn delete_route_in(handle: &Handle, prefix: ipnet::Ipv4Net, table: u32) -> Result<()> {
+    let message = RouteMessageBuilder::<Ipv4Addr>::new()
+        .destination_prefix(prefix.network(), prefix.prefix_len())
+        .protocol(RouteProtocol::Static)
+        .table_id(table)
+        .build();
+    match handle.route().del(message).execute().await {
+        Ok(()) => Ok(()),
+        Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -libc::ESRCH => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("deleting route {prefix} in table {table}")),
+    }
 }
 
 /// [`delete_route`] for the route of one protocol and metric.
@@ -297,6 +315,37 @@ impl Kernel for Netlink {
         Ok(())
     }
 
+    async fn add_rules(&self, rules: PerNs<SourceRule>) -> Result<()> {
+        per_node(rules, |(ns, rules)| async move {
+            let handle = self.namespace(ns)?.handle()?;
+            pipelined(rules.into_iter().map(|rule| {
+                let request = handle
+                    .rule()
+                    .add()
+                    .v4()
+                    .source_prefix(rule.from, 32)
+                    .table_id(rule.table)
+                    .priority(RULE_PRIORITY)
+                    .action(rtnetlink::packet_route::rule::RuleAction::ToTable);
+                async move {
+                    match request.execute().await {
+                        Ok(()) => Ok(()),
+                        // Already there (a restarted `up` of the same lab).
+                        Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -libc::EEXIST => {
+                            Ok(())
+                        }
+                        Err(e) => Err(e).with_context(|| {
+                            format!("rule from {} lookup {}", rule.from, rule.table)
+                        }),
+                    }
+                }
+            }))
+            .await
+        })
+        .await?;
+        Ok(())
+    }
+
     async fn attach_external(&self, external: &External) -> Result<()> {
         super::interfaces::attach(external, self.namespace(external.into)?).await
     }
@@ -362,6 +411,9 @@ pub fn route_message(route: &KernelRoute) -> Result<rtnetlink::packet_route::rou
         .protocol(route.protocol);
     if let Some(metric) = route.metric {
         builder = builder.priority(metric);
+    }
+    if let Some(table) = route.table {
+        builder = builder.table_id(table);
     }
     match route.hops.as_slice() {
         [] => bail!("route {} has no next hop", route.prefix),

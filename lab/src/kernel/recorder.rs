@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use turbonet_injectors::Impairment;
 
-use super::{Address, External, Kernel, KernelRoute, NamespaceSpec, Ns, PerNs, Veth};
+use super::{Address, External, Kernel, KernelRoute, NamespaceSpec, Ns, PerNs, SourceRule, Veth};
 use crate::error::Result;
 
 /// Writes down every request instead of making it: one line each, in the
@@ -115,6 +115,20 @@ impl Kernel for Recorder {
         Ok(())
     }
 
+    async fn add_rules(&self, rules: PerNs<SourceRule>) -> Result<()> {
+        for (ns, rules) in rules {
+            for r in rules {
+                self.push(format!(
+                    "rule {} from {} lookup {}",
+                    self.name(ns),
+                    r.from,
+                    r.table
+                ));
+            }
+        }
+        Ok(())
+    }
+
     async fn add_addresses(&self, addrs: PerNs<Address>) -> Result<()> {
         for (ns, addrs) in addrs {
             for a in addrs {
@@ -157,6 +171,9 @@ impl Kernel for Recorder {
                 let _ = write!(line, " proto {:?}", r.protocol);
                 if let Some(metric) = r.metric {
                     let _ = write!(line, " metric {metric}");
+                }
+                if let Some(table) = r.table {
+                    let _ = write!(line, " table {table}");
                 }
                 self.push(line.to_lowercase());
             }

@@ -53,6 +53,7 @@ pub fn kernel_route(
         hops,
         protocol,
         metric,
+        table: None,
     })
 }
 

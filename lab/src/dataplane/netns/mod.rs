@@ -270,6 +270,88 @@ pub fn node_addresses(lab: &Lab, node: &Node) -> Vec<Address> {
     addrs
 }
 
+/// The table of a host's first NIC; NIC `i` (in address order) looks its
+/// routes up in `NIC_TABLE_BASE + i`.
+pub const NIC_TABLE_BASE: u32 = 100;
+
+/// A multi-port host's NICs: every distinct address of its ports (in
+/// address order: rail 0 first), with its table and its ports. A host
+/// with one port has none: the main table is its NIC's.
+pub fn nics(lab: &Lab, node: &Node) -> Vec<(std::net::Ipv4Addr, u32, Vec<String>)> {
+    if node.role.is_switch() || node.links.len() < 2 {
+        return Vec::new();
+    }
+    let mut by_addr: std::collections::BTreeMap<std::net::Ipv4Addr, Vec<String>> =
+        std::collections::BTreeMap::new();
+    for (_, local, _) in lab.fabric.ports(node.id) {
+        by_addr
+            .entry(local.addr.addr())
+            .or_default()
+            .push(local.ifname.clone());
+    }
+    by_addr
+        .into_iter()
+        .zip(NIC_TABLE_BASE..)
+        .map(|((addr, ports), table)| (addr, table, ports))
+        .collect()
+}
+
+/// Every multi-port host's rules: a flow from a NIC's address looks its
+/// route up in that NIC's table, so it hashes over that NIC's ports only
+/// (as HPN's NICs hash their connections over their two ports).
+pub fn host_rules(lab: &Lab, nodes: &[Ns]) -> PerNs<crate::kernel::SourceRule> {
+    lab.fabric
+        .hosts()
+        .map(|n| {
+            let rules = nics(lab, n)
+                .into_iter()
+                .map(|(from, table, _)| crate::kernel::SourceRule { from, table })
+                .collect::<Vec<_>>();
+            (nodes[n.id.0 as usize], rules)
+        })
+        .filter(|(_, rules)| !rules.is_empty())
+        .collect()
+}
+
+/// A multi-port host's routes in its NICs' tables: each NIC's share of the
+/// host's default route (the next hops through its own ports). A NIC none
+/// of whose ports is up has none.
+pub fn nic_routes(lab: &Lab, node: &Node, routes: &[Route]) -> Result<Vec<KernelRoute>> {
+    let nics = nics(lab, node);
+    let mut out = Vec::new();
+    for route in routes
+        .iter()
+        .filter(|r| r.origin == turbonet_routing::RouteOrigin::Default)
+    {
+        for (_, table, ports) in &nics {
+            let mine = Route {
+                nexthops: route
+                    .nexthops
+                    .iter()
+                    .filter(|h| ports.contains(&h.ifname))
+                    .cloned()
+                    .collect(),
+                ..route.clone()
+            };
+            if mine.nexthops.is_empty() {
+                continue;
+            }
+            let mut kernel = node_kernel_routes(
+                lab,
+                node,
+                std::slice::from_ref(&mine),
+                rtnetlink::packet_route::route::RouteProtocol::Static,
+                None,
+            )?;
+            for k in &mut kernel {
+                k.table = Some(*table);
+            }
+            out.extend(kernel);
+        }
+    }
+    Ok(out)
+}
+
 /// Every node's addresses.
 pub fn addresses(lab: &Lab, nodes: &[Ns]) -> PerNs<Address> {
     lab.fabric
@@ -296,13 +378,14 @@ pub fn kernel_routes(lab: &Lab, nodes: &[Ns], routes: &[Vec<Route>]) -> Result<P
         .iter()
         .filter(|n| !routes[n.id.0 as usize].is_empty())
         .map(|n| {
-            let mine = node_kernel_routes(
+            let mut mine = node_kernel_routes(
                 lab,
                 n,
                 &routes[n.id.0 as usize],
                 rtnetlink::packet_route::route::RouteProtocol::Static,
                 None,
             )?;
+            mine.extend(nic_routes(lab, n, &routes[n.id.0 as usize])?);
             Ok((nodes[n.id.0 as usize], mine))
         })
         .collect()

@@ -352,13 +352,24 @@ impl NetnsPlane {
         for prefix in &gone {
             crate::kernel::delete_route(&handle, *prefix).await?;
         }
-        let kernel = node_kernel_routes(
+        let mut kernel = node_kernel_routes(
             &lab,
             n,
             &changed,
             rtnetlink::packet_route::route::RouteProtocol::Static,
             None,
         )?;
+        // A multi-port host's NIC tables follow its default route; a NIC
+        // left without a port up loses its route.
+        let nic_routes = super::nic_routes(&lab, n, want)?;
+        let had = super::nic_routes(&lab, n, have)?;
+        for old in had
+            .iter()
+            .filter(|o| !nic_routes.iter().any(|r| r.table == o.table))
+        {
+            crate::kernel::delete_route_in(&handle, old.prefix, old.table.unwrap_or(254)).await?;
+        }
+        kernel.extend(nic_routes.into_iter().filter(|r| !had.contains(r)));
         crate::kernel::install(&handle, kernel, true)
             .await
             .with_context(|| n.name.clone())?;
