@@ -45,6 +45,7 @@ pub mod error;
 pub mod events;
 pub mod exec;
 pub mod experiment;
+pub mod graph;
 pub mod hostnames;
 pub mod inspect;
 pub mod kernel;

@@ -107,3 +107,30 @@ fn a_nic_hashes_flows_over_its_two_ports_and_a_failed_port_moves_only_its_flows(
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(ports_of_flows(&netns, &from, &to), before);
 }
+
+/// `graph` of a running lab marks a failed link and a failed node in red,
+/// by their ids; `graph` of a scenario file (no root needed) draws every
+/// node, and a segment of the real pod node by node.
+#[test]
+fn graph_draws_a_running_lab_with_what_is_down() {
+    require_root!();
+    let lab = up_bundled("hg", "hpn.toml", "");
+    let lab = lab.0.as_str();
+    for (kind, name) in [("link", "tor0-r0p0--agg0-0"), ("node", "agg1-1")] {
+        let out = run(&["fail", kind, name, "--lab", lab]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let out = run(&["graph", lab]);
+    assert!(out.status.success(), "{}", text(&out));
+    let svg = String::from_utf8_lossy(&out.stdout);
+    let element = |id: &str| {
+        let at = svg
+            .find(&format!("id=\"{id}\""))
+            .unwrap_or_else(|| panic!("no {id} in the picture"));
+        svg[at..].split("</g>").next().unwrap().to_owned()
+    };
+    assert!(element("link-tor0-r0p0--agg0-0").contains("#d62728"));
+    assert!(element("node-agg1-1").contains("#d62728"));
+    assert!(!element("node-agg1-0").contains("#d62728"));
+    assert!(svg.contains(&format!("{lab} (running)")));
+}

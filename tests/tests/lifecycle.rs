@@ -380,6 +380,31 @@ fn external_port_joins_the_fabric_and_is_handed_back() {
 }
 
 /// The real HPN pod validates (no root) and reports the paper's numbers.
+/// `graph` of a scenario file needs no lab: fat-tree k=4 node by node,
+/// the real pod grouped, one of its segments node by node, as SVG and as
+/// Graphviz; a filter that matches nothing is an error.
+#[test]
+fn graph_draws_scenario_files_whole_or_in_part() {
+    let file = |name: &str| turbonet_tests::workspace().join("scenarios").join(name);
+    let k4 = file("fat-tree-k4.toml");
+    let out = run(&["graph", k4.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let svg = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(svg.matches("id=\"node-").count(), 36);
+    assert_eq!(svg.matches("id=\"link-").count(), 48);
+    let pod = file("hpn-pod.toml");
+    let out = run(&["graph", pod.to_str().unwrap(), "--format", "dot"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let dot = String::from_utf8_lossy(&out.stdout);
+    assert!(dot.contains("15 ToRs\\npod 0 plane 1 rail 7"), "{dot}");
+    let out = run(&["graph", pod.to_str().unwrap(), "--segment", "3"]);
+    let svg = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(svg.matches("id=\"node-tor3-").count(), 16, "{svg}");
+    let out = run(&["graph", pod.to_str().unwrap(), "--segment", "99"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("nothing to draw"), "{}", text(&out));
+}
+
 #[test]
 fn validate_reports_the_hpn_pod() {
     let file = turbonet_tests::workspace().join("scenarios/hpn-pod.toml");

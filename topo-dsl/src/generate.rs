@@ -26,6 +26,7 @@ pub(crate) struct GNode {
     pub role: Role,
     pub pod: Option<u32>,
     pub segment: Option<u32>,
+    pub rail: Option<u32>,
     pub plane: Option<u32>,
     pub backup: bool,
     pub asn: AsnSlot,
@@ -72,6 +73,7 @@ impl Graph {
             role,
             pod: None,
             segment: None,
+            rail: None,
             plane: None,
             backup: false,
             asn,
@@ -375,6 +377,7 @@ pub(crate) fn hpn(p: &HpnParams) -> Graph {
                 let node = g.node(format!("tor{s}-r{r}p{pl}"), Role::Tor, slot);
                 node.pod = Some(s / p.segments);
                 node.segment = Some(s);
+                node.rail = Some(r);
                 node.plane = Some(pl);
             }
         }

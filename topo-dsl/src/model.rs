@@ -825,6 +825,8 @@ pub struct Node {
     pub pod: Option<u32>,
     /// HPN segment of a ToR or host, numbered across pods.
     pub segment: Option<u32>,
+    /// HPN rail of a ToR.
+    pub rail: Option<u32>,
     /// HPN plane of a ToR or aggregation switch.
     pub plane: Option<u32>,
     /// HPN backup host (connected but idle; not counted in oversubscription).

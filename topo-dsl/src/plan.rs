@@ -219,6 +219,7 @@ pub(crate) fn build(
             loopback,
             pod: g.pod,
             segment: g.segment,
+            rail: g.rail,
             plane: g.plane,
             backup: g.backup,
             links: Vec::new(),

@@ -197,6 +197,36 @@ pub(crate) enum Command {
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
+    /// Draw the fabric by tiers (cores on top, hosts at the bottom; pods
+    /// and planes side by side, rails coloured) as SVG, or as a Graphviz
+    /// graph. For a running lab, failed links and nodes are red and links
+    /// are shaded by their load now. Tiers too wide to read are grouped by
+    /// pod, plane and rail with counts; --pod, --segment and --plane draw
+    /// a part node by node. No root needed for a scenario file.
+    Graph {
+        /// A scenario file, or a running lab (default: the only lab that
+        /// is up).
+        what: Option<String>,
+        /// Where to write it (default: standard output).
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// `svg` or `dot`.
+        #[arg(long, value_enum, default_value_t = GraphFormat::Svg)]
+        format: GraphFormat,
+        /// Only this pod (and the cores that join it to the others).
+        #[arg(long)]
+        pod: Option<u32>,
+        /// Only this HPN segment: its ToRs and hosts, and the switches
+        /// above them.
+        #[arg(long)]
+        segment: Option<u32>,
+        /// Only this plane's switches (and the hosts).
+        #[arg(long)]
+        plane: Option<u32>,
+        /// Boxes a tier may hold before it is grouped.
+        #[arg(long, default_value_t = turbonet_graph::MAX_PER_ROW)]
+        max_per_tier: usize,
+    },
     /// Watch the links live: each direction's rate, frames, drops and
     /// queue, busiest first, failed links marked, refreshed in place.
     #[command(after_help = "Examples:
@@ -420,6 +450,15 @@ pub(crate) enum ExportFormat {
     /// The layout of a snapshot's `topology` (docs/instruments.md).
     Json,
     /// A Graphviz graph, tiers bottom to top.
+    Dot,
+}
+
+/// What `graph` writes.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum GraphFormat {
+    /// An SVG picture.
+    Svg,
+    /// A Graphviz graph (`dot -Tsvg`), a rank per tier.
     Dot,
 }
 

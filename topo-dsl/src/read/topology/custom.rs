@@ -118,6 +118,7 @@ pub(super) fn read(
             role,
             pod: None,
             segment: None,
+            rail: None,
             plane: None,
             backup: false,
             asn,
