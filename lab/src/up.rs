@@ -417,14 +417,11 @@ async fn build(
     let pid = daemon::spawn(&lab.name, dir)?;
     state.daemon_pid = Some(pid);
     dir.save(state)?;
-    let ready = {
-        let dir = dir.clone();
-        tokio::task::spawn_blocking(move || {
-            daemon::wait_ready(&dir, pid, std::time::Duration::from_secs(30))
-        })
-        .await??
-    };
     let impaired = carriers.iter().filter(|c| c.is_userspace()).count();
+    let ready = {
+        let (dir, timeout) = (dir.clone(), ready_timeout(&lab, impaired));
+        tokio::task::spawn_blocking(move || daemon::wait_ready(&dir, pid, timeout)).await??
+    };
     phase(
         "daemon",
         if impaired > 0 {
@@ -883,6 +880,16 @@ async fn build_netns<K: Kernel>(
     let ports = netns::carrier_ports(lab, nodes);
     let kernel_routes = netns::kernel_routes(lab, nodes, routes)?;
     carrier_then_routes(kernel, progress, state, ports, kernel_routes, "").await
+}
+
+/// How long the daemon may take to answer: it opens a route watcher per
+/// switch, two packet sockets per impaired link and the agents, so the
+/// wait grows with the fabric (30 s for a small one; it ends early if the
+/// daemon exits).
+fn ready_timeout(lab: &Lab, impaired: usize) -> std::time::Duration {
+    let switches = lab.fabric.switches().count() as u64;
+    std::time::Duration::from_secs(30)
+        + std::time::Duration::from_millis(20 * switches + 5 * impaired as u64)
 }
 
 /// The management network's phase: its bridge, every member's `mgmt0`

@@ -137,9 +137,16 @@ impl Demand {
 /// a port of its own.
 pub fn demand(fabric: &Fabric, node: NodeId, chip: &Chip) -> Demand {
     let speed = chip.speed.bits_per_sec();
+    // The rates as the scenario declares them, before `rate_scale`.
+    let scale = u64::from(fabric.rate_scale.max(1));
     let mut by_rate: BTreeMap<Option<Rate>, u32> = BTreeMap::new();
     for &l in &fabric.node(node).links {
-        *by_rate.entry(fabric.link(l).params.rate).or_insert(0) += 1;
+        let declared = fabric
+            .link(l)
+            .params
+            .rate
+            .map(|r| Rate::from_bits_per_sec(r.bits_per_sec().saturating_mul(scale)));
+        *by_rate.entry(declared).or_insert(0) += 1;
     }
     let mut demand = Demand {
         ports: 0,

@@ -958,6 +958,29 @@ impl LinkParams {
         "mtu",
     ];
 
+    /// `self` run `scale` times slower: its rate, queue and ECN threshold
+    /// divided by `scale` (a queue or threshold rounded up, at least one
+    /// packet or byte), so queueing delays and the ratios between links
+    /// stay as they were. Delays, jitter and probabilities do not change.
+    pub fn scaled(&self, scale: u32) -> LinkParams {
+        if scale <= 1 {
+            return self.clone();
+        }
+        let s = u64::from(scale);
+        let limit = |q: QueueLimit| match q {
+            QueueLimit::Packets(n) => QueueLimit::Packets(u64::from(n).div_ceil(s).max(1) as u32),
+            QueueLimit::Bytes(b) => QueueLimit::Bytes(b.div_ceil(s).max(1)),
+        };
+        LinkParams {
+            rate: self
+                .rate
+                .map(|r| Rate::from_bits_per_sec((r.bits_per_sec() / s).max(1))),
+            queue: self.queue.map(limit),
+            ecn: self.ecn.map(limit),
+            ..self.clone()
+        }
+    }
+
     /// `self` with every field that `patch` sets replaced (key by key, like
     /// an override); the fields `patch` leaves `None` keep their value.
     pub fn merged(&self, patch: &LinkParams) -> LinkParams {
@@ -1516,6 +1539,10 @@ pub struct Fabric {
     /// The chip each switch role is declared to be built from
     /// (`[topology] switch`); every switch of a role fits on its chip.
     pub chips: BTreeMap<Role, crate::chip::Chip>,
+    /// What the scenario's rates, queues and ECN thresholds were divided
+    /// by (`[lab] rate_scale`, 1: as declared): links' `params` are in
+    /// force, the scenario's own values are these times `rate_scale`.
+    pub rate_scale: u32,
 }
 
 impl Fabric {

@@ -360,6 +360,7 @@ pub(crate) fn build(
         prefixes,
         externals: Vec::new(),
         chips: std::collections::BTreeMap::new(),
+        rate_scale: 1,
     })
 }
 

@@ -161,6 +161,15 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
                     }
                     f.chips = chips;
                 }
+                // Chips are checked against the rates as declared; what
+                // runs is divided by the lab's scale.
+                let scale = lab.as_ref().and_then(|l| l.rate_scale).unwrap_or(1);
+                if scale > 1 {
+                    for link in &mut f.links {
+                        link.params = link.params.scaled(scale);
+                    }
+                    f.rate_scale = scale;
+                }
                 Some(f)
             })
         }
@@ -213,6 +222,7 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
     );
 
     let lab = lab?;
+    lab.rate_scale?;
     Some(Lab {
         name: lab.name?,
         seed: lab.seed,

@@ -58,6 +58,9 @@ pub struct Summary {
     pub pods: Vec<PodSummary>,
     /// How full the busiest switch of each role with a declared chip is.
     pub chips: Vec<ChipUse>,
+    /// What the scenario's rates, queues and ECN thresholds are divided by
+    /// (`[lab] rate_scale`; 1: as declared).
+    pub rate_scale: u32,
     /// Every prefix routing must make reachable.
     pub prefixes: usize,
     /// External (hardware-in-the-loop) ports.
@@ -283,6 +286,7 @@ pub fn summary(lab: &Lab) -> Summary {
         asns,
         oversubscription: oversubscription(f),
         pods: pods(f),
+        rate_scale: f.rate_scale,
         chips: f
             .chips
             .iter()

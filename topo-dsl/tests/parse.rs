@@ -86,6 +86,45 @@ fn hpn_pod_counts_and_oversubscription() {
     eprintln!("hpn-pod parsed in {parsed_in:?}");
 }
 
+/// `[lab] rate_scale` divides every rate, queue and ECN threshold; the
+/// chips are still checked against the rates as declared, and the
+/// oversubscription does not change.
+#[test]
+fn a_rate_scale_runs_the_pod_slower_in_proportion() {
+    let text = scenario("hpn-pod.toml").replace(
+        "name = \"hpnpod\"\n",
+        "name = \"hpnpod\"\nrate_scale = 1000\n",
+    ) + "[[links.override]]\nlink = \"tor0-r0p0--agg0-0\"\nqueue = \"1000p\"\necn = \"64KiB\"\n";
+    let lab = ok(&text);
+    assert_eq!(lab.fabric.rate_scale, 1000);
+    let link = lab.fabric.link_by_name("tor0-r0p0--agg0-0").unwrap();
+    assert_eq!(link.params.rate.unwrap().bits_per_sec(), 400_000_000);
+    assert_eq!(
+        link.params.queue,
+        Some(turbonet_topo::units::QueueLimit::Packets(1))
+    );
+    assert_eq!(
+        link.params.ecn,
+        Some(turbonet_topo::units::QueueLimit::Bytes(66))
+    );
+    let s = summary(&lab);
+    assert_eq!(s.rate_scale, 1000);
+    let tor = s.chips.iter().find(|c| c.role == Role::Tor).unwrap();
+    assert_eq!(
+        tor.bandwidth, 51_200_000_000_000,
+        "declared rates fill the chip"
+    );
+    let agg = s
+        .oversubscription
+        .iter()
+        .find(|o| o.role == Role::Agg)
+        .unwrap();
+    assert_eq!(agg.ratio, Some(15.0));
+    let bad = scenario("hpn-pod.toml")
+        .replace("name = \"hpnpod\"\n", "name = \"hpnpod\"\nrate_scale = 0\n");
+    assert!(turbonet_topo::parse("t.toml", &bad).is_err());
+}
+
 #[test]
 fn fat_tree_k16_counts() {
     let lab = ok(&scenario("fat-tree-k16.toml"));

@@ -205,6 +205,13 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Link(LinkCommand::Show { link, lab, json }) => {
             let running = inspect::running(lab.lab.as_deref())?;
             show::link_show(&inspect::link_show(&running, link.as_deref())?, json)?;
+            if !json && running.lab.fabric.rate_scale > 1 {
+                println!(
+                    "rates, queues and ECN thresholds are in force: the scenario's divided by \
+                     {} ([lab] rate_scale); `link set` takes the scenario's units",
+                    running.lab.fabric.rate_scale
+                );
+            }
         }
         Command::Link(LinkCommand::Set { link, params, lab }) => {
             let patch = params.patch();

@@ -89,6 +89,13 @@ pub fn summary(lab: &Lab, summary: &Summary) -> String {
         &[1],
     ));
     out.push('\n');
+    if summary.rate_scale > 1 {
+        out.push_str(&format!(
+            "rates, queues and ECN thresholds run {}x slower than declared (rate_scale): the \
+             rates below are in force\n",
+            summary.rate_scale
+        ));
+    }
     out.push_str(&table(
         &["link class", "links", "rate"],
         summary

@@ -456,7 +456,9 @@ impl Actor {
                 ));
             }
             Some(patch) => {
-                let merged = self.params[link.id.0 as usize].merged(patch);
+                // Given in the scenario's units, like its rates.
+                let patch = patch.scaled(lab.fabric.rate_scale);
+                let merged = self.params[link.id.0 as usize].merged(&patch);
                 merged
                     .check()
                     .map_err(|problems| Error::Invalid(problems.join("; ")))?;

@@ -16,6 +16,7 @@ struct RawLab {
     seed: Option<Spanned<u64>>,
     target: Option<Spanned<String>>,
     engine: Option<Spanned<String>>,
+    rate_scale: Option<Spanned<u64>>,
 }
 
 /// `[lab]` as read; a value is `None` when it is invalid (reported).
@@ -29,7 +30,13 @@ pub(crate) struct LabRead {
     pub target: Option<Target>,
     /// `auto` by default.
     pub engine: Option<EngineChoice>,
+    /// What every rate, queue and ECN threshold is divided by (1 by
+    /// default); `None` when invalid.
+    pub rate_scale: Option<u32>,
 }
+
+/// The largest `rate_scale`.
+const MAX_RATE_SCALE: u64 = 1_000_000_000;
 
 const TARGETS: &[(&str, Target)] = &[
     ("netns", Target::Netns),
@@ -102,11 +109,25 @@ pub(crate) fn read(d: &mut Diags<'_>, v: Option<&Spanned<DeValue<'_>>>) -> Optio
             keyword(d, e.get_ref(), e.span(), ENGINES, kw)
         }
     };
+    let rate_scale = match &s.raw.rate_scale {
+        None => Some(1),
+        Some(r) if (1..=MAX_RATE_SCALE).contains(r.get_ref()) => Some(*r.get_ref() as u32),
+        Some(r) => {
+            d.error(
+                Some(r.span()),
+                format!("`rate_scale` must be from 1 to {MAX_RATE_SCALE}, found {}", r.get_ref()),
+            )
+            .label("out of range")
+            .help("every rate, queue and ECN threshold is divided by it: 1000 runs 400gbit links at 400mbit");
+            None
+        }
+    };
     Some(LabRead {
         name,
         seed,
         target,
         engine,
+        rate_scale,
     })
 }
 
