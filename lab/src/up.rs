@@ -419,7 +419,7 @@ async fn build(
     dir.save(state)?;
     let impaired = carriers.iter().filter(|c| c.is_userspace()).count();
     let ready = {
-        let (dir, timeout) = (dir.clone(), ready_timeout(&lab, impaired));
+        let (dir, timeout) = (dir.clone(), ready_timeout(lab, impaired));
         tokio::task::spawn_blocking(move || daemon::wait_ready(&dir, pid, timeout)).await??
     };
     phase(
