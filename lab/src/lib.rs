@@ -27,7 +27,7 @@
 //! - the verbs: [`up`], [`down`], [`inspect`], [`check`], [`exec`] (with
 //!   [`mpi`]), [`plan`],
 //!   [`bench`] (with [`report`]), [`experiment`] (with [`plot`] and
-//!   [`utilisation`]), [`watch`], [`capture`].
+//!   [`utilisation`]), [`watch`] (with [`graph`]), [`capture`].
 //!
 //! Nothing here prints: results come back as values, progress through
 //! [`up::Progress`], and the daemon logs with `tracing`.

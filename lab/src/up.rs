@@ -862,6 +862,17 @@ async fn build_netns<K: Kernel>(
         )
         .await?;
     }
+    let (shapers, shaped) = netns::kernel_shapers(lab, nodes, carriers);
+    if shaped > 0 {
+        timed(
+            progress,
+            state,
+            "shapers",
+            async { kernel.set_shapers(shapers) },
+            |()| format!("{shaped} rated links shaped by the kernel (tbf)"),
+        )
+        .await?;
+    }
     let addresses = netns::addresses(lab, nodes);
     let count: usize = addresses.iter().map(|(_, a)| a.len()).sum();
     timed(

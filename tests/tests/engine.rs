@@ -497,3 +497,69 @@ fn events_follow_streams_new_events() {
     let _ = follower.wait();
     assert!(found, "the fail never reached the follower: {seen:?}");
 }
+
+/// A link that declares only a rate is shaped by the kernel's token bucket
+/// on both ends (no frame through userspace): `link show` says so, `tc`
+/// sees the qdisc, TCP gets the rate, `link set` changes it at run time,
+/// and a delay, which the shaper cannot apply, is refused with the way to
+/// have it.
+#[test]
+fn a_link_with_only_a_rate_is_shaped_by_the_kernel() {
+    require_root!();
+    let guard = up_bundled(
+        "tb",
+        "fat-tree-k4.toml",
+        "\n[links.host-edge]\nrate = \"50mbit\"\n",
+    );
+    let lab = guard.0.clone();
+    let show = run(&["link", "show", "h0-0-0--edge0-0", "--lab", &lab, "--json"]);
+    assert!(show.status.success(), "{}", text(&show));
+    assert!(text(&show).contains("kernel (tbf)"), "{}", text(&show));
+    let qdisc = || {
+        let out = std::process::Command::new("tc")
+            .args(["-n", &format!("tn-{lab}-h0-0-0"), "qdisc", "show"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(
+        qdisc().contains("tbf") && qdisc().contains("rate 50Mbit"),
+        "{}",
+        qdisc()
+    );
+
+    let far = host_addr(&lab, "h3-1-1");
+    let wire = iperf3_wire_rate(&lab, "h0-0-0", "h3-1-1", &far);
+    assert!(
+        (30e6..53e6).contains(&wire),
+        "{:.1} Mbit/s through 50 Mbit/s host links",
+        wire / 1e6
+    );
+
+    let set = run(&[
+        "link",
+        "set",
+        "h0-0-0--edge0-0",
+        "--rate",
+        "20mbit",
+        "--lab",
+        &lab,
+    ]);
+    assert!(set.status.success(), "{}", text(&set));
+    assert!(qdisc().contains("rate 20Mbit"), "{}", qdisc());
+    let refused = run(&[
+        "link",
+        "set",
+        "h0-0-0--edge0-0",
+        "--delay",
+        "5ms",
+        "--lab",
+        &lab,
+    ]);
+    assert!(!refused.status.success());
+    let why = text(&refused);
+    assert!(
+        why.contains("tbf") && why.contains("engine = \"userspace\""),
+        "{why}"
+    );
+}

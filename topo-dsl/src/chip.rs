@@ -4,100 +4,13 @@
 //! ones, and its bandwidth.
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
 
 use serde::Serialize;
 
 use crate::model::{Fabric, NodeId};
 use crate::units::Rate;
 
-/// The port speed a chip given only by its capacity has (`51.2t` is
-/// 128 x 400G, the chip of HPN's ToRs and aggregation switches).
-pub const DEFAULT_PORT_SPEED_BPS: u64 = 400_000_000_000;
-
-/// Most ports a chip may declare.
-const MAX_PORTS: u32 = 4096;
-
-/// A switch chip: `ports` ports of `speed`. A port breaks out into
-/// several slower ports whose speeds add up to its own (a 400G port
-/// carries two 200G or four 100G links).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Chip {
-    /// Its ports.
-    pub ports: u32,
-    /// The speed of each.
-    pub speed: Rate,
-}
-
-impl Chip {
-    /// Its switching capacity, bit/s.
-    pub fn capacity(&self) -> u64 {
-        u64::from(self.ports).saturating_mul(self.speed.bits_per_sec())
-    }
-}
-
-/// Scenario syntax: `128x400gbit`.
-impl fmt::Display for Chip {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}x{}", self.ports, self.speed)
-    }
-}
-
-/// Parses a rate, taking a one-letter unit in either case (`400g`,
-/// `51.2T`) as that many bits per second, as chips are named.
-fn rate(s: &str) -> Result<Rate, String> {
-    let s = s.trim();
-    let digits = s.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let unit = &s[digits.len()..];
-    let spelled = match unit.to_ascii_lowercase().as_str() {
-        u @ ("k" | "m" | "g" | "t") => format!("{digits}{u}bit"),
-        _ => s.to_owned(),
-    };
-    spelled
-        .parse()
-        .map_err(|e: crate::units::UnitError| e.message().to_owned())
-}
-
-impl FromStr for Chip {
-    type Err = String;
-
-    /// `PORTSxSPEED` (`128x400g`, `64x800gbit`), or a capacity alone
-    /// (`51.2t`, `12.8tbit`), which means ports of 400G.
-    fn from_str(s: &str) -> Result<Chip, String> {
-        let s = s.trim();
-        if let Some((ports, speed)) = s.split_once(['x', 'X']) {
-            let ports: u32 = ports
-                .trim()
-                .parse()
-                .map_err(|_| format!("port count `{ports}` is not a whole number"))?;
-            if ports == 0 || ports > MAX_PORTS {
-                return Err(format!("{ports} ports: give 1 to {MAX_PORTS}"));
-            }
-            let speed = rate(speed).map_err(|e| format!("port speed: {e}"))?;
-            if speed.bits_per_sec() == 0 {
-                return Err("a port speed of 0".to_owned());
-            }
-            return Ok(Chip { ports, speed });
-        }
-        let capacity = rate(s)?;
-        let bps = capacity.bits_per_sec();
-        if bps == 0 || !bps.is_multiple_of(DEFAULT_PORT_SPEED_BPS) {
-            return Err(format!(
-                "a capacity alone means 400G ports, and {capacity} is not a whole number of them; \
-                 write PORTSxSPEED, e.g. 64x800g"
-            ));
-        }
-        let ports = bps / DEFAULT_PORT_SPEED_BPS;
-        if ports > u64::from(MAX_PORTS) {
-            return Err(format!("{capacity} is more than {MAX_PORTS} ports of 400G"));
-        }
-        Ok(Chip {
-            ports: ports as u32,
-            speed: Rate::from_bits_per_sec(DEFAULT_PORT_SPEED_BPS),
-        })
-    }
-}
+pub use crate::units::Chip;
 
 /// What one switch needs of a chip.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

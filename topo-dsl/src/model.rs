@@ -1538,7 +1538,7 @@ pub struct Fabric {
     pub externals: Vec<ExternalPort>,
     /// The chip each switch role is declared to be built from
     /// (`[topology] switch`); every switch of a role fits on its chip.
-    pub chips: BTreeMap<Role, crate::chip::Chip>,
+    pub chips: BTreeMap<Role, crate::units::Chip>,
     /// What the scenario's rates, queues and ECN thresholds were divided
     /// by (`[lab] rate_scale`, 1: as declared): links' `params` are in
     /// force, the scenario's own values are these times `rate_scale`.

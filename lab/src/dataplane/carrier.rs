@@ -30,6 +30,9 @@ pub enum Carrier {
     Userspace(String),
     /// netem on both ends.
     Kernel,
+    /// A rate (and a queue) only: the kernel's token bucket (`tbf`) on
+    /// both ends.
+    Shaper,
     /// In a P4 pipeline (targets `soft` and `p4rt`): the queue mapper's
     /// delay and loss, the egress queue's rate.
     Pipeline,
@@ -47,6 +50,7 @@ impl Carrier {
             Carrier::Veth => "none (veth)",
             Carrier::Userspace(_) => "userspace",
             Carrier::Kernel => "kernel (netem)",
+            Carrier::Shaper => "kernel (tbf)",
             Carrier::Pipeline => "pipeline",
         }
     }
@@ -57,16 +61,19 @@ impl Carrier {
             Carrier::Veth => "no impairment declared",
             Carrier::Userspace(why) => why,
             Carrier::Kernel => "netem can apply every parameter",
+            Carrier::Shaper => "only a rate: the kernel's token bucket shapes it",
             Carrier::Pipeline => "the switch's pipeline carries every link",
         }
     }
 }
 
 /// Decides, per link, which engine carries it: `engine = "userspace"`
-/// splices every impaired link; `"kernel"` puts every impaired link on
-/// netem and fails (naming the link and the parameter) when netem is
-/// missing or cannot honour a link; `"auto"` picks netem per link when it
-/// can, the userspace engine otherwise. Never drops a parameter silently.
+/// splices every impaired link; otherwise a link that only declares a
+/// rate (and a queue) is shaped by the kernel's token bucket, on every
+/// kernel; `"kernel"` puts every other impaired link on netem and fails
+/// (naming the link and the parameter) when netem is missing or cannot
+/// honour a link; `"auto"` picks netem per link when it can, the userspace
+/// engine otherwise. Never drops a parameter silently.
 pub fn carriers(lab: &Lab, netem: bool) -> Result<Vec<Carrier>, String> {
     if lab.target != turbonet_topo::Target::Netns {
         return Ok(vec![Carrier::Pipeline; lab.fabric.links.len()]);
@@ -78,6 +85,11 @@ pub fn carriers(lab: &Lab, netem: bool) -> Result<Vec<Carrier>, String> {
             let imp = Impairment::from_params(&link.params);
             if imp.is_noop() {
                 return Ok(Carrier::Veth);
+            }
+            if lab.engine != EngineChoice::Userspace
+                && crate::kernel::tbf::shaper_supports(&imp).is_ok()
+            {
+                return Ok(Carrier::Shaper);
             }
             let kernel = if netem {
                 crate::kernel::netem::netem_supports(&imp).map_err(|e| e.to_string())

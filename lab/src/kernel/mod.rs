@@ -22,6 +22,7 @@ pub mod netem;
 mod netlink;
 mod recorder;
 pub mod routes;
+pub mod tbf;
 
 pub(crate) use netlink::pipelined;
 pub use netlink::{
@@ -172,6 +173,10 @@ pub trait Kernel {
         routes: PerNs<KernelRoute>,
         replace: bool,
     ) -> impl Future<Output = Result<()>>;
+
+    /// Installs token-bucket shapers as root qdiscs, per namespace:
+    /// `(ifindex, tbf)`.
+    fn set_shapers(&self, shapers: PerNs<(u32, tbf::Tbf)>) -> Result<()>;
 
     /// Adds source rules, per namespace.
     fn add_rules(&self, rules: PerNs<SourceRule>) -> impl Future<Output = Result<()>>;

@@ -337,31 +337,9 @@ impl Netem {
         out
     }
 
-    /// The complete `RTM_NEWQDISC` message: flags REQUEST|ACK|CREATE|
-    /// REPLACE (`tc qdisc replace`), parent `TC_H_ROOT`, handle 0 so the
-    /// kernel picks one, as `tc` does without `handle`.
+    /// The complete `RTM_NEWQDISC` message (see [`new_root_qdisc`]).
     pub fn new_qdisc(&self, ifindex: u32) -> Vec<u8> {
-        // tcm_ifindex is a C int; the bits go through unchanged.
-        let mut tc = TcMessage::with_index(ifindex as i32);
-        tc.header.parent = TcHandle::ROOT;
-        tc.attributes.push(TcAttribute::Kind("netem".to_owned()));
-        // Not TcAttribute::Options: netlink-packet-route would wrap an
-        // unknown kind's options in a second attribute header.
-        tc.attributes.push(TcAttribute::Other(DefaultNla::new(
-            TCA_OPTIONS,
-            self.options(),
-        )));
-
-        let mut header = NetlinkHeader::default();
-        header.flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE;
-        let mut msg = NetlinkMessage::new(
-            header,
-            NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewQueueDiscipline(tc)),
-        );
-        msg.finalize();
-        let mut buf = vec![0; msg.buffer_len()];
-        msg.serialize(&mut buf);
-        buf
+        new_root_qdisc(ifindex, "netem", self.options())
     }
 }
 
@@ -391,12 +369,38 @@ fn words(ws: &[u32]) -> Vec<u8> {
 }
 
 /// Appends one netlink attribute (struct nlattr, host order), padded to 4.
-fn put(out: &mut Vec<u8>, kind: u16, value: &[u8]) {
+pub(super) fn put(out: &mut Vec<u8>, kind: u16, value: &[u8]) {
     let len = u16::try_from(4 + value.len()).expect("netem attributes are small");
     out.extend_from_slice(&len.to_ne_bytes());
     out.extend_from_slice(&kind.to_ne_bytes());
     out.extend_from_slice(value);
     out.resize(out.len().next_multiple_of(4), 0);
+}
+
+/// A complete `RTM_NEWQDISC` message for a root qdisc of `kind` with
+/// `options` as its `TCA_OPTIONS` payload: flags REQUEST|ACK|CREATE|
+/// REPLACE (`tc qdisc replace`), parent `TC_H_ROOT`, handle 0 so the
+/// kernel picks one, as `tc` does without `handle`.
+pub(super) fn new_root_qdisc(ifindex: u32, kind: &str, options: Vec<u8>) -> Vec<u8> {
+    // tcm_ifindex is a C int; the bits go through unchanged.
+    let mut tc = TcMessage::with_index(ifindex as i32);
+    tc.header.parent = TcHandle::ROOT;
+    tc.attributes.push(TcAttribute::Kind(kind.to_owned()));
+    // Not TcAttribute::Options: netlink-packet-route would wrap an
+    // unknown kind's options in a second attribute header.
+    tc.attributes
+        .push(TcAttribute::Other(DefaultNla::new(TCA_OPTIONS, options)));
+
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE;
+    let mut msg = NetlinkMessage::new(
+        header,
+        NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewQueueDiscipline(tc)),
+    );
+    msg.finalize();
+    let mut buf = vec![0; msg.buffer_len()];
+    msg.serialize(&mut buf);
+    buf
 }
 
 /// `NLMSG_ERROR`: the kernel's answer to a request with `NLM_F_ACK`.
@@ -407,32 +411,56 @@ const NLMSG_ERROR: u16 = 2;
 pub fn apply(ns: &OwnedFd, ifindex: u32, imp: &Impairment, seed: u64) -> io::Result<()> {
     let request = new_qdisc_netem(ifindex, imp, seed)
         .map_err(|e| io::Error::new(io::ErrorKind::Unsupported, e.to_string()))?;
+    send(ns, &request)
+}
+
+/// Sends one request with `NLM_F_ACK` on a `NETLINK_ROUTE` socket of
+/// namespace `ns` and waits for the kernel's answer.
+pub(super) fn send(ns: &OwnedFd, request: &[u8]) -> io::Result<()> {
+    send_all(ns, std::slice::from_ref(&request.to_vec()))
+}
+
+/// Sends requests with `NLM_F_ACK` on one `NETLINK_ROUTE` socket of
+/// namespace `ns`, in batches, and waits for every answer; fails with the
+/// first error the kernel returns.
+pub(super) fn send_all(ns: &OwnedFd, requests: &[Vec<u8>]) -> io::Result<()> {
+    /// Requests in flight at once (their answers fit the socket's buffer).
+    const BATCH: usize = 64;
+    if requests.is_empty() {
+        return Ok(());
+    }
     crate::system::namespaces::in_namespace(ns, || {
         let mut socket = Socket::new(NETLINK_ROUTE)?;
         socket.bind_auto()?;
-        socket.send_to(&request, &SocketAddr::new(0, 0), 0)?;
-        let mut buf = vec![0u8; 8192];
-        loop {
-            let n = socket.recv(&mut &mut buf[..], 0)?;
-            let mut at = 0;
-            while at + 16 <= n {
-                let len = u32::from_ne_bytes(buf[at..at + 4].try_into().expect("4 bytes")) as usize;
-                let kind = u16::from_ne_bytes(buf[at + 4..at + 6].try_into().expect("2 bytes"));
-                if kind == NLMSG_ERROR && at + 20 <= n {
-                    let code =
-                        i32::from_ne_bytes(buf[at + 16..at + 20].try_into().expect("4 bytes"));
-                    return if code == 0 {
-                        Ok(())
-                    } else {
-                        Err(io::Error::from_raw_os_error(-code))
-                    };
+        let mut buf = vec![0u8; 65536];
+        for batch in requests.chunks(BATCH) {
+            for request in batch {
+                socket.send_to(request, &SocketAddr::new(0, 0), 0)?;
+            }
+            let mut answered = 0;
+            while answered < batch.len() {
+                let n = socket.recv(&mut &mut buf[..], 0)?;
+                let mut at = 0;
+                while at + 16 <= n {
+                    let len =
+                        u32::from_ne_bytes(buf[at..at + 4].try_into().expect("4 bytes")) as usize;
+                    let kind = u16::from_ne_bytes(buf[at + 4..at + 6].try_into().expect("2 bytes"));
+                    if kind == NLMSG_ERROR && at + 20 <= n {
+                        let code =
+                            i32::from_ne_bytes(buf[at + 16..at + 20].try_into().expect("4 bytes"));
+                        if code != 0 {
+                            return Err(io::Error::from_raw_os_error(-code));
+                        }
+                        answered += 1;
+                    }
+                    if len == 0 {
+                        break;
+                    }
+                    at += (len + 3) & !3;
                 }
-                if len == 0 {
-                    break;
-                }
-                at += (len + 3) & !3;
             }
         }
+        Ok(())
     })
 }
 

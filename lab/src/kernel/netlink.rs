@@ -306,6 +306,18 @@ impl Kernel for Netlink {
             .with_context(|| format!("netem on interface {ifindex}"))
     }
 
+    fn set_shapers(&self, shapers: PerNs<(u32, super::tbf::Tbf)>) -> Result<()> {
+        for (ns, shapers) in shapers {
+            let requests: Vec<Vec<u8>> = shapers
+                .iter()
+                .map(|(ifindex, tbf)| tbf.new_qdisc(*ifindex))
+                .collect();
+            super::netem::send_all(&self.namespace(ns)?.ns, &requests)
+                .with_context(|| format!("tbf shapers in namespace {}", ns.0))?;
+        }
+        Ok(())
+    }
+
     async fn add_routes(&self, routes: PerNs<KernelRoute>, replace: bool) -> Result<()> {
         per_node(routes, |(ns, routes)| async move {
             let handle = self.namespace(ns)?.handle()?;

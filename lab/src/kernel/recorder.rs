@@ -146,6 +146,21 @@ impl Kernel for Recorder {
         Ok(())
     }
 
+    fn set_shapers(&self, shapers: PerNs<(u32, super::tbf::Tbf)>) -> Result<()> {
+        for (ns, shapers) in shapers {
+            for (ifindex, t) in shapers {
+                self.push(format!(
+                    "tbf {} #{ifindex} rate {} burst {} limit {}",
+                    self.name(ns),
+                    t.rate,
+                    t.burst,
+                    t.limit
+                ));
+            }
+        }
+        Ok(())
+    }
+
     async fn add_routes(&self, routes: PerNs<KernelRoute>, replace: bool) -> Result<()> {
         for (ns, routes) in routes {
             for r in routes {

@@ -229,6 +229,50 @@ pub fn kernel_engine(lab: &Lab, nodes: &[Ns], carriers: &[Carrier]) -> KernelEng
     plan
 }
 
+/// Every shaped link's token buckets, one per end (the sending side of
+/// each direction), by namespace: `(ifindex, tbf)`; and how many links.
+pub fn kernel_shapers(
+    lab: &Lab,
+    nodes: &[Ns],
+    carriers: &[Carrier],
+) -> (PerNs<(u32, crate::kernel::tbf::Tbf)>, usize) {
+    let mut by_ns: std::collections::BTreeMap<Ns, Vec<(u32, crate::kernel::tbf::Tbf)>> =
+        std::collections::BTreeMap::new();
+    let mut links = 0;
+    for (link, carrier) in lab.fabric.links.iter().zip(carriers) {
+        if *carrier != Carrier::Shaper {
+            continue;
+        }
+        let Ok(tbf) = shaper_of(link) else {
+            continue;
+        };
+        for end in &link.ends {
+            let index = port_index(lab, end.node, link.id).expect("link's end is a port");
+            by_ns
+                .entry(nodes[end.node.0 as usize])
+                .or_default()
+                .push((index, tbf));
+        }
+        links += 1;
+    }
+    (by_ns.into_iter().collect(), links)
+}
+
+/// The token bucket of a link with `params`, for its MTU.
+pub fn shaper_of(
+    link: &turbonet_topo::Link,
+) -> std::result::Result<crate::kernel::tbf::Tbf, crate::kernel::tbf::Unsupported> {
+    shaper_for(&link.params)
+}
+
+/// The token bucket of a link with `params`.
+pub fn shaper_for(
+    params: &turbonet_topo::LinkParams,
+) -> std::result::Result<crate::kernel::tbf::Tbf, crate::kernel::tbf::Unsupported> {
+    let mtu = params.mtu.map_or(1500, |m| u32::from(m.0));
+    crate::kernel::tbf::Tbf::for_link(&Impairment::from_params(params), mtu)
+}
+
 /// What comes up before addresses go on: every `lo`, and the ends of veths
 /// the request created as peers (they could not come up with it).
 pub fn ports_to_bring_up(lab: &Lab, nodes: &[Ns]) -> PerNs<u32> {

@@ -318,6 +318,20 @@ impl NetnsPlane {
                 }
                 Ok(())
             }
+            Carrier::Shaper => {
+                let tbf = super::shaper_for(params).map_err(|e| Error::Invalid(e.to_string()))?;
+                for end in &link.ends {
+                    let ns_name =
+                        names::node_namespace(&self.lab.name, &self.lab.fabric.node(end.node).name);
+                    let ns =
+                        namespaces::open(&ns_name).with_context(|| format!("opening {ns_name}"))?;
+                    let index = names::port_index(&self.lab, end.node, link.id)
+                        .expect("link's end is a port");
+                    crate::kernel::tbf::apply(&ns, index, &tbf)
+                        .with_context(|| format!("tbf on {} in {ns_name}", end.ifname))?;
+                }
+                Ok(())
+            }
             Carrier::Userspace(_) => {
                 let engine = &self.engine;
                 let position = engine.position.get(&link.id).copied().ok_or_else(|| {
@@ -417,6 +431,16 @@ impl DataPlane for NetnsPlane {
                     link.name
                 ))
             }),
+            Carrier::Shaper => {
+                crate::kernel::tbf::shaper_supports(&Impairment::from_params(params)).map_err(|e| {
+                    Error::Invalid(format!(
+                        "{e}; link {} is shaped by the kernel (it declares only a rate in the \
+                     scenario; engine = \"userspace\" would splice it through the userspace \
+                     engine, which applies every parameter)",
+                        link.name
+                    ))
+                })
+            }
             Carrier::Userspace(_) | Carrier::Pipeline => Ok(()),
         }
     }
