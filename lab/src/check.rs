@@ -51,6 +51,8 @@ pub struct Report {
     pub probes: usize,
     /// Probes answered.
     pub reachable: usize,
+    /// Hosts probed behind each first switch (`None`: every host).
+    pub sample: Option<usize>,
     /// How long it took.
     pub seconds: f64,
     /// Every probe not answered.
@@ -61,6 +63,15 @@ pub struct Report {
 /// from its own namespace; unanswered probes are retried in up to 4 rounds
 /// within `timeout` seconds.
 pub fn check(running: &Running, timeout: f64) -> Result<Report> {
+    check_sampled(running, timeout, None)
+}
+
+/// [`check`], with `sample`: every host probes every address of `sample`
+/// hosts behind each ToR, edge or leaf (each group of hosts that share
+/// their first switch: an HPN segment), chosen by the lab's seed, instead
+/// of every host; so a fabric of thousands of hosts is checked in every
+/// segment in seconds.
+pub fn check_sampled(running: &Running, timeout: f64, sample: Option<usize>) -> Result<Report> {
     let lab = &running.lab;
     if lab.target == turbonet_topo::Target::P4rt && !crate::dataplane::p4::switches::local(lab) {
         return Err(Error::Invalid(
@@ -84,14 +95,17 @@ pub fn check(running: &Running, timeout: f64) -> Result<Report> {
             a
         })
         .collect();
+    let targets = targets(lab, &hosts, sample);
     let probes: Vec<Probe> = (0..hosts.len())
         .flat_map(|from| {
             let addrs = &addrs;
-            (0..hosts.len())
+            targets(from)
+                .into_iter()
                 .filter(move |&to| to != from)
                 .flat_map(move |to| addrs[to].iter().map(move |&addr| Probe { from, to, addr }))
         })
         .collect();
+    crate::limits::raise_fd_limit(hosts.len() + 256)?;
 
     let start = Instant::now();
     let sockets = hosts
@@ -167,9 +181,42 @@ pub fn check(running: &Running, timeout: f64) -> Result<Report> {
         hosts: hosts.len(),
         probes: probes.len(),
         reachable: probes.len() - failures.len(),
+        sample,
         seconds: start.elapsed().as_secs_f64(),
         failures,
     })
+}
+
+/// Which hosts (indices into `hosts`) each host probes: every host, or
+/// `sample` of each group of hosts sharing their first switch, picked by
+/// the lab's seed and the prober.
+fn targets<'a>(
+    lab: &'a turbonet_topo::Lab,
+    hosts: &'a [&'a turbonet_topo::Node],
+    sample: Option<usize>,
+) -> impl Fn(usize) -> Vec<usize> + 'a {
+    let mut groups: std::collections::BTreeMap<Option<turbonet_topo::NodeId>, Vec<usize>> =
+        std::collections::BTreeMap::new();
+    if sample.is_some() {
+        for (i, h) in hosts.iter().enumerate() {
+            let first = lab
+                .fabric
+                .ports(h.id)
+                .next()
+                .map(|(_, _, remote)| remote.node);
+            groups.entry(first).or_default().push(i);
+        }
+    }
+    move |from| match sample {
+        None => (0..hosts.len()).collect(),
+        Some(k) => groups
+            .values()
+            .flat_map(|members| {
+                let start = turbonet_topo::seed::for_name(lab.seed, &hosts[from].name) as usize;
+                (0..k.min(members.len())).map(move |j| members[(start + j) % members.len()])
+            })
+            .collect(),
+    }
 }
 
 /// Reads every pending reply on every socket and marks its probe answered.

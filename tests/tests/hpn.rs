@@ -134,3 +134,23 @@ fn graph_draws_a_running_lab_with_what_is_down() {
     assert!(!element("node-agg1-0").contains("#d62728"));
     assert!(svg.contains(&format!("{lab} (running)")));
 }
+
+/// `check --sample 1` probes one host behind every ToR set from every
+/// host, every address of it: in two HPN pods of 10 segments, 20 hosts
+/// with 3 rails each probe 10 hosts at 3 addresses (less themselves, when
+/// the sample picks them: at most once each).
+#[test]
+fn a_sampled_check_reaches_every_segment_of_two_pods() {
+    require_root!();
+    let lab = up_bundled("hs", "hpn-pods.toml", "");
+    let out = run(&["check", "--sample", "1", "--json", "--lab", &lab.0]);
+    assert!(out.status.success(), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["sample"], 1);
+    let probes = report["probes"].as_u64().unwrap();
+    assert!(
+        probes % 3 == 0 && (20 * 10 * 3 - 20 * 3..=20 * 10 * 3).contains(&probes),
+        "{report}"
+    );
+    assert_eq!(report["reachable"], report["probes"]);
+}

@@ -339,6 +339,11 @@ pub(crate) enum Command {
         /// in up to 4 rounds).
         #[arg(long, default_value_t = 2.0)]
         timeout: f64,
+        /// Probe only this many hosts behind every ToR, edge or leaf (every
+        /// HPN segment) from each host, chosen by the lab's seed: a large
+        /// fabric checked everywhere in seconds.
+        #[arg(long)]
+        sample: Option<usize>,
         /// Print JSON.
         #[arg(long)]
         json: bool,

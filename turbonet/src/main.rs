@@ -391,9 +391,14 @@ fn run(command: Command) -> Result<ExitCode> {
             let code = turbonet_lab::mpi::agent(&args)?;
             return Ok(ExitCode::from(code.clamp(0, 255) as u8));
         }
-        Command::Check { lab, timeout, json } => {
+        Command::Check {
+            lab,
+            timeout,
+            sample,
+            json,
+        } => {
             let running = inspect::running(lab.lab.as_deref())?;
-            let report = check::check(&running, timeout)?;
+            let report = check::check_sampled(&running, timeout, sample)?;
             show::check(&report, json)?;
             if !report.failures.is_empty() {
                 return Ok(ExitCode::FAILURE);

@@ -509,11 +509,14 @@ pub fn check(report: &check::Report, as_json: bool) -> Result<()> {
         "FAILED"
     };
     println!(
-        "check {verdict}: {}/{} probes answered between {} hosts of lab {} in {:.2} s",
+        "check {verdict}: {}/{} probes answered between {} hosts of lab {}{} in {:.2} s",
         count(report.reachable),
         count(report.probes),
         count(report.hosts),
         report.lab,
+        report.sample.map_or(String::new(), |k| format!(
+            " ({k} sampled behind every ToR, edge or leaf)"
+        )),
         report.seconds
     );
     if !report.failures.is_empty() {
