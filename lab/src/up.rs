@@ -487,6 +487,45 @@ async fn timed<T>(
     Ok(out)
 }
 
+/// [`timed`] for a phase that works namespace by namespace: once it has
+/// run a second, progress says every second how many of its `units`
+/// namespaces are done (as `finished` counts them) and about how long is
+/// left.
+async fn timed_counted<T>(
+    progress: &dyn Progress,
+    state: &mut LabState,
+    name: &str,
+    (units, finished): (usize, &dyn Fn() -> usize),
+    work: impl Future<Output = Result<T>>,
+    detail: impl FnOnce(&T) -> String,
+) -> Result<T> {
+    progress.start(name);
+    let watch = Stopwatch::start();
+    let base = finished();
+    let mut work = std::pin::pin!(work);
+    let second = std::time::Duration::from_secs(1);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + second, second);
+    let out = loop {
+        tokio::select! {
+            out = &mut work => break out?,
+            _ = tick.tick() => {
+                let done = finished().saturating_sub(base).min(units);
+                let seconds = watch.seconds();
+                let left = match done {
+                    0 => String::new(),
+                    d => format!(
+                        ", about {:.0} s left",
+                        seconds * (units - d) as f64 / d as f64
+                    ),
+                };
+                progress.update(name, &format!("{done} of {units} namespaces{left}"));
+            }
+        }
+    };
+    phase(progress, name, detail(&out), state, watch.seconds());
+    Ok(out)
+}
+
 /// The `soft` target once its kernel side is built: `up` starts the soft
 /// switch and programs it over P4Runtime.
 async fn start_soft(
@@ -784,11 +823,19 @@ async fn build_netns<K: Kernel>(
     let hub = lab.mgmt.and_then(|_| created.pop());
     let (nodes, engine) = created.split_at(lab.fabric.nodes.len());
     let engine = engine.first().copied();
-    timed(
+    let veths = netns::veths(lab, nodes, engine, carriers)?;
+    let senders = veths
+        .iter()
+        .map(|v| v.local.ns)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    let k = &*kernel;
+    timed_counted(
         progress,
         state,
         "links",
-        kernel.add_veths(netns::veths(lab, nodes, engine, carriers)?),
+        (senders, &|| k.finished()),
+        k.add_veths(veths),
         |()| format!("{} veth pairs", lab.fabric.links.len()),
     )
     .await?;
@@ -875,14 +922,17 @@ async fn build_netns<K: Kernel>(
     }
     let addresses = netns::addresses(lab, nodes);
     let count: usize = addresses.iter().map(|(_, a)| a.len()).sum();
-    timed(
+    let rules = netns::host_rules(lab, nodes);
+    let k = &*kernel;
+    timed_counted(
         progress,
         state,
         "addresses",
+        (2 * nodes.len() + rules.len(), &|| k.finished()),
         async {
-            kernel.set_up(netns::ports_to_bring_up(lab, nodes)).await?;
-            kernel.add_addresses(addresses).await?;
-            kernel.add_rules(netns::host_rules(lab, nodes)).await
+            k.set_up(netns::ports_to_bring_up(lab, nodes)).await?;
+            k.add_addresses(addresses).await?;
+            k.add_rules(rules).await
         },
         |()| format!("{count} addresses"),
     )
@@ -972,11 +1022,13 @@ async fn carrier_then_routes<K: Kernel>(
     )
     .await?;
     let count: usize = routes.iter().map(|(_, r)| r.len()).sum();
-    timed(
+    let k = &*kernel;
+    timed_counted(
         progress,
         state,
         "routes",
-        kernel.add_routes(routes, false),
+        (routes.len(), &|| k.finished()),
+        k.add_routes(routes, false),
         |()| format!("{count} {what}routes installed"),
     )
     .await?;

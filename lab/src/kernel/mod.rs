@@ -138,6 +138,12 @@ pub struct External {
 /// What turbonet asks of the kernel. Every request of a batch may run
 /// concurrently with the others; a batch fails on its first error.
 pub trait Kernel {
+    /// How many namespaces' shares of requests are done so far, counted
+    /// across requests (a long phase's progress); 0 when not counted.
+    fn finished(&self) -> usize {
+        0
+    }
+
     /// Creates the named namespaces (with `threads` dedicated threads) and
     /// sets each one's sysctls inside it; returns them in order.
     fn create_namespaces(&mut self, specs: &[NamespaceSpec], threads: usize) -> Result<Vec<Ns>>;

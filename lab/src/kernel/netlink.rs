@@ -54,14 +54,25 @@ impl NodeNs {
 
 /// Runs `f` for every item with at most [`NODES_IN_FLIGHT`] at once,
 /// collecting results in order and failing on the first error.
-pub(crate) async fn per_node<I, T, F, Fut>(items: I, f: F) -> Result<Vec<T>>
+pub(crate) async fn per_node<I, T, F, Fut>(
+    finished: &std::sync::atomic::AtomicUsize,
+    items: I,
+    f: F,
+) -> Result<Vec<T>>
 where
     I: IntoIterator,
     F: Fn(I::Item) -> Fut,
     Fut: Future<Output = Result<T>>,
 {
     stream::iter(items)
-        .map(f)
+        .map(|item| {
+            let work = f(item);
+            async move {
+                let out = work.await;
+                finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                out
+            }
+        })
         .buffered(NODES_IN_FLIGHT)
         .try_collect()
         .await
@@ -135,6 +146,9 @@ pub async fn delete_route_with(
 #[derive(Debug, Default)]
 pub struct Netlink {
     namespaces: Vec<NodeNs>,
+    /// Namespaces whose share of a request is done, counted across
+    /// requests (progress of a long phase).
+    finished: std::sync::atomic::AtomicUsize,
 }
 
 impl Netlink {
@@ -152,6 +166,10 @@ impl Netlink {
 }
 
 impl Kernel for Netlink {
+    fn finished(&self) -> usize {
+        self.finished.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn create_namespaces(&mut self, specs: &[NamespaceSpec], threads: usize) -> Result<Vec<Ns>> {
         let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
         let by_name: std::collections::HashMap<&str, &NamespaceSpec> =
@@ -175,7 +193,7 @@ impl Kernel for Netlink {
         for veth in veths {
             by_ns.entry(veth.local.ns).or_default().push(veth);
         }
-        per_node(by_ns, |(ns, veths)| async move {
+        per_node(&self.finished, by_ns, |(ns, veths)| async move {
             let handle = self.namespace(ns)?.handle()?;
             let requests = veths
                 .into_iter()
@@ -226,7 +244,7 @@ impl Kernel for Netlink {
     }
 
     async fn set_bridge_ports(&self, ports: PerNs<(u32, u32)>) -> Result<()> {
-        per_node(ports, |(ns, ports)| async move {
+        per_node(&self.finished, ports, |(ns, ports)| async move {
             let handle = self.namespace(ns)?.handle()?;
             pipelined(ports.into_iter().map(|(port, bridge)| {
                 let request = handle.link().set(
@@ -249,7 +267,7 @@ impl Kernel for Netlink {
     }
 
     async fn set_up(&self, links: PerNs<u32>) -> Result<()> {
-        per_node(links, |(ns, indices)| async move {
+        per_node(&self.finished, links, |(ns, indices)| async move {
             let handle = self.namespace(ns)?.handle()?;
             pipelined(indices.into_iter().map(|index| {
                 let request = handle
@@ -281,7 +299,7 @@ impl Kernel for Netlink {
     }
 
     async fn add_addresses(&self, addrs: PerNs<Address>) -> Result<()> {
-        per_node(addrs, |(ns, addrs)| async move {
+        per_node(&self.finished, addrs, |(ns, addrs)| async move {
             let handle = self.namespace(ns)?.handle()?;
             pipelined(addrs.into_iter().map(|a| {
                 let request =
@@ -319,7 +337,7 @@ impl Kernel for Netlink {
     }
 
     async fn add_routes(&self, routes: PerNs<KernelRoute>, replace: bool) -> Result<()> {
-        per_node(routes, |(ns, routes)| async move {
+        per_node(&self.finished, routes, |(ns, routes)| async move {
             let handle = self.namespace(ns)?.handle()?;
             install(&handle, routes, replace).await
         })
@@ -328,7 +346,7 @@ impl Kernel for Netlink {
     }
 
     async fn add_rules(&self, rules: PerNs<SourceRule>) -> Result<()> {
-        per_node(rules, |(ns, rules)| async move {
+        per_node(&self.finished, rules, |(ns, rules)| async move {
             let handle = self.namespace(ns)?.handle()?;
             pipelined(rules.into_iter().map(|rule| {
                 let request = handle
@@ -366,7 +384,7 @@ impl Kernel for Netlink {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut pending = ports;
         loop {
-            let checks = per_node(&pending, |(ns, _, ports)| async move {
+            let checks = per_node(&self.finished, &pending, |(ns, _, ports)| async move {
                 let handle = self.namespace(*ns)?.handle()?;
                 let links: Vec<_> = handle.link().get().execute().try_collect().await?;
                 let up = links

@@ -300,18 +300,26 @@ impl NetnsPlane {
         Ok(())
     }
 
+    /// The namespace of `end` of `link`, its port's ifindex there, and the
+    /// namespace's name.
+    fn end_port(
+        &self,
+        link: &Link,
+        end: &turbonet_topo::Endpoint,
+    ) -> Result<(std::os::fd::OwnedFd, u32, String)> {
+        let ns_name = names::node_namespace(&self.lab.name, &self.lab.fabric.node(end.node).name);
+        let ns = namespaces::open(&ns_name).with_context(|| format!("opening {ns_name}"))?;
+        let index = names::port_index(&self.lab, end.node, link.id).expect("link's end is a port");
+        Ok((ns, index, ns_name))
+    }
+
     /// Gives `link` `params` in the engine that carries it.
     fn set_params(&mut self, link: &Link, params: &LinkParams) -> Result<()> {
         let impairment = Impairment::from_params(params);
         match &self.carriers[link.id.0 as usize] {
             Carrier::Kernel => {
                 for (direction, end) in link.ends.iter().enumerate() {
-                    let ns_name =
-                        names::node_namespace(&self.lab.name, &self.lab.fabric.node(end.node).name);
-                    let ns =
-                        namespaces::open(&ns_name).with_context(|| format!("opening {ns_name}"))?;
-                    let index = names::port_index(&self.lab, end.node, link.id)
-                        .expect("link's end is a port");
+                    let (ns, index, ns_name) = self.end_port(link, end)?;
                     let seed = direction_seed(self.lab.seed, &link.name, direction as u8);
                     crate::kernel::netem::apply(&ns, index, &impairment, seed)
                         .with_context(|| format!("netem on {} in {ns_name}", end.ifname))?;
@@ -321,12 +329,7 @@ impl NetnsPlane {
             Carrier::Shaper => {
                 let tbf = super::shaper_for(params).map_err(|e| Error::Invalid(e.to_string()))?;
                 for end in &link.ends {
-                    let ns_name =
-                        names::node_namespace(&self.lab.name, &self.lab.fabric.node(end.node).name);
-                    let ns =
-                        namespaces::open(&ns_name).with_context(|| format!("opening {ns_name}"))?;
-                    let index = names::port_index(&self.lab, end.node, link.id)
-                        .expect("link's end is a port");
+                    let (ns, index, ns_name) = self.end_port(link, end)?;
                     crate::kernel::tbf::apply(&ns, index, &tbf)
                         .with_context(|| format!("tbf on {} in {ns_name}", end.ifname))?;
                 }
