@@ -209,13 +209,15 @@ fn targets<'a>(
     }
     move |from| match sample {
         None => (0..hosts.len()).collect(),
-        Some(k) => groups
-            .values()
-            .flat_map(|members| {
-                let start = turbonet_topo::seed::for_name(lab.seed, &hosts[from].name) as usize;
-                (0..k.min(members.len())).map(move |j| members[(start + j) % members.len()])
-            })
-            .collect(),
+        Some(k) => {
+            let start = turbonet_topo::seed::for_name(lab.seed, &hosts[from].name) as usize;
+            groups
+                .values()
+                .flat_map(|members| {
+                    (0..k.min(members.len())).map(move |j| members[(start + j) % members.len()])
+                })
+                .collect()
+        }
     }
 }
 

@@ -4,21 +4,9 @@
 
 mod common;
 
-use common::{errors, ok};
+use common::{TWO_HOSTS as DUO, errors, ok};
 use turbonet_topo::experiment::{FloodProtocol, WorkloadKind};
 use turbonet_topo::{Attach, FilterKind, Hook};
-
-const DUO: &str = r#"[lab]
-name = "m"
-[topology]
-kind = "custom"
-nodes = [
-  { name = "h1", role = "host" },
-  { name = "s1", role = "switch" },
-  { name = "h2", role = "host" },
-]
-links = [{ a = "h1", b = "s1" }, { a = "h2", b = "s1" }]
-"#;
 
 #[test]
 fn taps_filters_and_the_endpoint_read_with_their_defaults() {

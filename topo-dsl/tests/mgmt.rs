@@ -2,20 +2,8 @@
 
 mod common;
 
-use common::{errors, ok};
+use common::{TWO_HOSTS as TWO, errors, ok};
 use turbonet_topo::NodeId;
-
-const TWO: &str = r#"[lab]
-name = "m"
-[topology]
-kind = "custom"
-nodes = [
-  { name = "h1", role = "host" },
-  { name = "s1", role = "switch" },
-  { name = "h2", role = "host" },
-]
-links = [{ a = "h1", b = "s1" }, { a = "s1", b = "h2" }]
-"#;
 
 #[test]
 fn the_management_network_is_off_by_default_and_an_empty_section_takes_the_default_pool() {

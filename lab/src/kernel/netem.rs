@@ -417,13 +417,13 @@ pub fn apply(ns: &OwnedFd, ifindex: u32, imp: &Impairment, seed: u64) -> io::Res
 /// Sends one request with `NLM_F_ACK` on a `NETLINK_ROUTE` socket of
 /// namespace `ns` and waits for the kernel's answer.
 pub(super) fn send(ns: &OwnedFd, request: &[u8]) -> io::Result<()> {
-    send_all(ns, std::slice::from_ref(&request.to_vec()))
+    send_all(ns, &[request])
 }
 
 /// Sends requests with `NLM_F_ACK` on one `NETLINK_ROUTE` socket of
 /// namespace `ns`, in batches, and waits for every answer; fails with the
 /// first error the kernel returns.
-pub(super) fn send_all(ns: &OwnedFd, requests: &[Vec<u8>]) -> io::Result<()> {
+pub(super) fn send_all<R: AsRef<[u8]> + Sync>(ns: &OwnedFd, requests: &[R]) -> io::Result<()> {
     /// Requests in flight at once (their answers fit the socket's buffer).
     const BATCH: usize = 64;
     if requests.is_empty() {
@@ -435,7 +435,7 @@ pub(super) fn send_all(ns: &OwnedFd, requests: &[Vec<u8>]) -> io::Result<()> {
         let mut buf = vec![0u8; 65536];
         for batch in requests.chunks(BATCH) {
             for request in batch {
-                socket.send_to(request, &SocketAddr::new(0, 0), 0)?;
+                socket.send_to(request.as_ref(), &SocketAddr::new(0, 0), 0)?;
             }
             let mut answered = 0;
             while answered < batch.len() {

@@ -5,6 +5,20 @@
 
 use std::path::{Path, PathBuf};
 
+/// Two hosts behind one switch (links `h1--s1` and `h2--s1`), lab `m`: the
+/// smallest fabric a section's tests can lay over.
+pub const TWO_HOSTS: &str = r#"[lab]
+name = "m"
+[topology]
+kind = "custom"
+nodes = [
+  { name = "h1", role = "host" },
+  { name = "s1", role = "switch" },
+  { name = "h2", role = "host" },
+]
+links = [{ a = "h1", b = "s1" }, { a = "h2", b = "s1" }]
+"#;
+
 /// Parses a scenario that must be valid.
 pub fn ok(text: &str) -> turbonet_topo::Lab {
     turbonet_topo::parse("t.toml", text).unwrap_or_else(|e| panic!("{}", e.render_plain(100)))

@@ -243,7 +243,7 @@ pub fn kernel_shapers(
         if *carrier != Carrier::Shaper {
             continue;
         }
-        let Ok(tbf) = shaper_of(link) else {
+        let Ok(tbf) = shaper_for(&link.params) else {
             continue;
         };
         for end in &link.ends {
@@ -259,13 +259,6 @@ pub fn kernel_shapers(
 }
 
 /// The token bucket of a link with `params`, for its MTU.
-pub fn shaper_of(
-    link: &turbonet_topo::Link,
-) -> std::result::Result<crate::kernel::tbf::Tbf, crate::kernel::tbf::Unsupported> {
-    shaper_for(&link.params)
-}
-
-/// The token bucket of a link with `params`.
 pub fn shaper_for(
     params: &turbonet_topo::LinkParams,
 ) -> std::result::Result<crate::kernel::tbf::Tbf, crate::kernel::tbf::Unsupported> {
