@@ -5,7 +5,8 @@
 //!   with kernel receive timestamps, VLAN tags given back, and batched
 //!   `recvmmsg`/`sendmmsg` (one system call for up to a batch of frames);
 //! - [`offloads`]: turning segmentation and checksum offloads off where
-//!   turbonet reads and writes whole frames;
+//!   turbonet reads and writes whole frames, over [`ethtool`] requests,
+//!   which also read a driver's statistics (veth's XDP counters);
 //! - [`tun`]: layer-3 TUN devices (the control planes of virtual switches);
 //! - [`clock`] and [`timing`]: a monotonic nanosecond clock that kernel
 //!   timestamps map onto, high-resolution waits (`ppoll`), low timer slack
@@ -22,6 +23,7 @@
 
 pub mod checksum;
 pub mod clock;
+pub mod ethtool;
 pub mod icmp;
 pub mod offloads;
 pub mod socket;

@@ -3,7 +3,6 @@
 //! super-frames, or frames whose checksum the NIC was to fill in).
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// Turns off the offloads that would hand the engine frames it cannot pass
 /// on: TCP segmentation (64 KiB super-frames), generic segmentation, and
@@ -16,18 +15,7 @@ pub fn disable(ifname: &str) -> io::Result<()> {
     const ETHTOOL_STSO: u32 = 0x1f;
     const ETHTOOL_SGSO: u32 = 0x24;
     const ETHTOOL_SGRO: u32 = 0x2c;
-    #[repr(C)]
-    struct EthtoolValue {
-        cmd: u32,
-        data: u32,
-    }
-    // SAFETY: plain socket(2) call for the ioctl; owned right below.
-    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fresh fd we own.
-    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+    let sock = crate::ethtool::control_socket()?;
     for cmd in [
         ETHTOOL_STSO,
         ETHTOOL_SGSO,
@@ -35,21 +23,10 @@ pub fn disable(ifname: &str) -> io::Result<()> {
         ETHTOOL_STXCSUM,
         ETHTOOL_SSG,
     ] {
-        let mut value = EthtoolValue { cmd, data: 0 };
-        // SAFETY: an all-zero ifreq is valid; we set the name and data.
-        let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-        for (dst, src) in ifr
-            .ifr_name
-            .iter_mut()
-            .zip(ifname.bytes().take(libc::IFNAMSIZ - 1))
-        {
-            *dst = src as libc::c_char;
-        }
-        ifr.ifr_ifru.ifru_data = (&mut value as *mut EthtoolValue).cast();
-        // SAFETY: SIOCETHTOOL with a valid ifreq pointing at a live value.
-        let r = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCETHTOOL, &mut ifr) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
+        // struct ethtool_value { cmd, data }: the feature off.
+        let mut value = [0u8; 8];
+        value[0..4].copy_from_slice(&cmd.to_ne_bytes());
+        if let Err(e) = crate::ethtool::request(&sock, ifname, &mut value) {
             // Features a driver cannot change are already off.
             if !matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) {
                 return Err(io::Error::new(

@@ -8,7 +8,6 @@
 
 #![allow(unsafe_code)]
 
-pub mod ethtool;
 pub mod namespaces;
 pub mod process;
 

@@ -338,8 +338,10 @@ impl Filters {
                 ),
                 How::Xdp { ifname, .. } => (
                     "ebpf-xdp",
-                    namespaces::in_namespace(&a.ns, || crate::system::ethtool::xdp_stats(ifname))
-                        .unwrap_or((0, 0)),
+                    namespaces::in_namespace(&a.ns, || {
+                        turbonet_packetio::ethtool::xdp_stats(ifname)
+                    })
+                    .unwrap_or((0, 0)),
                 ),
             };
             out.push(FilterCounters {

@@ -1,6 +1,6 @@
-//! A driver's own statistics (`ethtool -S`), through the `SIOCETHTOOL`
-//! ioctl in the calling thread's namespace: what veth counts of the XDP
-//! programs on its receive queues.
+//! The `SIOCETHTOOL` ioctl in the calling thread's namespace: one request
+//! on one interface, and a driver's own statistics (`ethtool -S`), such
+//! as what veth counts of the XDP programs on its receive queues.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -11,34 +11,36 @@ const ETHTOOL_GSTATS: u32 = 0x1d;
 const ETH_SS_STATS: u32 = 1;
 const ETH_GSTRING_LEN: usize = 32;
 
-/// `struct ifreq` with its `ifr_data` pointer (the only member used).
-#[repr(C)]
-struct IfReq {
-    name: [u8; libc::IFNAMSIZ],
-    data: *mut libc::c_void,
-    _pad: [u8; 16],
+/// A datagram socket to send ethtool requests on.
+pub(crate) fn control_socket() -> io::Result<OwnedFd> {
+    // SAFETY: a plain socket(2) call; the descriptor is owned right away.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a descriptor we just opened and own alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
-/// Runs one `SIOCETHTOOL` request on `ifname` with `buf` as its data.
-fn ethtool(socket: &OwnedFd, ifname: &str, buf: &mut [u8]) -> io::Result<()> {
-    let mut req = IfReq {
-        name: [0; libc::IFNAMSIZ],
-        data: buf.as_mut_ptr().cast(),
-        _pad: [0; 16],
-    };
-    let name = ifname.as_bytes();
-    if name.len() >= libc::IFNAMSIZ {
+/// Runs one `SIOCETHTOOL` request on `ifname`; `data` is the ethtool
+/// command the caller wrote, with room for its answer.
+pub(crate) fn request(socket: &OwnedFd, ifname: &str, data: &mut [u8]) -> io::Result<()> {
+    if ifname.len() >= libc::IFNAMSIZ {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            "interface name too long",
+            format!("interface name {ifname} too long"),
         ));
     }
-    req.name[..name.len()].copy_from_slice(name);
-    // SAFETY: `req` is a valid ifreq whose data points at `buf`, which
-    // holds the ethtool command the caller wrote and room for its answer
-    // (sized by the caller from the kernel's own counts); both outlive the
-    // call.
-    let rc = unsafe { libc::ioctl(socket.as_raw_fd(), libc::SIOCETHTOOL, &raw mut req) };
+    // SAFETY: an all-zero ifreq is valid; we set the name and data.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in ifr.ifr_name.iter_mut().zip(ifname.bytes()) {
+        *dst = src as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_data = data.as_mut_ptr().cast();
+    // SAFETY: SIOCETHTOOL with a valid ifreq whose data points at `data`,
+    // which holds the command and room for its answer (sized by the caller
+    // from the kernel's own counts); both outlive the call.
+    let rc = unsafe { libc::ioctl(socket.as_raw_fd(), libc::SIOCETHTOOL, &raw mut ifr) };
     if rc < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -48,19 +50,13 @@ fn ethtool(socket: &OwnedFd, ifname: &str, buf: &mut [u8]) -> io::Result<()> {
 
 /// Every statistic of `ifname`'s driver, by name.
 pub fn stats(ifname: &str) -> io::Result<Vec<(String, u64)>> {
-    // SAFETY: a plain socket(2) call; the descriptor is owned right away.
-    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `raw` is a descriptor we just opened and own alone.
-    let socket = unsafe { OwnedFd::from_raw_fd(raw) };
+    let socket = control_socket()?;
     // ETHTOOL_GSSET_INFO: how many statistics (struct ethtool_sset_info:
     // cmd, reserved, sset_mask u64, then one u32 per set in the mask).
     let mut info = [0u8; 20];
     info[0..4].copy_from_slice(&ETHTOOL_GSSET_INFO.to_ne_bytes());
     info[8..16].copy_from_slice(&(1u64 << ETH_SS_STATS).to_ne_bytes());
-    ethtool(&socket, ifname, &mut info)?;
+    request(&socket, ifname, &mut info)?;
     let count = u32::from_ne_bytes(info[16..20].try_into().expect("4 bytes")) as usize;
     // ETHTOOL_GSTRINGS (struct ethtool_gstrings: cmd, string_set, len,
     // then the names).
@@ -68,12 +64,12 @@ pub fn stats(ifname: &str) -> io::Result<Vec<(String, u64)>> {
     names[0..4].copy_from_slice(&ETHTOOL_GSTRINGS.to_ne_bytes());
     names[4..8].copy_from_slice(&ETH_SS_STATS.to_ne_bytes());
     names[8..12].copy_from_slice(&(count as u32).to_ne_bytes());
-    ethtool(&socket, ifname, &mut names)?;
+    request(&socket, ifname, &mut names)?;
     // ETHTOOL_GSTATS (struct ethtool_stats: cmd, n_stats, then u64s).
     let mut values = vec![0u8; 8 + count * 8];
     values[0..4].copy_from_slice(&ETHTOOL_GSTATS.to_ne_bytes());
     values[4..8].copy_from_slice(&(count as u32).to_ne_bytes());
-    ethtool(&socket, ifname, &mut values)?;
+    request(&socket, ifname, &mut values)?;
     Ok((0..count)
         .map(|i| {
             let raw = &names[12 + i * ETH_GSTRING_LEN..12 + (i + 1) * ETH_GSTRING_LEN];
