@@ -105,7 +105,7 @@ pub fn check_sampled(running: &Running, timeout: f64, sample: Option<usize>) -> 
                 .flat_map(move |to| addrs[to].iter().map(move |&addr| Probe { from, to, addr }))
         })
         .collect();
-    crate::limits::raise_fd_limit(hosts.len() + 256)?;
+    crate::limits::raise_fd_limit(hosts.len() + 256, "`check` (a socket per host)")?;
 
     let start = Instant::now();
     let sockets = hosts

@@ -46,21 +46,55 @@ fn write(key: &str, value: u64) -> io::Result<()> {
     fs::write(Path::new("/proc/sys").join(key), value.to_string())
 }
 
-/// Makes sure the process may hold `need` file descriptors (a namespace
-/// fd and a netlink socket per node).
-pub fn raise_fd_limit(need: usize) -> Result<()> {
+/// Makes sure the process (and the daemon it starts, which inherits the
+/// limit) may hold `need` file descriptors: raises the soft limit, and the
+/// hard limit too where the process may (`CAP_SYS_RESOURCE`). `why` says
+/// what needs them, for the refusal.
+pub fn raise_fd_limit(need: usize, why: &str) -> Result<()> {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
     let need = need as u64;
-    if soft < need {
-        if hard < need {
-            return Err(crate::Error::Refused(format!(
-                "this fabric needs {need} open files but the hard limit is {hard}"
-            )));
-        }
-        setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
+    if soft >= need {
+        return Ok(());
     }
-    Ok(())
+    let raised = if hard >= need {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard)
+    } else {
+        setrlimit(Resource::RLIMIT_NOFILE, need, need)
+    };
+    raised.map_err(|_| {
+        crate::Error::Refused(format!(
+            "{why} needs {need} open files, but this process may open {hard} at most and              cannot raise that limit (it lacks CAP_SYS_RESOURCE); raise the hard `nofile`              limit (`ulimit -Hn {need}` as a privileged user, or LimitNOFILE= for a service)"
+        ))
+    })
+}
+
+/// The file descriptors `up` and the lab daemon it starts hold at most,
+/// with what needs the most (for a refusal): `up` holds a namespace and
+/// a netlink socket per namespace; the daemon a route watcher and a
+/// namespace per switch, two packet sockets per link the link engine
+/// carries (`impaired`), and per built-in BGP agent a listener and a FIB
+/// socket, with a socket per session end (`sessions` sessions between
+/// two built-in agents hold both ends). 256 spare.
+pub fn fds_needed(
+    namespaces: usize,
+    switches: usize,
+    impaired: usize,
+    agents: usize,
+    sessions: usize,
+) -> (usize, &'static str) {
+    let up = 2 * namespaces;
+    let daemon = 2 * switches + 2 * impaired + 2 * agents + 2 * sessions;
+    let what = if daemon > up {
+        if sessions > impaired {
+            "the lab daemon (its BGP sessions' sockets, two a session)"
+        } else {
+            "the lab daemon (the link engine's sockets, two an impaired link)"
+        }
+    } else {
+        "`up` (a namespace and a netlink socket per node)"
+    };
+    (up.max(daemon) + 256, what)
 }
 
 /// Neighbour entries a lab may need: one per port end, plus headroom.

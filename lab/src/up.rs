@@ -76,7 +76,7 @@ pub fn validate(path: &Path) -> Result<Validated> {
 
 /// How every link of a lab would be carried on this machine, or why this
 /// build cannot bring the (valid) lab up here.
-fn runnable(lab: &Lab) -> Result<Vec<Carrier>, String> {
+pub(crate) fn runnable(lab: &Lab) -> Result<Vec<Carrier>, String> {
     match lab.target {
         Target::Netns => {}
         Target::Soft => {
@@ -118,8 +118,29 @@ fn agents_missing(lab: &Lab) -> Option<String> {
     kinds.into_iter().find_map(crate::routes::routers::missing)
 }
 
+/// The open files `up` and its daemon need for `lab`, and what needs most
+/// (see [`limits::fds_needed`]).
+fn fds_needed(lab: &Lab, carriers: &[Carrier]) -> (usize, &'static str) {
+    let builtin = |id| {
+        lab.routing.mode == RoutingMode::Bgp
+            && lab.fabric.node(id).role.is_switch()
+            && lab.routing.agent_of(id) == turbonet_topo::Agent::Builtin
+    };
+    let agents = lab.fabric.switches().filter(|n| builtin(n.id)).count();
+    let sessions = (lab.fabric.links.iter())
+        .filter(|l| builtin(l.ends[0].node) && builtin(l.ends[1].node))
+        .count();
+    limits::fds_needed(
+        lab.fabric.nodes.len() + 2,
+        lab.fabric.switches().count(),
+        carriers.iter().filter(|c| c.is_userspace()).count(),
+        agents,
+        sessions,
+    )
+}
+
 /// Checks what `up` needs from the machine before touching anything.
-fn check_capabilities(lab: &Lab) -> Result<()> {
+fn check_capabilities(lab: &Lab, carriers: &[Carrier]) -> Result<()> {
     if !process::is_root() {
         return Err(Error::Refused(
             "`up` needs root (network namespaces and links); run it with sudo".to_owned(),
@@ -130,7 +151,8 @@ fn check_capabilities(lab: &Lab) -> Result<()> {
             "this kernel has no network namespaces (CONFIG_NET_NS)".to_owned(),
         ));
     }
-    limits::raise_fd_limit(lab.fabric.nodes.len() * 3 + 256)?;
+    let (need, why) = fds_needed(lab, carriers);
+    limits::raise_fd_limit(need, &format!("lab {}: {why}", lab.name))?;
     let taken: Vec<String> = lab
         .fabric
         .nodes
@@ -237,7 +259,7 @@ pub fn up(options: &Options, progress: &dyn Progress) -> Result<Up> {
             ),
         }));
     }
-    check_capabilities(&lab)?;
+    check_capabilities(&lab, &carriers)?;
     let objects = filter_objects(&lab, &options.file)?;
     let total = Stopwatch::start();
     let neighbours =
@@ -1135,6 +1157,41 @@ pub(crate) fn poll_interval(waited: std::time::Duration) -> std::time::Duration 
     )
 }
 
+/// Runs the kernel side of `up` for `lab` through `kernel`, which writes
+/// requests down rather than making them (nothing is created; a scratch
+/// lab directory stands in for the lab's), on one thread.
+pub(crate) fn dry_build<K: Kernel>(
+    kernel: &mut K,
+    lab: &Lab,
+    carriers: &[Carrier],
+    hash_seed: bool,
+    progress: &dyn Progress,
+) -> Result<()> {
+    if !lab.fabric.externals.is_empty() {
+        bail!("a dry build attaches no interface of the machine");
+    }
+    let routes = up_routes(lab);
+    // Tests run in parallel: each build has a directory of its own.
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let root = std::env::temp_dir().join(format!("turbonet-dry-{}-{n}", std::process::id()));
+    let dir = LabDir::new(&root, &lab.name);
+    dir.claim()?;
+    let mut state = LabState::new(&lab.name, PathBuf::new(), Vec::new());
+    let host = Host {
+        threads: 1,
+        hash_seed,
+    };
+    let built = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(build_kernel(
+            kernel, lab, carriers, &routes, host, progress, &dir, &mut state,
+        ));
+    let _ = fs::remove_dir_all(&root);
+    built
+}
+
 /// Fails on purpose after `phase` when `TURBONET_FAIL_AFTER=<phase>` is set,
 /// so tests can check that a failure half way rolls back.
 fn fail_point(phase: &str) -> Result<()> {
@@ -1186,42 +1243,10 @@ mod characterisation {
     /// from `path`.
     fn record_text(path: &Path, text: &str) -> Vec<String> {
         let lab = turbonet_topo::parse(&path.display().to_string(), text).unwrap();
-        assert!(
-            lab.fabric.externals.is_empty(),
-            "bundled scenarios attach no interface of the machine"
-        );
         // As on a machine without netem, with per-namespace hash seeds.
         let carriers = crate::dataplane::carrier::carriers(&lab, false).unwrap();
-        let routes = up_routes(&lab);
-        // Tests run in parallel: each recording has a directory of its own.
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let root = std::env::temp_dir().join(format!("tn-golden-{}-{n}", std::process::id()));
-        let dir = LabDir::new(&root, &lab.name);
-        dir.claim().unwrap();
-        let mut state = LabState::new(&lab.name, path.to_owned(), Vec::new());
         let mut kernel = Recorder::new();
-        let host = Host {
-            threads: 1,
-            hash_seed: true,
-        };
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime
-            .block_on(build_kernel(
-                &mut kernel,
-                &lab,
-                &carriers,
-                &routes,
-                host,
-                &Quiet,
-                &dir,
-                &mut state,
-            ))
-            .unwrap();
-        let _ = std::fs::remove_dir_all(&root);
+        dry_build(&mut kernel, &lab, &carriers, true, &Quiet).unwrap();
         kernel.lines()
     }
 

@@ -435,3 +435,69 @@ fn validate_reports_the_hpn_pod() {
         .as_u64();
     assert_eq!(class, Some(14_400));
 }
+
+#[test]
+fn bench_times_each_phase_beside_the_kernel_and_leaves_nothing() {
+    require_root!();
+    let lab = unique_lab("bn");
+    let file = scenario_as("hpn.toml", &lab, "\n[links.host-tor]\nrate = \"1gbit\"\n");
+    let _guard = LabGuard(lab.clone());
+    let out = run(&["bench", "--runs", "1", "--check", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    // Every phase with a kernel counterpart has a time and a ratio.
+    for phase in [
+        "namespaces",
+        "links",
+        "shapers",
+        "addresses",
+        "routes",
+        "down",
+    ] {
+        let row = table
+            .lines()
+            .find(|l| l.split('│').nth(2).is_some_and(|c| c.trim() == phase))
+            .unwrap_or_else(|| panic!("no row for {phase}: {table}"));
+        let cells: Vec<&str> = row.split('│').map(str::trim).collect();
+        assert!(
+            cells[4].parse::<f64>().is_ok(),
+            "kernel s of {phase}: {row}"
+        );
+        assert!(cells[5].ends_with('x'), "ratio of {phase}: {row}");
+    }
+    assert!(
+        lab_namespaces(&lab).is_empty(),
+        "{:?}",
+        lab_namespaces(&lab)
+    );
+    assert!(!lab_state_exists(&lab));
+}
+
+#[test]
+fn up_refuses_a_fabric_beyond_the_open_file_limit_before_creating_anything() {
+    require_root!();
+    let lab = unique_lab("fd");
+    // A k=8 fat-tree under BGP: 256 sessions, two sockets each, in the
+    // daemon: more than 1,000 open files.
+    let file = write_scenario(
+        &lab,
+        &format!(
+            "[lab]\nname = \"{lab}\"\n[topology]\nkind = \"fat-tree\"\nk = 8\n[routing]\nmode = \"bgp\"\n"
+        ),
+    );
+    let _guard = LabGuard(lab.clone());
+    let out = Command::new("bash")
+        .args(["-c", "ulimit -n 1000 && exec \"$0\" up \"$1\""])
+        .arg(turbonet_tests::binary())
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains("BGP sessions") && said.contains("open files") && said.contains("1000"),
+        "{said}"
+    );
+    assert!(lab_namespaces(&lab).is_empty());
+    assert!(!lab_state_exists(&lab));
+}

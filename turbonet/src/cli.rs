@@ -664,6 +664,14 @@ pub struct BenchArgs {
     /// Also run `check` (all host pairs) after each `up`, and time it.
     #[arg(long)]
     pub check: bool,
+    /// With --check: probe K hosts behind every edge switch instead of
+    /// every pair (`check --sample K`), for the largest fabrics.
+    #[arg(long, value_name = "K", requires = "check")]
+    pub sample: Option<usize>,
+    /// Bring each scenario up with this routing mode instead of its own
+    /// (`static` or `bgp`), e.g. the real pod both ways.
+    #[arg(long, value_name = "MODE", value_parser = ["static", "bgp"])]
+    pub routing: Option<String>,
     /// Measure the userspace link engine instead: delay accuracy, loss
     /// statistics and forwarding capacity on a two-host lab.
     #[arg(long)]

@@ -429,7 +429,8 @@ fn run(command: Command) -> Result<ExitCode> {
                 bench::Bench::Up {
                     files: args.files,
                     runs: args.runs,
-                    check: args.check,
+                    check: args.check.then_some(args.sample),
+                    routing: args.routing,
                 }
             };
             print!(

@@ -1,37 +1,42 @@
-//! `turbonet bench`: time `up` (until routed) and `down` on scenarios, with
-//! the peak memory of each, measured as a user would run them: each step is
-//! this binary in a child process, timed from spawn to exit, its peak RSS
-//! read from `wait4`.
+//! `turbonet bench`: `up`, `check` and `down` on scenarios phase by phase
+//! beside the kernel's own cost ([`fabric`]), and the link engine, BGP,
+//! the soft switch, the workloads and the instruments, each in its module.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use crate::bail;
 use crate::error::{Context, Result};
-use crate::report::{Report, count};
+use crate::report::Report;
 use crate::system::process;
-use crate::up::{self, Progress};
+use crate::up::Progress;
 
 pub mod bgp;
 pub mod engine;
+mod fabric;
 pub mod instruments;
+pub mod ip_batch;
 pub mod soft;
 pub mod workloads;
 
 /// What to measure.
 #[derive(Debug, Clone)]
 pub enum Bench {
-    /// `up` (until routed), `down` and with `check` the all-pairs check, on
-    /// `files` (default: fat-tree k=4, k=8, k=16 and hpn), the median of
-    /// `runs`.
+    /// `up` (until routed) phase by phase beside the kernel's own cost,
+    /// `down` and with `check` the check, on `files` (default: fat-tree
+    /// k=4, k=8, k=16 and hpn), the median of `runs`.
     Up {
         /// Scenario files.
         files: Vec<PathBuf>,
         /// Runs per scenario.
         runs: usize,
-        /// Also time `check`.
-        check: bool,
+        /// Also time `check`: of every pair (`Some(None)`), or of K hosts
+        /// behind every edge switch (`Some(Some(K))`).
+        check: Option<Option<usize>>,
+        /// The routing mode to bring each scenario up with instead of its
+        /// own (`static`, `bgp`).
+        routing: Option<String>,
     },
     /// The userspace link engine: delay accuracy with `probes` per delay,
     /// loss statistics over `loss_frames` per probability, rate and
@@ -204,7 +209,7 @@ fn listening(ns: &std::os::fd::OwnedFd, port: u16) -> bool {
 
 pub(crate) struct Measured {
     pub(crate) seconds: f64,
-    peak_rss_kib: u64,
+    pub(crate) peak_rss_kib: u64,
 }
 
 /// Runs this binary with `args`, returning wall time and peak RSS.
@@ -235,89 +240,20 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// `turbonet bench`.
 pub fn bench(which: &Bench, progress: &dyn Progress) -> Result<Report> {
-    let (files, runs, check) = match which {
+    match which {
+        Bench::Up {
+            files,
+            runs,
+            check,
+            routing,
+        } => fabric::bench(files, *runs, *check, routing.as_deref(), progress),
         Bench::Engine {
             probes,
             loss_frames,
-        } => return engine::bench(*probes, *loss_frames, progress),
-        Bench::Bgp { density, agents } => return bgp::bench(*density, agents, progress),
-        Bench::Soft { frames } => return soft::bench(*frames, progress),
-        Bench::Workloads => return workloads::bench(progress),
-        Bench::Instruments { frames } => return instruments::bench(*frames, progress),
-        Bench::Up { files, runs, check } => (files, *runs, *check),
-    };
-    let mut out = Report::default();
-    let files = if files.is_empty() {
-        let dir = Path::new("scenarios");
-        if !dir.is_dir() {
-            bail!(
-                "no scenario files given and no ./scenarios directory; run from the turbonet checkout or name files"
-            );
-        }
-        [
-            "fat-tree-k4.toml",
-            "fat-tree-k8.toml",
-            "fat-tree-k16.toml",
-            "hpn.toml",
-        ]
-        .iter()
-        .map(|f| dir.join(f))
-        .collect()
-    } else {
-        files.clone()
-    };
-    let runs = runs.max(1);
-    let mut rows = Vec::new();
-    for file in &files {
-        let (lab, _) = up::load(file)?;
-        let file_arg = file.display().to_string();
-        let (mut ups, mut downs, mut checks) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut up_rss, mut down_rss) = (0, 0);
-        for run in 0..runs {
-            progress.note(&format!("bench {} run {}/{runs} ...", lab.name, run + 1));
-            let up = measure(&["up", "--quiet", &file_arg])?;
-            if check {
-                match measure(&["check", "--lab", &lab.name]) {
-                    Ok(c) => checks.push(c.seconds),
-                    Err(e) => {
-                        let _ = measure(&["down", &lab.name]);
-                        return Err(e);
-                    }
-                }
-            }
-            let down = measure(&["down", &lab.name])?;
-            ups.push(up.seconds);
-            downs.push(down.seconds);
-            up_rss = up_rss.max(up.peak_rss_kib);
-            down_rss = down_rss.max(down.peak_rss_kib);
-        }
-        let switches = lab.fabric.switches().count();
-        let hosts = lab.fabric.hosts().count();
-        rows.push(vec![
-            lab.name.clone(),
-            count(switches),
-            count(hosts),
-            count(lab.fabric.links.len()),
-            format!("{:.2}", median(ups)),
-            if checks.is_empty() {
-                "-".into()
-            } else {
-                format!("{:.2}", median(checks))
-            },
-            format!("{:.2}", median(downs)),
-            format!("{:.1}", up_rss as f64 / 1024.0),
-            format!("{:.1}", down_rss as f64 / 1024.0),
-        ]);
+        } => engine::bench(*probes, *loss_frames, progress),
+        Bench::Bgp { density, agents } => bgp::bench(*density, agents, progress),
+        Bench::Soft { frames } => soft::bench(*frames, progress),
+        Bench::Workloads => workloads::bench(progress),
+        Bench::Instruments { frames } => instruments::bench(*frames, progress),
     }
-    out.table(
-        &[
-            "lab", "switches", "hosts", "links", "up s", "check s", "down s", "up MiB", "down MiB",
-        ],
-        rows,
-        &[1, 2, 3, 4, 5, 6, 7, 8],
-    );
-    out.text(format!(
-        "median of {runs} run(s); `up s` is until every route is installed; MiB is peak RSS of the turbonet process"
-    ));
-    Ok(out)
 }

@@ -24,11 +24,11 @@ mod recorder;
 pub mod routes;
 pub mod tbf;
 
-pub(crate) use netlink::pipelined;
 pub use netlink::{
     Netlink, NodeNs, connect, delete_route, delete_route_in, delete_route_with, install,
     route_message,
 };
+pub(crate) use netlink::{RULE_PRIORITY, pipelined};
 
 /// A namespace the kernel side created, by its position in creation order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
