@@ -70,8 +70,9 @@ pub fn raise_fd_limit(need: usize, why: &str) -> Result<()> {
 }
 
 /// The file descriptors `up` and the lab daemon it starts hold at most,
-/// with what needs the most (for a refusal): `up` holds a namespace and
-/// a netlink socket per namespace; the daemon a route watcher and a
+/// with what needs the most (for a refusal): `up` holds a namespace, a
+/// netlink socket and, while it makes links, a connection on that socket
+/// per namespace; the daemon a route watcher and a
 /// namespace per switch, two packet sockets per link the link engine
 /// carries (`impaired`), and per built-in BGP agent a listener and a FIB
 /// socket, with a socket per session end (`sessions` sessions between
@@ -83,7 +84,7 @@ pub fn fds_needed(
     agents: usize,
     sessions: usize,
 ) -> (usize, &'static str) {
-    let up = 2 * namespaces;
+    let up = 3 * namespaces;
     let daemon = 2 * switches + 2 * impaired + 2 * agents + 2 * sessions;
     let what = if daemon > up {
         if sessions > impaired {
@@ -92,7 +93,7 @@ pub fn fds_needed(
             "the lab daemon (the link engine's sockets, two an impaired link)"
         }
     } else {
-        "`up` (a namespace and a netlink socket per node)"
+        "`up` (a namespace and two netlink sockets per node)"
     };
     (up.max(daemon) + 256, what)
 }

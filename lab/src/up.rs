@@ -952,7 +952,7 @@ async fn build_netns<K: Kernel>(
         "addresses",
         (2 * nodes.len() + rules.len(), &|| k.finished()),
         async {
-            k.set_up(netns::ports_to_bring_up(lab, nodes)).await?;
+            k.set_up(netns::loopbacks(nodes)).await?;
             k.add_addresses(addresses).await?;
             k.add_rules(rules).await
         },

@@ -243,7 +243,14 @@ impl Kernel for IpBatch {
 
     async fn add_veths(&self, veths: Vec<Veth>) -> Result<()> {
         let mut lines = Vec::with_capacity(veths.len());
+        let mut peers_up: HashMap<Ns, Vec<String>> = HashMap::new();
         for v in veths {
+            if v.peer_up {
+                peers_up
+                    .entry(v.peer.ns)
+                    .or_default()
+                    .push(format!("link set dev {} up", v.peer.name));
+            }
             self.learn(v.local.ns, v.local.ifindex, &v.local.name);
             self.learn(v.peer.ns, v.peer.ifindex, &v.peer.name);
             let mtu = v.mtu.map(|m| format!(" mtu {m}")).unwrap_or_default();
@@ -260,6 +267,11 @@ impl Kernel for IpBatch {
             ));
         }
         self.push(Tool::Ip, None, lines);
+        let mut peers_up: Vec<(Ns, Vec<String>)> = peers_up.into_iter().collect();
+        peers_up.sort_by_key(|(ns, _)| *ns);
+        for (ns, lines) in peers_up {
+            self.push(Tool::Ip, Some(self.name(ns)), lines);
+        }
         Ok(())
     }
 
@@ -396,15 +408,20 @@ mod tests {
         assert_eq!(ns.lines.len(), names.len());
         assert_eq!(ns.lines[0], format!("netns add {}", names[0]));
 
-        // Each veth pair is one line, both ends placed and indexed.
-        let [links] = lines("links")[..] else {
-            panic!("one batch of veths")
-        };
+        // Each veth pair is one line, both ends placed and indexed, in the
+        // root namespace; then each namespace brings its peers up.
+        let links = lines("links");
+        assert_eq!(links[0].netns, None);
         assert_eq!(
-            links.lines[0],
+            links[0].lines[0],
             "link add agg0-0 mtu 9000 index 7 netns tn-hpn-tor0-r0p0 up type veth \
              peer name tor0-r0p0 mtu 9000 index 2 netns tn-hpn-agg0-0"
         );
+        let agg = links
+            .iter()
+            .find(|b| b.netns.as_deref() == Some("tn-hpn-agg0-0"))
+            .expect("agg0-0's peers");
+        assert!(agg.lines.contains(&"link set dev tor0-r0p0 up".to_owned()));
 
         // Shapers are tc lines in the namespace of each end.
         let shapers = lines("shapers");

@@ -86,6 +86,7 @@ pub fn plan(lab: &Lab, mgmt: &Mgmt, members: &[(NodeId, Ns)], hub: Ns) -> Plan {
                 mac: None,
             },
             mtu: None,
+            peer_up: false,
         });
         ports.push((port, BRIDGE_IFINDEX));
         addresses.push((

@@ -59,6 +59,13 @@ pub struct VethEnd {
 /// A veth pair, created in one request sent from `local`'s namespace with
 /// `peer` moved into its own; `local` comes up with it (the peer cannot in
 /// the same request: the kernel answers ENOTCONN).
+///
+/// With `peer_up` the peer comes up right after, from its own namespace.
+/// A veth end that is down keeps the kernel's link-watch event of its
+/// creation queued; every carrier change then walks that queue under the
+/// RTNL lock, so bringing 48,000 peers up in a later phase costs time
+/// quadratic in the fabric's size, and bringing each up as its pair is made
+/// keeps the queue short.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Veth {
     /// What the request is for, for errors ("link edge0-0--agg0-0").
@@ -69,6 +76,8 @@ pub struct Veth {
     pub peer: VethEnd,
     /// Both ends' MTU (default: the kernel's).
     pub mtu: Option<u32>,
+    /// Bring `peer` up once the pair exists.
+    pub peer_up: bool,
 }
 
 /// An IPv4 address on an interface.

@@ -190,11 +190,25 @@ impl Kernel for Netlink {
 
     async fn add_veths(&self, veths: Vec<Veth>) -> Result<()> {
         let mut by_ns: BTreeMap<Ns, Vec<Veth>> = BTreeMap::new();
+        // One connection per namespace, shared by the requests that create
+        // pairs from it and those that bring peers up in it (two connections
+        // on one socket would read each other's answers).
+        let mut handles: BTreeMap<Ns, Handle> = BTreeMap::new();
         for veth in veths {
+            for ns in [Some(veth.local.ns), veth.peer_up.then_some(veth.peer.ns)]
+                .into_iter()
+                .flatten()
+            {
+                if let std::collections::btree_map::Entry::Vacant(e) = handles.entry(ns) {
+                    e.insert(self.namespace(ns)?.handle()?);
+                }
+            }
             by_ns.entry(veth.local.ns).or_default().push(veth);
         }
+        let handles = &handles;
+        let handle_of = move |ns: Ns| handles.get(&ns).cloned().expect("a handle per namespace");
         per_node(&self.finished, by_ns, |(ns, veths)| async move {
-            let handle = self.namespace(ns)?.handle()?;
+            let handle = handle_of(ns);
             let requests = veths
                 .into_iter()
                 .map(|v| {
@@ -218,15 +232,30 @@ impl Kernel for Netlink {
                     let message = veth
                         .set_info_data(InfoData::Veth(InfoVeth::Peer(peer.build())))
                         .build();
-                    Ok((v.what, handle.link().add(message)))
+                    let peer_up = v.peer_up.then(|| {
+                        handle_of(v.peer.ns)
+                            .link()
+                            .set(LinkUnspec::new_with_index(v.peer.ifindex).up().build())
+                    });
+                    Ok((v.what, handle.link().add(message), peer_up))
                 })
                 .collect::<Result<Vec<_>>>()?;
-            pipelined(requests.into_iter().map(|(what, request)| async move {
-                request
-                    .execute()
-                    .await
-                    .with_context(|| format!("creating {what}"))
-            }))
+            pipelined(
+                requests
+                    .into_iter()
+                    .map(|(what, request, peer_up)| async move {
+                        request
+                            .execute()
+                            .await
+                            .with_context(|| format!("creating {what}"))?;
+                        if let Some(up) = peer_up {
+                            up.execute()
+                                .await
+                                .with_context(|| format!("bringing {what} up"))?;
+                        }
+                        Ok(())
+                    }),
+            )
             .await
         })
         .await?;

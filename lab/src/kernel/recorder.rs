@@ -64,8 +64,9 @@ impl Kernel for Recorder {
     async fn add_veths(&self, veths: Vec<Veth>) -> Result<()> {
         for v in veths {
             let mtu = v.mtu.map(|m| format!(" mtu {m}")).unwrap_or_default();
+            let up = if v.peer_up { " up" } else { "" };
             self.push(format!(
-                "veth {} {}#{}{} <-> {} {}#{}{}{mtu}",
+                "veth {} {}#{}{} <-> {} {}#{}{}{mtu}{up}",
                 self.name(v.local.ns),
                 v.local.name,
                 v.local.ifindex,

@@ -46,6 +46,7 @@ pub fn veths(lab: &Lab, nodes: &[Ns], engine: Ns, carriers: &[Carrier]) -> (Vec<
                 mac: None,
             },
             mtu: None,
+            peer_up: false,
         });
         up.push(near);
     }

@@ -137,6 +137,7 @@ pub fn veths(
                 local: end(nodes[a.node.0 as usize], &a.ifname, port_ifindex(ia)),
                 peer: end(nodes[b.node.0 as usize], &b.ifname, port_ifindex(ib)),
                 mtu,
+                peer_up: true,
             }),
             Some(k) => {
                 let engine =
@@ -148,6 +149,7 @@ pub fn veths(
                         local: end(nodes[e.node.0 as usize], &e.ifname, port_ifindex(index)),
                         peer: end(engine, &name, ifindex),
                         mtu,
+                        peer_up: false,
                     });
                 }
             }
@@ -266,27 +268,10 @@ pub fn shaper_for(
     crate::kernel::tbf::Tbf::for_link(&Impairment::from_params(params), mtu)
 }
 
-/// What comes up before addresses go on: every `lo`, and the ends of veths
-/// the request created as peers (they could not come up with it).
-pub fn ports_to_bring_up(lab: &Lab, nodes: &[Ns]) -> PerNs<u32> {
-    lab.fabric
-        .nodes
-        .iter()
-        .map(|node| {
-            let peer_ends = lab
-                .fabric
-                .ports(node.id)
-                .enumerate()
-                .filter(|(_, (link, local, _))| {
-                    link.ends[1].node == local.node && link.ends[0].node != local.node
-                })
-                .map(|(port, _)| port_ifindex(port));
-            (
-                nodes[node.id.0 as usize],
-                std::iter::once(1).chain(peer_ends).collect(),
-            )
-        })
-        .collect()
+/// What comes up before addresses go on: every `lo` (a port comes up with
+/// its veth pair, [`Veth::peer_up`]).
+pub fn loopbacks(nodes: &[Ns]) -> PerNs<u32> {
+    nodes.iter().map(|&ns| (ns, vec![1])).collect()
 }
 
 /// A node's addresses: its loopback on `lo` (switches) and every port's.

@@ -193,6 +193,7 @@ pub fn host_veths(lab: &Lab, mapping: &Mapping, ns: &LocalNamespaces) -> Result<
                     mac: None,
                 },
                 mtu: p.mtu,
+                peer_up: false,
             })
         })
         .collect()
@@ -217,6 +218,7 @@ pub fn cable_veths(mapping: &Mapping, ns: &LocalNamespaces) -> Result<Vec<Veth>>
                 local: end(ns.switch(&a.switch)?, a.port),
                 peer: end(ns.switch(&b.switch)?, b.port),
                 mtu: None,
+                peer_up: false,
             })
         })
         .collect()
