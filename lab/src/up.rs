@@ -1085,16 +1085,23 @@ fn start_routers(
     Ok(())
 }
 
+/// A rate, in routes taken in by session ends per second, that the
+/// built-in agents beat on a 2-core machine while the fabric converges
+/// (their FIB writes, not their decisions, take most of the time).
+const RIB_ENTRIES_PER_SECOND: f64 = 200_000.0;
+
 /// Waits until every switch's FIB is what the BGP plan says, showing how
 /// many have converged; fails with the switches that have not after a
-/// time that grows with the fabric.
+/// time that grows with the fabric: a minute, a second per four switches,
+/// and a second per [`RIB_ENTRIES_PER_SECOND`] routes its sessions carry.
 async fn wait_converged(
     lab: &Lab,
     dir: &LabDir,
     progress: &dyn Progress,
 ) -> Result<crate::routes::bgp::BgpReport> {
     let switches = lab.fabric.switches().count();
-    let timeout = std::time::Duration::from_secs(60 + switches as u64 / 4);
+    let mut timeout = std::time::Duration::from_secs(60 + switches as u64 / 4);
+    let mut sized = false;
     let started = std::time::Instant::now();
     let mut rpc = crate::api::client::connect(dir).await?;
     loop {
@@ -1109,6 +1116,16 @@ async fn wait_converged(
         let report = crate::api::bgp_from_proto(report.get_ref());
         if report.converged() {
             return Ok(report);
+        }
+        if !sized && report.speakers.iter().all(|s| s.expected > 0) {
+            // Each session end takes in a route per prefix at least once.
+            let entries = report
+                .speakers
+                .iter()
+                .map(|s| s.sessions_total * s.expected)
+                .sum::<usize>();
+            timeout += std::time::Duration::from_secs_f64(entries as f64 / RIB_ENTRIES_PER_SECOND);
+            sized = true;
         }
         let done = report.speakers.iter().filter(|s| s.converged).count();
         progress.update(

@@ -63,11 +63,7 @@ async fn scrape(shared: &Shared) -> Scrape {
     let lab = &shared.lab;
     let fabric = &lab.fabric;
     let published = shared.published.borrow().clone();
-    let counted = shared
-        .counters
-        .lock()
-        .map(|c| c.links.clone())
-        .unwrap_or_default();
+    let counted = shared.counters.read().await.links;
     let mut by_name: BTreeMap<String, LinkCounters> =
         counted.into_iter().map(|c| (c.link.clone(), c)).collect();
     let links = fabric

@@ -51,9 +51,6 @@ fn worker_path(dir: &LabDir) -> PathBuf {
     dir.path().join("daemon.pid")
 }
 
-/// How often the actor refreshes the counters readers see.
-const COUNTERS_EVERY: Duration = Duration::from_millis(100);
-
 /// Daemons that die this soon after starting count towards giving up.
 const CRASH_WINDOW: Duration = Duration::from_secs(10);
 /// Restarts within [`CRASH_WINDOW`] after which the supervisor gives up.
@@ -410,7 +407,7 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
             );
         }
         actor.set_workloads(workloads.clone());
-        let counters = Arc::new(Mutex::new(Counted::default()));
+        let counters = Arc::new(shared::CounterCache::default());
         let shared = Shared {
             lab: lab.clone(),
             carriers,
@@ -488,17 +485,18 @@ fn metrics_listeners(lab: &turbonet_topo::Lab) -> Result<Vec<std::net::TcpListen
 }
 
 /// Runs the actor's commands until SIGTERM, SIGINT or SIGHUP, refreshing
-/// the counters readers see between commands.
+/// the counters readers see between commands while they are wanted.
 async fn run_actor(
     actor: &mut Actor,
     mut commands: mpsc::UnboundedReceiver<Envelope>,
-    counters: &Mutex<Counted>,
+    counters: &shared::CounterCache,
 ) -> Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut hangup = signal(SignalKind::hangup())?;
-    let mut tick = tokio::time::interval(COUNTERS_EVERY);
+    let mut tick = tokio::time::interval(shared::CounterCache::EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = terminate.recv() => return Ok(()),
@@ -509,11 +507,12 @@ async fn run_actor(
                 None => return Ok(()),
             },
             _ = tick.tick() => {
+                if !counters.wanted() {
+                    continue;
+                }
                 let at_unix = unix_now();
-                if let Ok(links) = actor.plane().counters().await
-                    && let Ok(mut c) = counters.lock()
-                {
-                    *c = Counted { at_unix, links };
+                if let Ok(links) = actor.plane().counters().await {
+                    counters.store(Counted { at_unix, links });
                 }
             }
         }

@@ -162,7 +162,7 @@ impl LabService for Shared {
         };
         let published = self.published.borrow().clone();
         let filters = self.filters.lock().map(|f| f.clone()).unwrap_or_default();
-        let counted = self.counters.lock().map(|c| c.clone()).unwrap_or_default();
+        let counted = self.counters.read().await;
         let counted_unix = counted.at_unix;
         let counted = counted.links;
         let fabric = &self.lab.fabric;

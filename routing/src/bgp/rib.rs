@@ -807,14 +807,23 @@ fn decide(
     keep_min(&mut set, |i| cands[i].path_len());
     // b) lowest ORIGIN.
     keep_min(&mut set, |i| cands[i].origin());
-    // c) lowest MED among routes from the same neighbour AS.
-    let before = set.clone();
-    set.retain(|&i| {
-        let (nas, med) = (cands[i].neighbour_as(local_as), cands[i].med());
-        !before
-            .iter()
-            .any(|&j| cands[j].neighbour_as(local_as) == nas && cands[j].med() < med)
-    });
+    // c) lowest MED among routes from the same neighbour AS (nothing to do
+    // when every MED is the same, as in a fabric without policy).
+    let first_med = set.first().map(|&i| cands[i].med());
+    if set.iter().any(|&i| Some(cands[i].med()) != first_med) {
+        let mut lowest: Vec<(u32, u32)> = Vec::new();
+        for &i in &set {
+            let (nas, med) = (cands[i].neighbour_as(local_as), cands[i].med());
+            match lowest.iter_mut().find(|(a, _)| *a == nas) {
+                Some((_, low)) => *low = (*low).min(med),
+                None => lowest.push((nas, med)),
+            }
+        }
+        set.retain(|&i| {
+            let (nas, med) = (cands[i].neighbour_as(local_as), cands[i].med());
+            lowest.iter().any(|&(a, low)| a == nas && low == med)
+        });
+    }
     // d) eBGP over iBGP.
     if set.iter().any(|&i| cands[i].ebgp(local_as)) {
         set.retain(|&i| cands[i].ebgp(local_as));
