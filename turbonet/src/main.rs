@@ -46,10 +46,12 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    match run(cli.command) {
+    let code = match run(cli.command) {
         Ok(code) => code,
         Err(e) => report(e),
-    }
+    };
+    turbonet_lab::system::process::report_peak_rss();
+    code
 }
 
 /// Prints an error as its kind asks and returns its exit code: located

@@ -215,15 +215,25 @@ pub(crate) struct Measured {
 /// Runs this binary with `args`, returning wall time and peak RSS.
 pub(crate) fn measure(args: &[&str]) -> Result<Measured> {
     let exe = std::env::current_exe()?;
+    let peaks = peaks_dir();
+    std::fs::create_dir_all(&peaks)?;
     let start = Instant::now();
     let child = Command::new(&exe)
         .args(args)
+        .env(process::PEAK_RSS_DIR, &peaks)
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
         .with_context(|| format!("running {}", exe.display()))?;
-    let (status, peak_rss_kib) = process::wait_with_peak(&child)?;
+    let (status, rusage_kib) = process::wait_with_peak(&child)?;
     let seconds = start.elapsed().as_secs_f64();
+    // The process's own figure; rusage's starts at this process's peak.
+    let peak_file = peaks.join(child.id().to_string());
+    let peak_rss_kib = std::fs::read_to_string(&peak_file)
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(rusage_kib);
+    let _ = std::fs::remove_file(&peak_file);
     if !status.success() {
         bail!("`turbonet {}` failed ({status})", args.join(" "));
     }
@@ -238,8 +248,19 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// Where the processes [`measure`] starts write their peak RSS.
+fn peaks_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("turbonet-bench-peaks-{}", std::process::id()))
+}
+
 /// `turbonet bench`.
 pub fn bench(which: &Bench, progress: &dyn Progress) -> Result<Report> {
+    let report = bench_one(which, progress);
+    let _ = std::fs::remove_dir_all(peaks_dir());
+    report
+}
+
+fn bench_one(which: &Bench, progress: &dyn Progress) -> Result<Report> {
     match which {
         Bench::Up {
             files,

@@ -247,8 +247,37 @@ pub fn exit_code(status: std::process::ExitStatus) -> i32 {
         .unwrap_or(1)
 }
 
+/// The directory where a process started by `turbonet bench` (and what it
+/// starts) writes its own peak RSS, in a file named by its pid.
+pub const PEAK_RSS_DIR: &str = "TURBONET_PEAK_RSS_DIR";
+
+/// This process's peak RSS (`VmHWM`), KiB.
+pub fn own_peak_rss_kib() -> Option<u64> {
+    fs::read_to_string("/proc/self/status")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Writes this process's peak RSS to its file in [`PEAK_RSS_DIR`], if set:
+/// a child's `ru_maxrss` starts at its parent's peak when the parent
+/// is larger (the kernel keeps the exec'ing image's high-water mark), so a
+/// benchmark asks the process itself.
+pub fn report_peak_rss() {
+    if let (Some(dir), Some(kib)) = (std::env::var_os(PEAK_RSS_DIR), own_peak_rss_kib()) {
+        let path = Path::new(&dir).join(std::process::id().to_string());
+        let _ = fs::write(path, kib.to_string());
+    }
+}
+
 /// Reaps `child` and returns its peak resident memory in KiB (from
-/// `wait4`'s rusage) with its exit status.
+/// `wait4`'s rusage: at least its parent's when it was started, see
+/// [`report_peak_rss`]) with its exit status.
 pub fn wait_with_peak(child: &std::process::Child) -> io::Result<(std::process::ExitStatus, u64)> {
     use std::os::unix::process::ExitStatusExt;
     let mut status = 0;
