@@ -185,7 +185,8 @@ fn run_turbonet(lab: &Lab, file: &Path, check: Option<Option<usize>>) -> Result<
         let daemon_mib = crate::api::Client::connect(&dir)
             .and_then(|mut c| c.status())
             .ok()
-            .and_then(|s| peak_rss_mib(s.daemon_pid));
+            .and_then(|s| crate::system::process::peak_rss_kib(s.daemon_pid))
+            .map(|kib| kib as f64 / 1024.0);
         let check = match check {
             Some(sample) => {
                 let sample = sample.map(|k| k.to_string());
@@ -211,20 +212,6 @@ fn run_turbonet(lab: &Lab, file: &Path, check: Option<Option<usize>>) -> Result<
         kernel: Vec::new(),
         kernel_down: 0.0,
     })
-}
-
-/// A process's peak RSS (`VmHWM`), MiB.
-fn peak_rss_mib(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib / 1024.0)
 }
 
 /// Runs `batches` phase by phase with `workers` processes at a time and

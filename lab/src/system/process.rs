@@ -251,9 +251,9 @@ pub fn exit_code(status: std::process::ExitStatus) -> i32 {
 /// starts) writes its own peak RSS, in a file named by its pid.
 pub const PEAK_RSS_DIR: &str = "TURBONET_PEAK_RSS_DIR";
 
-/// This process's peak RSS (`VmHWM`), KiB.
-pub fn own_peak_rss_kib() -> Option<u64> {
-    fs::read_to_string("/proc/self/status")
+/// A running process's peak RSS (`VmHWM`), KiB.
+pub fn peak_rss_kib(pid: u32) -> Option<u64> {
+    fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()?
         .lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))?
@@ -269,7 +269,10 @@ pub fn own_peak_rss_kib() -> Option<u64> {
 /// is larger (the kernel keeps the exec'ing image's high-water mark), so a
 /// benchmark asks the process itself.
 pub fn report_peak_rss() {
-    if let (Some(dir), Some(kib)) = (std::env::var_os(PEAK_RSS_DIR), own_peak_rss_kib()) {
+    if let (Some(dir), Some(kib)) = (
+        std::env::var_os(PEAK_RSS_DIR),
+        peak_rss_kib(std::process::id()),
+    ) {
         let path = Path::new(&dir).join(std::process::id().to_string());
         let _ = fs::write(path, kib.to_string());
     }
