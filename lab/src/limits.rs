@@ -64,7 +64,9 @@ pub fn raise_fd_limit(need: usize, why: &str) -> Result<()> {
     };
     raised.map_err(|_| {
         crate::Error::Refused(format!(
-            "{why} needs {need} open files, but this process may open {hard} at most and              cannot raise that limit (it lacks CAP_SYS_RESOURCE); raise the hard `nofile`              limit (`ulimit -Hn {need}` as a privileged user, or LimitNOFILE= for a service)"
+            "{why} needs {need} open files, but this process may open {hard} at most and \
+             cannot raise that limit (it lacks CAP_SYS_RESOURCE); raise the hard `nofile` \
+             limit (`ulimit -Hn {need}` as a privileged user, or LimitNOFILE= for a service)"
         ))
     })
 }
@@ -74,8 +76,8 @@ pub fn raise_fd_limit(need: usize, why: &str) -> Result<()> {
 /// netlink socket and, while it makes links, a connection on that socket
 /// per namespace; the daemon a route watcher and a
 /// namespace per switch, two packet sockets per link the link engine
-/// carries (`impaired`), and per built-in BGP agent a listener and a FIB
-/// socket, with a socket per session end (`sessions` sessions between
+/// carries (`impaired`), and per built-in BGP agent a listener and two FIB
+/// sockets (routes, nexthop objects), with a socket per session end (`sessions` sessions between
 /// two built-in agents hold both ends). 256 spare.
 pub fn fds_needed(
     namespaces: usize,
@@ -85,7 +87,7 @@ pub fn fds_needed(
     sessions: usize,
 ) -> (usize, &'static str) {
     let up = 3 * namespaces;
-    let daemon = 2 * switches + 2 * impaired + 2 * agents + 2 * sessions;
+    let daemon = 2 * switches + 2 * impaired + 3 * agents + 2 * sessions;
     let what = if daemon > up {
         if sessions > impaired {
             "the lab daemon (its BGP sessions' sockets, two a session)"

@@ -20,6 +20,7 @@ use crate::error::Result;
 pub mod interfaces;
 pub mod netem;
 mod netlink;
+pub mod nexthop;
 mod recorder;
 pub mod routes;
 pub mod tbf;

@@ -4,18 +4,25 @@
 //! ([`PipelineFib`]).
 
 use std::collections::HashMap;
+use std::net::Ipv4Addr;
 use std::rc::Rc;
 
-use crate::dataplane::agent_routes::PipelineRoutes;
-use crate::error::{Context, Result};
 use ipnet::Ipv4Net;
-use rtnetlink::packet_route::route::RouteProtocol;
+use rtnetlink::RouteMessageBuilder;
+use rtnetlink::packet_route::route::{RouteAttribute, RouteProtocol};
+use turbonet_routing::NextHop;
 use turbonet_routing::bgp::config::KERNEL_METRIC;
 use turbonet_routing::bgp::speaker_driver::Fib;
-use turbonet_routing::{NextHop, Route, RouteOrigin};
+
+use super::groups::{Groups, Target};
+use crate::dataplane::agent_routes::PipelineRoutes;
+use crate::error::{Context, Result};
+use crate::kernel::nexthop::NexthopSocket;
+use crate::kernel::{KernelHop, KernelRoute};
 
 /// A namespace's main table through rtnetlink: routes as protocol `bgp`
-/// with metric [`KERNEL_METRIC`].
+/// with metric [`KERNEL_METRIC`], pointing at kernel nexthop objects (one
+/// group per distinct set of next hops, [`Groups`]).
 ///
 /// The writes run on `runtime`, with the connection's task: a thousand
 /// switches install millions of routes while they converge, half the work
@@ -23,7 +30,7 @@ use turbonet_routing::{NextHop, Route, RouteOrigin};
 /// other cores, one task per change set.
 #[derive(Debug)]
 pub struct NetlinkFib {
-    writer: Option<Writer>,
+    writer: Option<Box<Writer>>,
     runtime: tokio::runtime::Handle,
 }
 
@@ -32,21 +39,32 @@ pub struct NetlinkFib {
 #[derive(Debug)]
 struct Writer {
     handle: rtnetlink::Handle,
+    /// The namespace's nexthop objects (read and made between the route
+    /// writes, a few requests a change set).
+    nexthops: NexthopSocket,
+    groups: Groups,
     ifindex: HashMap<String, u32>,
 }
 
 impl NetlinkFib {
     /// The FIB behind `handle` (a namespace's rtnetlink connection, whose
-    /// task runs on `runtime`), whose fabric ports are named by `ifindex`;
-    /// other interfaces (external ports, whose index the kernel chose)
-    /// are looked up when first used.
+    /// task runs on `runtime`) and `nexthops` (a socket of the same
+    /// namespace), whose fabric ports are named by `ifindex`; other
+    /// interfaces (external ports, whose index the kernel chose) are
+    /// looked up when first used.
     pub fn new(
         handle: rtnetlink::Handle,
+        nexthops: NexthopSocket,
         ifindex: HashMap<String, u32>,
         runtime: tokio::runtime::Handle,
     ) -> NetlinkFib {
         NetlinkFib {
-            writer: Some(Writer { handle, ifindex }),
+            writer: Some(Box::new(Writer {
+                handle,
+                nexthops,
+                groups: Groups::default(),
+                ifindex,
+            })),
             runtime,
         }
     }
@@ -92,47 +110,94 @@ impl Writer {
         Ok(())
     }
 
-    /// Writes `routes`, the change set of [`Fib::apply`].
+    /// Writes `routes`, the change set of [`Fib::apply`]: first the
+    /// nexthop objects they need, then the routes, then the groups no
+    /// route uses any more.
     async fn apply(&mut self, routes: Vec<(Ipv4Net, Vec<NextHop>)>) -> Result<()> {
         self.resolve(&routes).await?;
-        let ifindex: HashMap<&str, u32> =
-            self.ifindex.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        let routes: Vec<(Ipv4Net, Vec<KernelHop>)> = routes
+            .into_iter()
+            .map(|(prefix, hops)| {
+                let hops = hops
+                    .iter()
+                    .map(|hop| KernelHop {
+                        via: hop.via,
+                        ifindex: self.ifindex[hop.ifname.as_str()],
+                        onlink: hop.onlink,
+                    })
+                    .collect();
+                (prefix, hops)
+            })
+            .collect();
+        let objects = self
+            .nexthops
+            .dump()
+            .context("reading the nexthop objects")?;
+        let plan = self.groups.plan(&objects, &routes);
+        let outcomes = self
+            .nexthops
+            .execute(&plan.setup)
+            .context("making nexthop objects")?;
+        let targets = self.groups.commit(&routes, plan, &outcomes);
         let handle = &self.handle;
-        let ifindex = &ifindex;
-        crate::kernel::pipelined(routes.into_iter().map(|(prefix, nexthops)| async move {
-            if nexthops.is_empty() {
-                return crate::kernel::delete_route_with(
-                    handle,
-                    prefix,
-                    RouteProtocol::Bgp,
-                    Some(KERNEL_METRIC),
-                )
-                .await;
-            }
-            let route = Route {
-                prefix,
-                nexthops,
-                origin: RouteOrigin::Fabric,
-            };
-            let message = crate::kernel::route_message(&crate::kernel::routes::kernel_route(
-                &route,
-                ifindex,
-                RouteProtocol::Bgp,
-                Some(KERNEL_METRIC),
-            )?)?;
-            match handle.route().add(message).replace().execute().await {
-                Ok(()) => Ok(()),
-                // The port went down between the decision and the request:
-                // the session's Down follows and withdraws the route.
-                Err(rtnetlink::Error::NetlinkError(e))
-                    if e.raw_code() == -libc::ENETDOWN || e.raw_code() == -libc::ENETUNREACH =>
-                {
-                    Ok(())
+        let all_written = std::sync::atomic::AtomicBool::new(true);
+        let all_written = &all_written;
+        crate::kernel::pipelined(routes.into_iter().zip(targets).map(
+            |((prefix, hops), target)| async move {
+                let message = match target {
+                    Target::Remove => {
+                        return crate::kernel::delete_route_with(
+                            handle,
+                            prefix,
+                            RouteProtocol::Bgp,
+                            Some(KERNEL_METRIC),
+                        )
+                        .await;
+                    }
+                    Target::Inline => crate::kernel::route_message(&KernelRoute {
+                        prefix,
+                        hops,
+                        protocol: RouteProtocol::Bgp,
+                        metric: Some(KERNEL_METRIC),
+                        table: None,
+                    })?,
+                    Target::Object(id) => {
+                        let mut message = RouteMessageBuilder::<Ipv4Addr>::new()
+                            .destination_prefix(prefix.network(), prefix.prefix_len())
+                            .protocol(RouteProtocol::Bgp)
+                            .priority(KERNEL_METRIC)
+                            .build();
+                        message.attributes.push(RouteAttribute::NhId(id));
+                        message
+                    }
+                };
+                match handle.route().add(message).replace().execute().await {
+                    Ok(()) => Ok(()),
+                    // The port went down between the decision and the
+                    // request (the kernel then removed its next hop object,
+                    // so a route to it is invalid): the session's Down
+                    // follows and withdraws the route.
+                    Err(rtnetlink::Error::NetlinkError(e))
+                        if [libc::ENETDOWN, libc::ENETUNREACH].contains(&-e.raw_code())
+                            || (-e.raw_code() == libc::EINVAL
+                                && matches!(target, Target::Object(_))) =>
+                    {
+                        all_written.store(false, std::sync::atomic::Ordering::Relaxed);
+                        Ok(())
+                    }
+                    Err(e) => Err(e).with_context(|| format!("route {prefix}")),
                 }
-                Err(e) => Err(e).with_context(|| format!("route {prefix}")),
-            }
-        }))
-        .await
+            },
+        ))
+        .await?;
+        // A route not written may still point at a group thought unused.
+        if all_written.load(std::sync::atomic::Ordering::Relaxed) {
+            let unused = self.groups.unused();
+            self.nexthops
+                .execute(&unused)
+                .context("removing unused nexthop groups")?;
+        }
+        Ok(())
     }
 }
 

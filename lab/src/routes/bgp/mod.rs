@@ -19,10 +19,12 @@
 //! the speakers: a thousand speakers converging do not delay a report.
 //!
 //! Modules: [`switch`] (a switch's sockets), [`fib`] (the FIBs a speaker
-//! drives), [`kernel`] (FRR and BIRD switches, read from their kernel
+//! drives), [`groups`] (the kernel nexthop groups its routes share),
+//! [`kernel`] (FRR and BIRD switches, read from their kernel
 //! tables), [`status`] (what `show bgp` prints).
 
 pub mod fib;
+mod groups;
 mod kernel;
 mod status;
 mod switch;

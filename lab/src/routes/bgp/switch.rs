@@ -66,6 +66,7 @@ impl SwitchSockets {
                     let _entered = connections.enter();
                     crate::kernel::connect(socket)?
                 },
+                namespaces::here_in_namespace(&*ns, crate::kernel::nexthop::NexthopSocket::new)?,
                 lab.fabric
                     .ports(speaker.node)
                     .enumerate()

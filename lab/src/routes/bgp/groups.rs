@@ -1,0 +1,352 @@
+//! Which kernel nexthop object each route of a built-in agent's FIB points
+//! at ([`Groups`]): one object per next hop, one group per distinct set of
+//! next hops, shared by every route with that set. A top-of-rack switch's
+//! thousands of prefixes, all spread over the same sixty uplinks, use one
+//! group; when a sixty-first session comes up, every route moves to a new
+//! group, checked once, instead of sixty gateways checked per route.
+//!
+//! Pure: planned against the objects the kernel has now
+//! ([`crate::kernel::nexthop::Objects`], read before every change set,
+//! since the kernel removes a next hop whose port goes down and shrinks
+//! its groups on its own), remembering only which prefix points where.
+
+use std::collections::{BTreeSet, HashMap};
+
+use ipnet::Ipv4Net;
+
+use crate::kernel::KernelHop;
+use crate::kernel::nexthop::{Hop, Objects, Request};
+
+/// What a route of a change set is written as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Target {
+    /// Pointing at nexthop object `id`.
+    Object(u32),
+    /// With its next hops in the route: a next hop without a gateway (no
+    /// group may hold one), or one whose object could not be made (its
+    /// port went down meanwhile).
+    Inline,
+    /// Removed.
+    Remove,
+}
+
+/// The objects a change set needs made first, and each route's target
+/// (in the change set's order) once they are.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Plan {
+    pub(super) setup: Vec<Request>,
+    pub(super) targets: Vec<Target>,
+}
+
+/// The routes' objects, as this FIB wrote them.
+#[derive(Debug, Default)]
+pub(super) struct Groups {
+    /// The object each prefix's route points at.
+    uses: HashMap<Ipv4Net, u32>,
+    /// How many routes point at each object.
+    users: HashMap<u32, usize>,
+    /// The groups this FIB made: the only ones it removes once unused
+    /// (a restarted agent's predecessor's groups still carry its stale
+    /// routes).
+    made: BTreeSet<u32>,
+}
+
+impl Groups {
+    /// The plan for `routes` (next hops by prefix; none: remove) given the
+    /// kernel's `objects`: an existing object of the same content is
+    /// reused, a missing one made with a fresh id.
+    pub(super) fn plan(&self, objects: &Objects, routes: &[(Ipv4Net, Vec<KernelHop>)]) -> Plan {
+        let mut by_hop: HashMap<Hop, u32> = objects.hops.iter().map(|(&id, &h)| (h, id)).collect();
+        let mut by_members: HashMap<Vec<u32>, u32> = objects
+            .groups
+            .iter()
+            .map(|(&id, members)| (members.clone(), id))
+            .collect();
+        let mut next = objects.max_id() + 1;
+        let mut setup = Vec::new();
+        let mut targets = Vec::with_capacity(routes.len());
+        for (_, hops) in routes {
+            if hops.is_empty() {
+                targets.push(Target::Remove);
+                continue;
+            }
+            let Some(hops) = hops
+                .iter()
+                .map(|h| {
+                    h.via.map(|via| Hop {
+                        via,
+                        ifindex: h.ifindex,
+                        onlink: h.onlink,
+                    })
+                })
+                .collect::<Option<Vec<Hop>>>()
+            else {
+                targets.push(Target::Inline);
+                continue;
+            };
+            let mut ids: Vec<u32> = hops
+                .into_iter()
+                .map(|hop| {
+                    *by_hop.entry(hop).or_insert_with(|| {
+                        setup.push(Request::Hop { id: next, hop });
+                        next += 1;
+                        next - 1
+                    })
+                })
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            let id = match ids.as_slice() {
+                [one] => *one,
+                _ => *by_members.entry(ids).or_insert_with_key(|members| {
+                    setup.push(Request::Group {
+                        id: next,
+                        members: members.clone(),
+                    });
+                    next += 1;
+                    next - 1
+                }),
+            };
+            targets.push(Target::Object(id));
+        }
+        Plan { setup, targets }
+    }
+
+    /// Records `plan` for `routes` once its setup was carried out with
+    /// `outcomes` (one per setup request): a route whose object could not
+    /// be made is written inline instead. Returns each route's target.
+    pub(super) fn commit(
+        &mut self,
+        routes: &[(Ipv4Net, Vec<KernelHop>)],
+        plan: Plan,
+        outcomes: &[Result<(), i32>],
+    ) -> Vec<Target> {
+        let mut failed = BTreeSet::new();
+        for (request, outcome) in plan.setup.iter().zip(outcomes) {
+            match (request, outcome) {
+                (Request::Hop { id, .. }, Err(_)) => {
+                    failed.insert(*id);
+                }
+                (Request::Group { id, .. }, Err(_)) => {
+                    failed.insert(*id);
+                }
+                (Request::Group { id, .. }, Ok(())) => {
+                    self.made.insert(*id);
+                }
+                _ => {}
+            }
+        }
+        let mut targets = plan.targets;
+        for ((prefix, _), target) in routes.iter().zip(&mut targets) {
+            if let Target::Object(id) = target
+                && failed.contains(id)
+            {
+                *target = Target::Inline;
+            }
+            let now = match target {
+                Target::Object(id) => self.uses.insert(*prefix, *id),
+                _ => self.uses.remove(prefix),
+            };
+            if let Some(before) = now
+                && let Some(n) = self.users.get_mut(&before)
+            {
+                *n -= 1;
+                if *n == 0 {
+                    self.users.remove(&before);
+                }
+            }
+            if let Target::Object(id) = target {
+                *self.users.entry(*id).or_default() += 1;
+            }
+        }
+        targets
+    }
+
+    /// The groups this FIB made that no route points at any more, to
+    /// remove (forgotten here).
+    pub(super) fn unused(&mut self) -> Vec<Request> {
+        let (unused, used): (BTreeSet<u32>, BTreeSet<u32>) = std::mem::take(&mut self.made)
+            .into_iter()
+            .partition(|id| !self.users.contains_key(id));
+        self.made = used;
+        unused
+            .into_iter()
+            .map(|id| Request::Delete { id })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn hop(i: u8) -> KernelHop {
+        KernelHop {
+            via: Some(Ipv4Addr::new(10, 1, i, 1)),
+            ifindex: 10 + u32::from(i),
+            onlink: true,
+        }
+    }
+
+    fn net(i: u8) -> Ipv4Net {
+        Ipv4Net::new(Ipv4Addr::new(172, 16, i, 0), 24).unwrap()
+    }
+
+    /// Applies `plan`'s setup to `objects` as the kernel would.
+    fn apply(objects: &mut Objects, plan: &Plan) -> Vec<Result<(), i32>> {
+        plan.setup
+            .iter()
+            .map(|r| {
+                match r {
+                    Request::Hop { id, hop } => {
+                        objects.hops.insert(*id, *hop);
+                    }
+                    Request::Group { id, members } => {
+                        objects.groups.insert(*id, members.clone());
+                    }
+                    Request::Delete { id } => {
+                        objects.groups.remove(id);
+                    }
+                }
+                Ok(())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn routes_with_one_set_share_one_group() {
+        let mut groups = Groups::default();
+        let mut kernel = Objects::default();
+        let routes: Vec<_> = (0..100)
+            .map(|i| (net(i), vec![hop(0), hop(1), hop(2)]))
+            .collect();
+        let plan = groups.plan(&kernel, &routes);
+        assert_eq!(plan.setup.len(), 4, "three next hops and one group");
+        let outcomes = apply(&mut kernel, &plan);
+        let targets = groups.commit(&routes, plan, &outcomes);
+        assert!(targets.iter().all(|t| *t == Target::Object(4)));
+        assert!(groups.unused().is_empty());
+
+        // A fourth session: every route moves to a new group; the old one
+        // is unused and goes.
+        let routes: Vec<_> = (0..100)
+            .map(|i| (net(i), vec![hop(3), hop(0), hop(1), hop(2)]))
+            .collect();
+        let plan = groups.plan(&kernel, &routes);
+        assert_eq!(
+            plan.setup,
+            vec![
+                Request::Hop {
+                    id: 5,
+                    hop: Hop {
+                        via: Ipv4Addr::new(10, 1, 3, 1),
+                        ifindex: 13,
+                        onlink: true
+                    }
+                },
+                Request::Group {
+                    id: 6,
+                    members: vec![1, 2, 3, 5]
+                }
+            ]
+        );
+        let outcomes = apply(&mut kernel, &plan);
+        groups.commit(&routes, plan, &outcomes);
+        assert_eq!(groups.unused(), vec![Request::Delete { id: 4 }]);
+    }
+
+    #[test]
+    fn a_single_next_hop_is_its_own_object_and_removal_frees_groups() {
+        let mut groups = Groups::default();
+        let mut kernel = Objects::default();
+        let routes = vec![
+            (net(1), vec![hop(0)]),
+            (net(2), vec![hop(0), hop(1)]),
+            (
+                net(3),
+                vec![KernelHop {
+                    via: None,
+                    ifindex: 3,
+                    onlink: false,
+                }],
+            ),
+        ];
+        let plan = groups.plan(&kernel, &routes);
+        let outcomes = apply(&mut kernel, &plan);
+        let targets = groups.commit(&routes, plan, &outcomes);
+        assert_eq!(
+            targets,
+            vec![Target::Object(1), Target::Object(3), Target::Inline]
+        );
+        let gone = vec![(net(2), vec![])];
+        let plan = groups.plan(&kernel, &gone);
+        assert!(plan.setup.is_empty());
+        let targets = groups.commit(&gone, plan, &[]);
+        assert_eq!(targets, vec![Target::Remove]);
+        assert_eq!(groups.unused(), vec![Request::Delete { id: 3 }]);
+    }
+
+    #[test]
+    fn what_the_kernel_removed_is_made_again_and_failures_go_inline() {
+        let mut groups = Groups::default();
+        let mut kernel = Objects::default();
+        let routes = vec![(net(1), vec![hop(0), hop(1)])];
+        let plan = groups.plan(&kernel, &routes);
+        let outcomes = apply(&mut kernel, &plan);
+        groups.commit(&routes, plan, &outcomes);
+        // Port 1 went down: the kernel removed its next hop and shrank the
+        // group to port 0's.
+        kernel.hops.remove(&2);
+        kernel.groups.insert(3, vec![1]);
+        // The session came back: hop 1 is made again, under a new id, and
+        // so is a group of both (group 3 no longer is one).
+        let plan = groups.plan(&kernel, &routes);
+        assert_eq!(plan.setup.len(), 2);
+        assert!(matches!(plan.setup[0], Request::Hop { id: 4, .. }));
+        assert_eq!(
+            plan.setup[1],
+            Request::Group {
+                id: 5,
+                members: vec![1, 4]
+            }
+        );
+        // Its port went down again before the hop was made.
+        let targets = groups.commit(&routes, plan, &[Err(libc::ENETDOWN), Err(libc::EINVAL)]);
+        assert_eq!(targets, vec![Target::Inline]);
+        assert_eq!(groups.unused(), vec![Request::Delete { id: 3 }]);
+    }
+
+    #[test]
+    fn a_predecessors_group_is_reused_never_removed() {
+        let mut kernel = Objects::default();
+        kernel.hops.insert(
+            1,
+            Hop {
+                via: Ipv4Addr::new(10, 1, 0, 1),
+                ifindex: 10,
+                onlink: true,
+            },
+        );
+        kernel.hops.insert(
+            2,
+            Hop {
+                via: Ipv4Addr::new(10, 1, 1, 1),
+                ifindex: 11,
+                onlink: true,
+            },
+        );
+        kernel.groups.insert(9, vec![1, 2]);
+        let mut groups = Groups::default();
+        let routes = vec![(net(1), vec![hop(1), hop(0)])];
+        let plan = groups.plan(&kernel, &routes);
+        assert!(plan.setup.is_empty());
+        assert_eq!(plan.targets, vec![Target::Object(9)]);
+        let plan_targets = groups.commit(&routes, plan, &[]);
+        assert_eq!(plan_targets, vec![Target::Object(9)]);
+        let gone = vec![(net(1), vec![])];
+        let plan = groups.plan(&kernel, &gone);
+        groups.commit(&gone, plan, &[]);
+        assert!(groups.unused().is_empty());
+    }
+}
