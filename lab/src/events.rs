@@ -112,14 +112,17 @@ impl About {
     }
 }
 
-/// One prefix of a switch's forwarding table that changed.
+/// Prefixes of a switch's forwarding table that changed the same way: to
+/// the same next hops, by the same protocol. (A switch converging writes
+/// thousands of prefixes to one set of sixty next hops: listed once, not
+/// once a prefix.)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouteChange {
-    /// The destination.
-    pub prefix: ipnet::Ipv4Net,
-    /// What happened to it.
+    /// The destinations, ascending.
+    pub prefixes: Vec<ipnet::Ipv4Net>,
+    /// What happened to them.
     pub change: Change,
-    /// The next hops it has now (none when withdrawn).
+    /// The next hops they have now (none when withdrawn).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub next_hops: Vec<NextHop>,
     /// Who installed it: `static`, `bgp`, `bird`, `kernel` (connected).
@@ -127,7 +130,7 @@ pub struct RouteChange {
 }
 
 /// What happened to a prefix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Change {
     /// It was not in the table.

@@ -121,7 +121,9 @@ fn a_fail_is_a_route_change_at_every_affected_switch(agent: &str, prefix: &str) 
                 .entry(e["node"].as_str().unwrap().to_owned())
                 .or_default();
             for r in e["routes"].as_array().unwrap() {
-                prefixes.insert(r["prefix"].as_str().unwrap().to_owned());
+                for p in r["prefixes"].as_array().unwrap() {
+                    prefixes.insert(p.as_str().unwrap().to_owned());
+                }
             }
         }
         seen

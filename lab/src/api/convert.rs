@@ -274,7 +274,7 @@ pub fn event_to_proto(seq: u64, e: &LoggedEvent) -> proto::Event {
             .routes
             .iter()
             .map(|r| proto::RouteChange {
-                prefix: r.prefix.to_string(),
+                prefixes: r.prefixes.iter().map(ToString::to_string).collect(),
                 change: r.change.name().to_owned(),
                 next_hops: r
                     .next_hops
@@ -319,7 +319,12 @@ pub fn event_from_proto(e: proto::Event) -> LoggedEvent {
                 .into_iter()
                 .filter_map(|r| {
                     Some(RouteChange {
-                        prefix: r.prefix.parse().ok()?,
+                        prefixes: r
+                            .prefixes
+                            .iter()
+                            .map(|p| p.parse())
+                            .collect::<Result<_, _>>()
+                            .ok()?,
                         change: match r.change.as_str() {
                             "added" => Change::Added,
                             "withdrawn" => Change::Withdrawn,

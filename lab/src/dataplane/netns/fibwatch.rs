@@ -256,10 +256,22 @@ impl Switch {
             }
             (before, touched)
         };
-        let changes: Vec<RouteChange> = touched
+        let mut alike: HashMap<(Change, Vec<NextHop>, String), Vec<Ipv4Net>> = HashMap::new();
+        for p in touched {
+            if let Some(how) = self.change(before.effective(p), self.table.effective(p)) {
+                alike.entry(how).or_default().push(p);
+            }
+        }
+        let mut changes: Vec<RouteChange> = alike
             .into_iter()
-            .filter_map(|p| self.change(p, before.effective(p), self.table.effective(p)))
+            .map(|((change, next_hops, protocol), prefixes)| RouteChange {
+                prefixes,
+                change,
+                next_hops,
+                protocol,
+            })
             .collect();
+        changes.sort_by_key(|c| c.prefixes[0]);
         if changes.is_empty() {
             return;
         }
@@ -276,13 +288,14 @@ impl Switch {
         );
     }
 
-    /// What happened to `prefix`, if anything.
+    /// What happened to a prefix whose route was `before` and is `after`,
+    /// if anything: the change, the next hops it has now, and who
+    /// installed it.
     fn change(
         &self,
-        prefix: Ipv4Net,
         before: Option<&TableRoute>,
         after: Option<&TableRoute>,
-    ) -> Option<RouteChange> {
+    ) -> Option<(Change, Vec<NextHop>, String)> {
         let hops = |r: &TableRoute| -> BTreeSet<NextHop> { next_hops(&self.ports, r) };
         let (change, route) = match (before, after) {
             (None, None) => return None,
@@ -295,16 +308,12 @@ impl Switch {
                 (Change::Changed, a)
             }
         };
-        Some(RouteChange {
-            prefix,
-            change,
-            next_hops: if change == Change::Withdrawn {
-                Vec::new()
-            } else {
-                hops(route).into_iter().collect()
-            },
-            protocol: protocol_name(route.protocol),
-        })
+        let next_hops = if change == Change::Withdrawn {
+            Vec::new()
+        } else {
+            hops(route).into_iter().collect()
+        };
+        Some((change, next_hops, protocol_name(route.protocol)))
     }
 }
 
@@ -371,33 +380,42 @@ pub fn protocol_name(protocol: rtnetlink::packet_route::route::RouteProtocol) ->
     }
 }
 
-/// A line for people: the switch, and the first few prefixes.
+/// A line for people: the switch, how many prefixes changed, and the
+/// first few changes.
 fn describe(node: &str, changes: &[RouteChange]) -> String {
     const SHOWN: usize = 3;
+    const HOPS_SHOWN: usize = 4;
+    let count: usize = changes.iter().map(|c| c.prefixes.len()).sum();
     let mut parts: Vec<String> = changes
         .iter()
         .take(SHOWN)
-        .map(|c| match c.change {
-            Change::Withdrawn => format!("{} withdrawn", c.prefix),
-            change => format!(
-                "{} {} via {}",
-                c.prefix,
-                change.name(),
-                c.next_hops
-                    .iter()
-                    .map(|h| h.node.clone().unwrap_or_else(|| h.ifname.clone()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+        .map(|c| {
+            let prefixes = match c.prefixes.len() {
+                1 => c.prefixes[0].to_string(),
+                n => format!("{} and {} more", c.prefixes[0], n - 1),
+            };
+            if c.change == Change::Withdrawn {
+                return format!("{prefixes} withdrawn");
+            }
+            let mut hops: Vec<String> = c
+                .next_hops
+                .iter()
+                .take(HOPS_SHOWN)
+                .map(|h| h.node.clone().unwrap_or_else(|| h.ifname.clone()))
+                .collect();
+            if c.next_hops.len() > HOPS_SHOWN {
+                hops.push(format!("{} more", c.next_hops.len() - HOPS_SHOWN));
+            }
+            format!("{prefixes} {} via {}", c.change.name(), hops.join(", "))
         })
         .collect();
     if changes.len() > SHOWN {
-        parts.push(format!("and {} more", changes.len() - SHOWN));
+        let rest: usize = changes[SHOWN..].iter().map(|c| c.prefixes.len()).sum();
+        parts.push(format!("and {rest} more"));
     }
     format!(
-        "{node}: {} route{} changed: {}",
-        changes.len(),
-        if changes.len() == 1 { "" } else { "s" },
+        "{node}: {count} route{} changed: {}",
+        if count == 1 { "" } else { "s" },
         parts.join("; ")
     )
 }
@@ -486,13 +504,13 @@ mod tests {
             ("route-change", "kernel")
         );
         assert_eq!(e.about.node.as_deref(), Some("edge0-0"));
-        let changes: Vec<(String, Change, Vec<Option<String>>)> = e
+        let changes: Vec<(Vec<String>, Change, Vec<Option<String>>)> = e
             .about
             .routes
             .iter()
             .map(|c| {
                 (
-                    c.prefix.to_string(),
+                    c.prefixes.iter().map(ToString::to_string).collect(),
                     c.change,
                     c.next_hops.iter().map(|h| h.node.clone()).collect(),
                 )
@@ -502,13 +520,13 @@ mod tests {
             changes,
             vec![
                 (
-                    "10.0.1.0/24".into(),
+                    vec!["10.0.1.0/24".into()],
                     Change::Changed,
                     vec![Some("agg0-1".into())]
                 ),
-                ("10.0.2.0/24".into(), Change::Withdrawn, vec![]),
+                (vec!["10.0.2.0/24".into()], Change::Withdrawn, vec![]),
                 (
-                    "10.0.4.0/24".into(),
+                    vec!["10.0.4.0/24".into()],
                     Change::Added,
                     vec![Some("agg0-0".into())]
                 ),
@@ -529,6 +547,55 @@ mod tests {
         sw.apply(burst).await;
         let last = sw.events.all().pop().unwrap();
         assert_eq!(last.about.routes[0].change, Change::Withdrawn);
+    }
+
+    #[tokio::test]
+    async fn prefixes_that_change_alike_are_listed_once() {
+        let mut sw = switch(vec![]);
+        let mut burst = Burst::default();
+        let hops = [("10.1.0.1", 2, false), ("10.1.0.3", 3, false)];
+        for prefix in ["10.0.3.0/24", "10.0.1.0/24", "10.0.2.0/24"] {
+            burst.updates.insert(
+                (prefix.parse().unwrap(), 20),
+                Some(route(prefix, 20, &hops)),
+            );
+        }
+        burst.updates.insert(
+            ("10.0.9.0/24".parse().unwrap(), 20),
+            Some(route("10.0.9.0/24", 20, &hops[..1])),
+        );
+        sw.apply(burst).await;
+        let e = sw.events.all().pop().unwrap();
+        let groups: Vec<(Vec<String>, usize)> = e
+            .about
+            .routes
+            .iter()
+            .map(|c| {
+                (
+                    c.prefixes.iter().map(ToString::to_string).collect(),
+                    c.next_hops.len(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            groups,
+            vec![
+                (
+                    vec![
+                        "10.0.1.0/24".into(),
+                        "10.0.2.0/24".into(),
+                        "10.0.3.0/24".into()
+                    ],
+                    2
+                ),
+                (vec!["10.0.9.0/24".into()], 1),
+            ]
+        );
+        assert_eq!(
+            e.event,
+            "edge0-0: 4 routes changed: 10.0.1.0/24 and 2 more added via agg0-0, agg0-1; \
+             10.0.9.0/24 added via agg0-0"
+        );
     }
 
     #[test]
