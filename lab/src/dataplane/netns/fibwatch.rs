@@ -10,7 +10,8 @@
 //! therefore makes the watcher read the whole table again and compare. A
 //! route notification is applied as it comes. Notifications that arrive
 //! together (an agent's burst, a read of the table) become one event per
-//! switch, listing every prefix that changed.
+//! switch, listing every prefix that changed; under a flood a burst is
+//! gathered for longer (up to [`FLOOD`]).
 //!
 //! It runs on a thread of its own, so that its events carry the time the
 //! kernel told it, however busy the daemon's actor is.
@@ -40,6 +41,13 @@ const GROUPS: u32 = 0x1 | 0x40;
 const QUIET: Duration = Duration::from_millis(1);
 /// The longest a burst is gathered before its changes are written.
 const BURST: Duration = Duration::from_millis(20);
+/// The longest a burst is gathered while the notifications do not stop:
+/// a burst that lasted its whole window lets the next one last twice as
+/// long, up to this. A switch converging for minutes (rewriting thousands
+/// of routes a round) then writes about one event a second rather than
+/// fifty; a switch whose notifications pause for [`QUIET`] is back to
+/// [`BURST`].
+const FLOOD: Duration = Duration::from_secs(1);
 
 /// Watches every switch's table until dropped.
 #[derive(Debug)]
@@ -202,29 +210,38 @@ struct Switch {
 
 impl Switch {
     async fn watch(mut self, mut notifications: namespaces::Notifications) {
+        use tokio::time::Instant;
+        let mut window = BURST;
         while let Some(first) = notifications.next().await {
+            let (began, start) = (crate::events::unix_now(), Instant::now());
             let mut burst = Burst::default();
             burst.take(first.0.payload);
             // The rest of the burst: what is already there, and what comes
-            // within a moment.
-            let deadline = tokio::time::Instant::now() + BURST;
-            loop {
+            // within a moment, for as long as the window.
+            let deadline = start + window;
+            let flooded = loop {
                 let next = tokio::time::timeout_at(
-                    deadline.min(tokio::time::Instant::now() + QUIET),
+                    deadline.min(Instant::now() + QUIET),
                     notifications.next(),
                 );
                 match next.await {
                     Ok(Some((message, _))) => burst.take(message.payload),
                     Ok(None) => return,
-                    Err(_) => break,
+                    Err(_) => break Instant::now() >= deadline,
                 }
-            }
-            self.apply(burst).await;
+            };
+            window = if flooded {
+                (window * 2).min(FLOOD)
+            } else {
+                BURST
+            };
+            self.apply(burst, began).await;
         }
     }
 
-    /// Brings the table up to date with a burst and writes what changed.
-    async fn apply(&mut self, burst: Burst) {
+    /// Brings the table up to date with a burst whose first notification
+    /// came at Unix time `began`, and writes what changed (as of then).
+    async fn apply(&mut self, burst: Burst, began: f64) {
         let (before, touched): (Table, BTreeSet<Ipv4Net>) = if burst.relist {
             // The kernel changed routes without saying (a port went down):
             // read the whole table again.
@@ -276,7 +293,8 @@ impl Switch {
             return;
         }
         let text = describe(&self.node, &changes);
-        self.events.write_about(
+        self.events.write_at(
+            began,
             "kernel",
             "route-change",
             &text,
@@ -495,7 +513,7 @@ mod tests {
         ] {
             burst.updates.insert((key.parse().unwrap(), 20), r);
         }
-        sw.apply(burst).await;
+        sw.apply(burst, crate::events::unix_now()).await;
         let all = sw.events.all();
         assert_eq!(all.len(), 1, "{all:?}");
         let e = &all[0];
@@ -544,7 +562,7 @@ mod tests {
             ("10.0.3.0/24".parse().unwrap(), 20),
             Some(route("10.0.3.0/24", 20, &[("10.1.0.3", 3, true)])),
         );
-        sw.apply(burst).await;
+        sw.apply(burst, crate::events::unix_now()).await;
         let last = sw.events.all().pop().unwrap();
         assert_eq!(last.about.routes[0].change, Change::Withdrawn);
     }
@@ -564,7 +582,7 @@ mod tests {
             ("10.0.9.0/24".parse().unwrap(), 20),
             Some(route("10.0.9.0/24", 20, &hops[..1])),
         );
-        sw.apply(burst).await;
+        sw.apply(burst, crate::events::unix_now()).await;
         let e = sw.events.all().pop().unwrap();
         let groups: Vec<(Vec<String>, usize)> = e
             .about
