@@ -83,13 +83,17 @@ impl CounterCache {
     }
 
     /// The counters, no older than about [`Self::EVERY`] (after a quiet
-    /// spell this waits for the actor's next sample, a second at most).
+    /// spell this waits for the actor's next sample, a second at most; for
+    /// the very first sample, which a busy machine may take longer to read,
+    /// ten).
     pub async fn read(&self) -> Counted {
         let mut fresh = self.fresh.subscribe();
         let warm = self.wanted();
         self.wanted_ms.store(self.now_ms(), Ordering::Relaxed);
-        if !warm {
-            let _ = tokio::time::timeout(Duration::from_secs(1), fresh.changed()).await;
+        let never = *fresh.borrow() == 0;
+        if !warm || never {
+            let wait = Duration::from_secs(if never { 10 } else { 1 });
+            let _ = tokio::time::timeout(wait, fresh.changed()).await;
         }
         self.counted.lock().map(|c| c.clone()).unwrap_or_default()
     }
