@@ -273,19 +273,22 @@ impl Switch {
             }
             (before, touched)
         };
-        let mut alike: HashMap<(Change, Vec<NextHop>, String), Vec<Ipv4Net>> = HashMap::new();
+        // Grouped by what the kernel says (gateways and port indexes),
+        // named once a group: a converging ToR compares and groups
+        // thousands of sixty-hop routes a burst.
+        let mut alike: HashMap<(Change, Vec<RawHop>, u8), Vec<Ipv4Net>> = HashMap::new();
         for p in touched {
-            if let Some(how) = self.change(before.effective(p), self.table.effective(p)) {
+            if let Some(how) = change(before.effective(p), self.table.effective(p)) {
                 alike.entry(how).or_default().push(p);
             }
         }
         let mut changes: Vec<RouteChange> = alike
             .into_iter()
-            .map(|((change, next_hops, protocol), prefixes)| RouteChange {
+            .map(|((change, hops, protocol), prefixes)| RouteChange {
                 prefixes,
                 change,
-                next_hops,
-                protocol,
+                next_hops: named(&self.ports, hops.iter().copied()),
+                protocol: protocol_name(protocol.into()),
             })
             .collect();
         changes.sort_by_key(|c| c.prefixes[0]);
@@ -305,52 +308,68 @@ impl Switch {
             },
         );
     }
-
-    /// What happened to a prefix whose route was `before` and is `after`,
-    /// if anything: the change, the next hops it has now, and who
-    /// installed it.
-    fn change(
-        &self,
-        before: Option<&TableRoute>,
-        after: Option<&TableRoute>,
-    ) -> Option<(Change, Vec<NextHop>, String)> {
-        let hops = |r: &TableRoute| -> BTreeSet<NextHop> { next_hops(&self.ports, r) };
-        let (change, route) = match (before, after) {
-            (None, None) => return None,
-            (None, Some(a)) => (Change::Added, a),
-            (Some(b), None) => (Change::Withdrawn, b),
-            (Some(b), Some(a)) => {
-                if hops(b) == hops(a) {
-                    return None;
-                }
-                (Change::Changed, a)
-            }
-        };
-        let next_hops = if change == Change::Withdrawn {
-            Vec::new()
-        } else {
-            hops(route).into_iter().collect()
-        };
-        Some((change, next_hops, protocol_name(route.protocol)))
-    }
 }
 
-/// The next hops of `route` that forward, named by a switch's `ports`.
-pub(crate) fn next_hops(ports: &Ports, route: &TableRoute) -> BTreeSet<NextHop> {
-    route
-        .usable()
-        .map(|h| {
+/// A next hop as the kernel names it: the gateway and the port's index.
+type RawHop = (Option<std::net::Ipv4Addr>, u32);
+
+/// The next hops of `route` that forward, ascending.
+fn raw_hops(route: &TableRoute) -> Vec<RawHop> {
+    let mut hops: Vec<RawHop> = route.usable().map(|h| (h.via, h.ifindex)).collect();
+    hops.sort_unstable();
+    hops.dedup();
+    hops
+}
+
+/// What happened to a prefix whose route was `before` and is `after`, if
+/// anything: the change, the next hops it has now, and who installed it.
+fn change(
+    before: Option<&TableRoute>,
+    after: Option<&TableRoute>,
+) -> Option<(Change, Vec<RawHop>, u8)> {
+    let (change, route) = match (before, after) {
+        (None, None) => return None,
+        (None, Some(a)) => (Change::Added, a),
+        (Some(b), None) => (Change::Withdrawn, b),
+        (Some(b), Some(a)) => {
+            if raw_hops(b) == raw_hops(a) {
+                return None;
+            }
+            (Change::Changed, a)
+        }
+    };
+    let hops = if change == Change::Withdrawn {
+        Vec::new()
+    } else {
+        raw_hops(route)
+    };
+    Some((change, hops, route.protocol.into()))
+}
+
+/// Next hops named by a switch's `ports`, in order.
+fn named(ports: &Ports, hops: impl IntoIterator<Item = RawHop>) -> Vec<NextHop> {
+    let mut named: Vec<NextHop> = hops
+        .into_iter()
+        .map(|(via, ifindex)| {
             let (ifname, node) = ports
-                .get(&h.ifindex)
+                .get(&ifindex)
                 .cloned()
-                .unwrap_or_else(|| (format!("if{}", h.ifindex), None));
+                .unwrap_or_else(|| (format!("if{ifindex}"), None));
             NextHop {
-                gateway: h.via,
+                gateway: via,
                 ifname,
                 node,
             }
         })
-        .collect()
+        .collect();
+    named.sort();
+    named.dedup();
+    named
+}
+
+/// The next hops of `route` that forward, named by a switch's `ports`.
+pub(crate) fn next_hops(ports: &Ports, route: &TableRoute) -> BTreeSet<NextHop> {
+    named(ports, raw_hops(route)).into_iter().collect()
 }
 
 /// The notifications of one burst.

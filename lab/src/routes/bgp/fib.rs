@@ -129,11 +129,12 @@ impl Writer {
                 (prefix, hops)
             })
             .collect();
-        let objects = self
-            .nexthops
-            .dump()
-            .context("reading the nexthop objects")?;
-        let plan = self.groups.plan(&objects, &routes);
+        let plan = match self.nexthops.dump() {
+            Ok(objects) => self.groups.plan(&objects, &routes),
+            // A kernel before 5.3 has no nexthop objects.
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Groups::inline(&routes),
+            Err(e) => return Err(e).context("reading the nexthop objects"),
+        };
         let outcomes = self
             .nexthops
             .execute(&plan.setup)

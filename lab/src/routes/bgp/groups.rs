@@ -112,6 +112,21 @@ impl Groups {
         Plan { setup, targets }
     }
 
+    /// The plan for `routes` on a kernel without nexthop objects: every
+    /// route inline.
+    pub(super) fn inline(routes: &[(Ipv4Net, Vec<KernelHop>)]) -> Plan {
+        Plan {
+            setup: Vec::new(),
+            targets: routes
+                .iter()
+                .map(|(_, hops)| match hops.is_empty() {
+                    true => Target::Remove,
+                    false => Target::Inline,
+                })
+                .collect(),
+        }
+    }
+
     /// Records `plan` for `routes` once its setup was carried out with
     /// `outcomes` (one per setup request): a route whose object could not
     /// be made is written inline instead. Returns each route's target.
