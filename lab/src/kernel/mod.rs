@@ -21,6 +21,7 @@ pub mod interfaces;
 pub mod netem;
 mod netlink;
 pub mod nexthop;
+mod raw;
 mod recorder;
 pub mod routes;
 pub mod tbf;

@@ -63,6 +63,8 @@ use rtnetlink::packet_core::{
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::tc::{TcAttribute, TcHandle, TcMessage};
 use rtnetlink::sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
+
+use super::raw::{NLMSG_ERROR, error_code, messages, put};
 use turbonet_injectors::units::{Delay, LossProb, QueueLimit, Rate};
 use turbonet_injectors::{Distribution, Impairment, Loss};
 
@@ -368,15 +370,6 @@ fn words(ws: &[u32]) -> Vec<u8> {
     ws.iter().flat_map(|w| w.to_ne_bytes()).collect()
 }
 
-/// Appends one netlink attribute (struct nlattr, host order), padded to 4.
-pub(super) fn put(out: &mut Vec<u8>, kind: u16, value: &[u8]) {
-    let len = u16::try_from(4 + value.len()).expect("netem attributes are small");
-    out.extend_from_slice(&len.to_ne_bytes());
-    out.extend_from_slice(&kind.to_ne_bytes());
-    out.extend_from_slice(value);
-    out.resize(out.len().next_multiple_of(4), 0);
-}
-
 /// A complete `RTM_NEWQDISC` message for a root qdisc of `kind` with
 /// `options` as its `TCA_OPTIONS` payload: flags REQUEST|ACK|CREATE|
 /// REPLACE (`tc qdisc replace`), parent `TC_H_ROOT`, handle 0 so the
@@ -402,9 +395,6 @@ pub(super) fn new_root_qdisc(ifindex: u32, kind: &str, options: Vec<u8>) -> Vec<
     msg.serialize(&mut buf);
     buf
 }
-
-/// `NLMSG_ERROR`: the kernel's answer to a request with `NLM_F_ACK`.
-const NLMSG_ERROR: u16 = 2;
 
 /// Installs (or replaces) netem with `imp` as the root qdisc of interface
 /// `ifindex` in namespace `ns`, with netem's PRNG seeded by `seed`.
@@ -440,23 +430,13 @@ pub(super) fn send_all<R: AsRef<[u8]> + Sync>(ns: &OwnedFd, requests: &[R]) -> i
             let mut answered = 0;
             while answered < batch.len() {
                 let n = socket.recv(&mut &mut buf[..], 0)?;
-                let mut at = 0;
-                while at + 16 <= n {
-                    let len =
-                        u32::from_ne_bytes(buf[at..at + 4].try_into().expect("4 bytes")) as usize;
-                    let kind = u16::from_ne_bytes(buf[at + 4..at + 6].try_into().expect("2 bytes"));
-                    if kind == NLMSG_ERROR && at + 20 <= n {
-                        let code =
-                            i32::from_ne_bytes(buf[at + 16..at + 20].try_into().expect("4 bytes"));
-                        if code != 0 {
-                            return Err(io::Error::from_raw_os_error(-code));
+                for m in messages(&buf[..n]) {
+                    if m.kind == NLMSG_ERROR {
+                        match error_code(m.payload) {
+                            0 => answered += 1,
+                            code => return Err(io::Error::from_raw_os_error(code)),
                         }
-                        answered += 1;
                     }
-                    if len == 0 {
-                        break;
-                    }
-                    at += (len + 3) & !3;
                 }
             }
         }

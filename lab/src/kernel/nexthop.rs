@@ -23,7 +23,7 @@ use std::net::Ipv4Addr;
 use rtnetlink::sys::protocols::NETLINK_ROUTE;
 use rtnetlink::sys::{Socket, SocketAddr};
 
-use super::netem::put;
+use super::raw::{NLMSG_DONE, NLMSG_ERROR, error_code, messages, put};
 
 const RTM_NEWNEXTHOP: u16 = 104;
 const RTM_DELNEXTHOP: u16 = 105;
@@ -39,9 +39,6 @@ const NLM_F_ACK: u16 = 0x4;
 const NLM_F_EXCL: u16 = 0x200;
 const NLM_F_CREATE: u16 = 0x400;
 const NLM_F_DUMP: u16 = 0x300;
-
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
 
 const AF_UNSPEC: u8 = 0;
 const AF_INET: u8 = 2;
@@ -182,34 +179,6 @@ fn message(kind: u16, flags: u16, seq: u32, nh: NhHeader, attrs: &[u8]) -> Vec<u
     out.extend_from_slice(&nh.flags.to_ne_bytes());
     out.extend_from_slice(attrs);
     out
-}
-
-/// One netlink message of a buffer: its type, sequence number and
-/// payload.
-struct Message<'a> {
-    kind: u16,
-    seq: u32,
-    payload: &'a [u8],
-}
-
-/// The messages of one read, in order; a truncated tail is left out.
-fn messages(mut buf: &[u8]) -> impl Iterator<Item = Message<'_>> {
-    std::iter::from_fn(move || {
-        if buf.len() < 16 {
-            return None;
-        }
-        let len = u32::from_ne_bytes(buf[0..4].try_into().expect("4 bytes")) as usize;
-        if len < 16 || len > buf.len() {
-            return None;
-        }
-        let m = Message {
-            kind: u16::from_ne_bytes(buf[4..6].try_into().expect("2 bytes")),
-            seq: u32::from_ne_bytes(buf[8..12].try_into().expect("4 bytes")),
-            payload: &buf[16..len],
-        };
-        buf = &buf[len.next_multiple_of(4).min(buf.len())..];
-        Some(m)
-    })
 }
 
 /// The attributes of a payload, as (type, value).
@@ -364,14 +333,6 @@ impl NexthopSocket {
         }
         Ok(outcomes)
     }
-}
-
-/// The error number of an `NLMSG_ERROR` payload (0: an acknowledgement),
-/// or of an `NLMSG_DONE`'s (0: the dump is complete).
-fn error_code(payload: &[u8]) -> i32 {
-    payload
-        .get(..4)
-        .map_or(0, |b| -i32::from_ne_bytes(b.try_into().expect("4 bytes")))
 }
 
 #[cfg(test)]

@@ -32,7 +32,8 @@ use std::os::fd::OwnedFd;
 use turbonet_injectors::Impairment;
 use turbonet_injectors::units::{QueueLimit, Rate};
 
-use super::netem::{new_root_qdisc, put, send};
+use super::netem::{new_root_qdisc, send};
+use super::raw::put;
 
 // `TCA_TBF_*` attributes (linux/pkt_sched.h).
 const TCA_TBF_PARMS: u16 = 1;

@@ -119,9 +119,12 @@ impl Groups {
             setup: Vec::new(),
             targets: routes
                 .iter()
-                .map(|(_, hops)| match hops.is_empty() {
-                    true => Target::Remove,
-                    false => Target::Inline,
+                .map(|(_, hops)| {
+                    if hops.is_empty() {
+                        Target::Remove
+                    } else {
+                        Target::Inline
+                    }
                 })
                 .collect(),
         }
@@ -139,10 +142,7 @@ impl Groups {
         let mut failed = BTreeSet::new();
         for (request, outcome) in plan.setup.iter().zip(outcomes) {
             match (request, outcome) {
-                (Request::Hop { id, .. }, Err(_)) => {
-                    failed.insert(*id);
-                }
-                (Request::Group { id, .. }, Err(_)) => {
+                (Request::Hop { id, .. } | Request::Group { id, .. }, Err(_)) => {
                     failed.insert(*id);
                 }
                 (Request::Group { id, .. }, Ok(())) => {
