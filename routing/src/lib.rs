@@ -11,6 +11,7 @@
 pub mod bgp;
 mod ecmp;
 mod error;
+pub mod intern;
 
 pub use ecmp::{Failures, routes_avoiding, static_routes};
 pub use error::DecodeError;

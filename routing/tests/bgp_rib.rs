@@ -70,7 +70,9 @@ fn best_of(rib: &Rib, prefix: &str) -> Option<Best> {
 }
 
 fn nexthops(rib: &Rib, prefix: &str) -> Vec<(PeerId, Ipv4Addr)> {
-    best_of(rib, prefix).map(|b| b.nexthops).unwrap_or_default()
+    best_of(rib, prefix)
+        .map(|b| b.nexthops.to_vec())
+        .unwrap_or_default()
 }
 
 /// A leaf with two spines (one shared AS) hearing the other leaf's prefix
@@ -98,7 +100,7 @@ fn leaf_spine_ecmp_over_both_spines() {
             vec![Change::Installed {
                 prefix: net("10.1.2.0/24"),
                 best: Best {
-                    nexthops: vec![(1, s1.peer_addr)],
+                    nexthops: vec![(1, s1.peer_addr)].into(),
                     as_path_len: 2,
                     local: false
                 }
@@ -209,7 +211,7 @@ fn withdrawals_and_peer_down_shrink_then_remove() {
         vec![Change::Installed {
             prefix: net("10.1.2.0/24"),
             best: Best {
-                nexthops: vec![(2, s2.peer_addr)],
+                nexthops: vec![(2, s2.peer_addr)].into(),
                 as_path_len: 2,
                 local: false
             }
@@ -228,7 +230,7 @@ fn withdrawals_and_peer_down_shrink_then_remove() {
             Change::Installed {
                 prefix: net("10.1.3.0/24"),
                 best: Best {
-                    nexthops: vec![(1, s1.peer_addr)],
+                    nexthops: vec![(1, s1.peer_addr)].into(),
                     as_path_len: 2,
                     local: false
                 }
@@ -389,7 +391,7 @@ fn local_routes_are_preferred() {
         &announce(&["10.1.1.0/24"], attrs(&[SPINE_AS, 65000], s1.peer_addr)),
     );
     let local = Best {
-        nexthops: Vec::new(),
+        nexthops: Vec::new().into(),
         as_path_len: 0,
         local: true,
     };
@@ -591,7 +593,7 @@ fn brute_force(model: &Model, local_as: u32, mp: Multipath) -> BTreeMap<Ipv4Net,
     for p in prefixes {
         if model.local.contains(&p) {
             let best = Best {
-                nexthops: vec![],
+                nexthops: vec![].into(),
                 as_path_len: 0,
                 local: true,
             };
@@ -662,7 +664,7 @@ fn brute_force(model: &Model, local_as: u32, mp: Multipath) -> BTreeMap<Ipv4Net,
         out.insert(
             p,
             Best {
-                nexthops,
+                nexthops: nexthops.into(),
                 as_path_len: len(best),
                 local: false,
             },

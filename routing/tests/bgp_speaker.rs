@@ -5,13 +5,16 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ipnet::Ipv4Net;
 use turbonet_routing::NextHop;
 use turbonet_routing::bgp::plan::{self, Neighbour, Origination};
 use turbonet_routing::bgp::session::{self, Reason, Session, SessionConfig, State};
-use turbonet_routing::bgp::speaker::{Cause, Event, Input, Output, PeerState, Speaker, Timers};
+use turbonet_routing::bgp::speaker::{
+    Cause, Event, Input, NextHops, Output, PeerState, Speaker, Timers,
+};
 use turbonet_routing::bgp::{AsPath, Context, Message, Origin, PathAttributes, Update, frame};
 use turbonet_topo::NodeId;
 
@@ -239,7 +242,7 @@ impl Wire {
             .collect()
     }
 
-    fn fib_sets(&self, i: usize, from: usize) -> Vec<&Vec<(Ipv4Net, Vec<NextHop>)>> {
+    fn fib_sets(&self, i: usize, from: usize) -> Vec<&Vec<(Ipv4Net, NextHops)>> {
         self.outputs(i, from)
             .into_iter()
             .filter_map(|o| match o {
@@ -250,8 +253,10 @@ impl Wire {
     }
 }
 
-fn hops(addrs: &[&str]) -> BTreeSet<Ipv4Addr> {
-    addrs.iter().map(|a| ip(a)).collect()
+/// A FIB entry's next hops: ascending, without repeats.
+fn hops(addrs: &[&str]) -> Arc<[Ipv4Addr]> {
+    let set: BTreeSet<Ipv4Addr> = addrs.iter().map(|a| ip(a)).collect();
+    set.into_iter().collect()
 }
 
 #[test]
@@ -310,11 +315,11 @@ fn two_speakers_establish_exchange_routes_and_stay_up() {
         sets[0][0],
         (
             net("10.0.0.2/32"),
-            vec![NextHop {
+            Arc::from([NextHop {
                 via: Some(ip("10.1.0.1")),
                 ifname: "eth0".to_owned(),
                 onlink: true,
-            }]
+            }])
         )
     );
 
@@ -357,7 +362,7 @@ fn a_port_down_withdraws_what_it_originated_and_stops_its_sessions() {
             up: false,
         },
     );
-    assert_eq!(w.fib_sets(1, mark), [&vec![(host, vec![])]]);
+    assert_eq!(w.fib_sets(1, mark), [&vec![(host, Arc::from([]))]]);
     assert!(!w.s[1].installed().contains_key(&host));
     assert_eq!(w.s[0].peer_state(0), Some(PeerState::Established));
     // Back up: announced again.
@@ -791,7 +796,7 @@ fn a_restarted_speaker_emits_only_differences_from_the_fib_it_finds() {
     let y = hub.update(1, &[65102], &["203.0.113.2/32"]);
     hub.s.handle(now, Input::Bytes { peer: 0, data: x });
     hub.s.handle(now, Input::Bytes { peer: 1, data: y });
-    let fibs: Vec<Vec<(Ipv4Net, Vec<NextHop>)>> = hub
+    let fibs: Vec<Vec<(Ipv4Net, NextHops)>> = hub
         .s
         .flush(now)
         .into_iter()
@@ -804,11 +809,11 @@ fn a_restarted_speaker_emits_only_differences_from_the_fib_it_finds() {
         fibs,
         [vec![(
             moved,
-            vec![NextHop {
+            Arc::from([NextHop {
                 via: Some(ip(Y_ADDR)),
                 ifname: "eth1".to_owned(),
                 onlink: true,
-            }]
+            }])
         )]]
     );
     assert_eq!(hub.s.installed()[&stale], hops(&[X_ADDR]));
@@ -822,7 +827,7 @@ fn a_restarted_speaker_emits_only_differences_from_the_fib_it_finds() {
         .into_iter()
         .filter(|o| matches!(o, Output::Fib(_)))
         .collect();
-    assert_eq!(fibs, [Output::Fib(vec![(stale, vec![])])]);
+    assert_eq!(fibs, [Output::Fib(vec![(stale, Arc::from([]))])]);
     let expected: plan::Fib = [(kept, hops(&[X_ADDR])), (moved, hops(&[Y_ADDR]))].into();
     assert_eq!(hub.s.installed(), &expected);
     assert_eq!(hub.s.last_change(), secs(10));

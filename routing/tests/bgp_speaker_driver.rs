@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, timeout};
 use turbonet_routing::NextHop;
 use turbonet_routing::bgp::plan::{self, Neighbour, Origination};
-use turbonet_routing::bgp::speaker::{Cause, Event, PeerState, Speaker, Status, Timers};
+use turbonet_routing::bgp::speaker::{Cause, Event, NextHops, PeerState, Speaker, Status, Timers};
 use turbonet_routing::bgp::speaker_driver::{
     Connector, Control, Fib, Report, SpeakerIo, accept_loop, run_speaker,
 };
@@ -54,13 +54,13 @@ struct MemFib(watch::Sender<BTreeMap<Ipv4Net, Vec<NextHop>>>);
 impl Fib for MemFib {
     type Error = String;
 
-    async fn apply(&mut self, routes: Vec<(Ipv4Net, Vec<NextHop>)>) -> Result<(), String> {
+    async fn apply(&mut self, routes: Vec<(Ipv4Net, NextHops)>) -> Result<(), String> {
         self.0.send_modify(|fib| {
             for (prefix, hops) in routes {
                 if hops.is_empty() {
                     fib.remove(&prefix);
                 } else {
-                    fib.insert(prefix, hops);
+                    fib.insert(prefix, hops.to_vec());
                 }
             }
         });

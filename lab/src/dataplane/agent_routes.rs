@@ -8,7 +8,8 @@ use std::rc::Rc;
 
 use ipnet::Ipv4Net;
 use tokio::sync::{Notify, watch};
-use turbonet_routing::{NextHop, Route, RouteOrigin};
+use turbonet_routing::bgp::speaker::NextHops;
+use turbonet_routing::{Route, RouteOrigin};
 
 use crate::error::Result;
 
@@ -17,7 +18,7 @@ use crate::error::Result;
 /// (with the routes `up` would have put in a kernel) and says when it has.
 #[derive(Debug)]
 pub struct PipelineRoutes {
-    routes: RefCell<Vec<BTreeMap<Ipv4Net, Vec<NextHop>>>>,
+    routes: RefCell<Vec<BTreeMap<Ipv4Net, NextHops>>>,
     requested: Cell<u64>,
     wake: Notify,
     synced: watch::Sender<u64>,
@@ -43,7 +44,7 @@ impl PipelineRoutes {
                 node.iter()
                     .map(|(prefix, nexthops)| Route {
                         prefix: *prefix,
-                        nexthops: nexthops.clone(),
+                        nexthops: nexthops.to_vec(),
                         origin: RouteOrigin::Fabric,
                     })
                     .collect()
@@ -68,7 +69,7 @@ impl PipelineRoutes {
 
     /// Node `node`'s routes change: each prefix now reaches through its
     /// next hops (none: removed). Returns once the switch holds them.
-    pub async fn apply(&self, node: usize, routes: Vec<(Ipv4Net, Vec<NextHop>)>) -> Result<()> {
+    pub async fn apply(&self, node: usize, routes: Vec<(Ipv4Net, NextHops)>) -> Result<()> {
         {
             let mut table = self.routes.borrow_mut();
             let mine = &mut table[node];

@@ -87,8 +87,8 @@ pub fn ifindex_by_name<'a>(lab: &'a Lab, node: &Node) -> std::collections::HashM
 pub struct TableRoute {
     /// Destination.
     pub prefix: ipnet::Ipv4Net,
-    /// Next hops.
-    pub hops: Vec<TableHop>,
+    /// Next hops (shareable: a watcher keeps one list per distinct set).
+    pub hops: std::sync::Arc<[TableHop]>,
     /// Who installed it.
     pub protocol: RouteProtocol,
     /// Its metric (the kernel prefers the lowest).
@@ -96,7 +96,7 @@ pub struct TableRoute {
 }
 
 /// One next hop of a [`TableRoute`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TableHop {
     /// The gateway (`None`: the destination is on the link).
     pub via: Option<std::net::Ipv4Addr>,
@@ -172,7 +172,7 @@ impl TableRoute {
         let prefix = ipnet::Ipv4Net::new(destination, header.destination_prefix_length).ok()?;
         Some(TableRoute {
             prefix,
-            hops,
+            hops: hops.into(),
             protocol: header.protocol,
             metric,
         })

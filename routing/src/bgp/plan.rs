@@ -17,6 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 
 use ipnet::Ipv4Net;
 use serde::Serialize;
@@ -185,23 +186,23 @@ pub struct FibDigest {
 
 impl FibDigest {
     /// The digest of a FIB, in any order.
-    pub fn of<'a>(fib: impl IntoIterator<Item = (&'a Ipv4Net, &'a BTreeSet<Ipv4Addr>)>) -> Self {
+    pub fn of<'a, H: AsRef<[Ipv4Addr]>>(fib: impl IntoIterator<Item = (&'a Ipv4Net, H)>) -> Self {
         let mut digest = FibDigest::default();
         for (prefix, hops) in fib {
-            digest.add(prefix, hops);
+            digest.add(prefix, hops.as_ref());
         }
         digest
     }
 
     /// The digest with one more entry (one whose prefix it does not
-    /// cover yet).
-    pub fn add(&mut self, prefix: &Ipv4Net, hops: &BTreeSet<Ipv4Addr>) {
+    /// cover yet); `hops` ascending, without repeats.
+    pub fn add(&mut self, prefix: &Ipv4Net, hops: &[Ipv4Addr]) {
         self.routes += 1;
         self.hash = self.hash.wrapping_add(entry_hash(prefix, hops));
     }
 
     /// The digest without an entry it covers.
-    pub fn remove(&mut self, prefix: &Ipv4Net, hops: &BTreeSet<Ipv4Addr>) {
+    pub fn remove(&mut self, prefix: &Ipv4Net, hops: &[Ipv4Addr]) {
         self.routes -= 1;
         self.hash = self.hash.wrapping_sub(entry_hash(prefix, hops));
     }
@@ -227,8 +228,9 @@ fn entry_hash<'a>(
 }
 
 /// What a speaker's FIB holds: for every prefix it learned, the next hops
-/// (peer addresses) of its equal-cost routes.
-pub type Fib = BTreeMap<Ipv4Net, BTreeSet<Ipv4Addr>>;
+/// (peer addresses) of its equal-cost routes, ascending, without repeats.
+/// Shared: most prefixes of a switch have the same set.
+pub type Fib = BTreeMap<Ipv4Net, Arc<[Ipv4Addr]>>;
 
 /// The FIB of every speaker once the fabric has converged around
 /// `failures`, in `speakers` order (a failed switch's FIB is empty): every
@@ -237,7 +239,7 @@ pub type Fib = BTreeMap<Ipv4Net, BTreeSet<Ipv4Addr>>;
 pub fn converged(speakers: &[Speaker], failures: &Failures) -> Vec<Fib> {
     let mut fibs = vec![Fib::new(); speakers.len()];
     routes(speakers, failures, |i, prefix, hops| {
-        fibs[i].insert(*prefix, hops.iter().copied().collect());
+        fibs[i].insert(*prefix, hops.into());
     });
     fibs
 }

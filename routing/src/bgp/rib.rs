@@ -28,6 +28,8 @@ use std::sync::Arc;
 
 use ipnet::Ipv4Net;
 
+use crate::intern::Interner;
+
 use super::{
     AsPath, AsSegment, Context, HEADER_LEN, MAX_MESSAGE_LEN, Origin, PathAttributes, SegmentType,
     Update,
@@ -73,8 +75,10 @@ pub enum Multipath {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Best {
     /// The ECMP set: session and NEXT_HOP of each route used, sorted.
-    /// Empty for a locally originated prefix.
-    pub nexthops: Vec<(PeerId, Ipv4Addr)>,
+    /// Empty for a locally originated prefix. Equal sets are one
+    /// allocation ([`Interner`]): a ToR's thousands of prefixes mostly
+    /// share one set of sixty.
+    pub nexthops: Arc<[(PeerId, Ipv4Addr)]>,
     /// AS_PATH length of the selected route (RFC 4271 §9.1.2.2 a);
     /// 0 for a locally originated prefix.
     pub as_path_len: usize,
@@ -185,6 +189,8 @@ pub struct Rib {
     generation: u64,
     /// What a locally originated prefix is advertised with.
     originated: Arc<PathAttributes>,
+    /// The Loc-RIB's ECMP sets.
+    nexthop_sets: Interner<(PeerId, Ipv4Addr)>,
 }
 
 impl Rib {
@@ -204,6 +210,7 @@ impl Rib {
                 as_path: Some(AsPath::sequence([local_as])),
                 ..PathAttributes::default()
             }),
+            nexthop_sets: Interner::default(),
         }
     }
 
@@ -489,7 +496,13 @@ impl Rib {
             let Some(record) = self.prefixes.get(&prefix) else {
                 continue;
             };
-            let new = self.select(record);
+            let new = select(
+                self.local_as,
+                self.multipath,
+                &self.peers,
+                record,
+                &mut self.nexthop_sets,
+            );
             if record.entry == new {
                 continue;
             }
@@ -523,44 +536,51 @@ impl Rib {
         }
         changes
     }
+}
 
-    /// The Loc-RIB entry a prefix should have now (RFC 4271 §9.1.2).
-    fn select(&self, record: &Prefix) -> Option<Entry> {
-        if record.local {
-            return Some(Entry {
-                best: Best {
-                    nexthops: Vec::new(),
-                    as_path_len: 0,
-                    local: true,
-                },
-                selected: None,
-            });
-        }
-        let candidates: Vec<Candidate<'_>> = record
-            .routes
-            .iter()
-            .filter_map(|(peer, attrs)| {
-                Some(Candidate {
-                    peer: *peer,
-                    info: self.peers.get(peer)?.info,
-                    attrs,
-                })
-            })
-            .collect();
-        let (best, ecmp) = decide(self.local_as, self.multipath, &candidates)?;
-        let mut nexthops: Vec<(PeerId, Ipv4Addr)> =
-            ecmp.iter().map(|&i| candidates[i].next_hop()).collect();
-        nexthops.sort_unstable();
-        let best = &candidates[best];
-        Some(Entry {
+/// The Loc-RIB entry a prefix should have now (RFC 4271 §9.1.2), for a
+/// speaker in `local_as`; its ECMP set shared through `sets`.
+fn select(
+    local_as: u32,
+    multipath: Multipath,
+    peers: &BTreeMap<PeerId, Peer>,
+    record: &Prefix,
+    sets: &mut Interner<(PeerId, Ipv4Addr)>,
+) -> Option<Entry> {
+    if record.local {
+        return Some(Entry {
             best: Best {
-                nexthops,
-                as_path_len: best.path_len(),
-                local: false,
+                nexthops: sets.intern(&[]),
+                as_path_len: 0,
+                local: true,
             },
-            selected: Some((best.peer, best.attrs.clone())),
-        })
+            selected: None,
+        });
     }
+    let candidates: Vec<Candidate<'_>> = record
+        .routes
+        .iter()
+        .filter_map(|(peer, attrs)| {
+            Some(Candidate {
+                peer: *peer,
+                info: peers.get(peer)?.info,
+                attrs,
+            })
+        })
+        .collect();
+    let (best, ecmp) = decide(local_as, multipath, &candidates)?;
+    let mut nexthops: Vec<(PeerId, Ipv4Addr)> =
+        ecmp.iter().map(|&i| candidates[i].next_hop()).collect();
+    nexthops.sort_unstable();
+    let best = &candidates[best];
+    Some(Entry {
+        best: Best {
+            nexthops: sets.intern(&nexthops),
+            as_path_len: best.path_len(),
+            local: false,
+        },
+        selected: Some((best.peer, best.attrs.clone())),
+    })
 }
 
 /// `prefix`'s record, made if it has none. Records are never removed, so

@@ -53,7 +53,7 @@
 //! entries of [`Speaker::assume_installed`] on its own, without its peers'
 //! help), connection collision detection.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::mem;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -188,7 +188,7 @@ pub enum Output {
     /// Replace each prefix's next hops in the FIB; an empty list removes
     /// the prefix. Comes before the UPDATEs that advertise these routes:
     /// apply it first.
-    Fib(Vec<(Ipv4Net, Vec<NextHop>)>),
+    Fib(Vec<(Ipv4Net, NextHops)>),
     /// Something to log.
     Event(Event),
 }
@@ -357,6 +357,8 @@ pub struct Speaker {
     rounds: std::collections::VecDeque<Round>,
     /// What the FIB holds: next-hop addresses by prefix.
     installed: plan::Fib,
+    /// What the RIB's ECMP sets are in the FIB.
+    fib_sets: FibSets,
     /// The prefixes the FIB digest covers; `None`: all.
     known: Option<Arc<BTreeSet<Ipv4Net>>>,
     digest: FibDigest,
@@ -399,8 +401,9 @@ impl Speaker {
             fresh: BTreeSet::new(),
             rounds: std::collections::VecDeque::new(),
             installed: plan::Fib::new(),
+            fib_sets: FibSets::default(),
             known: None,
-            digest: FibDigest::of([]),
+            digest: FibDigest::default(),
             stale: BTreeSet::new(),
             stale_until: None,
             last_change: Duration::ZERO,
@@ -796,21 +799,13 @@ impl Speaker {
     /// `changed` whose next hops differ from what the FIB holds.
     fn sync_fib(&mut self, now: Duration, changed: &[Ipv4Net], out: &mut Vec<Output>) {
         let mut routes = Vec::new();
-        let mut scratch: Vec<Ipv4Addr> = Vec::new();
         for prefix in changed {
             let best = self.rib.best(prefix);
-            scratch.clear();
-            if let Some(b) = best.filter(|b| !b.local) {
-                scratch.extend(
-                    b.nexthops
-                        .iter()
-                        .filter(|(peer, _)| (*peer as usize) < self.plan.neighbours.len())
-                        .map(|&(_, addr)| addr),
-                );
-                scratch.sort_unstable();
-                scratch.dedup();
-            }
-            if scratch.is_empty() {
+            let set = best
+                .filter(|b| !b.local)
+                .map(|b| self.fib_sets.of(&b.nexthops, &self.plan.neighbours))
+                .filter(|set| !set.addrs.is_empty());
+            let Some(set) = set else {
                 // Nothing known of it yet: a stale entry stays until its
                 // time is up (a locally originated prefix is known).
                 if best.is_none() && self.stale.contains(prefix) {
@@ -825,45 +820,27 @@ impl Speaker {
                         Some(&old),
                         None,
                     );
-                    routes.push((*prefix, Vec::new()));
+                    routes.push((*prefix, self.fib_sets.none.clone()));
                 }
                 continue;
-            }
+            };
             self.stale.remove(prefix);
             if self
                 .installed
                 .get(prefix)
-                .is_some_and(|held| held.iter().eq(scratch.iter()))
+                .is_some_and(|held| *held == set.addrs)
             {
                 continue;
             }
-            let addrs: BTreeSet<Ipv4Addr> = scratch.iter().copied().collect();
-            let mut hops: Vec<NextHop> = best
-                .into_iter()
-                .flat_map(|b| &b.nexthops)
-                .filter_map(|&(peer, addr)| {
-                    let neighbour = self.plan.neighbours.get(peer as usize)?;
-                    Some(NextHop {
-                        via: Some(addr),
-                        ifname: neighbour.ifname.clone(),
-                        // The peer's own address is on the link: the
-                        // kernel need not look the gateway up.
-                        onlink: addr == neighbour.peer_addr,
-                    })
-                })
-                .collect();
-            hops.sort();
-            hops.dedup();
-            let old = self.installed.get(prefix);
+            let old = self.installed.insert(*prefix, set.addrs.clone());
             digest_change(
                 &mut self.digest,
                 self.known.as_deref(),
                 prefix,
-                old,
-                Some(&addrs),
+                old.as_deref(),
+                Some(&set.addrs),
             );
-            self.installed.insert(*prefix, addrs);
-            routes.push((*prefix, hops));
+            routes.push((*prefix, set.hops));
         }
         if self.stale.is_empty() {
             self.stale_until = None;
@@ -1062,8 +1039,8 @@ fn digest_change(
     digest: &mut FibDigest,
     known: Option<&BTreeSet<Ipv4Net>>,
     prefix: &Ipv4Net,
-    old: Option<&BTreeSet<Ipv4Addr>>,
-    new: Option<&BTreeSet<Ipv4Addr>>,
+    old: Option<&[Ipv4Addr]>,
+    new: Option<&[Ipv4Addr]>,
 ) {
     if known.is_some_and(|k| !k.contains(prefix)) {
         return;
@@ -1073,5 +1050,80 @@ fn digest_change(
     }
     if let Some(new) = new {
         digest.add(prefix, new);
+    }
+}
+
+/// The kernel next hops of one FIB entry, shared by every entry with the
+/// same ([`crate::intern`]).
+pub type NextHops = Arc<[NextHop]>;
+
+/// An ECMP set of the RIB as the FIB has it: the peer addresses (what the
+/// digest covers) and the kernel next hops (ports named), each shared.
+#[derive(Debug, Clone)]
+struct FibSet {
+    addrs: Arc<[Ipv4Addr]>,
+    hops: NextHops,
+}
+
+/// Every ECMP set the FIB has had, computed once each: the same sixty next
+/// hops for thousands of prefixes are one allocation, however often the
+/// prefixes are written.
+#[derive(Debug, Clone)]
+struct FibSets {
+    by_set: HashMap<Box<[(PeerId, Ipv4Addr)]>, FibSet>,
+    prune_at: usize,
+    /// No next hop: the prefix is removed.
+    none: NextHops,
+}
+
+impl Default for FibSets {
+    fn default() -> Self {
+        FibSets {
+            by_set: HashMap::new(),
+            prune_at: 64,
+            none: Arc::from([]),
+        }
+    }
+}
+
+impl FibSets {
+    /// What `set` (sorted, as the RIB has it) is in the FIB: its sessions'
+    /// peer addresses, ascending, without repeats, and the next hops
+    /// through their ports. Sessions the plan does not have are left out.
+    fn of(&mut self, set: &[(PeerId, Ipv4Addr)], neighbours: &[plan::Neighbour]) -> FibSet {
+        if let Some(known) = self.by_set.get(set) {
+            return known.clone();
+        }
+        if self.by_set.len() >= self.prune_at {
+            // Sets neither installed nor waiting to be written.
+            self.by_set
+                .retain(|_, s| Arc::strong_count(&s.addrs) > 1 || Arc::strong_count(&s.hops) > 1);
+            self.prune_at = (self.by_set.len() * 2).max(64);
+        }
+        let mut addrs: Vec<Ipv4Addr> = Vec::with_capacity(set.len());
+        let mut hops: Vec<NextHop> = Vec::with_capacity(set.len());
+        for &(peer, addr) in set {
+            let Some(neighbour) = neighbours.get(peer as usize) else {
+                continue;
+            };
+            addrs.push(addr);
+            hops.push(NextHop {
+                via: Some(addr),
+                ifname: neighbour.ifname.clone(),
+                // The peer's own address is on the link: the kernel need
+                // not look the gateway up.
+                onlink: addr == neighbour.peer_addr,
+            });
+        }
+        addrs.sort_unstable();
+        addrs.dedup();
+        hops.sort();
+        hops.dedup();
+        let made = FibSet {
+            addrs: addrs.into(),
+            hops: hops.into(),
+        };
+        self.by_set.insert(set.into(), made.clone());
+        made
     }
 }

@@ -53,16 +53,15 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 use ipnet::Ipv4Net;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::speaker::{Event, Input, Output, Speaker, Status};
+use super::speaker::{Event, Input, NextHops, Output, Speaker, Status};
 use super::{Context, MAX_MESSAGE_LEN, Message};
-use crate::NextHop;
 
 /// How long a closed connection may take to write what was queued on it
 /// (a NOTIFICATION) before it is dropped anyway.
@@ -97,7 +96,7 @@ pub trait Fib {
     /// there; an empty list removes the prefix.
     fn apply(
         &mut self,
-        routes: Vec<(Ipv4Net, Vec<NextHop>)>,
+        routes: Vec<(Ipv4Net, NextHops)>,
     ) -> impl Future<Output = Result<(), Self::Error>>;
 }
 
@@ -294,7 +293,7 @@ pub async fn run_speaker<C: Connector, F: Fib>(
 }
 
 /// A FIB change set: next hops by prefix, none to remove it.
-type Routes = Vec<(Ipv4Net, Vec<NextHop>)>;
+type Routes = Vec<(Ipv4Net, NextHops)>;
 
 /// How often at most a speaker publishes its status: a spine with a
 /// thousand sessions woken a hundred times a second would spend a tenth of
@@ -309,7 +308,7 @@ struct FibWriter<F> {
     /// The FIB when no write is in flight.
     idle: Option<F>,
     /// Changes not yet handed to a write: the latest next hops by prefix.
-    pending: std::collections::BTreeMap<Ipv4Net, Vec<NextHop>>,
+    pending: std::collections::BTreeMap<Ipv4Net, NextHops>,
     /// When the last write ended (the speaker's clock).
     last_write: Duration,
 }
@@ -705,21 +704,38 @@ impl Drop for Conns {
     }
 }
 
+thread_local! {
+    /// Where a connection's bytes are read before they are sent on.
+    static READ_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 async fn read_loop(
     peer: usize,
     conn_id: u64,
-    mut r: OwnedReadHalf,
+    r: OwnedReadHalf,
     events: mpsc::UnboundedSender<IoEvent>,
 ) {
-    let mut buf = vec![0u8; 4 * MAX_MESSAGE_LEN];
     loop {
-        match r.read(&mut buf).await {
-            Ok(0) | Err(_) => {
+        // Read once there is something to read, into the thread's buffer:
+        // fifteen thousand idle sessions hold no buffer of their own.
+        let read = match r.readable().await {
+            Ok(()) => READ_BUFFER.with_borrow_mut(|buf| {
+                buf.resize(4 * MAX_MESSAGE_LEN, 0);
+                r.try_read(buf).map(|n| buf[..n].to_vec())
+            }),
+            Err(e) => Err(e),
+        };
+        match read {
+            Ok(data) if data.is_empty() => {
                 let _ = events.send(IoEvent::Closed { peer, conn_id });
                 return;
             }
-            Ok(n) => {
-                let data = buf[..n].to_vec();
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(_) => {
+                let _ = events.send(IoEvent::Closed { peer, conn_id });
+                return;
+            }
+            Ok(data) => {
                 if events
                     .send(IoEvent::Bytes {
                         peer,

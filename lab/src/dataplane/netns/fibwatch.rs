@@ -25,11 +25,12 @@ use ipnet::Ipv4Net;
 use rtnetlink::packet_core::NetlinkPayload;
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use tokio::sync::oneshot;
+use turbonet_routing::intern::Interner;
 use turbonet_topo::{Lab, Node};
 
 use crate::error::{Context, Result};
 use crate::events::{About, Change, Events, NextHop, RouteChange};
-use crate::kernel::routes::{TableRoute, read_table};
+use crate::kernel::routes::{TableHop, TableRoute, read_table};
 use crate::names;
 use crate::system::namespaces;
 
@@ -171,31 +172,39 @@ impl FibWatch {
 }
 
 /// One switch's table as the watcher knows it: every route by prefix and
-/// metric.
+/// metric, equal lists of next hops shared (a converged ToR of the HPN pod
+/// holds sixteen thousand routes over the same sixty).
 #[derive(Debug, Default)]
-struct Table(BTreeMap<(Ipv4Net, u32), TableRoute>);
+struct Table {
+    routes: BTreeMap<(Ipv4Net, u32), TableRoute>,
+    sets: Interner<TableHop>,
+}
 
 impl Table {
     fn from_routes(routes: Vec<TableRoute>) -> Table {
-        Table(
-            routes
-                .into_iter()
-                .map(|r| ((r.prefix, r.metric), r))
-                .collect(),
-        )
+        let mut table = Table::default();
+        for route in routes {
+            table.insert(route);
+        }
+        table
+    }
+
+    fn insert(&mut self, mut route: TableRoute) {
+        route.hops = self.sets.intern(&route.hops);
+        self.routes.insert((route.prefix, route.metric), route);
     }
 
     /// What forwards packets to `prefix`: its route with the lowest
     /// metric that has a usable next hop.
     fn effective(&self, prefix: Ipv4Net) -> Option<&TableRoute> {
-        self.0
+        self.routes
             .range((prefix, 0)..=(prefix, u32::MAX))
             .map(|(_, r)| r)
             .find(|r| r.usable().next().is_some())
     }
 
     fn prefixes(&self) -> BTreeSet<Ipv4Net> {
-        self.0.keys().map(|(p, _)| *p).collect()
+        self.routes.keys().map(|(p, _)| *p).collect()
     }
 }
 
@@ -260,16 +269,18 @@ impl Switch {
             let mut touched = BTreeSet::new();
             for (prefix, _) in burst.updates.keys() {
                 if touched.insert(*prefix) {
-                    for (k, r) in self.table.0.range((*prefix, 0)..=(*prefix, u32::MAX)) {
-                        before.0.insert(*k, r.clone());
+                    for (k, r) in self.table.routes.range((*prefix, 0)..=(*prefix, u32::MAX)) {
+                        before.routes.insert(*k, r.clone());
                     }
                 }
             }
             for (key, route) in burst.updates {
                 match route {
-                    Some(r) => self.table.0.insert(key, r),
-                    None => self.table.0.remove(&key),
-                };
+                    Some(r) => self.table.insert(r),
+                    None => {
+                        self.table.routes.remove(&key);
+                    }
+                }
             }
             (before, touched)
         };

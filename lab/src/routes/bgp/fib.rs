@@ -6,12 +6,13 @@
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use ipnet::Ipv4Net;
 use rtnetlink::RouteMessageBuilder;
 use rtnetlink::packet_route::route::{RouteAttribute, RouteProtocol};
-use turbonet_routing::NextHop;
 use turbonet_routing::bgp::config::KERNEL_METRIC;
+use turbonet_routing::bgp::speaker::NextHops;
 use turbonet_routing::bgp::speaker_driver::Fib;
 
 use super::groups::{Groups, Target};
@@ -73,7 +74,7 @@ impl NetlinkFib {
 impl Fib for NetlinkFib {
     type Error = crate::Error;
 
-    async fn apply(&mut self, routes: Vec<(Ipv4Net, Vec<NextHop>)>) -> Result<()> {
+    async fn apply(&mut self, routes: Vec<(Ipv4Net, NextHops)>) -> Result<()> {
         let mut writer = self
             .writer
             .take()
@@ -94,10 +95,15 @@ impl Fib for NetlinkFib {
 impl Writer {
     /// Learns the index of every interface `routes` names that it does not
     /// know yet.
-    async fn resolve(&mut self, routes: &[(Ipv4Net, Vec<NextHop>)]) -> Result<()> {
-        let unknown: std::collections::BTreeSet<&str> = routes
+    async fn resolve(&mut self, routes: &[(Ipv4Net, NextHops)]) -> Result<()> {
+        // Each distinct list once (by its address: shared lists are one).
+        let sets: HashMap<usize, &NextHops> = routes
             .iter()
-            .flat_map(|(_, hops)| hops)
+            .map(|(_, hops)| (hops.as_ptr() as usize, hops))
+            .collect();
+        let unknown: std::collections::BTreeSet<&str> = sets
+            .values()
+            .flat_map(|hops| hops.iter())
             .map(|hop| hop.ifname.as_str())
             .filter(|name| !self.ifindex.contains_key(*name))
             .collect();
@@ -113,20 +119,24 @@ impl Writer {
     /// Writes `routes`, the change set of [`Fib::apply`]: first the
     /// nexthop objects they need, then the routes, then the groups no
     /// route uses any more.
-    async fn apply(&mut self, routes: Vec<(Ipv4Net, Vec<NextHop>)>) -> Result<()> {
+    async fn apply(&mut self, routes: Vec<(Ipv4Net, NextHops)>) -> Result<()> {
         self.resolve(&routes).await?;
-        let routes: Vec<(Ipv4Net, Vec<KernelHop>)> = routes
+        // Each distinct list of next hops resolved once, and shared as it
+        // came.
+        let mut resolved: HashMap<usize, Arc<[KernelHop]>> = HashMap::new();
+        let routes: Vec<(Ipv4Net, Arc<[KernelHop]>)> = routes
             .into_iter()
             .map(|(prefix, hops)| {
-                let hops = hops
-                    .iter()
-                    .map(|hop| KernelHop {
-                        via: hop.via,
-                        ifindex: self.ifindex[hop.ifname.as_str()],
-                        onlink: hop.onlink,
-                    })
-                    .collect();
-                (prefix, hops)
+                let kernel = resolved.entry(hops.as_ptr() as usize).or_insert_with(|| {
+                    hops.iter()
+                        .map(|hop| KernelHop {
+                            via: hop.via,
+                            ifindex: self.ifindex[hop.ifname.as_str()],
+                            onlink: hop.onlink,
+                        })
+                        .collect()
+                });
+                (prefix, kernel.clone())
             })
             .collect();
         let plan = match self.nexthops.dump() {
@@ -157,7 +167,7 @@ impl Writer {
                     }
                     Target::Inline => crate::kernel::route_message(&KernelRoute {
                         prefix,
-                        hops,
+                        hops: hops.to_vec(),
                         protocol: RouteProtocol::Bgp,
                         metric: Some(KERNEL_METRIC),
                         table: None,
@@ -219,7 +229,7 @@ impl PipelineFib {
 impl Fib for PipelineFib {
     type Error = crate::Error;
 
-    async fn apply(&mut self, routes: Vec<(Ipv4Net, Vec<NextHop>)>) -> Result<()> {
+    async fn apply(&mut self, routes: Vec<(Ipv4Net, NextHops)>) -> Result<()> {
         self.table.apply(self.node, routes).await
     }
 }
@@ -237,7 +247,7 @@ pub enum AnyFib {
 impl Fib for AnyFib {
     type Error = crate::Error;
 
-    async fn apply(&mut self, routes: Vec<(Ipv4Net, Vec<NextHop>)>) -> Result<()> {
+    async fn apply(&mut self, routes: Vec<(Ipv4Net, NextHops)>) -> Result<()> {
         match self {
             AnyFib::Netlink(fib) => fib.apply(routes).await,
             AnyFib::Pipeline(fib) => fib.apply(routes).await,

@@ -55,7 +55,13 @@ impl Groups {
     /// The plan for `routes` (next hops by prefix; none: remove) given the
     /// kernel's `objects`: an existing object of the same content is
     /// reused, a missing one made with a fresh id.
-    pub(super) fn plan(&self, objects: &Objects, routes: &[(Ipv4Net, Vec<KernelHop>)]) -> Plan {
+    /// Routes that share one list of next hops (one allocation) are
+    /// planned once.
+    pub(super) fn plan<H: AsRef<[KernelHop]>>(
+        &self,
+        objects: &Objects,
+        routes: &[(Ipv4Net, H)],
+    ) -> Plan {
         let mut by_hop: HashMap<Hop, u32> = objects.hops.iter().map(|(&id, &h)| (h, id)).collect();
         let mut by_members: HashMap<Vec<u32>, u32> = objects
             .groups
@@ -65,11 +71,18 @@ impl Groups {
         let mut next = objects.max_id() + 1;
         let mut setup = Vec::new();
         let mut targets = Vec::with_capacity(routes.len());
+        let mut planned: HashMap<*const KernelHop, Target> = HashMap::new();
         for (_, hops) in routes {
+            let hops = hops.as_ref();
             if hops.is_empty() {
                 targets.push(Target::Remove);
                 continue;
             }
+            if let Some(target) = planned.get(&hops.as_ptr()) {
+                targets.push(*target);
+                continue;
+            }
+            let key = hops.as_ptr();
             let Some(hops) = hops
                 .iter()
                 .map(|h| {
@@ -81,6 +94,7 @@ impl Groups {
                 })
                 .collect::<Option<Vec<Hop>>>()
             else {
+                planned.insert(key, Target::Inline);
                 targets.push(Target::Inline);
                 continue;
             };
@@ -107,6 +121,7 @@ impl Groups {
                     next - 1
                 }),
             };
+            planned.insert(key, Target::Object(id));
             targets.push(Target::Object(id));
         }
         Plan { setup, targets }
@@ -114,13 +129,13 @@ impl Groups {
 
     /// The plan for `routes` on a kernel without nexthop objects: every
     /// route inline.
-    pub(super) fn inline(routes: &[(Ipv4Net, Vec<KernelHop>)]) -> Plan {
+    pub(super) fn inline<H: AsRef<[KernelHop]>>(routes: &[(Ipv4Net, H)]) -> Plan {
         Plan {
             setup: Vec::new(),
             targets: routes
                 .iter()
                 .map(|(_, hops)| {
-                    if hops.is_empty() {
+                    if hops.as_ref().is_empty() {
                         Target::Remove
                     } else {
                         Target::Inline
@@ -133,9 +148,9 @@ impl Groups {
     /// Records `plan` for `routes` once its setup was carried out with
     /// `outcomes` (one per setup request): a route whose object could not
     /// be made is written inline instead. Returns each route's target.
-    pub(super) fn commit(
+    pub(super) fn commit<H>(
         &mut self,
-        routes: &[(Ipv4Net, Vec<KernelHop>)],
+        routes: &[(Ipv4Net, H)],
         plan: Plan,
         outcomes: &[Result<(), i32>],
     ) -> Vec<Target> {

@@ -1,13 +1,16 @@
 //! Switches run by FRR or BIRD: their kernel tables, read and watched until
 //! they hold what the plan says, and their sessions, asked of the daemons.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Context, Result};
+use ipnet::Ipv4Net;
 use rtnetlink::packet_route::route::RouteProtocol;
 use turbonet_routing::bgp::plan::{self, Neighbour, Speaker};
+use turbonet_routing::intern::Interner;
 
 use super::BgpView;
 use super::status::SessionStatus;
@@ -64,15 +67,19 @@ fn namespace_handle(ns_name: &str) -> Result<rtnetlink::Handle> {
 
 /// [`kernel_fib`] through an open handle.
 async fn kernel_fib_of(handle: &rtnetlink::Handle) -> Result<plan::Fib> {
-    let mut fib = plan::Fib::new();
+    let mut hops: BTreeMap<Ipv4Net, BTreeSet<Ipv4Addr>> = BTreeMap::new();
     for route in crate::kernel::routes::read_table(handle).await? {
         if matches!(route.protocol, RouteProtocol::Bgp | RouteProtocol::Bird) {
-            fib.entry(route.prefix)
+            hops.entry(route.prefix)
                 .or_default()
                 .extend(route.usable().filter_map(|h| h.via));
         }
     }
-    Ok(fib)
+    let mut sets = Interner::default();
+    Ok(hops
+        .into_iter()
+        .map(|(prefix, set)| (prefix, sets.intern(&Vec::from_iter(set))))
+        .collect())
 }
 
 /// The sessions of an FRR or BIRD switch, as its daemon reports them
