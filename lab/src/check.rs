@@ -105,45 +105,75 @@ pub fn check_sampled(running: &Running, timeout: f64, sample: Option<usize>) -> 
                 .flat_map(move |to| addrs[to].iter().map(move |&addr| Probe { from, to, addr }))
         })
         .collect();
-    crate::limits::raise_fd_limit(hosts.len() + 256, "`check` (a socket per host)")?;
-
     let start = Instant::now();
-    let sockets = hosts
+    let senders: Vec<turbonet_topo::NodeId> = hosts.iter().map(|h| h.id).collect();
+    let wanted: Vec<(usize, Ipv4Addr)> = probes.iter().map(|p| (p.from, p.addr)).collect();
+    let answered = probe(lab, &senders, &wanted, timeout)?;
+
+    let failures: Vec<Failure> = probes
         .iter()
-        .map(|h| {
-            let ns_name = crate::names::node_namespace(&lab.name, &h.name);
+        .zip(&answered)
+        .filter(|(_, ok)| !**ok)
+        .map(|(p, _)| Failure {
+            from: hosts[p.from].name.clone(),
+            to: hosts[p.to].name.clone(),
+            address: p.addr,
+        })
+        .collect();
+    Ok(Report {
+        lab: lab.name.clone(),
+        hosts: hosts.len(),
+        probes: probes.len(),
+        reachable: probes.len() - failures.len(),
+        sample,
+        seconds: start.elapsed().as_secs_f64(),
+        failures,
+    })
+}
+
+/// Pings: each of `probes` is (an index into `senders`, an address), sent
+/// from that node's namespace in up to 4 rounds within `timeout` seconds.
+/// Whether each was answered.
+pub(crate) fn probe(
+    lab: &turbonet_topo::Lab,
+    senders: &[turbonet_topo::NodeId],
+    probes: &[(usize, Ipv4Addr)],
+    timeout: f64,
+) -> Result<Vec<bool>> {
+    crate::limits::raise_fd_limit(senders.len() + 256, "`check` (a socket per host)")?;
+    let name = |i: usize| lab.fabric.node(senders[i]).name.as_str();
+    let sockets = (0..senders.len())
+        .map(|i| {
+            let ns_name = crate::names::node_namespace(&lab.name, name(i));
             let ns = namespaces::open(&ns_name)
                 .with_context(|| format!("opening namespace {ns_name}"))?;
             namespaces::in_namespace(&ns, icmp::socket)
-                .with_context(|| format!("ICMP socket in {}", h.name))
+                .with_context(|| format!("ICMP socket in {}", name(i)))
         })
         .collect::<Result<Vec<_>>>()?;
 
     let ident = (std::process::id() & 0xffff) as u16;
     let mut answered = vec![false; probes.len()];
     let wait = Duration::from_secs_f64(timeout.max(0.05));
-    let per_host: Vec<Vec<usize>> = {
-        let mut v = vec![Vec::new(); hosts.len()];
-        for (i, p) in probes.iter().enumerate() {
-            v[p.from].push(i);
-        }
-        v
-    };
+    let mut per_sender: Vec<Vec<usize>> = vec![Vec::new(); senders.len()];
+    for (i, (from, _)) in probes.iter().enumerate() {
+        per_sender[*from].push(i);
+    }
     let mut send_errors = 0usize;
     for round in 0..ROUNDS {
-        for (host, list) in per_host.iter().enumerate() {
+        for (sender, list) in per_sender.iter().enumerate() {
             for chunk in list.chunks(128) {
                 for &i in chunk.iter().filter(|&&i| !answered[i]) {
                     let packet = icmp::echo_request(ident, round as u16, i as u32);
-                    let to = SocketAddrV4::new(probes[i].addr, 0);
+                    let to = SocketAddrV4::new(probes[i].1, 0);
                     // A full send buffer is a lost probe; the next round retries.
-                    if let Err(e) = sockets[host].send_to(&packet, &to.into()) {
-                        tracing::debug!("probe from {}: {e}", hosts[host].name);
+                    if let Err(e) = sockets[sender].send_to(&packet, &to.into()) {
+                        tracing::debug!("probe from {}: {e}", name(sender));
                         send_errors += 1;
                     }
                 }
                 // Replies come back to the sender: keep its buffer drained.
-                drain(&sockets[host..=host], ident, &mut answered);
+                drain(&sockets[sender..=sender], ident, &mut answered);
             }
         }
         // Wait for stragglers: later rounds wait longer.
@@ -165,26 +195,7 @@ pub fn check_sampled(running: &Running, timeout: f64, sample: Option<usize>) -> 
             break;
         }
     }
-
-    let failures: Vec<Failure> = probes
-        .iter()
-        .zip(&answered)
-        .filter(|(_, ok)| !**ok)
-        .map(|(p, _)| Failure {
-            from: hosts[p.from].name.clone(),
-            to: hosts[p.to].name.clone(),
-            address: p.addr,
-        })
-        .collect();
-    Ok(Report {
-        lab: lab.name.clone(),
-        hosts: hosts.len(),
-        probes: probes.len(),
-        reachable: probes.len() - failures.len(),
-        sample,
-        seconds: start.elapsed().as_secs_f64(),
-        failures,
-    })
+    Ok(answered)
 }
 
 /// Which hosts (indices into `hosts`) each host probes: every host, or

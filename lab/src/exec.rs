@@ -1,7 +1,7 @@
 //! `turbonet exec NODE -- CMD`: run a command inside a node.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use crate::error::{Context, Error, Result};
 use crate::inspect::{self, Running};
@@ -27,6 +27,34 @@ pub fn exec_with(
     command: &[String],
     env: &[(&str, String)],
 ) -> Result<i32> {
+    let program = command.first().cloned().unwrap_or_default();
+    let status = spawn_in(running, node, command, env, false)?
+        .wait()
+        .map_err(|e| Error::NotFound(format!("cannot run {program} in {node}: {e}")))?;
+    Ok(crate::system::process::exit_code(status))
+}
+
+/// [`exec`], its output (standard output, then standard error) captured
+/// rather than shown.
+pub fn exec_captured(running: &Running, node: &str, command: &[String]) -> Result<(i32, String)> {
+    let program = command.first().cloned().unwrap_or_default();
+    let out = spawn_in(running, node, command, &[], true)?
+        .wait_with_output()
+        .map_err(|e| Error::NotFound(format!("cannot run {program} in {node}: {e}")))?;
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    Ok((crate::system::process::exit_code(out.status), text))
+}
+
+/// Starts `command` in `node` as [`exec`] describes; with `capture`, its
+/// output goes to pipes.
+fn spawn_in(
+    running: &Running,
+    node: &str,
+    command: &[String],
+    env: &[(&str, String)],
+    capture: bool,
+) -> Result<std::process::Child> {
     let lab = &running.lab;
     let ns_name = inspect::node_namespace(lab, node)?;
     let ns = namespaces::open(&ns_name).with_context(|| format!("opening namespace {ns_name}"))?;
@@ -41,7 +69,13 @@ pub fn exec_with(
         .env("TURBONET_LAB", &lab.name)
         .env("TURBONET_NODE", node)
         .envs(env.iter().map(|(k, v)| (k, v)));
-    let status = Start {
+    if capture {
+        child
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+    }
+    Start {
         namespace: Some(&ns),
         private_sysfs: true,
         hosts: Some(&hosts).filter(|h| h.exists()).map(PathBuf::as_path),
@@ -49,7 +83,5 @@ pub fn exec_with(
         ..Start::default()
     }
     .spawn(&mut child)
-    .and_then(|mut c| c.wait())
-    .map_err(|e| Error::NotFound(format!("cannot run {program} in {node}: {e}")))?;
-    Ok(crate::system::process::exit_code(status))
+    .map_err(|e| Error::NotFound(format!("cannot run {program} in {node}: {e}")))
 }

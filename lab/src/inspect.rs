@@ -254,6 +254,21 @@ pub fn routes(lab: &Lab, node: &str) -> Result<(String, Vec<RouteRow>)> {
             lab.target
         )));
     }
+    let (ns_name, table, names) = node_table(lab, node)?;
+    let rows = table.iter().map(|r| route_row(r, &names)).collect();
+    Ok((ns_name, rows))
+}
+
+/// Node `node`'s kernel routes (main table, IPv4), the namespace they
+/// were read in and the names of its interfaces by index.
+pub(crate) fn node_table(
+    lab: &Lab,
+    node: &str,
+) -> Result<(
+    String,
+    Vec<TableRoute>,
+    std::collections::HashMap<u32, String>,
+)> {
     let ns_name = node_namespace(lab, node)?;
     let ns = namespaces::open(&ns_name).with_context(|| format!("opening namespace {ns_name}"))?;
     let socket = namespaces::in_namespace(&ns, namespaces::route_socket)?;
@@ -264,8 +279,7 @@ pub fn routes(lab: &Lab, node: &str) -> Result<(String, Vec<RouteRow>)> {
         let handle = crate::kernel::connect(socket)?;
         Ok::<_, Error>((read_table(&handle).await?, link_names(&handle).await?))
     })?;
-    let rows = table.iter().map(|r| route_row(r, &names)).collect();
-    Ok((ns_name, rows))
+    Ok((ns_name, table, names))
 }
 
 fn route_row(r: &TableRoute, names: &std::collections::HashMap<u32, String>) -> RouteRow {

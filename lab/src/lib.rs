@@ -38,6 +38,7 @@ pub mod api;
 pub mod bench;
 pub mod capture;
 pub mod check;
+pub mod course;
 pub mod daemon;
 pub mod dataplane;
 pub mod down;

@@ -3,6 +3,7 @@
 //! valid: every name is unique, every address comes from its pool, every link
 //! joins two existing nodes.
 
+pub mod course;
 pub mod experiment;
 
 use std::collections::BTreeMap;
@@ -54,6 +55,9 @@ pub struct Lab {
     pub mirrors: Vec<Mirror>,
     /// `[[filter]]`: packet filters at ports.
     pub filters: Vec<Filter>,
+    /// `[[task]]`: what a student is asked to do, graded by `turbonet lab
+    /// check` (a graded lab's scenario).
+    pub tasks: Vec<course::Task>,
 }
 
 /// `[[filter]]`: a packet filter at a port of a node.
@@ -565,6 +569,10 @@ pub enum RoutingMode {
     Static,
     /// A central controller that recomputes on failures.
     Controller,
+    /// Only the routes to a node's own neighbours (hosts' default routes,
+    /// routed host ports): the routes through the fabric are the user's
+    /// to install (a static-routing lab).
+    Manual,
     /// One BGP agent per switch.
     Bgp,
 }
@@ -1604,6 +1612,7 @@ impl fmt::Display for RoutingMode {
             RoutingMode::Static => "static",
             RoutingMode::Controller => "controller",
             RoutingMode::Bgp => "bgp",
+            RoutingMode::Manual => "manual",
         })
     }
 }

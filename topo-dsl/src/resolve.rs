@@ -13,7 +13,7 @@ use crate::model::{Lab, RoutingConfig};
 use crate::plan;
 use crate::read::{
     addressing, expect, externals, filters, jobs, lab, links, metrics, mgmt, p4rt, routing, taps,
-    timeline, topology, workloads,
+    tasks, timeline, topology, workloads,
 };
 
 /// The sections of a scenario file.
@@ -34,6 +34,7 @@ const TOP_KEYS: &[&str] = &[
     "capture",
     "mirror",
     "filter",
+    "task",
 ];
 
 /// The TOML of `text`, or its syntax errors.
@@ -214,6 +215,7 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
     let captures = taps::read_captures(d, section("capture"), fabric.as_ref(), target);
     let mirrors = taps::read_mirrors(d, section("mirror"), fabric.as_ref(), target);
     let filters = filters::read(d, section("filter"), fabric.as_ref(), target);
+    let tasks = tasks::read(d, section("task"), fabric.as_ref());
     let p4rt = p4rt::read(
         d,
         section("p4rt"),
@@ -245,5 +247,6 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
         captures,
         mirrors,
         filters,
+        tasks,
     })
 }

@@ -276,6 +276,10 @@ pub(crate) enum Command {
     /// Start, stop or show a running lab's workloads
     #[command(subcommand)]
     Workload(WorkloadCommand),
+    /// Graded labs: a fabric, tasks and a checker that scores them
+    /// (`labs/NAME/lab.toml`, or under $TURBONET_LABS)
+    #[command(subcommand)]
+    Lab(LabCommand),
     /// Run a command inside a node (exit code passed through).
     #[command(trailing_var_arg = true)]
     Exec {
@@ -446,6 +450,64 @@ pub enum WorkloadCommand {
         /// Print the reports as JSON (every flow, operation and series).
         #[arg(long)]
         json: bool,
+    },
+}
+
+/// `turbonet lab ...`
+#[derive(Debug, Subcommand)]
+pub enum LabCommand {
+    /// The labs there are: name, title, tasks and points
+    List {
+        /// Print them as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bring a lab's fabric up, as it is before the student's work
+    Start {
+        /// The lab (its folder's name).
+        name: String,
+        /// Print only errors.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// What the running lab asks: each task, its points and what it checks
+    Tasks {
+        #[command(flatten)]
+        lab: LabArg,
+        /// Print them as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Grade the running lab: a score per task and in total, and what is
+    /// still wrong. Exit 0 at full score, 1 below it
+    Check {
+        /// One task (default: all).
+        task: Option<String>,
+        #[command(flatten)]
+        lab: LabArg,
+        /// Print the grade as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Also write the grade as JUnit XML to this file.
+        #[arg(long)]
+        junit: Option<PathBuf>,
+    },
+    /// A nudge for a task
+    Hint {
+        /// The task.
+        task: String,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// Start the running lab again from scratch (down, then up)
+    Reset {
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// Take the running lab down
+    Stop {
+        #[command(flatten)]
+        lab: LabArg,
     },
 }
 

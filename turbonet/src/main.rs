@@ -358,6 +358,7 @@ fn run(command: Command) -> Result<ExitCode> {
         }
         Command::Run(args) => return run_experiment(&args),
         Command::Workload(w) => workload(w)?,
+        Command::Lab(l) => return course(l),
         Command::Exec { node, command, lab } => {
             let running = inspect::running(lab.lab.as_deref())?;
             let code = exec::exec(&running, &node, &command)?;
@@ -519,6 +520,110 @@ fn run_experiment(args: &cli::RunArgs) -> Result<ExitCode> {
 }
 
 /// `turbonet workload start|stop|show`.
+/// `turbonet lab ...`
+fn course(command: cli::LabCommand) -> Result<ExitCode> {
+    use cli::LabCommand as L;
+    use turbonet_lab::course;
+    let dir = course::labs_dir();
+    // The graded lab that is running (its folder found by its lab name).
+    let running_course = |lab: Option<&str>| -> Result<(inspect::Running, course::CourseLab)> {
+        let running = inspect::running(lab)?;
+        let found = course::list(&dir)?
+            .into_iter()
+            .find(|c| c.lab == running.lab.name)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "lab {} is not one of the labs in {}",
+                    running.lab.name,
+                    dir.display()
+                )
+            })?;
+        Ok((running, found))
+    };
+    match command {
+        L::List { json } => {
+            let labs = course::list(&dir)?;
+            if json {
+                show::json(&labs)?;
+            } else {
+                println!("{}", render::course_labs(&labs));
+            }
+        }
+        L::Start { name, quiet } => {
+            let found = course::find(&dir, &name)?;
+            let options = up::Options {
+                file: found.scenario(),
+                threads: None,
+                captures_in: None,
+            };
+            let lab = up::up(&options, &Terminal::new(quiet))?;
+            if !quiet {
+                println!("{}", render::course_started(&found, &lab.lab));
+            }
+        }
+        L::Tasks { lab, json } => {
+            let (running, found) = running_course(lab.lab.as_deref())?;
+            if json {
+                show::json(&found.tasks)?;
+            } else {
+                println!("{}", render::course_tasks(&found, &running.lab));
+            }
+        }
+        L::Check {
+            task,
+            lab,
+            json,
+            junit,
+        } => {
+            let running = inspect::running(lab.lab.as_deref())?;
+            let grade = course::grade(&running, task.as_deref())?;
+            if let Some(path) = junit {
+                std::fs::write(&path, course::junit(&grade))
+                    .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+            }
+            if json {
+                show::json(&grade)?;
+            } else {
+                println!("{}", render::grade(&grade));
+            }
+            if grade.earned < grade.points {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        L::Hint { task, lab } => {
+            let running = inspect::running(lab.lab.as_deref())?;
+            let task = course::task(&running.lab, &task)?;
+            match &task.hint {
+                Some(h) => println!("{}: {h}", task.name),
+                None => println!(
+                    "{}: no hint for this task; read the lab's README",
+                    task.name
+                ),
+            }
+        }
+        L::Reset { lab } => {
+            let (_, found) = running_course(lab.lab.as_deref())?;
+            down::down(Some(&found.lab))?;
+            let options = up::Options {
+                file: found.scenario(),
+                threads: None,
+                captures_in: None,
+            };
+            let lab = up::up(&options, &Terminal::new(false))?;
+            println!("{}", render::course_started(&found, &lab.lab));
+        }
+        L::Stop { lab } => match down::down(lab.lab.as_deref())? {
+            down::Down::Removed { lab, .. } => println!("lab {lab} stopped"),
+            down::Down::NothingUp => println!("no lab is up"),
+            down::Down::NotUp(lab) => println!("lab {lab} is not up"),
+            down::Down::EmptyDirectory(lab) => {
+                println!("lab {lab}: removed an empty lab directory");
+            }
+        },
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn workload(command: cli::WorkloadCommand) -> Result<()> {
     use cli::WorkloadCommand as W;
     match command {

@@ -474,3 +474,96 @@ pub fn plan(
     }
     out
 }
+
+/// `lab list`: every graded lab.
+pub fn course_labs(labs: &[turbonet_lab::course::CourseLab]) -> String {
+    if labs.is_empty() {
+        return "no labs".to_owned();
+    }
+    let rows = labs.iter().map(|l| {
+        [
+            l.name.clone(),
+            l.title.clone(),
+            l.tasks.len().to_string(),
+            l.points().to_string(),
+        ]
+    });
+    let mut out = table(&["lab", "title", "tasks", "points"], rows, &[2, 3]);
+    out.push_str("\nstart one: turbonet lab start NAME");
+    out
+}
+
+/// What `lab start` and `lab reset` print once the fabric is up.
+pub fn course_started(course: &turbonet_lab::course::CourseLab, lab: &Lab) -> String {
+    format!(
+        "lab {} is up: {} ({} task{}, {} point{})\n\
+         the tasks: {}\n\
+         next:\n  turbonet lab tasks              # what to do\n  \
+         turbonet exec NODE -- CMD        # work on a node (e.g. `ip route`)\n  \
+         turbonet lab check [TASK]        # your score, and what is still wrong\n  \
+         turbonet lab hint TASK\n  turbonet lab reset | stop",
+        lab.name,
+        course.title,
+        course.tasks.len(),
+        if course.tasks.len() == 1 { "" } else { "s" },
+        course.points(),
+        if course.points() == 1 { "" } else { "s" },
+        course.dir.join("README.md").display(),
+    )
+}
+
+/// `lab tasks`: each task, its points and what it checks.
+pub fn course_tasks(course: &turbonet_lab::course::CourseLab, lab: &Lab) -> String {
+    let name = |n: turbonet_topo::NodeId| lab.fabric.node(n).name.as_str();
+    let rows = course.tasks.iter().map(|t| {
+        [
+            t.name.clone(),
+            t.points.to_string(),
+            t.title.clone(),
+            t.checks
+                .iter()
+                .map(|c| c.describe(name))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ]
+    });
+    format!(
+        "{}: {}\n{}",
+        course.name,
+        course.title,
+        table(&["task", "points", "asks", "checks"], rows, &[1])
+    )
+}
+
+/// `lab check`: a score per task, the total, and what is still wrong.
+pub fn grade(grade: &turbonet_lab::course::Grade) -> String {
+    let rows = grade.tasks.iter().map(|t| {
+        let problems: Vec<&str> = t
+            .checks
+            .iter()
+            .filter_map(|c| c.problem.as_deref())
+            .collect();
+        [
+            t.name.clone(),
+            format!("{}/{}", t.earned, t.points),
+            if problems.is_empty() {
+                "done".to_owned()
+            } else {
+                problems.join("\n")
+            },
+        ]
+    });
+    let mut out = table(&["task", "score", "what is still wrong"], rows, &[1]);
+    out.push_str(&format!(
+        "\nlab {}: {} of {} points{}",
+        grade.lab,
+        grade.earned,
+        grade.points,
+        if grade.earned == grade.points {
+            " — every task done"
+        } else {
+            ""
+        }
+    ));
+    out
+}

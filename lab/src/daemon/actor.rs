@@ -644,7 +644,7 @@ fn routing_summary(mode: RoutingMode, applied: &Applied) -> String {
         RoutingMode::Static if applied.routes > 0 => {
             "; routes through it adjusted at its ends".to_owned()
         }
-        RoutingMode::Controller | RoutingMode::Static => String::new(),
+        RoutingMode::Controller | RoutingMode::Static | RoutingMode::Manual => String::new(),
     };
     if applied.entities > 0 {
         text.push_str(&format!(

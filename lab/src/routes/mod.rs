@@ -38,8 +38,8 @@ pub trait RouteSource: Send + Sync + std::fmt::Debug {
 /// without its cache.
 pub fn compute(lab: &Lab, failures: &Failures) -> Vec<Vec<Route>> {
     match lab.routing.mode {
-        RoutingMode::Static | RoutingMode::Bgp => {
-            let mut routes = intact(lab, lab.routing.mode == RoutingMode::Bgp);
+        RoutingMode::Static | RoutingMode::Bgp | RoutingMode::Manual => {
+            let mut routes = intact(lab, lab.routing.mode != RoutingMode::Static);
             prune(lab, failures, &mut routes);
             routes
         }
@@ -73,7 +73,7 @@ fn prune(lab: &Lab, failures: &Failures, routes: &mut [Vec<Route>]) {
 pub fn for_lab(lab: Arc<Lab>) -> Arc<dyn RouteSource> {
     match lab.routing.mode {
         RoutingMode::Static => Arc::new(Static::new(lab, false)),
-        RoutingMode::Bgp => Arc::new(Static::new(lab, true)),
+        RoutingMode::Bgp | RoutingMode::Manual => Arc::new(Static::new(lab, true)),
         RoutingMode::Controller => Arc::new(Controller { lab }),
     }
 }
@@ -84,8 +84,8 @@ pub fn for_lab(lab: Arc<Lab>) -> Arc<dyn RouteSource> {
 #[derive(Debug)]
 pub struct Static {
     lab: Arc<Lab>,
-    /// Under `bgp`: only the routes outside the fabric (the agents'
-    /// are the agents' to install).
+    /// Under `bgp` and `manual`: only the routes outside the fabric (the
+    /// rest are the agents' or the user's to install).
     attached_only: bool,
     /// The routes of the intact fabric, computed once (a k=16 fat-tree has
     /// 145,000 of them).
@@ -111,11 +111,7 @@ impl Static {
 
 impl RouteSource for Static {
     fn mode(&self) -> RoutingMode {
-        if self.attached_only {
-            RoutingMode::Bgp
-        } else {
-            RoutingMode::Static
-        }
+        self.lab.routing.mode
     }
 
     fn routes(&self, failures: &Failures) -> Vec<Vec<Route>> {

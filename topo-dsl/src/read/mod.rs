@@ -17,7 +17,9 @@
 //! - `taps` uses `links` and `timeline` (help for link and node names);
 //!   `filters` uses `timeline` (help for node names);
 //! - `jobs` uses `timeline` (help for node names); `workloads` uses `jobs`;
-//!   `expect` uses `links` (a link's rate as a reference).
+//!   `expect` uses `links` (a link's rate as a reference);
+//! - `tasks` uses `addressing` (prefixes), `lab` (the rules of names) and
+//!   `timeline` (help for node names).
 
 pub(crate) mod addressing;
 pub(crate) mod expect;
@@ -33,6 +35,7 @@ pub(crate) mod params;
 pub(crate) mod reader;
 pub(crate) mod routing;
 pub(crate) mod taps;
+pub(crate) mod tasks;
 pub(crate) mod timeline;
 pub(crate) mod topology;
 pub(crate) mod workloads;

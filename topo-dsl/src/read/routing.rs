@@ -39,6 +39,7 @@ const MODES: &[(&str, RoutingMode)] = &[
     ("static", RoutingMode::Static),
     ("controller", RoutingMode::Controller),
     ("bgp", RoutingMode::Bgp),
+    ("manual", RoutingMode::Manual),
 ];
 
 /// `[routing]` as read, before the names of `[routing.agents]` can be

@@ -1,0 +1,432 @@
+//! Graded labs (`turbonet lab`): a folder per lab under `labs/` with the
+//! lab's scenario (`lab.toml`, whose `[[task]]`s are the tasks), a
+//! `README.md` for the student, and a reference solution. [`grade`] runs
+//! every task's checks against the running lab and says plainly what is
+//! still wrong.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+use turbonet_topo::course::{Task, TaskCheck};
+use turbonet_topo::{Lab, NodeId};
+
+use crate::error::{Error, Result};
+use crate::inspect::Running;
+use crate::kernel::routes::TableRoute;
+
+/// The scenario file of a lab's folder.
+pub const SCENARIO: &str = "lab.toml";
+
+/// How long reachability probes wait for answers, in seconds.
+const PROBE_TIMEOUT: f64 = 2.0;
+
+/// One graded lab on disk.
+#[derive(Debug, Clone, Serialize)]
+pub struct CourseLab {
+    /// Its folder's name: what `lab start` takes.
+    pub name: String,
+    /// The first heading of its README (its name without one).
+    pub title: String,
+    /// Its folder.
+    pub dir: PathBuf,
+    /// Its tasks.
+    pub tasks: Vec<Task>,
+    /// The running lab's name (`[lab] name` of its scenario).
+    pub lab: String,
+}
+
+impl CourseLab {
+    /// Its scenario file.
+    pub fn scenario(&self) -> PathBuf {
+        self.dir.join(SCENARIO)
+    }
+
+    /// Points for every task.
+    pub fn points(&self) -> u32 {
+        self.tasks.iter().map(|t| t.points).sum()
+    }
+}
+
+/// Where the labs are: `$TURBONET_LABS`, else `labs` in the current
+/// directory.
+pub fn labs_dir() -> PathBuf {
+    std::env::var_os("TURBONET_LABS").map_or_else(|| PathBuf::from("labs"), PathBuf::from)
+}
+
+/// Every lab under `dir` (a folder with a `lab.toml`), by name.
+pub fn list(dir: &Path) -> Result<Vec<CourseLab>> {
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        Error::NotFound(format!(
+            "no labs at {} ({e}): run from the directory that has `labs/`, or set TURBONET_LABS",
+            dir.display()
+        ))
+    })?;
+    let mut names: Vec<String> = entries
+        .filter_map(std::result::Result::ok)
+        .filter(|e| e.path().join(SCENARIO).is_file())
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .collect();
+    names.sort();
+    names.iter().map(|n| load(dir, n)).collect()
+}
+
+/// Lab `name` under `dir`, its scenario validated.
+pub fn find(dir: &Path, name: &str) -> Result<CourseLab> {
+    if dir.join(name).join(SCENARIO).is_file() {
+        return load(dir, name);
+    }
+    let known: Vec<String> = list(dir)?.into_iter().map(|l| l.name).collect();
+    Err(Error::NotFound(format!(
+        "no lab `{name}` in {}{}; labs: {}",
+        dir.display(),
+        turbonet_topo::suggest::did_you_mean(name, known.iter().map(String::as_str)),
+        if known.is_empty() {
+            "none".to_owned()
+        } else {
+            known.join(", ")
+        }
+    )))
+}
+
+fn load(dir: &Path, name: &str) -> Result<CourseLab> {
+    let folder = dir.join(name);
+    let (lab, _) = crate::up::load(&folder.join(SCENARIO))?;
+    let title = std::fs::read_to_string(folder.join("README.md"))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("# ").map(|h| h.trim().to_owned()))
+        })
+        .unwrap_or_else(|| name.to_owned());
+    Ok(CourseLab {
+        name: name.to_owned(),
+        title,
+        dir: folder,
+        tasks: lab.tasks,
+        lab: lab.name,
+    })
+}
+
+/// One check of a task, as found.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckResult {
+    /// What it requires.
+    pub check: String,
+    /// Whether it holds.
+    pub ok: bool,
+    /// What is wrong, said plainly (when it does not hold).
+    pub problem: Option<String>,
+}
+
+/// One task, graded.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskGrade {
+    /// Its name.
+    pub name: String,
+    /// What it asks.
+    pub title: String,
+    /// What it is worth.
+    pub points: u32,
+    /// What it scored: all its points when every check holds, else none.
+    pub earned: u32,
+    /// Each check.
+    pub checks: Vec<CheckResult>,
+}
+
+/// A lab, graded.
+#[derive(Debug, Clone, Serialize)]
+pub struct Grade {
+    /// The running lab.
+    pub lab: String,
+    /// Every task graded, in file order.
+    pub tasks: Vec<TaskGrade>,
+    /// Points scored.
+    pub earned: u32,
+    /// Points possible.
+    pub points: u32,
+    /// How long grading took.
+    pub seconds: f64,
+}
+
+/// Grades the running lab's tasks (only task `only` if given).
+pub fn grade(running: &Running, only: Option<&str>) -> Result<Grade> {
+    let start = Instant::now();
+    let lab = &running.lab;
+    if lab.tasks.is_empty() {
+        return Err(Error::Invalid(format!(
+            "lab {} has no tasks: its scenario has no `[[task]]`",
+            lab.name
+        )));
+    }
+    let tasks: Vec<&Task> = match only {
+        None => lab.tasks.iter().collect(),
+        Some(name) => vec![task(lab, name)?],
+    };
+    let checks: Vec<&TaskCheck> = tasks.iter().flat_map(|t| &t.checks).collect();
+    let mut found = Found::default();
+    found.probe(lab, &checks)?;
+    let tasks: Vec<TaskGrade> = tasks
+        .into_iter()
+        .map(|t| {
+            let checks: Vec<CheckResult> = t
+                .checks
+                .iter()
+                .map(|c| {
+                    let problem = found.problem(running, c);
+                    CheckResult {
+                        check: c.describe(|n| lab.fabric.node(n).name.as_str()),
+                        ok: problem.is_none(),
+                        problem,
+                    }
+                })
+                .collect();
+            let earned = if checks.iter().all(|c| c.ok) {
+                t.points
+            } else {
+                0
+            };
+            TaskGrade {
+                name: t.name.clone(),
+                title: t.title.clone(),
+                points: t.points,
+                earned,
+                checks,
+            }
+        })
+        .collect();
+    Ok(Grade {
+        lab: lab.name.clone(),
+        earned: tasks.iter().map(|t| t.earned).sum(),
+        points: tasks.iter().map(|t| t.points).sum(),
+        tasks,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// Task `name` of `lab`, or what the tasks are.
+pub fn task<'a>(lab: &'a Lab, name: &str) -> Result<&'a Task> {
+    lab.tasks.iter().find(|t| t.name == name).ok_or_else(|| {
+        let names: Vec<&str> = lab.tasks.iter().map(|t| t.name.as_str()).collect();
+        Error::NotFound(format!(
+            "lab {} has no task `{name}`{}; tasks: {}",
+            lab.name,
+            turbonet_topo::suggest::did_you_mean(name, names.iter().copied()),
+            names.join(", ")
+        ))
+    })
+}
+
+/// A node's routes and its interfaces' names by index.
+type Table = (Vec<TableRoute>, HashMap<u32, String>);
+
+/// What the checks need of the lab, read once: probe answers and routing
+/// tables.
+#[derive(Default)]
+struct Found {
+    /// (from, address) -> answered.
+    answered: HashMap<(NodeId, Ipv4Addr), bool>,
+    /// Routing tables by node, read when first needed.
+    tables: BTreeMap<NodeId, Result<Table>>,
+}
+
+impl Found {
+    /// Sends every reachability check's probes at once.
+    fn probe(&mut self, lab: &Lab, checks: &[&TaskCheck]) -> Result<()> {
+        let mut senders: Vec<NodeId> = Vec::new();
+        let mut probes: Vec<(usize, Ipv4Addr)> = Vec::new();
+        let mut keys = Vec::new();
+        for check in checks {
+            if let TaskCheck::Reach { from, to, .. } = check {
+                let i = match senders.iter().position(|s| s == from) {
+                    Some(i) => i,
+                    None => {
+                        senders.push(*from);
+                        senders.len() - 1
+                    }
+                };
+                for addr in addresses(lab, *to) {
+                    if !keys.contains(&(*from, addr)) {
+                        keys.push((*from, addr));
+                        probes.push((i, addr));
+                    }
+                }
+            }
+        }
+        if probes.is_empty() {
+            return Ok(());
+        }
+        let answered = crate::check::probe(lab, &senders, &probes, PROBE_TIMEOUT)?;
+        self.answered = keys.into_iter().zip(answered).collect();
+        Ok(())
+    }
+
+    /// What is wrong with `check` (`None`: it holds).
+    fn problem(&mut self, running: &Running, check: &TaskCheck) -> Option<String> {
+        let lab = &running.lab;
+        let name = |n: NodeId| lab.fabric.node(n).name.clone();
+        match check {
+            TaskCheck::Reach {
+                from,
+                to,
+                reachable,
+            } => {
+                let addrs = addresses(lab, *to);
+                let (answered, silent): (Vec<Ipv4Addr>, Vec<Ipv4Addr>) = addrs
+                    .iter()
+                    .partition(|a| self.answered.get(&(*from, **a)).copied().unwrap_or(false));
+                let list = |v: &[Ipv4Addr]| {
+                    v.iter()
+                        .map(Ipv4Addr::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                if *reachable && !silent.is_empty() {
+                    Some(format!(
+                        "{} does not reach {}: no answer from {}",
+                        name(*from),
+                        name(*to),
+                        list(&silent)
+                    ))
+                } else if !*reachable && !answered.is_empty() {
+                    Some(format!(
+                        "{} still reaches {} ({} answered)",
+                        name(*from),
+                        name(*to),
+                        list(&answered)
+                    ))
+                } else {
+                    None
+                }
+            }
+            TaskCheck::Route {
+                node,
+                prefix,
+                present,
+                ecmp,
+            } => {
+                let table = self.tables.entry(*node).or_insert_with(|| {
+                    crate::inspect::node_table(lab, &lab.fabric.node(*node).name)
+                        .map(|(_, t, names)| (t, names))
+                });
+                let (table, names) = match table {
+                    Ok(t) => t,
+                    Err(e) => return Some(format!("cannot read {}'s routes: {e}", name(*node))),
+                };
+                let route = table
+                    .iter()
+                    .filter(|r| r.prefix == *prefix)
+                    .find(|r| r.usable().next().is_some());
+                let hops = |r: &TableRoute| {
+                    r.usable()
+                        .map(|h| match h.via {
+                            Some(v) => format!("via {v} dev {}", if_name(names, h.ifindex)),
+                            None => format!("dev {}", if_name(names, h.ifindex)),
+                        })
+                        .collect::<Vec<_>>()
+                };
+                match (route, present) {
+                    (None, true) => Some(format!("{} has no route to {prefix}", name(*node))),
+                    (Some(r), false) => Some(format!(
+                        "{} still has a route to {prefix} ({})",
+                        name(*node),
+                        hops(r).join(", ")
+                    )),
+                    (Some(r), true) => match ecmp {
+                        Some(n) if hops(r).len() != *n => Some(format!(
+                            "{} reaches {prefix} over {} next hop(s), not {n}: {}",
+                            name(*node),
+                            hops(r).len(),
+                            hops(r).join(", ")
+                        )),
+                        _ => None,
+                    },
+                    (None, false) => None,
+                }
+            }
+            TaskCheck::Command {
+                node,
+                run,
+                exit,
+                output,
+            } => {
+                let command = ["sh".to_owned(), "-c".to_owned(), run.clone()];
+                match crate::exec::exec_captured(running, &name(*node), &command) {
+                    Err(e) => Some(format!("`{run}` could not run on {}: {e}", name(*node))),
+                    Ok((code, _)) if code != *exit => Some(format!(
+                        "`{run}` on {} exited with {code}, not {exit}",
+                        name(*node)
+                    )),
+                    Ok((_, text)) => match output {
+                        Some(o) if !text.contains(o.as_str()) => {
+                            Some(format!("`{run}` on {} did not print {o:?}", name(*node)))
+                        }
+                        _ => None,
+                    },
+                }
+            }
+        }
+    }
+}
+
+fn if_name(names: &HashMap<u32, String>, index: u32) -> String {
+    names
+        .get(&index)
+        .cloned()
+        .unwrap_or_else(|| format!("if{index}"))
+}
+
+/// Every address of `node`'s ports.
+fn addresses(lab: &Lab, node: NodeId) -> Vec<Ipv4Addr> {
+    let mut a: Vec<Ipv4Addr> = lab
+        .fabric
+        .ports(node)
+        .map(|(_, local, _)| local.addr.addr())
+        .collect();
+    a.sort();
+    a.dedup();
+    a
+}
+
+/// A grade as JUnit XML: a test suite per lab, a test case per task (its
+/// problems as the failure).
+pub fn junit(grade: &Grade) -> String {
+    let esc = |s: &str| {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+    };
+    let failures = grade.tasks.iter().filter(|t| t.earned < t.points).count();
+    let mut xml = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" time=\"{:.3}\">\n",
+        esc(&grade.lab),
+        grade.tasks.len(),
+        grade.seconds
+    );
+    for t in &grade.tasks {
+        xml.push_str(&format!(
+            "  <testcase classname=\"{}\" name=\"{}: {}\">\n",
+            esc(&grade.lab),
+            esc(&t.name),
+            esc(&t.title)
+        ));
+        if t.earned < t.points {
+            let problems: Vec<&str> = t
+                .checks
+                .iter()
+                .filter_map(|c| c.problem.as_deref())
+                .collect();
+            xml.push_str(&format!(
+                "    <failure message=\"0 of {} points\">{}</failure>\n",
+                t.points,
+                esc(&problems.join("\n"))
+            ));
+        }
+        xml.push_str("  </testcase>\n");
+    }
+    xml.push_str("</testsuite>\n");
+    xml
+}

@@ -1,0 +1,285 @@
+//! `[[task]]`: a graded lab's tasks, each with its `[[task.check]]`s: a
+//! node reaching another (`from`, `to`), a route at a node (`node`,
+//! `route`), or a command's outcome in a node (`node`, `run`). Node names
+//! are checked against the fabric, so a typo in a lab is found by
+//! `turbonet validate`, not by a student.
+
+use std::collections::BTreeSet;
+use std::ops::Range;
+
+use serde::Deserialize;
+use toml::Spanned;
+use toml::de::DeValue;
+
+use super::addressing::parse_net;
+use super::lab::check_name_chars;
+use super::reader::{Keys, array_items, fields_of, missing, read_table};
+use super::timeline::close_node_names;
+use crate::diag::Diags;
+use crate::model::course::{Task, TaskCheck};
+use crate::model::{Fabric, NodeId};
+
+/// `[[task]]`
+#[derive(Debug, Deserialize)]
+struct RawTask {
+    name: Option<Spanned<String>>,
+    title: Option<Spanned<String>>,
+    points: Option<Spanned<u32>>,
+    hint: Option<Spanned<String>>,
+}
+
+/// `[[task.check]]`
+#[derive(Debug, Deserialize)]
+struct RawCheck {
+    from: Option<Spanned<String>>,
+    to: Option<Spanned<String>>,
+    reachable: Option<Spanned<bool>>,
+    node: Option<Spanned<String>>,
+    route: Option<Spanned<String>>,
+    present: Option<Spanned<bool>>,
+    ecmp: Option<Spanned<u32>>,
+    run: Option<Spanned<String>>,
+    exit: Option<Spanned<i32>>,
+    output: Option<Spanned<String>>,
+}
+
+const TASK: &str = "`[[task]]`";
+const CHECK: &str = "`[[task.check]]`";
+const TASK_KEYS: &[&str] = &["name", "title", "points", "hint", "check"];
+
+const KINDS_HELP: &str = "a check is one of: `from` and `to` (with `reachable = false` for \
+                          must not reach); `node` and `route` (with `present = false` or \
+                          `ecmp = N`); `node` and `run` (with `exit` and `output`)";
+
+/// Reads `[[task]]` (`v`, if present) against the fabric.
+pub(crate) fn read(
+    d: &mut Diags<'_>,
+    v: Option<&Spanned<DeValue<'_>>>,
+    fabric: Option<&Fabric>,
+) -> Vec<Task> {
+    let Some(v) = v else { return Vec::new() };
+    let Some(items) = array_items(d, v, "`task`", "[[task]]") else {
+        return Vec::new();
+    };
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let mut tasks = Vec::new();
+    for item in items {
+        let Some(s) = read_table::<RawTask>(d, item, TASK, Keys::new(TASK_KEYS).extra(&["check"]))
+        else {
+            continue;
+        };
+        let before = d.count();
+        let name = match &s.raw.name {
+            Some(n) => {
+                if let Err(why) = check_name_chars(n.get_ref()) {
+                    d.error(Some(n.span()), format!("invalid task name: {why}"))
+                        .label("invalid name")
+                        .help("a task name is what a student types: e.g. `leaf-routes`");
+                } else if !seen.insert(n.get_ref().clone()) {
+                    d.error(Some(n.span()), format!("two tasks named `{}`", n.get_ref()))
+                        .label("second task of that name")
+                        .help("give every task its own name");
+                }
+                n.get_ref().clone()
+            }
+            None => {
+                missing(d, s.span.clone(), "name", TASK)
+                    .label("which task?")
+                    .help("name it as a student types it: `name = \"leaf-routes\"`");
+                String::new()
+            }
+        };
+        let title = match &s.raw.title {
+            Some(t) => t.get_ref().clone(),
+            None => {
+                missing(d, s.span.clone(), "title", TASK)
+                    .label("what is asked?")
+                    .help("say in a line what the student must do: `title = \"...\"`");
+                String::new()
+            }
+        };
+        if let Some(p) = &s.raw.points
+            && *p.get_ref() == 0
+        {
+            d.error(Some(p.span()), "a task is worth at least 1 point")
+                .label("0 points")
+                .help("write `points = 1` or more, or leave it out (1)");
+        }
+        let checks = match s.extra.get("check") {
+            Some(v) => read_checks(d, v, fabric),
+            None => {
+                missing(d, s.span.clone(), "check", TASK)
+                    .label("nothing to grade")
+                    .help(format!(
+                        "add `[[task.check]]` tables under the task; {KINDS_HELP}"
+                    ));
+                Vec::new()
+            }
+        };
+        if d.count() == before {
+            tasks.push(Task {
+                name,
+                title,
+                points: s.raw.points.map_or(1, |p| *p.get_ref()),
+                hint: s.raw.hint.map(Spanned::into_inner),
+                checks,
+            });
+        }
+    }
+    tasks
+}
+
+fn read_checks(
+    d: &mut Diags<'_>,
+    v: &Spanned<DeValue<'_>>,
+    fabric: Option<&Fabric>,
+) -> Vec<TaskCheck> {
+    let Some(items) = array_items(d, v, "`task.check`", "[[task.check]]") else {
+        return Vec::new();
+    };
+    items
+        .iter()
+        .filter_map(|item| {
+            let before = d.count();
+            let s = read_table::<RawCheck>(d, item, CHECK, Keys::new(fields_of::<RawCheck>()))?;
+            // An unknown key is the error to fix first (a misspelt kind).
+            if d.count() > before {
+                return None;
+            }
+            check(d, &s.raw, s.span, fabric?)
+        })
+        .collect()
+}
+
+fn check(
+    d: &mut Diags<'_>,
+    c: &RawCheck,
+    span: Range<usize>,
+    fabric: &Fabric,
+) -> Option<TaskCheck> {
+    let node = |d: &mut Diags<'_>, n: &Spanned<String>| -> Option<NodeId> {
+        match fabric.node_by_name(n.get_ref()) {
+            Some(node) => Some(node.id),
+            None => {
+                d.error(Some(n.span()), format!("no node named `{}`", n.get_ref()))
+                    .label("unknown node")
+                    .help(close_node_names(n.get_ref(), fabric));
+                None
+            }
+        }
+    };
+    // Keys of one kind of check written in another.
+    let stray = |d: &mut Diags<'_>, keys: &[(&str, Option<Range<usize>>)], kind: &str| {
+        for (key, at) in keys {
+            if let Some(at) = at {
+                d.error(Some(at.clone()), format!("`{key}` is not a key of {kind}"))
+                    .label("not valid here")
+                    .help(KINDS_HELP);
+            }
+        }
+    };
+    let at = |v: &Option<Spanned<String>>| v.as_ref().map(Spanned::span);
+    if c.from.is_some() || c.to.is_some() {
+        stray(
+            d,
+            &[
+                ("node", at(&c.node)),
+                ("route", at(&c.route)),
+                ("run", at(&c.run)),
+                ("present", c.present.as_ref().map(Spanned::span)),
+                ("ecmp", c.ecmp.as_ref().map(Spanned::span)),
+                ("exit", c.exit.as_ref().map(Spanned::span)),
+                ("output", at(&c.output)),
+            ],
+            "a reachability check",
+        );
+        let (Some(from), Some(to)) = (&c.from, &c.to) else {
+            let lacking = if c.from.is_none() { "from" } else { "to" };
+            missing(d, span, lacking, CHECK)
+                .label("reach from where to where?")
+                .help("a reachability check names both ends: `from = \"h0-0\"`, `to = \"h1-0\"`");
+            return None;
+        };
+        let (from, to) = (node(d, from), node(d, to));
+        return Some(TaskCheck::Reach {
+            from: from?,
+            to: to?,
+            reachable: c.reachable.as_ref().is_none_or(|r| *r.get_ref()),
+        });
+    }
+    let Some(at_node) = &c.node else {
+        d.error(Some(span), "a check must say what it checks")
+            .label("nothing to check")
+            .help(KINDS_HELP);
+        return None;
+    };
+    if let Some(route) = &c.route {
+        stray(
+            d,
+            &[
+                ("run", at(&c.run)),
+                ("exit", c.exit.as_ref().map(Spanned::span)),
+                ("output", at(&c.output)),
+                ("reachable", c.reachable.as_ref().map(Spanned::span)),
+            ],
+            "a route check",
+        );
+        let prefix = match parse_net(route.get_ref()) {
+            Ok(p) => Some(p),
+            Err((message, help)) => {
+                d.error(Some(route.span()), message)
+                    .label("invalid prefix")
+                    .help(help);
+                None
+            }
+        };
+        let present = c.present.as_ref().is_none_or(|p| *p.get_ref());
+        if !present && let Some(e) = &c.ecmp {
+            d.error(Some(e.span()), "`ecmp` with `present = false`")
+                .label("next hops of a route that must not exist")
+                .help("leave `ecmp` out, or make the route `present`");
+        }
+        if let Some(e) = &c.ecmp
+            && *e.get_ref() == 0
+        {
+            d.error(Some(e.span()), "a route has at least 1 next hop")
+                .label("0 next hops")
+                .help("write `present = false` for a route that must not exist");
+        }
+        let node = node(d, at_node)?;
+        return Some(TaskCheck::Route {
+            node,
+            prefix: prefix?,
+            present,
+            ecmp: c.ecmp.as_ref().map(|e| *e.get_ref() as usize),
+        });
+    }
+    if let Some(run) = &c.run {
+        stray(
+            d,
+            &[
+                ("present", c.present.as_ref().map(Spanned::span)),
+                ("ecmp", c.ecmp.as_ref().map(Spanned::span)),
+                ("reachable", c.reachable.as_ref().map(Spanned::span)),
+            ],
+            "a command check",
+        );
+        if run.get_ref().trim().is_empty() {
+            d.error(Some(run.span()), "an empty command")
+                .label("nothing to run")
+                .help("e.g. `run = \"ping -c1 -W1 10.128.1.2\"`");
+            return None;
+        }
+        let node = node(d, at_node)?;
+        return Some(TaskCheck::Command {
+            node,
+            run: run.get_ref().clone(),
+            exit: c.exit.as_ref().map_or(0, |e| *e.get_ref()),
+            output: c.output.as_ref().map(|o| o.get_ref().clone()),
+        });
+    }
+    d.error(Some(at_node.span()), "`node` alone checks nothing")
+        .label("what of this node?")
+        .help(KINDS_HELP);
+    None
+}

@@ -1,0 +1,125 @@
+//! `[[task]]`: a graded lab's tasks and their checks, read against the
+//! fabric, with located errors that say what would be valid.
+
+mod common;
+
+use common::{TWO_HOSTS as DUO, errors, ok};
+use turbonet_topo::course::TaskCheck;
+
+#[test]
+fn tasks_read_with_their_checks_and_defaults() {
+    let lab = ok(&format!(
+        "{DUO}[[task]]\nname = \"reach\"\ntitle = \"h1 reaches h2\"\nhint = \"routes\"\n\
+         [[task.check]]\nfrom = \"h1\"\nto = \"h2\"\n\
+         [[task.check]]\nnode = \"s1\"\nroute = \"10.128.0.0/24\"\necmp = 1\n\
+         [[task]]\nname = \"cut\"\ntitle = \"h2 is cut off\"\npoints = 3\n\
+         [[task.check]]\nfrom = \"h1\"\nto = \"h2\"\nreachable = false\n\
+         [[task.check]]\nnode = \"s1\"\nroute = \"10.9.0.0/16\"\npresent = false\n\
+         [[task.check]]\nnode = \"h1\"\nrun = \"ip link show\"\noutput = \"mtu 1500\"\n"
+    ));
+    let id = |n: &str| lab.fabric.node_by_name(n).unwrap().id;
+    assert_eq!(lab.tasks.len(), 2);
+    let (reach, cut) = (&lab.tasks[0], &lab.tasks[1]);
+    assert_eq!((reach.points, reach.hint.as_deref()), (1, Some("routes")));
+    assert_eq!(
+        reach.checks[0],
+        TaskCheck::Reach {
+            from: id("h1"),
+            to: id("h2"),
+            reachable: true
+        }
+    );
+    assert_eq!(
+        reach.checks[1],
+        TaskCheck::Route {
+            node: id("s1"),
+            prefix: "10.128.0.0/24".parse().unwrap(),
+            present: true,
+            ecmp: Some(1)
+        }
+    );
+    assert_eq!(cut.points, 3);
+    assert!(matches!(
+        cut.checks[0],
+        TaskCheck::Reach {
+            reachable: false,
+            ..
+        }
+    ));
+    assert_eq!(
+        cut.checks[2],
+        TaskCheck::Command {
+            node: id("h1"),
+            run: "ip link show".to_owned(),
+            exit: 0,
+            output: Some("mtu 1500".to_owned())
+        }
+    );
+    let names = |n| lab.fabric.node(n).name.as_str();
+    assert_eq!(
+        cut.checks[1].describe(names),
+        "s1 has no route to 10.9.0.0/16"
+    );
+}
+
+#[test]
+fn bad_tasks_are_located_with_what_would_be_valid() {
+    let task = "[[task]]\nname = \"t\"\ntitle = \"x\"\n";
+    for (extra, says, helps) in [
+        (
+            "[[task]]\ntitle = \"x\"\n[[task.check]]\nfrom = \"h1\"\nto = \"h2\"\n".to_owned(),
+            "missing `name`",
+            "leaf-routes",
+        ),
+        (task.to_owned(), "missing `check`", "`from` and `to`"),
+        (
+            format!("{task}[[task.check]]\nfrom = \"h1\"\nto = \"h3\"\n"),
+            "no node named `h3`",
+            "h1",
+        ),
+        (
+            format!("{task}[[task.check]]\nfrom = \"h1\"\n"),
+            "missing `to`",
+            "to = \"h1-0\"",
+        ),
+        (
+            format!("{task}[[task.check]]\nnode = \"s1\"\nroute = \"10.0.0.1/8\"\n"),
+            "host bits are set",
+            "10.0.0.0/8",
+        ),
+        (
+            format!("{task}[[task.check]]\nnode = \"s1\"\nroute = \"10.0.0.0/8\"\nrun = \"x\"\n"),
+            "`run` is not a key of a route check",
+            "`node` and `run`",
+        ),
+        (
+            format!("{task}[[task.check]]\nnode = \"s1\"\n"),
+            "`node` alone checks nothing",
+            "`node` and `route`",
+        ),
+        (
+            format!(
+                "{task}[[task.check]]\nnode = \"s1\"\nroute = \"10.0.0.0/8\"\npresent = false\necmp = 2\n"
+            ),
+            "`ecmp` with `present = false`",
+            "leave `ecmp` out",
+        ),
+        (
+            format!("{task}[[task.check]]\nnode = \"s1\"\nrout = \"10.0.0.0/8\"\n"),
+            "unknown key `rout`",
+            "route",
+        ),
+        (
+            format!(
+                "{task}[[task.check]]\nfrom = \"h1\"\nto = \"h2\"\n{task}[[task.check]]\nfrom = \"h1\"\nto = \"h2\"\n"
+            ),
+            "two tasks named `t`",
+            "its own name",
+        ),
+    ] {
+        let e = errors(&format!("{DUO}{extra}"));
+        assert!(!e.is_empty(), "{extra}: no error");
+        assert!(e[0].2.contains(says), "{extra}: {e:?}");
+        assert!(e[0].3.contains(helps), "{extra}: {e:?}");
+    }
+}
