@@ -4,7 +4,8 @@
 //! A lab is a scenario (`turbonet-topo`) brought up on a data plane: this
 //! machine's kernel (the `netns` target) or P4 switches (the `soft` and
 //! `p4rt` targets), with routes from a route source (`static`,
-//! `controller` or `bgp`), and kept running by a per-lab daemon.
+//! `controller`, `bgp`, or `manual`: the user's), and kept running by a
+//! per-lab daemon.
 //!
 //! Layers, lowest first (a module uses only those above it in this list):
 //!
@@ -27,7 +28,8 @@
 //! - the verbs: [`up`], [`down`], [`inspect`], [`check`], [`exec`] (with
 //!   [`mpi`]), [`plan`],
 //!   [`bench`] (with [`report`]), [`experiment`] (with [`plot`] and
-//!   [`utilisation`]), [`watch`] (with [`graph`]), [`capture`].
+//!   [`utilisation`]), [`watch`] (with [`graph`]), [`capture`], [`course`]
+//!   (graded labs: tasks checked against a running lab).
 //!
 //! Nothing here prints: results come back as values, progress through
 //! [`up::Progress`], and the daemon logs with `tracing`.
