@@ -355,9 +355,10 @@ impl Found {
                 let command = ["sh".to_owned(), "-c".to_owned(), run.clone()];
                 match crate::exec::exec_captured(running, &name(*node), &command) {
                     Err(e) => Some(format!("`{run}` could not run on {}: {e}", name(*node))),
-                    Ok((code, _)) if code != *exit => Some(format!(
-                        "`{run}` on {} exited with {code}, not {exit}",
-                        name(*node)
+                    Ok((code, text)) if code != *exit => Some(format!(
+                        "`{run}` on {} exited with {code}, not {exit}{}",
+                        name(*node),
+                        gist(&text)
                     )),
                     Ok((_, text)) => match output {
                         Some(o) if !text.contains(o.as_str()) => {
@@ -369,6 +370,24 @@ impl Found {
             }
         }
     }
+}
+
+/// The start of a command's output, for a message: `": ..."`, or nothing.
+fn gist(text: &str) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take(2)
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let mut gist: String = lines.join(" / ");
+    if gist.chars().count() > 160 {
+        gist = gist.chars().take(157).collect::<String>() + "...";
+    }
+    format!(": {gist}")
 }
 
 fn if_name(names: &HashMap<u32, String>, index: u32) -> String {
@@ -429,4 +448,43 @@ pub fn junit(grade: &Grade) -> String {
     }
     xml.push_str("</testsuite>\n");
     xml
+}
+
+/// Where the seed of a lab's faults is kept (so `reset` makes the same).
+fn seed_path(running: &Running) -> PathBuf {
+    running.dir.path().join("faults-seed")
+}
+
+/// Makes the faults of `seed` (`[faults]`) in the running lab, once its
+/// fabric is up, and records the seed: how many were made. A fault whose
+/// command fails is an error of the lab, said with the command's output.
+pub fn seed_faults(running: &Running, seed: u64) -> Result<usize> {
+    let Some(faults) = &running.lab.faults else {
+        return Ok(0);
+    };
+    let chosen = faults.chosen(seed);
+    for fault in &chosen {
+        let node = &running.lab.fabric.node(fault.node).name;
+        let command = ["sh".to_owned(), "-c".to_owned(), fault.run.clone()];
+        let (code, output) = crate::exec::exec_captured(running, node, &command)?;
+        if code != 0 {
+            return Err(Error::Failed(format!(
+                "the lab's fault `{}` (`{}` on {node}) exited with {code}: {}",
+                fault.name,
+                fault.run,
+                output.trim()
+            )));
+        }
+    }
+    std::fs::write(seed_path(running), seed.to_string())?;
+    Ok(chosen.len())
+}
+
+/// The seed the running lab's faults were made with, if any.
+pub fn faults_seed(running: &Running) -> Option<u64> {
+    std::fs::read_to_string(seed_path(running))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }

@@ -58,6 +58,9 @@ pub struct Lab {
     /// `[[task]]`: what a student is asked to do, graded by `turbonet lab
     /// check` (a graded lab's scenario).
     pub tasks: Vec<course::Task>,
+    /// `[faults]`: what a troubleshooting lab breaks before the student
+    /// starts (`turbonet lab start --seed`).
+    pub faults: Option<course::Faults>,
 }
 
 /// `[[filter]]`: a packet filter at a port of a node.

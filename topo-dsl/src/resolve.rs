@@ -35,6 +35,7 @@ const TOP_KEYS: &[&str] = &[
     "mirror",
     "filter",
     "task",
+    "faults",
 ];
 
 /// The TOML of `text`, or its syntax errors.
@@ -216,6 +217,7 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
     let mirrors = taps::read_mirrors(d, section("mirror"), fabric.as_ref(), target);
     let filters = filters::read(d, section("filter"), fabric.as_ref(), target);
     let tasks = tasks::read(d, section("task"), fabric.as_ref());
+    let faults = tasks::read_faults(d, section("faults"), fabric.as_ref());
     let p4rt = p4rt::read(
         d,
         section("p4rt"),
@@ -248,5 +250,6 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
         mirrors,
         filters,
         tasks,
+        faults,
     })
 }

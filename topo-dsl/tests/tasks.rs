@@ -123,3 +123,40 @@ fn bad_tasks_are_located_with_what_would_be_valid() {
         assert!(e[0].3.contains(helps), "{extra}: {e:?}");
     }
 }
+
+#[test]
+fn a_seed_picks_the_same_faults_every_time_and_seeds_differ() {
+    let faults: String = (0..5)
+        .map(|i| format!("[[faults.fault]]\nname = \"f{i}\"\nnode = \"s1\"\nrun = \"true {i}\"\n"))
+        .collect();
+    let lab = ok(&format!("{DUO}[faults]\npick = 2\n{faults}"));
+    let f = lab.faults.unwrap();
+    assert_eq!((f.pick, f.faults.len()), (2, 5));
+    let names = |seed| -> Vec<String> { f.chosen(seed).iter().map(|x| x.name.clone()).collect() };
+    assert_eq!(names(7).len(), 2);
+    assert_eq!(names(7), names(7), "the same seed, the same faults");
+    assert!(
+        (0..20).any(|s| names(s) != names(7)),
+        "other seeds pick other faults"
+    );
+
+    for (extra, says) in [
+        ("[faults]\npick = 6\n", "missing `fault`"),
+        (
+            &*format!("[faults]\npick = 6\n{faults}"),
+            "`pick = 6` of 5 fault(s)",
+        ),
+        (
+            "[faults]\n[[faults.fault]]\nname = \"x\"\nnode = \"s9\"\nrun = \"true\"\n",
+            "no node named `s9`",
+        ),
+        (
+            "[faults]\n[[faults.fault]]\nname = \"x\"\nnode = \"s1\"\n",
+            "missing `run`",
+        ),
+    ] {
+        let e = errors(&format!("{DUO}{extra}"));
+        assert!(!e.is_empty(), "{extra}: no error");
+        assert!(e[0].2.contains(says), "{extra}: {e:?}");
+    }
+}

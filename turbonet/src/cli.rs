@@ -462,10 +462,15 @@ pub enum LabCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Bring a lab's fabric up, as it is before the student's work
+    /// Bring a lab's fabric up, as it is before the student's work (with
+    /// the faults of a troubleshooting lab made)
     Start {
         /// The lab (its folder's name).
         name: String,
+        /// Which faults a troubleshooting lab makes: every student given
+        /// the same seed meets the same ones (default: the lab's seed).
+        #[arg(long)]
+        seed: Option<u64>,
         /// Print only errors.
         #[arg(long, short)]
         quiet: bool,
@@ -499,8 +504,12 @@ pub enum LabCommand {
         #[command(flatten)]
         lab: LabArg,
     },
-    /// Start the running lab again from scratch (down, then up)
+    /// Start the running lab again from scratch (down, then up; the same
+    /// faults unless another seed is given)
     Reset {
+        /// Make the faults of this seed instead.
+        #[arg(long)]
+        seed: Option<u64>,
         #[command(flatten)]
         lab: LabArg,
     },

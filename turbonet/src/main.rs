@@ -549,17 +549,9 @@ fn course(command: cli::LabCommand) -> Result<ExitCode> {
                 println!("{}", render::course_labs(&labs));
             }
         }
-        L::Start { name, quiet } => {
+        L::Start { name, seed, quiet } => {
             let found = course::find(&dir, &name)?;
-            let options = up::Options {
-                file: found.scenario(),
-                threads: None,
-                captures_in: None,
-            };
-            let lab = up::up(&options, &Terminal::new(quiet))?;
-            if !quiet {
-                println!("{}", render::course_started(&found, &lab.lab));
-            }
+            start_course(&found, seed, quiet)?;
         }
         L::Tasks { lab, json } => {
             let (running, found) = running_course(lab.lab.as_deref())?;
@@ -601,16 +593,11 @@ fn course(command: cli::LabCommand) -> Result<ExitCode> {
                 ),
             }
         }
-        L::Reset { lab } => {
-            let (_, found) = running_course(lab.lab.as_deref())?;
+        L::Reset { seed, lab } => {
+            let (running, found) = running_course(lab.lab.as_deref())?;
+            let seed = seed.or_else(|| course::faults_seed(&running));
             down::down(Some(&found.lab))?;
-            let options = up::Options {
-                file: found.scenario(),
-                threads: None,
-                captures_in: None,
-            };
-            let lab = up::up(&options, &Terminal::new(false))?;
-            println!("{}", render::course_started(&found, &lab.lab));
+            start_course(&found, seed, false)?;
         }
         L::Stop { lab } => match down::down(lab.lab.as_deref())? {
             down::Down::Removed { lab, .. } => println!("lab {lab} stopped"),
@@ -622,6 +609,40 @@ fn course(command: cli::LabCommand) -> Result<ExitCode> {
         },
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Brings a graded lab up and makes the faults of `seed` (default: the
+/// lab's own seed); a lab whose faults cannot be made is taken down again.
+fn start_course(
+    found: &turbonet_lab::course::CourseLab,
+    seed: Option<u64>,
+    quiet: bool,
+) -> Result<()> {
+    let options = up::Options {
+        file: found.scenario(),
+        threads: None,
+        captures_in: None,
+    };
+    let up = up::up(&options, &Terminal::new(quiet))?;
+    let running = inspect::running(Some(&up.lab.name))?;
+    let seed = seed.unwrap_or(up.lab.seed);
+    let made = match turbonet_lab::course::seed_faults(&running, seed) {
+        Ok(made) => made,
+        Err(e) => {
+            let _ = down::down(Some(&up.lab.name));
+            return Err(e.into());
+        }
+    };
+    if !quiet {
+        println!("{}", render::course_started(found, &up.lab));
+        if made > 0 {
+            println!(
+                "{made} fault(s) made with seed {seed}: something in this fabric is broken; \
+                 find it and fix it"
+            );
+        }
+    }
+    Ok(())
 }
 
 fn workload(command: cli::WorkloadCommand) -> Result<()> {

@@ -16,7 +16,7 @@ use super::lab::check_name_chars;
 use super::reader::{Keys, array_items, fields_of, missing, read_table};
 use super::timeline::close_node_names;
 use crate::diag::Diags;
-use crate::model::course::{Task, TaskCheck};
+use crate::model::course::{Fault, Faults, Task, TaskCheck};
 use crate::model::{Fabric, NodeId};
 
 /// `[[task]]`
@@ -41,6 +41,20 @@ struct RawCheck {
     run: Option<Spanned<String>>,
     exit: Option<Spanned<i32>>,
     output: Option<Spanned<String>>,
+}
+
+/// `[faults]`
+#[derive(Debug, Deserialize)]
+struct RawFaults {
+    pick: Option<Spanned<u32>>,
+}
+
+/// `[[faults.fault]]`
+#[derive(Debug, Deserialize)]
+struct RawFault {
+    name: Option<Spanned<String>>,
+    node: Option<Spanned<String>>,
+    run: Option<Spanned<String>>,
 }
 
 const TASK: &str = "`[[task]]`";
@@ -282,4 +296,83 @@ fn check(
         .label("what of this node?")
         .help(KINDS_HELP);
     None
+}
+
+/// Reads `[faults]` (`v`, if present): `pick` and its `[[faults.fault]]`s.
+pub(crate) fn read_faults(
+    d: &mut Diags<'_>,
+    v: Option<&Spanned<DeValue<'_>>>,
+    fabric: Option<&Fabric>,
+) -> Option<Faults> {
+    const WHAT: &str = "`[faults]`";
+    const FAULT: &str = "`[[faults.fault]]`";
+    let v = v?;
+    let s = read_table::<RawFaults>(d, v, WHAT, Keys::new(&["pick", "fault"]).extra(&["fault"]))?;
+    let Some(items) = s.extra.get("fault") else {
+        missing(d, s.span.clone(), "fault", WHAT)
+            .label("no faults to pick from")
+            .help("add `[[faults.fault]]` tables: `name`, `node` and `run`, the command that breaks something");
+        return None;
+    };
+    let items = array_items(d, items, "`faults.fault`", "[[faults.fault]]")?;
+    let before = d.count();
+    let mut seen = BTreeSet::new();
+    let mut faults = Vec::new();
+    for item in items {
+        let Some(f) = read_table::<RawFault>(d, item, FAULT, Keys::new(fields_of::<RawFault>()))
+        else {
+            continue;
+        };
+        let (Some(name), Some(node), Some(run)) = (&f.raw.name, &f.raw.node, &f.raw.run) else {
+            let lacking = if f.raw.name.is_none() {
+                "name"
+            } else if f.raw.node.is_none() {
+                "node"
+            } else {
+                "run"
+            };
+            missing(d, f.span.clone(), lacking, FAULT)
+                .label("incomplete fault")
+                .help(
+                    "a fault is `name`, `node` and `run`: e.g. `run = \"ip link set spine0 down\"`",
+                );
+            continue;
+        };
+        if !seen.insert(name.get_ref().clone()) {
+            d.error(
+                Some(name.span()),
+                format!("two faults named `{}`", name.get_ref()),
+            )
+            .label("second fault of that name")
+            .help("the seed picks faults by name: give every fault its own");
+        }
+        let Some(fabric) = fabric else { continue };
+        match fabric.node_by_name(node.get_ref()) {
+            Some(n) => faults.push(Fault {
+                name: name.get_ref().clone(),
+                node: n.id,
+                run: run.get_ref().clone(),
+            }),
+            None => {
+                d.error(
+                    Some(node.span()),
+                    format!("no node named `{}`", node.get_ref()),
+                )
+                .label("unknown node")
+                .help(close_node_names(node.get_ref(), fabric));
+            }
+        }
+    }
+    let pick = s.raw.pick.as_ref().map_or(1, |p| *p.get_ref() as usize);
+    if let Some(p) = &s.raw.pick
+        && (pick == 0 || pick > items.len())
+    {
+        d.error(
+            Some(p.span()),
+            format!("`pick = {pick}` of {} fault(s)", items.len()),
+        )
+        .label("cannot pick that many")
+        .help(format!("pick 1 to {} faults", items.len()));
+    }
+    (d.count() == before).then_some(Faults { pick, faults })
 }
