@@ -230,6 +230,8 @@ struct Found {
     answered: HashMap<(NodeId, Ipv4Addr), bool>,
     /// Routing tables by node, read when first needed.
     tables: BTreeMap<NodeId, Result<Table>>,
+    /// Every switch's sessions, read when first needed.
+    bgp: Option<Result<crate::routes::bgp::BgpReport>>,
 }
 
 impl Found {
@@ -344,6 +346,35 @@ impl Found {
                         _ => None,
                     },
                     (None, false) => None,
+                }
+            }
+            TaskCheck::Bgp {
+                node,
+                peer,
+                established,
+            } => {
+                let report = self.bgp.get_or_insert_with(|| {
+                    crate::api::Client::connect(&running.dir).and_then(|mut c| c.bgp(None))
+                });
+                let report = match report {
+                    Ok(r) => r,
+                    Err(e) => return Some(format!("cannot read the lab's BGP sessions: {e}")),
+                };
+                let (node, peer) = (name(*node), name(*peer));
+                let state = report
+                    .speakers
+                    .iter()
+                    .find(|s| s.node == node)
+                    .and_then(|s| s.sessions.iter().find(|x| x.peer == peer))
+                    .map_or("not configured", |x| x.state.as_str());
+                match (state == "established", established) {
+                    (false, true) => Some(format!(
+                        "{node}'s BGP session with {peer} is {state}, not established"
+                    )),
+                    (true, false) => Some(format!(
+                        "{node}'s BGP session with {peer} is still established"
+                    )),
+                    _ => None,
                 }
             }
             TaskCheck::Command {

@@ -9,7 +9,7 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use crate::diag::{Diags, ScenarioErrors, choices_help};
-use crate::model::{Lab, RoutingConfig};
+use crate::model::{Lab, RoutingConfig, RoutingMode};
 use crate::plan;
 use crate::read::{
     addressing, expect, externals, filters, jobs, lab, links, metrics, mgmt, p4rt, routing, taps,
@@ -216,7 +216,12 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
     let captures = taps::read_captures(d, section("capture"), fabric.as_ref(), target);
     let mirrors = taps::read_mirrors(d, section("mirror"), fabric.as_ref(), target);
     let filters = filters::read(d, section("filter"), fabric.as_ref(), target);
-    let tasks = tasks::read(d, section("task"), fabric.as_ref());
+    let tasks = tasks::read(
+        d,
+        section("task"),
+        fabric.as_ref(),
+        routing.mode == Some(RoutingMode::Bgp),
+    );
     let faults = tasks::read_faults(d, section("faults"), fabric.as_ref());
     let p4rt = p4rt::read(
         d,

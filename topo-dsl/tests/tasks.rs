@@ -160,3 +160,50 @@ fn a_seed_picks_the_same_faults_every_time_and_seeds_differ() {
         assert!(e[0].2.contains(says), "{extra}: {e:?}");
     }
 }
+
+#[test]
+fn bgp_session_checks_name_a_neighbouring_switch_in_a_bgp_lab() {
+    let bgp = r#"[lab]
+name = "m"
+[routing]
+mode = "bgp"
+[topology]
+kind = "custom"
+nodes = [
+  { name = "s1", role = "switch" },
+  { name = "s2", role = "switch" },
+  { name = "h1", role = "host" },
+]
+links = [{ a = "s1", b = "s2" }, { a = "h1", b = "s1" }]
+"#;
+    let check = |node: &str, peer: &str| {
+        format!(
+            "[[task]]\nname = \"t\"\ntitle = \"x\"\n[[task.check]]\nnode = \"{node}\"\nbgp_peer = \"{peer}\"\n"
+        )
+    };
+    let lab = ok(&format!("{bgp}{}", check("s1", "s2")));
+    assert!(matches!(
+        lab.tasks[0].checks[0],
+        TaskCheck::Bgp {
+            established: true,
+            ..
+        }
+    ));
+    for (text, says) in [
+        (
+            format!("{DUO}{}", check("s1", "h1")),
+            "a BGP session check in a lab without BGP",
+        ),
+        (
+            format!("{bgp}{}", check("s1", "h1")),
+            "s1 and h1 do not speak BGP to each other",
+        ),
+        (
+            format!("{bgp}{}", check("s2", "h1")),
+            "s2 and h1 do not speak BGP to each other",
+        ),
+    ] {
+        let e = errors(&text);
+        assert!(e[0].2.contains(says), "{text}: {e:?}");
+    }
+}

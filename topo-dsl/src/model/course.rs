@@ -52,6 +52,17 @@ pub enum TaskCheck {
         /// How many usable next hops it must have.
         ecmp: Option<usize>,
     },
+    /// `node`'s BGP session with `peer` is Established (or, with
+    /// `established = false`, is not): as `turbonet show bgp` reports it,
+    /// for built-in agents, FRR and BIRD alike.
+    Bgp {
+        /// The switch.
+        node: NodeId,
+        /// The neighbour at the other end of the session.
+        peer: NodeId,
+        /// Whether the session must be up.
+        established: bool,
+    },
     /// `run` in `node`'s namespace (through `sh -c`) exits with `exit`,
     /// and prints `output` if given.
     Command {
@@ -92,6 +103,18 @@ impl TaskCheck {
             } => format!("{} reaches {prefix} over {n} next hops", name(*node)),
             TaskCheck::Route { node, prefix, .. } => {
                 format!("{} has a route to {prefix}", name(*node))
+            }
+            TaskCheck::Bgp {
+                node,
+                peer,
+                established: true,
+            } => format!(
+                "{}'s BGP session with {} is established",
+                name(*node),
+                name(*peer)
+            ),
+            TaskCheck::Bgp { node, peer, .. } => {
+                format!("{}'s BGP session with {} is down", name(*node), name(*peer))
             }
             TaskCheck::Command {
                 node,

@@ -41,6 +41,8 @@ struct RawCheck {
     run: Option<Spanned<String>>,
     exit: Option<Spanned<i32>>,
     output: Option<Spanned<String>>,
+    bgp_peer: Option<Spanned<String>>,
+    established: Option<Spanned<bool>>,
 }
 
 /// `[faults]`
@@ -63,13 +65,15 @@ const TASK_KEYS: &[&str] = &["name", "title", "points", "hint", "check"];
 
 const KINDS_HELP: &str = "a check is one of: `from` and `to` (with `reachable = false` for \
                           must not reach); `node` and `route` (with `present = false` or \
-                          `ecmp = N`); `node` and `run` (with `exit` and `output`)";
+                          `ecmp = N`); `node` and `bgp_peer` (with `established = false` \
+                          for must be down); `node` and `run` (with `exit` and `output`)";
 
 /// Reads `[[task]]` (`v`, if present) against the fabric.
 pub(crate) fn read(
     d: &mut Diags<'_>,
     v: Option<&Spanned<DeValue<'_>>>,
     fabric: Option<&Fabric>,
+    bgp: bool,
 ) -> Vec<Task> {
     let Some(v) = v else { return Vec::new() };
     let Some(items) = array_items(d, v, "`task`", "[[task]]") else {
@@ -120,7 +124,7 @@ pub(crate) fn read(
                 .help("write `points = 1` or more, or leave it out (1)");
         }
         let checks = match s.extra.get("check") {
-            Some(v) => read_checks(d, v, fabric),
+            Some(v) => read_checks(d, v, fabric, bgp),
             None => {
                 missing(d, s.span.clone(), "check", TASK)
                     .label("nothing to grade")
@@ -147,6 +151,7 @@ fn read_checks(
     d: &mut Diags<'_>,
     v: &Spanned<DeValue<'_>>,
     fabric: Option<&Fabric>,
+    bgp: bool,
 ) -> Vec<TaskCheck> {
     let Some(items) = array_items(d, v, "`task.check`", "[[task.check]]") else {
         return Vec::new();
@@ -160,7 +165,7 @@ fn read_checks(
             if d.count() > before {
                 return None;
             }
-            check(d, &s.raw, s.span, fabric?)
+            check(d, &s.raw, s.span, fabric?, bgp)
         })
         .collect()
 }
@@ -170,6 +175,7 @@ fn check(
     c: &RawCheck,
     span: Range<usize>,
     fabric: &Fabric,
+    bgp: bool,
 ) -> Option<TaskCheck> {
     let node = |d: &mut Diags<'_>, n: &Spanned<String>| -> Option<NodeId> {
         match fabric.node_by_name(n.get_ref()) {
@@ -266,6 +272,55 @@ fn check(
             prefix: prefix?,
             present,
             ecmp: c.ecmp.as_ref().map(|e| *e.get_ref() as usize),
+        });
+    }
+    if let Some(peer) = &c.bgp_peer {
+        stray(
+            d,
+            &[
+                ("route", at(&c.route)),
+                ("run", at(&c.run)),
+                ("present", c.present.as_ref().map(Spanned::span)),
+                ("ecmp", c.ecmp.as_ref().map(Spanned::span)),
+                ("exit", c.exit.as_ref().map(Spanned::span)),
+                ("output", at(&c.output)),
+                ("reachable", c.reachable.as_ref().map(Spanned::span)),
+            ],
+            "a BGP session check",
+        );
+        if !bgp {
+            d.error(
+                Some(peer.span()),
+                "a BGP session check in a lab without BGP",
+            )
+            .label("no sessions to check")
+            .help("write `mode = \"bgp\"` in `[routing]`, or check routes instead");
+            return None;
+        }
+        let (node, peer_id) = (node(d, at_node), node(d, peer));
+        let (node, peer_id) = (node?, peer_id?);
+        let switches = fabric.node(node).role.is_switch() && fabric.node(peer_id).role.is_switch();
+        if !switches
+            || !fabric
+                .ports(node)
+                .any(|(_, _, remote)| remote.node == peer_id)
+        {
+            d.error(
+                Some(peer.span()),
+                format!(
+                    "{} and {} do not speak BGP to each other",
+                    at_node.get_ref(),
+                    peer.get_ref()
+                ),
+            )
+            .label("no session between them")
+            .help("a session runs over a link between two switches: name a neighbouring switch");
+            return None;
+        }
+        return Some(TaskCheck::Bgp {
+            node,
+            peer: peer_id,
+            established: c.established.as_ref().is_none_or(|e| *e.get_ref()),
         });
     }
     if let Some(run) = &c.run {
