@@ -82,19 +82,7 @@ pub fn check_sampled(running: &Running, timeout: f64, sample: Option<usize>) -> 
         ));
     }
     let hosts: Vec<_> = lab.fabric.hosts().collect();
-    let addrs: Vec<Vec<Ipv4Addr>> = hosts
-        .iter()
-        .map(|h| {
-            let mut a: Vec<Ipv4Addr> = lab
-                .fabric
-                .ports(h.id)
-                .map(|(_, local, _)| local.addr.addr())
-                .collect();
-            a.sort();
-            a.dedup();
-            a
-        })
-        .collect();
+    let addrs: Vec<Vec<Ipv4Addr>> = hosts.iter().map(|h| addresses(lab, h.id)).collect();
     let targets = targets(lab, &hosts, sample);
     let probes: Vec<Probe> = (0..hosts.len())
         .flat_map(|from| {
@@ -131,6 +119,19 @@ pub fn check_sampled(running: &Running, timeout: f64, sample: Option<usize>) -> 
     })
 }
 
+/// Every address of `node`'s ports, ascending, once each: what a probe
+/// for `node` is sent to.
+pub(crate) fn addresses(lab: &turbonet_topo::Lab, node: turbonet_topo::NodeId) -> Vec<Ipv4Addr> {
+    let mut a: Vec<Ipv4Addr> = lab
+        .fabric
+        .ports(node)
+        .map(|(_, local, _)| local.addr.addr())
+        .collect();
+    a.sort();
+    a.dedup();
+    a
+}
+
 /// Pings: each of `probes` is (an index into `senders`, an address), sent
 /// from that node's namespace in up to 4 rounds within `timeout` seconds.
 /// Whether each was answered.
@@ -140,7 +141,7 @@ pub(crate) fn probe(
     probes: &[(usize, Ipv4Addr)],
     timeout: f64,
 ) -> Result<Vec<bool>> {
-    crate::limits::raise_fd_limit(senders.len() + 256, "`check` (a socket per host)")?;
+    crate::limits::raise_fd_limit(senders.len() + 256, "probes (a socket per sending node)")?;
     let name = |i: usize| lab.fabric.node(senders[i]).name.as_str();
     let sockets = (0..senders.len())
         .map(|i| {

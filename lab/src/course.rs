@@ -4,7 +4,7 @@
 //! every task's checks against the running lab and says plainly what is
 //! still wrong.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -13,6 +13,7 @@ use serde::Serialize;
 use turbonet_topo::course::{Task, TaskCheck};
 use turbonet_topo::{Lab, NodeId};
 
+use crate::check::addresses;
 use crate::error::{Error, Result};
 use crate::inspect::Running;
 use crate::kernel::routes::TableRoute;
@@ -237,31 +238,30 @@ struct Found {
 impl Found {
     /// Sends every reachability check's probes at once.
     fn probe(&mut self, lab: &Lab, checks: &[&TaskCheck]) -> Result<()> {
-        let mut senders: Vec<NodeId> = Vec::new();
-        let mut probes: Vec<(usize, Ipv4Addr)> = Vec::new();
-        let mut keys = Vec::new();
-        for check in checks {
-            if let TaskCheck::Reach { from, to, .. } = check {
-                let i = match senders.iter().position(|s| s == from) {
-                    Some(i) => i,
-                    None => {
-                        senders.push(*from);
-                        senders.len() - 1
-                    }
-                };
-                for addr in addresses(lab, *to) {
-                    if !keys.contains(&(*from, addr)) {
-                        keys.push((*from, addr));
-                        probes.push((i, addr));
-                    }
-                }
-            }
-        }
-        if probes.is_empty() {
+        // (from, address): each probed once, however many checks want it.
+        let wanted: BTreeSet<(NodeId, Ipv4Addr)> = checks
+            .iter()
+            .filter_map(|c| match c {
+                TaskCheck::Reach { from, to, .. } => Some((*from, *to)),
+                _ => None,
+            })
+            .flat_map(|(from, to)| addresses(lab, to).into_iter().map(move |a| (from, a)))
+            .collect();
+        if wanted.is_empty() {
             return Ok(());
         }
+        let senders: Vec<NodeId> = wanted
+            .iter()
+            .map(|(from, _)| *from)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let probes: Vec<(usize, Ipv4Addr)> = wanted
+            .iter()
+            .map(|(from, addr)| (senders.binary_search(from).expect("a sender"), *addr))
+            .collect();
         let answered = crate::check::probe(lab, &senders, &probes, PROBE_TIMEOUT)?;
-        self.answered = keys.into_iter().zip(answered).collect();
+        self.answered = wanted.into_iter().zip(answered).collect();
         Ok(())
     }
 
@@ -428,27 +428,10 @@ fn if_name(names: &HashMap<u32, String>, index: u32) -> String {
         .unwrap_or_else(|| format!("if{index}"))
 }
 
-/// Every address of `node`'s ports.
-fn addresses(lab: &Lab, node: NodeId) -> Vec<Ipv4Addr> {
-    let mut a: Vec<Ipv4Addr> = lab
-        .fabric
-        .ports(node)
-        .map(|(_, local, _)| local.addr.addr())
-        .collect();
-    a.sort();
-    a.dedup();
-    a
-}
-
 /// A grade as JUnit XML: a test suite per lab, a test case per task (its
 /// problems as the failure).
 pub fn junit(grade: &Grade) -> String {
-    let esc = |s: &str| {
-        s.replace('&', "&amp;")
-            .replace('<', "&lt;")
-            .replace('>', "&gt;")
-            .replace('"', "&quot;")
-    };
+    let esc = crate::experiment::xml_escape;
     let failures = grade.tasks.iter().filter(|t| t.earned < t.points).count();
     let mut xml = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" time=\"{:.3}\">\n",

@@ -888,7 +888,7 @@ pub fn junit(report: &RunReport) -> String {
     xml
 }
 
-fn xml_escape(s: &str) -> String {
+pub(crate) fn xml_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

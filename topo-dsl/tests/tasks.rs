@@ -93,6 +93,23 @@ fn bad_tasks_are_located_with_what_would_be_valid() {
             "`node` and `run`",
         ),
         (
+            format!(
+                "{task}[[task.check]]\nnode = \"s1\"\nroute = \"10.0.0.0/8\"\nbgp_peer = \"s1\"\n"
+            ),
+            "`bgp_peer` is not a key of a route check",
+            "`node` and `bgp_peer`",
+        ),
+        (
+            format!("{task}[[task.check]]\nfrom = \"h1\"\nto = \"h2\"\nestablished = true\n"),
+            "`established` is not a key of a reachability check",
+            "`from` and `to`",
+        ),
+        (
+            format!("{task}[[task.check]]\nrun = \"true\"\n"),
+            "missing `node`",
+            "node = \"leaf0\"",
+        ),
+        (
             format!("{task}[[task.check]]\nnode = \"s1\"\n"),
             "`node` alone checks nothing",
             "`node` and `route`",

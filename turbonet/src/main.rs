@@ -129,19 +129,7 @@ fn run(command: Command) -> Result<ExitCode> {
                 |why| println!("turbonet soft switch: {why}, stopping"),
             )?;
         }
-        Command::Down { lab } => match down::down(lab.as_deref())? {
-            down::Down::NothingUp => println!("no lab is up"),
-            down::Down::NotUp(lab) => println!("lab {lab} is not up"),
-            down::Down::EmptyDirectory(lab) => {
-                println!("lab {lab}: removed an empty lab directory");
-            }
-            down::Down::Removed {
-                lab,
-                namespaces,
-                processes,
-                seconds,
-            } => println!("{}", show::removed(&lab, namespaces, processes, seconds)),
-        },
+        Command::Down { lab } => print_down(down::down(lab.as_deref())?),
         Command::Clean => {
             let outcomes = down::clean()?;
             if outcomes.is_empty() {
@@ -520,6 +508,23 @@ fn run_experiment(args: &cli::RunArgs) -> Result<ExitCode> {
 }
 
 /// `turbonet workload start|stop|show`.
+/// What `down` (and `lab stop`) did.
+fn print_down(outcome: down::Down) {
+    match outcome {
+        down::Down::NothingUp => println!("no lab is up"),
+        down::Down::NotUp(lab) => println!("lab {lab} is not up"),
+        down::Down::EmptyDirectory(lab) => {
+            println!("lab {lab}: removed an empty lab directory");
+        }
+        down::Down::Removed {
+            lab,
+            namespaces,
+            processes,
+            seconds,
+        } => println!("{}", show::removed(&lab, namespaces, processes, seconds)),
+    }
+}
+
 /// `turbonet lab ...`
 fn course(command: cli::LabCommand) -> Result<ExitCode> {
     use cli::LabCommand as L;
@@ -555,8 +560,9 @@ fn course(command: cli::LabCommand) -> Result<ExitCode> {
         }
         L::Tasks { lab, json } => {
             let (running, found) = running_course(lab.lab.as_deref())?;
+            // What `check` grades: the tasks of the scenario the lab runs.
             if json {
-                show::json(&found.tasks)?;
+                show::json(&running.lab.tasks)?;
             } else {
                 println!("{}", render::course_tasks(&found, &running.lab));
             }
@@ -599,14 +605,7 @@ fn course(command: cli::LabCommand) -> Result<ExitCode> {
             down::down(Some(&found.lab))?;
             start_course(&found, seed, false)?;
         }
-        L::Stop { lab } => match down::down(lab.lab.as_deref())? {
-            down::Down::Removed { lab, .. } => println!("lab {lab} stopped"),
-            down::Down::NothingUp => println!("no lab is up"),
-            down::Down::NotUp(lab) => println!("lab {lab} is not up"),
-            down::Down::EmptyDirectory(lab) => {
-                println!("lab {lab}: removed an empty lab directory");
-            }
-        },
+        L::Stop { lab } => print_down(down::down(lab.lab.as_deref())?),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -512,10 +512,11 @@ pub fn course_started(course: &turbonet_lab::course::CourseLab, lab: &Lab) -> St
     )
 }
 
-/// `lab tasks`: each task, its points and what it checks.
+/// `lab tasks`: each task of the running `lab`, its points and what it
+/// checks.
 pub fn course_tasks(course: &turbonet_lab::course::CourseLab, lab: &Lab) -> String {
     let name = |n: turbonet_topo::NodeId| lab.fabric.node(n).name.as_str();
-    let rows = course.tasks.iter().map(|t| {
+    let rows = lab.tasks.iter().map(|t| {
         [
             t.name.clone(),
             t.points.to_string(),

@@ -1,8 +1,9 @@
 //! `[[task]]`: a graded lab's tasks, each with its `[[task.check]]`s: a
 //! node reaching another (`from`, `to`), a route at a node (`node`,
-//! `route`), or a command's outcome in a node (`node`, `run`). Node names
-//! are checked against the fabric, so a typo in a lab is found by
-//! `turbonet validate`, not by a student.
+//! `route`), a BGP session (`node`, `bgp_peer`) or a command's outcome in
+//! a node (`node`, `run`); and `[faults]`, what a troubleshooting lab
+//! breaks. Node names are checked against the fabric, so a typo in a lab
+//! is found by `turbonet validate`, not by a student.
 
 use std::collections::BTreeSet;
 use std::ops::Range;
@@ -170,6 +171,29 @@ fn read_checks(
         .collect()
 }
 
+/// The kinds of check, each with the keys it takes: the first key that
+/// names a kind (`from`/`to`, `route`, `bgp_peer`, `run`) decides it, and
+/// any key of another kind is reported.
+const KINDS: &[(&str, &[&str])] = &[
+    ("a reachability check", &["from", "to", "reachable"]),
+    ("a route check", &["node", "route", "present", "ecmp"]),
+    ("a BGP session check", &["node", "bgp_peer", "established"]),
+    ("a command check", &["node", "run", "exit", "output"]),
+];
+
+/// The node named `n`, or an error saying which names are close.
+fn node_named(d: &mut Diags<'_>, fabric: &Fabric, n: &Spanned<String>) -> Option<NodeId> {
+    match fabric.node_by_name(n.get_ref()) {
+        Some(node) => Some(node.id),
+        None => {
+            d.error(Some(n.span()), format!("no node named `{}`", n.get_ref()))
+                .label("unknown node")
+                .help(close_node_names(n.get_ref(), fabric));
+            None
+        }
+    }
+}
+
 fn check(
     d: &mut Diags<'_>,
     c: &RawCheck,
@@ -177,42 +201,58 @@ fn check(
     fabric: &Fabric,
     bgp: bool,
 ) -> Option<TaskCheck> {
-    let node = |d: &mut Diags<'_>, n: &Spanned<String>| -> Option<NodeId> {
-        match fabric.node_by_name(n.get_ref()) {
-            Some(node) => Some(node.id),
-            None => {
-                d.error(Some(n.span()), format!("no node named `{}`", n.get_ref()))
-                    .label("unknown node")
-                    .help(close_node_names(n.get_ref(), fabric));
-                None
-            }
-        }
+    let at = |v: Option<Range<usize>>, key| v.map(|span| (key, span));
+    let written: Vec<(&str, Range<usize>)> = [
+        at(c.from.as_ref().map(Spanned::span), "from"),
+        at(c.to.as_ref().map(Spanned::span), "to"),
+        at(c.reachable.as_ref().map(Spanned::span), "reachable"),
+        at(c.node.as_ref().map(Spanned::span), "node"),
+        at(c.route.as_ref().map(Spanned::span), "route"),
+        at(c.present.as_ref().map(Spanned::span), "present"),
+        at(c.ecmp.as_ref().map(Spanned::span), "ecmp"),
+        at(c.bgp_peer.as_ref().map(Spanned::span), "bgp_peer"),
+        at(c.established.as_ref().map(Spanned::span), "established"),
+        at(c.run.as_ref().map(Spanned::span), "run"),
+        at(c.exit.as_ref().map(Spanned::span), "exit"),
+        at(c.output.as_ref().map(Spanned::span), "output"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let kind = if c.from.is_some() || c.to.is_some() {
+        0
+    } else if c.route.is_some() {
+        1
+    } else if c.bgp_peer.is_some() {
+        2
+    } else if c.run.is_some() {
+        3
+    } else {
+        let (message, label, at) = match &c.node {
+            Some(n) => (
+                "`node` alone checks nothing",
+                "what of this node?",
+                n.span(),
+            ),
+            None => ("a check must say what it checks", "nothing to check", span),
+        };
+        d.error(Some(at), message).label(label).help(KINDS_HELP);
+        return None;
     };
-    // Keys of one kind of check written in another.
-    let stray = |d: &mut Diags<'_>, keys: &[(&str, Option<Range<usize>>)], kind: &str| {
-        for (key, at) in keys {
-            if let Some(at) = at {
-                d.error(Some(at.clone()), format!("`{key}` is not a key of {kind}"))
-                    .label("not valid here")
-                    .help(KINDS_HELP);
-            }
+    let (what, keys) = KINDS[kind];
+    let mut stray = false;
+    for (key, at) in &written {
+        if !keys.contains(key) {
+            d.error(Some(at.clone()), format!("`{key}` is not a key of {what}"))
+                .label("not valid here")
+                .help(KINDS_HELP);
+            stray = true;
         }
-    };
-    let at = |v: &Option<Spanned<String>>| v.as_ref().map(Spanned::span);
-    if c.from.is_some() || c.to.is_some() {
-        stray(
-            d,
-            &[
-                ("node", at(&c.node)),
-                ("route", at(&c.route)),
-                ("run", at(&c.run)),
-                ("present", c.present.as_ref().map(Spanned::span)),
-                ("ecmp", c.ecmp.as_ref().map(Spanned::span)),
-                ("exit", c.exit.as_ref().map(Spanned::span)),
-                ("output", at(&c.output)),
-            ],
-            "a reachability check",
-        );
+    }
+    if stray {
+        return None;
+    }
+    if kind == 0 {
         let (Some(from), Some(to)) = (&c.from, &c.to) else {
             let lacking = if c.from.is_none() { "from" } else { "to" };
             missing(d, span, lacking, CHECK)
@@ -220,7 +260,7 @@ fn check(
                 .help("a reachability check names both ends: `from = \"h0-0\"`, `to = \"h1-0\"`");
             return None;
         };
-        let (from, to) = (node(d, from), node(d, to));
+        let (from, to) = (node_named(d, fabric, from), node_named(d, fabric, to));
         return Some(TaskCheck::Reach {
             from: from?,
             to: to?,
@@ -228,22 +268,13 @@ fn check(
         });
     }
     let Some(at_node) = &c.node else {
-        d.error(Some(span), "a check must say what it checks")
-            .label("nothing to check")
-            .help(KINDS_HELP);
+        missing(d, span, "node", CHECK)
+            .label("at which node?")
+            .help("name the node whose state is checked: `node = \"leaf0\"`");
         return None;
     };
+    let node = node_named(d, fabric, at_node);
     if let Some(route) = &c.route {
-        stray(
-            d,
-            &[
-                ("run", at(&c.run)),
-                ("exit", c.exit.as_ref().map(Spanned::span)),
-                ("output", at(&c.output)),
-                ("reachable", c.reachable.as_ref().map(Spanned::span)),
-            ],
-            "a route check",
-        );
         let prefix = match parse_net(route.get_ref()) {
             Ok(p) => Some(p),
             Err((message, help)) => {
@@ -258,6 +289,7 @@ fn check(
             d.error(Some(e.span()), "`ecmp` with `present = false`")
                 .label("next hops of a route that must not exist")
                 .help("leave `ecmp` out, or make the route `present`");
+            return None;
         }
         if let Some(e) = &c.ecmp
             && *e.get_ref() == 0
@@ -265,29 +297,16 @@ fn check(
             d.error(Some(e.span()), "a route has at least 1 next hop")
                 .label("0 next hops")
                 .help("write `present = false` for a route that must not exist");
+            return None;
         }
-        let node = node(d, at_node)?;
         return Some(TaskCheck::Route {
-            node,
+            node: node?,
             prefix: prefix?,
             present,
             ecmp: c.ecmp.as_ref().map(|e| *e.get_ref() as usize),
         });
     }
     if let Some(peer) = &c.bgp_peer {
-        stray(
-            d,
-            &[
-                ("route", at(&c.route)),
-                ("run", at(&c.run)),
-                ("present", c.present.as_ref().map(Spanned::span)),
-                ("ecmp", c.ecmp.as_ref().map(Spanned::span)),
-                ("exit", c.exit.as_ref().map(Spanned::span)),
-                ("output", at(&c.output)),
-                ("reachable", c.reachable.as_ref().map(Spanned::span)),
-            ],
-            "a BGP session check",
-        );
         if !bgp {
             d.error(
                 Some(peer.span()),
@@ -297,8 +316,7 @@ fn check(
             .help("write `mode = \"bgp\"` in `[routing]`, or check routes instead");
             return None;
         }
-        let (node, peer_id) = (node(d, at_node), node(d, peer));
-        let (node, peer_id) = (node?, peer_id?);
+        let (node, peer_id) = (node?, node_named(d, fabric, peer)?);
         let switches = fabric.node(node).role.is_switch() && fabric.node(peer_id).role.is_switch();
         if !switches
             || !fabric
@@ -323,34 +341,19 @@ fn check(
             established: c.established.as_ref().is_none_or(|e| *e.get_ref()),
         });
     }
-    if let Some(run) = &c.run {
-        stray(
-            d,
-            &[
-                ("present", c.present.as_ref().map(Spanned::span)),
-                ("ecmp", c.ecmp.as_ref().map(Spanned::span)),
-                ("reachable", c.reachable.as_ref().map(Spanned::span)),
-            ],
-            "a command check",
-        );
-        if run.get_ref().trim().is_empty() {
-            d.error(Some(run.span()), "an empty command")
-                .label("nothing to run")
-                .help("e.g. `run = \"ping -c1 -W1 10.128.1.2\"`");
-            return None;
-        }
-        let node = node(d, at_node)?;
-        return Some(TaskCheck::Command {
-            node,
-            run: run.get_ref().clone(),
-            exit: c.exit.as_ref().map_or(0, |e| *e.get_ref()),
-            output: c.output.as_ref().map(|o| o.get_ref().clone()),
-        });
+    let run = c.run.as_ref().expect("the kind is a command check");
+    if run.get_ref().trim().is_empty() {
+        d.error(Some(run.span()), "an empty command")
+            .label("nothing to run")
+            .help("e.g. `run = \"ping -c1 -W1 10.128.1.2\"`");
+        return None;
     }
-    d.error(Some(at_node.span()), "`node` alone checks nothing")
-        .label("what of this node?")
-        .help(KINDS_HELP);
-    None
+    Some(TaskCheck::Command {
+        node: node?,
+        run: run.get_ref().clone(),
+        exit: c.exit.as_ref().map_or(0, |e| *e.get_ref()),
+        output: c.output.as_ref().map(|o| o.get_ref().clone()),
+    })
 }
 
 /// Reads `[faults]` (`v`, if present): `pick` and its `[[faults.fault]]`s.
@@ -401,21 +404,12 @@ pub(crate) fn read_faults(
             .label("second fault of that name")
             .help("the seed picks faults by name: give every fault its own");
         }
-        let Some(fabric) = fabric else { continue };
-        match fabric.node_by_name(node.get_ref()) {
-            Some(n) => faults.push(Fault {
+        if let Some(id) = fabric.and_then(|f| node_named(d, f, node)) {
+            faults.push(Fault {
                 name: name.get_ref().clone(),
-                node: n.id,
+                node: id,
                 run: run.get_ref().clone(),
-            }),
-            None => {
-                d.error(
-                    Some(node.span()),
-                    format!("no node named `{}`", node.get_ref()),
-                )
-                .label("unknown node")
-                .help(close_node_names(node.get_ref(), fabric));
-            }
+            });
         }
     }
     let pick = s.raw.pick.as_ref().map_or(1, |p| *p.get_ref() as usize);
