@@ -46,6 +46,17 @@ fn write(key: &str, value: u64) -> io::Result<()> {
     fs::write(Path::new("/proc/sys").join(key), value.to_string())
 }
 
+/// Open files kept spare beyond what a process is known to hold.
+pub const SPARE_FDS: usize = 256;
+
+/// The most open files this process may hold (its hard `nofile` limit).
+pub fn hard_fd_limit() -> usize {
+    use nix::sys::resource::{Resource, getrlimit};
+    getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(_, hard)| {
+        usize::try_from(hard).unwrap_or(usize::MAX)
+    })
+}
+
 /// Makes sure the process (and the daemon it starts, which inherits the
 /// limit) may hold `need` file descriptors: raises the soft limit, and the
 /// hard limit too where the process may (`CAP_SYS_RESOURCE`). `why` says
@@ -71,25 +82,23 @@ pub fn raise_fd_limit(need: usize, why: &str) -> Result<()> {
     })
 }
 
+/// The open files the lab daemon holds apart from its BGP speakers': a
+/// route watcher and a namespace per switch, two packet sockets per link
+/// the link engine carries (`impaired`).
+pub fn daemon_fds(switches: usize, impaired: usize) -> usize {
+    2 * switches + 2 * impaired
+}
+
 /// The file descriptors `up` and the lab daemon it starts hold at most,
 /// with what needs the most (for a refusal): `up` holds a namespace, a
 /// netlink socket and, while it makes links, a connection on that socket
-/// per namespace; the daemon a route watcher and a
-/// namespace per switch, two packet sockets per link the link engine
-/// carries (`impaired`), and per built-in BGP agent a listener and two FIB
-/// sockets (routes, nexthop objects), with a socket per session end (`sessions` sessions between
-/// two built-in agents hold both ends). 256 spare.
-pub fn fds_needed(
-    namespaces: usize,
-    switches: usize,
-    impaired: usize,
-    agents: usize,
-    sessions: usize,
-) -> (usize, &'static str) {
+/// per namespace; the daemon its own (`daemon`, see [`daemon_fds`]) and
+/// its built-in BGP speakers' (`speakers`: none when they run in shards
+/// of their own, each of which fits). [`SPARE_FDS`] spare.
+pub fn fds_needed(namespaces: usize, daemon: usize, speakers: usize) -> (usize, &'static str) {
     let up = 3 * namespaces;
-    let daemon = 2 * switches + 2 * impaired + 3 * agents + 2 * sessions;
-    let what = if daemon > up {
-        if sessions > impaired {
+    let what = if daemon + speakers > up {
+        if speakers > daemon {
             "the lab daemon (its BGP sessions' sockets, two a session)"
         } else {
             "the lab daemon (the link engine's sockets, two an impaired link)"
@@ -97,7 +106,7 @@ pub fn fds_needed(
     } else {
         "`up` (a namespace and two netlink sockets per node)"
     };
-    (up.max(daemon) + 256, what)
+    (up.max(daemon + speakers) + SPARE_FDS, what)
 }
 
 /// Neighbour entries a lab may need: one per port end, plus headroom.

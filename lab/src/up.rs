@@ -16,6 +16,7 @@ use crate::dataplane::{Carrier, mgmt};
 use crate::error::{Context, Error, Result};
 use crate::kernel::{Kernel, Netlink};
 use crate::limits;
+use crate::routes::bgp;
 use crate::state::{LabDir, LabState, Phase, Stopwatch, Timing};
 use crate::system::{namespaces, process};
 
@@ -119,24 +120,19 @@ fn agents_missing(lab: &Lab) -> Option<String> {
 }
 
 /// The open files `up` and its daemon need for `lab`, and what needs most
-/// (see [`limits::fds_needed`]).
+/// (see [`limits::fds_needed`]); the built-in BGP speakers count only when
+/// the daemon runs them itself (see [`bgp::shard::count`]).
 fn fds_needed(lab: &Lab, carriers: &[Carrier]) -> (usize, &'static str) {
-    let builtin = |id| {
-        lab.routing.mode == RoutingMode::Bgp
-            && lab.fabric.node(id).role.is_switch()
-            && lab.routing.agent_of(id) == turbonet_topo::Agent::Builtin
-    };
-    let agents = lab.fabric.switches().filter(|n| builtin(n.id)).count();
-    let sessions = (lab.fabric.links.iter())
-        .filter(|l| builtin(l.ends[0].node) && builtin(l.ends[1].node))
-        .count();
-    limits::fds_needed(
-        lab.fabric.nodes.len() + 2,
+    let daemon = limits::daemon_fds(
         lab.fabric.switches().count(),
         carriers.iter().filter(|c| c.is_userspace()).count(),
-        agents,
-        sessions,
-    )
+    );
+    let speakers = if bgp::shard::count(lab, daemon) == 1 {
+        bgp::shard::fds(lab)
+    } else {
+        0
+    };
+    limits::fds_needed(lab.fabric.nodes.len() + 2, daemon, speakers)
 }
 
 /// Checks what `up` needs from the machine before touching anything.

@@ -38,6 +38,7 @@ pub fn binary() -> PathBuf {
 pub fn turbonet() -> Command {
     let mut c = Command::new(binary());
     c.env_remove("TURBONET_LOG");
+    c.env_remove("TURBONET_BGP_SHARDS");
     c
 }
 

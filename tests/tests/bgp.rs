@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use turbonet_tests::{
-    LabGuard, host_address, ping_from, require_root, run, text, unique_lab, wait_until, workspace,
-    write_scenario,
+    LabGuard, host_address, ping_from, require_root, run, text, turbonet, unique_lab, wait_until,
+    workspace, write_scenario,
 };
 
 /// A bundled scenario under another name, in BGP mode, with `routing`
@@ -149,6 +149,95 @@ fn fat_tree_converges_and_reconverges_around_a_link_and_a_core() {
     change(lab, "restore", "link", "edge0-0--agg0-0");
     assert_eq!(route_count(lab, "agg1-0"), before);
     assert_eq!(sessions(&bgp(lab)), (64, 64));
+}
+
+/// The pids of the lab's BGP shard processes.
+fn shards(lab: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if args.iter().any(|a| a == "--bgp-shard") && args.last().is_some_and(|a| a == lab) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+#[test]
+fn speakers_sharded_over_processes_converge_and_survive_a_shard_dying() {
+    require_root!();
+    let lab = unique_lab("bs");
+    let file = bgp_scenario("fat-tree-k4.toml", &lab, "");
+    let guard = LabGuard(lab);
+    let lab = guard.0.as_str();
+    let out = turbonet()
+        .env("TURBONET_BGP_SHARDS", "3")
+        .args(["up", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(shards(lab).len(), 3, "three shard processes");
+    let report = bgp(lab);
+    assert!(converged(&report));
+    assert_eq!(sessions(&report), (64, 64));
+    check(lab);
+
+    change(lab, "fail", "node", "core0");
+    assert_eq!(sessions(&bgp(lab)), (56, 64));
+    let events = text(&run(&["events", "--lab", lab]));
+    assert!(events.contains("session with core0"), "{events}");
+    // The RIBs of every speaker, wherever it runs.
+    let dir = std::env::temp_dir().join(format!("{lab}-snapshot"));
+    let out = run(&["snapshot", dir.to_str().unwrap(), "--lab", lab]);
+    assert!(out.status.success(), "{}", text(&out));
+    let snapshot: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("snapshot.json")).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(snapshot["rib"].as_object().unwrap().len(), 20);
+
+    // A shard dies: it is started again, its speakers hear that core0 is
+    // still down, and the fabric converges as before.
+    let victim = shards(lab)[0];
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(victim as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let pids = shards(lab);
+            pids.len() == 3 && !pids.contains(&victim)
+        }),
+        "the shard was not started again"
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            let report = bgp(lab);
+            converged(&report) && sessions(&report) == (56, 64)
+        }),
+        "no convergence after a shard died: {}",
+        text(&run(&["show", "bgp", "--lab", lab]))
+    );
+    check(lab);
+    let events = text(&run(&["events", "--lab", lab]));
+    assert!(events.contains("was killed by signal 9"), "{events}");
+
+    let out = run(&["down", lab]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        wait_until(Duration::from_secs(10), || shards(lab).is_empty()),
+        "shards left behind"
+    );
 }
 
 /// HPN with one core layer serving both planes (`core = "shared"`).

@@ -367,6 +367,14 @@ pub(crate) enum Command {
         /// With `--worker`: how many daemons of this lab came before it.
         #[arg(long, default_value_t = 0)]
         restarts: u32,
+        /// Run shard INDEX/COUNT of the lab's built-in BGP speakers for
+        /// the daemon (on stdin and stdout).
+        #[arg(long, value_name = "INDEX/COUNT", value_parser = shard_arg)]
+        bgp_shard: Option<(usize, usize)>,
+        /// With `--bgp-shard`: the speakers' clock starts here (monotonic
+        /// nanoseconds).
+        #[arg(long, default_value_t = 0)]
+        epoch_ns: u128,
     },
 }
 
@@ -592,6 +600,14 @@ fn positive_seconds(text: &str) -> Result<f64, String> {
             "`{text}` is not a number of seconds of at least 0.01, e.g. 1 or 0.5"
         )),
     }
+}
+
+/// `INDEX/COUNT`, the index below the count.
+fn shard_arg(text: &str) -> Result<(usize, usize), String> {
+    text.split_once('/')
+        .and_then(|(i, n)| Some((i.parse().ok()?, n.parse().ok()?)))
+        .filter(|(i, n)| i < n)
+        .ok_or_else(|| format!("`{text}` is not INDEX/COUNT with INDEX below COUNT, e.g. 0/2"))
 }
 
 /// A value in scenario syntax, or what is wrong with it and what would be

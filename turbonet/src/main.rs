@@ -433,8 +433,12 @@ fn run(command: Command) -> Result<ExitCode> {
             lab,
             worker,
             restarts,
+            bgp_shard,
+            epoch_ns,
         } => {
-            if worker {
+            if let Some((index, count)) = bgp_shard {
+                daemon::bgp_shard(&lab, index, count, epoch_ns, restarts > 0)?;
+            } else if worker {
                 daemon::work(&lab, restarts)?;
             } else {
                 daemon::supervise(&lab)?;

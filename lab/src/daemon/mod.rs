@@ -188,6 +188,19 @@ pub fn supervise(lab_name: &str) -> Result<()> {
     })
 }
 
+/// `turbonet daemon --bgp-shard INDEX/COUNT LAB`: a share of the lab's
+/// built-in BGP speakers, for the daemon that started it (see
+/// [`crate::routes::bgp::shard`]).
+pub fn bgp_shard(
+    lab_name: &str,
+    index: usize,
+    count: usize,
+    epoch_ns: u128,
+    restarted: bool,
+) -> Result<()> {
+    crate::routes::bgp::shard::serve(lab_name, index, count, epoch_ns, restarted)
+}
+
 /// Passes SIGTERM on to the daemon and waits for it.
 async fn stop_child(child: &mut tokio::process::Child) -> Result<()> {
     if let Some(pid) = child.id() {
@@ -277,6 +290,13 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
                     events.clone(),
                     plane.pipeline_routes().as_ref(),
                     !fresh,
+                    crate::routes::bgp::shard::count(
+                        &lab,
+                        crate::limits::daemon_fds(
+                            lab.fabric.switches().count(),
+                            carriers.iter().filter(|c| c.is_userspace()).count(),
+                        ),
+                    ),
                 )
                 .await?,
             ))

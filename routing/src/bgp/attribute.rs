@@ -44,8 +44,12 @@ pub mod attr_type {
 
 use attr_flags::{EXTENDED_LENGTH, OPTIONAL, PARTIAL, TRANSITIVE};
 
-/// ORIGIN values (RFC 4271 §4.3, §5.1.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// ORIGIN values (RFC 4271 §4.3, §5.1.1), written `igp`, `egp`,
+/// `incomplete`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Origin {
     /// Interior to the originating AS.
     Igp = 0,

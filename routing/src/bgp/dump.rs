@@ -6,13 +6,13 @@
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::attribute::{Origin, PathAttributes, SegmentType};
 use super::speaker::Speaker;
 
 /// One speaker's RIBs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RibDump {
     /// The switch.
     pub node: String,
@@ -28,7 +28,7 @@ pub struct RibDump {
 }
 
 /// One neighbour's Adj-RIB-In.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AdjRibIn {
     /// The neighbour (a switch, or `external <port>`).
     pub peer: String,
@@ -43,28 +43,28 @@ pub struct AdjRibIn {
 }
 
 /// A route as received, with its path attributes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Route {
     /// The destination.
     pub prefix: Ipv4Net,
     /// ORIGIN: `igp`, `egp`, `incomplete`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub origin: Option<&'static str>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
     /// AS_PATH, nearest AS first; an AS_SET is written `{a,b}`.
     pub as_path: Vec<String>,
     /// NEXT_HOP.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_hop: Option<Ipv4Addr>,
     /// MULTI_EXIT_DISC.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub med: Option<u32>,
     /// LOCAL_PREF.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_pref: Option<u32>,
 }
 
 /// A Loc-RIB entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LocRoute {
     /// The destination.
     pub prefix: Ipv4Net,
@@ -77,7 +77,7 @@ pub struct LocRoute {
 }
 
 /// One route of an ECMP set.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LocHop {
     /// The neighbour it came from.
     pub peer: String,
@@ -88,11 +88,7 @@ pub struct LocHop {
 fn route(prefix: Ipv4Net, a: &PathAttributes) -> Route {
     Route {
         prefix,
-        origin: a.origin.map(|o| match o {
-            Origin::Igp => "igp",
-            Origin::Egp => "egp",
-            Origin::Incomplete => "incomplete",
-        }),
+        origin: a.origin,
         as_path: a
             .as_path
             .iter()

@@ -20,7 +20,7 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 
 use ipnet::Ipv4Net;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use turbonet_topo::{Fabric, LinkId, NodeId, PrefixKind};
 
 use crate::Failures;
@@ -176,7 +176,7 @@ pub fn known_prefixes(speakers: &[Speaker]) -> BTreeSet<Ipv4Net> {
 /// A FIB in a few bytes: its size and a hash of its content, to compare a
 /// switch's FIB with the plan's without keeping the plan's (two million
 /// entries for a thousand switches).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct FibDigest {
     /// Prefixes.
     pub routes: usize,

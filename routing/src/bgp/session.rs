@@ -43,7 +43,7 @@ pub const OPEN_HOLD_TIME: Duration = Duration::from_secs(240);
 const LOCAL_FAMILIES: [AfiSafi; 1] = [AfiSafi::IPV4_UNICAST];
 
 /// Session states (RFC 4271 §8.2.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum State {
     /// Refuses connections; waits for a start (manual or automatic).
     Idle,

@@ -61,6 +61,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ipnet::Ipv4Net;
+use serde::{Deserialize, Serialize};
 
 use super::plan::{self, FibDigest};
 use super::rib::{
@@ -235,7 +236,7 @@ impl fmt::Display for Cause {
 }
 
 /// A neighbour's state as `show bgp` reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum PeerState {
     /// Not started, or waiting to restart after going down.
     Idle,
@@ -265,7 +266,7 @@ impl fmt::Display for PeerState {
 }
 
 /// One neighbour in a [`Status`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NeighbourStatus {
     /// Its state.
     pub state: PeerState,
@@ -283,7 +284,7 @@ pub struct NeighbourStatus {
 }
 
 /// What a speaker reports of itself.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Status {
     /// When the report was made (the speaker's clock).
     pub at: Duration,

@@ -21,11 +21,13 @@
 //! Modules: [`switch`] (a switch's sockets), [`fib`] (the FIBs a speaker
 //! drives), [`groups`] (the kernel nexthop groups its routes share),
 //! [`kernel`] (FRR and BIRD switches, read from their kernel
-//! tables), [`status`] (what `show bgp` prints).
+//! tables), [`status`] (what `show bgp` prints), [`shard`] (the speakers
+//! of a large fabric in several processes).
 
 pub mod fib;
 mod groups;
 mod kernel;
+pub mod shard;
 mod status;
 mod switch;
 
@@ -145,9 +147,10 @@ const STALE_AT_LEAST: Duration = Duration::from_secs(5);
 
 impl Agents {
     /// Starts a built-in speaker on every switch whose agent is `builtin`
-    /// (on a thread of their own, or with `pipeline` on the current
-    /// `LocalSet`). Their routes go to the switches' kernel tables, or
-    /// with `pipeline` to the P4 pipeline's. A
+    /// (on a thread of their own, in `shards` processes of their own
+    /// when more than one (see [`shard`]), or with `pipeline` on the
+    /// current `LocalSet`). Their routes go to the switches' kernel
+    /// tables, or with `pipeline` to the P4 pipeline's. A
     /// `restarted` daemon's speakers start from the routes their
     /// predecessors left in the kernel, so forwarding goes on while the
     /// sessions come back.
@@ -156,6 +159,7 @@ impl Agents {
         events: Events,
         pipeline: Option<&Rc<crate::dataplane::agent_routes::PipelineRoutes>>,
         restarted: bool,
+        shards: usize,
     ) -> Result<Agents> {
         let speakers = plan::speakers(&lab.fabric);
         let kinds: Vec<AgentKind> = speakers
@@ -179,30 +183,34 @@ impl Agents {
             let _ = plan_tx.send(digests);
         });
         let known = Arc::new(plan::known_prefixes(&speakers));
+        let run: Vec<bool> = kinds.iter().map(|k| *k == AgentKind::Builtin).collect();
         // No threads for connections when FRR or BIRD run every switch.
-        let connections = kinds
-            .contains(&AgentKind::Builtin)
-            .then(Connections::start)
-            .transpose()?;
-        let launch = Launch {
-            connections: connections
-                .as_ref()
-                .map_or_else(tokio::runtime::Handle::current, Connections::handle),
-            lab: Arc::clone(lab),
-            speakers: speakers.clone(),
-            kinds: kinds.clone(),
-            known: known.clone(),
-            events,
-            restarted,
-        };
+        let connections = run.contains(&true).then(Connections::start).transpose()?;
+        let handle = connections
+            .as_ref()
+            .map_or_else(tokio::runtime::Handle::current, Connections::handle);
         let Launched {
             started,
             statuses,
             controls,
-        } = match pipeline {
-            // The pipeline's routes are the data plane's, on this thread.
-            Some(table) => launch.run(Some(table)).await?.0,
-            None => launch.on_own_thread().await?,
+        } = if pipeline.is_none() && shards > 1 {
+            shard::launch(lab, &speakers, &run, shards, restarted, events, &handle).await?
+        } else {
+            let launch = Launch {
+                connections: handle,
+                lab: Arc::clone(lab),
+                speakers: speakers.clone(),
+                run,
+                known: known.clone(),
+                note: Arc::new(move |note: Note| note.write(&events)),
+                restarted,
+                started: Instant::now(),
+            };
+            match pipeline {
+                // The pipeline's routes are the data plane's, on this thread.
+                Some(table) => launch.run(Some(table)).await?.0,
+                None => launch.on_own_thread().await?,
+            }
         };
         Ok(Agents {
             view: Arc::new(BgpView {
@@ -319,13 +327,18 @@ impl Agents {
 /// What starting the built-in speakers needs.
 struct Launch {
     lab: Arc<Lab>,
+    /// Every switch's plan.
     speakers: Vec<Speaker>,
-    kinds: Vec<AgentKind>,
+    /// Which of them to run here, by position.
+    run: Vec<bool>,
     known: Arc<BTreeSet<Ipv4Net>>,
-    events: Events,
+    /// Where session events and FIB failures go.
+    note: Arc<dyn Fn(Note) + Send + Sync>,
     restarted: bool,
     /// The runtime of their connections.
     connections: tokio::runtime::Handle,
+    /// Their clock starts here.
+    started: Instant,
 }
 
 /// The built-in speakers, started.
@@ -392,23 +405,24 @@ impl Launch {
         let Launch {
             lab,
             speakers,
-            kinds,
+            run,
             known,
-            events,
+            note,
             restarted,
             connections,
+            started,
         } = self;
         let timers = Timers::from(&lab.routing.timers);
         let stale = Duration::from_secs(timers.hold_time.into()).max(STALE_AT_LEAST);
         // Every listener first, so that every connection finds its peer
         // listening; then the speakers.
         let mut opened = Vec::new();
-        for (i, (plan, kind)) in speakers.iter().zip(&kinds).enumerate() {
-            if *kind == AgentKind::Builtin {
+        for (i, (plan, run)) in speakers.iter().zip(&run).enumerate() {
+            if *run {
                 opened.push((i, SwitchSockets::open(&lab, plan, pipeline, &connections)?));
             }
         }
-        let started = tokio::time::Instant::now();
+        let started = tokio::time::Instant::from_std(started);
         let mut statuses = vec![None; speakers.len()];
         let mut controls = HashMap::new();
         let mut running = Vec::new();
@@ -435,7 +449,7 @@ impl Launch {
                 epoch: started,
                 runtime: connections.clone(),
             };
-            let report = reporter(plan.clone(), events.clone());
+            let report = reporter(plan.clone(), note.clone());
             let task = tokio::task::spawn_local(async move {
                 run_speaker(speaker, io, report).await;
             });
@@ -454,25 +468,60 @@ impl Launch {
     }
 }
 
-/// Writes a speaker's session changes and FIB failures to the lab's
-/// events.
-fn reporter(plan: Speaker, events: Events) -> impl FnMut(Report) {
+/// A speaker's session change or FIB failure, as the lab's events record
+/// it (source `bgp`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(super) struct Note {
+    /// When (Unix seconds).
+    unix: f64,
+    kind: String,
+    event: String,
+    /// What went wrong, if anything.
+    error: Option<String>,
+    about: About,
+}
+
+impl Note {
+    fn new(kind: &str, event: String, error: Option<String>, about: About) -> Note {
+        Note {
+            unix: crate::events::unix_now(),
+            kind: kind.to_owned(),
+            event,
+            error,
+            about,
+        }
+    }
+
+    /// Records it in `events`.
+    fn write(self, events: &Events) {
+        events.write_at(
+            self.unix,
+            "bgp",
+            &self.kind,
+            &self.event,
+            self.error.as_deref().map_or(Ok(()), Err),
+            self.about,
+        );
+    }
+}
+
+/// Passes a speaker's session changes and FIB failures to `note`.
+fn reporter(plan: Speaker, note: Arc<dyn Fn(Note) + Send + Sync>) -> impl FnMut(Report) {
     move |report| match report {
         Report::Event(Event::Established { peer, .. }) => {
             let n = &plan.neighbours[peer];
-            events.write_about(
-                "bgp",
+            note(Note::new(
                 "session-up",
-                &format!(
+                format!(
                     "{}: session with {} ({}) established",
                     plan.name, n.peer_name, n.peer_addr
                 ),
-                Ok(()),
+                None,
                 About {
                     peer: Some(n.peer_name.clone()),
                     ..About::node(&plan.name)
                 },
-            );
+            ));
         }
         Report::Event(Event::Down {
             peer,
@@ -480,29 +529,27 @@ fn reporter(plan: Speaker, events: Events) -> impl FnMut(Report) {
             cause,
         }) => {
             let n = &plan.neighbours[peer];
-            events.write_about(
-                "bgp",
+            note(Note::new(
                 "session-down",
-                &format!(
+                format!(
                     "{}: session with {} ({}) down: {cause}",
                     plan.name, n.peer_name, n.peer_addr
                 ),
-                Ok(()),
+                None,
                 About {
                     peer: Some(n.peer_name.clone()),
                     cause: Some(cause.to_string()),
                     ..About::node(&plan.name)
                 },
-            );
+            ));
         }
         Report::Event(Event::Down { .. }) => {}
-        Report::FibFailed(why) => events.write_about(
-            "bgp",
+        Report::FibFailed(why) => note(Note::new(
             "fib",
-            &format!("{}: installing routes", plan.name),
-            Err(&why),
+            format!("{}: installing routes", plan.name),
+            Some(why),
             About::node(&plan.name),
-        ),
+        )),
     }
 }
 
