@@ -88,9 +88,12 @@ pub fn wait_ready(
             )));
         }
         if Instant::now() >= deadline {
+            // Quoted: a failed `up` rolls the lab directory back.
+            let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
             return Err(Error::Failed(format!(
-                "the lab daemon was not ready after {timeout:?} (its log: {})",
-                dir.path().join("daemon.log").display()
+                "the lab daemon was not ready after {timeout:.1?}; the end of its log:\n{}",
+                lines[lines.len().saturating_sub(20)..].join("\n")
             )));
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -223,6 +226,7 @@ async fn stop_child(child: &mut tokio::process::Child) -> Result<()> {
 /// re-adopt the lab from its input log).
 pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
     process::name_self();
+    let begun = Instant::now();
     let dir = LabDir::of(lab_name);
     let lab = Arc::new(dir.saved_lab()?);
     let state = dir.load()?.context("the lab has no state")?;
@@ -265,6 +269,13 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
             )
         };
         let carriers = Arc::new(crate::dataplane::carrier::link_carriers(&lab));
+        let took = |what: &str| {
+            tracing::info!(
+                "daemon start: {what} after {:.3} s",
+                begun.elapsed().as_secs_f64()
+            );
+        };
+        took("data plane open");
         // Every switch's table, watched before the agents start, so their
         // first routes are events too.
         let _fib_watch = if lab.target == turbonet_topo::Target::Netns {
@@ -283,6 +294,7 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
         } else {
             None
         };
+        took("route watch started");
         let agents = if lab.routing.mode == RoutingMode::Bgp {
             Some(Rc::new(
                 Agents::start(
@@ -304,6 +316,7 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
             None
         };
         if let Some(agents) = &agents {
+            took("BGP agents started");
             let agents = agents.clone();
             tokio::task::spawn_local(async move { agents.plan_ready().await });
         }

@@ -13,7 +13,8 @@
 //! each sharded speaker has a control sender and a status receiver there,
 //! fed through the shard's stdin and stdout, one JSON message a line
 //! ([`Down`], [`Up`]): port changes and RIB dumps go down; statuses
-//! (every 200 ms, those that changed), session events and dumps come up.
+//! (every 500 ms, those that changed: whole when a session changed state,
+//! else the FIB's progress), session events and dumps come up.
 //! Each shard computes the same plan and the same partition from the lab's
 //! saved scenario, so nothing but a speaker's position crosses the pipe.
 //! A shard that dies is started again (its speakers start from the routes
@@ -22,6 +23,8 @@
 //! exits.
 
 use std::collections::{BTreeMap, HashMap};
+use std::io::BufRead;
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,7 +33,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
 use turbonet_routing::bgp::dump::RibDump;
 use turbonet_routing::bgp::plan::{self, Speaker};
-use turbonet_routing::bgp::speaker::Status;
+use turbonet_routing::bgp::speaker::{PeerState, Status};
 use turbonet_routing::bgp::speaker_driver::Control;
 use turbonet_topo::{Agent as AgentKind, Lab, RoutingMode};
 
@@ -45,8 +48,10 @@ use crate::system::process;
 /// every speaker in the daemon).
 pub const ENV: &str = "TURBONET_BGP_SHARDS";
 
-/// How often a shard sends the statuses that changed.
-const PUBLISH_EVERY: Duration = Duration::from_millis(200);
+/// How often a shard sends the statuses that changed...
+const PUBLISH_EVERY: Duration = Duration::from_millis(500);
+/// ... and a changed status whole, at least (see [`publish`]).
+const WHOLE_EVERY: Duration = Duration::from_secs(5);
 
 /// Shards that die this soon after starting count towards giving up...
 const CRASH_WINDOW: Duration = Duration::from_secs(10);
@@ -186,10 +191,42 @@ enum Up {
     Ready,
     /// A speaker's status, changed.
     Status { speaker: usize, status: Box<Status> },
+    /// A speaker's FIB changed, and none of its sessions' states.
+    Progress { speaker: usize, progress: Progress },
     /// A session event or a FIB failure.
     Note(Box<Note>),
     /// The answer to a [`Down::Dump`].
     Dump { id: u64, rib: Box<RibDump> },
+}
+
+/// The part of a [`Status`] that changes as a speaker's FIB converges.
+#[derive(Debug, Serialize, Deserialize)]
+struct Progress {
+    at: Duration,
+    routes: usize,
+    fib: plan::FibDigest,
+    last_change: Duration,
+    fib_pending: bool,
+}
+
+impl Progress {
+    fn of(status: &Status) -> Progress {
+        Progress {
+            at: status.at,
+            routes: status.routes,
+            fib: status.fib,
+            last_change: status.last_change,
+            fib_pending: status.fib_pending,
+        }
+    }
+
+    fn apply(self, status: &mut Status) {
+        status.at = self.at;
+        status.routes = self.routes;
+        status.fib = self.fib;
+        status.last_change = self.last_change;
+        status.fib_pending = self.fib_pending;
+    }
 }
 
 /// What a sharded speaker's control sender carries to its shard.
@@ -429,6 +466,11 @@ async fn serve_shard(
                                 tx.send_replace(*status);
                             }
                         }
+                        Ok(Up::Progress { speaker, progress }) => {
+                            if let Some(tx) = statuses.get(&speaker) {
+                                tx.send_modify(|status| progress.apply(status));
+                            }
+                        }
                         Ok(Up::Note(note)) => note.write(&events),
                         Ok(Up::Dump { id, rib }) => {
                             if let Some(reply) = pending.remove(&id) {
@@ -506,9 +548,15 @@ pub fn serve(
     process::name_self();
     // Gone with the daemon, even if it is killed.
     let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM);
+    let t = Instant::now();
     let dir = LabDir::of(lab_name);
     let lab = Arc::new(dir.saved_lab()?);
     let speakers = plan::speakers(&lab.fabric);
+    tracing::info!(
+        "BGP shard {index} of {count}: {} switches planned in {:.3} s",
+        speakers.len(),
+        t.elapsed().as_secs_f64()
+    );
     let builtin: Vec<bool> = speakers
         .iter()
         .map(|s| lab.routing.agent_of(s.node) == AgentKind::Builtin)
@@ -532,7 +580,14 @@ pub fn serve(
     let connections = Connections::start()?;
     let handle = connections.handle();
     let (up, up_rx) = mpsc::unbounded_channel::<Up>();
-    handle.spawn(write_up(up_rx));
+    std::thread::Builder::new()
+        .name("shard-out".into())
+        .spawn(move || {
+            if let Err(e) = write_up(up_rx) {
+                tracing::warn!("BGP shard: writing to the daemon: {e}");
+            }
+        })
+        .context("starting the shard's writer")?;
     let known = Arc::new(plan::known_prefixes(&speakers));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -565,9 +620,18 @@ pub fn serve(
             });
         }
         let controls = by_position(&nodes, launched.controls);
+        let started = controls.len();
         handle.spawn(publish(statuses, up.clone()));
-        handle.spawn(read_down(controls, up.clone()));
+        let (down_up, down_runtime) = (up.clone(), handle.clone());
+        std::thread::Builder::new()
+            .name("shard-in".into())
+            .spawn(move || read_down(controls, down_up, down_runtime))
+            .context("starting the shard's reader")?;
         let _ = up.send(Up::Ready);
+        tracing::info!(
+            "BGP shard {index} of {count}: {started} speakers started in {:.3} s",
+            t.elapsed().as_secs_f64()
+        );
         drop(up);
         for (node, speaker) in running {
             if let Err(e) = speaker.await {
@@ -594,50 +658,94 @@ fn by_position(
         .collect()
 }
 
-/// Writes what goes up to stdout, until every sender is gone.
-async fn write_up(mut up: mpsc::UnboundedReceiver<Up>) {
-    let mut stdout = tokio::io::BufWriter::new(tokio::io::stdout());
-    while let Some(message) = up.recv().await {
-        if send(&mut stdout, &message).await.is_err() {
-            return;
+/// Writes what goes up to stdout, on a thread of its own (the messages
+/// are serialized there, not on the speakers' threads), flushing whenever
+/// nothing more waits; until every sender is gone.
+fn write_up(mut up: mpsc::UnboundedReceiver<Up>) -> std::io::Result<()> {
+    // The descriptor itself: `Stdout` would write a line at a time.
+    let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+    let mut stdout = std::io::BufWriter::with_capacity(1 << 20, stdout);
+    while let Some(message) = up.blocking_recv() {
+        write_line(&mut stdout, &message)?;
+        while let Ok(message) = up.try_recv() {
+            write_line(&mut stdout, &message)?;
         }
+        std::io::Write::flush(&mut stdout)?;
     }
+    Ok(())
 }
 
-/// Every [`PUBLISH_EVERY`], sends the statuses that changed.
-async fn publish(
-    mut statuses: Vec<(usize, watch::Receiver<Status>)>,
-    up: mpsc::UnboundedSender<Up>,
-) {
+/// Writes one message, a line of JSON.
+fn write_line(to: &mut impl std::io::Write, message: &impl Serialize) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *to, message)?;
+    to.write_all(b"\n")
+}
+
+/// Every [`PUBLISH_EVERY`], sends what changed of each speaker's status:
+/// all of it when a session changed state (or every [`WHOLE_EVERY`], for
+/// the prefixes received), else its FIB's progress only (a pod's
+/// aggregation switch has hundreds of sessions, and converging changes its
+/// FIB a hundred times).
+async fn publish(statuses: Vec<(usize, watch::Receiver<Status>)>, up: mpsc::UnboundedSender<Up>) {
     let mut tick = tokio::time::interval(PUBLISH_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // What was sent whole last, and when.
+    let mut sent: Vec<(usize, watch::Receiver<Status>, Vec<PeerState>, Instant)> = statuses
+        .into_iter()
+        .map(|(i, mut rx)| {
+            let states = rx
+                .borrow_and_update()
+                .neighbours
+                .iter()
+                .map(|n| n.state)
+                .collect();
+            (i, rx, states, Instant::now())
+        })
+        .collect();
     loop {
         tick.tick().await;
-        for (speaker, status) in &mut statuses {
-            if status.has_changed().unwrap_or(false) {
-                let status = Box::new(status.borrow_and_update().clone());
-                if up
-                    .send(Up::Status {
-                        speaker: *speaker,
-                        status,
-                    })
-                    .is_err()
-                {
-                    return;
+        for (speaker, rx, states, at) in &mut sent {
+            if !rx.has_changed().unwrap_or(false) {
+                continue;
+            }
+            let status = rx.borrow_and_update();
+            let changed = status.neighbours.len() != states.len()
+                || status
+                    .neighbours
+                    .iter()
+                    .zip(states.iter())
+                    .any(|(n, s)| n.state != *s);
+            let message = if changed || at.elapsed() >= WHOLE_EVERY {
+                *states = status.neighbours.iter().map(|n| n.state).collect();
+                *at = Instant::now();
+                Up::Status {
+                    speaker: *speaker,
+                    status: Box::new(status.clone()),
                 }
+            } else {
+                Up::Progress {
+                    speaker: *speaker,
+                    progress: Progress::of(&status),
+                }
+            };
+            drop(status);
+            if up.send(message).is_err() {
+                return;
             }
         }
     }
 }
 
-/// Reads what the daemon sends down and passes it to the speakers; when
-/// stdin closes, drops their controls, which stops them.
-async fn read_down(
+/// Reads what the daemon sends down and passes it to the speakers (on a
+/// thread of its own; dumps are awaited on `runtime`); when stdin closes,
+/// drops their controls, which stops them.
+fn read_down(
     controls: HashMap<usize, mpsc::UnboundedSender<Control>>,
     up: mpsc::UnboundedSender<Up>,
+    runtime: tokio::runtime::Handle,
 ) {
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
         match serde_json::from_str::<Down>(&line) {
             Ok(Down::Port {
                 speaker,
@@ -655,7 +763,7 @@ async fn read_down(
                 let (reply, answer) = oneshot::channel();
                 if control.send(Control::Dump(reply)).is_ok() {
                     let up = up.clone();
-                    tokio::spawn(async move {
+                    runtime.spawn(async move {
                         if let Ok(rib) = answer.await {
                             let _ = up.send(Up::Dump {
                                 id,
