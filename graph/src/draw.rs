@@ -119,7 +119,8 @@ fn edge_state(edge: &Edge, state: &State) -> (usize, Option<f64>) {
 }
 
 /// A load from 0 to 1 as a colour from grey through orange to red.
-fn load_colour(load: f64) -> String {
+/// The colour of a link at `load` (0 to 1): grey through orange to red.
+pub fn load_colour(load: f64) -> String {
     let t = load.clamp(0.0, 1.0);
     let (r, g, b) = if t < 0.5 {
         let u = t * 2.0;

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use turbonet_topo::{Fabric, LinkId, NodeId, Role};
 
-pub use draw::{dot, svg};
+pub use draw::{dot, load_colour, svg};
 
 /// Which part of the fabric to draw.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

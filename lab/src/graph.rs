@@ -32,7 +32,11 @@ pub fn state(running: &Running) -> Result<State> {
         // The daemon counts every 100 ms.
         std::thread::sleep(Duration::from_millis(150));
     };
-    let fabric = &running.lab.fabric;
+    Ok(state_of(&running.lab.fabric, &frame))
+}
+
+/// What a reading of the counters says of `fabric`'s links and nodes.
+pub fn state_of(fabric: &turbonet_topo::Fabric, frame: &crate::watch::Frame) -> State {
     let busiest = frame
         .directions
         .iter()
@@ -59,5 +63,5 @@ pub fn state(running: &Running) -> Result<State> {
             state.nodes_down.insert(node.id);
         }
     }
-    Ok(state)
+    state
 }

@@ -29,7 +29,8 @@
 //!   [`mpi`]), [`plan`],
 //!   [`bench`] (with [`report`]), [`experiment`] (with [`plot`] and
 //!   [`utilisation`]), [`watch`] (with [`graph`]), [`capture`], [`course`]
-//!   (graded labs: tasks checked against a running lab).
+//!   (graded labs: tasks checked against a running lab), [`ui`] (a live
+//!   web page of a running lab).
 //!
 //! Nothing here prints: results come back as values, progress through
 //! [`up::Progress`], and the daemon logs with `tracing`.
@@ -64,6 +65,7 @@ pub mod routes;
 pub mod state;
 pub mod system;
 pub mod topology;
+pub mod ui;
 pub mod up;
 pub mod utilisation;
 pub mod watch;

@@ -4,6 +4,8 @@
 //! remove them: a [`LabGuard`] runs `turbonet down` when dropped, also when
 //! the test panics.
 
+pub mod browser;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};

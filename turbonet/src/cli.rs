@@ -227,6 +227,22 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = turbonet_graph::MAX_PER_ROW)]
         max_per_tier: usize,
     },
+    /// Serve a live web page of a running lab: the fabric drawn as
+    /// `graph` draws it, links coloured by state and load as they change,
+    /// the events as they happen, and for a graded lab its tasks and a
+    /// button that grades them. Click a link for its parameters and
+    /// counters. The page only looks; nothing on it changes the lab.
+    #[command(after_help = "Examples:
+  sudo turbonet ui                              http://127.0.0.1:8765/ for the only lab up
+  sudo turbonet ui --lab k4 --listen 0.0.0.0:9000   for a classroom's browsers
+  ssh -L 8765:127.0.0.1:8765 server             then open http://127.0.0.1:8765/ at home")]
+    Ui {
+        #[command(flatten)]
+        lab: LabArg,
+        /// Where to listen (port 0: any free port; the address is printed).
+        #[arg(long, default_value = "127.0.0.1:8765")]
+        listen: std::net::SocketAddr,
+    },
     /// Watch the links live: each direction's rate, frames, drops and
     /// queue, busiest first, failed links marked, refreshed in place.
     #[command(after_help = "Examples:

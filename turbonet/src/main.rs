@@ -344,6 +344,13 @@ fn run(command: Command) -> Result<ExitCode> {
             let options = show::WatchOptions { top, all, json };
             show::watch(&running, interval, count, &options)?;
         }
+        Command::Ui { lab, listen } => {
+            let running = inspect::running(lab.lab.as_deref())?;
+            let name = running.lab.name.clone();
+            turbonet_lab::ui::serve(running, listen, |at| {
+                println!("serving lab {name} at http://{at}/ (Ctrl-C to stop)");
+            })?;
+        }
         Command::Run(args) => return run_experiment(&args),
         Command::Workload(w) => workload(w)?,
         Command::Lab(l) => return course(l),
