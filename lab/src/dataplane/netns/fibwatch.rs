@@ -42,11 +42,11 @@ const GROUPS: u32 = 0x1 | 0x40;
 const QUIET: Duration = Duration::from_millis(1);
 /// The longest a burst is gathered before its changes are written.
 const BURST: Duration = Duration::from_millis(20);
-/// The longest a burst is gathered while the notifications do not stop:
-/// a burst that lasted its whole window lets the next one last twice as
-/// long, up to this. A switch converging for minutes (rewriting thousands
-/// of routes a round) then writes about one event a second rather than
-/// fifty; a switch whose notifications pause for [`QUIET`] is back to
+/// The longest a burst is gathered while the switch stays busy: a burst
+/// that begins within a window of the last one's end lasts twice as long,
+/// up to this. A switch converging for minutes (rewriting thousands of
+/// routes a round, with pauses between) then writes about one event a
+/// second rather than one a pause; a switch quiet for a window is back to
 /// [`BURST`].
 const FLOOD: Duration = Duration::from_secs(1);
 
@@ -221,30 +221,34 @@ impl Switch {
     async fn watch(mut self, mut notifications: namespaces::Notifications) {
         use tokio::time::Instant;
         let mut window = BURST;
+        let mut last_end: Option<Instant> = None;
         while let Some(first) = notifications.next().await {
             let (began, start) = (crate::events::unix_now(), Instant::now());
+            // A switch back within a window of its last burst is still
+            // busy (converging): its burst is gathered for the whole
+            // window, twice as long as the last, so that it writes about
+            // one event a second however its writes pause. One that was
+            // quiet for a window is back to short bursts that end at the
+            // first pause.
+            let busy = last_end.is_some_and(|end| start.duration_since(end) < window);
+            window = if busy { (window * 2).min(FLOOD) } else { BURST };
             let mut burst = Burst::default();
             burst.take(first.0.payload);
-            // The rest of the burst: what is already there, and what comes
-            // within a moment, for as long as the window.
             let deadline = start + window;
-            let flooded = loop {
-                let next = tokio::time::timeout_at(
-                    deadline.min(Instant::now() + QUIET),
-                    notifications.next(),
-                );
-                match next.await {
+            loop {
+                let until = if busy {
+                    deadline
+                } else {
+                    deadline.min(Instant::now() + QUIET)
+                };
+                match tokio::time::timeout_at(until, notifications.next()).await {
                     Ok(Some((message, _))) => burst.take(message.payload),
                     Ok(None) => return,
-                    Err(_) => break Instant::now() >= deadline,
+                    Err(_) => break,
                 }
-            };
-            window = if flooded {
-                (window * 2).min(FLOOD)
-            } else {
-                BURST
-            };
+            }
             self.apply(burst, began).await;
+            last_end = Some(Instant::now());
         }
     }
 
