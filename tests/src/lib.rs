@@ -199,6 +199,28 @@ pub fn lab_namespaces(lab: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The pids of the lab's BGP shard processes.
+pub fn bgp_shards(lab: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if args.iter().any(|a| a == "--bgp-shard") && args.last().is_some_and(|a| a == lab) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
 /// True when the lab's state directory exists.
 pub fn lab_state_exists(lab: &str) -> bool {
     Path::new("/run/turbonet").join(lab).exists()

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use turbonet_tests::{
-    LabGuard, host_address, ping_from, require_root, run, text, turbonet, unique_lab, wait_until,
-    workspace, write_scenario,
+    LabGuard, bgp_shards, host_address, ping_from, require_root, run, text, turbonet, unique_lab,
+    wait_until, workspace, write_scenario,
 };
 
 /// A bundled scenario under another name, in BGP mode, with `routing`
@@ -151,28 +151,6 @@ fn fat_tree_converges_and_reconverges_around_a_link_and_a_core() {
     assert_eq!(sessions(&bgp(lab)), (64, 64));
 }
 
-/// The pids of the lab's BGP shard processes.
-fn shards(lab: &str) -> Vec<u32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let args: Vec<String> = cmdline
-            .split(|b| *b == 0)
-            .filter(|a| !a.is_empty())
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        if args.iter().any(|a| a == "--bgp-shard") && args.last().is_some_and(|a| a == lab) {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
 #[test]
 fn speakers_sharded_over_processes_converge_and_survive_a_shard_dying() {
     require_root!();
@@ -186,7 +164,7 @@ fn speakers_sharded_over_processes_converge_and_survive_a_shard_dying() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(shards(lab).len(), 3, "three shard processes");
+    assert_eq!(bgp_shards(lab).len(), 3, "three shard processes");
     let report = bgp(lab);
     assert!(converged(&report));
     assert_eq!(sessions(&report), (64, 64));
@@ -207,7 +185,7 @@ fn speakers_sharded_over_processes_converge_and_survive_a_shard_dying() {
 
     // A shard dies: it is started again, its speakers hear that core0 is
     // still down, and the fabric converges as before.
-    let victim = shards(lab)[0];
+    let victim = bgp_shards(lab)[0];
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(victim as i32),
         nix::sys::signal::Signal::SIGKILL,
@@ -215,7 +193,7 @@ fn speakers_sharded_over_processes_converge_and_survive_a_shard_dying() {
     .unwrap();
     assert!(
         wait_until(Duration::from_secs(10), || {
-            let pids = shards(lab);
+            let pids = bgp_shards(lab);
             pids.len() == 3 && !pids.contains(&victim)
         }),
         "the shard was not started again"
@@ -235,7 +213,7 @@ fn speakers_sharded_over_processes_converge_and_survive_a_shard_dying() {
     let out = run(&["down", lab]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
-        wait_until(Duration::from_secs(10), || shards(lab).is_empty()),
+        wait_until(Duration::from_secs(10), || bgp_shards(lab).is_empty()),
         "shards left behind"
     );
 }

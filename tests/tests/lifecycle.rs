@@ -473,31 +473,59 @@ fn bench_times_each_phase_beside_the_kernel_and_leaves_nothing() {
     assert!(!lab_state_exists(&lab));
 }
 
-#[test]
-fn up_refuses_a_fabric_beyond_the_open_file_limit_before_creating_anything() {
-    require_root!();
-    let lab = unique_lab("fd");
-    // A k=8 fat-tree under BGP: 256 sessions, two sockets each, in the
-    // daemon: more than 1,000 open files.
+/// `up FILE` of a k=8 fat-tree under BGP with at most `limit` open files.
+fn up_within_open_files(lab: &str, limit: u32) -> std::process::Output {
+    // 80 switches, 256 sessions, two sockets each; `up` holds three files a
+    // namespace (208) while it builds.
     let file = write_scenario(
-        &lab,
+        lab,
         &format!(
             "[lab]\nname = \"{lab}\"\n[topology]\nkind = \"fat-tree\"\nk = 8\n[routing]\nmode = \"bgp\"\n"
         ),
     );
-    let _guard = LabGuard(lab.clone());
-    let out = Command::new("bash")
-        .args(["-c", "ulimit -n 1000 && exec \"$0\" up \"$1\""])
+    Command::new("bash")
+        .args(["-c", &format!("ulimit -n {limit} && exec \"$0\" up \"$1\"")])
         .arg(turbonet_tests::binary())
         .arg(&file)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn up_refuses_a_fabric_beyond_the_open_file_limit_before_creating_anything() {
+    require_root!();
+    let lab = unique_lab("fd");
+    let _guard = LabGuard(lab.clone());
+    let out = up_within_open_files(&lab, 600);
     assert!(!out.status.success(), "{}", text(&out));
     let said = text(&out);
     assert!(
-        said.contains("BGP sessions") && said.contains("open files") && said.contains("1000"),
+        said.contains("`up`") && said.contains("open files") && said.contains("600"),
         "{said}"
     );
     assert!(lab_namespaces(&lab).is_empty());
     assert!(!lab_state_exists(&lab));
+}
+
+#[test]
+fn bgp_speakers_beyond_the_open_file_limit_run_in_shards_that_fit() {
+    require_root!();
+    let lab = unique_lab("fs");
+    let guard = LabGuard(lab.clone());
+    // The daemon with every speaker would need more than 1,000.
+    let out = up_within_open_files(&lab, 1000);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("512/512 sessions established"),
+        "{}",
+        text(&out)
+    );
+    let shards = turbonet_tests::bgp_shards(&lab);
+    assert!(shards.len() >= 2, "{shards:?}");
+    drop(guard);
+    assert!(
+        wait_until(Duration::from_secs(10), || turbonet_tests::bgp_shards(&lab)
+            .is_empty()),
+        "shards left behind"
+    );
 }

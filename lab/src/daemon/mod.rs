@@ -46,6 +46,10 @@ use command::{Command, Envelope, Source};
 use inputs::InputLog;
 use shared::Shared;
 
+/// `turbonet daemon --bgp-shard INDEX/COUNT LAB`: a share of the lab's
+/// built-in BGP speakers, for the daemon that started it.
+pub use crate::routes::bgp::shard::serve as bgp_shard;
+
 /// Where the supervisor records the daemon it runs.
 fn worker_path(dir: &LabDir) -> PathBuf {
     dir.path().join("daemon.pid")
@@ -189,19 +193,6 @@ pub fn supervise(lab_name: &str) -> Result<()> {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })
-}
-
-/// `turbonet daemon --bgp-shard INDEX/COUNT LAB`: a share of the lab's
-/// built-in BGP speakers, for the daemon that started it (see
-/// [`crate::routes::bgp::shard`]).
-pub fn bgp_shard(
-    lab_name: &str,
-    index: usize,
-    count: usize,
-    epoch_ns: u128,
-    restarted: bool,
-) -> Result<()> {
-    crate::routes::bgp::shard::serve(lab_name, index, count, epoch_ns, restarted)
 }
 
 /// Passes SIGTERM on to the daemon and waits for it.
