@@ -33,7 +33,19 @@ async function loadLab() {
 }
 
 async function loadGraph() {
-  const svg = await (await fetch("graph.svg")).text();
+  // The page's own query (`?segment=3`, `?pod=0&plane=1`) narrows the picture.
+  const reply = await fetch(`graph.svg${location.search}`);
+  const svg = await reply.text();
+  if (!reply.ok) {
+    let why = svg;
+    try {
+      why = JSON.parse(svg).error;
+    } catch {
+      // Not JSON: a query the server could not read, said in plain text.
+    }
+    $("fabric").textContent = `cannot draw the fabric: ${why}`;
+    return;
+  }
   const host = $("fabric");
   host.innerHTML = svg;
   for (const g of host.querySelectorAll('g[id^="link-"]')) {
