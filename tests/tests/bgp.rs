@@ -208,7 +208,10 @@ fn speakers_sharded_over_processes_converge_and_survive_a_shard_dying() {
     );
     check(lab);
     let events = text(&run(&["events", "--lab", lab]));
-    assert!(events.contains("was killed by signal 9"), "{events}");
+    assert!(
+        events.contains("killed by signal 9; starting it again"),
+        "{events}"
+    );
 
     let out = run(&["down", lab]);
     assert!(out.status.success(), "{}", text(&out));

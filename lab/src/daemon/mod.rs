@@ -163,11 +163,7 @@ pub fn supervise(lab_name: &str) -> Result<()> {
                 )));
             }
             // It died: say so in the lab's events, and start it again.
-            use std::os::unix::process::ExitStatusExt;
-            let how = status.signal().map_or_else(
-                || format!("exited with {status}"),
-                |s| format!("killed by signal {s}"),
-            );
+            let how = process::describe_exit(status);
             tracing::warn!("the daemon (pid {pid}) {how}; restarting it");
             if let Some(state) = dir.load().ok().flatten()
                 && let Ok(events) = Events::open(&dir, state.epoch_unix.unwrap_or_else(unix_now))

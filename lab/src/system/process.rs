@@ -237,6 +237,16 @@ pub fn clock_ticks_per_second() -> f64 {
     (unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64).max(1.0)
 }
 
+/// How a child process ended, for a log or an event: `exited with exit
+/// status: 1`, or `killed by signal 9`.
+pub fn describe_exit(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal().map_or_else(
+        || format!("exited with {status}"),
+        |s| format!("killed by signal {s}"),
+    )
+}
+
 /// The exit code a shell reports for `status`: the code, or 128 + the
 /// signal that killed the process.
 pub fn exit_code(status: std::process::ExitStatus) -> i32 {

@@ -487,7 +487,7 @@ async fn serve_shard(
         // again.
         let _ = child.start_kill();
         let how = match child.wait().await {
-            Ok(status) => describe_exit(status),
+            Ok(status) => process::describe_exit(status),
             Err(e) => e.to_string(),
         };
         if let Some(ready) = ready.take() {
@@ -524,14 +524,6 @@ async fn serve_shard(
         }
         restarts += 1;
     }
-}
-
-fn describe_exit(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    status.signal().map_or_else(
-        || format!("exited with {status}"),
-        |s| format!("was killed by signal {s}"),
-    )
 }
 
 /// `turbonet daemon --bgp-shard INDEX/COUNT LAB`: runs shard `index` of
