@@ -1,60 +1,90 @@
-//! Equal lists shared rather than copied.
+//! Equal values shared rather than copied.
 //!
-//! A converged ToR of the HPN pod reaches its sixteen thousand prefixes
-//! through the same sixty next hops: the RIB's ECMP sets, the FIB a speaker
-//! installed, the change sets waiting for the kernel and the table a
-//! watcher mirrors each hold that list once per prefix unless equal lists
-//! are one allocation. An [`Interner`] hands out one `Arc<[T]>` per
-//! distinct list; cloning it is a reference count.
+//! A converged ToR of the HPN pod reaches its thirty thousand prefixes
+//! through the same sixty next hops, and hears each of them from sixty
+//! peers with a handful of distinct attribute sets: the RIB's route sets
+//! and ECMP sets, the FIB a speaker installed, the change sets waiting for
+//! the kernel and the table a watcher mirrors each hold those once per
+//! prefix unless equal values are one allocation. An [`Interner`] hands
+//! out one `Arc` per distinct value (a list, or one value); cloning it is a
+//! reference count.
 
 use std::collections::HashSet;
 use std::hash::Hash;
 use std::sync::Arc;
 
-/// Lists below which an interner does not look for unused entries.
+/// Values below which an interner does not look for unused entries.
 const PRUNE_FROM: usize = 64;
 
-/// One shared allocation per distinct list. Lists nobody else holds any
+/// One shared allocation per distinct value. Values nobody else holds any
 /// more are dropped when the interner has doubled since it last looked, so
 /// it stays within twice what is in use.
-#[derive(Debug, Clone)]
-pub struct Interner<T> {
-    lists: HashSet<Arc<[T]>>,
+#[derive(Debug)]
+pub struct Interner<U: ?Sized> {
+    values: HashSet<Arc<U>>,
     prune_at: usize,
 }
 
-impl<T> Default for Interner<T> {
+impl<U: ?Sized> Clone for Interner<U> {
+    fn clone(&self) -> Self {
+        Interner {
+            values: self.values.clone(),
+            prune_at: self.prune_at,
+        }
+    }
+}
+
+impl<U: ?Sized> Default for Interner<U> {
     fn default() -> Self {
         Interner {
-            lists: HashSet::new(),
+            values: HashSet::new(),
             prune_at: PRUNE_FROM,
         }
     }
 }
 
-impl<T: Hash + Eq + Clone> Interner<T> {
-    /// The shared list equal to `items` (allocated only the first time).
-    pub fn intern(&mut self, items: &[T]) -> Arc<[T]> {
-        if let Some(shared) = self.lists.get(items) {
+impl<U: ?Sized + Hash + Eq> Interner<U> {
+    /// The shared value equal to `value`, made with `make` only the first
+    /// time.
+    pub fn intern_with(&mut self, value: &U, make: impl FnOnce(&U) -> Arc<U>) -> Arc<U> {
+        if let Some(shared) = self.values.get(value) {
             return Arc::clone(shared);
         }
-        if self.lists.len() >= self.prune_at {
-            self.lists.retain(|l| Arc::strong_count(l) > 1);
-            self.prune_at = (self.lists.len() * 2).max(PRUNE_FROM);
+        self.insert(make(value))
+    }
+
+    /// The shared value equal to `value`: `value` itself the first time.
+    pub fn share(&mut self, value: Arc<U>) -> Arc<U> {
+        if let Some(shared) = self.values.get(&*value) {
+            return Arc::clone(shared);
         }
-        let shared: Arc<[T]> = items.into();
-        self.lists.insert(Arc::clone(&shared));
-        shared
+        self.insert(value)
     }
 
-    /// Distinct lists held (some perhaps unused since the last look).
+    fn insert(&mut self, value: Arc<U>) -> Arc<U> {
+        if self.values.len() >= self.prune_at {
+            self.values.retain(|v| Arc::strong_count(v) > 1);
+            self.prune_at = (self.values.len() * 2).max(PRUNE_FROM);
+        }
+        self.values.insert(Arc::clone(&value));
+        value
+    }
+
+    /// Distinct values held (some perhaps unused since the last look).
     pub fn len(&self) -> usize {
-        self.lists.len()
+        self.values.len()
     }
 
-    /// Whether it holds no list.
+    /// Whether it holds no value.
     pub fn is_empty(&self) -> bool {
-        self.lists.is_empty()
+        self.values.is_empty()
+    }
+}
+
+impl<T: Hash + Eq + Clone> Interner<[T]> {
+    /// The shared list equal to `items` (allocated only the first time).
+    pub fn intern(&mut self, items: &[T]) -> Arc<[T]> {
+        self.intern_with(items, |items| Arc::from(items))
     }
 }
 
@@ -71,6 +101,15 @@ mod tests {
         assert!(Arc::ptr_eq(&a, &b));
         assert!(!Arc::ptr_eq(&a, &c));
         assert_eq!(i.len(), 2);
+    }
+
+    #[test]
+    fn equal_values_share_the_first_allocation() {
+        let mut i: Interner<String> = Interner::default();
+        let a = i.share(Arc::new("65001 65002".to_owned()));
+        let b = i.share(Arc::new("65001 65002".to_owned()));
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(i.len(), 1);
     }
 
     #[test]

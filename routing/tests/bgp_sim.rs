@@ -696,3 +696,64 @@ fn leaf_spine_1000_cold_start() {
     let first = run(&lab, 1, (0, 0), None);
     report("leaf-spine 4x996", 1, &first, t.elapsed());
 }
+
+/// The memory and CPU of converging the real HPN pod cut to a few
+/// segments (`TURBONET_SIM_SEGMENTS`, default 2), for profiling the RIBs:
+/// `cargo test --release -p turbonet-routing --test bgp_sim -- --ignored
+/// --nocapture hpn_pod`.
+#[test]
+#[ignore = "minutes of CPU: run by hand to profile"]
+fn hpn_pod_segments_cold_start() {
+    let segments: usize = std::env::var("TURBONET_SIM_SEGMENTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2);
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../scenarios/hpn-pod.toml"
+    ))
+    .expect("the bundled pod")
+    .replace("segments = 15", &format!("segments = {segments}"));
+    let lab = lab("hpn-pod.toml", &text);
+    let t = Instant::now();
+    let mut net = Net::new(&lab, 1);
+    for i in 0..net.speakers.len() {
+        let at = Duration::from_micros(net.rng.next_u64() % STAGGER_US);
+        net.schedule(at, Ev::Start(i));
+    }
+    let phase = net.run_until_quiet();
+    net.check(&Failures::default(), "all up");
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let hwm = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM"))
+        .unwrap_or("VmHWM: ?");
+    let adj_in: usize = net
+        .speakers
+        .iter()
+        .map(|s| {
+            s.status(net.now)
+                .neighbours
+                .iter()
+                .map(|n| n.received)
+                .sum::<usize>()
+        })
+        .sum();
+    let slots: usize = net
+        .speakers
+        .iter()
+        .map(|s| s.rib().loc_rib().count() * s.plan().neighbours.len())
+        .sum();
+    println!("Adj-RIB-In routes {adj_in}, prefixes x sessions {slots}");
+    println!(
+        "hpn pod, {segments} segments: {} speakers, {} routes, {:.2?} wall, converged at {:.3?} virtual, {} messages; {hwm}",
+        net.speakers.len(),
+        net.speakers
+            .iter()
+            .map(|s| s.installed().len())
+            .sum::<usize>(),
+        t.elapsed(),
+        phase.converged,
+        phase.messages,
+    );
+}

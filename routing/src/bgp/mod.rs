@@ -27,6 +27,7 @@
 //! unsupported required capabilities (RFC 5492 §3,
 //! [`DecodeError::UnsupportedCapability`]).
 
+mod adj_out;
 mod attribute;
 pub mod config;
 pub mod driver;

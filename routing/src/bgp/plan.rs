@@ -197,33 +197,45 @@ impl FibDigest {
     /// The digest with one more entry (one whose prefix it does not
     /// cover yet); `hops` ascending, without repeats.
     pub fn add(&mut self, prefix: &Ipv4Net, hops: &[Ipv4Addr]) {
+        self.add_hashed(prefix, hops_hash(hops));
+    }
+
+    /// [`FibDigest::add`] with the next hops' [`hops_hash`], which the
+    /// entries that share a set compute once.
+    pub fn add_hashed(&mut self, prefix: &Ipv4Net, hops: u64) {
         self.routes += 1;
         self.hash = self.hash.wrapping_add(entry_hash(prefix, hops));
     }
 
     /// The digest without an entry it covers.
     pub fn remove(&mut self, prefix: &Ipv4Net, hops: &[Ipv4Addr]) {
+        self.remove_hashed(prefix, hops_hash(hops));
+    }
+
+    /// [`FibDigest::remove`] with the next hops' [`hops_hash`].
+    pub fn remove_hashed(&mut self, prefix: &Ipv4Net, hops: u64) {
         self.routes -= 1;
         self.hash = self.hash.wrapping_sub(entry_hash(prefix, hops));
     }
 }
 
-/// One FIB entry's share of a [`FibDigest`]: a sum of these is the same
-/// whatever the order, and is kept up to date one entry at a time. `hops`
-/// in ascending order, without repeats.
-fn entry_hash<'a>(
-    prefix: &Ipv4Net,
-    hops: impl IntoIterator<Item = &'a Ipv4Addr, IntoIter: ExactSizeIterator>,
-) -> u64 {
+/// A FIB entry's next hops (ascending, without repeats) as they enter its
+/// share of a [`FibDigest`].
+pub fn hops_hash(hops: &[Ipv4Addr]) -> u64 {
     use std::hash::{Hash, Hasher};
     // SipHash with fixed keys: the same on every run.
     let mut hasher = std::hash::DefaultHasher::new();
+    hops.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// One FIB entry's share of a [`FibDigest`]: a sum of these is the same
+/// whatever the order, and is kept up to date one entry at a time.
+fn entry_hash(prefix: &Ipv4Net, hops: u64) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
     prefix.hash(&mut hasher);
-    let hops = hops.into_iter();
-    hops.len().hash(&mut hasher);
-    for hop in hops {
-        hop.hash(&mut hasher);
-    }
+    hops.hash(&mut hasher);
     hasher.finish()
 }
 
@@ -249,9 +261,7 @@ pub fn converged(speakers: &[Speaker], failures: &Failures) -> Vec<Fib> {
 pub fn converged_digests(speakers: &[Speaker], failures: &Failures) -> Vec<FibDigest> {
     let mut digests = vec![FibDigest::default(); speakers.len()];
     routes(speakers, failures, |i, prefix, hops| {
-        let digest = &mut digests[i];
-        digest.routes += 1;
-        digest.hash = digest.hash.wrapping_add(entry_hash(prefix, hops));
+        digests[i].add(prefix, hops);
     });
     digests
 }

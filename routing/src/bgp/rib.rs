@@ -151,14 +151,52 @@ pub fn goes_to(from: Option<(PeerId, u32)>, to: PeerId, to_as: u32) -> bool {
     from.is_none_or(|(from, from_as)| from != to && from_as != to_as)
 }
 
+/// One peer's route to a prefix. Its attributes are interned
+/// ([`Rib`] keeps one allocation per distinct set), so two routes are the
+/// same when their peers and their attributes' addresses are: a route set
+/// hashes sixty pointers, not sixty AS_PATHs.
+#[derive(Debug, Clone)]
+struct Route {
+    peer: PeerId,
+    attrs: Arc<PathAttributes>,
+}
+
+impl PartialEq for Route {
+    fn eq(&self, other: &Route) -> bool {
+        self.peer == other.peer && Arc::ptr_eq(&self.attrs, &other.attrs)
+    }
+}
+
+impl Eq for Route {}
+
+impl std::hash::Hash for Route {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.peer.hash(state);
+        Arc::as_ptr(&self.attrs).hash(state);
+    }
+}
+
+/// Every peer's route to one prefix, sorted by peer: one allocation per
+/// distinct set. A ToR of the HPN pod hears each of its thirty thousand
+/// prefixes from sixty aggregation switches, but the prefixes of one
+/// remote switch come with the same sixty routes: a prefix holds a
+/// pointer, not sixty routes.
+type Routes = Arc<[Route]>;
+
+/// The address of a shared route set, which tells it apart while it is
+/// held.
+fn address(routes: &Routes) -> usize {
+    Arc::as_ptr(routes).cast::<Route>() as usize
+}
+
 /// Everything the RIB holds of one prefix.
 #[derive(Debug, Clone)]
 struct Prefix {
     /// Dense index of the prefix ([`Rib::slot`]), kept for the life of
     /// the RIB.
     slot: u32,
-    /// The Adj-RIBs-In's routes for it, by peer, sorted.
-    routes: Vec<(PeerId, Arc<PathAttributes>)>,
+    /// The Adj-RIBs-In's routes for it.
+    routes: Routes,
     /// Originated here.
     local: bool,
     /// The Loc-RIB entry.
@@ -170,9 +208,12 @@ struct Prefix {
 /// The RIBs of one BGP speaker (RFC 4271 §3.2).
 ///
 /// Every prefix ever seen has one record, holding every peer's route for
-/// it (the Adj-RIBs-In, by prefix), its Loc-RIB entry and how it is
-/// advertised: an UPDATE costs one lookup per prefix, and a peer's routes
-/// are found by walking the prefixes (only when its session goes down).
+/// it (the Adj-RIBs-In, by prefix, as a shared [`Routes`] set), its
+/// Loc-RIB entry and how it is advertised: an UPDATE costs one lookup per
+/// prefix, and a peer's routes are found by walking the prefixes (only
+/// when its session goes down). The prefixes of one UPDATE mostly share
+/// their route set before it, so each distinct set is changed, and
+/// decided, once.
 #[derive(Debug, Clone)]
 pub struct Rib {
     local_as: u32,
@@ -190,7 +231,11 @@ pub struct Rib {
     /// What a locally originated prefix is advertised with.
     originated: Arc<PathAttributes>,
     /// The Loc-RIB's ECMP sets.
-    nexthop_sets: Interner<(PeerId, Ipv4Addr)>,
+    nexthop_sets: Interner<[(PeerId, Ipv4Addr)]>,
+    /// Received attributes, by value.
+    attributes: Interner<PathAttributes>,
+    /// The prefixes' route sets.
+    route_sets: Interner<[Route]>,
 }
 
 impl Rib {
@@ -211,6 +256,8 @@ impl Rib {
                 ..PathAttributes::default()
             }),
             nexthop_sets: Interner::default(),
+            attributes: Interner::default(),
+            route_sets: Interner::default(),
         }
     }
 
@@ -261,10 +308,11 @@ impl Rib {
                 }
             }
         }
+        let mut remove = Edit::new(peer, None);
         for p in &update.withdrawn {
             let p = p.trunc();
             if let Some(record) = self.prefixes.get_mut(&p)
-                && record.remove(peer)
+                && remove.apply(&mut self.route_sets, record)
             {
                 state.routes -= 1;
                 touched.push(p);
@@ -278,22 +326,34 @@ impl Rib {
                 .is_some_and(|path| path.contains(self.local_as));
             // Multiprotocol attributes describe other NLRI; not kept with
             // the IPv4 routes.
-            let attrs = Arc::new(PathAttributes {
-                mp_reach: None,
-                mp_unreach: None,
-                ..update.attributes.clone()
+            let mut insert = (!looped).then(|| {
+                Edit::new(
+                    peer,
+                    Some(self.attributes.share(Arc::new(PathAttributes {
+                        mp_reach: None,
+                        mp_unreach: None,
+                        ..update.attributes.clone()
+                    }))),
+                )
             });
             for p in &update.nlri {
                 let p = p.trunc();
                 touched.push(p);
-                if looped {
-                    if let Some(record) = self.prefixes.get_mut(&p)
-                        && record.remove(peer)
-                    {
-                        state.routes -= 1;
+                match &mut insert {
+                    // A looped route still replaces the peer's last one.
+                    None => {
+                        if let Some(record) = self.prefixes.get_mut(&p)
+                            && remove.apply(&mut self.route_sets, record)
+                        {
+                            state.routes -= 1;
+                        }
                     }
-                } else if record(&mut self.prefixes, p).insert(peer, attrs.clone()) {
-                    state.routes += 1;
+                    Some(insert) => {
+                        let record = record(&mut self.prefixes, p, &mut self.route_sets);
+                        if !insert.apply(&mut self.route_sets, record) {
+                            state.routes += 1;
+                        }
+                    }
                 }
             }
         }
@@ -311,10 +371,12 @@ impl Rib {
         if state.routes == 0 {
             return Vec::new();
         }
+        let mut remove = Edit::new(peer, None);
+        let sets = &mut self.route_sets;
         let touched: Vec<Ipv4Net> = self
             .prefixes
             .iter_mut()
-            .filter_map(|(p, record)| record.remove(peer).then_some(*p))
+            .filter_map(|(p, record)| remove.apply(sets, record).then_some(*p))
             .collect();
         self.recompute(touched)
     }
@@ -332,7 +394,7 @@ impl Rib {
 
     fn set_local(&mut self, prefix: Ipv4Net, local: bool) -> Vec<Change> {
         let prefix = prefix.trunc();
-        record(&mut self.prefixes, prefix).local = local;
+        record(&mut self.prefixes, prefix, &mut self.route_sets).local = local;
         self.recompute([prefix])
     }
 
@@ -492,17 +554,33 @@ impl Rib {
         // The routes of one UPDATE share their attributes, and so do their
         // advertisements: computed once.
         let mut last: Option<(Arc<PathAttributes>, Arc<PathAttributes>)> = None;
+        // Prefixes with the same routes have the same entry: decided once.
+        let mut decided: HashMap<usize, (Routes, Option<Entry>)> = HashMap::new();
         for prefix in prefixes {
             let Some(record) = self.prefixes.get(&prefix) else {
                 continue;
             };
-            let new = select(
-                self.local_as,
-                self.multipath,
-                &self.peers,
-                record,
-                &mut self.nexthop_sets,
-            );
+            let new = if record.local {
+                Some(Entry {
+                    best: Best {
+                        nexthops: self.nexthop_sets.intern(&[]),
+                        as_path_len: 0,
+                        local: true,
+                    },
+                    selected: None,
+                })
+            } else {
+                let (local_as, multipath) = (self.local_as, self.multipath);
+                let (peers, sets) = (&self.peers, &mut self.nexthop_sets);
+                decided
+                    .entry(address(&record.routes))
+                    .or_insert_with(|| {
+                        let entry = select(local_as, multipath, peers, &record.routes, sets);
+                        (record.routes.clone(), entry)
+                    })
+                    .1
+                    .clone()
+            };
             if record.entry == new {
                 continue;
             }
@@ -538,33 +616,23 @@ impl Rib {
     }
 }
 
-/// The Loc-RIB entry a prefix should have now (RFC 4271 §9.1.2), for a
-/// speaker in `local_as`; its ECMP set shared through `sets`.
+/// The Loc-RIB entry of a prefix not originated here that has `routes`
+/// (RFC 4271 §9.1.2), for a speaker in `local_as`; its ECMP set shared
+/// through `sets`.
 fn select(
     local_as: u32,
     multipath: Multipath,
     peers: &BTreeMap<PeerId, Peer>,
-    record: &Prefix,
-    sets: &mut Interner<(PeerId, Ipv4Addr)>,
+    routes: &[Route],
+    sets: &mut Interner<[(PeerId, Ipv4Addr)]>,
 ) -> Option<Entry> {
-    if record.local {
-        return Some(Entry {
-            best: Best {
-                nexthops: sets.intern(&[]),
-                as_path_len: 0,
-                local: true,
-            },
-            selected: None,
-        });
-    }
-    let candidates: Vec<Candidate<'_>> = record
-        .routes
+    let candidates: Vec<Candidate<'_>> = routes
         .iter()
-        .filter_map(|(peer, attrs)| {
+        .filter_map(|route| {
             Some(Candidate {
-                peer: *peer,
-                info: peers.get(peer)?.info,
-                attrs,
+                peer: route.peer,
+                info: peers.get(&route.peer)?.info,
+                attrs: &route.attrs,
             })
         })
         .collect();
@@ -583,52 +651,76 @@ fn select(
     })
 }
 
-/// `prefix`'s record, made if it has none. Records are never removed, so
-/// the next slot is the number of records.
-fn record(prefixes: &mut BTreeMap<Ipv4Net, Prefix>, prefix: Ipv4Net) -> &mut Prefix {
+/// `prefix`'s record, made (with no routes) if it has none. Records are
+/// never removed, so the next slot is the number of records.
+fn record<'a>(
+    prefixes: &'a mut BTreeMap<Ipv4Net, Prefix>,
+    prefix: Ipv4Net,
+    sets: &mut Interner<[Route]>,
+) -> &'a mut Prefix {
     let slot = prefixes.len() as u32;
-    prefixes.entry(prefix).or_insert_with(|| Prefix::new(slot))
+    prefixes.entry(prefix).or_insert_with(|| Prefix {
+        slot,
+        routes: sets.intern(&[]),
+        local: false,
+        entry: None,
+        outgoing: None,
+    })
 }
 
 impl Prefix {
-    fn new(slot: u32) -> Prefix {
-        Prefix {
-            slot,
-            routes: Vec::new(),
-            local: false,
-            entry: None,
-            outgoing: None,
-        }
-    }
-
     fn route_of(&self, peer: PeerId) -> Option<&Arc<PathAttributes>> {
-        let i = self.routes.binary_search_by_key(&peer, |r| r.0).ok()?;
-        Some(&self.routes[i].1)
+        let i = self.routes.binary_search_by_key(&peer, |r| r.peer).ok()?;
+        Some(&self.routes[i].attrs)
     }
+}
 
-    /// Sets `peer`'s route; true if it had none.
-    fn insert(&mut self, peer: PeerId, attrs: Arc<PathAttributes>) -> bool {
-        match self.routes.binary_search_by_key(&peer, |r| r.0) {
-            Ok(i) => {
-                self.routes[i].1 = attrs;
-                false
-            }
-            Err(i) => {
-                self.routes.insert(i, (peer, attrs));
-                true
-            }
+/// One peer's route set in many prefixes' route sets, replaced or
+/// removed: each distinct set before is changed once, and the prefixes
+/// that shared it share the set after.
+struct Edit {
+    peer: PeerId,
+    /// The peer's new route's attributes; `None`: its route goes.
+    attrs: Option<Arc<PathAttributes>>,
+    /// By the address of a set before: that set (held, so that the address
+    /// is not reused), the set after, and whether the peer had a route in it.
+    done: HashMap<usize, (Routes, Routes, bool)>,
+}
+
+impl Edit {
+    fn new(peer: PeerId, attrs: Option<Arc<PathAttributes>>) -> Edit {
+        Edit {
+            peer,
+            attrs,
+            done: HashMap::new(),
         }
     }
 
-    /// Removes `peer`'s route; true if it had one.
-    fn remove(&mut self, peer: PeerId) -> bool {
-        match self.routes.binary_search_by_key(&peer, |r| r.0) {
-            Ok(i) => {
-                self.routes.remove(i);
-                true
+    /// Applies the edit to `record`'s routes; true if the peer had a route
+    /// there before.
+    fn apply(&mut self, sets: &mut Interner<[Route]>, record: &mut Prefix) -> bool {
+        let (_, after, had) = self.done.entry(address(&record.routes)).or_insert_with(|| {
+            let before = &record.routes;
+            let at = before.binary_search_by_key(&self.peer, |r| r.peer);
+            let mut routes: Vec<Route> = before.to_vec();
+            match (at, &self.attrs) {
+                (Ok(i), Some(attrs)) => routes[i].attrs = attrs.clone(),
+                (Err(i), Some(attrs)) => routes.insert(
+                    i,
+                    Route {
+                        peer: self.peer,
+                        attrs: attrs.clone(),
+                    },
+                ),
+                (Ok(i), None) => {
+                    routes.remove(i);
+                }
+                (Err(_), None) => {}
             }
-            Err(_) => false,
-        }
+            (before.clone(), sets.intern(&routes), at.is_ok())
+        });
+        record.routes = after.clone();
+        *had
     }
 }
 

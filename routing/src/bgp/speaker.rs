@@ -44,9 +44,9 @@
 //! it comes back up its sessions start again and its prefixes are
 //! originated again. Ports are up until said otherwise.
 //!
-//! Each session keeps an Adj-RIB-Out (RFC 4271 §3.2) as the version of
-//! each prefix's advertisement it last sent ([`Outgoing::version`](super::rib::Outgoing::version)), so a
-//! flush sends only what changed for that peer.
+//! Each session keeps an Adj-RIB-Out (RFC 4271 §3.2): whether it holds
+//! each prefix's current advertisement ([`Outgoing::version`](super::rib::Outgoing::version)), or an
+//! older one, or none, so a flush sends only what changed for that peer.
 //!
 //! Not implemented (future work): End-of-RIB markers and the graceful
 //! restart capability (RFC 4724; a restarted speaker keeps the stale FIB
@@ -63,6 +63,7 @@ use std::time::Duration;
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
+use super::adj_out::AdjRibsOut;
 use super::plan::{self, FibDigest};
 use super::rib::{
     AttributeGroups, Change, Multipath, PeerId, PeerSummary, Rib, goes_to, pack_updates,
@@ -328,16 +329,6 @@ struct Peer {
     state: PeerState,
     since: Duration,
     last_error: Option<String>,
-    /// Adj-RIB-Out (RFC 4271 section 3.2): the version of each prefix's
-    /// advertisement ([`Outgoing::version`](super::rib::Outgoing::version)) this session last sent, by
-    /// the prefix's [`Rib::slot`]; 0: not advertised. A prefix whose
-    /// outgoing attributes did not change is not sent again, and one never
-    /// advertised is not withdrawn: while a fabric converges a prefix's
-    /// Loc-RIB entry changes many times (its ECMP set grows a neighbour at
-    /// a time) without changing what is advertised. Four octets per
-    /// prefix and session, no hashing: a spine of a thousand leaves keeps
-    /// two million of them.
-    sent: Vec<u32>,
 }
 
 /// One switch's BGP speaker.
@@ -346,6 +337,12 @@ pub struct Speaker {
     plan: plan::Speaker,
     rib: Rib,
     peers: Vec<Peer>,
+    /// What each session was sent of each prefix. A prefix whose outgoing
+    /// attributes did not change is not sent again, and one never
+    /// advertised is not withdrawn: while a fabric converges a prefix's
+    /// Loc-RIB entry changes many times (its ECMP set grows a neighbour at
+    /// a time) without changing what is advertised.
+    adj_out: AdjRibsOut,
     /// Ports known to be down; every other port is up.
     ports_down: BTreeSet<String>,
     started: bool,
@@ -372,7 +369,7 @@ pub struct Speaker {
 impl Speaker {
     /// A stopped speaker for `plan`; [`Input::Start`] starts it.
     pub fn new(plan: plan::Speaker, timers: Timers) -> Speaker {
-        let peers = plan
+        let peers: Vec<Peer> = plan
             .neighbours
             .iter()
             .map(|n| {
@@ -389,12 +386,12 @@ impl Speaker {
                     state: PeerState::Idle,
                     since: Duration::ZERO,
                     last_error: None,
-                    sent: Vec::new(),
                 }
             })
             .collect();
         Speaker {
             rib: Rib::new(plan.asn, plan.router_id, Multipath::Relax),
+            adj_out: AdjRibsOut::new(peers.len()),
             peers,
             ports_down: BTreeSet::new(),
             started: false,
@@ -580,7 +577,6 @@ impl Speaker {
                         full,
                         fresh,
                         next: 0,
-                        generation: self.rib.generation(),
                     });
                 }
             }
@@ -750,7 +746,7 @@ impl Speaker {
                 session::Output::Received(_) => {}
                 session::Output::Down(reason) => {
                     let established = peer.summary.take().is_some();
-                    peer.sent = Vec::new();
+                    self.adj_out.clear(n);
                     self.fresh.remove(&n);
                     // RFC 4271 §8.2.2: the routes of a closed session go.
                     let changes = self.rib.peer_down(n as PeerId);
@@ -800,6 +796,7 @@ impl Speaker {
     /// `changed` whose next hops differ from what the FIB holds.
     fn sync_fib(&mut self, now: Duration, changed: &[Ipv4Net], out: &mut Vec<Output>) {
         let mut routes = Vec::new();
+        let mut hashes = HopsHashes::default();
         for prefix in changed {
             let best = self.rib.best(prefix);
             let set = best
@@ -817,6 +814,7 @@ impl Speaker {
                     digest_change(
                         &mut self.digest,
                         self.known.as_deref(),
+                        &mut hashes,
                         prefix,
                         Some(&old),
                         None,
@@ -837,8 +835,9 @@ impl Speaker {
             digest_change(
                 &mut self.digest,
                 self.known.as_deref(),
+                &mut hashes,
                 prefix,
-                old.as_deref(),
+                old.as_ref(),
                 Some(&set.addrs),
             );
             routes.push((*prefix, set.hops));
@@ -866,11 +865,17 @@ impl Speaker {
                 }
                 let n = round.next;
                 round.next += 1;
-                let full = round.full.as_ref().filter(|_| round.fresh.contains(&n));
                 // An advertisement that changed since the round was made is
                 // in a later round: sending this one would be wasted.
-                let stale = self.rib.generation() != round.generation;
-                let cost = self.advertise_to(now, n, &round.changed, full, stale, out);
+                round.changed.recheck(&self.rib);
+                let full = match &mut round.full {
+                    Some(full) if round.fresh.contains(&n) => {
+                        full.recheck(&self.rib);
+                        Some(&*full)
+                    }
+                    _ => None,
+                };
+                let cost = self.advertise_to(now, n, &round.changed, full, out);
                 budget = budget.saturating_sub(cost);
             }
         }
@@ -879,22 +884,21 @@ impl Speaker {
 
     /// Advertises to peer `n` what of `changed` differs from its
     /// Adj-RIB-Out, and with `full` (a new session, or a ROUTE-REFRESH) the
-    /// whole Loc-RIB again whatever it holds; with `stale`, entries whose
-    /// advertisement changed since are skipped. What it cost, in prefixes.
+    /// whole Loc-RIB again whatever it holds; entries whose advertisement
+    /// changed since they were made ([`Exports::recheck`]) are skipped.
+    /// What it cost, in prefixes.
     fn advertise_to(
         &mut self,
         now: Duration,
         n: usize,
         changed: &Exports,
         full: Option<&Exports>,
-        stale: bool,
         out: &mut Vec<Output>,
     ) -> usize {
         let Some(summary) = self.peers[n].summary else {
             return 0;
         };
-        let rib = &self.rib;
-        let sent = &mut self.peers[n].sent;
+        let adj_out = &mut self.adj_out;
         let mut withdrawn = Vec::new();
         let mut announced: Vec<(&Exports, usize, Ipv4Net)> = Vec::new();
         // The whole table first: a prefix of both is then sent once.
@@ -903,25 +907,26 @@ impl Speaker {
             .into_iter()
             .chain([(changed, false)]);
         for (exports, force) in lists {
-            sent.resize(sent.len().max(exports.slots), 0);
-            for e in &exports.prefixes {
-                if stale && rib.outgoing(&e.prefix).map(|o| o.version) != e.version() {
-                    continue;
-                }
+            adj_out.reserve(exports.slots);
+            for (e, _) in exports
+                .prefixes
+                .iter()
+                .zip(&exports.current)
+                .filter(|e| *e.1)
+            {
                 let want = e
                     .outgoing
                     .filter(|a| goes_to(a.from, n as PeerId, summary.peer_as));
-                let have = &mut sent[e.slot];
                 match want {
-                    Some(a) if *have == a.version && !force => {}
+                    Some(a) if !force && adj_out.holds(e.slot, n, a.version) => {}
                     Some(a) => {
-                        *have = a.version;
+                        adj_out.announce(e.slot, n, a.version);
                         announced.push((exports, a.group, e.prefix));
                     }
-                    None if *have == 0 => {}
                     None => {
-                        *have = 0;
-                        withdrawn.push(e.prefix);
+                        if adj_out.withdraw(e.slot, n) {
+                            withdrawn.push(e.prefix);
+                        }
                     }
                 }
             }
@@ -970,8 +975,6 @@ struct Round {
     full: Option<Exports>,
     fresh: BTreeSet<usize>,
     next: usize,
-    /// [`Rib::generation`] when it was made.
-    generation: u64,
 }
 
 /// The prefixes of one flush's advertisements, each looked up in the RIB
@@ -980,6 +983,10 @@ struct Round {
 #[derive(Debug, Clone, Default)]
 struct Exports {
     prefixes: Vec<Export>,
+    /// Whether each prefix's advertisement is still the RIB's.
+    current: Vec<bool>,
+    /// [`Rib::generation`] when `current` was last checked.
+    checked: u64,
     groups: AttributeGroups,
     /// One past the largest slot.
     slots: usize,
@@ -1030,7 +1037,21 @@ impl Exports {
                 outgoing,
             });
         }
+        exports.current = vec![true; exports.prefixes.len()];
+        exports.checked = rib.generation();
         exports
+    }
+
+    /// Marks the prefixes whose advertisement changed since the exports
+    /// were made: once per change of the RIB, not once per peer.
+    fn recheck(&mut self, rib: &Rib) {
+        if self.checked == rib.generation() {
+            return;
+        }
+        self.checked = rib.generation();
+        for (e, current) in self.prefixes.iter().zip(&mut self.current) {
+            *current = rib.outgoing(&e.prefix).map(|o| o.version) == e.version();
+        }
     }
 }
 
@@ -1039,18 +1060,35 @@ impl Exports {
 fn digest_change(
     digest: &mut FibDigest,
     known: Option<&BTreeSet<Ipv4Net>>,
+    hashes: &mut HopsHashes,
     prefix: &Ipv4Net,
-    old: Option<&[Ipv4Addr]>,
-    new: Option<&[Ipv4Addr]>,
+    old: Option<&Arc<[Ipv4Addr]>>,
+    new: Option<&Arc<[Ipv4Addr]>>,
 ) {
     if known.is_some_and(|k| !k.contains(prefix)) {
         return;
     }
     if let Some(old) = old {
-        digest.remove(prefix, old);
+        digest.remove_hashed(prefix, hashes.of(old));
     }
     if let Some(new) = new {
-        digest.add(prefix, new);
+        digest.add_hashed(prefix, hashes.of(new));
+    }
+}
+
+/// The digest's hash of each set of next hops a FIB pass meets
+/// ([`plan::hops_hash`]), computed once: the entries of a pass mostly go
+/// from one shared set to another.
+#[derive(Debug, Default)]
+struct HopsHashes(HashMap<usize, (Arc<[Ipv4Addr]>, u64)>);
+
+impl HopsHashes {
+    fn of(&mut self, hops: &Arc<[Ipv4Addr]>) -> u64 {
+        // Held, so that the address is not reused during the pass.
+        self.0
+            .entry(Arc::as_ptr(hops).cast::<Ipv4Addr>() as usize)
+            .or_insert_with(|| (hops.clone(), plan::hops_hash(hops)))
+            .1
     }
 }
 
@@ -1066,12 +1104,18 @@ struct FibSet {
     hops: NextHops,
 }
 
+/// An ECMP set of the RIB: session and next hop of each route used.
+type EcmpSet = Arc<[(PeerId, Ipv4Addr)]>;
+
 /// Every ECMP set the FIB has had, computed once each: the same sixty next
 /// hops for thousands of prefixes are one allocation, however often the
-/// prefixes are written.
+/// prefixes are written. The RIB shares equal sets ([`Best::nexthops`](super::rib::Best::nexthops)), so
+/// a set is known by its address, not by hashing sixty next hops.
 #[derive(Debug, Clone)]
 struct FibSets {
-    by_set: HashMap<Box<[(PeerId, Ipv4Addr)]>, FibSet>,
+    /// By the address of the RIB's set: that set (held, so that the
+    /// address is not reused) and what it is in the FIB.
+    by_set: HashMap<usize, (EcmpSet, FibSet)>,
     prune_at: usize,
     /// No next hop: the prefix is removed.
     none: NextHops,
@@ -1091,19 +1135,21 @@ impl FibSets {
     /// What `set` (sorted, as the RIB has it) is in the FIB: its sessions'
     /// peer addresses, ascending, without repeats, and the next hops
     /// through their ports. Sessions the plan does not have are left out.
-    fn of(&mut self, set: &[(PeerId, Ipv4Addr)], neighbours: &[plan::Neighbour]) -> FibSet {
-        if let Some(known) = self.by_set.get(set) {
+    fn of(&mut self, set: &EcmpSet, neighbours: &[plan::Neighbour]) -> FibSet {
+        let address = Arc::as_ptr(set).cast::<(PeerId, Ipv4Addr)>() as usize;
+        if let Some((_, known)) = self.by_set.get(&address) {
             return known.clone();
         }
         if self.by_set.len() >= self.prune_at {
             // Sets neither installed nor waiting to be written.
-            self.by_set
-                .retain(|_, s| Arc::strong_count(&s.addrs) > 1 || Arc::strong_count(&s.hops) > 1);
+            self.by_set.retain(|_, (_, s)| {
+                Arc::strong_count(&s.addrs) > 1 || Arc::strong_count(&s.hops) > 1
+            });
             self.prune_at = (self.by_set.len() * 2).max(64);
         }
         let mut addrs: Vec<Ipv4Addr> = Vec::with_capacity(set.len());
         let mut hops: Vec<NextHop> = Vec::with_capacity(set.len());
-        for &(peer, addr) in set {
+        for &(peer, addr) in set.iter() {
             let Some(neighbour) = neighbours.get(peer as usize) else {
                 continue;
             };
@@ -1124,7 +1170,7 @@ impl FibSets {
             addrs: addrs.into(),
             hops: hops.into(),
         };
-        self.by_set.insert(set.into(), made.clone());
+        self.by_set.insert(address, (set.clone(), made.clone()));
         made
     }
 }

@@ -177,7 +177,7 @@ impl FibWatch {
 #[derive(Debug, Default)]
 struct Table {
     routes: BTreeMap<(Ipv4Net, u32), TableRoute>,
-    sets: Interner<TableHop>,
+    sets: Interner<[TableHop]>,
 }
 
 impl Table {
