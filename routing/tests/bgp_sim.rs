@@ -732,21 +732,13 @@ fn hpn_pod_segments_cold_start() {
         .speakers
         .iter()
         .map(|s| {
-            s.status(net.now)
-                .neighbours
-                .iter()
-                .map(|n| n.received)
-                .sum::<usize>()
+            let status = s.status(net.now);
+            status.neighbours.iter().map(|n| n.received).sum::<usize>()
         })
         .sum();
-    let slots: usize = net
-        .speakers
-        .iter()
-        .map(|s| s.rib().loc_rib().count() * s.plan().neighbours.len())
-        .sum();
-    println!("Adj-RIB-In routes {adj_in}, prefixes x sessions {slots}");
     println!(
-        "hpn pod, {segments} segments: {} speakers, {} routes, {:.2?} wall, converged at {:.3?} virtual, {} messages; {hwm}",
+        "hpn pod, {segments} segments: {} speakers, {} routes, {adj_in} Adj-RIB-In routes; \
+         {:.2?} wall, converged at {:.3?} virtual, {} messages; {hwm}",
         net.speakers.len(),
         net.speakers
             .iter()

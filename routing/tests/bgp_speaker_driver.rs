@@ -118,14 +118,17 @@ impl Running {
     }
 
     async fn state_until(&mut self, state: PeerState) {
-        timeout(
-            TIMEOUT,
-            self.status
-                .wait_for(|s| s.neighbours.first().is_some_and(|n| n.state == state)),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("timed out waiting for {state}"))
-        .unwrap();
+        self.status_until(&state.to_string(), |s| {
+            s.neighbours.first().is_some_and(|n| n.state == state)
+        })
+        .await;
+    }
+
+    async fn status_until(&mut self, what: &str, f: impl Fn(&Status) -> bool) {
+        timeout(TIMEOUT, self.status.wait_for(|s| f(s)))
+            .await
+            .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+            .unwrap();
     }
 
     async fn event(&mut self) -> Event {
@@ -222,9 +225,12 @@ async fn two_speakers_over_tcp_follow_a_port_down_and_up_then_stop() {
         a.event().await,
         Event::Established { peer: 0, .. }
     ));
-    a.state_until(PeerState::Established).await;
+    // The status is published after the FIB is written: wait for it.
+    a.status_until("A's status with B's route", |s| {
+        s.routes == 1 && s.neighbours[0].state == PeerState::Established
+    })
+    .await;
     let status = a.status.borrow().clone();
-    assert_eq!(status.routes, 1);
     assert_eq!(status.neighbours[0].received, 1);
     assert!(status.sessions_up());
 

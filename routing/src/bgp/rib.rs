@@ -120,12 +120,18 @@ struct Peer {
     routes: usize,
 }
 
-/// A Loc-RIB entry: what the FIB sees plus the selected route, which
-/// export needs. `selected` is `None` for a locally originated prefix.
-#[derive(Debug, Clone, PartialEq)]
+/// A Loc-RIB entry: what the FIB sees, the selected route, and how it is
+/// advertised. `selected` is `None` for a locally originated prefix.
+/// Prefixes with equal entries share one ([`Rib`] interns them): a ToR's
+/// thirty thousand prefixes have a few hundred distinct entries.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Entry {
     best: Best,
     selected: Option<(PeerId, Arc<PathAttributes>)>,
+    /// The attributes advertised, NEXT_HOP unset ([`Outgoing::attributes`]).
+    attributes: Arc<PathAttributes>,
+    /// The peer of `selected` and its AS ([`Outgoing::from`]).
+    from: Option<(PeerId, u32)>,
 }
 
 /// How a prefix is advertised over eBGP (RFC 4271 §5.1, §9.2), before the
@@ -195,14 +201,15 @@ struct Prefix {
     /// Dense index of the prefix ([`Rib::slot`]), kept for the life of
     /// the RIB.
     slot: u32,
-    /// The Adj-RIBs-In's routes for it.
-    routes: Routes,
+    /// The version of its advertisement ([`Outgoing::version`]) while
+    /// `entry` is there.
+    version: u32,
     /// Originated here.
     local: bool,
+    /// The Adj-RIBs-In's routes for it.
+    routes: Routes,
     /// The Loc-RIB entry.
-    entry: Option<Entry>,
-    /// What is advertised while `entry` is there.
-    outgoing: Option<Outgoing>,
+    entry: Option<Arc<Entry>>,
 }
 
 /// The RIBs of one BGP speaker (RFC 4271 §3.2).
@@ -228,19 +235,37 @@ pub struct Rib {
     version: u32,
     /// Counts the changes of any prefix's advertisement ([`Rib::generation`]).
     generation: u64,
-    /// What a locally originated prefix is advertised with.
-    originated: Arc<PathAttributes>,
     /// The Loc-RIB's ECMP sets.
     nexthop_sets: Interner<[(PeerId, Ipv4Addr)]>,
     /// Received attributes, by value.
     attributes: Interner<PathAttributes>,
     /// The prefixes' route sets.
     route_sets: Interner<[Route]>,
+    /// The Loc-RIB's entries.
+    entries: Interner<Entry>,
+    /// The entry of every prefix originated here.
+    local_entry: Arc<Entry>,
 }
 
 impl Rib {
     /// An empty RIB for a speaker in `local_as`.
     pub fn new(local_as: u32, router_id: Ipv4Addr, multipath: Multipath) -> Self {
+        let originated = Arc::new(PathAttributes {
+            origin: Some(Origin::Igp),
+            as_path: Some(AsPath::sequence([local_as])),
+            ..PathAttributes::default()
+        });
+        let mut nexthop_sets = Interner::default();
+        let local_entry = Arc::new(Entry {
+            best: Best {
+                nexthops: nexthop_sets.intern(&[]),
+                as_path_len: 0,
+                local: true,
+            },
+            selected: None,
+            attributes: originated,
+            from: None,
+        });
         Rib {
             local_as,
             router_id,
@@ -250,14 +275,11 @@ impl Rib {
             exports: BTreeSet::new(),
             version: 0,
             generation: 0,
-            originated: Arc::new(PathAttributes {
-                origin: Some(Origin::Igp),
-                as_path: Some(AsPath::sequence([local_as])),
-                ..PathAttributes::default()
-            }),
-            nexthop_sets: Interner::default(),
+            nexthop_sets,
             attributes: Interner::default(),
             route_sets: Interner::default(),
+            entries: Interner::default(),
+            local_entry,
         }
     }
 
@@ -404,8 +426,14 @@ impl Rib {
     }
 
     /// How `prefix` is advertised, if it is reachable.
-    pub fn outgoing(&self, prefix: &Ipv4Net) -> Option<&Outgoing> {
-        self.prefixes.get(prefix)?.outgoing.as_ref()
+    pub fn outgoing(&self, prefix: &Ipv4Net) -> Option<Outgoing> {
+        let record = self.prefixes.get(prefix)?;
+        let entry = record.entry.as_ref()?;
+        Some(Outgoing {
+            attributes: entry.attributes.clone(),
+            from: entry.from,
+            version: record.version,
+        })
     }
 
     /// Moves whenever the advertisement of some prefix ([`Rib::outgoing`])
@@ -506,78 +534,33 @@ impl Rib {
         )
     }
 
-    /// How a prefix whose Loc-RIB entry is now `entry` is advertised;
-    /// `old` is how it was, `last` the advertisement last derived from a
-    /// selected route's attributes (the routes of one UPDATE share both).
-    fn outgoing_for(
-        &mut self,
-        entry: &Entry,
-        old: Option<&Outgoing>,
-        last: &mut Option<(Arc<PathAttributes>, Arc<PathAttributes>)>,
-    ) -> Option<Outgoing> {
-        let (attributes, from) = match &entry.selected {
-            None => (self.originated.clone(), None),
-            Some((from, attrs)) => {
-                let from_as = self.peers.get(from)?.info.peer_as;
-                let attributes = match &*last {
-                    Some((src, out)) if Arc::ptr_eq(src, attrs) => out.clone(),
-                    _ => {
-                        let out = Arc::new(advertised(attrs, self.local_as));
-                        *last = Some((attrs.clone(), out.clone()));
-                        out
-                    }
-                };
-                (attributes, Some((*from, from_as)))
-            }
-        };
-        let version = match old {
-            Some(old) if old.attributes == attributes => old.version,
-            _ => {
-                self.version += 1;
-                self.version
-            }
-        };
-        Some(Outgoing {
-            attributes,
-            from,
-            version,
-        })
-    }
-
     fn entry(&self, prefix: &Ipv4Net) -> Option<&Entry> {
-        self.prefixes.get(prefix)?.entry.as_ref()
+        self.prefixes.get(prefix)?.entry.as_deref()
     }
 
     /// Reruns the decision process for `prefixes` and returns what changed.
     fn recompute(&mut self, prefixes: impl IntoIterator<Item = Ipv4Net>) -> Vec<Change> {
         let mut changes = Vec::new();
-        // The routes of one UPDATE share their attributes, and so do their
-        // advertisements: computed once.
-        let mut last: Option<(Arc<PathAttributes>, Arc<PathAttributes>)> = None;
         // Prefixes with the same routes have the same entry: decided once.
-        let mut decided: HashMap<usize, (Routes, Option<Entry>)> = HashMap::new();
+        let mut decided: HashMap<usize, (Routes, Option<Arc<Entry>>)> = HashMap::new();
         for prefix in prefixes {
-            let Some(record) = self.prefixes.get(&prefix) else {
+            let Some(record) = self.prefixes.get_mut(&prefix) else {
                 continue;
             };
             let new = if record.local {
-                Some(Entry {
-                    best: Best {
-                        nexthops: self.nexthop_sets.intern(&[]),
-                        as_path_len: 0,
-                        local: true,
-                    },
-                    selected: None,
-                })
+                Some(self.local_entry.clone())
             } else {
-                let (local_as, multipath) = (self.local_as, self.multipath);
-                let (peers, sets) = (&self.peers, &mut self.nexthop_sets);
+                let decide = Decide {
+                    local_as: self.local_as,
+                    multipath: self.multipath,
+                    peers: &self.peers,
+                    nexthop_sets: &mut self.nexthop_sets,
+                    attributes: &mut self.attributes,
+                    entries: &mut self.entries,
+                };
                 decided
                     .entry(address(&record.routes))
-                    .or_insert_with(|| {
-                        let entry = select(local_as, multipath, peers, &record.routes, sets);
-                        (record.routes.clone(), entry)
-                    })
+                    .or_insert_with(|| (record.routes.clone(), decide.entry(&record.routes)))
                     .1
                     .clone()
             };
@@ -587,15 +570,19 @@ impl Rib {
             // What is advertised follows the selected route (its
             // attributes, and the peer it came from for split horizon),
             // not the rest of the ECMP set.
-            let selected_changed =
-                record.entry.as_ref().map(|o| &o.selected) != new.as_ref().map(|n| &n.selected);
-            let mut outgoing = record.outgoing.clone();
-            if selected_changed {
+            let old = record.entry.take();
+            if old.as_ref().map(|o| &o.selected) != new.as_ref().map(|n| &n.selected) {
                 self.exports.insert(prefix);
                 self.generation += 1;
-                outgoing = match &new {
-                    Some(entry) => self.outgoing_for(entry, outgoing.as_ref(), &mut last),
-                    None => None,
+                // Peers that hold the advertisement need no UPDATE if its
+                // attributes are the same.
+                record.version = match (&old, &new) {
+                    (Some(old), Some(new)) if old.attributes == new.attributes => record.version,
+                    (_, Some(_)) => {
+                        self.version += 1;
+                        self.version
+                    }
+                    (_, None) => 0,
                 };
             }
             match &new {
@@ -608,24 +595,57 @@ impl Rib {
                 }),
                 None => changes.push(Change::Removed { prefix }),
             }
-            let record = self.prefixes.get_mut(&prefix).expect("looked up above");
             record.entry = new;
-            record.outgoing = outgoing;
         }
         changes
     }
 }
 
-/// The Loc-RIB entry of a prefix not originated here that has `routes`
-/// (RFC 4271 §9.1.2), for a speaker in `local_as`; its ECMP set shared
-/// through `sets`.
+/// What deciding a prefix's entry needs of the [`Rib`].
+struct Decide<'a> {
+    local_as: u32,
+    multipath: Multipath,
+    peers: &'a BTreeMap<PeerId, Peer>,
+    nexthop_sets: &'a mut Interner<[(PeerId, Ipv4Addr)]>,
+    attributes: &'a mut Interner<PathAttributes>,
+    entries: &'a mut Interner<Entry>,
+}
+
+impl Decide<'_> {
+    /// The Loc-RIB entry of a prefix not originated here that has
+    /// `routes`, shared with every prefix that has an equal one.
+    fn entry(self, routes: &[Route]) -> Option<Arc<Entry>> {
+        let (peer, selected, best) = select(
+            self.local_as,
+            self.multipath,
+            self.peers,
+            routes,
+            self.nexthop_sets,
+        )?;
+        let from_as = self.peers.get(&peer)?.info.peer_as;
+        let attributes = self
+            .attributes
+            .share(Arc::new(advertised(&selected, self.local_as)));
+        let entry = Entry {
+            best,
+            selected: Some((peer, selected)),
+            attributes,
+            from: Some((peer, from_as)),
+        };
+        Some(self.entries.intern_with(&entry, |e| Arc::new(e.clone())))
+    }
+}
+
+/// The route selected among `routes` (RFC 4271 §9.1.2), for a speaker in
+/// `local_as`: its peer, its attributes, and what the FIB sees of the
+/// prefix (its ECMP set shared through `sets`).
 fn select(
     local_as: u32,
     multipath: Multipath,
     peers: &BTreeMap<PeerId, Peer>,
     routes: &[Route],
     sets: &mut Interner<[(PeerId, Ipv4Addr)]>,
-) -> Option<Entry> {
+) -> Option<(PeerId, Arc<PathAttributes>, Best)> {
     let candidates: Vec<Candidate<'_>> = routes
         .iter()
         .filter_map(|route| {
@@ -641,14 +661,15 @@ fn select(
         ecmp.iter().map(|&i| candidates[i].next_hop()).collect();
     nexthops.sort_unstable();
     let best = &candidates[best];
-    Some(Entry {
-        best: Best {
+    Some((
+        best.peer,
+        best.attrs.clone(),
+        Best {
             nexthops: sets.intern(&nexthops),
             as_path_len: best.path_len(),
             local: false,
         },
-        selected: Some((best.peer, best.attrs.clone())),
-    })
+    ))
 }
 
 /// `prefix`'s record, made (with no routes) if it has none. Records are
@@ -661,10 +682,10 @@ fn record<'a>(
     let slot = prefixes.len() as u32;
     prefixes.entry(prefix).or_insert_with(|| Prefix {
         slot,
-        routes: sets.intern(&[]),
+        version: 0,
         local: false,
+        routes: sets.intern(&[]),
         entry: None,
-        outgoing: None,
     })
 }
 
