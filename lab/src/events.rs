@@ -7,7 +7,8 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -172,26 +173,44 @@ pub fn unix_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
+/// Where the events are kept.
+#[derive(Debug)]
+enum Store {
+    /// In the lab's log: the file, and where each event's line starts in
+    /// it. The pod's convergence logs a hundred thousand route changes of
+    /// sixty next hops each: a daemon that kept them all in memory grew by
+    /// gigabytes, where eight bytes an event is what finding one takes.
+    File {
+        file: fs::File,
+        path: PathBuf,
+        starts: Vec<u64>,
+        /// The file's length.
+        end: u64,
+    },
+    /// In memory (tests).
+    Memory(Vec<LoggedEvent>),
+}
+
 #[derive(Debug)]
 struct Inner {
-    /// The log on disk (none: kept in memory only).
-    file: Option<fs::File>,
-    /// Every event so far (a subscriber gets them first).
-    log: Vec<LoggedEvent>,
-    /// How many events of each kind are in `log` (read on every scrape
-    /// of the metrics, which should not copy the log).
+    store: Store,
+    /// How many events of each kind there have been (read on every scrape
+    /// of the metrics, which should not read the log).
     kinds: BTreeMap<String, u64>,
 }
 
 impl Inner {
-    fn new(file: Option<fs::File>, log: Vec<LoggedEvent>) -> Inner {
-        let mut kinds = BTreeMap::new();
-        for e in &log {
-            *kinds.entry(e.kind.clone()).or_insert(0) += 1;
+    fn len(&self) -> u64 {
+        match &self.store {
+            Store::File { starts, .. } => starts.len() as u64,
+            Store::Memory(log) => log.len() as u64,
         }
-        Inner { file, log, kinds }
     }
 }
+
+/// Events read back per call of [`Events::range`] at most, so that a
+/// follower catching up holds a bounded batch.
+pub const READ_BATCH: u64 = 1024;
 
 /// A lab's events: appended to its log and sent to subscribers. Cloning
 /// shares it; it may be written from any thread.
@@ -208,21 +227,43 @@ impl Events {
     /// it); the fabric was ready at Unix time `ready`.
     pub fn open(dir: &LabDir, ready: f64) -> Result<Events> {
         let path = events_path(dir);
-        let log = match fs::File::open(&path) {
-            Ok(f) => std::io::BufReader::new(f)
-                .lines()
-                .map_while(std::result::Result::ok)
-                .filter_map(|l| serde_json::from_str(&l).ok())
-                .collect(),
-            Err(_) => Vec::new(),
-        };
+        let mut starts = Vec::new();
+        let mut kinds = BTreeMap::new();
+        let mut end = 0u64;
+        if let Ok(f) = fs::File::open(&path) {
+            let mut reader = std::io::BufReader::new(f);
+            let mut line = String::new();
+            loop {
+                line.clear();
+                let n = reader.read_line(&mut line)?;
+                if n == 0 || !line.ends_with('\n') {
+                    // A line cut short by a crash is written over.
+                    break;
+                }
+                if let Ok(e) = serde_json::from_str::<LoggedEvent>(&line) {
+                    starts.push(end);
+                    *kinds.entry(e.kind).or_insert(0) += 1;
+                }
+                end += n as u64;
+            }
+        }
         let file = fs::OpenOptions::new()
             .create(true)
-            .append(true)
+            .write(true)
+            .truncate(false)
             .open(&path)?;
+        file.set_len(end)?;
         let (bus, _) = broadcast::channel(4096);
         Ok(Events {
-            inner: Arc::new(Mutex::new(Inner::new(Some(file), log))),
+            inner: Arc::new(Mutex::new(Inner {
+                store: Store::File {
+                    file,
+                    path,
+                    starts,
+                    end,
+                },
+                kinds,
+            })),
             bus,
             ready,
         })
@@ -232,7 +273,10 @@ impl Events {
     pub fn scratch() -> Events {
         let (bus, _) = broadcast::channel(4096);
         Events {
-            inner: Arc::new(Mutex::new(Inner::new(None, Vec::new()))),
+            inner: Arc::new(Mutex::new(Inner {
+                store: Store::Memory(Vec::new()),
+                kinds: BTreeMap::new(),
+            })),
             bus,
             ready: unix_now(),
         }
@@ -290,45 +334,83 @@ impl Events {
             },
             about,
         };
+        let line = match serde_json::to_string(&entry) {
+            Ok(line) => line + "\n",
+            Err(_) => return,
+        };
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
-        if let Some(file) = &mut inner.file
-            && let Ok(line) = serde_json::to_string(&entry)
-        {
-            let _ = writeln!(file, "{line}");
+        let seq = inner.len();
+        match &mut inner.store {
+            Store::File {
+                file, starts, end, ..
+            } => {
+                // One write a line, at the end: a line is whole or not
+                // there, and its start is known.
+                if file.write_all_at(line.as_bytes(), *end).is_err() {
+                    return;
+                }
+                starts.push(*end);
+                *end += line.len() as u64;
+            }
+            Store::Memory(log) => log.push(entry.clone()),
         }
-        let seq = inner.log.len() as u64;
         *inner.kinds.entry(entry.kind.clone()).or_insert(0) += 1;
-        inner.log.push(entry.clone());
         // Sent while the lock is held, so a subscriber sees every event
-        // exactly once: in its backlog or on the bus.
+        // exactly once: up to the count it was given, or on the bus.
         let _ = self.bus.send((seq, entry));
     }
 
-    /// Every event so far, and a receiver of the ones to come (none lost
-    /// or seen twice between the two).
-    pub fn subscribe(&self) -> (Vec<LoggedEvent>, broadcast::Receiver<(u64, LoggedEvent)>) {
+    /// How many events there have been, and a receiver of the ones to come
+    /// (none lost or seen twice between the two): the ones before are read
+    /// with [`Events::range`].
+    pub fn subscribe(&self) -> (u64, broadcast::Receiver<(u64, LoggedEvent)>) {
         let inner = self
             .inner
             .lock()
             .expect("the event log's lock is never poisoned");
-        (inner.log.clone(), self.bus.subscribe())
+        (inner.len(), self.bus.subscribe())
     }
 
-    /// The events from position `seq` on (a follower that fell behind
-    /// the bus catches up from the log).
-    pub fn from(&self, seq: u64) -> Vec<(u64, LoggedEvent)> {
-        let inner = self
-            .inner
-            .lock()
-            .expect("the event log's lock is never poisoned");
-        inner
-            .log
-            .iter()
+    /// Events `from..to` (as many as there are), [`READ_BATCH`] at most,
+    /// with their positions: read back from the log (a follower catching
+    /// up, or one that fell behind the bus).
+    pub fn range(&self, from: u64, to: u64) -> Vec<(u64, LoggedEvent)> {
+        let (path, start, count) = {
+            let inner = self
+                .inner
+                .lock()
+                .expect("the event log's lock is never poisoned");
+            let to = to.min(inner.len()).min(from.saturating_add(READ_BATCH));
+            if from >= to {
+                return Vec::new();
+            }
+            match &inner.store {
+                Store::Memory(log) => {
+                    return (from..to)
+                        .map(|seq| (seq, log[seq as usize].clone()))
+                        .collect();
+                }
+                Store::File { path, starts, .. } => {
+                    (path.clone(), starts[from as usize], (to - from) as usize)
+                }
+            }
+        };
+        // Lines before the count taken are whole: read without the lock.
+        let Ok(mut file) = fs::File::open(&path) else {
+            return Vec::new();
+        };
+        if file.seek(SeekFrom::Start(start)).is_err() {
+            return Vec::new();
+        }
+        std::io::BufReader::new(file)
+            .lines()
+            .map_while(std::result::Result::ok)
+            .filter_map(|l| serde_json::from_str(&l).ok())
+            .take(count)
             .enumerate()
-            .skip(seq as usize)
-            .map(|(i, e)| (i as u64, e.clone()))
+            .map(|(i, e)| (from + i as u64, e))
             .collect()
     }
 
@@ -340,9 +422,18 @@ impl Events {
             .unwrap_or_default()
     }
 
-    /// Every event so far.
+    /// Every event so far (tests, and small logs).
     pub fn all(&self) -> Vec<LoggedEvent> {
-        self.subscribe().0
+        let mut all = Vec::new();
+        let (count, _) = self.subscribe();
+        while (all.len() as u64) < count {
+            let batch = self.range(all.len() as u64, count);
+            if batch.is_empty() {
+                break;
+            }
+            all.extend(batch.into_iter().map(|(_, e)| e));
+        }
+        all
     }
 }
 
@@ -357,8 +448,8 @@ mod tests {
         dir.claim().unwrap();
         let events = Events::open(&dir, unix_now()).unwrap();
         events.write("api", "fail", "fail link a--b", Ok(()));
-        let (backlog, mut rx) = events.subscribe();
-        assert_eq!(backlog.len(), 1);
+        let (count, mut rx) = events.subscribe();
+        assert_eq!(count, 1);
         events.write(
             "timeline",
             "restore",
@@ -374,6 +465,47 @@ mod tests {
         assert_eq!(again.all().len(), 2);
         again.write("daemon", "daemon-restarted", "daemon restarted", Ok(()));
         assert_eq!(again.all()[2].kind, "daemon-restarted");
+        dir.remove().unwrap();
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn the_log_is_read_back_in_batches_and_a_cut_line_is_written_over() {
+        let root = std::env::temp_dir().join(format!("tn-events-range-{}", std::process::id()));
+        let dir = LabDir::new(&root, "r");
+        dir.claim().unwrap();
+        let events = Events::open(&dir, unix_now()).unwrap();
+        for i in 0..2_500 {
+            events.write("api", "fail", &format!("fail {i}"), Ok(()));
+        }
+        let first = events.range(0, u64::MAX);
+        assert_eq!(first.len() as u64, READ_BATCH);
+        assert_eq!(first[7], (7, events.range(7, 8)[0].1.clone()));
+        assert_eq!(events.range(2_499, u64::MAX)[0].1.event, "fail 2499");
+        assert!(events.range(2_500, u64::MAX).is_empty());
+        let all = events.all();
+        assert_eq!(all.len(), 2_500);
+        assert!(
+            all.iter()
+                .enumerate()
+                .all(|(i, e)| e.event == format!("fail {i}"))
+        );
+        drop(events);
+        // A daemon killed in the middle of a line.
+        let mut file = fs::OpenOptions::new()
+            .append(true)
+            .open(events_path(&dir))
+            .unwrap();
+        std::io::Write::write_all(&mut file, b"{\"t\": 1.0, \"unix\"").unwrap();
+        let again = Events::open(&dir, unix_now()).unwrap();
+        again.write("daemon", "daemon-restarted", "daemon restarted", Ok(()));
+        assert_eq!(again.range(2_500, u64::MAX)[0].1.kind, "daemon-restarted");
+        assert_eq!(again.kinds()["fail"], 2_500);
+        let text = fs::read_to_string(events_path(&dir)).unwrap();
+        assert!(
+            text.lines()
+                .all(|l| serde_json::from_str::<LoggedEvent>(l).is_ok())
+        );
         dir.remove().unwrap();
         let _ = std::fs::remove_dir_all(&root);
     }

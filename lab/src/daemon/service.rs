@@ -19,6 +19,7 @@ use crate::api::Target;
 use crate::api::proto::lab_server::{Lab as LabService, LabServer};
 use crate::api::{self, proto};
 use crate::error::{Error, Kind, Result};
+use crate::events::Events;
 
 /// The status of a failed call: its kind as a gRPC code, its words.
 fn status(e: &Error) -> Status {
@@ -480,37 +481,31 @@ impl LabService for Shared {
         request: Request<proto::EventsRequest>,
     ) -> Result<Response<Self::EventsStream>, Status> {
         let follow = request.into_inner().follow;
-        let (backlog, mut live) = self.events.subscribe();
+        let (count, mut live) = self.events.subscribe();
         let events = self.events.clone();
         let (tx, rx) = mpsc::channel::<Result<proto::Event, Status>>(256);
         tokio::spawn(async move {
-            for (seq, e) in backlog.iter().enumerate() {
-                if tx
-                    .send(Ok(api::event_to_proto(seq as u64, e)))
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-            }
-            if !follow {
+            // The next event this follower is owed: each goes out once, in
+            // order, whether it comes from the log or from the bus.
+            let mut next = 0;
+            if !send_logged(&events, &tx, &mut next, count).await || !follow {
                 return;
             }
-            // The next event this follower is owed: each goes out once, in
-            // order, whether it comes from the bus or from the log.
-            let mut next = backlog.len() as u64;
             loop {
-                let batch = match live.recv().await {
-                    Ok(one) => vec![one],
+                let newest = match live.recv().await {
+                    Ok(one) => Some(one),
                     // A follower too slow for a burst: the bus dropped some,
                     // the log has them all.
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => events.from(next),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => None,
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                 };
-                for (seq, e) in batch {
-                    if seq < next {
-                        continue;
-                    }
+                let upto = newest.as_ref().map_or(u64::MAX, |(seq, _)| *seq);
+                if !send_logged(&events, &tx, &mut next, upto).await {
+                    return;
+                }
+                if let Some((seq, e)) = newest
+                    && seq >= next
+                {
                     next = seq + 1;
                     if tx.send(Ok(api::event_to_proto(seq, &e))).await.is_err() {
                         return;
@@ -522,6 +517,29 @@ impl LabService for Shared {
             tokio_stream::wrappers::ReceiverStream::new(rx),
         )))
     }
+}
+
+/// Sends the logged events from `next` up to `upto` (or the last), read
+/// back a batch at a time; false once the follower has gone.
+async fn send_logged(
+    events: &Events,
+    tx: &mpsc::Sender<Result<proto::Event, Status>>,
+    next: &mut u64,
+    upto: u64,
+) -> bool {
+    while *next < upto {
+        let batch = events.range(*next, upto);
+        if batch.is_empty() {
+            break;
+        }
+        for (seq, e) in batch {
+            *next = seq + 1;
+            if tx.send(Ok(api::event_to_proto(seq, &e))).await.is_err() {
+                return false;
+            }
+        }
+    }
+    true
 }
 
 /// Serves the API on the Unix socket `path` (made root-only), and the

@@ -11,7 +11,7 @@
 //! route notification is applied as it comes. Notifications that arrive
 //! together (an agent's burst, a read of the table) become one event per
 //! switch, listing every prefix that changed; under a flood a burst is
-//! gathered for longer (up to [`FLOOD`]).
+//! gathered for longer (up to [`flood`]).
 //!
 //! It runs on a thread of its own, so that its events carry the time the
 //! kernel told it, however busy the daemon's actor is.
@@ -42,13 +42,22 @@ const GROUPS: u32 = 0x1 | 0x40;
 const QUIET: Duration = Duration::from_millis(1);
 /// The longest a burst is gathered before its changes are written.
 const BURST: Duration = Duration::from_millis(20);
-/// The longest a burst is gathered while the switch stays busy: a burst
-/// that begins within a window of the last one's end lasts twice as long,
-/// up to this. A switch converging for minutes (rewriting thousands of
-/// routes a round, with pauses between) then writes about one event a
-/// second rather than one a pause; a switch quiet for a window is back to
-/// [`BURST`].
-const FLOOD: Duration = Duration::from_secs(1);
+/// Events a second a whole fabric converging at once writes, about.
+const FLOOD_EVENTS_PER_SECOND: u32 = 100;
+
+/// The longest a burst is gathered while a switch of a fabric of
+/// `switches` stays busy: a burst that begins within a window of the last
+/// one's end lasts twice as long, up to this. A switch converging for
+/// minutes (rewriting thousands of routes a round, with pauses between)
+/// then writes about one event a second rather than one a pause, and in a
+/// fabric of more than a hundred switches one each few seconds, so that
+/// its events stay about [`FLOOD_EVENTS_PER_SECOND`] (the HPN pod's
+/// convergence logged 2 GB of route changes in ten minutes at one a
+/// pause). A switch quiet for a window is back to [`BURST`].
+fn flood(switches: usize) -> Duration {
+    let switches = u32::try_from(switches).unwrap_or(u32::MAX);
+    Duration::from_secs(1).max(Duration::from_secs(1) * switches / FLOOD_EVENTS_PER_SECOND)
+}
 
 /// Watches every switch's table until dropped.
 #[derive(Debug)]
@@ -97,6 +106,7 @@ impl FibWatch {
     /// before this returns, so no change made after it is missed.
     pub fn start(lab: Arc<Lab>, events: Events) -> Result<FibWatch> {
         let mut sockets = Vec::new();
+        let flood = flood(lab.fabric.switches().count());
         for node in lab.fabric.switches() {
             let name = names::node_namespace(&lab.name, &node.name);
             let ns = namespaces::open(&name).with_context(|| format!("opening {name}"))?;
@@ -136,6 +146,7 @@ impl FibWatch {
                                     handle,
                                     table,
                                     events,
+                                    flood,
                                 };
                                 Ok::<_, crate::Error>((switch, notifications))
                             }
@@ -215,6 +226,8 @@ struct Switch {
     handle: rtnetlink::Handle,
     table: Table,
     events: Events,
+    /// Its longest burst while busy ([`flood`]).
+    flood: Duration,
 }
 
 impl Switch {
@@ -231,7 +244,11 @@ impl Switch {
             // quiet for a window is back to short bursts that end at the
             // first pause.
             let busy = last_end.is_some_and(|end| start.duration_since(end) < window);
-            window = if busy { (window * 2).min(FLOOD) } else { BURST };
+            window = if busy {
+                (window * 2).min(self.flood)
+            } else {
+                BURST
+            };
             let mut burst = Burst::default();
             burst.take(first.0.payload);
             let deadline = start + window;
@@ -478,6 +495,13 @@ mod tests {
     use crate::kernel::routes::TableHop;
     use rtnetlink::packet_route::route::RouteProtocol;
 
+    #[test]
+    fn a_busy_switch_of_a_large_fabric_gathers_for_longer() {
+        assert_eq!(flood(20), Duration::from_secs(1));
+        assert_eq!(flood(100), Duration::from_secs(1));
+        assert_eq!(flood(376), Duration::from_millis(3_760));
+    }
+
     fn route(prefix: &str, metric: u32, hops: &[(&str, u32, bool)]) -> TableRoute {
         TableRoute {
             prefix: prefix.parse().unwrap(),
@@ -509,6 +533,7 @@ mod tests {
             handle,
             table: Table::from_routes(table),
             events: Events::scratch(),
+            flood: flood(20),
         }
     }
 
