@@ -123,7 +123,7 @@ pub(super) fn bench(
     out.text(format!(
         "median of {runs} run(s){checked}; `up s` is until every route is installed (with BGP, until \
          the agents converged); MiB is peak RSS of the turbonet process, and of the lab \
-         daemon once `up` returned"
+         daemon (with its BGP shards, if any) once `up` returned"
     ));
     out.table(
         &["lab", "phase", "turbonet s", "kernel s", "ratio", "what"],
@@ -137,6 +137,17 @@ pub(super) fn bench(
          namespaces' sysctls (no `ip` command sets them) and offloads (ethtool has no batch)"
     ));
     Ok(out)
+}
+
+/// The peak RSS of the lab daemon and of the processes its BGP speakers
+/// run in, if it has them in several ([`crate::routes::bgp::shard`]).
+fn daemon_peak_kib(daemon: u32) -> Option<u64> {
+    use crate::system::process::{children, peak_rss_kib};
+    let shards = children(daemon)
+        .into_iter()
+        .filter(|(_, cmdline)| cmdline.contains("--bgp-shard"))
+        .filter_map(|(pid, _)| peak_rss_kib(pid));
+    Some(peak_rss_kib(daemon)? + shards.sum::<u64>())
 }
 
 /// `file`, or with `routing` a copy of it in the temporary directory with
@@ -185,7 +196,7 @@ fn run_turbonet(lab: &Lab, file: &Path, check: Option<Option<usize>>) -> Result<
         let daemon_mib = crate::api::Client::connect(&dir)
             .and_then(|mut c| c.status())
             .ok()
-            .and_then(|s| crate::system::process::peak_rss_kib(s.daemon_pid))
+            .and_then(|s| daemon_peak_kib(s.daemon_pid))
             .map(|kib| kib as f64 / 1024.0);
         let check = match check {
             Some(sample) => {

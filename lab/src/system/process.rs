@@ -274,6 +274,32 @@ pub fn peak_rss_kib(pid: u32) -> Option<u64> {
         .ok()
 }
 
+/// The processes `pid` started that are still running, each with its
+/// command line (arguments joined by spaces).
+pub fn children(pid: u32) -> Vec<(u32, String)> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|c| c.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .map(|child| {
+            let cmdline = fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+            let words: Vec<String> = cmdline
+                .split(|&b| b == 0)
+                .filter(|w| !w.is_empty())
+                .map(|w| String::from_utf8_lossy(w).into_owned())
+                .collect();
+            (child, words.join(" "))
+        })
+        .collect()
+}
+
 /// Writes this process's peak RSS to its file in [`PEAK_RSS_DIR`], if set:
 /// a child's `ru_maxrss` starts at its parent's peak when the parent
 /// is larger (the kernel keeps the exec'ing image's high-water mark), so a
@@ -310,6 +336,18 @@ pub fn wait_with_peak(child: &std::process::Child) -> io::Result<(std::process::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_running_child_is_listed_with_its_command_line() {
+        let mut child = Command::new("sleep").args(["30", "--"]).spawn().unwrap();
+        let listed = children(std::process::id());
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            listed.contains(&(child.id(), "sleep 30 --".to_owned())),
+            "{listed:?}"
+        );
+    }
 
     #[test]
     fn only_a_running_turbonet_counts_as_alive() {
