@@ -340,13 +340,18 @@ mod tests {
     #[test]
     fn a_running_child_is_listed_with_its_command_line() {
         let mut child = Command::new("sleep").args(["30", "--"]).spawn().unwrap();
-        let listed = children(std::process::id());
+        let expected = (child.id(), "sleep 30 --".to_owned());
+        // A child is listed from its fork, with its command line once its
+        // exec is done.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut listed = children(std::process::id());
+        while !listed.contains(&expected) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+            listed = children(std::process::id());
+        }
         let _ = child.kill();
         let _ = child.wait();
-        assert!(
-            listed.contains(&(child.id(), "sleep 30 --".to_owned())),
-            "{listed:?}"
-        );
+        assert!(listed.contains(&expected), "{listed:?}");
     }
 
     #[test]
