@@ -9,7 +9,7 @@
 //! out one `Arc` per distinct value (a list, or one value); cloning it is a
 //! reference count.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::sync::Arc;
 
@@ -88,6 +88,61 @@ impl<T: Hash + Eq + Clone> Interner<[T]> {
     }
 }
 
+/// What is computed once per distinct shared value, found by the value's
+/// address rather than by hashing it: a route set of sixty routes, an ECMP
+/// set of sixty next hops. Each key is held, so its address is not reused
+/// while its entry is there.
+#[derive(Debug)]
+pub struct ByAddress<K: ?Sized, V> {
+    map: HashMap<usize, (Arc<K>, V)>,
+}
+
+impl<K: ?Sized, V> Default for ByAddress<K, V> {
+    fn default() -> Self {
+        ByAddress {
+            map: HashMap::new(),
+        }
+    }
+}
+
+impl<K: ?Sized, V: Clone> Clone for ByAddress<K, V> {
+    fn clone(&self) -> Self {
+        ByAddress {
+            map: self.map.clone(),
+        }
+    }
+}
+
+impl<K: ?Sized, V> ByAddress<K, V> {
+    fn address(key: &Arc<K>) -> usize {
+        Arc::as_ptr(key).cast::<()>() as usize
+    }
+
+    /// The value of `key`, made by `make` the first time.
+    pub fn get_or_insert_with(&mut self, key: &Arc<K>, make: impl FnOnce(&K) -> V) -> &mut V {
+        &mut self
+            .map
+            .entry(Self::address(key))
+            .or_insert_with(|| (Arc::clone(key), make(key)))
+            .1
+    }
+
+    /// Keeps the entries whose value `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(&V) -> bool) {
+        self.map.retain(|_, (_, v)| keep(v));
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether it holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,6 +165,22 @@ mod tests {
         let b = i.share(Arc::new("65001 65002".to_owned()));
         assert!(Arc::ptr_eq(&a, &b));
         assert_eq!(i.len(), 1);
+    }
+
+    #[test]
+    fn by_address_tells_equal_values_apart_and_computes_each_once() {
+        let (a, b): (Arc<[u32]>, Arc<[u32]>) = (Arc::from([1, 2]), Arc::from([1, 2]));
+        let mut made = 0;
+        let mut by = ByAddress::default();
+        for key in [&a, &b, &a] {
+            by.get_or_insert_with(key, |k| {
+                made += 1;
+                k.len()
+            });
+        }
+        assert_eq!((made, by.len()), (2, 2));
+        by.retain(|_| false);
+        assert!(by.is_empty());
     }
 
     #[test]

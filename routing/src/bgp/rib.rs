@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use ipnet::Ipv4Net;
 
-use crate::intern::Interner;
+use crate::intern::{ByAddress, Interner};
 
 use super::{
     AsPath, AsSegment, Context, HEADER_LEN, MAX_MESSAGE_LEN, Origin, PathAttributes, SegmentType,
@@ -188,12 +188,6 @@ impl std::hash::Hash for Route {
 /// remote switch come with the same sixty routes: a prefix holds a
 /// pointer, not sixty routes.
 type Routes = Arc<[Route]>;
-
-/// The address of a shared route set, which tells it apart while it is
-/// held.
-fn address(routes: &Routes) -> usize {
-    Arc::as_ptr(routes).cast::<Route>() as usize
-}
 
 /// Everything the RIB holds of one prefix.
 #[derive(Debug, Clone)]
@@ -542,7 +536,7 @@ impl Rib {
     fn recompute(&mut self, prefixes: impl IntoIterator<Item = Ipv4Net>) -> Vec<Change> {
         let mut changes = Vec::new();
         // Prefixes with the same routes have the same entry: decided once.
-        let mut decided: HashMap<usize, (Routes, Option<Arc<Entry>>)> = HashMap::new();
+        let mut decided: ByAddress<[Route], Option<Arc<Entry>>> = ByAddress::default();
         for prefix in prefixes {
             let Some(record) = self.prefixes.get_mut(&prefix) else {
                 continue;
@@ -559,9 +553,7 @@ impl Rib {
                     entries: &mut self.entries,
                 };
                 decided
-                    .entry(address(&record.routes))
-                    .or_insert_with(|| (record.routes.clone(), decide.entry(&record.routes)))
-                    .1
+                    .get_or_insert_with(&record.routes, |routes| decide.entry(routes))
                     .clone()
             };
             if record.entry == new {
@@ -703,9 +695,9 @@ struct Edit {
     peer: PeerId,
     /// The peer's new route's attributes; `None`: its route goes.
     attrs: Option<Arc<PathAttributes>>,
-    /// By the address of a set before: that set (held, so that the address
-    /// is not reused), the set after, and whether the peer had a route in it.
-    done: HashMap<usize, (Routes, Routes, bool)>,
+    /// By the set before: the set after, and whether the peer had a route
+    /// in it.
+    done: ByAddress<[Route], (Routes, bool)>,
 }
 
 impl Edit {
@@ -713,23 +705,23 @@ impl Edit {
         Edit {
             peer,
             attrs,
-            done: HashMap::new(),
+            done: ByAddress::default(),
         }
     }
 
     /// Applies the edit to `record`'s routes; true if the peer had a route
     /// there before.
     fn apply(&mut self, sets: &mut Interner<[Route]>, record: &mut Prefix) -> bool {
-        let (_, after, had) = self.done.entry(address(&record.routes)).or_insert_with(|| {
-            let before = &record.routes;
-            let at = before.binary_search_by_key(&self.peer, |r| r.peer);
+        let (peer, attrs) = (self.peer, &self.attrs);
+        let (after, had) = self.done.get_or_insert_with(&record.routes, |before| {
+            let at = before.binary_search_by_key(&peer, |r| r.peer);
             let mut routes: Vec<Route> = before.to_vec();
-            match (at, &self.attrs) {
+            match (at, attrs) {
                 (Ok(i), Some(attrs)) => routes[i].attrs = attrs.clone(),
                 (Err(i), Some(attrs)) => routes.insert(
                     i,
                     Route {
-                        peer: self.peer,
+                        peer,
                         attrs: attrs.clone(),
                     },
                 ),
@@ -738,7 +730,7 @@ impl Edit {
                 }
                 (Err(_), None) => {}
             }
-            (before.clone(), sets.intern(&routes), at.is_ok())
+            (sets.intern(&routes), at.is_ok())
         });
         record.routes = after.clone();
         *had

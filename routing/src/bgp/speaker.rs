@@ -53,7 +53,7 @@
 //! entries of [`Speaker::assume_installed`] on its own, without its peers'
 //! help), connection collision detection.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::mem;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -71,6 +71,7 @@ use super::rib::{
 use super::session::{self, PeerInfo, Reason, Session, SessionConfig, State};
 use super::{Message, PORT};
 use crate::NextHop;
+use crate::intern::ByAddress;
 
 /// The timers of every session of a speaker (RFC 4271 §10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1069,28 +1070,17 @@ fn digest_change(
         return;
     }
     if let Some(old) = old {
-        digest.remove_hashed(prefix, hashes.of(old));
+        digest.remove_hashed(prefix, *hashes.get_or_insert_with(old, plan::hops_hash));
     }
     if let Some(new) = new {
-        digest.add_hashed(prefix, hashes.of(new));
+        digest.add_hashed(prefix, *hashes.get_or_insert_with(new, plan::hops_hash));
     }
 }
 
 /// The digest's hash of each set of next hops a FIB pass meets
 /// ([`plan::hops_hash`]), computed once: the entries of a pass mostly go
 /// from one shared set to another.
-#[derive(Debug, Default)]
-struct HopsHashes(HashMap<usize, (Arc<[Ipv4Addr]>, u64)>);
-
-impl HopsHashes {
-    fn of(&mut self, hops: &Arc<[Ipv4Addr]>) -> u64 {
-        // Held, so that the address is not reused during the pass.
-        self.0
-            .entry(Arc::as_ptr(hops).cast::<Ipv4Addr>() as usize)
-            .or_insert_with(|| (hops.clone(), plan::hops_hash(hops)))
-            .1
-    }
-}
+type HopsHashes = ByAddress<[Ipv4Addr], u64>;
 
 /// The kernel next hops of one FIB entry, shared by every entry with the
 /// same ([`crate::intern`]).
@@ -1113,9 +1103,8 @@ type EcmpSet = Arc<[(PeerId, Ipv4Addr)]>;
 /// a set is known by its address, not by hashing sixty next hops.
 #[derive(Debug, Clone)]
 struct FibSets {
-    /// By the address of the RIB's set: that set (held, so that the
-    /// address is not reused) and what it is in the FIB.
-    by_set: HashMap<usize, (EcmpSet, FibSet)>,
+    /// What each of the RIB's sets is in the FIB.
+    by_set: ByAddress<[(PeerId, Ipv4Addr)], FibSet>,
     prune_at: usize,
     /// No next hop: the prefix is removed.
     none: NextHops,
@@ -1124,7 +1113,7 @@ struct FibSets {
 impl Default for FibSets {
     fn default() -> Self {
         FibSets {
-            by_set: HashMap::new(),
+            by_set: ByAddress::default(),
             prune_at: 64,
             none: Arc::from([]),
         }
@@ -1136,41 +1125,41 @@ impl FibSets {
     /// peer addresses, ascending, without repeats, and the next hops
     /// through their ports. Sessions the plan does not have are left out.
     fn of(&mut self, set: &EcmpSet, neighbours: &[plan::Neighbour]) -> FibSet {
-        let address = Arc::as_ptr(set).cast::<(PeerId, Ipv4Addr)>() as usize;
-        if let Some((_, known)) = self.by_set.get(&address) {
-            return known.clone();
-        }
         if self.by_set.len() >= self.prune_at {
             // Sets neither installed nor waiting to be written.
-            self.by_set.retain(|_, (_, s)| {
-                Arc::strong_count(&s.addrs) > 1 || Arc::strong_count(&s.hops) > 1
-            });
+            self.by_set
+                .retain(|s| Arc::strong_count(&s.addrs) > 1 || Arc::strong_count(&s.hops) > 1);
             self.prune_at = (self.by_set.len() * 2).max(64);
         }
-        let mut addrs: Vec<Ipv4Addr> = Vec::with_capacity(set.len());
-        let mut hops: Vec<NextHop> = Vec::with_capacity(set.len());
-        for &(peer, addr) in set.iter() {
-            let Some(neighbour) = neighbours.get(peer as usize) else {
-                continue;
-            };
-            addrs.push(addr);
-            hops.push(NextHop {
-                via: Some(addr),
-                ifname: neighbour.ifname.clone(),
-                // The peer's own address is on the link: the kernel need
-                // not look the gateway up.
-                onlink: addr == neighbour.peer_addr,
-            });
-        }
-        addrs.sort_unstable();
-        addrs.dedup();
-        hops.sort();
-        hops.dedup();
-        let made = FibSet {
-            addrs: addrs.into(),
-            hops: hops.into(),
+        self.by_set
+            .get_or_insert_with(set, |set| fib_set(set, neighbours))
+            .clone()
+    }
+}
+
+/// What `set` is in the FIB (see [`FibSets::of`]).
+fn fib_set(set: &[(PeerId, Ipv4Addr)], neighbours: &[plan::Neighbour]) -> FibSet {
+    let mut addrs: Vec<Ipv4Addr> = Vec::with_capacity(set.len());
+    let mut hops: Vec<NextHop> = Vec::with_capacity(set.len());
+    for &(peer, addr) in set {
+        let Some(neighbour) = neighbours.get(peer as usize) else {
+            continue;
         };
-        self.by_set.insert(address, (set.clone(), made.clone()));
-        made
+        addrs.push(addr);
+        hops.push(NextHop {
+            via: Some(addr),
+            ifname: neighbour.ifname.clone(),
+            // The peer's own address is on the link: the kernel need not
+            // look the gateway up.
+            onlink: addr == neighbour.peer_addr,
+        });
+    }
+    addrs.sort_unstable();
+    addrs.dedup();
+    hops.sort();
+    hops.dedup();
+    FibSet {
+        addrs: addrs.into(),
+        hops: hops.into(),
     }
 }
