@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use turbonet_topo::course::{Task, TaskCheck};
@@ -17,12 +17,16 @@ use crate::check::addresses;
 use crate::error::{Error, Result};
 use crate::inspect::Running;
 use crate::kernel::routes::TableRoute;
+use crate::workload::Report;
 
 /// The scenario file of a lab's folder.
 pub const SCENARIO: &str = "lab.toml";
 
 /// How long reachability probes wait for answers, in seconds.
 const PROBE_TIMEOUT: f64 = 2.0;
+
+/// How long the graded workloads may run before they are stopped.
+const WORKLOADS_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// One graded lab on disk.
 #[derive(Debug, Clone, Serialize)]
@@ -169,6 +173,7 @@ pub fn grade(running: &Running, only: Option<&str>) -> Result<Grade> {
     let checks: Vec<&TaskCheck> = tasks.iter().flat_map(|t| &t.checks).collect();
     let mut found = Found::default();
     found.probe(lab, &checks)?;
+    found.run_workloads(running, &checks)?;
     let tasks: Vec<TaskGrade> = tasks
         .into_iter()
         .map(|t| {
@@ -207,6 +212,29 @@ pub fn grade(running: &Running, only: Option<&str>) -> Result<Grade> {
     })
 }
 
+/// The graded workloads `lab check` runs for task `only` (every task if
+/// `None`), in the order first named.
+pub fn graded_workloads<'a>(lab: &'a Lab, only: Option<&str>) -> Vec<&'a str> {
+    let mut names: Vec<&str> = Vec::new();
+    let checks = lab
+        .tasks
+        .iter()
+        .filter(|t| only.is_none_or(|o| t.name == o))
+        .flat_map(|t| &t.checks);
+    for c in checks {
+        if let TaskCheck::Figure {
+            workload,
+            ran: false,
+            ..
+        } = c
+            && !names.contains(&workload.as_str())
+        {
+            names.push(workload);
+        }
+    }
+    names
+}
+
 /// Task `name` of `lab`, or what the tasks are.
 pub fn task<'a>(lab: &'a Lab, name: &str) -> Result<&'a Task> {
     lab.tasks.iter().find(|t| t.name == name).ok_or_else(|| {
@@ -233,6 +261,8 @@ struct Found {
     tables: BTreeMap<NodeId, Result<Table>>,
     /// Every switch's sessions, read when first needed.
     bgp: Option<Result<crate::routes::bgp::BgpReport>>,
+    /// The reports of the workloads the checks name, by name.
+    workloads: HashMap<String, Report>,
 }
 
 impl Found {
@@ -262,6 +292,56 @@ impl Found {
             .collect();
         let answered = crate::check::probe(lab, &senders, &probes, PROBE_TIMEOUT)?;
         self.answered = wanted.into_iter().zip(answered).collect();
+        Ok(())
+    }
+
+    /// Runs the graded workloads the checks name, together (each as the
+    /// lab's file has it, its `start` after now), waits for them to end,
+    /// and keeps their reports with those of the workloads the student ran.
+    fn run_workloads(&mut self, running: &Running, checks: &[&TaskCheck]) -> Result<()> {
+        let named = |student: bool| -> BTreeSet<&str> {
+            checks
+                .iter()
+                .filter_map(|c| match c {
+                    TaskCheck::Figure { workload, ran, .. } if *ran == student => {
+                        Some(workload.as_str())
+                    }
+                    _ => None,
+                })
+                .collect()
+        };
+        let (graded, ran) = (named(false), named(true));
+        if graded.is_empty() && ran.is_empty() {
+            return Ok(());
+        }
+        let mut client = crate::api::Client::connect(&running.dir)?;
+        for name in &graded {
+            // One left running by a check that was interrupted starts over.
+            if client.start_workload(Some(name), "", "").is_err() {
+                client.stop_workload(name)?;
+                client.start_workload(Some(name), "", "")?;
+            }
+        }
+        let deadline = Instant::now() + WORKLOADS_TIMEOUT;
+        let reports = loop {
+            let reports = client.workloads()?;
+            let over = |name: &&str| reports.iter().any(|r| r.name == *name && r.state.is_over());
+            if graded.iter().all(over) {
+                break reports;
+            }
+            if Instant::now() > deadline {
+                for name in graded.iter().filter(|n| !over(n)) {
+                    client.stop_workload(name)?;
+                }
+                break client.workloads()?;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        self.workloads = reports
+            .into_iter()
+            .filter(|r| graded.contains(r.name.as_str()) || ran.contains(r.name.as_str()))
+            .map(|r| (r.name.clone(), r))
+            .collect();
         Ok(())
     }
 
@@ -398,6 +478,47 @@ impl Found {
                         _ => None,
                     },
                 }
+            }
+            TaskCheck::Figure {
+                workload,
+                ran,
+                algorithm,
+                figure,
+                of,
+                bound,
+            } => {
+                let report = self.workloads.get(workload);
+                if *ran && report.is_none() {
+                    return Some(format!(
+                        "you have not run a workload named {workload} (`turbonet workload start FILE`)"
+                    ));
+                }
+                if let (Some(r), Some(a)) = (report, algorithm) {
+                    let used: BTreeSet<&str> = r.ops.iter().map(|o| o.algorithm.as_str()).collect();
+                    if r.kind != "collective" {
+                        return Some(format!(
+                            "{workload} is a {} workload, not a collective",
+                            r.kind
+                        ));
+                    }
+                    if !used.is_empty() && used != BTreeSet::from([a.as_str()]) {
+                        return Some(format!(
+                            "{workload} used {}, not {a}",
+                            used.into_iter().collect::<Vec<_>>().join(" and ")
+                        ));
+                    }
+                }
+                if let Some(r) = report
+                    && !figure.kinds().contains(&r.kind.as_str())
+                {
+                    return Some(format!(
+                        "{workload} is a {} workload: it reports no {figure}",
+                        r.kind
+                    ));
+                }
+                let (holds, message, _) =
+                    crate::experiment::figure_verdict(report, workload, *figure, *of, *bound);
+                (!holds).then(|| format!("{workload}: {message}"))
             }
         }
     }

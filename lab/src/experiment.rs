@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use turbonet_topo::experiment::{Check, Expect, Figure, Of};
+use turbonet_topo::experiment::{Bound, Check, Expect, Figure, Of};
 
 use crate::api::Client;
 use crate::error::{Context as _, Error, Result};
@@ -515,7 +515,7 @@ fn measure(
             }
         }
         let over = reports.iter().all(|r| r.state.is_over())
-            && reports.len() >= lab.workloads.len()
+            && reports.len() >= lab.workloads.iter().filter(|w| !w.graded).count()
             && now >= last_event
             && watched.iter().all(|(i, _, within)| {
                 convergence
@@ -738,70 +738,94 @@ fn verdict(expect: &Expect, measured: &Measured) -> Verdict {
             of,
             bound,
         } => {
-            let Some(r) = find(workload).filter(|r| r.state == State::Done) else {
-                return v(false, not_done(find(workload), workload), vec![]);
+            let (passed, message, values) =
+                figure_verdict(find(workload), workload, *figure, *of, *bound);
+            v(passed, message, values)
+        }
+    }
+}
+
+/// Whether `workload`'s `figure` (`of` its values) lies in `bound`, what
+/// it was in words, and the values compared: for `[[expect]]` and a lab's
+/// task checks alike.
+pub fn figure_verdict(
+    report: Option<&Report>,
+    workload: &str,
+    figure: Figure,
+    of: Of,
+    bound: Bound,
+) -> (bool, String, Vec<f64>) {
+    let v = |passed: bool, message: String, values: Vec<f64>| (passed, message, values);
+    let Some(r) = report.filter(|r| r.state == State::Done) else {
+        return v(false, not_done(report, workload), vec![]);
+    };
+    let unit = figure.unit();
+    let all = values(r, figure);
+    if all.is_empty() {
+        return v(false, format!("{workload} reported no {figure}"), vec![]);
+    }
+    let nums: Vec<f64> = all.iter().map(|(x, _)| *x).collect();
+    let agg = match of {
+        Of::Each => None,
+        Of::Mean => Some(nums.iter().sum::<f64>() / nums.len() as f64),
+        Of::Min => nums.iter().copied().reduce(f64::min),
+        Of::Max => nums.iter().copied().reduce(f64::max),
+        // Goodputs over different spans do not add up: the total
+        // is every byte over the span from the first start to the
+        // last byte.
+        Of::Total if figure == Figure::Goodput => aggregate_goodput(&r.flows),
+        Of::Total => Some(nums.iter().sum()),
+    };
+    let holds = |x: f64| bound.holds(x);
+    let range = bound.describe(unit);
+    // One value (one flow, one size): said as it is.
+    if let ([(x, what)], None) = (all.as_slice(), agg) {
+        return v(
+            holds(*x),
+            format!("{figure} {} ({what}; expected {range})", unit.human(*x)),
+            vec![*x],
+        );
+    }
+    match agg {
+        Some(x) => v(
+            holds(x),
+            format!(
+                "{} {figure} {} (expected {range})",
+                of.name(),
+                unit.human(x)
+            ),
+            vec![x],
+        ),
+        None => {
+            let bad: Vec<String> = all
+                .iter()
+                .filter(|(x, _)| !holds(*x))
+                .map(|(x, what)| format!("{what}: {}", unit.human(*x)))
+                .collect();
+            let (lo, hi) = nums
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+            let message = if bad.is_empty() {
+                let noun = match r.kind.as_str() {
+                    "collective" => "sizes",
+                    "exec" => "ranks",
+                    _ => "flows",
+                };
+                format!(
+                    "{figure} {} to {} over {} {noun} (expected {range})",
+                    unit.human(lo),
+                    unit.human(hi),
+                    nums.len(),
+                )
+            } else {
+                format!(
+                    "{} of {} outside {range}: {}",
+                    bad.len(),
+                    nums.len(),
+                    bad.join(", ")
+                )
             };
-            let unit = figure.unit();
-            let all = values(r, *figure);
-            if all.is_empty() {
-                return v(false, format!("{workload} reported no {figure}"), vec![]);
-            }
-            let nums: Vec<f64> = all.iter().map(|(x, _)| *x).collect();
-            let agg = match of {
-                Of::Each => None,
-                Of::Mean => Some(nums.iter().sum::<f64>() / nums.len() as f64),
-                Of::Min => nums.iter().copied().reduce(f64::min),
-                Of::Max => nums.iter().copied().reduce(f64::max),
-                // Goodputs over different spans do not add up: the total
-                // is every byte over the span from the first start to the
-                // last byte.
-                Of::Total if *figure == Figure::Goodput => aggregate_goodput(&r.flows),
-                Of::Total => Some(nums.iter().sum()),
-            };
-            let holds = |x: f64| bound.holds(x);
-            let range = bound.describe(unit);
-            match agg {
-                Some(x) => v(
-                    holds(x),
-                    format!(
-                        "{} {figure} {} (expected {range})",
-                        of.name(),
-                        unit.human(x)
-                    ),
-                    vec![x],
-                ),
-                None => {
-                    let bad: Vec<String> = all
-                        .iter()
-                        .filter(|(x, _)| !holds(*x))
-                        .map(|(x, what)| format!("{what}: {}", unit.human(*x)))
-                        .collect();
-                    let (lo, hi) = nums
-                        .iter()
-                        .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
-                    let message = if bad.is_empty() {
-                        let noun = match r.kind.as_str() {
-                            "collective" => "sizes",
-                            "exec" => "ranks",
-                            _ => "flows",
-                        };
-                        format!(
-                            "{figure} {} to {} over {} {noun} (expected {range})",
-                            unit.human(lo),
-                            unit.human(hi),
-                            nums.len(),
-                        )
-                    } else {
-                        format!(
-                            "{} of {} outside {range}: {}",
-                            bad.len(),
-                            nums.len(),
-                            bad.join(", ")
-                        )
-                    };
-                    v(bad.is_empty(), message, nums)
-                }
-            }
+            v(bad.is_empty(), message, nums)
         }
     }
 }

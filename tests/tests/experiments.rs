@@ -69,7 +69,8 @@ fn every_bundled_experiment_passes_with_junit_output() {
         // What every link carried, and its picture.
         assert!(
             !report["links"]["directions"].as_array().unwrap().is_empty(),
-            "{}",
+            "{}: {}",
+            file.display(),
             report["links"]
         );
         let svg = std::fs::read_to_string(out_dir.join("link-load.svg")).unwrap();

@@ -9,6 +9,7 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use crate::diag::{Diags, ScenarioErrors, choices_help};
+use crate::model::course::TaskCheck;
 use crate::model::{Lab, RoutingConfig, RoutingMode};
 use crate::plan;
 use crate::read::{
@@ -191,7 +192,7 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
     let timeline = timeline::read(d, section("timeline"), fabric.as_ref());
     let jobs = jobs::read(d, section("job"), fabric.as_ref());
     let seed = lab.as_ref().map_or(1, |l| l.seed);
-    let (workloads, declared) =
+    let (mut workloads, declared) =
         workloads::read(d, section("workload"), fabric.as_ref(), &jobs, seed);
     let expects = expect::read(
         d,
@@ -219,9 +220,19 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
     let tasks = tasks::read(
         d,
         section("task"),
-        fabric.as_ref(),
-        routing.mode == Some(RoutingMode::Bgp),
+        &tasks::Context {
+            fabric: fabric.as_ref(),
+            bgp: routing.mode == Some(RoutingMode::Bgp),
+            workloads: &workloads,
+            declared: &declared,
+        },
     );
+    // The workloads tasks grade are run by `lab check`.
+    for w in &mut workloads {
+        w.graded = tasks.iter().flat_map(|t| &t.checks).any(
+            |c| matches!(c, TaskCheck::Figure { workload, ran: false, .. } if *workload == w.name),
+        );
+    }
     let faults = tasks::read_faults(d, section("faults"), fabric.as_ref());
     let p4rt = p4rt::read(
         d,

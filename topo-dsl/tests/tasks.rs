@@ -224,3 +224,88 @@ links = [{ a = "s1", b = "s2" }, { a = "h1", b = "s1" }]
         assert!(e[0].2.contains(says), "{text}: {e:?}");
     }
 }
+
+#[test]
+fn workload_checks_grade_the_labs_workloads_and_the_students() {
+    let lab = ok(&format!(
+        "{DUO}[[workload]]\nname = \"bulk\"\nkind = \"tcp\"\npattern = \"pairs\"\n\
+         pairs = [[\"h1\", \"h2\"]]\nduration = \"2s\"\n\
+         [[workload]]\nname = \"other\"\nkind = \"tcp\"\npattern = \"pairs\"\n\
+         pairs = [[\"h2\", \"h1\"]]\nduration = \"2s\"\n\
+         [[task]]\nname = \"t\"\ntitle = \"x\"\n\
+         [[task.check]]\nworkload = \"bulk\"\nfigure = \"goodput\"\nmin = \"15mbit\"\n\
+         [[task.check]]\nran = \"ring\"\nalgorithm = \"ring\"\nfigure = \"busbw\"\nof = \"max\"\nmin = \"1mbit\"\n"
+    ));
+    let checks = &lab.tasks[0].checks;
+    let TaskCheck::Figure {
+        workload,
+        ran: false,
+        bound,
+        ..
+    } = &checks[0]
+    else {
+        panic!("{:?}", checks[0])
+    };
+    assert_eq!((workload.as_str(), bound.min), ("bulk", Some(15e6)));
+    assert!(matches!(
+        &checks[1],
+        TaskCheck::Figure { workload, ran: true, algorithm: Some(a), .. } if workload == "ring" && a == "ring"
+    ));
+    // The workload a task grades waits for `lab check`; the other starts
+    // with the fabric.
+    let graded: Vec<(&str, bool)> = lab
+        .workloads
+        .iter()
+        .map(|w| (w.name.as_str(), w.graded))
+        .collect();
+    assert_eq!(graded, [("bulk", true), ("other", false)]);
+    let names = |n| lab.fabric.node(n).name.as_str();
+    assert_eq!(
+        checks[1].describe(names),
+        "your workload ring (ring): max busbw >= 1.00 Mbit/s"
+    );
+}
+
+#[test]
+fn bad_workload_checks_say_what_would_be_valid() {
+    let bulk = "[[workload]]\nname = \"bulk\"\nkind = \"tcp\"\npattern = \"pairs\"\n\
+                pairs = [[\"h1\", \"h2\"]]\nduration = \"2s\"\n";
+    let task = "[[task]]\nname = \"t\"\ntitle = \"x\"\n[[task.check]]\n";
+    for (check, says, helps) in [
+        (
+            "workload = \"blk\"\nfigure = \"goodput\"\nmin = \"1mbit\"\n",
+            "no workload named `blk`",
+            "ran = \"NAME\"",
+        ),
+        (
+            "workload = \"bulk\"\nfigure = \"busbw\"\nmin = \"1mbit\"\n",
+            "tcp workloads do not report `busbw`",
+            "goodput",
+        ),
+        (
+            "workload = \"bulk\"\nmin = \"1mbit\"\n",
+            "missing `figure`",
+            "goodput",
+        ),
+        (
+            "ran = \"ring\"\nalgorithm = \"rign\"\nfigure = \"busbw\"\nmin = \"1mbit\"\n",
+            "no algorithm `rign`",
+            "ring",
+        ),
+        (
+            "ran = \"ring\"\nfigure = \"busbw\"\n",
+            "`busbw` without a bound",
+            "min",
+        ),
+        (
+            "workload = \"bulk\"\nalgorithm = \"ring\"\nfigure = \"goodput\"\nmin = \"1mbit\"\n",
+            "`algorithm` is not a key of a workload check",
+            "`ran`",
+        ),
+    ] {
+        let e = errors(&format!("{DUO}{bulk}{task}{check}"));
+        assert!(!e.is_empty(), "{check}: no error");
+        assert!(e[0].2.contains(says), "{check}: {e:?}");
+        assert!(e[0].3.contains(helps), "{check}: {e:?}");
+    }
+}

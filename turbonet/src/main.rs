@@ -585,6 +585,13 @@ fn course(command: cli::LabCommand) -> Result<ExitCode> {
             junit,
         } => {
             let running = inspect::running(lab.lab.as_deref())?;
+            let graded = course::graded_workloads(&running.lab, task.as_deref());
+            if !graded.is_empty() {
+                eprintln!(
+                    "running the graded workloads ({}) on the fabric as it is now...",
+                    graded.join(", ")
+                );
+            }
             let grade = course::grade(&running, task.as_deref())?;
             if let Some(path) = junit {
                 std::fs::write(&path, course::junit(&grade))

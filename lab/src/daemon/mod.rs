@@ -408,17 +408,18 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
             });
         }
         // The workloads: the scenario's start at their time after the
-        // fabric was ready (a restarted daemon does not run them again).
+        // fabric was ready (a restarted daemon does not run them again),
+        // but for a graded lab's, which `lab check` starts.
         let workloads = Arc::new(crate::workload::Workloads::new(
             lab.clone(),
             dir.clone(),
             events.clone(),
         ));
         if fresh {
-            for w in &lab.workloads {
+            for w in lab.workloads.iter().filter(|w| !w.graded) {
                 workloads.start(w.clone(), w.start.as_duration().as_secs_f64())?;
             }
-        } else if !lab.workloads.is_empty() {
+        } else if lab.workloads.iter().any(|w| !w.graded) {
             events.write(
                 "daemon",
                 "workloads-lost",

@@ -14,8 +14,10 @@ use crate::error::{Context as _, Result};
 use crate::names;
 use crate::system::namespaces;
 
-/// Socket buffers for bulk transfers: large enough for a fabric link's
-/// bandwidth-delay product at tens of gigabits and microseconds.
+/// UDP socket buffers: room for a burst at tens of gigabits. TCP sockets
+/// keep the kernel's autotuning, bounded by the host's own
+/// `net.ipv4.tcp_rmem` and `tcp_wmem`, as an application that sets no
+/// buffers gets (iperf3 without `-w`): a window is the host's to limit.
 const BUFFER: usize = 4 << 20;
 
 /// Runs `f` in `host`'s namespace (on a thread of its own, off the
@@ -47,7 +49,6 @@ pub(crate) async fn listen(
     let std = in_host(cx, host, move || {
         let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))?;
         s.set_reuse_address(true)?;
-        s.set_recv_buffer_size(BUFFER)?;
         s.bind(&SocketAddrV4::new(addr, port).into())?;
         s.listen(1024)?;
         s.set_nonblocking(true)?;
@@ -75,7 +76,6 @@ pub(crate) async fn connect(
         let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))?;
         // A port the last run's connection still holds (TIME_WAIT).
         s.set_reuse_address(true)?;
-        s.set_send_buffer_size(BUFFER)?;
         s.set_tcp_nodelay(true)?;
         if let Some(bytes) = unsent {
             s.set_tcp_notsent_lowat(bytes)?;

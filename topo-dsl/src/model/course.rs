@@ -8,9 +8,10 @@ use ipnet::Ipv4Net;
 use serde::Serialize;
 
 use super::NodeId;
+use crate::experiment::{Bound, Figure, Of};
 
 /// `[[task]]`: one graded task.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Task {
     /// Short name, unique in the lab: what `lab check NAME` and
     /// `lab hint NAME` take.
@@ -26,7 +27,7 @@ pub struct Task {
 }
 
 /// `[[task.check]]`: one thing a task requires of the running lab.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum TaskCheck {
     /// `from` reaches every address of `to` (ICMP echo from `from`'s
@@ -74,6 +75,24 @@ pub enum TaskCheck {
         exit: i32,
         /// Text its output must contain.
         output: Option<String>,
+    },
+    /// A workload's figure within a bound: one of the lab's graded
+    /// workloads, which `lab check` runs (with every other graded workload
+    /// of the tasks it grades, together), or one the student ran.
+    Figure {
+        /// The workload's name.
+        workload: String,
+        /// Whether the student runs it (`turbonet workload start`), not
+        /// `lab check`.
+        ran: bool,
+        /// A collective's algorithm the workload must have used.
+        algorithm: Option<String>,
+        /// The figure.
+        figure: Figure,
+        /// Which of its values.
+        of: Of,
+        /// The bound.
+        bound: Bound,
     },
 }
 
@@ -127,6 +146,25 @@ impl TaskCheck {
                     s.push_str(&format!(" and prints {o:?}"));
                 }
                 s
+            }
+            TaskCheck::Figure {
+                workload,
+                ran,
+                algorithm,
+                figure,
+                of,
+                bound,
+            } => {
+                let whose = if *ran { "your workload " } else { "" };
+                let how = algorithm
+                    .as_ref()
+                    .map(|a| format!(" ({a})"))
+                    .unwrap_or_default();
+                format!(
+                    "{whose}{workload}{how}: {} {figure} {}",
+                    of.name(),
+                    bound.describe(figure.unit())
+                )
             }
         }
     }

@@ -418,6 +418,10 @@ pub struct Workload {
     pub start: Delay,
     /// Its seed: the scenario's, mixed with its name.
     pub seed: u64,
+    /// A graded lab's workload, named by a task's check: `lab check` runs
+    /// it, not the fabric being ready.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub graded: bool,
     /// What it does.
     #[serde(flatten)]
     pub kind: WorkloadKind,

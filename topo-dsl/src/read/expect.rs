@@ -216,13 +216,60 @@ fn clause(
             confidence,
         });
     }
-    let Some(fig) = &e.figure else {
-        missing(d, span, "figure", WHAT)
-            .label("which figure?")
-            .help(format!(
+    let keys = FigureKeys {
+        figure: &e.figure,
+        of: &e.of,
+        min: &e.min,
+        max: &e.max,
+        within: &e.within,
+        of_link: &e.of_link,
+    };
+    let (figure, of, bound) = figure_bound(d, &keys, span, WHAT, fabric, Some(kind))?;
+    Some(Check::Figure {
+        workload: workload.name.clone(),
+        figure,
+        of,
+        bound,
+    })
+}
+
+/// The keys that bound a workload's figure, wherever they are written
+/// (`[[expect]]`, a lab's `[[task.check]]`).
+pub(crate) struct FigureKeys<'a> {
+    pub figure: &'a Option<Spanned<String>>,
+    pub of: &'a Option<Spanned<String>>,
+    pub min: &'a Option<Spanned<toml::Value>>,
+    pub max: &'a Option<Spanned<toml::Value>>,
+    pub within: &'a Option<Spanned<toml::Value>>,
+    pub of_link: &'a Option<Spanned<String>>,
+}
+
+/// Reads a figure, which of its values (`of`) and its bound, for a
+/// workload of `kind` (`None`: a workload only known when it runs, whose
+/// figures are checked against its kind then). `table` names the table
+/// the keys are in, `span` where it is.
+pub(crate) fn figure_bound(
+    d: &mut Diags<'_>,
+    e: &FigureKeys<'_>,
+    span: std::ops::Range<usize>,
+    table: &str,
+    fabric: Option<&Fabric>,
+    kind: Option<&str>,
+) -> Option<(Figure, Of, Bound)> {
+    let Some(fig) = e.figure else {
+        let help = match kind {
+            Some(kind) => format!(
                 "add e.g. `figure = \"busbw\"`; figures of {kind} workloads: {}",
                 figures_of(kind).join(", ")
-            ));
+            ),
+            None => format!(
+                "add e.g. `figure = \"busbw\"`; the figures: {}",
+                Figure::ALL.map(Figure::name).join(", ")
+            ),
+        };
+        missing(d, span, "figure", table)
+            .label("which figure?")
+            .help(help);
         return None;
     };
     let all: Vec<(&str, Figure)> = Figure::ALL.iter().map(|f| (f.name(), *f)).collect();
@@ -232,7 +279,9 @@ fn clause(
         plural: "figures",
     };
     let figure = keyword(d, fig.get_ref(), fig.span(), &all, kw)?;
-    if !figure.kinds().contains(&kind) {
+    if let Some(kind) = kind
+        && !figure.kinds().contains(&kind)
+    {
         d.error(
             Some(fig.span()),
             format!("{kind} workloads do not report `{figure}`"),
@@ -244,7 +293,7 @@ fn clause(
         ));
         return None;
     }
-    let of = match &e.of {
+    let of = match e.of {
         None => Of::Each,
         Some(o) => {
             let kw = Keyword {
@@ -279,15 +328,15 @@ fn clause(
             },
         }
     };
-    let bound = if let Some(w) = &e.within {
+    let bound = if let Some(w) = e.within {
         if e.min.is_some() || e.max.is_some() {
             d.error(Some(w.span()), "`within` or `min`/`max`, not both")
                 .label("and a bound")
                 .help("`within = \"10%\"` with `of_link` is a bound around the link's rate");
             return None;
         }
-        let share = unit::<LossProb>(d, &e.within, "within")?.probability();
-        let Some(l) = &e.of_link else {
+        let share = unit::<LossProb>(d, e.within, "within")?.probability();
+        let Some(l) = e.of_link else {
             d.error(
                 Some(w.span()),
                 "`within` needs the link whose rate it is near: `of_link`",
@@ -327,13 +376,13 @@ fn clause(
             max: Some(r * (1.0 + share)),
         }
     } else {
-        if let Some(l) = &e.of_link {
+        if let Some(l) = e.of_link {
             d.error(Some(l.span()), "`of_link` is the reference of `within`")
                 .label("without `within`")
                 .help("add e.g. `within = \"10%\"`, or remove `of_link`");
             return None;
         }
-        let (min, max) = (value(d, &e.min, "min"), value(d, &e.max, "max"));
+        let (min, max) = (value(d, e.min, "min"), value(d, e.max, "max"));
         if e.min.is_none() && e.max.is_none() {
             d.error(Some(fig.span()), format!("`{figure}` without a bound"))
                 .label("bounded how?")
@@ -361,12 +410,7 @@ fn clause(
         }
         Bound { min, max }
     };
-    Some(Check::Figure {
-        workload: workload.name.clone(),
-        figure,
-        of,
-        bound,
-    })
+    Some((figure, of, bound))
 }
 
 /// The figures workloads of `kind` report.

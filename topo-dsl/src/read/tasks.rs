@@ -13,10 +13,12 @@ use toml::Spanned;
 use toml::de::DeValue;
 
 use super::addressing::parse_net;
+use super::expect::{FigureKeys, figure_bound};
 use super::lab::check_name_chars;
 use super::reader::{Keys, array_items, fields_of, missing, read_table};
 use super::timeline::close_node_names;
-use crate::diag::Diags;
+use crate::diag::{Diags, choices_help};
+use crate::experiment::{Algorithm, Workload};
 use crate::model::course::{Fault, Faults, Task, TaskCheck};
 use crate::model::{Fabric, NodeId};
 
@@ -44,6 +46,15 @@ struct RawCheck {
     output: Option<Spanned<String>>,
     bgp_peer: Option<Spanned<String>>,
     established: Option<Spanned<bool>>,
+    workload: Option<Spanned<String>>,
+    ran: Option<Spanned<String>>,
+    algorithm: Option<Spanned<String>>,
+    figure: Option<Spanned<String>>,
+    of: Option<Spanned<String>>,
+    min: Option<Spanned<toml::Value>>,
+    max: Option<Spanned<toml::Value>>,
+    within: Option<Spanned<toml::Value>>,
+    of_link: Option<Spanned<String>>,
 }
 
 /// `[faults]`
@@ -67,14 +78,24 @@ const TASK_KEYS: &[&str] = &["name", "title", "points", "hint", "check"];
 const KINDS_HELP: &str = "a check is one of: `from` and `to` (with `reachable = false` for \
                           must not reach); `node` and `route` (with `present = false` or \
                           `ecmp = N`); `node` and `bgp_peer` (with `established = false` \
-                          for must be down); `node` and `run` (with `exit` and `output`)";
+                          for must be down); `node` and `run` (with `exit` and `output`); \
+                          `workload` (one of the lab's, run by the check) or `ran` (one the \
+                          student started) with `figure` and `min`, `max` or `within`";
+
+/// What task checks are read against: the fabric, whether it speaks BGP,
+/// and the lab's workloads (read, and every name declared).
+pub(crate) struct Context<'a> {
+    pub fabric: Option<&'a Fabric>,
+    pub bgp: bool,
+    pub workloads: &'a [Workload],
+    pub declared: &'a BTreeSet<String>,
+}
 
 /// Reads `[[task]]` (`v`, if present) against the fabric.
 pub(crate) fn read(
     d: &mut Diags<'_>,
     v: Option<&Spanned<DeValue<'_>>>,
-    fabric: Option<&Fabric>,
-    bgp: bool,
+    cx: &Context<'_>,
 ) -> Vec<Task> {
     let Some(v) = v else { return Vec::new() };
     let Some(items) = array_items(d, v, "`task`", "[[task]]") else {
@@ -125,7 +146,7 @@ pub(crate) fn read(
                 .help("write `points = 1` or more, or leave it out (1)");
         }
         let checks = match s.extra.get("check") {
-            Some(v) => read_checks(d, v, fabric, bgp),
+            Some(v) => read_checks(d, v, cx),
             None => {
                 missing(d, s.span.clone(), "check", TASK)
                     .label("nothing to grade")
@@ -148,12 +169,7 @@ pub(crate) fn read(
     tasks
 }
 
-fn read_checks(
-    d: &mut Diags<'_>,
-    v: &Spanned<DeValue<'_>>,
-    fabric: Option<&Fabric>,
-    bgp: bool,
-) -> Vec<TaskCheck> {
+fn read_checks(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, cx: &Context<'_>) -> Vec<TaskCheck> {
     let Some(items) = array_items(d, v, "`task.check`", "[[task.check]]") else {
         return Vec::new();
     };
@@ -166,7 +182,7 @@ fn read_checks(
             if d.count() > before {
                 return None;
             }
-            check(d, &s.raw, s.span, fabric?, bgp)
+            check(d, &s.raw, s.span, cx)
         })
         .collect()
 }
@@ -179,6 +195,25 @@ const KINDS: &[(&str, &[&str])] = &[
     ("a route check", &["node", "route", "present", "ecmp"]),
     ("a BGP session check", &["node", "bgp_peer", "established"]),
     ("a command check", &["node", "run", "exit", "output"]),
+    (
+        "a workload check",
+        &[
+            "workload", "figure", "of", "min", "max", "within", "of_link",
+        ],
+    ),
+    (
+        "a check of the student's workload",
+        &[
+            "ran",
+            "algorithm",
+            "figure",
+            "of",
+            "min",
+            "max",
+            "within",
+            "of_link",
+        ],
+    ),
 ];
 
 /// The node named `n`, or an error saying which names are close.
@@ -198,8 +233,7 @@ fn check(
     d: &mut Diags<'_>,
     c: &RawCheck,
     span: Range<usize>,
-    fabric: &Fabric,
-    bgp: bool,
+    cx: &Context<'_>,
 ) -> Option<TaskCheck> {
     let at = |v: Option<Range<usize>>, key| v.map(|span| (key, span));
     let written: Vec<(&str, Range<usize>)> = [
@@ -215,6 +249,15 @@ fn check(
         at(c.run.as_ref().map(Spanned::span), "run"),
         at(c.exit.as_ref().map(Spanned::span), "exit"),
         at(c.output.as_ref().map(Spanned::span), "output"),
+        at(c.workload.as_ref().map(Spanned::span), "workload"),
+        at(c.ran.as_ref().map(Spanned::span), "ran"),
+        at(c.algorithm.as_ref().map(Spanned::span), "algorithm"),
+        at(c.figure.as_ref().map(Spanned::span), "figure"),
+        at(c.of.as_ref().map(Spanned::span), "of"),
+        at(c.min.as_ref().map(Spanned::span), "min"),
+        at(c.max.as_ref().map(Spanned::span), "max"),
+        at(c.within.as_ref().map(Spanned::span), "within"),
+        at(c.of_link.as_ref().map(Spanned::span), "of_link"),
     ]
     .into_iter()
     .flatten()
@@ -227,6 +270,10 @@ fn check(
         2
     } else if c.run.is_some() {
         3
+    } else if c.workload.is_some() {
+        4
+    } else if c.ran.is_some() {
+        5
     } else {
         let (message, label, at) = match &c.node {
             Some(n) => (
@@ -252,6 +299,11 @@ fn check(
     if stray {
         return None;
     }
+    if kind >= 4 {
+        return workload_check(d, c, span, cx);
+    }
+    let fabric = cx.fabric?;
+    let bgp = cx.bgp;
     if kind == 0 {
         let (Some(from), Some(to)) = (&c.from, &c.to) else {
             let lacking = if c.from.is_none() { "from" } else { "to" };
@@ -353,6 +405,77 @@ fn check(
         run: run.get_ref().clone(),
         exit: c.exit.as_ref().map_or(0, |e| *e.get_ref()),
         output: c.output.as_ref().map(|o| o.get_ref().clone()),
+    })
+}
+
+/// A workload's figure: `workload` (the lab's) or `ran` (the student's).
+fn workload_check(
+    d: &mut Diags<'_>,
+    c: &RawCheck,
+    span: Range<usize>,
+    cx: &Context<'_>,
+) -> Option<TaskCheck> {
+    let keys = FigureKeys {
+        figure: &c.figure,
+        of: &c.of,
+        min: &c.min,
+        max: &c.max,
+        within: &c.within,
+        of_link: &c.of_link,
+    };
+    if let Some(name) = &c.ran {
+        if let Err(why) = check_name_chars(name.get_ref()) {
+            d.error(Some(name.span()), format!("invalid workload name: {why}"))
+                .label("invalid name")
+                .help("the name the student gives their workload, e.g. `ran = \"ring\"`");
+            return None;
+        }
+        let algorithm = c.algorithm.as_ref().map(|a| a.get_ref().clone());
+        if let Some(a) = &c.algorithm {
+            let names: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
+            if !names.contains(&a.get_ref().as_str()) {
+                d.error(Some(a.span()), format!("no algorithm `{}`", a.get_ref()))
+                    .label("unknown algorithm")
+                    .help(choices_help(a.get_ref(), "algorithms", &names));
+                return None;
+            }
+        }
+        let (figure, of, bound) = figure_bound(d, &keys, span, CHECK, cx.fabric, None)?;
+        return Some(TaskCheck::Figure {
+            workload: name.get_ref().clone(),
+            ran: true,
+            algorithm,
+            figure,
+            of,
+            bound,
+        });
+    }
+    let name = c.workload.as_ref().expect("the kind is a workload check");
+    let Some(workload) = cx.workloads.iter().find(|w| w.name == *name.get_ref()) else {
+        // One that is declared had errors, reported.
+        if cx.fabric.is_some() && !cx.declared.contains(name.get_ref()) {
+            let names: Vec<&str> = cx.declared.iter().map(String::as_str).collect();
+            d.error(
+                Some(name.span()),
+                format!("no workload named `{}`", name.get_ref()),
+            )
+            .label("unknown workload")
+            .help(format!(
+                "{}; a workload the student starts is `ran = \"NAME\"`",
+                choices_help(name.get_ref(), "workloads", &names)
+            ));
+        }
+        return None;
+    };
+    let kind = workload.kind.name();
+    let (figure, of, bound) = figure_bound(d, &keys, span, CHECK, cx.fabric, Some(kind))?;
+    Some(TaskCheck::Figure {
+        workload: workload.name.clone(),
+        ran: false,
+        algorithm: None,
+        figure,
+        of,
+        bound,
     })
 }
 

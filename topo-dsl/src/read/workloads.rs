@@ -333,6 +333,7 @@ fn read_one(
         job: job?,
         ranks: ranks?,
         start,
+        graded: false,
         kind: kind?,
     })
 }
