@@ -67,7 +67,8 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// A sampler for a lab whose clock starts at `epoch` (Unix seconds).
+    /// A sampler for a lab that came up at `epoch` (Unix seconds, where
+    /// its clock starts), its counters at zero then.
     pub fn new(epoch: f64) -> Sampler {
         Sampler {
             epoch,
@@ -87,6 +88,12 @@ impl Sampler {
                 .is_some_and(|l| l.at_unix >= counted.at_unix)
         {
             return;
+        }
+        if self.first.is_none() && counted.at_unix > self.epoch {
+            // The fabric came up at the epoch with every counter at zero:
+            // what a workload that starts and ends before the first
+            // reading carried still counts.
+            self.bytes.push((0.0, vec![[0, 0]; counted.links.len()]));
         }
         let order = self.first.get_or_insert_with(|| counted.clone());
         let by_name: HashMap<&str, &LinkCounters> =
@@ -233,6 +240,19 @@ mode = "static"
             at_unix: 1000.0 + t,
             links: vec![link("h1--s1", bytes[0], late), link("h2--s1", bytes[1], 0)],
         }
+    }
+
+    #[test]
+    fn a_workload_over_before_the_first_reading_still_counts_from_zero() {
+        let lab = turbonet_topo::parse("duo.toml", DUO).unwrap();
+        let mut s = Sampler::new(1000.0);
+        s.add(counted(0.2, [[1_000_000, 0], [0, 0]], 0));
+        s.add(counted(0.3, [[1_000_000, 0], [0, 0]], 0));
+        let u = s.finish(&lab);
+        assert_eq!(u.times.len(), 3);
+        assert_eq!(u.times[0], 0.0);
+        assert_eq!(u.directions.len(), 1, "{:?}", u.directions);
+        assert_eq!(u.directions[0].bytes, 1_000_000);
     }
 
     #[test]
