@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use crate::error::{Context, Error, Result};
 use crate::inspect::{self, Running};
 use crate::system::namespaces;
-use crate::system::process::Start;
+use crate::system::process::{AsUser, Start};
 
 /// Runs `command` in the namespace of `node`, like `ip netns exec`: the
 /// child also gets a private mount namespace with `/sys` remounted, so tools
@@ -18,6 +18,28 @@ use crate::system::process::Start;
 /// is [`Error::NotFound`].
 pub fn exec(running: &Running, node: &str, command: &[String]) -> Result<i32> {
     exec_with(running, node, command, &[])
+}
+
+/// [`exec`] as `user` rather than root, confined as [`AsUser`] says (what
+/// `turbonet serve` runs for a student).
+pub fn exec_as(running: &Running, node: &str, command: &[String], user: &AsUser) -> Result<i32> {
+    let program = command.first().cloned().unwrap_or_default();
+    let account = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(user.uid))
+        .ok()
+        .flatten();
+    let env: Vec<(&str, String)> = account
+        .map(|a| {
+            vec![
+                ("HOME", a.dir.display().to_string()),
+                ("USER", a.name.clone()),
+                ("LOGNAME", a.name),
+            ]
+        })
+        .unwrap_or_default();
+    let status = spawn_as(running, node, command, &env, false, Some(user))?
+        .wait()
+        .map_err(|e| Error::NotFound(format!("cannot run {program} in {node}: {e}")))?;
+    Ok(crate::system::process::exit_code(status))
 }
 
 /// [`exec`] with `env` added to the command's environment.
@@ -55,6 +77,18 @@ fn spawn_in(
     env: &[(&str, String)],
     capture: bool,
 ) -> Result<std::process::Child> {
+    spawn_as(running, node, command, env, capture, None)
+}
+
+/// [`spawn_in`], as `user` if given.
+fn spawn_as(
+    running: &Running,
+    node: &str,
+    command: &[String],
+    env: &[(&str, String)],
+    capture: bool,
+    user: Option<&AsUser>,
+) -> Result<std::process::Child> {
     let lab = &running.lab;
     let ns_name = inspect::node_namespace(lab, node)?;
     let ns = namespaces::open(&ns_name).with_context(|| format!("opening namespace {ns_name}"))?;
@@ -80,6 +114,7 @@ fn spawn_in(
         private_sysfs: true,
         hosts: Some(&hosts).filter(|h| h.exists()).map(PathBuf::as_path),
         hostname: Some(node),
+        as_user: user,
         ..Start::default()
     }
     .spawn(&mut child)

@@ -30,7 +30,8 @@
 //!   [`bench`] (with [`report`]), [`experiment`] (with [`plot`] and
 //!   [`utilisation`]), [`watch`] (with [`graph`]), [`capture`], [`course`]
 //!   (graded labs: tasks checked against a running lab), [`ui`] (a live
-//!   web page of a running lab).
+//!   web page of a running lab), [`serve`] (labs for a group's members
+//!   without root).
 //!
 //! Nothing here prints: results come back as values, progress through
 //! [`up::Progress`], and the daemon logs with `tracing`.
@@ -62,6 +63,7 @@ pub mod plan;
 pub mod plot;
 pub mod report;
 pub mod routes;
+pub mod serve;
 pub mod state;
 pub mod system;
 pub mod topology;

@@ -31,6 +31,28 @@ pub fn parse(origin: &str, text: &str) -> Result<Lab, diag::ScenarioErrors> {
     resolve::parse(origin, text)
 }
 
+/// `text` with its `[lab] name` replaced by `name` (what `turbonet serve`
+/// does to a student's copy of a lab), everything else as written; `None`
+/// when `text` has no `[lab] name` string to replace.
+pub fn with_lab_name(text: &str, name: &str) -> Option<String> {
+    let root = toml::de::DeTable::parse(text).ok()?;
+    let lab = root.get_ref().get("lab")?;
+    let toml::de::DeValue::Table(table) = lab.get_ref() else {
+        return None;
+    };
+    let value = table.get("name")?;
+    let toml::de::DeValue::String(_) = value.get_ref() else {
+        return None;
+    };
+    let span = value.span();
+    let quoted = toml::Value::String(name.to_owned()).to_string();
+    Some(format!(
+        "{}{quoted}{}",
+        &text[..span.start],
+        &text[span.end..]
+    ))
+}
+
 /// Parses `[[job]]` and `[[workload]]` tables to run on `lab` (started at
 /// run time: `turbonet workload start FILE`); they may run over the lab's
 /// own jobs. On failure every error found is returned, located in `text`.

@@ -21,7 +21,7 @@ use crate::units::{Delay, LossProb, Mtu, QueueLimit, Rate, UnitError};
 /// A whole lab: one scenario file, validated.
 #[derive(Debug, Clone, Serialize)]
 pub struct Lab {
-    /// Lab name: 1-12 bytes of `[a-z0-9-]`, starting with a letter or digit.
+    /// Lab name: 1-32 bytes of `[a-z0-9-]`, starting with a letter or digit.
     /// Namespaces are named `tn-<lab>-<node>`.
     pub name: String,
     /// Seed from which every per-switch and per-link random choice derives.

@@ -309,3 +309,14 @@ fn bad_workload_checks_say_what_would_be_valid() {
         assert!(e[0].3.contains(helps), "{check}: {e:?}");
     }
 }
+
+#[test]
+fn a_lab_can_be_renamed_in_its_text_and_nothing_else_changes() {
+    let text = "# a comment\n[lab]\nname = \"duo\" # the name\nseed = 3\n\n[topology]\nkind = \"custom\"\n";
+    let renamed = turbonet_topo::with_lab_name(text, "alice-duo").unwrap();
+    assert_eq!(
+        renamed,
+        "# a comment\n[lab]\nname = \"alice-duo\" # the name\nseed = 3\n\n[topology]\nkind = \"custom\"\n"
+    );
+    assert_eq!(turbonet_topo::with_lab_name("[topology]\n", "x"), None);
+}

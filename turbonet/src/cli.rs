@@ -370,6 +370,24 @@ pub(crate) enum Command {
     },
     /// Remove the leftovers of every turbonet lab on this machine.
     Clean,
+    /// Serve labs to the members of a group, without root (run it as root,
+    /// as a service). Members then run `turbonet lab ...`, `exec`, `link`,
+    /// `fail`, `restore`, `workload`, `show`, `status`, `events`, `watch`
+    /// and `check` as themselves: each command runs here with their
+    /// terminal, on their labs only (named `<user>-<lab>`), within the
+    /// node limit the administrator set; what they `exec` in a node runs as
+    /// them with the network capabilities only. Settings, all optional:
+    /// `group = "turbonet"`, `max_nodes = 100` (per user, over all their
+    /// labs), `[users.NAME] max_nodes = N`.
+    #[command(verbatim_doc_comment)]
+    Serve {
+        /// Where to listen (mode 0660, owned by root and the group).
+        #[arg(long, default_value = turbonet_lab::serve::SOCKET)]
+        socket: PathBuf,
+        /// The administrator's settings.
+        #[arg(long, default_value = turbonet_lab::serve::CONFIG)]
+        config: PathBuf,
+    },
     /// Measure up and down times and peak memory on bundled scenarios.
     Bench(BenchArgs),
     /// The per-lab daemon (started by `up`; not for direct use).
@@ -818,7 +836,29 @@ pub struct BenchArgs {
 impl Command {
     /// True for the long-running servers (the lab daemon, the soft switch).
     pub(crate) fn is_server(&self) -> bool {
-        matches!(self, Command::Daemon { .. } | Command::Softswitch { .. })
+        matches!(
+            self,
+            Command::Daemon { .. } | Command::Softswitch { .. } | Command::Serve { .. }
+        )
+    }
+
+    /// Whether a user who is not root runs it through `turbonet serve`.
+    pub(crate) fn served(&self) -> bool {
+        matches!(
+            self,
+            Command::Lab(_)
+                | Command::Exec { .. }
+                | Command::Link(_)
+                | Command::Fail { .. }
+                | Command::Restore { .. }
+                | Command::Flap { .. }
+                | Command::Workload(_)
+                | Command::Show { .. }
+                | Command::Status { .. }
+                | Command::Events { .. }
+                | Command::Watch { .. }
+                | Command::Check { .. }
+        )
     }
 }
 

@@ -8,6 +8,7 @@ mod cli;
 mod progress;
 mod render;
 mod show;
+mod students;
 
 use std::process::ExitCode;
 
@@ -30,6 +31,19 @@ const EXIT_INVALID: u8 = 2;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// The log filter, which a command `turbonet serve` runs for a student
+/// turns down to a command's own (warnings).
+static LOG_FILTER: std::sync::OnceLock<
+    tracing_subscriber::reload::Handle<tracing_subscriber::EnvFilter, tracing_subscriber::Registry>,
+> = std::sync::OnceLock::new();
+
+/// Logs as a command does (warnings only), whatever the process started as.
+fn command_logs() {
+    if let Some(handle) = LOG_FILTER.get() {
+        let _ = handle.modify(|f| *f = tracing_subscriber::EnvFilter::new("warn"));
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let server = cli.command.is_server();
@@ -38,15 +52,30 @@ fn main() -> ExitCode {
     }
     // The servers log what they do (to their log files); commands only warn.
     let default = if server { "info" } else { "warn" };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TURBONET_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    let code = match run(cli.command) {
+    {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        use tracing_subscriber::util::SubscriberInitExt as _;
+        let filter = tracing_subscriber::EnvFilter::try_from_env("TURBONET_LOG")
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+        let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
+        tracing_subscriber::registry()
+            .with(filter)
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+            )
+            .init();
+        let _ = LOG_FILTER.set(handle);
+    }
+    // A member of the group turbonet serve runs labs for, not root: the
+    // service runs it for them.
+    let code = if !server && !turbonet_lab::system::process::is_root() && cli.command.served() {
+        students::forward(&cli.command)
+    } else {
+        run(cli.command)
+    };
+    let code = match code {
         Ok(code) => code,
         Err(e) => report(e),
     };
@@ -130,6 +159,7 @@ fn run(command: Command) -> Result<ExitCode> {
             )?;
         }
         Command::Down { lab } => print_down(down::down(lab.as_deref())?),
+        Command::Serve { socket, config } => return students::serve(&socket, &config),
         Command::Clean => {
             let outcomes = down::clean()?;
             if outcomes.is_empty() {
@@ -158,7 +188,13 @@ fn run(command: Command) -> Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
         }
-        Command::Status { json } => show::status(&inspect::status()?, json)?,
+        Command::Status { json } => {
+            let mut labs = inspect::status()?;
+            if let Some(student) = students::student() {
+                labs.retain(|l| student.owns(&l.lab));
+            }
+            show::status(&labs, json)?;
+        }
         Command::Show {
             what,
             node,
@@ -356,7 +392,17 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Lab(l) => return course(l),
         Command::Exec { node, command, lab } => {
             let running = inspect::running(lab.lab.as_deref())?;
-            let code = exec::exec(&running, &node, &command)?;
+            let code = match students::student() {
+                Some(s) => {
+                    let user = turbonet_lab::system::process::AsUser {
+                        uid: s.uid,
+                        gid: s.gid,
+                        groups: s.groups.clone(),
+                    };
+                    exec::exec_as(&running, &node, &command, &user)?
+                }
+                None => exec::exec(&running, &node, &command)?,
+            };
             return Ok(ExitCode::from(code.clamp(0, 255) as u8));
         }
         Command::Mpirun {
@@ -546,7 +592,7 @@ fn course(command: cli::LabCommand) -> Result<ExitCode> {
         let running = inspect::running(lab)?;
         let found = course::list(&dir)?
             .into_iter()
-            .find(|c| c.lab == running.lab.name)
+            .find(|c| students::lab_name(&c.lab) == running.lab.name)
             .ok_or_else(|| {
                 anyhow::anyhow!(
                     "lab {} is not one of the labs in {}",
@@ -620,10 +666,15 @@ fn course(command: cli::LabCommand) -> Result<ExitCode> {
         L::Reset { seed, lab } => {
             let (running, found) = running_course(lab.lab.as_deref())?;
             let seed = seed.or_else(|| course::faults_seed(&running));
-            down::down(Some(&found.lab))?;
+            down::down(Some(&running.lab.name))?;
             start_course(&found, seed, false)?;
         }
-        L::Stop { lab } => print_down(down::down(lab.lab.as_deref())?),
+        L::Stop { lab } => {
+            if let Some(name) = &lab.lab {
+                students::forget_scenario(name);
+            }
+            print_down(down::down(lab.lab.as_deref())?);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -636,7 +687,7 @@ fn start_course(
     quiet: bool,
 ) -> Result<()> {
     let options = up::Options {
-        file: found.scenario(),
+        file: students::course_scenario(found)?,
         threads: None,
         captures_in: None,
     };
@@ -679,12 +730,22 @@ fn workload(command: cli::WorkloadCommand) -> Result<()> {
                 let running = inspect::running(lab.lab.as_deref())?;
                 let text = std::fs::read_to_string(path)?;
                 // Located errors here, before the daemon reads it too.
-                turbonet_topo::parse_workloads(&what, &text, &running.lab).map_err(|errors| {
-                    turbonet_lab::Error::Scenario {
+                let parsed = turbonet_topo::parse_workloads(&what, &text, &running.lab).map_err(
+                    |errors| turbonet_lab::Error::Scenario {
                         origin: what.clone(),
                         errors: Box::new(errors),
-                    }
-                })?;
+                    },
+                )?;
+                // The daemon runs a command workload as root.
+                if students::student().is_some()
+                    && let Some(w) = parsed.iter().find(|w| w.kind.name() == "exec")
+                {
+                    return Err(turbonet_lab::Error::Refused(format!(
+                        "workload {}: a command workload runs as root, and is not open to students (run commands with `turbonet exec`)",
+                        w.name
+                    ))
+                    .into());
+                }
                 client.start_workload(None, &text, &what)?
             } else {
                 client.start_workload(Some(&what), "", "")?

@@ -35,6 +35,27 @@ pub struct Start<'a> {
     /// A UTS namespace of its own with this host name (a node's name, so
     /// `hostname` and MPI's processor name say which node a process is on).
     pub hostname: Option<&'a str>,
+    /// Run as this user, not as root (needs `private_sysfs`).
+    pub as_user: Option<&'a AsUser>,
+}
+
+/// A user a command runs as, with only the capabilities a node's network
+/// needs: `CAP_NET_ADMIN` (routes, links, the namespace's `net.*`
+/// sysctls) and `CAP_NET_RAW` (ping, tcpdump). Those capabilities hold in
+/// every network namespace the machine's root owns, so the command also
+/// gets a PID namespace of its own (it cannot name another process to
+/// reach that process's network namespace, and sees only its own
+/// processes in `/proc`), `/run/netns` hidden under an empty tmpfs (it
+/// cannot open another lab's namespaces), and no new privileges from
+/// set-user-id programs. Its file access is the user's own.
+#[derive(Debug, Clone)]
+pub struct AsUser {
+    /// The user.
+    pub uid: u32,
+    /// Their primary group.
+    pub gid: u32,
+    /// Every group they are in.
+    pub groups: Vec<u32>,
 }
 
 impl Start<'_> {
@@ -57,6 +78,21 @@ impl Start<'_> {
             .map(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()))
             .transpose()?;
         let hostname = self.hostname.map(std::ffi::OsString::from);
+        let as_user = self.as_user.cloned();
+        if as_user.is_some() && !private_sysfs {
+            return Err(io::Error::other(
+                "a command run as a user needs a mount namespace of its own",
+            ));
+        }
+        let groups: Vec<nix::unistd::Gid> = as_user
+            .as_ref()
+            .map(|u| {
+                u.groups
+                    .iter()
+                    .map(|g| nix::unistd::Gid::from_raw(*g))
+                    .collect()
+            })
+            .unwrap_or_default();
         // SAFETY: between fork and exec the child only makes
         // async-signal-safe system calls (setns, unshare, mount, umount2,
         // sethostname, setsid) and allocates nothing (nix passes short
@@ -107,6 +143,9 @@ impl Start<'_> {
                 if new_session {
                     nix::unistd::setsid()?;
                 }
+                if let Some(user) = &as_user {
+                    confine(user, &groups)?;
+                }
                 Ok(())
             });
         }
@@ -118,6 +157,127 @@ impl Start<'_> {
         self.prepare(command)?;
         command.spawn()
     }
+}
+
+/// Between fork and exec: hides the machine's named network namespaces,
+/// moves into a PID namespace of its own (two forks: an init that reaps,
+/// and the command), and becomes `user` with `CAP_NET_ADMIN` and
+/// `CAP_NET_RAW` only ([`AsUser`]). The processes left waiting pass the
+/// command's exit status up and exit.
+///
+/// Async-signal-safe system calls only; `groups` was built before the fork.
+fn confine(user: &AsUser, groups: &[nix::unistd::Gid]) -> io::Result<()> {
+    use nix::sys::wait::{WaitStatus, waitpid};
+    use nix::unistd::{ForkResult, fork};
+    /// Waits for `child` and exits as it did; closes every descriptor but
+    /// the standard ones first (the spawner's error pipe among them, so it
+    /// learns of the exec as soon as the command's own copy closes).
+    fn relay(child: nix::unistd::Pid) -> ! {
+        // SAFETY: close_range on descriptors this process no longer needs.
+        unsafe {
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+        }
+        let code = loop {
+            match waitpid(child, None) {
+                Ok(WaitStatus::Exited(_, code)) => break code,
+                Ok(WaitStatus::Signaled(_, signal, _)) => break 128 + signal as i32,
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(_) => break 1,
+            }
+        };
+        // SAFETY: exiting without running the parent's atexit handlers.
+        unsafe { libc::_exit(code) }
+    }
+    let hidden = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    if std::path::Path::new("/run/netns").exists() {
+        mount(
+            Some("tmpfs"),
+            "/run/netns",
+            Some("tmpfs"),
+            hidden,
+            Some("mode=0755"),
+        )?;
+    }
+    unshare(CloneFlags::CLONE_NEWPID)?;
+    // SAFETY: fork between fork and exec; the branches make only
+    // async-signal-safe calls.
+    if let ForkResult::Parent { child } = unsafe { fork() }? {
+        relay(child);
+    }
+    // PID 1 of the new namespace: its /proc, then the command as its child
+    // (PID 1 ignores the signals a terminal sends).
+    let _ = mount(Some("proc"), "/proc", Some("proc"), hidden, None::<&str>);
+    // SAFETY: as above.
+    if let ForkResult::Parent { child } = unsafe { fork() }? {
+        relay(child);
+    }
+    const NET_ADMIN: u32 = 12;
+    const NET_RAW: u32 = 13;
+    let caps = (1u32 << NET_ADMIN) | (1 << NET_RAW);
+    // SAFETY: prctl and capset with values and structures laid out as the
+    // kernel's ABI (capability version 3: two 32-bit words per set).
+    unsafe {
+        if libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    nix::unistd::setgroups(groups)?;
+    let (uid, gid) = (
+        nix::unistd::Uid::from_raw(user.uid),
+        nix::unistd::Gid::from_raw(user.gid),
+    );
+    nix::unistd::setresgid(gid, gid, gid)?;
+    nix::unistd::setresuid(uid, uid, uid)?;
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let mut header = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let data = [
+        Data {
+            effective: caps,
+            permitted: caps,
+            inheritable: caps,
+        },
+        Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        },
+    ];
+    // SAFETY: see above.
+    unsafe {
+        if libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        for cap in [NET_ADMIN, NET_RAW] {
+            if libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
+                cap as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+            ) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// The program that starts this binary again: its path, or, when that file
@@ -210,6 +370,19 @@ pub fn default_sigpipe() {
     // SAFETY: setting a signal disposition before any thread exists.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// Restores the default action of the signals that stop a command
+/// (SIGINT, SIGQUIT, SIGTERM, SIGPIPE), whatever the process inherited (a
+/// service started in the background ignores SIGINT, and ignored signals
+/// stay ignored across exec). Call it before any thread exists.
+pub fn default_signals() {
+    // SAFETY: setting signal dispositions before any thread exists.
+    unsafe {
+        for signal in [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGPIPE] {
+            libc::signal(signal, libc::SIG_DFL);
+        }
     }
 }
 

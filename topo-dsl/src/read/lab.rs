@@ -57,7 +57,7 @@ pub(crate) fn read(d: &mut Diags<'_>, v: Option<&Spanned<DeValue<'_>>>) -> Optio
     let Some(v) = v else {
         d.error(Some(0..0), "missing `[lab]` section")
             .label("expected `[lab]`")
-            .help("every scenario starts with `[lab]` and `name = \"mylab\"` (1-12 characters of a-z, 0-9, -)");
+            .help("every scenario starts with `[lab]` and `name = \"mylab\"` (1-32 characters of a-z, 0-9, -)");
         return None;
     };
     let s = read_table::<RawLab>(d, v, "`[lab]`", Keys::new(fields_of::<RawLab>()))?;
@@ -65,7 +65,7 @@ pub(crate) fn read(d: &mut Diags<'_>, v: Option<&Spanned<DeValue<'_>>>) -> Optio
         None => {
             missing(d, s.span.clone(), "name", "`[lab]`")
                 .label("`[lab]` needs a name")
-                .help("add e.g. `name = \"k4\"` (1-12 characters of a-z, 0-9, -)");
+                .help("add e.g. `name = \"k4\"` (1-32 characters of a-z, 0-9, -)");
             None
         }
         Some(n) => {
@@ -73,7 +73,7 @@ pub(crate) fn read(d: &mut Diags<'_>, v: Option<&Spanned<DeValue<'_>>>) -> Optio
             match check_lab_name(name) {
                 Ok(()) => Some(name.clone()),
                 Err(why) => {
-                    let rule = "a lab name is 1-12 bytes of a-z, 0-9 and -, starting with a letter or digit (namespaces are named `tn-<lab>-<node>`)";
+                    let rule = "a lab name is 1-32 bytes of a-z, 0-9 and -, starting with a letter or digit (namespaces are named `tn-<lab>-<node>`)";
                     let help = match suggest_lab_name(name) {
                         Some(s) => format!("did you mean `{s}`? {rule}"),
                         None => rule.to_owned(),
@@ -132,7 +132,7 @@ pub(crate) fn read(d: &mut Diags<'_>, v: Option<&Spanned<DeValue<'_>>>) -> Optio
 }
 
 /// A valid lab name close to an invalid one: lowercase, other characters
-/// replaced by `-`, truncated to 12 bytes.
+/// replaced by `-`, truncated to [`LAB_NAME_MAX`] bytes.
 fn suggest_lab_name(name: &str) -> Option<String> {
     let mut s: String = name
         .chars()
@@ -146,17 +146,25 @@ fn suggest_lab_name(name: &str) -> Option<String> {
         })
         .collect();
     s = s.trim_matches('-').to_owned();
-    s.truncate(12);
+    s.truncate(LAB_NAME_MAX);
     let s = s.trim_end_matches('-').to_owned();
     (check_lab_name(&s).is_ok() && s != name).then_some(s)
 }
+
+/// The longest lab name, in bytes: room for a student's prefix
+/// (`turbonet serve` names a student's lab `<user>-<lab>`) in namespace
+/// names that stay readable.
+pub const LAB_NAME_MAX: usize = 32;
 
 fn check_lab_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("it is empty".into());
     }
-    if name.len() > 12 {
-        return Err(format!("it is {} bytes long, the limit is 12", name.len()));
+    if name.len() > LAB_NAME_MAX {
+        return Err(format!(
+            "it is {} bytes long, the limit is {LAB_NAME_MAX}",
+            name.len()
+        ));
     }
     check_name_chars(name)
 }

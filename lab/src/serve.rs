@@ -1,0 +1,570 @@
+//! `turbonet serve`: labs for the members of a group, without root.
+//!
+//! A course's server runs one `turbonet serve` as root. It listens on a
+//! Unix socket that only root and the group (`turbonet` unless configured)
+//! may open, learns who connected from the kernel (`SO_PEERCRED`, which a
+//! client cannot forge), and runs each request in a process of its own
+//! whose standard input, output and error are the client's own (passed over
+//! the socket), so a student's `turbonet lab check` prints to their
+//! terminal as if it ran there. What a request may do, and the names it
+//! may touch, is the caller's policy ([`serve`] takes it as a function):
+//! this module only says who is asking and keeps them to their own labs
+//! ([`Student`]) and their node limit ([`Policy`]).
+//!
+//! A member's labs are named `<user>-<lab>`; a member sees and acts on
+//! those only. Commands they run inside a node run as them, not as root
+//! ([`crate::exec::exec_as`]).
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::io::IoSlice;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{Signal, killpg};
+use nix::sys::socket::{
+    AddressFamily, Backlog, ControlMessage, MsgFlags, SockFlag, SockType, UnixAddr, bind, connect,
+    getsockopt, listen, sendmsg, setsockopt, socket, sockopt,
+};
+use nix::sys::time::TimeVal;
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Gid, Group, Pid, Uid, User};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Context, Error, Result};
+use crate::system::descriptors;
+
+/// Where `turbonet serve` listens unless told otherwise.
+pub const SOCKET: &str = "/run/turbonet-serve.sock";
+
+/// Where the copies of graded labs started for students are kept (each
+/// named `<user>-<lab>.toml`, as `turbonet status` shows).
+pub const SCENARIOS: &str = "/run/turbonet-serve";
+
+/// The administrator's settings unless told otherwise.
+pub const CONFIG: &str = "/etc/turbonet/users.toml";
+
+/// The group whose members may run labs, unless configured.
+pub const GROUP: &str = "turbonet";
+
+/// The nodes a member may have up at once, over all their labs, unless
+/// configured.
+pub const MAX_NODES: usize = 100;
+
+/// The largest request a client sends (its arguments and directory).
+const REQUEST_MAX: usize = 64 << 10;
+
+/// `/etc/turbonet/users.toml`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    group: Option<String>,
+    max_nodes: Option<usize>,
+    #[serde(default)]
+    users: BTreeMap<String, RawUser>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawUser {
+    max_nodes: Option<usize>,
+}
+
+/// What the administrator allows: who, and how large.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// The group whose members may run labs.
+    pub group: String,
+    /// Its id.
+    pub gid: Gid,
+    /// Nodes a member may have up at once, over all their labs.
+    pub max_nodes: usize,
+    /// Per user, where it differs.
+    pub per_user: BTreeMap<String, usize>,
+    /// The file it was read from (for messages).
+    pub origin: PathBuf,
+}
+
+impl Policy {
+    /// Reads the settings at `path` (every default when there is no such
+    /// file) and finds the group.
+    pub fn load(path: &Path) -> Result<Policy> {
+        let raw: RawConfig = match std::fs::read_to_string(path) {
+            Ok(text) => toml::from_str(&text).map_err(|e| {
+                Error::Invalid(format!("{}: {}", path.display(), e.to_string().trim_end()))
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => RawConfig::default(),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
+        let group = raw.group.unwrap_or_else(|| GROUP.to_owned());
+        let gid = Group::from_name(&group)
+            .ok()
+            .flatten()
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "there is no group {group}: create it (`groupadd {group}`) and add the \
+                     students to it (`usermod -aG {group} NAME`), or name another in {}",
+                    path.display()
+                ))
+            })?
+            .gid;
+        Ok(Policy {
+            group,
+            gid,
+            max_nodes: raw.max_nodes.unwrap_or(MAX_NODES),
+            per_user: raw
+                .users
+                .into_iter()
+                .filter_map(|(name, u)| u.max_nodes.map(|m| (name, m)))
+                .collect(),
+            origin: path.to_owned(),
+        })
+    }
+
+    /// The nodes `user` may have up at once.
+    pub fn max_nodes(&self, user: &str) -> usize {
+        self.per_user.get(user).copied().unwrap_or(self.max_nodes)
+    }
+}
+
+/// A member of the group, as the kernel said who connected.
+#[derive(Debug, Clone, Serialize)]
+pub struct Student {
+    /// Their login name.
+    pub name: String,
+    /// Their user id.
+    pub uid: u32,
+    /// Their primary group.
+    pub gid: u32,
+    /// Every group they are in.
+    pub groups: Vec<u32>,
+    /// The nodes they may have up at once.
+    pub max_nodes: usize,
+    /// Where that limit is set.
+    pub limit_origin: PathBuf,
+}
+
+impl Student {
+    /// The start of their labs' names: their login name made a valid lab
+    /// name (`a-z`, `0-9`, `-`), and a `-`.
+    pub fn prefix(&self) -> String {
+        let name: String = self
+            .name
+            .chars()
+            .map(|c| {
+                let c = c.to_ascii_lowercase();
+                if c.is_ascii_lowercase() || c.is_ascii_digit() {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        format!("{}-", name.trim_matches('-'))
+    }
+
+    /// Whether lab `name` is theirs.
+    pub fn owns(&self, name: &str) -> bool {
+        name.starts_with(&self.prefix())
+    }
+
+    /// Their name for a lab: `name` with their prefix (unless it has it).
+    pub fn lab_name(&self, name: &str) -> String {
+        if self.owns(name) {
+            name.to_owned()
+        } else {
+            format!("{}{name}", self.prefix())
+        }
+    }
+
+    /// Their labs that are up.
+    pub fn labs(&self) -> Result<Vec<String>> {
+        let root = Path::new(crate::state::RUN_DIR);
+        let mut labs = crate::state::labs(root).context("listing the labs that are up")?;
+        labs.retain(|l| self.owns(l));
+        Ok(labs)
+    }
+
+    /// The nodes of their labs that are up.
+    pub fn nodes_up(&self) -> Result<usize> {
+        Ok(self
+            .labs()?
+            .iter()
+            .filter_map(|l| crate::state::LabDir::of(l).saved_lab().ok())
+            .map(|lab| lab.fabric.nodes.len())
+            .sum())
+    }
+
+    /// The lab a command of theirs is about: the one they name (with or
+    /// without their prefix), or their only lab.
+    pub fn resolve(&self, named: Option<&str>) -> Result<String> {
+        let labs = self.labs()?;
+        if let Some(typed) = named {
+            let name = self.lab_name(typed);
+            if !labs.contains(&name) {
+                return Err(Error::NotFound(format!(
+                    "you have no lab {typed} up (yours: {})",
+                    if labs.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        labs.join(", ")
+                    }
+                )));
+            }
+            return Ok(name);
+        }
+        match labs.as_slice() {
+            [one] => Ok(one.clone()),
+            [] => Err(Error::NotFound(
+                "you have no lab up: `turbonet lab start NAME` (`turbonet lab list` has them)"
+                    .to_owned(),
+            )),
+            many => Err(Error::Invalid(format!(
+                "you have {} labs up ({}): name one with --lab",
+                many.len(),
+                many.join(", ")
+            ))),
+        }
+    }
+
+    /// Refuses a lab of `nodes` more nodes past their limit, saying why.
+    pub fn admit(&self, lab: &str, nodes: usize) -> Result<()> {
+        let up = self.nodes_up()?;
+        if up + nodes > self.max_nodes {
+            return Err(Error::Refused(format!(
+                "lab {lab} has {nodes} nodes and you have {up} up: your limit is {} nodes \
+                 (set by the administrator in {})",
+                self.max_nodes,
+                self.limit_origin.display()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What a client asks the service.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Request {
+    /// Its arguments, after the program's name.
+    pub args: Vec<String>,
+    /// Its working directory.
+    pub cwd: PathBuf,
+    /// Whether a file it opened comes along (as descriptor 3 of the
+    /// process that runs the request).
+    pub file: bool,
+}
+
+/// Serves `socket` for the members of the policy's group until the
+/// process is stopped. Each request gets a process of its own, with the
+/// client's standard input, output and error (and file, as descriptor 3):
+/// there, and only there, `serve` returns, with who asked and what; that
+/// process's exit code is the client's. A client that goes away (Ctrl-C)
+/// stops what it asked for.
+///
+/// Call it from a process with a single thread: it forks for each request.
+pub fn serve(socket: &Path, policy: &Policy) -> Result<(Student, Request)> {
+    let listener = listen_on(socket, policy.gid)?;
+    tracing::info!(
+        "serving {} for the members of {} (at most {} nodes each unless {} says otherwise)",
+        socket.display(),
+        policy.group,
+        policy.max_nodes,
+        policy.origin.display()
+    );
+    loop {
+        reap();
+        let ready = poll(
+            &mut [PollFd::new(listener.as_fd(), PollFlags::POLLIN)],
+            PollTimeout::from(1000u16),
+        );
+        match ready {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e).context("waiting for clients"),
+            Ok(_) => {}
+        }
+        let conn = match descriptors::accept(&listener) {
+            Ok(fd) => fd,
+            Err(e) => {
+                tracing::warn!("accepting a client: {e}");
+                continue;
+            }
+        };
+        match take(conn, policy) {
+            Ok(Some(request)) => {
+                // Its number is the client's now (see `watch`).
+                std::mem::forget(listener);
+                return Ok(request);
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!("a request: {e}"),
+        }
+    }
+}
+
+/// The listening socket: mode 0660, owned by root and `gid`.
+fn listen_on(path: &Path, gid: Gid) -> Result<OwnedFd> {
+    // A socket a stopped service left behind; nothing else.
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        use std::os::unix::fs::FileTypeExt;
+        if !meta.file_type().is_socket() {
+            return Err(Error::Invalid(format!(
+                "{} exists and is not a socket",
+                path.display()
+            )));
+        }
+        if connect_to(path).is_ok() {
+            return Err(Error::Refused(format!(
+                "another turbonet serve answers at {}",
+                path.display()
+            )));
+        }
+        std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
+    }
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .context("creating the service's socket")?;
+    let addr = UnixAddr::new(path).context("the socket's path")?;
+    // Nobody but root may connect until the mode and group are set.
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    let bound = bind(fd.as_raw_fd(), &addr);
+    nix::sys::stat::umask(old);
+    bound.with_context(|| format!("binding {}", path.display()))?;
+    nix::unistd::chown(path, Some(Uid::from_raw(0)), Some(gid))
+        .with_context(|| format!("giving {} to its group", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+        .with_context(|| format!("opening {} to its group", path.display()))?;
+    listen(&fd, Backlog::new(16).expect("a small backlog")).context("listening")?;
+    Ok(fd)
+}
+
+/// Collects the processes of requests that ended.
+fn reap() {
+    while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+        if matches!(status, WaitStatus::StillAlive) {
+            break;
+        }
+    }
+}
+
+/// Sends a client its exit code.
+fn answer(conn: &OwnedFd, code: u8) {
+    let _ = sendmsg::<()>(
+        conn.as_raw_fd(),
+        &[IoSlice::new(&[code])],
+        &[],
+        MsgFlags::empty(),
+        None,
+    );
+}
+
+/// Reads one request from `conn`, checks who sent it and forks the
+/// process that runs it, where it returns it.
+fn take(conn: OwnedFd, policy: &Policy) -> Result<Option<(Student, Request)>> {
+    // A client that connects and says nothing must not hold the service.
+    let timeout = TimeVal::new(5, 0);
+    setsockopt(&conn, sockopt::ReceiveTimeout, &timeout).context("a receive timeout")?;
+    let cred = getsockopt(&conn, sockopt::PeerCredentials).context("who connected")?;
+    let mut buf = vec![0u8; REQUEST_MAX];
+    let (len, fds) = descriptors::receive(&conn, &mut buf, 4).context("reading a request")?;
+    let say = |text: &str| {
+        if let Some(err) = fds.get(2) {
+            let _ = nix::unistd::write(err, format!("error: {text}\n").as_bytes());
+        }
+    };
+    let request: Request = match serde_json::from_slice(&buf[..len]) {
+        Ok(r) if fds.len() >= 3 => r,
+        _ => {
+            say("a malformed request (is this turbonet the same version as the service's?)");
+            answer(&conn, 2);
+            return Ok(None);
+        }
+    };
+    let student = match member(cred.uid(), policy) {
+        Ok(s) => s,
+        Err(why) => {
+            say(&why);
+            answer(&conn, 1);
+            return Ok(None);
+        }
+    };
+    tracing::info!(
+        "{} ({}): turbonet {}",
+        student.name,
+        student.uid,
+        request.args.join(" ")
+    );
+    match descriptors::fork_single_threaded().context("starting a request")? {
+        ForkResult::Parent { .. } => Ok(None),
+        ForkResult::Child => {
+            if watch(conn, fds, &request) {
+                return Ok(Some((student, request)));
+            }
+            std::process::exit(0);
+        }
+    }
+}
+
+/// Who `uid` is, if a member (root is not served: it runs turbonet
+/// itself).
+fn member(uid: u32, policy: &Policy) -> std::result::Result<Student, String> {
+    if uid == 0 {
+        return Err("root runs turbonet directly, not through turbonet serve".to_owned());
+    }
+    let user = User::from_uid(Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .ok_or_else(|| format!("user id {uid} has no account"))?;
+    let name = CString::new(user.name.as_str()).map_err(|_| "a user name with a NUL")?;
+    let groups = nix::unistd::getgrouplist(&name, user.gid)
+        .map_err(|e| format!("the groups of {}: {e}", user.name))?;
+    if !groups.contains(&policy.gid) {
+        return Err(format!(
+            "{} is not in the group {}: ask the administrator (`usermod -aG {} {}`, then log in again)",
+            user.name, policy.group, policy.group, user.name
+        ));
+    }
+    Ok(Student {
+        max_nodes: policy.max_nodes(&user.name),
+        limit_origin: policy.origin.clone(),
+        uid,
+        gid: user.gid.as_raw(),
+        groups: groups.iter().map(|g| g.as_raw()).collect(),
+        name: user.name,
+    })
+}
+
+/// In the request's process: forks the child that runs it (a process
+/// group of its own, the client's descriptors as 0, 1, 2 and 3), where it
+/// returns true; here, waits for that child, stops its group if the client
+/// goes away, and tells the client its exit code.
+fn watch(conn: OwnedFd, fds: Vec<OwnedFd>, request: &Request) -> bool {
+    let child = match descriptors::fork_single_threaded() {
+        Err(_) => {
+            answer(&conn, 1);
+            return false;
+        }
+        Ok(ForkResult::Child) => {
+            let _ = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0));
+            crate::system::process::default_signals();
+            // Every other descriptor closes (the listener, the connection):
+            // their numbers are the client's now.
+            std::mem::forget(conn);
+            if descriptors::become_stdio(fds.into_iter().take(4).collect()).is_err() {
+                std::process::exit(1);
+            }
+            if std::env::set_current_dir(&request.cwd).is_err() {
+                let _ = std::env::set_current_dir("/");
+            }
+            return true;
+        }
+        Ok(ForkResult::Parent { child }) => child,
+    };
+    drop(fds);
+    let conn = &conn;
+    loop {
+        let code = match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(_, code)) => Some(code.clamp(0, 255) as u8),
+            Ok(WaitStatus::Signaled(_, signal, _)) => Some(128 + signal as u8),
+            Ok(_) => None,
+            Err(_) => Some(1),
+        };
+        if let Some(code) = code {
+            answer(conn, code);
+            return false;
+        }
+        let mut pfd = [PollFd::new(conn.as_fd(), PollFlags::POLLIN)];
+        let gone = match poll(&mut pfd, PollTimeout::from(100u16)) {
+            Ok(0) => false,
+            Ok(_) => true,
+            Err(e) => e != nix::errno::Errno::EINTR,
+        };
+        if gone {
+            stop(child);
+            return false;
+        }
+    }
+}
+
+/// Stops a request the client no longer waits for: SIGINT to its process
+/// group (the command and everything it started), SIGKILL to whatever of
+/// it is left a few seconds later.
+fn stop(child: Pid) {
+    let _ = killpg(child, Signal::SIGINT);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let _ = waitpid(child, Some(WaitPidFlag::WNOHANG));
+        // No process left in the group.
+        if killpg(child, None).is_err() {
+            return;
+        }
+        if Instant::now() >= deadline {
+            let _ = killpg(child, Signal::SIGKILL);
+            let _ = waitpid(child, None);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn connect_to(path: &Path) -> std::io::Result<OwnedFd> {
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    let addr = UnixAddr::new(path)?;
+    connect(fd.as_raw_fd(), &addr)?;
+    Ok(fd)
+}
+
+/// Asks the service at `socket` to run `request` with this process's
+/// standard input, output and error (and `file`, if any); returns the exit
+/// code it reports.
+pub fn forward(socket: &Path, request: &Request, file: Option<&std::fs::File>) -> Result<u8> {
+    let conn = connect_to(socket).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+            Error::NotFound(format!(
+                "this command needs root, or turbonet serve running for your group (nothing \
+                 answers at {}): ask the administrator",
+                socket.display()
+            ))
+        }
+        std::io::ErrorKind::PermissionDenied => Error::Refused(format!(
+            "this command needs root, or membership of the group turbonet serve runs labs \
+             for ({} is not open to you): ask the administrator",
+            socket.display()
+        )),
+        _ => Error::Context {
+            what: format!("connecting to {}", socket.display()),
+            source: Box::new(Error::Io(e)),
+        },
+    })?;
+    let body = serde_json::to_vec(request)?;
+    let mut fds: Vec<RawFd> = vec![0, 1, 2];
+    fds.extend(file.map(AsRawFd::as_raw_fd));
+    sendmsg::<()>(
+        conn.as_raw_fd(),
+        &[IoSlice::new(&body)],
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::empty(),
+        None,
+    )
+    .context("sending the request")?;
+    let mut code = [0u8; 1];
+    let n = nix::sys::socket::recv(conn.as_raw_fd(), &mut code, MsgFlags::empty())
+        .context("waiting for the command")?;
+    if n == 0 {
+        return Err(Error::Failed(
+            "turbonet serve ended the command without an exit code".to_owned(),
+        ));
+    }
+    Ok(code[0])
+}

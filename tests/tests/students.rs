@@ -1,0 +1,293 @@
+//! Many students on one server: `turbonet serve` runs labs for the members
+//! of a group, each on their own labs only, within the administrator's
+//! node limit, with what they `exec` running as them. Two real
+//! unprivileged users (and one outside the group) made for the test.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
+
+use turbonet_tests::{binary, require_root, run, text, workspace};
+
+/// What the test made: users, a group, a directory, the service; all
+/// removed, and the users' labs taken down, however the test ends.
+struct Made {
+    users: Vec<String>,
+    group: String,
+    dir: PathBuf,
+    service: Option<Child>,
+}
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        if let Some(mut s) = self.service.take() {
+            let _ = s.kill();
+            let _ = s.wait();
+        }
+        for user in &self.users {
+            for lab in ["ecmp", "tcpq", "hpn"] {
+                let _ = run(&["down", &format!("{user}-{lab}")]);
+            }
+            let _ = Command::new("userdel").arg(user).output();
+            for lab in ["ecmp", "tcpq", "hpn"] {
+                let _ = std::fs::remove_file(
+                    Path::new(turbonet_lab_copies()).join(format!("{user}-{lab}.toml")),
+                );
+            }
+        }
+        let _ = Command::new("groupdel").arg(&self.group).output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Where the service keeps the copies of the labs it starts.
+fn turbonet_lab_copies() -> &'static str {
+    "/run/turbonet-serve"
+}
+
+fn must(command: &mut Command) {
+    let out = command.output().expect("runs");
+    assert!(out.status.success(), "{command:?}: {}", text(&out));
+}
+
+/// `turbonet ARGS` as `user`, through the service at `socket`.
+fn as_user(user: &str, bin: &Path, socket: &Path, args: &[&str]) -> Output {
+    Command::new("runuser")
+        .args(["-u", user, "--", "env"])
+        .arg(format!("TURBONET_SERVE={}", socket.display()))
+        .arg(bin)
+        .args(args)
+        .current_dir("/")
+        .output()
+        .expect("runuser runs")
+}
+
+#[test]
+fn two_students_run_labs_at_once_and_neither_can_touch_the_others() {
+    require_root!();
+    let id = std::process::id() % 100_000;
+    let group = format!("tng{id}");
+    let (alice, bob, eve) = (format!("tn{id}a"), format!("tn{id}b"), format!("tn{id}e"));
+    let dir = std::env::temp_dir().join(format!("turbonet-serve-{id}"));
+    let mut made = Made {
+        users: vec![],
+        group: group.clone(),
+        dir: dir.clone(),
+        service: None,
+    };
+    must(Command::new("groupadd").arg(&group));
+    for (user, member) in [(&alice, true), (&bob, true), (&eve, false)] {
+        let mut add = Command::new("useradd");
+        add.args(["-M", "-N", "-s", "/bin/sh"]);
+        if member {
+            add.args(["-G", &group]);
+        }
+        must(add.arg(user));
+        made.users.push(user.clone());
+    }
+    // The binary where the students may run it.
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.join("turbonet");
+    std::fs::copy(binary(), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = dir.join("users.toml");
+    std::fs::write(&config, format!("group = \"{group}\"\nmax_nodes = 12\n")).unwrap();
+    let socket = dir.join("serve.sock");
+    made.service = Some(
+        Command::new(&bin)
+            .args(["serve", "--socket"])
+            .arg(&socket)
+            .arg("--config")
+            .arg(&config)
+            .env("TURBONET_LABS", workspace().join("labs"))
+            .stderr(std::fs::File::create(dir.join("serve.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "turbonet serve did not listen: {}",
+            std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let a = |args: &[&str]| as_user(&alice, &bin, &socket, args);
+    let b = |args: &[&str]| as_user(&bob, &bin, &socket, args);
+    let (lab_a, lab_b) = (format!("{alice}-ecmp"), format!("{bob}-ecmp"));
+
+    // Not a member: told why.
+    let out = as_user(&eve, &bin, &socket, &["lab", "list"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not open to you"),
+        "{}",
+        text(&out)
+    );
+
+    // Both start the same lab at once, each under their own name.
+    for (who, start) in [
+        ("alice", a(&["lab", "start", "--quiet", "static-ecmp"])),
+        ("bob", b(&["lab", "start", "--quiet", "static-ecmp"])),
+    ] {
+        assert!(start.status.success(), "{who}: {}", text(&start));
+    }
+    let status = run(&["status", "--json"]);
+    let all = String::from_utf8_lossy(&status.stdout);
+    assert!(all.contains(&lab_a) && all.contains(&lab_b), "{all}");
+
+    // Each sees only their own.
+    let mine = a(&["status", "--json"]);
+    let mine = String::from_utf8_lossy(&mine.stdout);
+    assert!(mine.contains(&lab_a) && !mine.contains(&lab_b), "{mine}");
+
+    // Neither can stop, enter or change the other's.
+    for args in [
+        vec!["lab", "stop", "--lab", lab_b.as_str()],
+        vec!["exec", "--lab", lab_b.as_str(), "leaf0", "--", "true"],
+        vec!["fail", "link", "leaf0--spine0", "--lab", lab_b.as_str()],
+        vec!["lab", "check", "--lab", lab_b.as_str()],
+    ] {
+        let out = a(&args);
+        assert!(!out.status.success(), "{args:?}: {}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("you have no lab"),
+            "{args:?}: {}",
+            text(&out)
+        );
+    }
+    let still = run(&["status", "--json"]);
+    assert!(
+        String::from_utf8_lossy(&still.stdout).contains(&lab_b),
+        "{}",
+        text(&still)
+    );
+
+    // What a student runs in a node runs as them, with the network's
+    // capabilities only, and other namespaces out of sight.
+    let uid = String::from_utf8_lossy(
+        &Command::new("id")
+            .args(["-u", &alice])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .trim()
+    .to_owned();
+    let out = a(&["exec", "leaf0", "--", "id", "-u"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        uid,
+        "{}",
+        text(&out)
+    );
+    let out = a(&[
+        "exec",
+        "leaf0",
+        "--",
+        "ip",
+        "route",
+        "add",
+        "10.99.0.0/24",
+        "dev",
+        "spine0",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = a(&[
+        "exec",
+        "leaf0",
+        "--",
+        "sh",
+        "-c",
+        "ls -A /run/netns; cat /etc/shadow",
+    ]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).trim().is_empty(),
+        "{}",
+        text(&out)
+    );
+    // Bob's routes did not change.
+    let out = run(&[
+        "exec",
+        "--lab",
+        &lab_b,
+        "leaf0",
+        "--",
+        "ip",
+        "route",
+        "show",
+        "10.99.0.0/24",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).trim().is_empty(),
+        "{}",
+        text(&out)
+    );
+
+    // A command the student abandons (their client killed) stops too.
+    let mut client = Command::new("runuser")
+        .args(["-u", &alice, "--", "env"])
+        .arg(format!("TURBONET_SERVE={}", socket.display()))
+        .arg(&bin)
+        .args(["exec", "leaf0", "--", "sleep", "300"])
+        .spawn()
+        .unwrap();
+    let sleeping = || {
+        Command::new("pgrep")
+            .args(["-u", &alice, "-x", "sleep"])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sleeping() {
+        assert!(
+            Instant::now() < deadline,
+            "the student's sleep never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    client.kill().unwrap();
+    let _ = client.wait();
+    // The client itself (runuser's child), ended as Ctrl-C would end it.
+    let _ = Command::new("pkill")
+        .args(["-TERM", "-u", &alice, "-f", "turbonet exec leaf0"])
+        .output();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sleeping() {
+        assert!(
+            Instant::now() < deadline,
+            "the abandoned command still runs"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // The administrator's limit: 12 nodes each; 8 are up, hpn-dual-tor has 24.
+    let out = a(&["lab", "start", "--quiet", "hpn-dual-tor"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("has 24 nodes") && err.contains("your limit is 12 nodes"),
+        "{}",
+        text(&out)
+    );
+
+    // Root-only commands stay root's.
+    let out = a(&["clean"]);
+    assert!(!out.status.success(), "{}", text(&out));
+
+    for (who, stop) in [("alice", a(&["lab", "stop"])), ("bob", b(&["lab", "stop"]))] {
+        assert!(stop.status.success(), "{who}: {}", text(&stop));
+    }
+    let after = run(&["status", "--json"]);
+    let after = String::from_utf8_lossy(&after.stdout);
+    assert!(
+        !after.contains(&lab_a) && !after.contains(&lab_b),
+        "{after}"
+    );
+}

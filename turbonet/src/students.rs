@@ -1,0 +1,174 @@
+//! The commands of a group member who is not root: forwarded to
+//! `turbonet serve` ([`forward`]), and, in the service, kept to that
+//! member's own labs ([`serve`]).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::OnceLock;
+
+use anyhow::Result;
+use clap::Parser;
+use turbonet_lab::serve::{Request, Student};
+
+use crate::cli::{Cli, Command, LabArg, LabCommand, LinkCommand, WorkloadCommand};
+
+/// The member a served command runs for (set once, in the request's own
+/// process).
+static STUDENT: OnceLock<Student> = OnceLock::new();
+
+/// The member this process acts for, if it serves one.
+pub(crate) fn student() -> Option<&'static Student> {
+    STUDENT.get()
+}
+
+/// Where the service listens: `$TURBONET_SERVE`, or its default.
+fn socket() -> PathBuf {
+    std::env::var_os("TURBONET_SERVE")
+        .map_or_else(|| PathBuf::from(turbonet_lab::serve::SOCKET), PathBuf::from)
+}
+
+/// Runs this command through `turbonet serve`: its arguments as typed,
+/// with a workload file opened here (as the user) and passed along.
+pub(crate) fn forward(command: &Command) -> Result<ExitCode> {
+    let mut args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| {
+            a.into_string()
+                .map_err(|a| anyhow::anyhow!("an argument that is not UTF-8: {a:?}"))
+        })
+        .collect::<Result<_>>()?;
+    let mut file = None;
+    if let Command::Workload(WorkloadCommand::Start { what, .. }) = command
+        && Path::new(what).is_file()
+    {
+        file = Some(std::fs::File::open(what).map_err(|e| anyhow::anyhow!("opening {what}: {e}"))?);
+        if let Some(arg) = args.iter_mut().rev().find(|a| *a == what) {
+            *arg = "/dev/fd/3".to_owned();
+        }
+    }
+    let request = Request {
+        args,
+        cwd: std::env::current_dir().unwrap_or_else(|_| "/".into()),
+        file: file.is_some(),
+    };
+    let code = turbonet_lab::serve::forward(&socket(), &request, file.as_ref())?;
+    Ok(ExitCode::from(code))
+}
+
+/// `turbonet serve`: runs each member's request as [`for_student`] allows.
+pub(crate) fn serve(socket: &Path, config: &Path) -> Result<ExitCode> {
+    if !turbonet_lab::system::process::is_root() {
+        anyhow::bail!("turbonet serve runs as root (it acts for the group's members)");
+    }
+    let policy = turbonet_lab::serve::Policy::load(config)?;
+    // Returns in a request's own process only.
+    let (student, request) = turbonet_lab::serve::serve(socket, &policy)?;
+    Ok(run_for(&student, request))
+}
+
+/// In a request's own process: parses the member's arguments, keeps them
+/// to their labs, and runs the command.
+fn run_for(student: &Student, request: Request) -> ExitCode {
+    crate::command_logs();
+    let args = std::iter::once("turbonet".to_owned()).chain(request.args);
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+    };
+    let _ = STUDENT.set(student.clone());
+    let result = for_student(student, cli.command).and_then(crate::run);
+    match result {
+        Ok(code) => code,
+        Err(e) => crate::report(e),
+    }
+}
+
+/// The command as a member may run it: on their own labs (the one named,
+/// given with or without their prefix, or their only one), or refused.
+fn for_student(student: &Student, mut command: Command) -> Result<Command> {
+    let own = |lab: &mut LabArg| -> Result<()> {
+        lab.lab = Some(student.resolve(lab.lab.as_deref())?);
+        Ok(())
+    };
+    match &mut command {
+        Command::Lab(lab) => match lab {
+            LabCommand::List { .. } | LabCommand::Start { .. } => {}
+            LabCommand::Tasks { lab, .. }
+            | LabCommand::Check { lab, .. }
+            | LabCommand::Hint { lab, .. }
+            | LabCommand::Reset { lab, .. }
+            | LabCommand::Stop { lab } => own(lab)?,
+        },
+        Command::Exec { lab, .. }
+        | Command::Fail { lab, .. }
+        | Command::Restore { lab, .. }
+        | Command::Flap { lab, .. }
+        | Command::Show { lab, .. }
+        | Command::Events { lab, .. }
+        | Command::Watch { lab, .. }
+        | Command::Check { lab, .. } => own(lab)?,
+        Command::Link(
+            LinkCommand::Set { lab, .. }
+            | LinkCommand::Reset { lab, .. }
+            | LinkCommand::Show { lab, .. },
+        ) => own(lab)?,
+        Command::Workload(
+            WorkloadCommand::Start { lab, .. }
+            | WorkloadCommand::Stop { lab, .. }
+            | WorkloadCommand::Show { lab, .. },
+        ) => own(lab)?,
+        Command::Status { .. } => {}
+        _ => anyhow::bail!(turbonet_lab::Error::Refused(
+            "through turbonet serve a student runs `turbonet lab`, `exec`, `link`, `fail`, \
+             `restore`, `flap`, `workload`, `show`, `status`, `events`, `watch` and `check`; \
+             the rest needs root"
+                .to_owned()
+        )),
+    }
+    Ok(command)
+}
+
+/// The scenario a graded lab starts from: its own file, or for a member a
+/// copy named `<user>-<lab>` (within their node limit).
+pub(crate) fn course_scenario(found: &turbonet_lab::course::CourseLab) -> Result<PathBuf> {
+    let Some(student) = student() else {
+        return Ok(found.scenario());
+    };
+    let path = found.scenario();
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+    let name = student.lab_name(&found.lab);
+    let renamed = turbonet_topo::with_lab_name(&text, &name)
+        .ok_or_else(|| anyhow::anyhow!("{} has no `[lab] name` to rename", path.display()))?;
+    let lab = turbonet_topo::parse(&path.display().to_string(), &renamed).map_err(|errors| {
+        turbonet_lab::Error::Scenario {
+            origin: path.display().to_string(),
+            errors: Box::new(errors),
+        }
+    })?;
+    student.admit(&found.name, lab.fabric.nodes.len())?;
+    // Kept, as a scenario `turbonet status` names is.
+    let dir = Path::new(turbonet_lab::serve::SCENARIOS);
+    std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+    let copy = dir.join(format!("{name}.toml"));
+    std::fs::write(&copy, renamed)
+        .map_err(|e| anyhow::anyhow!("writing {}: {e}", copy.display()))?;
+    Ok(copy)
+}
+
+/// A member's lab name for a graded lab's own (`[lab] name`).
+pub(crate) fn lab_name(lab: &str) -> String {
+    student().map_or_else(|| lab.to_owned(), |s| s.lab_name(lab))
+}
+
+/// Removes the copy a member's lab was started from, once it is down.
+pub(crate) fn forget_scenario(lab: &str) {
+    if student().is_some() {
+        let _ = std::fs::remove_file(
+            Path::new(turbonet_lab::serve::SCENARIOS).join(format!("{lab}.toml")),
+        );
+    }
+}
