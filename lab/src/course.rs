@@ -479,6 +479,46 @@ impl Found {
                     },
                 }
             }
+            TaskCheck::Converged { within } => {
+                let report = self.bgp.get_or_insert_with(|| {
+                    crate::api::Client::connect(&running.dir).and_then(|mut c| c.bgp(None))
+                });
+                let report = match report {
+                    Ok(r) => r,
+                    Err(e) => return Some(format!("cannot read the lab's BGP state: {e}")),
+                };
+                let after = if report.since_change.is_some() {
+                    "the last fail or restore"
+                } else {
+                    "the start"
+                };
+                let behind: Vec<&crate::routes::bgp::SpeakerStatus> =
+                    report.speakers.iter().filter(|s| !s.converged).collect();
+                if let Some(first) = behind.first() {
+                    let short = if first.routes < first.expected {
+                        format!(
+                            "{} has {} of its {} prefixes",
+                            first.node, first.routes, first.expected
+                        )
+                    } else {
+                        format!("{} lacks next hops the fabric offers", first.node)
+                    };
+                    return Some(format!(
+                        "BGP has not converged: {} of {} switches do not hold what the fabric \
+                         needs yet ({short})",
+                        behind.len(),
+                        report.speakers.len(),
+                    ));
+                }
+                let limit = within.as_duration().as_secs_f64();
+                match report.convergence_time() {
+                    Some(t) if t <= limit => None,
+                    Some(t) => Some(format!(
+                        "BGP converged {t:.2} s after {after}, not within {within}"
+                    )),
+                    None => Some("BGP has not converged".to_owned()),
+                }
+            }
             TaskCheck::Figure {
                 workload,
                 ran,

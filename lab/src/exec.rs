@@ -96,7 +96,20 @@ fn spawn_as(
         .split_first()
         .ok_or_else(|| Error::Invalid("exec needs a command".to_owned()))?;
     // Labs brought up before hosts files existed have none.
-    let hosts = crate::state::LabDir::of(&lab.name).hosts_path();
+    let dir = crate::state::LabDir::of(&lab.name);
+    let hosts = dir.hosts_path();
+    // A switch that runs FRR: plain `vtysh` talks to its own daemons.
+    let frr = crate::lookup::node(lab, node)
+        .ok()
+        .filter(|n| {
+            lab.routing.mode == turbonet_topo::RoutingMode::Bgp
+                && n.role.is_switch()
+                && lab.routing.agent_of(n.id) == turbonet_topo::Agent::Frr
+        })
+        .map(|_| crate::routes::routers::router_dir(&dir, node))
+        // Where vtysh looks (FRR's package makes it at boot; a machine
+        // that has not booted since gets it here, empty).
+        .filter(|_| std::fs::create_dir_all("/run/frr").is_ok());
     let mut child = Command::new(program);
     child
         .args(args)
@@ -115,6 +128,7 @@ fn spawn_as(
         hosts: Some(&hosts).filter(|h| h.exists()).map(PathBuf::as_path),
         hostname: Some(node),
         as_user: user,
+        frr: frr.as_deref(),
         ..Start::default()
     }
     .spawn(&mut child)

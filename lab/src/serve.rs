@@ -151,19 +151,7 @@ impl Student {
     /// The start of their labs' names: their login name made a valid lab
     /// name (`a-z`, `0-9`, `-`), and a `-`.
     pub fn prefix(&self) -> String {
-        let name: String = self
-            .name
-            .chars()
-            .map(|c| {
-                let c = c.to_ascii_lowercase();
-                if c.is_ascii_lowercase() || c.is_ascii_digit() {
-                    c
-                } else {
-                    '-'
-                }
-            })
-            .collect();
-        format!("{}-", name.trim_matches('-'))
+        format!("{}-", turbonet_topo::name_chars(&self.name))
     }
 
     /// Whether lab `name` is theirs.

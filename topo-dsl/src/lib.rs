@@ -23,6 +23,7 @@ mod resolve;
 pub use model::course;
 pub use model::experiment;
 pub use model::*;
+pub use read::lab::{LAB_NAME_MAX, name_chars};
 
 /// Parses and validates a scenario file. `origin` is the file name shown in
 /// diagnostics. On failure every error found is returned, each located in

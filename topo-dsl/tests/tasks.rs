@@ -320,3 +320,19 @@ fn a_lab_can_be_renamed_in_its_text_and_nothing_else_changes() {
     );
     assert_eq!(turbonet_topo::with_lab_name("[topology]\n", "x"), None);
 }
+
+#[test]
+fn a_convergence_check_takes_a_time_and_a_bgp_lab() {
+    let bgp = "[lab]\nname = \"b\"\n[topology]\nkind = \"leaf-spine\"\nspines = 1\nleaves = 2\nhosts_per_leaf = 1\n[routing]\nmode = \"bgp\"\n";
+    let task = "[[task]]\nname = \"t\"\ntitle = \"x\"\n[[task.check]]\n";
+    let lab = ok(&format!("{bgp}{task}converged = \"5s\"\n"));
+    assert!(matches!(
+        &lab.tasks[0].checks[0],
+        TaskCheck::Converged { within } if within.as_duration().as_secs() == 5
+    ));
+    let e = errors(&format!("{DUO}{task}converged = \"5s\"\n"));
+    assert!(
+        e[0].2.contains("a convergence check in a lab without BGP"),
+        "{e:?}"
+    );
+}

@@ -37,6 +37,9 @@ pub struct Start<'a> {
     pub hostname: Option<&'a str>,
     /// Run as this user, not as root (needs `private_sysfs`).
     pub as_user: Option<&'a AsUser>,
+    /// With `private_sysfs`: this directory bind-mounted over `/run/frr`
+    /// (a switch's FRR daemons' sockets, so a plain `vtysh` reaches them).
+    pub frr: Option<&'a Path>,
 }
 
 /// A user a command runs as, with only the capabilities a node's network
@@ -78,6 +81,10 @@ impl Start<'_> {
             .map(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()))
             .transpose()?;
         let hostname = self.hostname.map(std::ffi::OsString::from);
+        let frr = self
+            .frr
+            .map(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()))
+            .transpose()?;
         let as_user = self.as_user.cloned();
         if as_user.is_some() && !private_sysfs {
             return Err(io::Error::other(
@@ -130,6 +137,15 @@ impl Start<'_> {
                         let _ = mount(
                             Some(hosts.as_c_str()),
                             "/etc/hosts",
+                            None::<&str>,
+                            MsFlags::MS_BIND,
+                            None::<&str>,
+                        );
+                    }
+                    if let Some(frr) = &frr {
+                        let _ = mount(
+                            Some(frr.as_c_str()),
+                            "/run/frr",
                             None::<&str>,
                             MsFlags::MS_BIND,
                             None::<&str>,

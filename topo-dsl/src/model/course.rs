@@ -76,6 +76,13 @@ pub enum TaskCheck {
         /// Text its output must contain.
         output: Option<String>,
     },
+    /// Every switch's FIB holds what BGP's plan says for the fabric as it
+    /// is, and got there within `within` of the last fail or restore (or of
+    /// the agents' start).
+    Converged {
+        /// At most this long.
+        within: crate::units::Delay,
+    },
     /// A workload's figure within a bound: one of the lab's graded
     /// workloads, which `lab check` runs (with every other graded workload
     /// of the tasks it grades, together), or one the student ran.
@@ -146,6 +153,9 @@ impl TaskCheck {
                     s.push_str(&format!(" and prints {o:?}"));
                 }
                 s
+            }
+            TaskCheck::Converged { within } => {
+                format!("BGP converged within {within} of the last fail or restore")
             }
             TaskCheck::Figure {
                 workload,

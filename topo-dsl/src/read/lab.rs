@@ -131,10 +131,10 @@ pub(crate) fn read(d: &mut Diags<'_>, v: Option<&Spanned<DeValue<'_>>>) -> Optio
     })
 }
 
-/// A valid lab name close to an invalid one: lowercase, other characters
-/// replaced by `-`, truncated to [`LAB_NAME_MAX`] bytes.
-fn suggest_lab_name(name: &str) -> Option<String> {
-    let mut s: String = name
+/// `text` in the characters of names: lowercase, any other character
+/// `-`, no `-` at either end (`Alice.Smith` -> `alice-smith`).
+pub fn name_chars(text: &str) -> String {
+    let s: String = text
         .chars()
         .map(|c| {
             let c = c.to_ascii_lowercase();
@@ -145,7 +145,13 @@ fn suggest_lab_name(name: &str) -> Option<String> {
             }
         })
         .collect();
-    s = s.trim_matches('-').to_owned();
+    s.trim_matches('-').to_owned()
+}
+
+/// A valid lab name close to an invalid one: [`name_chars`], truncated to
+/// [`LAB_NAME_MAX`] bytes.
+fn suggest_lab_name(name: &str) -> Option<String> {
+    let mut s = name_chars(name);
     s.truncate(LAB_NAME_MAX);
     let s = s.trim_end_matches('-').to_owned();
     (check_lab_name(&s).is_ok() && s != name).then_some(s)

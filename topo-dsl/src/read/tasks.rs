@@ -15,12 +15,13 @@ use toml::de::DeValue;
 use super::addressing::parse_net;
 use super::expect::{FigureKeys, figure_bound};
 use super::lab::check_name_chars;
-use super::reader::{Keys, array_items, fields_of, missing, read_table};
+use super::reader::{Keys, array_items, fields_of, missing, read_table, unit};
 use super::timeline::close_node_names;
 use crate::diag::{Diags, choices_help};
 use crate::experiment::{Algorithm, Workload};
 use crate::model::course::{Fault, Faults, Task, TaskCheck};
 use crate::model::{Fabric, NodeId};
+use crate::units::Delay;
 
 /// `[[task]]`
 #[derive(Debug, Deserialize)]
@@ -55,6 +56,7 @@ struct RawCheck {
     max: Option<Spanned<toml::Value>>,
     within: Option<Spanned<toml::Value>>,
     of_link: Option<Spanned<String>>,
+    converged: Option<Spanned<toml::Value>>,
 }
 
 /// `[faults]`
@@ -80,7 +82,8 @@ const KINDS_HELP: &str = "a check is one of: `from` and `to` (with `reachable = 
                           `ecmp = N`); `node` and `bgp_peer` (with `established = false` \
                           for must be down); `node` and `run` (with `exit` and `output`); \
                           `workload` (one of the lab's, run by the check) or `ran` (one the \
-                          student started) with `figure` and `min`, `max` or `within`";
+                          student started) with `figure` and `min`, `max` or `within`; \
+                          `converged = \"5s\"` (BGP labs)";
 
 /// What task checks are read against: the fabric, whether it speaks BGP,
 /// and the lab's workloads (read, and every name declared).
@@ -214,6 +217,7 @@ const KINDS: &[(&str, &[&str])] = &[
             "of_link",
         ],
     ),
+    ("a convergence check", &["converged"]),
 ];
 
 /// The node named `n`, or an error saying which names are close.
@@ -258,6 +262,7 @@ fn check(
         at(c.max.as_ref().map(Spanned::span), "max"),
         at(c.within.as_ref().map(Spanned::span), "within"),
         at(c.of_link.as_ref().map(Spanned::span), "of_link"),
+        at(c.converged.as_ref().map(Spanned::span), "converged"),
     ]
     .into_iter()
     .flatten()
@@ -274,6 +279,8 @@ fn check(
         4
     } else if c.ran.is_some() {
         5
+    } else if c.converged.is_some() {
+        6
     } else {
         let (message, label, at) = match &c.node {
             Some(n) => (
@@ -298,6 +305,17 @@ fn check(
     }
     if stray {
         return None;
+    }
+    if kind == 6 {
+        let at = c.converged.as_ref().map(Spanned::span);
+        let within = unit::<Delay>(d, &c.converged, "converged")?;
+        if !cx.bgp {
+            d.error(at, "a convergence check in a lab without BGP")
+                .label("nothing converges")
+                .help("write `mode = \"bgp\"` in `[routing]`, or check routes instead");
+            return None;
+        }
+        return Some(TaskCheck::Converged { within });
     }
     if kind >= 4 {
         return workload_check(d, c, span, cx);
