@@ -52,14 +52,23 @@ pub(crate) fn node_sysctls(lab: &Lab, node: &Node, has_seed: bool) -> Vec<(&'sta
     ];
     if node.role.is_switch() {
         s.push(("net/ipv4/ip_forward", "1".to_owned()));
-        // L4 hash, so flows spread over equal-cost paths (and polarize, or
-        // not, depending on the seed).
-        s.push(("net/ipv4/fib_multipath_hash_policy", "1".to_owned()));
         if has_seed {
+            // The 5-tuple, hashed by the switch itself with its own seed,
+            // so flows spread over equal-cost paths and polarize only
+            // where switches share a seed. (Policy 1 would not do: it
+            // reuses the L4 hash a packet carries from its sender's socket,
+            // which crosses veths unchanged, so every switch on the path
+            // would choose alike whatever its seed.) Custom policy 3 with
+            // source and destination address, protocol and ports (0x37).
+            s.push(("net/ipv4/fib_multipath_hash_policy", "3".to_owned()));
+            s.push(("net/ipv4/fib_multipath_hash_fields", "0x0037".to_owned()));
             s.push((
                 "net/ipv4/fib_multipath_hash_seed",
                 hash_seed(lab.seed, &node.name).to_string(),
             ));
+        } else {
+            // An older kernel: the L4 hash, without a seed of its own.
+            s.push(("net/ipv4/fib_multipath_hash_policy", "1".to_owned()));
         }
     } else {
         // Hosts spread their own flows over their ports (dual-ToR) too.
