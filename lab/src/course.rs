@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use turbonet_topo::course::{Task, TaskCheck};
+use turbonet_topo::course::{FilterCounter, FrameKind, Task, TaskCheck};
 use turbonet_topo::{Lab, NodeId};
 
 use crate::check::addresses;
@@ -24,6 +24,9 @@ pub const SCENARIO: &str = "lab.toml";
 
 /// How long reachability probes wait for answers, in seconds.
 const PROBE_TIMEOUT: f64 = 2.0;
+
+/// How long capture checks watch a link when no graded workload runs.
+const QUIET_WINDOW: Duration = Duration::from_secs(2);
 
 /// How long the graded workloads may run before they are stopped.
 const WORKLOADS_TIMEOUT: Duration = Duration::from_secs(300);
@@ -173,7 +176,7 @@ pub fn grade(running: &Running, only: Option<&str>) -> Result<Grade> {
     let checks: Vec<&TaskCheck> = tasks.iter().flat_map(|t| &t.checks).collect();
     let mut found = Found::default();
     found.probe(lab, &checks)?;
-    found.run_workloads(running, &checks)?;
+    found.measure(running, &checks)?;
     let tasks: Vec<TaskGrade> = tasks
         .into_iter()
         .map(|t| {
@@ -263,6 +266,103 @@ struct Found {
     bgp: Option<Result<crate::routes::bgp::BgpReport>>,
     /// The reports of the workloads the checks name, by name.
     workloads: HashMap<String, Report>,
+    /// What each capture check counted, by the check's address.
+    captured: HashMap<usize, Result<u64>>,
+    /// What each filter counted while the workloads ran: (seen, dropped).
+    filtered: HashMap<String, (u64, u64)>,
+}
+
+/// A check's identity while grading: its address.
+fn key(check: &TaskCheck) -> usize {
+    std::ptr::from_ref(check) as usize
+}
+
+/// Every filter's counters now, summed by name: (seen, dropped).
+fn filter_counts(running: &Running) -> Result<HashMap<String, (u64, u64)>> {
+    let mut counts: HashMap<String, (u64, u64)> = HashMap::new();
+    for link in crate::inspect::link_show(running, None)? {
+        for f in link.filters {
+            let c = counts.entry(f.name).or_default();
+            c.0 += f.seen;
+            c.1 += f.dropped;
+        }
+    }
+    Ok(counts)
+}
+
+/// How long the graded workloads `names` of `lab` are planned to run,
+/// with a second to spare; `None` when one of them has no set length (a
+/// transfer of so many bytes, a collective).
+fn planned(lab: &Lab, names: &BTreeSet<&str>) -> Option<Duration> {
+    use turbonet_topo::experiment::{Amount, WorkloadKind};
+    let mut longest = Duration::ZERO;
+    for w in lab
+        .workloads
+        .iter()
+        .filter(|w| names.contains(w.name.as_str()))
+    {
+        let length = match &w.kind {
+            WorkloadKind::Tcp {
+                amount: Amount::For(d),
+                ..
+            }
+            | WorkloadKind::Udp { duration: d, .. } => d.as_duration(),
+            _ => return None,
+        };
+        longest = longest.max(w.start.as_duration() + length);
+    }
+    Some(longest + Duration::from_secs(1))
+}
+
+/// Whether a captured frame is of `kind`.
+fn frame_is(kind: FrameKind, frame: &crate::capture::Frame<'_>) -> bool {
+    let note = frame.note.as_deref().unwrap_or("");
+    let data = frame.data;
+    // The IPv4 header, behind one 802.1Q tag at most.
+    let ip = match data.get(12..14) {
+        Some([0x08, 0x00]) => data.get(14..),
+        Some([0x81, 0x00]) if data.get(16..18) == Some(&[0x08, 0x00]) => data.get(18..),
+        _ => None,
+    };
+    let protocol = ip.and_then(|h| h.get(9)).copied();
+    match kind {
+        FrameKind::Any => true,
+        FrameKind::Tcp => protocol == Some(6),
+        FrameKind::Udp => protocol == Some(17),
+        FrameKind::Icmp => protocol == Some(1),
+        FrameKind::EcnMarked => {
+            note.contains("ecn-marked") || ip.and_then(|h| h.get(1)).is_some_and(|t| t & 3 == 3)
+        }
+        FrameKind::Dropped => note.starts_with("dropped"),
+    }
+}
+
+/// Counts the frames of a capture check's kind on its link until `until`.
+fn count_frames(running: &Running, check: &TaskCheck, until: Instant) -> Result<u64> {
+    let TaskCheck::Capture {
+        link,
+        direction,
+        frames,
+        ..
+    } = check
+    else {
+        return Ok(0);
+    };
+    let options = crate::capture::Options {
+        link: link.clone(),
+        direction: direction.clone(),
+        snaplen: 128,
+        count: 0,
+        duration: Some(until.saturating_duration_since(Instant::now())),
+    };
+    let mut n = 0;
+    crate::capture::capture(running, &options, None, |f| {
+        if frame_is(*frames, f) {
+            n += 1;
+        }
+        Ok(())
+    })?;
+    Ok(n)
 }
 
 impl Found {
@@ -292,6 +392,83 @@ impl Found {
             .collect();
         let answered = crate::check::probe(lab, &senders, &probes, PROBE_TIMEOUT)?;
         self.answered = wanted.into_iter().zip(answered).collect();
+        Ok(())
+    }
+
+    /// Runs the graded workloads the checks name while capturing the links
+    /// capture checks name and counting what the filters of filter checks
+    /// do ([`Found::run_workloads`]).
+    fn measure(&mut self, running: &Running, checks: &[&TaskCheck]) -> Result<()> {
+        let captures: Vec<&TaskCheck> = checks
+            .iter()
+            .copied()
+            .filter(|c| matches!(c, TaskCheck::Capture { .. }))
+            .collect();
+        let filters = checks.iter().any(|c| matches!(c, TaskCheck::Filter { .. }));
+        if captures.is_empty() && !filters {
+            return self.run_workloads(running, checks);
+        }
+        let graded: BTreeSet<&str> = checks
+            .iter()
+            .filter_map(|c| match c {
+                TaskCheck::Figure {
+                    workload,
+                    ran: false,
+                    ..
+                } => Some(workload.as_str()),
+                _ => None,
+            })
+            .collect();
+        let window = if graded.is_empty() {
+            QUIET_WINDOW
+        } else if let Some(w) = planned(&running.lab, &graded) {
+            w
+        } else {
+            return Err(Error::Invalid(format!(
+                "lab {}: a capture or filter check measures while the graded workloads run, \
+                 and those ({}) must each run for a set `duration`",
+                running.lab.name,
+                graded.iter().copied().collect::<Vec<_>>().join(", ")
+            )));
+        };
+        let before = if filters {
+            filter_counts(running)?
+        } else {
+            HashMap::new()
+        };
+        let until = Instant::now() + window;
+        let counted = std::thread::scope(|s| {
+            // Every capture started before the workloads are.
+            #[allow(clippy::needless_collect)]
+            let handles: Vec<_> = captures
+                .iter()
+                .map(|c| s.spawn(move || count_frames(running, c, until)))
+                .collect();
+            let ran = self.run_workloads(running, checks);
+            // Without workloads, the window is the captures' own.
+            std::thread::sleep(until.saturating_duration_since(Instant::now()));
+            let counted: Vec<Result<u64>> = handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::Failed("a capture failed".to_owned())))
+                })
+                .collect();
+            ran.map(|()| counted)
+        })?;
+        for (c, n) in captures.iter().zip(counted) {
+            self.captured.insert(key(c), n);
+        }
+        if filters {
+            let after = filter_counts(running)?;
+            self.filtered = after
+                .into_iter()
+                .map(|(name, (seen, dropped))| {
+                    let (s0, d0) = before.get(&name).copied().unwrap_or_default();
+                    (name, (seen.saturating_sub(s0), dropped.saturating_sub(d0)))
+                })
+                .collect();
+        }
         Ok(())
     }
 
@@ -479,6 +656,53 @@ impl Found {
                     },
                 }
             }
+            TaskCheck::Capture {
+                link,
+                frames,
+                min,
+                max,
+                ..
+            } => {
+                let n = match self.captured.get(&key(check)) {
+                    Some(Ok(n)) => *n,
+                    Some(Err(e)) => return Some(format!("cannot capture {link}: {e}")),
+                    None => return Some(format!("{link} was not captured")),
+                };
+                let kind = match frames {
+                    FrameKind::Any => String::new(),
+                    k => format!("{} ", k.name()),
+                };
+                out_of(n, *min, *max).then(|| {
+                    format!(
+                        "{link} carried {n} {kind}frames while the workloads ran, not {}",
+                        turbonet_topo::course::count_range(*min, *max)
+                    )
+                })
+            }
+            TaskCheck::Filter {
+                filter,
+                counter,
+                min,
+                max,
+            } => {
+                let (seen, dropped) = self.filtered.get(filter).copied().unwrap_or_default();
+                let n = match counter {
+                    FilterCounter::Dropped => dropped,
+                    FilterCounter::Passed => seen.saturating_sub(dropped),
+                    FilterCounter::Seen => seen,
+                };
+                out_of(n, *min, *max).then(|| {
+                    format!(
+                        "filter {filter} {} {n} frames while the workloads ran, not {}",
+                        match counter {
+                            FilterCounter::Dropped => "dropped",
+                            FilterCounter::Passed => "passed",
+                            FilterCounter::Seen => "saw",
+                        },
+                        turbonet_topo::course::count_range(*min, *max)
+                    )
+                })
+            }
             TaskCheck::Converged { within } => {
                 let report = self.bgp.get_or_insert_with(|| {
                     crate::api::Client::connect(&running.dir).and_then(|mut c| c.bgp(None))
@@ -562,6 +786,11 @@ impl Found {
             }
         }
     }
+}
+
+/// Whether `n` is outside `[min, max]`.
+fn out_of(n: u64, min: Option<u64>, max: Option<u64>) -> bool {
+    min.is_some_and(|m| n < m) || max.is_some_and(|m| n > m)
 }
 
 /// The start of a command's output, for a message: `": ..."`, or nothing.

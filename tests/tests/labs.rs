@@ -130,3 +130,90 @@ fn lab_commands_say_what_exists() {
         text(&out)
     );
 }
+
+/// Capture and filter checks count what the graded workloads make: a UDP
+/// stream from h1 into a filter at s1 that drops UDP.
+#[test]
+fn capture_and_filter_checks_count_while_the_graded_workloads_run() {
+    require_root!();
+    let lab = unique_lab("cf");
+    let labs = std::env::temp_dir()
+        .join("turbonet-tests")
+        .join(format!("{lab}-labs"));
+    let folder = labs.join("counted");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("README.md"), "# Counted frames\n").unwrap();
+    std::fs::write(
+        folder.join("lab.toml"),
+        format!(
+            r#"[lab]
+name = "{lab}"
+[topology]
+kind = "custom"
+nodes = [{{ name = "s1" }}, {{ name = "h1", role = "host" }}, {{ name = "h2", role = "host" }}]
+links = [{{ a = "h1", b = "s1" }}, {{ a = "h2", b = "s1" }}]
+[routing]
+mode = "static"
+
+[[filter]]
+name = "no-udp"
+node = "s1"
+port = "h1"
+hook = "ingress"
+nft = "ip protocol udp drop"
+
+[[workload]]
+name = "stream"
+kind = "udp"
+pattern = "pairs"
+pairs = [["h1", "h2"]]
+rate = "1mbit"
+size = 500
+duration = "1s"
+
+[[task]]
+name = "seen"
+title = "h1's datagrams cross its link and the filter drops them"
+[[task.check]]
+workload = "stream"
+figure = "loss"
+of = "max"
+min = "99%"
+[[task.check]]
+capture = "h1--s1"
+direction = "a-b"
+frames = "udp"
+min = 100
+[[task.check]]
+filter = "no-udp"
+min = 100
+
+[[task]]
+name = "passed"
+title = "The filter lets some through"
+[[task.check]]
+filter = "no-udp"
+counter = "passed"
+min = 100
+"#
+        ),
+    )
+    .unwrap();
+    let _guard = LabGuard(lab.clone());
+    let start = lab_command(&labs, &["lab", "start", "--quiet", "counted"]);
+    assert!(start.status.success(), "{}", text(&start));
+    let check = lab_command(&labs, &["lab", "check", "--json", "--lab", &lab]);
+    let grade: serde_json::Value =
+        serde_json::from_slice(&check.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&check)));
+    let tasks = grade["tasks"].as_array().unwrap();
+    assert_eq!(tasks[0]["earned"], 1, "{grade:#}");
+    assert_eq!(tasks[1]["earned"], 0, "{grade:#}");
+    let problem = tasks[1]["checks"][0]["problem"].as_str().unwrap();
+    assert!(
+        problem.starts_with("filter no-udp passed ") && problem.ends_with("not at least 100"),
+        "{problem}"
+    );
+    let stop = lab_command(&labs, &["lab", "stop", "--lab", &lab]);
+    assert!(stop.status.success(), "{}", text(&stop));
+    let _ = std::fs::remove_dir_all(&labs);
+}

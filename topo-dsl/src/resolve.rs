@@ -222,6 +222,7 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
         section("task"),
         &tasks::Context {
             fabric: fabric.as_ref(),
+            filters: &filters.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
             bgp: routing.mode == Some(RoutingMode::Bgp),
             workloads: &workloads,
             declared: &declared,

@@ -336,3 +336,43 @@ fn a_convergence_check_takes_a_time_and_a_bgp_lab() {
         "{e:?}"
     );
 }
+
+#[test]
+fn capture_and_filter_checks_name_what_exists() {
+    let task = "[[task]]\nname = \"t\"\ntitle = \"x\"\n[[task.check]]\n";
+    let lab = ok(&format!(
+        "{DUO}{task}capture = \"h1--s1\"\nframes = \"ecn-marked\"\n"
+    ));
+    assert!(matches!(
+        &lab.tasks[0].checks[0],
+        TaskCheck::Capture { link, min: Some(1), max: None, .. } if link == "h1--s1"
+    ));
+    for (check, says, helps) in [
+        ("capture = \"h1--s9\"\n", "no link named `h1--s9`", "h1--s1"),
+        (
+            "capture = \"h1--s1\"\nframes = \"ecn\"\n",
+            "unknown kind of frame `ecn`",
+            "ecn-marked",
+        ),
+        (
+            "capture = \"h1--s1\"\ndirection = \"up\"\n",
+            "unknown direction `up`",
+            "a-b",
+        ),
+        (
+            "capture = \"h1--s1\"\nmin = \"1mbit\"\n",
+            "`min` is a number of frames",
+            "min = 1",
+        ),
+        (
+            "filter = \"sav\"\n",
+            "no filter named `sav`",
+            "no `[[filter]]`",
+        ),
+    ] {
+        let e = errors(&format!("{DUO}{task}{check}"));
+        assert!(!e.is_empty(), "{check}: no error");
+        assert!(e[0].2.contains(says), "{check}: {e:?}");
+        assert!(e[0].3.contains(helps), "{check}: {e:?}");
+    }
+}

@@ -83,6 +83,33 @@ pub enum TaskCheck {
         /// At most this long.
         within: crate::units::Delay,
     },
+    /// Frames of a kind a link carries while `lab check` runs the graded
+    /// workloads (2 s when there are none), captured as `turbonet
+    /// capture` does: at least `min`, at most `max`.
+    Capture {
+        /// The link's name.
+        link: String,
+        /// `a-b`, `b-a` or `both`.
+        direction: String,
+        /// Which frames count.
+        frames: FrameKind,
+        /// At least this many.
+        min: Option<u64>,
+        /// At most this many.
+        max: Option<u64>,
+    },
+    /// What a `[[filter]]` counted while `lab check` ran the graded
+    /// workloads: at least `min`, at most `max`.
+    Filter {
+        /// The filter's name.
+        filter: String,
+        /// Which counter.
+        counter: FilterCounter,
+        /// At least this many.
+        min: Option<u64>,
+        /// At most this many.
+        max: Option<u64>,
+    },
     /// A workload's figure within a bound: one of the lab's graded
     /// workloads, which `lab check` runs (with every other graded workload
     /// of the tasks it grades, together), or one the student ran.
@@ -101,6 +128,84 @@ pub enum TaskCheck {
         /// The bound.
         bound: Bound,
     },
+}
+
+/// Which captured frames a capture check counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FrameKind {
+    /// Every frame.
+    Any,
+    /// IPv4 TCP segments.
+    Tcp,
+    /// IPv4 UDP datagrams.
+    Udp,
+    /// IPv4 ICMP messages.
+    Icmp,
+    /// Frames whose IP header carries Congestion Experienced.
+    EcnMarked,
+    /// Frames the link dropped (its loss model or a full queue).
+    Dropped,
+}
+
+impl FrameKind {
+    /// Every kind with its name.
+    pub const ALL: [(&'static str, FrameKind); 6] = [
+        ("any", FrameKind::Any),
+        ("tcp", FrameKind::Tcp),
+        ("udp", FrameKind::Udp),
+        ("icmp", FrameKind::Icmp),
+        ("ecn-marked", FrameKind::EcnMarked),
+        ("dropped", FrameKind::Dropped),
+    ];
+
+    /// Its name in lab files.
+    pub fn name(self) -> &'static str {
+        FrameKind::ALL
+            .iter()
+            .find(|(_, k)| *k == self)
+            .map_or("any", |(n, _)| n)
+    }
+}
+
+/// Which counter of a filter a filter check reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FilterCounter {
+    /// Frames it dropped.
+    Dropped,
+    /// Frames it let through.
+    Passed,
+    /// Every frame it saw.
+    Seen,
+}
+
+impl FilterCounter {
+    /// Every counter with its name.
+    pub const ALL: [(&'static str, FilterCounter); 3] = [
+        ("dropped", FilterCounter::Dropped),
+        ("passed", FilterCounter::Passed),
+        ("seen", FilterCounter::Seen),
+    ];
+
+    /// Its name in lab files.
+    pub fn name(self) -> &'static str {
+        FilterCounter::ALL
+            .iter()
+            .find(|(_, k)| *k == self)
+            .map_or("dropped", |(n, _)| n)
+    }
+}
+
+/// `at least 1`, `at most 0`, `1 to 5`.
+pub fn count_range(min: Option<u64>, max: Option<u64>) -> String {
+    match (min, max) {
+        (Some(a), Some(b)) if a == b => format!("exactly {a}"),
+        (Some(a), Some(b)) => format!("{a} to {b}"),
+        (Some(a), None) => format!("at least {a}"),
+        (None, Some(b)) => format!("at most {b}"),
+        (None, None) => "any number of".to_owned(),
+    }
 }
 
 impl TaskCheck {
@@ -154,6 +259,37 @@ impl TaskCheck {
                 }
                 s
             }
+            TaskCheck::Capture {
+                link,
+                direction,
+                frames,
+                min,
+                max,
+            } => {
+                let kind = match frames {
+                    FrameKind::Any => String::new(),
+                    k => format!("{} ", k.name()),
+                };
+                let way = if direction == "both" {
+                    String::new()
+                } else {
+                    format!(" ({direction})")
+                };
+                format!(
+                    "{link}{way} carries {} {kind}frames while the workloads run",
+                    count_range(*min, *max)
+                )
+            }
+            TaskCheck::Filter {
+                filter,
+                counter,
+                min,
+                max,
+            } => format!(
+                "filter {filter}: {} {} frames while the workloads run",
+                count_range(*min, *max),
+                counter.name()
+            ),
             TaskCheck::Converged { within } => {
                 format!("BGP converged within {within} of the last fail or restore")
             }

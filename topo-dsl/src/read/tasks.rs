@@ -15,11 +15,12 @@ use toml::de::DeValue;
 use super::addressing::parse_net;
 use super::expect::{FigureKeys, figure_bound};
 use super::lab::check_name_chars;
-use super::reader::{Keys, array_items, fields_of, missing, read_table, unit};
+use super::links::close_link_names;
+use super::reader::{Keys, Keyword, array_items, fields_of, keyword, missing, read_table, unit};
 use super::timeline::close_node_names;
 use crate::diag::{Diags, choices_help};
 use crate::experiment::{Algorithm, Workload};
-use crate::model::course::{Fault, Faults, Task, TaskCheck};
+use crate::model::course::{Fault, Faults, FilterCounter, FrameKind, Task, TaskCheck};
 use crate::model::{Fabric, NodeId};
 use crate::units::Delay;
 
@@ -57,6 +58,11 @@ struct RawCheck {
     within: Option<Spanned<toml::Value>>,
     of_link: Option<Spanned<String>>,
     converged: Option<Spanned<toml::Value>>,
+    capture: Option<Spanned<String>>,
+    direction: Option<Spanned<String>>,
+    frames: Option<Spanned<String>>,
+    filter: Option<Spanned<String>>,
+    counter: Option<Spanned<String>>,
 }
 
 /// `[faults]`
@@ -83,12 +89,15 @@ const KINDS_HELP: &str = "a check is one of: `from` and `to` (with `reachable = 
                           for must be down); `node` and `run` (with `exit` and `output`); \
                           `workload` (one of the lab's, run by the check) or `ran` (one the \
                           student started) with `figure` and `min`, `max` or `within`; \
-                          `converged = \"5s\"` (BGP labs)";
+                          `converged = \"5s\"` (BGP labs); `capture` (a link) with `frames`, \
+                          `min`, `max`; `filter` with `counter`, `min`, `max`";
 
 /// What task checks are read against: the fabric, whether it speaks BGP,
 /// and the lab's workloads (read, and every name declared).
 pub(crate) struct Context<'a> {
     pub fabric: Option<&'a Fabric>,
+    /// The names of the lab's `[[filter]]`s.
+    pub filters: &'a [String],
     pub bgp: bool,
     pub workloads: &'a [Workload],
     pub declared: &'a BTreeSet<String>,
@@ -218,6 +227,11 @@ const KINDS: &[(&str, &[&str])] = &[
         ],
     ),
     ("a convergence check", &["converged"]),
+    (
+        "a capture check",
+        &["capture", "direction", "frames", "min", "max"],
+    ),
+    ("a filter check", &["filter", "counter", "min", "max"]),
 ];
 
 /// The node named `n`, or an error saying which names are close.
@@ -263,6 +277,11 @@ fn check(
         at(c.within.as_ref().map(Spanned::span), "within"),
         at(c.of_link.as_ref().map(Spanned::span), "of_link"),
         at(c.converged.as_ref().map(Spanned::span), "converged"),
+        at(c.capture.as_ref().map(Spanned::span), "capture"),
+        at(c.direction.as_ref().map(Spanned::span), "direction"),
+        at(c.frames.as_ref().map(Spanned::span), "frames"),
+        at(c.filter.as_ref().map(Spanned::span), "filter"),
+        at(c.counter.as_ref().map(Spanned::span), "counter"),
     ]
     .into_iter()
     .flatten()
@@ -281,6 +300,10 @@ fn check(
         5
     } else if c.converged.is_some() {
         6
+    } else if c.capture.is_some() {
+        7
+    } else if c.filter.is_some() {
+        8
     } else {
         let (message, label, at) = match &c.node {
             Some(n) => (
@@ -305,6 +328,9 @@ fn check(
     }
     if stray {
         return None;
+    }
+    if kind == 7 || kind == 8 {
+        return counted_check(d, c, cx);
     }
     if kind == 6 {
         let at = c.converged.as_ref().map(Spanned::span);
@@ -423,6 +449,123 @@ fn check(
         run: run.get_ref().clone(),
         exit: c.exit.as_ref().map_or(0, |e| *e.get_ref()),
         output: c.output.as_ref().map(|o| o.get_ref().clone()),
+    })
+}
+
+/// A count in `min` or `max`: a whole number of frames.
+fn count(d: &mut Diags<'_>, v: &Option<Spanned<toml::Value>>, key: &str) -> Option<Option<u64>> {
+    match v.as_ref().map(|v| (v.get_ref(), v.span())) {
+        None => Some(None),
+        Some((toml::Value::Integer(i), _)) if *i >= 0 => Some(Some(*i as u64)),
+        Some((other, at)) => {
+            d.error(
+                Some(at),
+                format!("`{key}` is a number of frames, found {other}"),
+            )
+            .label("expected a count")
+            .help(format!("e.g. `{key} = 1`"));
+            None
+        }
+    }
+}
+
+/// `capture` (a link, `direction`, `frames`) or `filter` (`counter`), with
+/// `min` and `max` counts (`min = 1` unless either is written).
+fn counted_check(d: &mut Diags<'_>, c: &RawCheck, cx: &Context<'_>) -> Option<TaskCheck> {
+    let (min, max) = (count(d, &c.min, "min")?, count(d, &c.max, "max")?);
+    if let (Some(a), Some(b)) = (min, max)
+        && a > b
+    {
+        d.error(
+            c.max.as_ref().map(Spanned::span),
+            "`max` is below `min`: nothing can pass",
+        )
+        .label("below min")
+        .help("swap them");
+        return None;
+    }
+    let min = if min.is_none() && max.is_none() {
+        Some(1)
+    } else {
+        min
+    };
+    let fabric = cx.fabric?;
+    if let Some(link) = &c.capture {
+        let Some(found) = fabric.links.iter().find(|l| l.name == *link.get_ref()) else {
+            d.error(
+                Some(link.span()),
+                format!("no link named `{}`", link.get_ref()),
+            )
+            .label("unknown link")
+            .help(close_link_names(link.get_ref(), fabric));
+            return None;
+        };
+        let direction = match &c.direction {
+            None => "both".to_owned(),
+            Some(dir) if ["a-b", "b-a", "both"].contains(&dir.get_ref().as_str()) => {
+                dir.get_ref().clone()
+            }
+            Some(dir) => {
+                d.error(
+                    Some(dir.span()),
+                    format!("unknown direction `{}`", dir.get_ref()),
+                )
+                .label("unknown direction")
+                .help("`a-b` (from the link's first node), `b-a` or `both`");
+                return None;
+            }
+        };
+        let frames = match &c.frames {
+            None => FrameKind::Any,
+            Some(f) => {
+                let kw = Keyword {
+                    what: "kind of frame",
+                    short: "kind",
+                    plural: "kinds",
+                };
+                keyword(d, f.get_ref(), f.span(), &FrameKind::ALL, kw)?
+            }
+        };
+        return Some(TaskCheck::Capture {
+            link: found.name.clone(),
+            direction,
+            frames,
+            min,
+            max,
+        });
+    }
+    let name = c.filter.as_ref().expect("the kind is a filter check");
+    if !cx.filters.iter().any(|f| f == name.get_ref()) {
+        let names: Vec<&str> = cx.filters.iter().map(String::as_str).collect();
+        let help = if names.is_empty() {
+            "the lab has no `[[filter]]`: declare the filter the check reads".to_owned()
+        } else {
+            choices_help(name.get_ref(), "filters", &names)
+        };
+        d.error(
+            Some(name.span()),
+            format!("no filter named `{}`", name.get_ref()),
+        )
+        .label("unknown filter")
+        .help(help);
+        return None;
+    }
+    let counter = match &c.counter {
+        None => FilterCounter::Dropped,
+        Some(k) => {
+            let kw = Keyword {
+                what: "filter counter",
+                short: "counter",
+                plural: "counters",
+            };
+            keyword(d, k.get_ref(), k.span(), &FilterCounter::ALL, kw)?
+        }
+    };
+    Some(TaskCheck::Filter {
+        filter: name.get_ref().clone(),
+        counter,
+        min,
+        max,
     })
 }
 
