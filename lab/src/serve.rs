@@ -233,6 +233,46 @@ impl Student {
     }
 }
 
+/// Lets `student` talk to the FRR daemons of their lab `lab` (`vtysh`
+/// through `turbonet exec`): each switch's daemon directory and its vty
+/// sockets become theirs, the daemons' group (frr) keeping its access. The
+/// daemons run as user frr, never root, so what a student can make them do
+/// (`write memory`, a log file) is what user frr may.
+pub fn hand_routers(lab: &turbonet_topo::Lab, student: &Student) -> Result<()> {
+    use turbonet_topo::{Agent, RoutingMode};
+    if lab.routing.mode != RoutingMode::Bgp {
+        return Ok(());
+    }
+    let dir = crate::state::LabDir::of(&lab.name);
+    let uid = Some(Uid::from_raw(student.uid));
+    for node in lab.fabric.nodes.iter().filter(|n| n.role.is_switch()) {
+        if lab.routing.agent_of(node.id) != Agent::Frr {
+            continue;
+        }
+        let home = crate::routes::routers::router_dir(&dir, &node.name);
+        nix::unistd::chown(&home, uid, None)
+            .with_context(|| format!("giving {} to {}", home.display(), student.name))?;
+        // vtysh reads it first; the machine's is FRR's group's only.
+        let conf = home.join("vtysh.conf");
+        std::fs::write(&conf, "! vtysh for a student of turbonet serve\n")
+            .with_context(|| format!("writing {}", conf.display()))?;
+        std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o644))
+            .with_context(|| format!("opening {}", conf.display()))?;
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o770))
+            .with_context(|| format!("opening {} to its group", home.display()))?;
+        for entry in
+            std::fs::read_dir(&home).with_context(|| format!("reading {}", home.display()))?
+        {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "vty") {
+                nix::unistd::chown(&path, uid, None)
+                    .with_context(|| format!("giving {} to {}", path.display(), student.name))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// What a client asks the service.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Request {

@@ -26,11 +26,11 @@ impl Drop for Made {
             let _ = s.wait();
         }
         for user in &self.users {
-            for lab in ["ecmp", "tcpq", "hpn"] {
+            for lab in ["ecmp", "tcpq", "hpn", "bgpfo"] {
                 let _ = run(&["down", &format!("{user}-{lab}")]);
             }
             let _ = Command::new("userdel").arg(user).output();
-            for lab in ["ecmp", "tcpq", "hpn"] {
+            for lab in ["ecmp", "tcpq", "hpn", "bgpfo"] {
                 let _ = std::fs::remove_file(
                     Path::new(turbonet_lab_copies()).join(format!("{user}-{lab}.toml")),
                 );
@@ -93,7 +93,11 @@ fn two_students_run_labs_at_once_and_neither_can_touch_the_others() {
     std::fs::copy(binary(), &bin).unwrap();
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let config = dir.join("users.toml");
-    std::fs::write(&config, format!("group = \"{group}\"\nmax_nodes = 12\n")).unwrap();
+    std::fs::write(
+        &config,
+        format!("group = \"{group}\"\nmax_nodes = 12\n[users.{bob}]\nmax_nodes = 50\n"),
+    )
+    .unwrap();
     let socket = dir.join("serve.sock");
     made.service = Some(
         Command::new(&bin)
@@ -280,6 +284,28 @@ fn two_students_run_labs_at_once_and_neither_can_touch_the_others() {
     // Root-only commands stay root's.
     let out = a(&["clean"]);
     assert!(!out.status.success(), "{}", text(&out));
+
+    // Bob's own limit lets him run FRR switches too, and talk to them.
+    let out = b(&["lab", "start", "--quiet", "bgp-failover"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let lab_b2 = format!("{bob}-bgpfo");
+    let out = b(&[
+        "exec",
+        "--lab",
+        &lab_b2,
+        "agg1-0",
+        "--",
+        "vtysh",
+        "-c",
+        "show bgp summary",
+    ]);
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("core1"),
+        "{}",
+        text(&out)
+    );
+    let out = b(&["lab", "stop", "--lab", &lab_b2]);
+    assert!(out.status.success(), "{}", text(&out));
 
     for (who, stop) in [("alice", a(&["lab", "stop"])), ("bob", b(&["lab", "stop"]))] {
         assert!(stop.status.success(), "{who}: {}", text(&stop));

@@ -694,7 +694,11 @@ fn start_course(
     let up = up::up(&options, &Terminal::new(quiet))?;
     let running = inspect::running(Some(&up.lab.name))?;
     let seed = seed.unwrap_or(up.lab.seed);
-    let made = match turbonet_lab::course::seed_faults(&running, seed) {
+    let prepared = match students::student() {
+        Some(student) => turbonet_lab::serve::hand_routers(&up.lab, student),
+        None => Ok(()),
+    };
+    let made = match prepared.and_then(|()| turbonet_lab::course::seed_faults(&running, seed)) {
         Ok(made) => made,
         Err(e) => {
             let _ = down::down(Some(&up.lab.name));

@@ -85,6 +85,14 @@ impl Start<'_> {
             .frr
             .map(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()))
             .transpose()?;
+        // A switch directory with a vtysh.conf of its own (one handed to a
+        // student) stands for /etc/frr too, which only root and FRR's group
+        // may enter.
+        let etc_frr = self
+            .frr
+            .filter(|p| p.join("vtysh.conf").is_file() && Path::new("/etc/frr").is_dir())
+            .map(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()))
+            .transpose()?;
         let as_user = self.as_user.cloned();
         if as_user.is_some() && !private_sysfs {
             return Err(io::Error::other(
@@ -146,6 +154,15 @@ impl Start<'_> {
                         let _ = mount(
                             Some(frr.as_c_str()),
                             "/run/frr",
+                            None::<&str>,
+                            MsFlags::MS_BIND,
+                            None::<&str>,
+                        );
+                    }
+                    if let Some(conf) = &etc_frr {
+                        let _ = mount(
+                            Some(conf.as_c_str()),
+                            "/etc/frr",
                             None::<&str>,
                             MsFlags::MS_BIND,
                             None::<&str>,
