@@ -83,7 +83,9 @@ pub fn list(dir: &Path) -> Result<Vec<CourseLab>> {
 
 /// Lab `name` under `dir`, its scenario validated.
 pub fn find(dir: &Path, name: &str) -> Result<CourseLab> {
-    if dir.join(name).join(SCENARIO).is_file() {
+    // A folder's name, never a path out of `dir`.
+    let plain = !name.is_empty() && !name.starts_with('.') && !name.contains('/');
+    if plain && dir.join(name).join(SCENARIO).is_file() {
         return load(dir, name);
     }
     let known: Vec<String> = list(dir)?.into_iter().map(|l| l.name).collect();

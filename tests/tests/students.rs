@@ -281,6 +281,18 @@ fn two_students_run_labs_at_once_and_neither_can_touch_the_others() {
         text(&out)
     );
 
+    // Only the service's labs, by folder name; nothing written as root.
+    let out = a(&["lab", "start", "--quiet", "../../../tmp/own"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no lab `../../../tmp/own`"),
+        "{}",
+        text(&out)
+    );
+    let out = a(&["lab", "check", "--junit", "/etc/grade.xml"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(!Path::new("/etc/grade.xml").exists());
+
     // Root-only commands stay root's.
     let out = a(&["clean"]);
     assert!(!out.status.success(), "{}", text(&out));

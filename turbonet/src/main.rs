@@ -70,7 +70,11 @@ fn main() -> ExitCode {
     }
     // A member of the group turbonet serve runs labs for, not root: the
     // service runs it for them.
-    let code = if !server && !turbonet_lab::system::process::is_root() && cli.command.served() {
+    let code = if !server
+        && !turbonet_lab::system::process::is_root()
+        && cli.command.served()
+        && students::service_listens()
+    {
         students::forward(&cli.command)
     } else {
         run(cli.command)

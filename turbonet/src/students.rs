@@ -27,6 +27,14 @@ fn socket() -> PathBuf {
         .map_or_else(|| PathBuf::from(turbonet_lab::serve::SOCKET), PathBuf::from)
 }
 
+/// Whether a `turbonet serve` socket is there to forward to (without one,
+/// a command runs here as before: `lab list` works, the rest say they need
+/// root).
+pub(crate) fn service_listens() -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::symlink_metadata(socket()).is_ok_and(|m| m.file_type().is_socket())
+}
+
 /// Runs this command through `turbonet serve`: its arguments as typed,
 /// with a workload file opened here (as the user) and passed along.
 pub(crate) fn forward(command: &Command) -> Result<ExitCode> {
@@ -96,6 +104,11 @@ fn for_student(student: &Student, mut command: Command) -> Result<Command> {
     match &mut command {
         Command::Lab(lab) => match lab {
             LabCommand::List { .. } | LabCommand::Start { .. } => {}
+            LabCommand::Check { junit: Some(_), .. } => anyhow::bail!(turbonet_lab::Error::Refused(
+                "--junit would be written by turbonet serve, as root: take `turbonet lab check \
+                 --json` instead"
+                    .to_owned()
+            )),
             LabCommand::Tasks { lab, .. }
             | LabCommand::Check { lab, .. }
             | LabCommand::Hint { lab, .. }
