@@ -16,6 +16,7 @@ use turbonet_topo::{Lab, NodeId};
 use crate::check::addresses;
 use crate::error::{Error, Result};
 use crate::inspect::Running;
+use crate::kernel::interfaces::PortState;
 use crate::kernel::routes::TableRoute;
 use crate::workload::Report;
 
@@ -264,6 +265,8 @@ struct Found {
     answered: HashMap<(NodeId, Ipv4Addr), bool>,
     /// Routing tables by node, read when first needed.
     tables: BTreeMap<NodeId, Result<Table>>,
+    /// Ports by node, read when first needed.
+    ports: BTreeMap<NodeId, Result<HashMap<String, PortState>>>,
     /// Every switch's sessions, read when first needed.
     bgp: Option<Result<crate::routes::bgp::BgpReport>>,
     /// The reports of the workloads the checks name, by name.
@@ -568,13 +571,9 @@ impl Found {
                 present,
                 ecmp,
             } => {
-                let table = self.tables.entry(*node).or_insert_with(|| {
-                    crate::inspect::node_table(lab, &lab.fabric.node(*node).name)
-                        .map(|(_, t, names)| (t, names))
-                });
-                let (table, names) = match table {
+                let (table, names) = match self.table(lab, *node) {
                     Ok(t) => t,
-                    Err(e) => return Some(format!("cannot read {}'s routes: {e}", name(*node))),
+                    Err(e) => return Some(e),
                 };
                 let route = table
                     .iter()
@@ -606,6 +605,53 @@ impl Found {
                     },
                     (None, false) => None,
                 }
+            }
+            TaskCheck::Lookup { node, address, dev } => {
+                let (table, names) = match self.table(lab, *node) {
+                    Ok(t) => t,
+                    Err(e) => return Some(e),
+                };
+                // The kernel's choice: the longest prefix, then the lowest
+                // metric, among routes a packet can take.
+                let best = |usable: bool| {
+                    table
+                        .iter()
+                        .filter(|r| r.prefix.contains(address))
+                        .filter(|r| !usable || r.usable().next().is_some())
+                        .max_by_key(|r| (r.prefix.prefix_len(), std::cmp::Reverse(r.metric)))
+                };
+                let Some(route) = best(true) else {
+                    return Some(match best(false) {
+                        Some(r) => format!(
+                            "{}'s route for {address} ({}) leaves by {}, which is down or has no carrier",
+                            name(*node),
+                            r.prefix,
+                            r.hops
+                                .iter()
+                                .map(|h| if_name(names, h.ifindex))
+                                .collect::<Vec<_>>()
+                                .join(" and ")
+                        ),
+                        None => format!("{} has no route for {address}", name(*node)),
+                    });
+                };
+                let dev = dev.as_deref()?;
+                let wrong: Vec<String> = route
+                    .usable()
+                    .filter(|h| if_name(names, h.ifindex) != dev)
+                    .map(|h| match h.via {
+                        Some(v) => format!("via {v} out of {}", if_name(names, h.ifindex)),
+                        None => format!("out of {}", if_name(names, h.ifindex)),
+                    })
+                    .collect();
+                (!wrong.is_empty()).then(|| {
+                    format!(
+                        "{} sends {address} {} (its route {}), not out of {dev}",
+                        name(*node),
+                        wrong.join(" and "),
+                        route.prefix
+                    )
+                })
             }
             TaskCheck::Bgp {
                 node,
@@ -657,6 +703,21 @@ impl Found {
                         _ => None,
                     },
                 }
+            }
+            TaskCheck::Link { link, up, mtu } => {
+                let links: Vec<&turbonet_topo::Link> = match link {
+                    Some(n) => lab.fabric.link_by_name(n).into_iter().collect(),
+                    None => lab.fabric.links.iter().collect(),
+                };
+                let mut problems: Vec<String> = Vec::new();
+                for l in links {
+                    for p in self.link_problems(lab, l, *up, *mtu) {
+                        if !problems.contains(&p) {
+                            problems.push(p);
+                        }
+                    }
+                }
+                (!problems.is_empty()).then(|| problems.join("\n"))
             }
             TaskCheck::Capture {
                 link,
@@ -787,6 +848,85 @@ impl Found {
                 (!holds).then(|| format!("{workload}: {message}"))
             }
         }
+    }
+}
+
+impl Found {
+    /// `node`'s routing table and its ports' names, read once.
+    fn table(&mut self, lab: &Lab, node: NodeId) -> std::result::Result<&Table, String> {
+        let name = &lab.fabric.node(node).name;
+        self.tables
+            .entry(node)
+            .or_insert_with(|| {
+                crate::inspect::node_table(lab, name).map(|(_, t, names)| (t, names))
+            })
+            .as_ref()
+            .map_err(|e| format!("cannot read {name}'s routes: {e}"))
+    }
+
+    /// What is wrong with `link`'s ports: not up (or not down) as `up`
+    /// asks, or an MTU other than `mtu`.
+    fn link_problems(
+        &mut self,
+        lab: &Lab,
+        link: &turbonet_topo::Link,
+        up: Option<bool>,
+        mtu: Option<u32>,
+    ) -> Vec<String> {
+        let mut problems = Vec::new();
+        // (node, port, state) of each end found.
+        let mut ends: Vec<(&str, &str, PortState)> = Vec::new();
+        for end in &link.ends {
+            let node = &lab.fabric.node(end.node).name;
+            let ports = self
+                .ports
+                .entry(end.node)
+                .or_insert_with(|| crate::inspect::node_ports(lab, node));
+            match ports {
+                Err(e) => problems.push(format!("cannot read {node}'s ports: {e}")),
+                Ok(ports) => match ports.get(&end.ifname) {
+                    Some(state) => ends.push((node, &end.ifname, *state)),
+                    None => problems.push(format!(
+                        "{}: {node} has no port {} any more",
+                        link.name, end.ifname
+                    )),
+                },
+            }
+        }
+        match up {
+            Some(true) => {
+                let shut: Vec<String> = ends
+                    .iter()
+                    .filter(|(_, _, s)| !s.up)
+                    .map(|(node, port, _)| format!("{}: {node}'s port {port} is down", link.name))
+                    .collect();
+                if shut.is_empty() {
+                    // Both set up, yet no carrier: the peer went away.
+                    problems.extend(ends.iter().filter(|(_, _, s)| !s.carrier).map(
+                        |(node, port, _)| {
+                            format!("{}: {node}'s port {port} has no carrier", link.name)
+                        },
+                    ));
+                } else {
+                    problems.extend(shut);
+                }
+            }
+            Some(false) if ends.len() == 2 && ends.iter().all(|(_, _, s)| s.up && s.carrier) => {
+                problems.push(format!("{} is still up", link.name));
+            }
+            _ => {}
+        }
+        if let Some(want) = mtu {
+            problems.extend(ends.iter().filter(|(_, _, s)| s.mtu != want).map(
+                |(node, port, s)| {
+                    format!(
+                        "{}: {node}'s port {port} has MTU {}, not {want}",
+                        link.name, s.mtu
+                    )
+                },
+            ));
+        }
+        problems
     }
 }
 

@@ -282,6 +282,18 @@ pub(crate) fn node_table(
     Ok((ns_name, table, names))
 }
 
+/// The ports of node `node`, by name.
+pub(crate) fn node_ports(
+    lab: &Lab,
+    node: &str,
+) -> Result<std::collections::HashMap<String, crate::kernel::interfaces::PortState>> {
+    let ns_name = node_namespace(lab, node)?;
+    let ns = namespaces::open(&ns_name).with_context(|| format!("opening namespace {ns_name}"))?;
+    crate::kernel::interfaces::with_handle(&ns, async |h| {
+        crate::kernel::interfaces::port_states(&h).await
+    })
+}
+
 fn route_row(r: &TableRoute, names: &std::collections::HashMap<u32, String>) -> RouteRow {
     use rtnetlink::packet_route::route::RouteProtocol;
     let ifname = |i: u32| names.get(&i).cloned().unwrap_or_else(|| format!("if{i}"));

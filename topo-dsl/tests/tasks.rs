@@ -376,3 +376,105 @@ fn capture_and_filter_checks_name_what_exists() {
         assert!(e[0].3.contains(helps), "{check}: {e:?}");
     }
 }
+
+#[test]
+fn link_checks_name_a_link_or_every_link() {
+    let task = "[[task]]\nname = \"t\"\ntitle = \"x\"\n[[task.check]]\n";
+    let lab = ok(&format!(
+        "{DUO}{task}link = \"h1--s1\"\nup = true\n[[task.check]]\nlink = \"*\"\nmtu = 9000\n"
+    ));
+    let checks = &lab.tasks[0].checks;
+    assert_eq!(
+        checks[0],
+        TaskCheck::Link {
+            link: Some("h1--s1".to_owned()),
+            up: Some(true),
+            mtu: None
+        }
+    );
+    assert_eq!(
+        checks[1],
+        TaskCheck::Link {
+            link: None,
+            up: None,
+            mtu: Some(9000)
+        }
+    );
+    let names = |n| lab.fabric.node(n).name.as_str();
+    assert_eq!(checks[0].describe(names), "h1--s1 is up");
+    assert_eq!(
+        checks[1].describe(names),
+        "every link has MTU 9000 at both ends"
+    );
+    for (check, says, helps) in [
+        (
+            "link = \"s1--h1\"\nup = true\n",
+            "no link named `s1--h1`",
+            "h1--s1",
+        ),
+        (
+            "link = \"h1--s1\"\n",
+            "must say what of the link",
+            "mtu = 9000",
+        ),
+        (
+            "link = \"*\"\nmtu = 20\n",
+            "an MTU of 20 bytes",
+            "68 to 65535",
+        ),
+        (
+            "link = \"*\"\nup = true\nnode = \"s1\"\n",
+            "`node` is not a key of a link check",
+            "`link`",
+        ),
+    ] {
+        let e = errors(&format!("{DUO}{task}{check}"));
+        assert!(!e.is_empty(), "{check}: no error");
+        assert!(e[0].2.contains(says), "{check}: {e:?}");
+        assert!(e[0].3.contains(helps), "{check}: {e:?}");
+    }
+}
+
+#[test]
+fn lookup_checks_take_an_address_and_a_port_of_the_node() {
+    let task = "[[task]]\nname = \"t\"\ntitle = \"x\"\n[[task.check]]\n";
+    let lab = ok(&format!(
+        "{DUO}{task}node = \"s1\"\nlookup = \"10.128.0.2\"\ndev = \"h1\"\n"
+    ));
+    let s1 = lab.fabric.node_by_name("s1").unwrap().id;
+    let check = &lab.tasks[0].checks[0];
+    assert_eq!(
+        *check,
+        TaskCheck::Lookup {
+            node: s1,
+            address: "10.128.0.2".parse().unwrap(),
+            dev: Some("h1".to_owned())
+        }
+    );
+    assert_eq!(
+        check.describe(|n| lab.fabric.node(n).name.as_str()),
+        "s1 sends 10.128.0.2 out of h1"
+    );
+    for (check, says, helps) in [
+        (
+            "node = \"s1\"\nlookup = \"10.128.0.0/24\"\n",
+            "not an IPv4 address",
+            "a prefix is `route`",
+        ),
+        (
+            "node = \"s1\"\nlookup = \"10.128.0.2\"\ndev = \"h3\"\n",
+            "s1 has no port `h3`",
+            "valid ports: h1, h2",
+        ),
+        (
+            "node = \"s1\"\nlookup = \"10.128.0.2\"\necmp = 2\n",
+            "`ecmp` is not a key of a lookup check",
+            "`lookup`",
+        ),
+    ] {
+        let e = errors(&format!("{DUO}{task}{check}"));
+        assert!(!e.is_empty(), "{check}: no error");
+        assert!(e[0].2.contains(says), "{check}: {e:?}");
+        assert!(e[0].3.contains(helps), "{check}: {e:?}");
+    }
+}

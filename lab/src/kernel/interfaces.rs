@@ -1,6 +1,7 @@
 //! Interfaces of the machine (not turbonet's): looked up, read, moved into
 //! a node and back, in the namespace they live in.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 
@@ -8,7 +9,7 @@ use futures::TryStreamExt;
 use ipnet::Ipv4Net;
 use rtnetlink::packet_route::AddressFamily;
 use rtnetlink::packet_route::address::AddressAttribute;
-use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
+use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use rtnetlink::{Handle, LinkUnspec};
 
 use super::{External, NodeNs};
@@ -61,6 +62,39 @@ pub fn mtu_of(link: &LinkMessage) -> u32 {
             _ => None,
         })
         .unwrap_or(1500)
+}
+
+/// How a port stands, as a lab's link checks read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortState {
+    /// Set up by its owner (`ip link set ... up`).
+    pub up: bool,
+    /// Its peer is up too, so frames pass (`LOWER_UP`).
+    pub carrier: bool,
+    /// Its MTU.
+    pub mtu: u32,
+}
+
+/// Every interface of the namespace `handle` talks to, by name.
+pub async fn port_states(handle: &Handle) -> Result<HashMap<String, PortState>> {
+    let mut ports = HashMap::new();
+    let mut links = handle.link().get().execute();
+    while let Some(link) = links.try_next().await? {
+        let name = link.attributes.iter().find_map(|a| match a {
+            LinkAttribute::IfName(n) => Some(n.clone()),
+            _ => None,
+        });
+        if let Some(name) = name {
+            let flags = link.header.flags;
+            let state = PortState {
+                up: flags.contains(LinkFlags::Up),
+                carrier: flags.contains(LinkFlags::LowerUp),
+                mtu: mtu_of(&link),
+            };
+            ports.insert(name, state);
+        }
+    }
+    Ok(ports)
 }
 
 /// The IPv4 addresses of interface `index`.

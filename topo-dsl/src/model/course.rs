@@ -53,6 +53,17 @@ pub enum TaskCheck {
         /// How many usable next hops it must have.
         ecmp: Option<usize>,
     },
+    /// `node` has a usable route for `address` (longest prefix match, as
+    /// the kernel forwards), every usable next hop of which leaves by port
+    /// `dev` if given.
+    Lookup {
+        /// The node.
+        node: NodeId,
+        /// The destination looked up.
+        address: std::net::Ipv4Addr,
+        /// The port packets to it must leave by.
+        dev: Option<String>,
+    },
     /// `node`'s BGP session with `peer` is Established (or, with
     /// `established = false`, is not): as `turbonet show bgp` reports it,
     /// for built-in agents, FRR and BIRD alike.
@@ -75,6 +86,16 @@ pub enum TaskCheck {
         exit: i32,
         /// Text its output must contain.
         output: Option<String>,
+    },
+    /// The ports at both ends of a link (of every link, when `link` is
+    /// `None`) are up (or, with `up = false`, down) and have MTU `mtu`.
+    Link {
+        /// The link's name, or `None` for every link of the fabric.
+        link: Option<String>,
+        /// Whether its ports must be up (both) or down (either).
+        up: Option<bool>,
+        /// The MTU both its ports must have.
+        mtu: Option<u32>,
     },
     /// Every switch's FIB holds what BGP's plan says for the fabric as it
     /// is, and got there within `within` of the last fail or restore (or of
@@ -235,6 +256,14 @@ impl TaskCheck {
             TaskCheck::Route { node, prefix, .. } => {
                 format!("{} has a route to {prefix}", name(*node))
             }
+            TaskCheck::Lookup {
+                node,
+                address,
+                dev: Some(dev),
+            } => format!("{} sends {address} out of {dev}", name(*node)),
+            TaskCheck::Lookup { node, address, .. } => {
+                format!("{} has a route for {address}", name(*node))
+            }
             TaskCheck::Bgp {
                 node,
                 peer,
@@ -258,6 +287,19 @@ impl TaskCheck {
                     s.push_str(&format!(" and prints {o:?}"));
                 }
                 s
+            }
+            TaskCheck::Link { link, up, mtu } => {
+                let which = link.as_deref().unwrap_or("every link");
+                let mut wants = Vec::new();
+                match up {
+                    Some(true) => wants.push("is up".to_owned()),
+                    Some(false) => wants.push("is down".to_owned()),
+                    None => {}
+                }
+                if let Some(m) = mtu {
+                    wants.push(format!("has MTU {m} at both ends"));
+                }
+                format!("{which} {}", wants.join(" and "))
             }
             TaskCheck::Capture {
                 link,

@@ -63,6 +63,11 @@ struct RawCheck {
     frames: Option<Spanned<String>>,
     filter: Option<Spanned<String>>,
     counter: Option<Spanned<String>>,
+    link: Option<Spanned<String>>,
+    up: Option<Spanned<bool>>,
+    mtu: Option<Spanned<i64>>,
+    lookup: Option<Spanned<String>>,
+    dev: Option<Spanned<String>>,
 }
 
 /// `[faults]`
@@ -85,12 +90,14 @@ const TASK_KEYS: &[&str] = &["name", "title", "points", "hint", "check"];
 
 const KINDS_HELP: &str = "a check is one of: `from` and `to` (with `reachable = false` for \
                           must not reach); `node` and `route` (with `present = false` or \
-                          `ecmp = N`); `node` and `bgp_peer` (with `established = false` \
+                          `ecmp = N`); `node` and `lookup` (an address, with `dev`: the port \
+                          it leaves by); `node` and `bgp_peer` (with `established = false` \
                           for must be down); `node` and `run` (with `exit` and `output`); \
                           `workload` (one of the lab's, run by the check) or `ran` (one the \
                           student started) with `figure` and `min`, `max` or `within`; \
                           `converged = \"5s\"` (BGP labs); `capture` (a link) with `frames`, \
-                          `min`, `max`; `filter` with `counter`, `min`, `max`";
+                          `min`, `max`; `filter` with `counter`, `min`, `max`; `link` \
+                          (a link's name, or \"*\" for every link) with `up` and `mtu`";
 
 /// What task checks are read against: the fabric, whether it speaks BGP,
 /// and the lab's workloads (read, and every name declared).
@@ -199,40 +206,88 @@ fn read_checks(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, cx: &Context<'_>) ->
         .collect()
 }
 
-/// The kinds of check, each with the keys it takes: the first key that
-/// names a kind (`from`/`to`, `route`, `bgp_peer`, `run`) decides it, and
-/// any key of another kind is reported.
-const KINDS: &[(&str, &[&str])] = &[
-    ("a reachability check", &["from", "to", "reachable"]),
-    ("a route check", &["node", "route", "present", "ecmp"]),
-    ("a BGP session check", &["node", "bgp_peer", "established"]),
-    ("a command check", &["node", "run", "exit", "output"]),
-    (
-        "a workload check",
-        &[
-            "workload", "figure", "of", "min", "max", "within", "of_link",
-        ],
-    ),
-    (
-        "a check of the student's workload",
-        &[
-            "ran",
-            "algorithm",
-            "figure",
-            "of",
-            "min",
-            "max",
-            "within",
-            "of_link",
-        ],
-    ),
-    ("a convergence check", &["converged"]),
-    (
-        "a capture check",
-        &["capture", "direction", "frames", "min", "max"],
-    ),
-    ("a filter check", &["filter", "counter", "min", "max"]),
-];
+/// The kinds of check. The first key that names a kind (`from`/`to`,
+/// `route`, `lookup`, `bgp_peer`, `run`, ...) decides it, and any key of
+/// another kind is reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Reach,
+    Route,
+    Lookup,
+    Bgp,
+    Command,
+    Workload,
+    Ran,
+    Converged,
+    Capture,
+    Filter,
+    Link,
+}
+
+impl Kind {
+    /// The kind `c` is, by the first key that names one.
+    fn of(c: &RawCheck) -> Option<Kind> {
+        let kinds = [
+            (c.from.is_some() || c.to.is_some(), Kind::Reach),
+            (c.route.is_some(), Kind::Route),
+            (c.lookup.is_some(), Kind::Lookup),
+            (c.bgp_peer.is_some(), Kind::Bgp),
+            (c.run.is_some(), Kind::Command),
+            (c.workload.is_some(), Kind::Workload),
+            (c.ran.is_some(), Kind::Ran),
+            (c.converged.is_some(), Kind::Converged),
+            (c.capture.is_some(), Kind::Capture),
+            (c.filter.is_some(), Kind::Filter),
+            (c.link.is_some(), Kind::Link),
+        ];
+        kinds.into_iter().find(|(named, _)| *named).map(|(_, k)| k)
+    }
+
+    /// What it is called in an error.
+    fn what(self) -> &'static str {
+        match self {
+            Kind::Reach => "a reachability check",
+            Kind::Route => "a route check",
+            Kind::Lookup => "a lookup check",
+            Kind::Bgp => "a BGP session check",
+            Kind::Command => "a command check",
+            Kind::Workload => "a workload check",
+            Kind::Ran => "a check of the student's workload",
+            Kind::Converged => "a convergence check",
+            Kind::Capture => "a capture check",
+            Kind::Filter => "a filter check",
+            Kind::Link => "a link check",
+        }
+    }
+
+    /// The keys it takes.
+    fn keys(self) -> &'static [&'static str] {
+        match self {
+            Kind::Reach => &["from", "to", "reachable"],
+            Kind::Route => &["node", "route", "present", "ecmp"],
+            Kind::Lookup => &["node", "lookup", "dev"],
+            Kind::Bgp => &["node", "bgp_peer", "established"],
+            Kind::Command => &["node", "run", "exit", "output"],
+            Kind::Workload => &[
+                "workload", "figure", "of", "min", "max", "within", "of_link",
+            ],
+            Kind::Ran => &[
+                "ran",
+                "algorithm",
+                "figure",
+                "of",
+                "min",
+                "max",
+                "within",
+                "of_link",
+            ],
+            Kind::Converged => &["converged"],
+            Kind::Capture => &["capture", "direction", "frames", "min", "max"],
+            Kind::Filter => &["filter", "counter", "min", "max"],
+            Kind::Link => &["link", "up", "mtu"],
+        }
+    }
+}
 
 /// The node named `n`, or an error saying which names are close.
 fn node_named(d: &mut Diags<'_>, fabric: &Fabric, n: &Spanned<String>) -> Option<NodeId> {
@@ -282,29 +337,16 @@ fn check(
         at(c.frames.as_ref().map(Spanned::span), "frames"),
         at(c.filter.as_ref().map(Spanned::span), "filter"),
         at(c.counter.as_ref().map(Spanned::span), "counter"),
+        at(c.link.as_ref().map(Spanned::span), "link"),
+        at(c.up.as_ref().map(Spanned::span), "up"),
+        at(c.mtu.as_ref().map(Spanned::span), "mtu"),
+        at(c.lookup.as_ref().map(Spanned::span), "lookup"),
+        at(c.dev.as_ref().map(Spanned::span), "dev"),
     ]
     .into_iter()
     .flatten()
     .collect();
-    let kind = if c.from.is_some() || c.to.is_some() {
-        0
-    } else if c.route.is_some() {
-        1
-    } else if c.bgp_peer.is_some() {
-        2
-    } else if c.run.is_some() {
-        3
-    } else if c.workload.is_some() {
-        4
-    } else if c.ran.is_some() {
-        5
-    } else if c.converged.is_some() {
-        6
-    } else if c.capture.is_some() {
-        7
-    } else if c.filter.is_some() {
-        8
-    } else {
+    let Some(kind) = Kind::of(c) else {
         let (message, label, at) = match &c.node {
             Some(n) => (
                 "`node` alone checks nothing",
@@ -316,127 +358,207 @@ fn check(
         d.error(Some(at), message).label(label).help(KINDS_HELP);
         return None;
     };
-    let (what, keys) = KINDS[kind];
     let mut stray = false;
     for (key, at) in &written {
-        if !keys.contains(key) {
-            d.error(Some(at.clone()), format!("`{key}` is not a key of {what}"))
-                .label("not valid here")
-                .help(KINDS_HELP);
+        if !kind.keys().contains(key) {
+            d.error(
+                Some(at.clone()),
+                format!("`{key}` is not a key of {}", kind.what()),
+            )
+            .label("not valid here")
+            .help(KINDS_HELP);
             stray = true;
         }
     }
     if stray {
         return None;
     }
-    if kind == 7 || kind == 8 {
-        return counted_check(d, c, cx);
-    }
-    if kind == 6 {
-        let at = c.converged.as_ref().map(Spanned::span);
-        let within = unit::<Delay>(d, &c.converged, "converged")?;
-        if !cx.bgp {
-            d.error(at, "a convergence check in a lab without BGP")
-                .label("nothing converges")
-                .help("write `mode = \"bgp\"` in `[routing]`, or check routes instead");
-            return None;
+    match kind {
+        Kind::Capture | Kind::Filter => counted_check(d, c, cx),
+        Kind::Link => link_check(d, c, span, cx),
+        Kind::Converged => converged_check(d, c, cx),
+        Kind::Workload | Kind::Ran => workload_check(d, c, span, cx),
+        Kind::Reach => reach_check(d, c, span, cx.fabric?),
+        Kind::Route | Kind::Lookup | Kind::Bgp | Kind::Command => {
+            let fabric = cx.fabric?;
+            let Some(at_node) = &c.node else {
+                missing(d, span, "node", CHECK)
+                    .label("at which node?")
+                    .help("name the node whose state is checked: `node = \"leaf0\"`");
+                return None;
+            };
+            let node = node_named(d, fabric, at_node);
+            match kind {
+                Kind::Route => route_check(d, c, node),
+                Kind::Lookup => lookup_check(d, c, node, at_node, fabric),
+                Kind::Bgp => bgp_check(d, c, node, at_node, cx),
+                _ => command_check(d, c, node),
+            }
         }
-        return Some(TaskCheck::Converged { within });
     }
-    if kind >= 4 {
-        return workload_check(d, c, span, cx);
+}
+
+/// `converged = "5s"`, in a BGP lab.
+fn converged_check(d: &mut Diags<'_>, c: &RawCheck, cx: &Context<'_>) -> Option<TaskCheck> {
+    let at = c.converged.as_ref().map(Spanned::span);
+    let within = unit::<Delay>(d, &c.converged, "converged")?;
+    if !cx.bgp {
+        d.error(at, "a convergence check in a lab without BGP")
+            .label("nothing converges")
+            .help("write `mode = \"bgp\"` in `[routing]`, or check routes instead");
+        return None;
     }
-    let fabric = cx.fabric?;
-    let bgp = cx.bgp;
-    if kind == 0 {
-        let (Some(from), Some(to)) = (&c.from, &c.to) else {
-            let lacking = if c.from.is_none() { "from" } else { "to" };
-            missing(d, span, lacking, CHECK)
-                .label("reach from where to where?")
-                .help("a reachability check names both ends: `from = \"h0-0\"`, `to = \"h1-0\"`");
-            return None;
-        };
-        let (from, to) = (node_named(d, fabric, from), node_named(d, fabric, to));
-        return Some(TaskCheck::Reach {
-            from: from?,
-            to: to?,
-            reachable: c.reachable.as_ref().is_none_or(|r| *r.get_ref()),
-        });
-    }
-    let Some(at_node) = &c.node else {
-        missing(d, span, "node", CHECK)
-            .label("at which node?")
-            .help("name the node whose state is checked: `node = \"leaf0\"`");
+    Some(TaskCheck::Converged { within })
+}
+
+/// `from` and `to`, with `reachable`.
+fn reach_check(
+    d: &mut Diags<'_>,
+    c: &RawCheck,
+    span: Range<usize>,
+    fabric: &Fabric,
+) -> Option<TaskCheck> {
+    let (Some(from), Some(to)) = (&c.from, &c.to) else {
+        let lacking = if c.from.is_none() { "from" } else { "to" };
+        missing(d, span, lacking, CHECK)
+            .label("reach from where to where?")
+            .help("a reachability check names both ends: `from = \"h0-0\"`, `to = \"h1-0\"`");
         return None;
     };
-    let node = node_named(d, fabric, at_node);
-    if let Some(route) = &c.route {
-        let prefix = match parse_net(route.get_ref()) {
-            Ok(p) => Some(p),
-            Err((message, help)) => {
-                d.error(Some(route.span()), message)
-                    .label("invalid prefix")
-                    .help(help);
-                None
-            }
-        };
-        let present = c.present.as_ref().is_none_or(|p| *p.get_ref());
-        if !present && let Some(e) = &c.ecmp {
-            d.error(Some(e.span()), "`ecmp` with `present = false`")
-                .label("next hops of a route that must not exist")
-                .help("leave `ecmp` out, or make the route `present`");
-            return None;
+    let (from, to) = (node_named(d, fabric, from), node_named(d, fabric, to));
+    Some(TaskCheck::Reach {
+        from: from?,
+        to: to?,
+        reachable: c.reachable.as_ref().is_none_or(|r| *r.get_ref()),
+    })
+}
+
+/// `node` and `route`, with `present` or `ecmp`.
+fn route_check(d: &mut Diags<'_>, c: &RawCheck, node: Option<NodeId>) -> Option<TaskCheck> {
+    let route = c.route.as_ref().expect("the kind is a route check");
+    let prefix = match parse_net(route.get_ref()) {
+        Ok(p) => Some(p),
+        Err((message, help)) => {
+            d.error(Some(route.span()), message)
+                .label("invalid prefix")
+                .help(help);
+            None
         }
-        if let Some(e) = &c.ecmp
-            && *e.get_ref() == 0
-        {
-            d.error(Some(e.span()), "a route has at least 1 next hop")
-                .label("0 next hops")
-                .help("write `present = false` for a route that must not exist");
-            return None;
-        }
-        return Some(TaskCheck::Route {
-            node: node?,
-            prefix: prefix?,
-            present,
-            ecmp: c.ecmp.as_ref().map(|e| *e.get_ref() as usize),
-        });
+    };
+    let present = c.present.as_ref().is_none_or(|p| *p.get_ref());
+    if !present && let Some(e) = &c.ecmp {
+        d.error(Some(e.span()), "`ecmp` with `present = false`")
+            .label("next hops of a route that must not exist")
+            .help("leave `ecmp` out, or make the route `present`");
+        return None;
     }
-    if let Some(peer) = &c.bgp_peer {
-        if !bgp {
-            d.error(
-                Some(peer.span()),
-                "a BGP session check in a lab without BGP",
-            )
-            .label("no sessions to check")
-            .help("write `mode = \"bgp\"` in `[routing]`, or check routes instead");
-            return None;
-        }
-        let (node, peer_id) = (node?, node_named(d, fabric, peer)?);
-        let switches = fabric.node(node).role.is_switch() && fabric.node(peer_id).role.is_switch();
-        if !switches
-            || !fabric
+    if let Some(e) = &c.ecmp
+        && *e.get_ref() == 0
+    {
+        d.error(Some(e.span()), "a route has at least 1 next hop")
+            .label("0 next hops")
+            .help("write `present = false` for a route that must not exist");
+        return None;
+    }
+    Some(TaskCheck::Route {
+        node: node?,
+        prefix: prefix?,
+        present,
+        ecmp: c.ecmp.as_ref().map(|e| *e.get_ref() as usize),
+    })
+}
+
+/// `node` and `lookup` (an address), with `dev`.
+fn lookup_check(
+    d: &mut Diags<'_>,
+    c: &RawCheck,
+    node: Option<NodeId>,
+    at_node: &Spanned<String>,
+    fabric: &Fabric,
+) -> Option<TaskCheck> {
+    let lookup = c.lookup.as_ref().expect("the kind is a lookup check");
+    let Ok(address) = lookup.get_ref().parse::<std::net::Ipv4Addr>() else {
+        d.error(
+            Some(lookup.span()),
+            format!("`{}` is not an IPv4 address", lookup.get_ref()),
+        )
+        .label("not an address")
+        .help("a lookup is of one address, e.g. `lookup = \"10.128.0.10\"`; a prefix is `route`");
+        return None;
+    };
+    let node = node?;
+    let dev = match &c.dev {
+        None => None,
+        Some(dev) => {
+            let ports: Vec<&str> = fabric
                 .ports(node)
-                .any(|(_, _, remote)| remote.node == peer_id)
-        {
-            d.error(
-                Some(peer.span()),
-                format!(
-                    "{} and {} do not speak BGP to each other",
-                    at_node.get_ref(),
-                    peer.get_ref()
-                ),
-            )
-            .label("no session between them")
-            .help("a session runs over a link between two switches: name a neighbouring switch");
-            return None;
+                .map(|(_, local, _)| local.ifname.as_str())
+                .collect();
+            if !ports.contains(&dev.get_ref().as_str()) {
+                d.error(
+                    Some(dev.span()),
+                    format!("{} has no port `{}`", at_node.get_ref(), dev.get_ref()),
+                )
+                .label("unknown port")
+                .help(choices_help(dev.get_ref(), "ports", &ports));
+                return None;
+            }
+            Some(dev.get_ref().clone())
         }
-        return Some(TaskCheck::Bgp {
-            node,
-            peer: peer_id,
-            established: c.established.as_ref().is_none_or(|e| *e.get_ref()),
-        });
+    };
+    Some(TaskCheck::Lookup { node, address, dev })
+}
+
+/// `node` and `bgp_peer`, with `established`, in a BGP lab.
+fn bgp_check(
+    d: &mut Diags<'_>,
+    c: &RawCheck,
+    node: Option<NodeId>,
+    at_node: &Spanned<String>,
+    cx: &Context<'_>,
+) -> Option<TaskCheck> {
+    let peer = c
+        .bgp_peer
+        .as_ref()
+        .expect("the kind is a BGP session check");
+    let fabric = cx.fabric?;
+    if !cx.bgp {
+        d.error(
+            Some(peer.span()),
+            "a BGP session check in a lab without BGP",
+        )
+        .label("no sessions to check")
+        .help("write `mode = \"bgp\"` in `[routing]`, or check routes instead");
+        return None;
     }
+    let (node, peer_id) = (node?, node_named(d, fabric, peer)?);
+    let switches = fabric.node(node).role.is_switch() && fabric.node(peer_id).role.is_switch();
+    if !switches
+        || !fabric
+            .ports(node)
+            .any(|(_, _, remote)| remote.node == peer_id)
+    {
+        d.error(
+            Some(peer.span()),
+            format!(
+                "{} and {} do not speak BGP to each other",
+                at_node.get_ref(),
+                peer.get_ref()
+            ),
+        )
+        .label("no session between them")
+        .help("a session runs over a link between two switches: name a neighbouring switch");
+        return None;
+    }
+    Some(TaskCheck::Bgp {
+        node,
+        peer: peer_id,
+        established: c.established.as_ref().is_none_or(|e| *e.get_ref()),
+    })
+}
+
+/// `node` and `run`, with `exit` and `output`.
+fn command_check(d: &mut Diags<'_>, c: &RawCheck, node: Option<NodeId>) -> Option<TaskCheck> {
     let run = c.run.as_ref().expect("the kind is a command check");
     if run.get_ref().trim().is_empty() {
         d.error(Some(run.span()), "an empty command")
@@ -566,6 +688,64 @@ fn counted_check(d: &mut Diags<'_>, c: &RawCheck, cx: &Context<'_>) -> Option<Ta
         counter,
         min,
         max,
+    })
+}
+
+/// The smallest and largest MTU a port may be given (Linux's bounds for a
+/// veth: IPv4's minimum, and the largest jumbo frame).
+const MTU_RANGE: (i64, i64) = (68, 65535);
+
+/// `link` (a name, or `"*"` for every link) with `up` and `mtu`.
+fn link_check(
+    d: &mut Diags<'_>,
+    c: &RawCheck,
+    span: Range<usize>,
+    cx: &Context<'_>,
+) -> Option<TaskCheck> {
+    let name = c.link.as_ref().expect("the kind is a link check");
+    if c.up.is_none() && c.mtu.is_none() {
+        d.error(
+            Some(span),
+            "a link check must say what of the link it checks",
+        )
+        .label("neither `up` nor `mtu`")
+        .help("add `up = true` (both ports up), `up = false` (down) or `mtu = 9000`");
+        return None;
+    }
+    let mtu = match &c.mtu {
+        None => None,
+        Some(m) if (MTU_RANGE.0..=MTU_RANGE.1).contains(m.get_ref()) => Some(*m.get_ref() as u32),
+        Some(m) => {
+            d.error(Some(m.span()), format!("an MTU of {} bytes", m.get_ref()))
+                .label("not a port's MTU")
+                .help(format!(
+                    "an MTU is {} to {} bytes: e.g. `mtu = 9000`",
+                    MTU_RANGE.0, MTU_RANGE.1
+                ));
+            return None;
+        }
+    };
+    let fabric = cx.fabric?;
+    let link = if name.get_ref() == "*" {
+        None
+    } else if let Some(found) = fabric.links.iter().find(|l| l.name == *name.get_ref()) {
+        Some(found.name.clone())
+    } else {
+        d.error(
+            Some(name.span()),
+            format!("no link named `{}`", name.get_ref()),
+        )
+        .label("unknown link")
+        .help(format!(
+            "{}; `link = \"*\"` checks every link",
+            close_link_names(name.get_ref(), fabric)
+        ));
+        return None;
+    };
+    Some(TaskCheck::Link {
+        link,
+        up: c.up.as_ref().map(|u| *u.get_ref()),
+        mtu,
     })
 }
 
