@@ -299,22 +299,13 @@ fn filter_counts(running: &Running) -> Result<HashMap<String, (u64, u64)>> {
 /// with a second to spare; `None` when one of them has no set length (a
 /// transfer of so many bytes, a collective).
 fn planned(lab: &Lab, names: &BTreeSet<&str>) -> Option<Duration> {
-    use turbonet_topo::experiment::{Amount, WorkloadKind};
     let mut longest = Duration::ZERO;
     for w in lab
         .workloads
         .iter()
         .filter(|w| names.contains(w.name.as_str()))
     {
-        let length = match &w.kind {
-            WorkloadKind::Tcp {
-                amount: Amount::For(d),
-                ..
-            }
-            | WorkloadKind::Udp { duration: d, .. } => d.as_duration(),
-            _ => return None,
-        };
-        longest = longest.max(w.start.as_duration() + length);
+        longest = longest.max(w.start.as_duration() + w.length()?);
     }
     Some(longest + Duration::from_secs(1))
 }

@@ -478,3 +478,21 @@ fn lookup_checks_take_an_address_and_a_port_of_the_node() {
         assert!(e[0].3.contains(helps), "{check}: {e:?}");
     }
 }
+
+#[test]
+fn a_capture_check_needs_graded_workloads_that_run_for_a_set_time() {
+    let workloads = |amount: &str| {
+        format!(
+            "{DUO}[[workload]]\nname = \"bulk\"\nkind = \"tcp\"\npattern = \"pairs\"\n\
+             pairs = [[\"h1\", \"h2\"]]\n{amount}\n\
+             [[task]]\nname = \"t\"\ntitle = \"x\"\n\
+             [[task.check]]\nworkload = \"bulk\"\nfigure = \"goodput\"\nmin = \"1mbit\"\n\
+             [[task]]\nname = \"u\"\ntitle = \"y\"\n\
+             [[task.check]]\ncapture = \"h1--s1\"\n"
+        )
+    };
+    ok(&workloads("duration = \"2s\""));
+    let e = errors(&workloads("bytes = \"1MiB\""));
+    assert!(e[0].2.contains("`bulk` runs until it is done"), "{e:?}");
+    assert!(e[0].3.contains("give `bulk` a `duration`"), "{e:?}");
+}

@@ -427,6 +427,23 @@ pub struct Workload {
     pub kind: WorkloadKind,
 }
 
+impl Workload {
+    /// How long it runs from its start, when that is set (a flow or a
+    /// flood for a duration); `None` when it runs until done (a transfer
+    /// of so many bytes, a collective, a command).
+    pub fn length(&self) -> Option<std::time::Duration> {
+        match &self.kind {
+            WorkloadKind::Tcp {
+                amount: Amount::For(d),
+                ..
+            }
+            | WorkloadKind::Udp { duration: d, .. }
+            | WorkloadKind::Flood { duration: d, .. } => Some(d.as_duration()),
+            _ => None,
+        }
+    }
+}
+
 /// A figure a workload reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]

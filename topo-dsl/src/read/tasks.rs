@@ -122,6 +122,9 @@ pub(crate) fn read(
     };
     let mut seen: BTreeSet<String> = BTreeSet::new();
     let mut tasks = Vec::new();
+    // Where the first capture or filter check is: it measures while the
+    // graded workloads run, so they must run for a set time.
+    let mut counted: Option<Range<usize>> = None;
     for item in items {
         let Some(s) = read_table::<RawTask>(d, item, TASK, Keys::new(TASK_KEYS).extra(&["check"]))
         else {
@@ -165,7 +168,18 @@ pub(crate) fn read(
                 .help("write `points = 1` or more, or leave it out (1)");
         }
         let checks = match s.extra.get("check") {
-            Some(v) => read_checks(d, v, cx),
+            Some(v) => {
+                let checks = read_checks(d, v, cx);
+                counted = counted.or_else(|| {
+                    checks
+                        .iter()
+                        .find(|(c, _)| {
+                            matches!(c, TaskCheck::Capture { .. } | TaskCheck::Filter { .. })
+                        })
+                        .map(|(_, span)| span.clone())
+                });
+                checks.into_iter().map(|(c, _)| c).collect()
+            }
             None => {
                 missing(d, s.span.clone(), "check", TASK)
                     .label("nothing to grade")
@@ -185,10 +199,51 @@ pub(crate) fn read(
             });
         }
     }
+    if let Some(at) = counted {
+        endless_graded(d, at, &tasks, cx.workloads);
+    }
     tasks
 }
 
-fn read_checks(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, cx: &Context<'_>) -> Vec<TaskCheck> {
+/// Reports a graded workload that runs until done (a transfer of so many
+/// bytes, a collective) in a lab whose capture or filter check (at `at`)
+/// measures while the graded workloads run: there is no span to measure.
+fn endless_graded(d: &mut Diags<'_>, at: Range<usize>, tasks: &[Task], workloads: &[Workload]) {
+    let endless = tasks
+        .iter()
+        .flat_map(|t| &t.checks)
+        .filter_map(|c| match c {
+            TaskCheck::Figure {
+                workload,
+                ran: false,
+                ..
+            } => workloads.iter().find(|w| w.name == *workload),
+            _ => None,
+        })
+        .find(|w| w.length().is_none());
+    if let Some(w) = endless {
+        d.error(
+            Some(at),
+            format!(
+                "this check counts while the graded workloads run, and `{}` runs until it is done",
+                w.name
+            ),
+        )
+        .label("counted over no set time")
+        .help(format!(
+            "give `{}` a `duration` (a flow or a flood for so long), or grade it in a lab \
+             without capture and filter checks",
+            w.name
+        ));
+    }
+}
+
+/// The checks of a task, each with where it is written.
+fn read_checks(
+    d: &mut Diags<'_>,
+    v: &Spanned<DeValue<'_>>,
+    cx: &Context<'_>,
+) -> Vec<(TaskCheck, Range<usize>)> {
     let Some(items) = array_items(d, v, "`task.check`", "[[task.check]]") else {
         return Vec::new();
     };
@@ -201,7 +256,11 @@ fn read_checks(d: &mut Diags<'_>, v: &Spanned<DeValue<'_>>, cx: &Context<'_>) ->
             if d.count() > before {
                 return None;
             }
-            check(d, &s.raw, s.span, cx)
+            // Where an error about the whole check points: its kind's key.
+            let at = (s.raw.capture.as_ref())
+                .or(s.raw.filter.as_ref())
+                .map_or_else(|| s.span.clone(), Spanned::span);
+            check(d, &s.raw, s.span, cx).map(|c| (c, at))
         })
         .collect()
 }
