@@ -33,6 +33,7 @@ use nix::sys::time::TimeVal;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Gid, Group, Pid, Uid, User};
 use serde::{Deserialize, Serialize};
+use turbonet_topo::units::QueueLimit;
 
 use crate::error::{Context, Error, Result};
 use crate::system::descriptors;
@@ -54,6 +55,14 @@ pub const GROUP: &str = "turbonet";
 /// configured.
 pub const MAX_NODES: usize = 100;
 
+/// The bytes one link's queue of a member's lab may hold, unless
+/// configured: 256 MiB, a thousand full 64 KiB segments and more.
+pub const MAX_QUEUE: u64 = 256 << 20;
+
+/// The most a queued packet can take: a 64 KiB segment (GSO), which a
+/// queue limited in packets counts as one.
+const PACKET_MAX: u64 = 64 << 10;
+
 /// The largest request a client sends (its arguments and directory).
 const REQUEST_MAX: usize = 64 << 10;
 
@@ -63,6 +72,7 @@ const REQUEST_MAX: usize = 64 << 10;
 struct RawConfig {
     group: Option<String>,
     max_nodes: Option<usize>,
+    max_queue: Option<String>,
     #[serde(default)]
     users: BTreeMap<String, RawUser>,
 }
@@ -84,6 +94,8 @@ pub struct Policy {
     pub max_nodes: usize,
     /// Per user, where it differs.
     pub per_user: BTreeMap<String, usize>,
+    /// The bytes a queue of a member's link may hold.
+    pub max_queue: u64,
     /// The file it was read from (for messages).
     pub origin: PathBuf,
 }
@@ -111,9 +123,28 @@ impl Policy {
                 ))
             })?
             .gid;
+        let max_queue = match raw.max_queue.as_deref().map(str::parse::<QueueLimit>) {
+            None => MAX_QUEUE,
+            Some(Ok(QueueLimit::Bytes(b))) => b,
+            Some(Ok(QueueLimit::Packets(_))) => {
+                return Err(Error::Invalid(format!(
+                    "{}: `max_queue` is memory, in bytes: e.g. `max_queue = \"256MiB\"` (a \
+                     queue in packets counts each as {} KiB)",
+                    path.display(),
+                    PACKET_MAX >> 10
+                )));
+            }
+            Some(Err(e)) => {
+                return Err(Error::Invalid(format!(
+                    "{}: `max_queue`: {e}",
+                    path.display()
+                )));
+            }
+        };
         Ok(Policy {
             group,
             gid,
+            max_queue,
             max_nodes: raw.max_nodes.unwrap_or(MAX_NODES),
             per_user: raw
                 .users
@@ -143,7 +174,9 @@ pub struct Student {
     pub groups: Vec<u32>,
     /// The nodes they may have up at once.
     pub max_nodes: usize,
-    /// Where that limit is set.
+    /// The bytes a queue of one of their links may hold.
+    pub max_queue: u64,
+    /// Where their limits are set.
     pub limit_origin: PathBuf,
 }
 
@@ -218,6 +251,27 @@ impl Student {
         }
     }
 
+    /// Refuses a queue that may hold more than their limit, saying why.
+    pub fn admit_queue(&self, queue: QueueLimit) -> Result<()> {
+        let (bytes, how) = match queue {
+            QueueLimit::Bytes(b) => (b, String::new()),
+            QueueLimit::Packets(n) => (
+                u64::from(n) * PACKET_MAX,
+                format!(" ({n} packets of up to {} KiB)", PACKET_MAX >> 10),
+            ),
+        };
+        if bytes > self.max_queue {
+            return Err(Error::Refused(format!(
+                "a queue of {queue} may hold {}{how}: your limit is {} a link (set by the \
+                 administrator in {})",
+                mib(bytes),
+                mib(self.max_queue),
+                self.limit_origin.display()
+            )));
+        }
+        Ok(())
+    }
+
     /// Refuses a lab of `nodes` more nodes past their limit, saying why.
     pub fn admit(&self, lab: &str, nodes: usize) -> Result<()> {
         let up = self.nodes_up()?;
@@ -231,6 +285,11 @@ impl Student {
         }
         Ok(())
     }
+}
+
+/// `256 MiB`.
+fn mib(bytes: u64) -> String {
+    format!("{} MiB", bytes.div_ceil(1 << 20))
 }
 
 /// Lets `student` talk to the FRR daemons of their lab `lab` (`vtysh`
@@ -460,6 +519,7 @@ fn member(uid: u32, policy: &Policy) -> std::result::Result<Student, String> {
     }
     Ok(Student {
         max_nodes: policy.max_nodes(&user.name),
+        max_queue: policy.max_queue,
         limit_origin: policy.origin.clone(),
         uid,
         gid: user.gid.as_raw(),

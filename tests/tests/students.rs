@@ -281,6 +281,38 @@ fn two_students_run_labs_at_once_and_neither_can_touch_the_others() {
         text(&out)
     );
 
+    // A queue that may hold more memory than the limit (256 MiB a link).
+    let out = a(&[
+        "link",
+        "set",
+        "h0-0--leaf0",
+        "--rate",
+        "100mbit",
+        "--queue",
+        "100000p",
+    ]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("your limit is 256 MiB a link"),
+        "{}",
+        text(&out)
+    );
+    let out = a(&[
+        "link",
+        "set",
+        "h0-0--leaf0",
+        "--rate",
+        "100mbit",
+        "--queue",
+        "1000p",
+    ]);
+    // (A queue within it passes the limit: the lab's links are plain veths.)
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("limit"),
+        "{}",
+        text(&out)
+    );
+
     // Only the service's labs, by folder name; nothing written as root.
     let out = a(&["lab", "start", "--quiet", "../../../tmp/own"]);
     assert!(!out.status.success(), "{}", text(&out));

@@ -123,11 +123,15 @@ fn for_student(student: &Student, mut command: Command) -> Result<Command> {
         | Command::Events { lab, .. }
         | Command::Watch { lab, .. }
         | Command::Check { lab, .. } => own(lab)?,
-        Command::Link(
-            LinkCommand::Set { lab, .. }
-            | LinkCommand::Reset { lab, .. }
-            | LinkCommand::Show { lab, .. },
-        ) => own(lab)?,
+        Command::Link(LinkCommand::Set { lab, params, .. }) => {
+            own(lab)?;
+            if let Some(queue) = params.queue {
+                student.admit_queue(queue)?;
+            }
+        }
+        Command::Link(LinkCommand::Reset { lab, .. } | LinkCommand::Show { lab, .. }) => {
+            own(lab)?;
+        }
         Command::Workload(
             WorkloadCommand::Start { lab, .. }
             | WorkloadCommand::Stop { lab, .. }
