@@ -55,6 +55,10 @@ pub const GROUP: &str = "turbonet";
 /// configured.
 pub const MAX_NODES: usize = 100;
 
+/// The longest prefix a member's lab names take (`<login>-`), so that a
+/// lab's own name of 16 bytes still fits [`turbonet_topo::LAB_NAME_MAX`].
+pub const PREFIX_MAX: usize = 16;
+
 /// The bytes one link's queue of a member's lab may hold, unless
 /// configured: 256 MiB, a thousand full 64 KiB segments and more.
 pub const MAX_QUEUE: u64 = 256 << 20;
@@ -182,19 +186,38 @@ pub struct Student {
 
 impl Student {
     /// The start of their labs' names: their login name made a valid lab
-    /// name (`a-z`, `0-9`, `-`), and a `-`.
+    /// name (`a-z`, `0-9`, `-`), and a `-`. A login name longer than
+    /// [`PREFIX_MAX`] is cut, with a hash of it kept, so the lab's own name
+    /// still fits.
     pub fn prefix(&self) -> String {
-        format!("{}-", turbonet_topo::name_chars(&self.name))
+        let chars = turbonet_topo::name_chars(&self.name);
+        if chars.is_empty() {
+            return format!("u{}-", self.uid);
+        }
+        if chars.len() < PREFIX_MAX {
+            return format!("{chars}-");
+        }
+        let hash = turbonet_topo::seed::for_name(0, &self.name) & 0xffff;
+        let cut = chars[..PREFIX_MAX - 6].trim_end_matches('-');
+        format!("{cut}-{hash:04x}-")
     }
 
-    /// Whether lab `name` is theirs.
+    /// Whether lab `name` is theirs: started for them (not merely named
+    /// like theirs: another member's login may begin as theirs does).
     pub fn owns(&self, name: &str) -> bool {
-        name.starts_with(&self.prefix())
+        name.starts_with(&self.prefix()) && crate::state::LabDir::of(name).owner() == Some(self.uid)
+    }
+
+    /// Records that lab `name`, just started for them, is theirs.
+    pub fn claim(&self, name: &str) -> Result<()> {
+        crate::state::LabDir::of(name)
+            .save_owner(self.uid)
+            .with_context(|| format!("recording that lab {name} is {}'s", self.name))
     }
 
     /// Their name for a lab: `name` with their prefix (unless it has it).
     pub fn lab_name(&self, name: &str) -> String {
-        if self.owns(name) {
+        if name.starts_with(&self.prefix()) {
             name.to_owned()
         } else {
             format!("{}{name}", self.prefix())
@@ -655,4 +678,51 @@ pub fn forward(socket: &Path, request: &Request, file: Option<&std::fs::File>) -
         ));
     }
     Ok(code[0])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn student(name: &str) -> Student {
+        Student {
+            name: name.to_owned(),
+            uid: 1234,
+            gid: 1234,
+            groups: Vec::new(),
+            max_nodes: MAX_NODES,
+            max_queue: MAX_QUEUE,
+            limit_origin: PathBuf::from(CONFIG),
+        }
+    }
+
+    #[test]
+    fn a_members_labs_are_named_after_them_and_fit_however_long_their_login() {
+        assert_eq!(student("alice").lab_name("trouble"), "alice-trouble");
+        assert_eq!(student("alice").lab_name("alice-trouble"), "alice-trouble");
+        assert_eq!(student("Bob.Smith").prefix(), "bob-smith-");
+        assert_eq!(student("___").prefix(), "u1234-");
+        let long = student("christopher.alexander-montgomery");
+        let prefix = long.prefix();
+        assert!(prefix.len() <= PREFIX_MAX, "{prefix}");
+        assert!(prefix.starts_with("christophe"), "{prefix}");
+        // Two long logins that begin alike are told apart.
+        assert_ne!(prefix, student("christopher.alexander-morrison").prefix());
+        let name = long.lab_name("ecmp-polarize");
+        assert!(name.len() <= turbonet_topo::LAB_NAME_MAX, "{name}");
+        assert_eq!(turbonet_topo::name_chars(&name), name);
+    }
+
+    #[test]
+    fn a_queue_is_held_to_the_memory_it_may_take() {
+        let s = student("alice");
+        assert!(s.admit_queue(QueueLimit::Packets(1000)).is_ok());
+        assert!(s.admit_queue(QueueLimit::Bytes(64 << 20)).is_ok());
+        let e = s.admit_queue(QueueLimit::Packets(100_000)).unwrap_err();
+        assert!(
+            e.to_string().contains("may hold 6250 MiB (100000 packets"),
+            "{e}"
+        );
+        assert!(s.admit_queue(QueueLimit::Bytes(1 << 30)).is_err());
+    }
 }

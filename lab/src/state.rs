@@ -217,6 +217,26 @@ impl LabDir {
         self.dir.join("hosts")
     }
 
+    /// Path of the file naming the member of the `turbonet` group a lab
+    /// was started for (`turbonet serve`): their user id.
+    fn owner_path(&self) -> PathBuf {
+        self.dir.join("owner")
+    }
+
+    /// Records that the lab was started for user `uid`.
+    pub fn save_owner(&self, uid: u32) -> io::Result<()> {
+        fs::write(self.owner_path(), format!("{uid}\n"))
+    }
+
+    /// The user the lab was started for, if one was recorded.
+    pub fn owner(&self) -> Option<u32> {
+        fs::read_to_string(self.owner_path())
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
     /// True when the lab directory exists.
     pub fn exists(&self) -> bool {
         self.dir.exists()

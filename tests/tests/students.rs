@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-use turbonet_tests::{binary, require_root, run, text, workspace};
+use turbonet_tests::{LabGuard, binary, file_as, require_root, run, text, workspace};
 
 /// What the test made: users, a group, a directory, the service; all
 /// removed, and the users' labs taken down, however the test ends.
@@ -169,6 +169,31 @@ fn two_students_run_labs_at_once_and_neither_can_touch_the_others() {
         "{}",
         text(&still)
     );
+
+    // A lab root started under a name that looks like Alice's is not hers.
+    let lookalike = format!("{alice}-root");
+    let scenario = file_as(
+        &workspace().join("labs/static-ecmp/lab.toml"),
+        &lookalike,
+        "",
+    );
+    let _root_lab = LabGuard(lookalike.clone());
+    let up = run(&["up", "--quiet", scenario.to_str().unwrap()]);
+    assert!(up.status.success(), "{}", text(&up));
+    let mine = a(&["status", "--json"]);
+    assert!(
+        !String::from_utf8_lossy(&mine.stdout).contains(&lookalike),
+        "{}",
+        text(&mine)
+    );
+    let out = a(&["lab", "stop", "--lab", &lookalike]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("you have no lab"),
+        "{}",
+        text(&out)
+    );
+    let down = run(&["down", &lookalike]);
+    assert!(down.status.success(), "{}", text(&down));
 
     // What a student runs in a node runs as them, with the network's
     // capabilities only, and other namespaces out of sight.

@@ -699,7 +699,9 @@ fn start_course(
     let running = inspect::running(Some(&up.lab.name))?;
     let seed = seed.unwrap_or(up.lab.seed);
     let prepared = match students::student() {
-        Some(student) => turbonet_lab::serve::hand_routers(&up.lab, student),
+        Some(student) => student
+            .claim(&up.lab.name)
+            .and_then(|()| turbonet_lab::serve::hand_routers(&up.lab, student)),
         None => Ok(()),
     };
     let made = match prepared.and_then(|()| turbonet_lab::course::seed_faults(&running, seed)) {
