@@ -3,9 +3,11 @@
 //! node limit, with what they `exec` running as them. Two real
 //! unprivileged users (and one outside the group) made for the test.
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use turbonet_tests::{LabGuard, binary, file_as, require_root, run, text, workspace};
@@ -49,6 +51,19 @@ fn turbonet_lab_copies() -> &'static str {
 fn must(command: &mut Command) {
     let out = command.output().expect("runs");
     assert!(out.status.success(), "{command:?}: {}", text(&out));
+}
+
+/// The reply to `GET path` from `host`, whole.
+fn get(host: &str, path: &str) -> String {
+    let mut stream = TcpStream::connect(host).expect("the page listens");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    reply
 }
 
 /// `turbonet ARGS` as `user`, through the service at `socket`.
@@ -337,6 +352,49 @@ fn two_students_run_labs_at_once_and_neither_can_touch_the_others() {
         "{}",
         text(&out)
     );
+
+    // Her page of her lab, at an address with a secret in it, on a port
+    // of its own; it stops when she does.
+    let out = a(&["ui", "--listen", "0.0.0.0:9000"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("listens on this machine only"),
+        "{}",
+        text(&out)
+    );
+    let mut client = Command::new("runuser")
+        .args(["-u", &alice, "--", "env"])
+        .arg(format!("TURBONET_SERVE={}", socket.display()))
+        .arg(&bin)
+        .arg("ui")
+        .current_dir("/")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(client.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .to_owned();
+    let (host, path) = url["http://".len()..].split_once('/').unwrap();
+    assert_eq!(path.len(), 33, "a 128-bit token, then /: {url}");
+    assert!(get(host, &format!("/{path}")).starts_with("HTTP/1.1 200"));
+    assert!(get(host, &format!("/{path}api/lab")).contains(&lab_a));
+    assert!(get(host, "/").starts_with("HTTP/1.1 404"));
+    assert!(get(host, "/api/lab").starts_with("HTTP/1.1 404"));
+    let _ = client.kill();
+    let _ = client.wait();
+    let _ = Command::new("pkill")
+        .args(["-TERM", "-u", &alice, "-f", "turbonet ui"])
+        .output();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(host).is_ok() {
+        assert!(Instant::now() < deadline, "the abandoned page still serves");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 
     // Only the service's labs, by folder name; nothing written as root.
     let out = a(&["lab", "start", "--quiet", "../../../tmp/own"]);

@@ -240,7 +240,7 @@ pub(crate) enum Command {
         #[command(flatten)]
         lab: LabArg,
         /// Where to listen (port 0: any free port; the address is printed).
-        #[arg(long, default_value = "127.0.0.1:8765")]
+        #[arg(long, default_value = UI_LISTEN)]
         listen: std::net::SocketAddr,
     },
     /// Watch the links live: each direction's rate, frames, drops and
@@ -705,6 +705,9 @@ pub enum LinkCommand {
     },
 }
 
+/// Where `turbonet ui` listens unless told (a student's: any free port).
+pub const UI_LISTEN: &str = "127.0.0.1:8765";
+
 /// Which lab a command is about.
 #[derive(Debug, Args)]
 pub struct LabArg {
@@ -858,6 +861,7 @@ impl Command {
                 | Command::Events { .. }
                 | Command::Watch { .. }
                 | Command::Check { .. }
+                | Command::Ui { .. }
         )
     }
 }

@@ -387,8 +387,14 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Ui { lab, listen } => {
             let running = inspect::running(lab.lab.as_deref())?;
             let name = running.lab.name.clone();
-            turbonet_lab::ui::serve(running, listen, |at| {
-                println!("serving lab {name} at http://{at}/ (Ctrl-C to stop)");
+            // A member's page is at a secret address: others on the
+            // machine can reach the port too.
+            let token = match students::student() {
+                Some(_) => Some(turbonet_lab::ui::token()?),
+                None => None,
+            };
+            turbonet_lab::ui::serve(running, listen, token.as_deref(), |url| {
+                println!("serving lab {name} at {url} (Ctrl-C to stop)");
             })?;
         }
         Command::Run(args) => return run_experiment(&args),

@@ -137,11 +137,26 @@ fn for_student(student: &Student, mut command: Command) -> Result<Command> {
             | WorkloadCommand::Stop { lab, .. }
             | WorkloadCommand::Show { lab, .. },
         ) => own(lab)?,
+        Command::Ui { lab, listen } => {
+            own(lab)?;
+            // Many students share the machine: the usual port is likely
+            // taken, so theirs is any free one unless they chose.
+            if *listen == crate::cli::UI_LISTEN.parse().expect("a socket address") {
+                listen.set_port(0);
+            }
+            if !listen.ip().is_loopback() || (listen.port() != 0 && listen.port() < 1024) {
+                anyhow::bail!(turbonet_lab::Error::Refused(format!(
+                    "a student's page listens on this machine only, on a port from 1024 up \
+                     (or 0, any free one): e.g. `--listen 127.0.0.1:0`, not {listen} (reach it \
+                     from elsewhere with `ssh -L`)"
+                )));
+            }
+        }
         Command::Status { .. } => {}
         _ => anyhow::bail!(turbonet_lab::Error::Refused(
             "through turbonet serve a student runs `turbonet lab`, `exec`, `link`, `fail`, \
-             `restore`, `flap`, `workload`, `show`, `status`, `events`, `watch` and `check`; \
-             the rest needs root"
+             `restore`, `flap`, `workload`, `show`, `status`, `events`, `watch`, `check` and \
+             `ui`; the rest needs root"
                 .to_owned()
         )),
     }

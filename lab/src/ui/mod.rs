@@ -78,9 +78,23 @@ struct Ui {
     backlog: Arc<Mutex<VecDeque<LoggedEvent>>>,
 }
 
-/// Serves the page of `running` on `listen` until Ctrl-C; `ready` hears
-/// the address it listens on (a port 0 picked).
-pub fn serve(running: Running, listen: SocketAddr, ready: impl FnOnce(SocketAddr)) -> Result<()> {
+/// A secret for a page's address (`/TOKEN/`): 128 random bits, in hex.
+pub fn token() -> Result<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| crate::err!("reading random bytes: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Serves the page of `running` on `listen` until Ctrl-C, under
+/// `/TOKEN/` when given a token (every other path is not found: on a
+/// shared machine, only who was handed the address sees the lab); `ready`
+/// hears the page's address (a port 0 picked).
+pub fn serve(
+    running: Running,
+    listen: SocketAddr,
+    token: Option<&str>,
+    ready: impl FnOnce(String),
+) -> Result<()> {
     // The daemon must be there now; later failures show on the page.
     api::Client::connect(&running.dir)?;
     let running = Arc::new(running);
@@ -115,8 +129,9 @@ pub fn serve(running: Running, listen: SocketAddr, ready: impl FnOnce(SocketAddr
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("listening on {listen}"))?;
-        ready(listener.local_addr()?);
-        axum::serve(listener, router(ui))
+        let base = token.map(|t| format!("/{t}")).unwrap_or_default();
+        ready(format!("http://{}{base}/", listener.local_addr()?));
+        axum::serve(listener, router(ui, &base))
             .with_graceful_shutdown(async {
                 let _ = tokio::signal::ctrl_c().await;
             })
@@ -125,19 +140,24 @@ pub fn serve(running: Running, listen: SocketAddr, ready: impl FnOnce(SocketAddr
     })
 }
 
-fn router(ui: Ui) -> axum::Router {
+/// The page's routes under `base` (`""`, or `/TOKEN`).
+fn router(ui: Ui, base: &str) -> axum::Router {
     let asset = |kind: &'static str, body: &'static str| {
         get(move || async move { ([(header::CONTENT_TYPE, kind)], body) })
     };
+    let at = |path: &str| format!("{base}{path}");
     axum::Router::new()
-        .route("/", get(|| async { Html(INDEX) }))
-        .route("/app.js", asset("text/javascript; charset=utf-8", SCRIPT))
-        .route("/app.css", asset("text/css; charset=utf-8", STYLE))
-        .route("/graph.svg", get(graph))
-        .route("/api/lab", get(lab))
-        .route("/api/stream", get(stream))
-        .route("/api/link/{name}", get(link))
-        .route("/api/check", post(check))
+        .route(&at("/"), get(|| async { Html(INDEX) }))
+        .route(
+            &at("/app.js"),
+            asset("text/javascript; charset=utf-8", SCRIPT),
+        )
+        .route(&at("/app.css"), asset("text/css; charset=utf-8", STYLE))
+        .route(&at("/graph.svg"), get(graph))
+        .route(&at("/api/lab"), get(lab))
+        .route(&at("/api/stream"), get(stream))
+        .route(&at("/api/link/{name}"), get(link))
+        .route(&at("/api/check"), post(check))
         .with_state(ui)
 }
 
