@@ -334,10 +334,16 @@ pub fn hand_routers(lab: &turbonet_topo::Lab, student: &Student) -> Result<()> {
         let home = crate::routes::routers::router_dir(&dir, &node.name);
         nix::unistd::chown(&home, uid, None)
             .with_context(|| format!("giving {} to {}", home.display(), student.name))?;
-        // vtysh reads it first; the machine's is FRR's group's only.
+        // vtysh reads it first (the machine's is FRR's group's only); it
+        // asks PAM about a user it is not told needs no password, which
+        // says "Failed in account validation" to a user outside FRR's
+        // group.
         let conf = home.join("vtysh.conf");
-        std::fs::write(&conf, "! vtysh for a student of turbonet serve\n")
-            .with_context(|| format!("writing {}", conf.display()))?;
+        let text = format!(
+            "! vtysh for a student of turbonet serve\nusername {} nopassword\n",
+            student.name
+        );
+        std::fs::write(&conf, text).with_context(|| format!("writing {}", conf.display()))?;
         std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o644))
             .with_context(|| format!("opening {}", conf.display()))?;
         std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o770))

@@ -431,6 +431,12 @@ fn two_students_run_labs_at_once_and_neither_can_touch_the_others() {
         "{}",
         text(&out)
     );
+    // Without PAM's complaint about a user outside FRR's group.
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("account validation"),
+        "{}",
+        text(&out)
+    );
     let out = b(&["lab", "stop", "--lab", &lab_b2]);
     assert!(out.status.success(), "{}", text(&out));
 

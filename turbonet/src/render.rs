@@ -65,7 +65,13 @@ where
             *cell = cell
                 .lines()
                 .flat_map(|line| {
-                    textwrap::wrap(line, textwrap::Options::new(w).subsequent_indent("  "))
+                    textwrap::wrap(
+                        line,
+                        // Between words only: a link's name (`a--b`) stays whole.
+                        textwrap::Options::new(w)
+                            .word_separator(textwrap::WordSeparator::AsciiSpace)
+                            .subsequent_indent("  "),
+                    )
                 })
                 .collect::<Vec<_>>()
                 .join("\n");

@@ -1,7 +1,10 @@
 //! `[[task]]`: a graded lab's tasks, each with its `[[task.check]]`s: a
 //! node reaching another (`from`, `to`), a route at a node (`node`,
-//! `route`), a BGP session (`node`, `bgp_peer`) or a command's outcome in
-//! a node (`node`, `run`); and `[faults]`, what a troubleshooting lab
+//! `route`), where a node sends an address (`node`, `lookup`), a BGP
+//! session (`node`, `bgp_peer`) or convergence (`converged`), a command's
+//! outcome in a node (`node`, `run`), a link's ports (`link`), a workload's
+//! figure (`workload`, `ran`), frames a link carries (`capture`) or a
+//! filter's counters (`filter`); and `[faults]`, what a troubleshooting lab
 //! breaks. Node names are checked against the fabric, so a typo in a lab
 //! is found by `turbonet validate`, not by a student.
 
