@@ -598,47 +598,45 @@ impl Found {
                 }
             }
             TaskCheck::Lookup { node, address, dev } => {
-                let (table, names) = match self.table(lab, *node) {
-                    Ok(t) => t,
-                    Err(e) => return Some(e),
+                use crate::kernel::routes::Lookup;
+                let node = name(*node);
+                let (route, names) = match crate::inspect::node_lookup(lab, &node, *address) {
+                    Ok((Lookup::Route(route), names)) => (route, names),
+                    Ok((Lookup::NoRoute, _)) => {
+                        return Some(format!("{node} has no route for {address}"));
+                    }
+                    Ok((Lookup::Discard(kind), _)) => {
+                        return Some(format!(
+                            "{node} discards packets for {address}: its route is {kind}"
+                        ));
+                    }
+                    Err(e) => return Some(format!("cannot look {address} up on {node}: {e}")),
                 };
-                // The kernel's choice: the longest prefix, then the lowest
-                // metric, among routes a packet can take.
-                let best = |usable: bool| {
-                    table
+                if route.usable().next().is_none() {
+                    let ports: Vec<String> = route
+                        .hops
                         .iter()
-                        .filter(|r| r.prefix.contains(address))
-                        .filter(|r| !usable || r.usable().next().is_some())
-                        .max_by_key(|r| (r.prefix.prefix_len(), std::cmp::Reverse(r.metric)))
-                };
-                let Some(route) = best(true) else {
-                    return Some(match best(false) {
-                        Some(r) => format!(
-                            "{}'s route for {address} ({}) leaves by {}, which is down or has no carrier",
-                            name(*node),
-                            r.prefix,
-                            r.hops
-                                .iter()
-                                .map(|h| if_name(names, h.ifindex))
-                                .collect::<Vec<_>>()
-                                .join(" and ")
-                        ),
-                        None => format!("{} has no route for {address}", name(*node)),
-                    });
-                };
+                        .map(|h| if_name(&names, h.ifindex))
+                        .collect();
+                    return Some(format!(
+                        "{node}'s route for {address} ({}) leaves by {}, which is down or has \
+                         no carrier",
+                        route.prefix,
+                        ports.join(" and ")
+                    ));
+                }
                 let dev = dev.as_deref()?;
                 let wrong: Vec<String> = route
                     .usable()
-                    .filter(|h| if_name(names, h.ifindex) != dev)
+                    .filter(|h| if_name(&names, h.ifindex) != dev)
                     .map(|h| match h.via {
-                        Some(v) => format!("via {v} out of {}", if_name(names, h.ifindex)),
-                        None => format!("out of {}", if_name(names, h.ifindex)),
+                        Some(v) => format!("via {v} out of {}", if_name(&names, h.ifindex)),
+                        None => format!("out of {}", if_name(&names, h.ifindex)),
                     })
                     .collect();
                 (!wrong.is_empty()).then(|| {
                     format!(
-                        "{} sends {address} {} (its route {}), not out of {dev}",
-                        name(*node),
+                        "{node} sends {address} {} (its route {}), not out of {dev}",
                         wrong.join(" and "),
                         route.prefix
                     )

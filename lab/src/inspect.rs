@@ -271,15 +271,30 @@ pub(crate) fn node_table(
 )> {
     let ns_name = node_namespace(lab, node)?;
     let ns = namespaces::open(&ns_name).with_context(|| format!("opening namespace {ns_name}"))?;
-    let socket = namespaces::in_namespace(&ns, namespaces::route_socket)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let (table, names) = runtime.block_on(async {
-        let handle = crate::kernel::connect(socket)?;
-        Ok::<_, Error>((read_table(&handle).await?, link_names(&handle).await?))
+    let (table, names) = crate::kernel::interfaces::with_handle(&ns, async |h| {
+        Ok((read_table(&h).await?, link_names(&h).await?))
     })?;
     Ok((ns_name, table, names))
+}
+
+/// Where node `node` sends a packet for `to`, as its kernel says, and its
+/// interfaces' names by index.
+pub(crate) fn node_lookup(
+    lab: &Lab,
+    node: &str,
+    to: std::net::Ipv4Addr,
+) -> Result<(
+    crate::kernel::routes::Lookup,
+    std::collections::HashMap<u32, String>,
+)> {
+    let ns_name = node_namespace(lab, node)?;
+    let ns = namespaces::open(&ns_name).with_context(|| format!("opening namespace {ns_name}"))?;
+    crate::kernel::interfaces::with_handle(&ns, async |h| {
+        Ok((
+            crate::kernel::routes::lookup(&h, to).await?,
+            link_names(&h).await?,
+        ))
+    })
 }
 
 /// The ports of node `node`, by name.

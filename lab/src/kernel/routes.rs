@@ -119,9 +119,7 @@ impl TableRoute {
         route: &rtnetlink::packet_route::route::RouteMessage,
     ) -> Option<TableRoute> {
         use rtnetlink::packet_route::AddressFamily;
-        use rtnetlink::packet_route::route::{
-            RouteAddress, RouteAttribute, RouteFlags, RouteNextHopFlags, RouteType,
-        };
+        use rtnetlink::packet_route::route::{RouteAttribute, RouteType};
         let header = &route.header;
         if header.address_family != AddressFamily::Inet
             || header.kind != RouteType::Unicast
@@ -133,6 +131,16 @@ impl TableRoute {
         {
             return None;
         }
+        Self::parse(route)
+    }
+
+    /// Any route's prefix, next hops, protocol and metric, whatever its
+    /// table and type.
+    fn parse(route: &rtnetlink::packet_route::route::RouteMessage) -> Option<TableRoute> {
+        use rtnetlink::packet_route::route::{
+            RouteAddress, RouteAttribute, RouteFlags, RouteNextHopFlags,
+        };
+        let header = &route.header;
         let mut destination = std::net::Ipv4Addr::UNSPECIFIED;
         let (mut gateway, mut oif, mut metric) = (None, None, 0);
         let mut hops = Vec::new();
@@ -176,6 +184,54 @@ impl TableRoute {
             protocol: header.protocol,
             metric,
         })
+    }
+}
+
+/// Where the kernel behind `handle` sends a packet for an address: what
+/// `ip route get fibmatch ADDRESS` says.
+#[derive(Debug, Clone)]
+pub enum Lookup {
+    /// The route it matches (in whichever table the rules chose), with
+    /// every next hop.
+    Route(TableRoute),
+    /// No route matches.
+    NoRoute,
+    /// A route that discards the packet: `blackhole`, `unreachable` or
+    /// `prohibit`.
+    Discard(&'static str),
+}
+
+/// Asks the kernel behind `handle` for the route a packet to `to` takes
+/// (RTM_GETROUTE with RTM_F_FIB_MATCH: its rules, then the longest match,
+/// as forwarding does).
+pub async fn lookup(handle: &Handle, to: std::net::Ipv4Addr) -> Result<Lookup> {
+    use futures::TryStreamExt;
+    use nix::errno::Errno;
+    use rtnetlink::packet_route::route::{RouteFlags, RouteType};
+    let mut message = rtnetlink::RouteMessageBuilder::<std::net::Ipv4Addr>::new()
+        .destination_prefix(to, 32)
+        .build();
+    message.header.flags |= RouteFlags::FibMatch;
+    match handle.route().get(message).execute().try_next().await {
+        Ok(Some(route)) => Ok(match route.header.kind {
+            RouteType::BlackHole => Lookup::Discard("blackhole"),
+            RouteType::Unreachable => Lookup::Discard("unreachable"),
+            RouteType::Prohibit => Lookup::Discard("prohibit"),
+            _ => TableRoute::parse(&route).map_or(Lookup::NoRoute, Lookup::Route),
+        }),
+        Ok(None) => Ok(Lookup::NoRoute),
+        Err(rtnetlink::Error::NetlinkError(e)) => {
+            // The kernel refuses the lookup itself for routes that discard.
+            let code = e.raw_code();
+            match Errno::from_raw(-code) {
+                Errno::ENETUNREACH => Ok(Lookup::NoRoute),
+                Errno::EINVAL => Ok(Lookup::Discard("blackhole")),
+                Errno::EHOSTUNREACH => Ok(Lookup::Discard("unreachable")),
+                Errno::EACCES => Ok(Lookup::Discard("prohibit")),
+                _ => Err(rtnetlink::Error::NetlinkError(e).into()),
+            }
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
