@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::io::IoSlice;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -274,6 +274,16 @@ impl Student {
         }
     }
 
+    /// How a command of theirs runs: as them, starting in `cwd`.
+    pub fn as_user(&self, cwd: PathBuf) -> crate::system::process::AsUser {
+        crate::system::process::AsUser {
+            uid: self.uid,
+            gid: self.gid,
+            groups: self.groups.clone(),
+            cwd,
+        }
+    }
+
     /// Refuses a queue that may hold more than their limit, saying why.
     pub fn admit_queue(&self, queue: QueueLimit) -> Result<()> {
         let (bytes, how) = match queue {
@@ -332,8 +342,9 @@ pub fn hand_routers(lab: &turbonet_topo::Lab, student: &Student) -> Result<()> {
             continue;
         }
         let home = crate::routes::routers::router_dir(&dir, &node.name);
-        nix::unistd::chown(&home, uid, None)
-            .with_context(|| format!("giving {} to {}", home.display(), student.name))?;
+        // Everything in the directory first, then the directory: once it
+        // is theirs, a name in it may be their symlink to a file of root's,
+        // so nothing here follows one (O_NOFOLLOW, lchown).
         // vtysh reads it first (the machine's is FRR's group's only); it
         // asks PAM about a user it is not told needs no password, which
         // says "Failed in account validation" to a user outside FRR's
@@ -343,20 +354,28 @@ pub fn hand_routers(lab: &turbonet_topo::Lab, student: &Student) -> Result<()> {
             "! vtysh for a student of turbonet serve\nusername {} nopassword\n",
             student.name
         );
-        std::fs::write(&conf, text).with_context(|| format!("writing {}", conf.display()))?;
-        std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o644))
-            .with_context(|| format!("opening {}", conf.display()))?;
-        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o770))
-            .with_context(|| format!("opening {} to its group", home.display()))?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o644)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&conf)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
+            .with_context(|| format!("writing {}", conf.display()))?;
         for entry in
             std::fs::read_dir(&home).with_context(|| format!("reading {}", home.display()))?
         {
             let path = entry?.path();
             if path.extension().is_some_and(|e| e == "vty") {
-                nix::unistd::chown(&path, uid, None)
+                std::os::unix::fs::lchown(&path, Some(student.uid), None)
                     .with_context(|| format!("giving {} to {}", path.display(), student.name))?;
             }
         }
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o770))
+            .with_context(|| format!("opening {} to its group", home.display()))?;
+        nix::unistd::chown(&home, uid, None)
+            .with_context(|| format!("giving {} to {}", home.display(), student.name))?;
     }
     Ok(())
 }
@@ -408,7 +427,7 @@ pub fn serve(socket: &Path, policy: &Policy) -> Result<(Student, Request)> {
                 continue;
             }
         };
-        match take(conn, policy) {
+        match take(conn, policy, listener.as_raw_fd()) {
             Ok(Some(request)) => {
                 // Its number is the client's now (see `watch`).
                 std::mem::forget(listener);
@@ -482,7 +501,7 @@ fn answer(conn: &OwnedFd, code: u8) {
 
 /// Reads one request from `conn`, checks who sent it and forks the
 /// process that runs it, where it returns it.
-fn take(conn: OwnedFd, policy: &Policy) -> Result<Option<(Student, Request)>> {
+fn take(conn: OwnedFd, policy: &Policy, listener: RawFd) -> Result<Option<(Student, Request)>> {
     // A client that connects and says nothing must not hold the service.
     let timeout = TimeVal::new(5, 0);
     setsockopt(&conn, sockopt::ReceiveTimeout, &timeout).context("a receive timeout")?;
@@ -519,7 +538,11 @@ fn take(conn: OwnedFd, policy: &Policy) -> Result<Option<(Student, Request)>> {
     match descriptors::fork_single_threaded().context("starting a request")? {
         ForkResult::Parent { .. } => Ok(None),
         ForkResult::Child => {
-            if watch(conn, fds, &request) {
+            // The service's socket is not this request's: held open here,
+            // a new `turbonet serve` would think this one still answers
+            // (the caller forgets its copy rather than close it twice).
+            let _ = nix::unistd::close(listener);
+            if watch(conn, fds) {
                 return Ok(Some((student, request)));
             }
             std::process::exit(0);
@@ -561,7 +584,7 @@ fn member(uid: u32, policy: &Policy) -> std::result::Result<Student, String> {
 /// group of its own, the client's descriptors as 0, 1, 2 and 3), where it
 /// returns true; here, waits for that child, stops its group if the client
 /// goes away, and tells the client its exit code.
-fn watch(conn: OwnedFd, fds: Vec<OwnedFd>, request: &Request) -> bool {
+fn watch(conn: OwnedFd, fds: Vec<OwnedFd>) -> bool {
     let child = match descriptors::fork_single_threaded() {
         Err(_) => {
             answer(&conn, 1);
@@ -576,9 +599,10 @@ fn watch(conn: OwnedFd, fds: Vec<OwnedFd>, request: &Request) -> bool {
             if descriptors::become_stdio(fds.into_iter().take(4).collect()).is_err() {
                 std::process::exit(1);
             }
-            if std::env::set_current_dir(&request.cwd).is_err() {
-                let _ = std::env::set_current_dir("/");
-            }
+            // Root works from `/`: a relative path of the service's (a
+            // capture file) must not land in a folder the student chose.
+            // What they run (`exec`) starts in theirs, entered as them.
+            let _ = std::env::set_current_dir("/");
             return true;
         }
         Ok(ForkResult::Parent { child }) => child,

@@ -402,15 +402,8 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Lab(l) => return course(l),
         Command::Exec { node, command, lab } => {
             let running = inspect::running(lab.lab.as_deref())?;
-            let code = match students::student() {
-                Some(s) => {
-                    let user = turbonet_lab::system::process::AsUser {
-                        uid: s.uid,
-                        gid: s.gid,
-                        groups: s.groups.clone(),
-                    };
-                    exec::exec_as(&running, &node, &command, &user)?
-                }
+            let code = match students::as_user() {
+                Some(user) => exec::exec_as(&running, &node, &command, &user)?,
                 None => exec::exec(&running, &node, &command)?,
             };
             return Ok(ExitCode::from(code.clamp(0, 255) as u8));
@@ -742,7 +735,10 @@ fn workload(command: cli::WorkloadCommand) -> Result<()> {
                 .into());
             }
             let mut client = client(&lab)?;
-            let message = if path.is_file() {
+            // A member's file is only the one their client passed along.
+            let by_path =
+                path.is_file() && (students::student().is_none() || what == students::PASSED_FILE);
+            let message = if by_path {
                 let running = inspect::running(lab.lab.as_deref())?;
                 let text = std::fs::read_to_string(path)?;
                 // Located errors here, before the daemon reads it too.

@@ -16,9 +16,23 @@ use crate::cli::{Cli, Command, LabArg, LabCommand, LinkCommand, WorkloadCommand}
 /// process).
 static STUDENT: OnceLock<Student> = OnceLock::new();
 
+/// A workload file the client opened, as the service's request process
+/// has it (descriptor 3).
+pub(crate) const PASSED_FILE: &str = "/dev/fd/3";
+
+/// Where the member's client runs (what they `exec` starts there).
+static CWD: OnceLock<PathBuf> = OnceLock::new();
+
 /// The member this process acts for, if it serves one.
 pub(crate) fn student() -> Option<&'static Student> {
     STUDENT.get()
+}
+
+/// How a command the member runs in a node runs: as them, from their
+/// working directory.
+pub(crate) fn as_user() -> Option<turbonet_lab::system::process::AsUser> {
+    let cwd = CWD.get().cloned().unwrap_or_else(|| "/".into());
+    student().map(|s| s.as_user(cwd))
 }
 
 /// Where the service listens: `$TURBONET_SERVE`, or its default.
@@ -51,7 +65,7 @@ pub(crate) fn forward(command: &Command) -> Result<ExitCode> {
     {
         file = Some(std::fs::File::open(what).map_err(|e| anyhow::anyhow!("opening {what}: {e}"))?);
         if let Some(arg) = args.iter_mut().rev().find(|a| *a == what) {
-            *arg = "/dev/fd/3".to_owned();
+            PASSED_FILE.clone_into(arg);
         }
     }
     let request = Request {
@@ -87,7 +101,8 @@ fn run_for(student: &Student, request: Request) -> ExitCode {
         }
     };
     let _ = STUDENT.set(student.clone());
-    let result = for_student(student, cli.command).and_then(crate::run);
+    let _ = CWD.set(request.cwd);
+    let result = for_student(student, cli.command, request.file).and_then(crate::run);
     match result {
         Ok(code) => code,
         Err(e) => crate::report(e),
@@ -96,7 +111,7 @@ fn run_for(student: &Student, request: Request) -> ExitCode {
 
 /// The command as a member may run it: on their own labs (the one named,
 /// given with or without their prefix, or their only one), or refused.
-fn for_student(student: &Student, mut command: Command) -> Result<Command> {
+fn for_student(student: &Student, mut command: Command, file: bool) -> Result<Command> {
     let own = |lab: &mut LabArg| -> Result<()> {
         lab.lab = Some(student.resolve(lab.lab.as_deref())?);
         Ok(())
@@ -132,10 +147,20 @@ fn for_student(student: &Student, mut command: Command) -> Result<Command> {
         Command::Link(LinkCommand::Reset { lab, .. } | LinkCommand::Show { lab, .. }) => {
             own(lab)?;
         }
+        Command::Workload(WorkloadCommand::Start { lab, what }) => {
+            // A file comes as the one their client opened, as them: the
+            // service reads no path as root.
+            let passed = file && what == PASSED_FILE;
+            if !passed && (what.contains('/') || what.ends_with(".toml")) {
+                anyhow::bail!(turbonet_lab::Error::Refused(format!(
+                    "no file {what} you can read: give a file of [[workload]] tables you can \
+                     read, or the name of a workload of the lab"
+                )));
+            }
+            own(lab)?;
+        }
         Command::Workload(
-            WorkloadCommand::Start { lab, .. }
-            | WorkloadCommand::Stop { lab, .. }
-            | WorkloadCommand::Show { lab, .. },
+            WorkloadCommand::Stop { lab, .. } | WorkloadCommand::Show { lab, .. },
         ) => own(lab)?,
         Command::Ui { lab, listen } => {
             own(lab)?;
@@ -202,5 +227,42 @@ pub(crate) fn forget_scenario(lab: &str) {
         let _ = std::fs::remove_file(
             Path::new(turbonet_lab::serve::SCENARIOS).join(format!("{lab}.toml")),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn refusal(args: &[&str], file: bool) -> String {
+        let student = Student {
+            name: "alice".to_owned(),
+            uid: 1234,
+            gid: 1234,
+            groups: Vec::new(),
+            max_nodes: turbonet_lab::serve::MAX_NODES,
+            max_queue: turbonet_lab::serve::MAX_QUEUE,
+            limit_origin: turbonet_lab::serve::CONFIG.into(),
+        };
+        let argv = std::iter::once("turbonet").chain(args.iter().copied());
+        let command = Cli::try_parse_from(argv).expect("parses").command;
+        match for_student(&student, command, file) {
+            Ok(c) => panic!("{args:?} is let through: {c:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn root_commands_and_root_reads_are_refused_before_any_lab_is_looked_up() {
+        assert!(refusal(&["clean"], false).contains("the rest needs root"));
+        assert!(refusal(&["up", "scenarios/hpn.toml"], false).contains("the rest needs root"));
+        // A path the client did not open: the service would read it as root.
+        assert!(
+            refusal(&["workload", "start", "/etc/shadow.toml"], false)
+                .contains("no file /etc/shadow.toml you can read")
+        );
+        assert!(refusal(&["workload", "start", PASSED_FILE], false).contains("you can read"));
     }
 }

@@ -59,6 +59,9 @@ pub struct AsUser {
     pub gid: u32,
     /// Every group they are in.
     pub groups: Vec<u32>,
+    /// Where the command starts, entered as them (the root's way there
+    /// is not theirs); `/` when they may not enter it.
+    pub cwd: std::path::PathBuf,
 }
 
 impl Start<'_> {
@@ -99,6 +102,13 @@ impl Start<'_> {
                 "a command run as a user needs a mount namespace of its own",
             ));
         }
+        let cwd = match &as_user {
+            Some(u) => Some(
+                std::ffi::CString::new(u.cwd.as_os_str().as_encoded_bytes())
+                    .map_err(|_| io::Error::other("a working directory with a NUL"))?,
+            ),
+            None => None,
+        };
         let groups: Vec<nix::unistd::Gid> = as_user
             .as_ref()
             .map(|u| {
@@ -178,6 +188,11 @@ impl Start<'_> {
                 }
                 if let Some(user) = &as_user {
                     confine(user, &groups)?;
+                }
+                if let Some(cwd) = &cwd
+                    && nix::unistd::chdir(cwd.as_c_str()).is_err()
+                {
+                    nix::unistd::chdir(c"/")?;
                 }
                 Ok(())
             });
