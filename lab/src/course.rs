@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use turbonet_topo::course::{FilterCounter, FrameKind, Task, TaskCheck};
+use turbonet_topo::course::{FrameKind, Task, TaskCheck};
 use turbonet_topo::{Lab, NodeId};
 
 use crate::check::addresses;
@@ -227,15 +227,9 @@ pub fn graded_workloads<'a>(lab: &'a Lab, only: Option<&str>) -> Vec<&'a str> {
         .iter()
         .filter(|t| only.is_none_or(|o| t.name == o))
         .flat_map(|t| &t.checks);
-    for c in checks {
-        if let TaskCheck::Figure {
-            workload,
-            ran: false,
-            ..
-        } = c
-            && !names.contains(&workload.as_str())
-        {
-            names.push(workload);
+    for name in checks.filter_map(TaskCheck::graded_workload) {
+        if !names.contains(&name) {
+            names.push(name);
         }
     }
     names
@@ -404,17 +398,7 @@ impl Found {
         if captures.is_empty() && !filters {
             return self.run_workloads(running, checks);
         }
-        let graded: BTreeSet<&str> = checks
-            .iter()
-            .filter_map(|c| match c {
-                TaskCheck::Figure {
-                    workload,
-                    ran: false,
-                    ..
-                } => Some(workload.as_str()),
-                _ => None,
-            })
-            .collect();
+        let graded: BTreeSet<&str> = checks.iter().filter_map(|c| c.graded_workload()).collect();
         let window = if graded.is_empty() {
             QUIET_WINDOW
         } else if let Some(w) = planned(&running.lab, &graded) {
@@ -472,26 +456,20 @@ impl Found {
     /// lab's file has it, its `start` after now), waits for them to end,
     /// and keeps their reports with those of the workloads the student ran.
     fn run_workloads(&mut self, running: &Running, checks: &[&TaskCheck]) -> Result<()> {
-        let named = |student: bool| -> BTreeSet<&str> {
-            checks
-                .iter()
-                .filter_map(|c| match c {
-                    TaskCheck::Figure { workload, ran, .. } if *ran == student => {
-                        Some(workload.as_str())
-                    }
-                    _ => None,
-                })
-                .collect()
-        };
-        let (graded, ran) = (named(false), named(true));
+        let graded: BTreeSet<&str> = checks.iter().filter_map(|c| c.graded_workload()).collect();
+        let ran: BTreeSet<&str> = checks
+            .iter()
+            .filter_map(|c| c.students_workload())
+            .collect();
         if graded.is_empty() && ran.is_empty() {
             return Ok(());
         }
         let mut client = crate::api::Client::connect(&running.dir)?;
         for name in &graded {
-            // One left running by a check that was interrupted starts over.
-            if client.start_workload(Some(name), "", "").is_err() {
-                client.stop_workload(name)?;
+            // One left running by a check that was interrupted starts
+            // over; any other failure to start is the one to tell.
+            if let Err(e) = client.start_workload(Some(name), "", "") {
+                client.stop_workload(name).map_err(|_| e)?;
                 client.start_workload(Some(name), "", "")?;
             }
         }
@@ -647,12 +625,9 @@ impl Found {
                 peer,
                 established,
             } => {
-                let report = self.bgp.get_or_insert_with(|| {
-                    crate::api::Client::connect(&running.dir).and_then(|mut c| c.bgp(None))
-                });
-                let report = match report {
+                let report = match self.bgp_report(running) {
                     Ok(r) => r,
-                    Err(e) => return Some(format!("cannot read the lab's BGP sessions: {e}")),
+                    Err(e) => return Some(e),
                 };
                 let (node, peer) = (name(*node), name(*peer));
                 let state = report
@@ -720,10 +695,7 @@ impl Found {
                     Some(Err(e)) => return Some(format!("cannot capture {link}: {e}")),
                     None => return Some(format!("{link} was not captured")),
                 };
-                let kind = match frames {
-                    FrameKind::Any => String::new(),
-                    k => format!("{} ", k.name()),
-                };
+                let kind = frames.adjective();
                 out_of(n, *min, *max).then(|| {
                     format!(
                         "{link} carried {n} {kind}frames while the workloads ran, not {}",
@@ -737,31 +709,24 @@ impl Found {
                 min,
                 max,
             } => {
-                let (seen, dropped) = self.filtered.get(filter).copied().unwrap_or_default();
-                let n = match counter {
-                    FilterCounter::Dropped => dropped,
-                    FilterCounter::Passed => seen.saturating_sub(dropped),
-                    FilterCounter::Seen => seen,
+                let Some(&(seen, dropped)) = self.filtered.get(filter) else {
+                    return Some(format!(
+                        "filter {filter} is on no link of the lab: it counted nothing"
+                    ));
                 };
+                let n = counter.of(seen, dropped);
                 out_of(n, *min, *max).then(|| {
                     format!(
                         "filter {filter} {} {n} frames while the workloads ran, not {}",
-                        match counter {
-                            FilterCounter::Dropped => "dropped",
-                            FilterCounter::Passed => "passed",
-                            FilterCounter::Seen => "saw",
-                        },
+                        counter.verb(),
                         turbonet_topo::course::count_range(*min, *max)
                     )
                 })
             }
             TaskCheck::Converged { within } => {
-                let report = self.bgp.get_or_insert_with(|| {
-                    crate::api::Client::connect(&running.dir).and_then(|mut c| c.bgp(None))
-                });
-                let report = match report {
+                let report = match self.bgp_report(running) {
                     Ok(r) => r,
-                    Err(e) => return Some(format!("cannot read the lab's BGP state: {e}")),
+                    Err(e) => return Some(e),
                 };
                 let after = if report.since_change.is_some() {
                     "the last fail or restore"
@@ -841,6 +806,19 @@ impl Found {
 }
 
 impl Found {
+    /// Every switch's sessions and convergence, read once.
+    fn bgp_report(
+        &mut self,
+        running: &Running,
+    ) -> std::result::Result<&crate::routes::bgp::BgpReport, String> {
+        self.bgp
+            .get_or_insert_with(|| {
+                crate::api::Client::connect(&running.dir).and_then(|mut c| c.bgp(None))
+            })
+            .as_ref()
+            .map_err(|e| format!("cannot read the lab's BGP state: {e}"))
+    }
+
     /// `node`'s routing table and its ports' names, read once.
     fn table(&mut self, lab: &Lab, node: NodeId) -> std::result::Result<&Table, String> {
         let name = &lab.fabric.node(node).name;

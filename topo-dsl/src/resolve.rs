@@ -9,7 +9,6 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use crate::diag::{Diags, ScenarioErrors, choices_help};
-use crate::model::course::TaskCheck;
 use crate::model::{Lab, RoutingConfig, RoutingMode};
 use crate::plan;
 use crate::read::{
@@ -230,9 +229,8 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
     );
     // The workloads tasks grade are run by `lab check`.
     for w in &mut workloads {
-        w.graded = tasks.iter().flat_map(|t| &t.checks).any(
-            |c| matches!(c, TaskCheck::Figure { workload, ran: false, .. } if *workload == w.name),
-        );
+        w.graded = (tasks.iter().flat_map(|t| &t.checks))
+            .any(|c| c.graded_workload() == Some(w.name.as_str()));
     }
     let faults = tasks::read_faults(d, section("faults"), fabric.as_ref());
     let p4rt = p4rt::read(

@@ -12,6 +12,13 @@ pub mod descriptors;
 pub mod namespaces;
 pub mod process;
 
+/// `bytes` random bytes from the kernel, in hex: a secret (a token).
+pub fn random_hex(bytes: usize) -> crate::Result<String> {
+    let mut buf = vec![0u8; bytes];
+    getrandom::fill(&mut buf).map_err(|e| crate::err!("reading random bytes: {e}"))?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 /// Registers an owned descriptor (a TUN device) with tokio's reactor.
 pub fn async_fd(
     fd: std::os::fd::OwnedFd,

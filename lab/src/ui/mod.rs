@@ -80,9 +80,7 @@ struct Ui {
 
 /// A secret for a page's address (`/TOKEN/`): 128 random bits, in hex.
 pub fn token() -> Result<String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|e| crate::err!("reading random bytes: {e}"))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    crate::system::random_hex(16)
 }
 
 /// Serves the page of `running` on `listen` until Ctrl-C, under

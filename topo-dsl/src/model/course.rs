@@ -229,7 +229,64 @@ pub fn count_range(min: Option<u64>, max: Option<u64>) -> String {
     }
 }
 
+impl FrameKind {
+    /// How a count of these frames is said: `"ecn-marked "`, or nothing
+    /// for any frame.
+    pub fn adjective(self) -> String {
+        match self {
+            FrameKind::Any => String::new(),
+            k => format!("{} ", k.name()),
+        }
+    }
+}
+
+impl FilterCounter {
+    /// This counter's value, from a filter's frames seen and dropped.
+    pub fn of(self, seen: u64, dropped: u64) -> u64 {
+        match self {
+            FilterCounter::Dropped => dropped,
+            FilterCounter::Passed => seen.saturating_sub(dropped),
+            FilterCounter::Seen => seen,
+        }
+    }
+
+    /// What the filter did to the frames it counts: `dropped`, `passed`,
+    /// `saw`.
+    pub fn verb(self) -> &'static str {
+        match self {
+            FilterCounter::Dropped => "dropped",
+            FilterCounter::Passed => "passed",
+            FilterCounter::Seen => "saw",
+        }
+    }
+}
+
 impl TaskCheck {
+    /// The lab's graded workload it grades (`workload = NAME`), which
+    /// `lab check` runs.
+    pub fn graded_workload(&self) -> Option<&str> {
+        match self {
+            TaskCheck::Figure {
+                workload,
+                ran: false,
+                ..
+            } => Some(workload),
+            _ => None,
+        }
+    }
+
+    /// The workload of the student's it grades (`ran = NAME`).
+    pub fn students_workload(&self) -> Option<&str> {
+        match self {
+            TaskCheck::Figure {
+                workload,
+                ran: true,
+                ..
+            } => Some(workload),
+            _ => None,
+        }
+    }
+
     /// What it requires, in words, with `name` naming nodes.
     pub fn describe<'a>(&self, name: impl Fn(NodeId) -> &'a str) -> String {
         match self {
@@ -308,10 +365,7 @@ impl TaskCheck {
                 min,
                 max,
             } => {
-                let kind = match frames {
-                    FrameKind::Any => String::new(),
-                    k => format!("{} ", k.name()),
-                };
+                let kind = frames.adjective();
                 let way = if direction == "both" {
                     String::new()
                 } else {

@@ -215,14 +215,8 @@ fn endless_graded(d: &mut Diags<'_>, at: Range<usize>, tasks: &[Task], workloads
     let endless = tasks
         .iter()
         .flat_map(|t| &t.checks)
-        .filter_map(|c| match c {
-            TaskCheck::Figure {
-                workload,
-                ran: false,
-                ..
-            } => workloads.iter().find(|w| w.name == *workload),
-            _ => None,
-        })
+        .filter_map(TaskCheck::graded_workload)
+        .filter_map(|name| workloads.iter().find(|w| w.name == name))
         .find(|w| w.length().is_none());
     if let Some(w) = endless {
         d.error(

@@ -261,11 +261,7 @@ pub fn token_from(path: &std::path::Path) -> crate::Result<String> {
         }
         Err(_) => {}
     }
-    let mut bytes = [0u8; 24];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
-        .context("reading /dev/urandom")?;
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let token = crate::system::random_hex(24)?;
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
