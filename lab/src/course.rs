@@ -59,10 +59,24 @@ impl CourseLab {
     }
 }
 
+/// Where the labs are once [`fix_labs_dir`] said so.
+static LABS_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
 /// Where the labs are: `$TURBONET_LABS`, else `labs` in the current
-/// directory.
+/// directory (as [`fix_labs_dir`] found them, if it was called).
 pub fn labs_dir() -> PathBuf {
-    std::env::var_os("TURBONET_LABS").map_or_else(|| PathBuf::from("labs"), PathBuf::from)
+    LABS_DIR.get().cloned().unwrap_or_else(|| {
+        std::env::var_os("TURBONET_LABS").map_or_else(|| PathBuf::from("labs"), PathBuf::from)
+    })
+}
+
+/// Fixes where the labs are for the rest of this process, as an absolute
+/// path resolved from the current directory now (a service that later
+/// works from `/` still finds them); returns it.
+pub fn fix_labs_dir() -> PathBuf {
+    let dir = labs_dir();
+    let dir = std::path::absolute(&dir).unwrap_or(dir);
+    LABS_DIR.get_or_init(|| dir).clone()
 }
 
 /// Every lab under `dir` (a folder with a `lab.toml`), by name.

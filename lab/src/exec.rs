@@ -27,20 +27,26 @@ pub fn exec_as(running: &Running, node: &str, command: &[String], user: &AsUser)
     let account = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(user.uid))
         .ok()
         .flatten();
-    let env: Vec<(&str, String)> = account
-        .map(|a| {
-            vec![
-                ("HOME", a.dir.display().to_string()),
-                ("USER", a.name.clone()),
-                ("LOGNAME", a.name),
-            ]
-        })
-        .unwrap_or_default();
+    // Their own environment, nothing of the service's (an administrator's
+    // token, root's paths): what a login would give them.
+    let mut env: Vec<(&str, String)> = vec![("PATH", USER_PATH.to_owned())];
+    if let Some(a) = account {
+        env.extend([
+            ("HOME", a.dir.display().to_string()),
+            ("USER", a.name.clone()),
+            ("LOGNAME", a.name),
+        ]);
+    }
+    env.extend(user.term.clone().map(|t| ("TERM", t)));
     let status = spawn_as(running, node, command, &env, false, Some(user))?
         .wait()
         .map_err(|e| Error::NotFound(format!("cannot run {program} in {node}: {e}")))?;
     Ok(crate::system::process::exit_code(status))
 }
+
+/// The `PATH` a user's command starts with (root's `sbin` folders too:
+/// `ip`, `tcpdump` and `vtysh` live there).
+const USER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// [`exec`] with `env` added to the command's environment.
 pub fn exec_with(
@@ -92,6 +98,23 @@ fn spawn_as(
     let lab = &running.lab;
     let ns_name = inspect::node_namespace(lab, node)?;
     let ns = namespaces::open(&ns_name).with_context(|| format!("opening namespace {ns_name}"))?;
+    // A user holds capabilities in the user namespace that owns their
+    // lab's nodes, never in the machine's.
+    let userns = match user {
+        None => None,
+        Some(_) => {
+            let owner = namespaces::owner_of(&ns)
+                .with_context(|| format!("finding the owner of namespace {ns_name}"))?;
+            if namespaces::is_own_user_namespace(&owner)? {
+                return Err(Error::Refused(format!(
+                    "lab {}'s nodes are not in a user namespace of yours (it was started \
+                     before turbonet gave each student's labs one): stop it and start it again",
+                    lab.name
+                )));
+            }
+            Some(owner)
+        }
+    };
     let (program, args) = command
         .split_first()
         .ok_or_else(|| Error::Invalid("exec needs a command".to_owned()))?;
@@ -111,6 +134,9 @@ fn spawn_as(
         // that has not booted since gets it here, empty).
         .filter(|_| std::fs::create_dir_all("/run/frr").is_ok());
     let mut child = Command::new(program);
+    if user.is_some() {
+        child.env_clear();
+    }
     child
         .args(args)
         .env("TURBONET_LAB", &lab.name)
@@ -128,6 +154,7 @@ fn spawn_as(
         hosts: Some(&hosts).filter(|h| h.exists()).map(PathBuf::as_path),
         hostname: Some(node),
         as_user: user,
+        user_namespace: userns.as_ref(),
         frr: frr.as_deref(),
         ..Start::default()
     }

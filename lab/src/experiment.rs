@@ -230,6 +230,7 @@ pub fn run(options: &Options, progress: &dyn Progress) -> Result<Outcome> {
             threads: None,
             // `[[capture]]` files land beside the reports.
             captures_in: Some(options.out.clone()),
+            owner: None,
         },
         progress,
     )?;

@@ -70,6 +70,11 @@ const PACKET_MAX: u64 = 64 << 10;
 /// The largest request a client sends (its arguments and directory).
 const REQUEST_MAX: usize = 64 << 10;
 
+/// The commands one user may have open at once through the service
+/// (waiting, or running: each holds a few processes of root's), unless
+/// configured.
+pub const REQUESTS: usize = 16;
+
 /// `/etc/turbonet/users.toml`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -77,6 +82,7 @@ struct RawConfig {
     group: Option<String>,
     max_nodes: Option<usize>,
     max_queue: Option<String>,
+    requests: Option<usize>,
     #[serde(default)]
     users: BTreeMap<String, RawUser>,
 }
@@ -100,6 +106,8 @@ pub struct Policy {
     pub per_user: BTreeMap<String, usize>,
     /// The bytes a queue of a member's link may hold.
     pub max_queue: u64,
+    /// The commands a user may have open at once.
+    pub requests: usize,
     /// The file it was read from (for messages).
     pub origin: PathBuf,
 }
@@ -150,6 +158,7 @@ impl Policy {
             gid,
             max_queue,
             max_nodes: raw.max_nodes.unwrap_or(MAX_NODES),
+            requests: raw.requests.unwrap_or(REQUESTS).max(1),
             per_user: raw
                 .users
                 .into_iter()
@@ -206,13 +215,6 @@ impl Student {
     /// like theirs: another member's login may begin as theirs does).
     pub fn owns(&self, name: &str) -> bool {
         name.starts_with(&self.prefix()) && crate::state::LabDir::of(name).owner() == Some(self.uid)
-    }
-
-    /// Records that lab `name`, just started for them, is theirs.
-    pub fn claim(&self, name: &str) -> Result<()> {
-        crate::state::LabDir::of(name)
-            .save_owner(self.uid)
-            .with_context(|| format!("recording that lab {name} is {}'s", self.name))
     }
 
     /// Their name for a lab: `name` with their prefix (unless it has it).
@@ -274,9 +276,11 @@ impl Student {
         }
     }
 
-    /// How a command of theirs runs: as them, starting in `cwd`.
-    pub fn as_user(&self, cwd: PathBuf) -> crate::system::process::AsUser {
+    /// How a command of theirs runs: as them, starting in `cwd`, with
+    /// their terminal's type.
+    pub fn as_user(&self, cwd: PathBuf, term: Option<String>) -> crate::system::process::AsUser {
         crate::system::process::AsUser {
+            term,
             uid: self.uid,
             gid: self.gid,
             groups: self.groups.clone(),
@@ -305,6 +309,28 @@ impl Student {
         Ok(())
     }
 
+    /// Holds their starts one at a time until the lock is dropped: from the
+    /// count of their nodes to the record that a new lab is theirs, so two
+    /// `lab start`s at once cannot both pass their node limit.
+    pub fn lock_starts(&self) -> Result<nix::fcntl::Flock<std::fs::File>> {
+        let dir = Path::new(SCENARIOS);
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("closing {}", dir.display()))?;
+        let path = dir.join(format!(".{}.lock", self.uid));
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, e)| e)
+            .with_context(|| format!("locking {}", path.display()))
+    }
+
     /// Refuses a lab of `nodes` more nodes past their limit, saying why.
     pub fn admit(&self, lab: &str, nodes: usize) -> Result<()> {
         let up = self.nodes_up()?;
@@ -318,6 +344,29 @@ impl Student {
         }
         Ok(())
     }
+}
+
+/// Keeps the copy of a graded lab started for a member as
+/// `<SCENARIOS>/<lab>.toml`, readable by root only (it holds the lab's
+/// faults and checks: another student must not read them), in a folder
+/// only root may list; returns its path.
+pub fn save_copy(lab: &str, text: &str) -> Result<PathBuf> {
+    use std::io::Write;
+    let dir = Path::new(SCENARIOS);
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("closing {}", dir.display()))?;
+    let copy = dir.join(format!("{lab}.toml"));
+    let _ = std::fs::remove_file(&copy);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&copy)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .with_context(|| format!("writing {}", copy.display()))?;
+    Ok(copy)
 }
 
 /// `256 MiB`.
@@ -390,17 +439,32 @@ pub struct Request {
     /// Whether a file it opened comes along (as descriptor 3 of the
     /// process that runs the request).
     pub file: bool,
+    /// The name that file has for the client (for messages only: the
+    /// service never opens it).
+    #[serde(default)]
+    pub file_name: Option<String>,
+    /// The client's terminal type (`TERM`), for what it runs in a node.
+    #[serde(default)]
+    pub term: Option<String>,
 }
 
+/// A request, in the process that runs it: who asked, what, and the file
+/// their client passed (its descriptor 3), if any.
+pub type Served = (Student, Request, Option<OwnedFd>);
+
 /// Serves `socket` for the members of the policy's group until the
-/// process is stopped. Each request gets a process of its own, with the
-/// client's standard input, output and error (and file, as descriptor 3):
-/// there, and only there, `serve` returns, with who asked and what; that
+/// process is stopped. Each connection gets a process of its own at once
+/// (a client that says nothing holds only its own), which reads the
+/// request, checks who sent it and runs it in a child with the client's
+/// standard input, output and error (and file, as descriptor 3): there,
+/// and only there, `serve` returns, with who asked and what; that
 /// process's exit code is the client's. A client that goes away (Ctrl-C)
-/// stops what it asked for.
+/// stops what it asked for. A user has at most
+/// [`Policy::requests`] connections open at once.
 ///
 /// Call it from a process with a single thread: it forks for each request.
-pub fn serve(socket: &Path, policy: &Policy) -> Result<(Student, Request)> {
+pub fn serve(socket: &Path, policy: &Policy) -> Result<Served> {
+    close_netns_names()?;
     let listener = listen_on(socket, policy.gid)?;
     tracing::info!(
         "serving {} for the members of {} (at most {} nodes each unless {} says otherwise)",
@@ -409,8 +473,10 @@ pub fn serve(socket: &Path, policy: &Policy) -> Result<(Student, Request)> {
         policy.max_nodes,
         policy.origin.display()
     );
+    // The process of each open connection, and whose it is.
+    let mut open: BTreeMap<Pid, u32> = BTreeMap::new();
     loop {
-        reap();
+        reap(&mut open);
         let ready = poll(
             &mut [PollFd::new(listener.as_fd(), PollFlags::POLLIN)],
             PollTimeout::from(1000u16),
@@ -427,16 +493,63 @@ pub fn serve(socket: &Path, policy: &Policy) -> Result<(Student, Request)> {
                 continue;
             }
         };
-        match take(conn, policy, listener.as_raw_fd()) {
-            Ok(Some(request)) => {
-                // Its number is the client's now (see `watch`).
-                std::mem::forget(listener);
-                return Ok(request);
+        let Ok(cred) = getsockopt(&conn, sockopt::PeerCredentials) else {
+            continue;
+        };
+        let uid = cred.uid();
+        let theirs = open.values().filter(|&&u| u == uid).count();
+        if theirs >= policy.requests {
+            refuse_busy(&conn, theirs);
+            continue;
+        }
+        match descriptors::fork_single_threaded() {
+            Err(e) => tracing::warn!("starting a request: {e}"),
+            Ok(ForkResult::Parent { child }) => {
+                open.insert(child, uid);
             }
-            Ok(None) => {}
-            Err(e) => tracing::warn!("a request: {e}"),
+            Ok(ForkResult::Child) => {
+                // The service's socket is not this request's: held open
+                // here, a new `turbonet serve` would think this one still
+                // answers. Its number is the client's later (see `watch`).
+                drop(listener);
+                match take(conn, uid, policy) {
+                    Some(request) => return Ok(request),
+                    None => std::process::exit(0),
+                }
+            }
         }
     }
+}
+
+/// Closes `/run/netns` to everyone but root (mode 0700): the names there
+/// are `nsfs` files, which cannot be made unreadable one by one, and a
+/// member must not open another's nodes (nor anyone's) by name. What a
+/// member runs in a node holds no capability over a namespace it did not
+/// get from its own lab anyway (see [`crate::system::process::AsUser`]).
+fn close_netns_names() -> Result<()> {
+    let dir = Path::new(crate::system::namespaces::NETNS_RUN_DIR);
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("closing {} to users", dir.display()))
+}
+
+/// Tells a client with too many requests open why it is refused, if its
+/// request is already there to say it on (never waiting for it).
+fn refuse_busy(conn: &OwnedFd, open: usize) {
+    let mut buf = vec![0u8; REQUEST_MAX];
+    if let Ok((_, fds)) = descriptors::receive_now(conn, &mut buf, 4)
+        && let Some(err) = fds.get(2)
+    {
+        let _ = nix::unistd::write(
+            err,
+            format!(
+                "error: you have {open} commands running through turbonet serve, the most one \
+                 user may: wait for one to end\n"
+            )
+            .as_bytes(),
+        );
+    }
+    answer(conn, 1);
 }
 
 /// The listening socket: mode 0660, owned by root and `gid`.
@@ -480,10 +593,13 @@ fn listen_on(path: &Path, gid: Gid) -> Result<OwnedFd> {
 }
 
 /// Collects the processes of requests that ended.
-fn reap() {
+fn reap(open: &mut BTreeMap<Pid, u32>) {
     while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-        if matches!(status, WaitStatus::StillAlive) {
-            break;
+        match status.pid() {
+            Some(pid) => {
+                open.remove(&pid);
+            }
+            None => break,
         }
     }
 }
@@ -499,34 +615,48 @@ fn answer(conn: &OwnedFd, code: u8) {
     );
 }
 
-/// Reads one request from `conn`, checks who sent it and forks the
-/// process that runs it, where it returns it.
-fn take(conn: OwnedFd, policy: &Policy, listener: RawFd) -> Result<Option<(Student, Request)>> {
-    // A client that connects and says nothing must not hold the service.
+/// In a connection's own process: reads its request, checks who sent
+/// it and forks the process that runs it, where it returns it (here it
+/// returns none once that process ended).
+fn take(conn: OwnedFd, uid: u32, policy: &Policy) -> Option<Served> {
+    // A client that connects and says nothing holds only this process.
     let timeout = TimeVal::new(5, 0);
-    setsockopt(&conn, sockopt::ReceiveTimeout, &timeout).context("a receive timeout")?;
-    let cred = getsockopt(&conn, sockopt::PeerCredentials).context("who connected")?;
+    setsockopt(&conn, sockopt::ReceiveTimeout, &timeout).ok()?;
     let mut buf = vec![0u8; REQUEST_MAX];
-    let (len, fds) = descriptors::receive(&conn, &mut buf, 4).context("reading a request")?;
+    let (len, fds) = match descriptors::receive(&conn, &mut buf, 4) {
+        Ok(got) => got,
+        Err(e) => {
+            tracing::warn!("a request of user {uid}: {e}");
+            answer(&conn, 2);
+            return None;
+        }
+    };
     let say = |text: &str| {
         if let Some(err) = fds.get(2) {
             let _ = nix::unistd::write(err, format!("error: {text}\n").as_bytes());
         }
     };
-    let request: Request = match serde_json::from_slice(&buf[..len]) {
-        Ok(r) if fds.len() >= 3 => r,
+    let request = match serde_json::from_slice::<Request>(&buf[..len]) {
+        Ok(r) if fds.len() == 3 + usize::from(r.file) => r,
         _ => {
             say("a malformed request (is this turbonet the same version as the service's?)");
             answer(&conn, 2);
-            return Ok(None);
+            return None;
         }
     };
-    let student = match member(cred.uid(), policy) {
+    // Namespaces are not a command's input or output: handed to a
+    // command in a node, one would name a network it must not reach.
+    if fds.iter().any(descriptors::is_namespace) {
+        say("a namespace is not a command's input, output or error");
+        answer(&conn, 2);
+        return None;
+    }
+    let student = match member(uid, policy) {
         Ok(s) => s,
         Err(why) => {
             say(&why);
             answer(&conn, 1);
-            return Ok(None);
+            return None;
         }
     };
     tracing::info!(
@@ -535,19 +665,7 @@ fn take(conn: OwnedFd, policy: &Policy, listener: RawFd) -> Result<Option<(Stude
         student.uid,
         request.args.join(" ")
     );
-    match descriptors::fork_single_threaded().context("starting a request")? {
-        ForkResult::Parent { .. } => Ok(None),
-        ForkResult::Child => {
-            // The service's socket is not this request's: held open here,
-            // a new `turbonet serve` would think this one still answers
-            // (the caller forgets its copy rather than close it twice).
-            let _ = nix::unistd::close(listener);
-            if watch(conn, fds) {
-                return Ok(Some((student, request)));
-            }
-            std::process::exit(0);
-        }
-    }
+    watch(conn, fds).map(|file| (student, request, file))
 }
 
 /// Who `uid` is, if a member (root is not served: it runs turbonet
@@ -582,13 +700,14 @@ fn member(uid: u32, policy: &Policy) -> std::result::Result<Student, String> {
 
 /// In the request's process: forks the child that runs it (a process
 /// group of its own, the client's descriptors as 0, 1, 2 and 3), where it
-/// returns true; here, waits for that child, stops its group if the client
-/// goes away, and tells the client its exit code.
-fn watch(conn: OwnedFd, fds: Vec<OwnedFd>) -> bool {
+/// returns the client's file (3) if one came; here, waits for that child,
+/// stops its group if the client goes away, tells the client its exit
+/// code and returns none.
+fn watch(conn: OwnedFd, fds: Vec<OwnedFd>) -> Option<Option<OwnedFd>> {
     let child = match descriptors::fork_single_threaded() {
         Err(_) => {
             answer(&conn, 1);
-            return false;
+            return None;
         }
         Ok(ForkResult::Child) => {
             let _ = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0));
@@ -596,14 +715,14 @@ fn watch(conn: OwnedFd, fds: Vec<OwnedFd>) -> bool {
             // Every other descriptor closes (the listener, the connection):
             // their numbers are the client's now.
             std::mem::forget(conn);
-            if descriptors::become_stdio(fds.into_iter().take(4).collect()).is_err() {
-                std::process::exit(1);
-            }
+            let Ok(file) = descriptors::become_stdio(fds) else {
+                std::process::exit(1)
+            };
             // Root works from `/`: a relative path of the service's (a
             // capture file) must not land in a folder the student chose.
             // What they run (`exec`) starts in theirs, entered as them.
             let _ = std::env::set_current_dir("/");
-            return true;
+            return Some(file);
         }
         Ok(ForkResult::Parent { child }) => child,
     };
@@ -618,7 +737,7 @@ fn watch(conn: OwnedFd, fds: Vec<OwnedFd>) -> bool {
         };
         if let Some(code) = code {
             answer(conn, code);
-            return false;
+            return None;
         }
         let mut pfd = [PollFd::new(conn.as_fd(), PollFlags::POLLIN)];
         let gone = match poll(&mut pfd, PollTimeout::from(100u16)) {
@@ -628,7 +747,7 @@ fn watch(conn: OwnedFd, fds: Vec<OwnedFd>) -> bool {
         };
         if gone {
             stop(child);
-            return false;
+            return None;
         }
     }
 }

@@ -217,6 +217,19 @@ pub struct Options {
     /// Where `[[capture]]` files with relative names go (default: the
     /// current directory).
     pub captures_in: Option<PathBuf>,
+    /// The user the lab is started for (by `turbonet serve`), if not
+    /// root: recorded before anything is created, and the owner of a user
+    /// namespace of the lab's that owns its nodes' namespaces.
+    pub owner: Option<Owner>,
+}
+
+/// A user a lab is started for, and their primary group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner {
+    /// Their user id.
+    pub uid: u32,
+    /// Their primary group's id.
+    pub gid: u32,
 }
 
 /// A lab `up` brought up.
@@ -290,6 +303,22 @@ pub fn up(options: &Options, progress: &dyn Progress) -> Result<Up> {
         }
         Err(e) => return Err(e).context(format!("creating {}", dir.path().display())),
     }
+    // Theirs from the start: their node limit counts it at once.
+    let userns = match options.owner {
+        None => None,
+        Some(owner) => {
+            let made = dir
+                .save_owner(owner.uid)
+                .and_then(|()| namespaces::new_user_namespace(owner.uid, owner.gid));
+            match made {
+                Ok(ns) => Some(ns),
+                Err(e) => {
+                    let _ = dir.remove();
+                    return Err(e).context("creating the lab's user namespace");
+                }
+            }
+        }
+    };
     let engine_needed = netns::has_engine_namespace(&lab, &carriers);
     let mut namespaces: Vec<String> = match lab.target {
         Target::Soft => local_build::namespace_names(&lab),
@@ -341,7 +370,7 @@ pub fn up(options: &Options, progress: &dyn Progress) -> Result<Up> {
         let mut interrupt = signal(SignalKind::interrupt())?;
         let mut terminate = signal(SignalKind::terminate())?;
         tokio::select! {
-            built = build(&lab, &carriers, &routes, threads, progress, &dir, &mut state) => built,
+            built = build(&lab, &carriers, &routes, threads, userns, progress, &dir, &mut state) => built,
             _ = interrupt.recv() => Err(Error::Failed("interrupted".to_owned())),
             _ = terminate.recv() => Err(Error::Failed("terminated".to_owned())),
         }
@@ -391,17 +420,20 @@ fn phase(progress: &dyn Progress, name: &str, detail: String, state: &mut LabSta
     state.timings.push(t);
 }
 
-/// The building phases of `up`, each timed.
+/// The building phases of `up`, each timed; the nodes' namespaces owned
+/// by `userns` if given.
+#[allow(clippy::too_many_arguments)]
 async fn build(
     lab: &Lab,
     carriers: &[crate::dataplane::Carrier],
     routes: &[Vec<turbonet_routing::Route>],
     threads: usize,
+    userns: Option<std::os::fd::OwnedFd>,
     progress: &dyn Progress,
     dir: &LabDir,
     state: &mut LabState,
 ) -> Result<()> {
-    let mut kernel = Netlink::new();
+    let mut kernel = userns.map_or_else(Netlink::new, Netlink::owned_by);
     let host = Host {
         threads,
         hash_seed: namespaces::has_sysctl("net/ipv4/fib_multipath_hash_seed"),

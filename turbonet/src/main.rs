@@ -133,6 +133,7 @@ fn run(command: Command) -> Result<ExitCode> {
                 file: args.file,
                 threads: args.threads,
                 captures_in: None,
+                owner: None,
             };
             let lab = up::up(&options, &Terminal::new(args.quiet))?;
             if !args.quiet {
@@ -689,18 +690,25 @@ fn start_course(
     seed: Option<u64>,
     quiet: bool,
 ) -> Result<()> {
+    let _one_at_a_time = students::student()
+        .map(turbonet_lab::serve::Student::lock_starts)
+        .transpose()?;
     let options = up::Options {
         file: students::course_scenario(found)?,
         threads: None,
         captures_in: None,
+        // A member's lab is theirs from its first step, its nodes in a
+        // user namespace of theirs.
+        owner: students::student().map(|s| up::Owner {
+            uid: s.uid,
+            gid: s.gid,
+        }),
     };
     let up = up::up(&options, &Terminal::new(quiet))?;
     let running = inspect::running(Some(&up.lab.name))?;
     let seed = seed.unwrap_or(up.lab.seed);
     let prepared = match students::student() {
-        Some(student) => student
-            .claim(&up.lab.name)
-            .and_then(|()| turbonet_lab::serve::hand_routers(&up.lab, student)),
+        Some(student) => turbonet_lab::serve::hand_routers(&up.lab, student),
         None => Ok(()),
     };
     let made = match prepared.and_then(|()| turbonet_lab::course::seed_faults(&running, seed)) {
@@ -726,25 +734,33 @@ fn workload(command: cli::WorkloadCommand) -> Result<()> {
     use cli::WorkloadCommand as W;
     match command {
         W::Start { what, lab } => {
-            let path = std::path::Path::new(&what);
-            let looks_like_a_file = what.contains('/') || what.ends_with(".toml");
-            if looks_like_a_file && !path.is_file() {
-                return Err(turbonet_lab::Error::Invalid(format!(
-                    "no file {what} (give a file of [[workload]] tables, or the name of a scenario workload)"
-                ))
-                .into());
-            }
+            // A member's file is only the one their client opened and
+            // passed along, read from that descriptor: no path of theirs
+            // is opened here, as root.
+            let file = match students::student() {
+                Some(_) => students::passed_file(&what)?,
+                None => {
+                    let path = std::path::Path::new(&what);
+                    let looks_like_a_file = what.contains('/') || what.ends_with(".toml");
+                    if looks_like_a_file && !path.is_file() {
+                        return Err(turbonet_lab::Error::Invalid(format!(
+                            "no file {what} (give a file of [[workload]] tables, or the name of a scenario workload)"
+                        ))
+                        .into());
+                    }
+                    match path.is_file() {
+                        true => Some((what.clone(), std::fs::read_to_string(path)?)),
+                        false => None,
+                    }
+                }
+            };
             let mut client = client(&lab)?;
-            // A member's file is only the one their client passed along.
-            let by_path =
-                path.is_file() && (students::student().is_none() || what == students::PASSED_FILE);
-            let message = if by_path {
+            let message = if let Some((origin, text)) = file {
                 let running = inspect::running(lab.lab.as_deref())?;
-                let text = std::fs::read_to_string(path)?;
                 // Located errors here, before the daemon reads it too.
-                let parsed = turbonet_topo::parse_workloads(&what, &text, &running.lab).map_err(
+                let parsed = turbonet_topo::parse_workloads(&origin, &text, &running.lab).map_err(
                     |errors| turbonet_lab::Error::Scenario {
-                        origin: what.clone(),
+                        origin: origin.clone(),
                         errors: Box::new(errors),
                     },
                 )?;
@@ -758,7 +774,7 @@ fn workload(command: cli::WorkloadCommand) -> Result<()> {
                     ))
                     .into());
                 }
-                client.start_workload(None, &text, &what)?
+                client.start_workload(None, &text, &origin)?
             } else {
                 client.start_workload(Some(&what), "", "")?
             };

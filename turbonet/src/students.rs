@@ -16,12 +16,23 @@ use crate::cli::{Cli, Command, LabArg, LabCommand, LinkCommand, WorkloadCommand}
 /// process).
 static STUDENT: OnceLock<Student> = OnceLock::new();
 
-/// A workload file the client opened, as the service's request process
-/// has it (descriptor 3).
+/// The argument that stands for a workload file the client opened and
+/// passed along (the request process's descriptor 3). A marker only: it
+/// is never opened by its path (see [`passed_file`]).
 pub(crate) const PASSED_FILE: &str = "/dev/fd/3";
+
+/// The most a member's workload file may hold.
+const FILE_MAX: u64 = 1 << 20;
+
+/// The file the client passed, and the name it had there (taken once).
+static PASSED: std::sync::Mutex<Option<(std::os::fd::OwnedFd, String)>> =
+    std::sync::Mutex::new(None);
 
 /// Where the member's client runs (what they `exec` starts there).
 static CWD: OnceLock<PathBuf> = OnceLock::new();
+
+/// The member's terminal type.
+static TERM: OnceLock<Option<String>> = OnceLock::new();
 
 /// The member this process acts for, if it serves one.
 pub(crate) fn student() -> Option<&'static Student> {
@@ -32,7 +43,8 @@ pub(crate) fn student() -> Option<&'static Student> {
 /// working directory.
 pub(crate) fn as_user() -> Option<turbonet_lab::system::process::AsUser> {
     let cwd = CWD.get().cloned().unwrap_or_else(|| "/".into());
-    student().map(|s| s.as_user(cwd))
+    let term = TERM.get().cloned().flatten();
+    student().map(|s| s.as_user(cwd, term))
 }
 
 /// Where the service listens: `$TURBONET_SERVE`, or its default.
@@ -60,10 +72,12 @@ pub(crate) fn forward(command: &Command) -> Result<ExitCode> {
         })
         .collect::<Result<_>>()?;
     let mut file = None;
+    let mut file_name = None;
     if let Command::Workload(WorkloadCommand::Start { what, .. }) = command
         && Path::new(what).is_file()
     {
         file = Some(std::fs::File::open(what).map_err(|e| anyhow::anyhow!("opening {what}: {e}"))?);
+        file_name = Some(what.clone());
         if let Some(arg) = args.iter_mut().rev().find(|a| *a == what) {
             PASSED_FILE.clone_into(arg);
         }
@@ -72,9 +86,40 @@ pub(crate) fn forward(command: &Command) -> Result<ExitCode> {
         args,
         cwd: std::env::current_dir().unwrap_or_else(|_| "/".into()),
         file: file.is_some(),
+        file_name,
+        term: std::env::var("TERM").ok().filter(|t| t.len() <= 64),
     };
     let code = turbonet_lab::serve::forward(&socket(), &request, file.as_ref())?;
     Ok(ExitCode::from(code))
+}
+
+/// A member's workload file for `workload start WHAT`: when `what` stands
+/// for the file their client passed, its name there and its text, read
+/// from the descriptor (a regular file opened for reading, at most 1 MiB);
+/// otherwise none (`what` names a workload of the lab).
+pub(crate) fn passed_file(what: &str) -> Result<Option<(String, String)>> {
+    if what != PASSED_FILE {
+        return Ok(None);
+    }
+    let passed = PASSED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    let Some((fd, name)) = passed else {
+        anyhow::bail!(turbonet_lab::Error::Refused(
+            "no workload file came with the request: give a file of [[workload]] tables you \
+             can read"
+                .to_owned()
+        ));
+    };
+    let text = turbonet_lab::system::descriptors::read_passed(fd, FILE_MAX).map_err(|e| {
+        turbonet_lab::Error::Refused(format!(
+            "{name}: {e} (a workload file is a file of [[workload]] tables you can read, of at \
+             most {} KiB)",
+            FILE_MAX >> 10
+        ))
+    })?;
+    Ok(Some((name, text)))
 }
 
 /// `turbonet serve`: runs each member's request as [`for_student`] allows.
@@ -83,14 +128,16 @@ pub(crate) fn serve(socket: &Path, config: &Path) -> Result<ExitCode> {
         anyhow::bail!("turbonet serve runs as root (it acts for the group's members)");
     }
     let policy = turbonet_lab::serve::Policy::load(config)?;
+    // Requests run from `/`: a relative labs folder is the one here.
+    turbonet_lab::course::fix_labs_dir();
     // Returns in a request's own process only.
-    let (student, request) = turbonet_lab::serve::serve(socket, &policy)?;
-    Ok(run_for(&student, request))
+    let (student, request, file) = turbonet_lab::serve::serve(socket, &policy)?;
+    Ok(run_for(&student, request, file))
 }
 
 /// In a request's own process: parses the member's arguments, keeps them
 /// to their labs, and runs the command.
-fn run_for(student: &Student, request: Request) -> ExitCode {
+fn run_for(student: &Student, request: Request, file: Option<std::os::fd::OwnedFd>) -> ExitCode {
     crate::command_logs();
     let args = std::iter::once("turbonet".to_owned()).chain(request.args);
     let cli = match Cli::try_parse_from(args) {
@@ -102,6 +149,19 @@ fn run_for(student: &Student, request: Request) -> ExitCode {
     };
     let _ = STUDENT.set(student.clone());
     let _ = CWD.set(request.cwd);
+    let _ = TERM.set(request.term.filter(|t| {
+        t.len() <= 64
+            && t.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.+".contains(&b))
+    }));
+    if let Some(fd) = file {
+        let name = request
+            .file_name
+            .unwrap_or_else(|| "your workload file".to_owned());
+        *PASSED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((fd, name));
+    }
     let result = for_student(student, cli.command, request.file).and_then(crate::run);
     match result {
         Ok(code) => code,
@@ -208,11 +268,7 @@ pub(crate) fn course_scenario(found: &turbonet_lab::course::CourseLab) -> Result
     })?;
     student.admit(&found.name, lab.fabric.nodes.len())?;
     // Kept, as a scenario `turbonet status` names is.
-    let dir = Path::new(turbonet_lab::serve::SCENARIOS);
-    std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
-    let copy = dir.join(format!("{name}.toml"));
-    std::fs::write(&copy, renamed)
-        .map_err(|e| anyhow::anyhow!("writing {}: {e}", copy.display()))?;
+    let copy = turbonet_lab::serve::save_copy(&name, &renamed)?;
     Ok(copy)
 }
 

@@ -38,6 +38,7 @@ pub fn namespace_spec(lab: &Lab) -> Option<NamespaceSpec> {
             .iter()
             .map(|(k, v)| (*k, (*v).to_owned()))
             .collect(),
+        for_user: false,
     })
 }
 

@@ -43,6 +43,11 @@ pub struct NamespaceSpec {
     pub name: String,
     /// `(key, value)` under `/proc/sys`, e.g. `net/ipv4/ip_forward`.
     pub sysctls: Vec<(&'static str, String)>,
+    /// A node's: owned by the lab's user namespace when the lab has one
+    /// (a member's lab), so what they run in it holds its network
+    /// capabilities there and nowhere else. Namespaces of turbonet's own
+    /// (the link engine's, management) stay root's.
+    pub for_user: bool,
 }
 
 /// One end of a veth pair.

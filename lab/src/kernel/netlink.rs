@@ -146,6 +146,9 @@ pub async fn delete_route_with(
 #[derive(Debug, Default)]
 pub struct Netlink {
     namespaces: Vec<NodeNs>,
+    /// The user namespace that owns the nodes' namespaces, if not root's
+    /// ([`NamespaceSpec::for_user`]).
+    owner: Option<OwnedFd>,
     /// Namespaces whose share of a request is done, counted across
     /// requests (progress of a long phase).
     finished: std::sync::atomic::AtomicUsize,
@@ -155,6 +158,15 @@ impl Netlink {
     /// No namespaces yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// No namespaces yet; the nodes' namespaces it creates will belong to
+    /// the user namespace `owner` ([`namespaces::new_user_namespace`]).
+    pub fn owned_by(owner: OwnedFd) -> Self {
+        Self {
+            owner: Some(owner),
+            ..Self::default()
+        }
     }
 
     /// A namespace created here.
@@ -174,12 +186,36 @@ impl Kernel for Netlink {
         let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
         let by_name: std::collections::HashMap<&str, &NamespaceSpec> =
             specs.iter().map(|s| (s.name.as_str(), s)).collect();
-        let results = namespaces::create_batch(&names, threads, &|name: &str| {
+        let setup = |name: &str| {
             for (key, value) in &by_name[name].sysctls {
                 namespaces::write_sysctl(key, value)?;
             }
             Ok((namespaces::open_current()?, namespaces::route_socket()?))
-        });
+        };
+        let results = match &self.owner {
+            None => namespaces::create_batch(&names, threads, &setup),
+            Some(owner) => {
+                // The users' and root's apart, then back in order.
+                let (theirs, ours): (Vec<String>, Vec<String>) = specs
+                    .iter()
+                    .map(|s| s.name.clone())
+                    .partition(|n| by_name[n.as_str()].for_user);
+                let mut theirs =
+                    namespaces::create_owned(&theirs, owner, threads, &setup).into_iter();
+                let mut ours = namespaces::create_batch(&ours, threads, &setup).into_iter();
+                specs
+                    .iter()
+                    .map(|s| {
+                        let next = if s.for_user {
+                            theirs.next()
+                        } else {
+                            ours.next()
+                        };
+                        next.expect("a result per namespace")
+                    })
+                    .collect()
+            }
+        };
         let first = self.namespaces.len();
         for (name, result) in names.iter().zip(results) {
             let (ns, socket) = result.with_context(|| format!("creating namespace {name}"))?;

@@ -8,7 +8,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::thread;
 
@@ -107,6 +107,277 @@ pub fn create_batch<T: Send>(
             .flat_map(|w| w.join().expect("namespace worker panicked"))
             .collect()
     })
+}
+
+/// A new user namespace in which `uid` and `gid` are themselves and no
+/// other user or group exists, owned by this process's (root's). Network
+/// namespaces created in it ([`create_owned`]) belong to it: a process
+/// that joins it as `uid` holds capabilities over those namespaces and
+/// over no other (the kernel checks a network capability against the
+/// user namespace that owns the network namespace). Nothing but the
+/// namespaces created in it keeps it alive; [`owner_of`] finds it again.
+pub fn new_user_namespace(uid: u32, gid: u32) -> io::Result<OwnedFd> {
+    // Close-on-exec: a program this process starts meanwhile (on another
+    // thread) must not hold an end open.
+    let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let (go_r, go_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let (ready_w_raw, go_r_raw) = (ready_w.as_raw_fd(), go_r.as_raw_fd());
+    // SAFETY: the child makes only async-signal-safe calls (unshare,
+    // write, read, _exit) on values made before the fork, so forking a
+    // process that may have other threads is sound.
+    let child = match unsafe { nix::unistd::fork() }? {
+        // SAFETY: as above: async-signal-safe calls on raw descriptors.
+        nix::unistd::ForkResult::Child => unsafe {
+            let ok = libc::unshare(libc::CLONE_NEWUSER) == 0;
+            let byte = [u8::from(ok)];
+            libc::write(ready_w_raw, byte.as_ptr().cast(), 1);
+            let mut wait = [0u8; 1];
+            libc::read(go_r_raw, wait.as_mut_ptr().cast(), 1);
+            libc::_exit(0)
+        },
+        nix::unistd::ForkResult::Parent { child } => child,
+    };
+    drop((ready_w, go_r));
+    let made = (|| {
+        let mut byte = [0u8; 1];
+        let n = nix::unistd::read(&ready_r, &mut byte)?;
+        if n != 1 || byte[0] != 1 {
+            return Err(io::Error::other("creating a user namespace (unshare)"));
+        }
+        let proc = format!("/proc/{child}");
+        // Written by root of the parent namespace: setgroups stays
+        // allowed, so the user's supplementary groups (set before joining)
+        // keep counting for files.
+        fs::write(format!("{proc}/uid_map"), format!("{uid} {uid} 1\n"))?;
+        fs::write(format!("{proc}/gid_map"), format!("{gid} {gid} 1\n"))?;
+        File::open(format!("{proc}/ns/user")).map(OwnedFd::from)
+    })();
+    // Done with it: the child may go (a byte, not only the pipe's end).
+    let _ = nix::unistd::write(&go_w, &[1]);
+    drop(go_w);
+    let _ = nix::sys::wait::waitpid(child, None);
+    made
+}
+
+/// The user namespace that owns the network namespace `ns`
+/// (`NS_GET_USERNS`).
+pub fn owner_of(ns: &impl AsFd) -> io::Result<OwnedFd> {
+    const NS_GET_USERNS: libc::c_ulong = 0xb701;
+    // SAFETY: an ioctl without an argument on a descriptor we hold; it
+    // returns a new descriptor, which we own.
+    let fd = unsafe { libc::ioctl(ns.as_fd().as_raw_fd(), NS_GET_USERNS as _) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: see above.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether `userns` is this process's own user namespace (a network
+/// namespace owned by it gives a user nothing of their own).
+pub fn is_own_user_namespace(userns: &impl AsFd) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let theirs = nix::sys::stat::fstat(userns)?;
+    let ours = fs::metadata("/proc/self/ns/user")?;
+    Ok(theirs.st_dev == ours.dev() && theirs.st_ino == ours.ino())
+}
+
+/// Creates the named namespaces `names`, owned by the user namespace
+/// `owner` ([`new_user_namespace`]), and runs `setup(name)` inside each
+/// as [`create_batch`] does. A process that joins a user namespace must
+/// have a single thread, so a child forked for it creates them and hands
+/// each back over a socket; here they are named and set up.
+pub fn create_owned<T: Send>(
+    names: &[String],
+    owner: &OwnedFd,
+    threads: usize,
+    setup: &impl Setup<T>,
+) -> Vec<io::Result<T>> {
+    let fail_all = |e: io::Error| {
+        names
+            .iter()
+            .map(|_| Err(io::Error::new(e.kind(), e.to_string())))
+            .collect()
+    };
+    if let Err(e) = prepare_run_dir() {
+        return fail_all(e);
+    }
+    let made = match unshare_owned(names.len(), owner) {
+        Ok(made) => made,
+        Err(e) => return fail_all(e),
+    };
+    let threads = threads.clamp(1, names.len().max(1));
+    let chunk = names.len().div_ceil(threads).max(1);
+    thread::scope(|scope| {
+        #[allow(clippy::needless_collect)]
+        let workers: Vec<_> = names
+            .chunks(chunk)
+            .zip(made.chunks(chunk))
+            .map(|(names, fds)| {
+                scope.spawn(move || {
+                    names
+                        .iter()
+                        .zip(fds)
+                        .map(|(name, fd)| {
+                            name_here(name, fd).and_then(|()| {
+                                setns(fd, CloneFlags::CLONE_NEWNET)?;
+                                setup(name)
+                            })
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("namespace worker panicked"))
+            .collect()
+    })
+}
+
+/// `count` new network namespaces owned by `owner`, made by a child that
+/// joins it (see [`create_owned`]).
+fn unshare_owned(count: usize, owner: &OwnedFd) -> io::Result<Vec<OwnedFd>> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+    let (here, there) = socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )?;
+    let (there_raw, owner_raw) = (there.as_raw_fd(), owner.as_raw_fd());
+    // SAFETY: the child makes only async-signal-safe calls (setns,
+    // unshare, open, sendmsg, close, _exit), with every buffer on its
+    // stack and every path a literal.
+    let child = match unsafe { nix::unistd::fork() }? {
+        // SAFETY: as above; `send_new_namespaces` keeps to the same rule.
+        nix::unistd::ForkResult::Child => unsafe {
+            libc::_exit(i32::from(
+                send_new_namespaces(there_raw, owner_raw, count).is_err(),
+            ))
+        },
+        nix::unistd::ForkResult::Parent { child } => child,
+    };
+    drop(there);
+    let mut fds = Vec::with_capacity(count);
+    let mut failed = None;
+    while fds.len() < count {
+        let mut buf = [0u8; 4];
+        match super::descriptors::receive(&here, &mut buf, 1) {
+            Ok((4, mut got)) if got.len() == 1 => fds.push(got.remove(0)),
+            Ok((4, _)) => {
+                failed = Some(io::Error::from_raw_os_error(i32::from_ne_bytes(buf)));
+                break;
+            }
+            Ok((0, _)) => break,
+            Ok(_) => {
+                failed = Some(io::Error::other("a malformed reply"));
+                break;
+            }
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let _ = nix::sys::wait::waitpid(child, None);
+    match failed {
+        Some(e) => Err(io::Error::new(
+            e.kind(),
+            format!("creating a namespace in the lab's user namespace: {e}"),
+        )),
+        None if fds.len() < count => Err(io::Error::other(
+            "creating the lab's namespaces: the child that makes them stopped",
+        )),
+        None => Ok(fds),
+    }
+}
+
+/// In the child of [`unshare_owned`]: joins `owner`, then makes `count`
+/// network namespaces, sending each (as a descriptor, with 4 bytes) over
+/// `sock`; an error is sent as its errno, without a descriptor.
+///
+/// # Safety
+///
+/// Between fork and exec only: async-signal-safe calls, nothing
+/// allocated.
+unsafe fn send_new_namespaces(sock: RawFd, owner: RawFd, count: usize) -> Result<(), i32> {
+    let errno = || {
+        io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+    };
+    // SAFETY: the caller's contract; each call below is async-signal-safe
+    // and its buffers live on this stack.
+    unsafe {
+        let send = |fd: Option<RawFd>, word: i32| -> bool {
+            let payload = word.to_ne_bytes();
+            let mut iov = libc::iovec {
+                iov_base: payload.as_ptr() as *mut libc::c_void,
+                iov_len: payload.len(),
+            };
+            let mut control = [0u64; 4];
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            if let Some(fd) = fd {
+                msg.msg_control = control.as_mut_ptr().cast();
+                msg.msg_controllen = libc::CMSG_SPACE(size_of::<RawFd>() as u32) as _;
+                let c = libc::CMSG_FIRSTHDR(&msg);
+                (*c).cmsg_level = libc::SOL_SOCKET;
+                (*c).cmsg_type = libc::SCM_RIGHTS;
+                (*c).cmsg_len = libc::CMSG_LEN(size_of::<RawFd>() as u32) as _;
+                libc::CMSG_DATA(c).cast::<RawFd>().write_unaligned(fd);
+            }
+            libc::sendmsg(sock, &msg, 0) == payload.len() as isize
+        };
+        if libc::setns(owner, libc::CLONE_NEWUSER) != 0 {
+            send(None, errno());
+            return Err(errno());
+        }
+        for i in 0..count {
+            if libc::unshare(libc::CLONE_NEWNET) != 0 {
+                send(None, errno());
+                return Err(errno());
+            }
+            let fd = libc::open(
+                c"/proc/self/ns/net".as_ptr(),
+                libc::O_RDONLY | libc::O_CLOEXEC,
+            );
+            if fd < 0 {
+                send(None, errno());
+                return Err(errno());
+            }
+            let sent = send(Some(fd), i as i32);
+            libc::close(fd);
+            if !sent {
+                return Err(errno());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Names the namespace `ns` as `name` under [`NETNS_RUN_DIR`] (a bind
+/// mount, as `ip netns attach` makes).
+fn name_here(name: &str, ns: &OwnedFd) -> io::Result<()> {
+    let target = path(name);
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&target)?;
+    let source = format!("/proc/self/fd/{}", ns.as_raw_fd());
+    let made = mount(
+        Some(source.as_str()),
+        &target,
+        Some("none"),
+        MsFlags::MS_BIND,
+        None::<&str>,
+    );
+    if made.is_err() {
+        let _ = fs::remove_file(&target);
+    }
+    made.map_err(io::Error::from)
 }
 
 /// Creates a named namespace and moves the calling thread into it.

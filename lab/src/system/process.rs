@@ -35,8 +35,12 @@ pub struct Start<'a> {
     /// A UTS namespace of its own with this host name (a node's name, so
     /// `hostname` and MPI's processor name say which node a process is on).
     pub hostname: Option<&'a str>,
-    /// Run as this user, not as root (needs `private_sysfs`).
+    /// Run as this user, not as root (needs `private_sysfs` and
+    /// `user_namespace`).
     pub as_user: Option<&'a AsUser>,
+    /// With `as_user`: the user namespace they join, the one that owns
+    /// the network namespace (see [`AsUser`]).
+    pub user_namespace: Option<&'a OwnedFd>,
     /// With `private_sysfs`: this directory bind-mounted over `/run/frr`
     /// (a switch's FRR daemons' sockets, so a plain `vtysh` reaches them).
     pub frr: Option<&'a Path>,
@@ -44,12 +48,15 @@ pub struct Start<'a> {
 
 /// A user a command runs as, with only the capabilities a node's network
 /// needs: `CAP_NET_ADMIN` (routes, links, the namespace's `net.*`
-/// sysctls) and `CAP_NET_RAW` (ping, tcpdump). Those capabilities hold in
-/// every network namespace the machine's root owns, so the command also
-/// gets a PID namespace of its own (it cannot name another process to
-/// reach that process's network namespace, and sees only its own
-/// processes in `/proc`), `/run/netns` hidden under an empty tmpfs (it
-/// cannot open another lab's namespaces), and no new privileges from
+/// sysctls) and `CAP_NET_RAW` (ping, tcpdump), held in the user namespace
+/// of theirs that owns their lab's network namespaces
+/// ([`crate::system::namespaces::new_user_namespace`]): the kernel checks
+/// a network capability against the owner of the namespace acted on, so
+/// they hold none over any other namespace — another student's, root's,
+/// the machine's — whatever descriptor of one reaches them. The command
+/// also gets a PID namespace of its own (it sees only its own processes
+/// in `/proc`), `/run/netns` hidden under an empty tmpfs, no capability
+/// beyond those two in its bounding set, and no new privileges from
 /// set-user-id programs. Its file access is the user's own.
 #[derive(Debug, Clone)]
 pub struct AsUser {
@@ -62,6 +69,9 @@ pub struct AsUser {
     /// Where the command starts, entered as them (the root's way there
     /// is not theirs); `/` when they may not enter it.
     pub cwd: std::path::PathBuf,
+    /// Their terminal's type (`TERM`), if they have one: the command's
+    /// environment is theirs, nothing of root's.
+    pub term: Option<String>,
 }
 
 impl Start<'_> {
@@ -100,6 +110,12 @@ impl Start<'_> {
         if as_user.is_some() && !private_sysfs {
             return Err(io::Error::other(
                 "a command run as a user needs a mount namespace of its own",
+            ));
+        }
+        let userns = self.user_namespace.map(AsRawFd::as_raw_fd);
+        if as_user.is_some() && userns.is_none() {
+            return Err(io::Error::other(
+                "a command run as a user needs a user namespace of theirs",
             ));
         }
         let cwd = match &as_user {
@@ -186,8 +202,8 @@ impl Start<'_> {
                 if new_session {
                     nix::unistd::setsid()?;
                 }
-                if let Some(user) = &as_user {
-                    confine(user, &groups)?;
+                if let (Some(user), Some(userns)) = (&as_user, userns) {
+                    confine(user, &groups, BorrowedFd::borrow_raw(userns))?;
                 }
                 if let Some(cwd) = &cwd
                     && nix::unistd::chdir(cwd.as_c_str()).is_err()
@@ -209,12 +225,12 @@ impl Start<'_> {
 
 /// Between fork and exec: hides the machine's named network namespaces,
 /// moves into a PID namespace of its own (two forks: an init that reaps,
-/// and the command), and becomes `user` with `CAP_NET_ADMIN` and
-/// `CAP_NET_RAW` only ([`AsUser`]). The processes left waiting pass the
-/// command's exit status up and exit.
+/// and the command), joins the user namespace `userns` and becomes `user`
+/// there with `CAP_NET_ADMIN` and `CAP_NET_RAW` only ([`AsUser`]). The
+/// processes left waiting pass the command's exit status up and exit.
 ///
 /// Async-signal-safe system calls only; `groups` was built before the fork.
-fn confine(user: &AsUser, groups: &[nix::unistd::Gid]) -> io::Result<()> {
+fn confine(user: &AsUser, groups: &[nix::unistd::Gid], userns: BorrowedFd<'_>) -> io::Result<()> {
     use nix::sys::wait::{WaitStatus, waitpid};
     use nix::unistd::{ForkResult, fork};
     /// Waits for `child` and exits as it did; closes every descriptor but
@@ -263,14 +279,25 @@ fn confine(user: &AsUser, groups: &[nix::unistd::Gid]) -> io::Result<()> {
     const NET_ADMIN: u32 = 12;
     const NET_RAW: u32 = 13;
     let caps = (1u32 << NET_ADMIN) | (1 << NET_RAW);
+    // Their groups while still root of the machine's user namespace: in
+    // theirs, only their own group exists to set.
+    nix::unistd::setgroups(groups)?;
+    // Every capability from here on is the user namespace's: over the
+    // namespaces it owns, and no other.
+    setns(userns, CloneFlags::CLONE_NEWUSER)?;
     // SAFETY: prctl and capset with values and structures laid out as the
     // kernel's ABI (capability version 3: two 32-bit words per set).
     unsafe {
+        // Nothing but the two, even through a program's file capabilities.
+        for cap in 0..64 {
+            if cap != NET_ADMIN && cap != NET_RAW {
+                let _ = libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0);
+            }
+        }
         if libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0 {
             return Err(io::Error::last_os_error());
         }
     }
-    nix::unistd::setgroups(groups)?;
     let (uid, gid) = (
         nix::unistd::Uid::from_raw(user.uid),
         nix::unistd::Gid::from_raw(user.gid),

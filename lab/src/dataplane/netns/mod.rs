@@ -101,6 +101,7 @@ pub fn namespace_specs(lab: &Lab, engine: bool, has_seed: bool) -> Vec<Namespace
         .map(|n| NamespaceSpec {
             name: names::node_namespace(&lab.name, &n.name),
             sysctls: node_sysctls(lab, n, has_seed),
+            for_user: true,
         })
         .collect();
     if engine {
@@ -110,6 +111,7 @@ pub fn namespace_specs(lab: &Lab, engine: bool, has_seed: bool) -> Vec<Namespace
                 .iter()
                 .map(|(k, v)| (*k, (*v).to_owned()))
                 .collect(),
+            for_user: false,
         });
     }
     specs

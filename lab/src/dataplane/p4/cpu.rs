@@ -64,6 +64,8 @@ pub fn namespace_specs(lab: &Lab) -> Vec<crate::kernel::NamespaceSpec> {
                 .iter()
                 .map(|(k, v)| (*k, (*v).to_owned()))
                 .collect(),
+            // A switch's control plane: the node a user enters.
+            for_user: true,
         })
         .collect()
 }

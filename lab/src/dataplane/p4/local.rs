@@ -101,6 +101,7 @@ pub fn namespace_specs(lab: &Lab) -> Vec<NamespaceSpec> {
         .map(|h| NamespaceSpec {
             name: crate::names::node_namespace(&lab.name, &h.name),
             sysctls: crate::dataplane::netns::node_sysctls(lab, h, false),
+            for_user: true,
         })
         .chain(
             local_switches(lab)
@@ -108,6 +109,7 @@ pub fn namespace_specs(lab: &Lab) -> Vec<NamespaceSpec> {
                 .map(|(_, name)| NamespaceSpec {
                     name,
                     sysctls: silent(),
+                    for_user: false,
                 }),
         )
         .collect();
