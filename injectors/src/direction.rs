@@ -104,6 +104,11 @@ impl Compiled {
     }
 }
 
+/// The most one direction holds in flight (queued, on the wire or
+/// waiting out its delay), in bytes: 256 MiB, two seconds of a fully
+/// loaded 1 Gbit/s link.
+pub const IN_FLIGHT_MAX: u64 = 256 << 20;
+
 /// One direction of one link.
 ///
 /// Deterministic: the same seed, the same parameters and the same sequence
@@ -130,6 +135,8 @@ pub struct Direction {
     /// Frames waiting for their due time: a min-heap, so `pop_due` is
     /// O(log n).
     pending: BinaryHeap<Reverse<Pending>>,
+    /// Their bytes (at most [`IN_FLIGHT_MAX`]).
+    pending_bytes: u64,
     counters: Counters,
     /// Keep the frames dropped, for [`Direction::take_dropped`] (a
     /// capture wants them; nothing is kept otherwise).
@@ -151,6 +158,7 @@ impl Direction {
             seq: 0,
             in_queue: VecDeque::new(),
             pending: BinaryHeap::new(),
+            pending_bytes: 0,
             counters: Counters::default(),
             keep_dropped: false,
             dropped: Vec::new(),
@@ -270,6 +278,7 @@ impl Direction {
             return None;
         }
         let Reverse(p) = self.pending.pop()?;
+        self.pending_bytes -= p.frame.len() as u64;
         self.counters.tx_packets += 1;
         self.counters.tx_bytes += p.frame.len() as u64;
         Some((p.due, p.frame, p.marks))
@@ -329,6 +338,16 @@ impl Direction {
     /// The rate queue, then the delay: gives the frame its due time.
     fn admit(&mut self, now: u64, mut frame: Vec<u8>, mut marks: Marks) {
         let len = frame.len() as u64;
+        // What a direction holds is bounded whatever its parameters say (a
+        // long delay at a high rate is gigabytes on the wire): past the
+        // bound a frame is tail-dropped, counted with the queue's drops.
+        if self.pending_bytes + len > IN_FLIGHT_MAX {
+            self.counters.dropped_queue += 1;
+            if self.keep_dropped {
+                self.dropped.push((Cause::Queue, frame));
+            }
+            return;
+        }
         let tx_end = match self.imp.rate {
             // Without a rate nothing is serialized and nothing queues: the
             // frame is "transmitted" the moment it arrives.
@@ -398,6 +417,7 @@ impl Direction {
             due = due.max(self.last_due);
         }
         self.last_due = self.last_due.max(due);
+        self.pending_bytes += len;
         self.pending.push(Reverse(Pending {
             due,
             seq: self.seq,

@@ -164,3 +164,33 @@ fn without_a_rate_nothing_queues() {
             .all(|(i, (_, f))| index_of(f) == i as u64)
     );
 }
+
+#[test]
+fn a_long_delay_holds_no_more_than_a_direction_may() {
+    // 10 Gbit/s and 30 s of delay would be 37 GB on the wire.
+    let imp = Impairment {
+        rate: Some(Rate::from_mbit(10_000)),
+        queue: QueueLimit::Packets(1000),
+        delay: Delay::from_millis(30_000),
+        ..Impairment::default()
+    };
+    let mut dir = Direction::new(imp, 1);
+    let len = 1500usize;
+    // Offered at the link's rate (1.2 us a frame), for long enough to
+    // fill the bound twice over.
+    let frames = 2 * turbonet_injectors::direction::IN_FLIGHT_MAX / len as u64;
+    for i in 0..frames {
+        dir.offer(i * 1_200, frame(len, i));
+    }
+    let held = dir.pending() as u64 * len as u64;
+    assert!(
+        held <= turbonet_injectors::direction::IN_FLIGHT_MAX,
+        "{held} bytes held"
+    );
+    assert_eq!(
+        dir.counters().dropped_queue,
+        frames - dir.pending() as u64,
+        "every frame past the bound is counted as dropped"
+    );
+    assert!(dir.pending() > 0);
+}

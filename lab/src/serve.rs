@@ -33,7 +33,7 @@ use nix::sys::time::TimeVal;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Gid, Group, Pid, Uid, User};
 use serde::{Deserialize, Serialize};
-use turbonet_topo::units::QueueLimit;
+use turbonet_topo::units::{Delay, QueueLimit, Rate};
 
 use crate::error::{Context, Error, Result};
 use crate::system::descriptors;
@@ -290,18 +290,47 @@ impl Student {
 
     /// Refuses a queue that may hold more than their limit, saying why.
     pub fn admit_queue(&self, queue: QueueLimit) -> Result<()> {
-        let (bytes, how) = match queue {
-            QueueLimit::Bytes(b) => (b, String::new()),
-            QueueLimit::Packets(n) => (
+        self.admit_link(Some(queue), None, Delay::ZERO)
+    }
+
+    /// Refuses link parameters under which a link may hold more than
+    /// their limit, saying why: its queue, and what is on the wire while
+    /// a frame waits out the delay (the rate times delay plus jitter,
+    /// which the link engine keeps in memory).
+    pub fn admit_link(
+        &self,
+        queue: Option<QueueLimit>,
+        rate: Option<Rate>,
+        delay: Delay,
+    ) -> Result<()> {
+        let (queued, how) = match queue {
+            None => (0, String::new()),
+            Some(QueueLimit::Bytes(b)) => (b, format!("a queue of {b} B")),
+            Some(QueueLimit::Packets(n)) => (
                 u64::from(n) * PACKET_MAX,
-                format!(" ({n} packets of up to {} KiB)", PACKET_MAX >> 10),
+                format!(
+                    "a queue of {n}p ({n} packets of up to {} KiB)",
+                    PACKET_MAX >> 10
+                ),
             ),
         };
-        if bytes > self.max_queue {
+        let wire = rate.map_or(0, |r| {
+            let bytes =
+                u128::from(r.bytes_per_sec()) * u128::from(delay.as_nanos()) / 1_000_000_000;
+            u64::try_from(bytes).unwrap_or(u64::MAX)
+        });
+        let total = queued.saturating_add(wire);
+        if total > self.max_queue {
+            let what = match (queued, rate) {
+                (_, Some(r)) if wire > 0 && queued > 0 => {
+                    format!("{how} and {r} x {delay} in flight")
+                }
+                (_, Some(r)) if wire > 0 => format!("{r} x {delay} in flight"),
+                _ => how,
+            };
             return Err(Error::Refused(format!(
-                "a queue of {queue} may hold {}{how}: your limit is {} a link (set by the \
-                 administrator in {})",
-                mib(bytes),
+                "{what} may hold {}: your limit is {} a link (set by the administrator in {})",
+                mib(total),
                 mib(self.max_queue),
                 self.limit_origin.display()
             )));
@@ -375,8 +404,9 @@ fn mib(bytes: u64) -> String {
 }
 
 /// Lets `student` talk to the FRR daemons of their lab `lab` (`vtysh`
-/// through `turbonet exec`): each switch's daemon directory and its vty
-/// sockets become theirs, the daemons' group (frr) keeping its access. The
+/// through `turbonet exec`): each switch's vty sockets become theirs (the
+/// daemons' group, frr, keeping its access), and its daemon directory,
+/// still FRR's, lets them through to them but not write in it. The
 /// daemons run as user frr, never root, so what a student can make them do
 /// (`write memory`, a log file) is what user frr may.
 pub fn hand_routers(lab: &turbonet_topo::Lab, student: &Student) -> Result<()> {
@@ -385,7 +415,6 @@ pub fn hand_routers(lab: &turbonet_topo::Lab, student: &Student) -> Result<()> {
         return Ok(());
     }
     let dir = crate::state::LabDir::of(&lab.name);
-    let uid = Some(Uid::from_raw(student.uid));
     for node in lab.fabric.nodes.iter().filter(|n| n.role.is_switch()) {
         if lab.routing.agent_of(node.id) != Agent::Frr {
             continue;
@@ -421,10 +450,11 @@ pub fn hand_routers(lab: &turbonet_topo::Lab, student: &Student) -> Result<()> {
                     .with_context(|| format!("giving {} to {}", path.display(), student.name))?;
             }
         }
-        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o770))
-            .with_context(|| format!("opening {} to its group", home.display()))?;
-        nix::unistd::chown(&home, uid, None)
-            .with_context(|| format!("giving {} to {}", home.display(), student.name))?;
+        // The directory stays FRR's: they may pass through it to the
+        // sockets, never put a socket of their own where root's `vtysh`
+        // (in `lab check`, `show bgp`) would ask it for a grade.
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o711))
+            .with_context(|| format!("opening {} to its sockets' user", home.display()))?;
     }
     Ok(())
 }
@@ -869,9 +899,28 @@ mod tests {
         assert!(s.admit_queue(QueueLimit::Bytes(64 << 20)).is_ok());
         let e = s.admit_queue(QueueLimit::Packets(100_000)).unwrap_err();
         assert!(
-            e.to_string().contains("may hold 6250 MiB (100000 packets"),
+            e.to_string()
+                .contains("a queue of 100000p (100000 packets of up to 64 KiB) may hold 6250 MiB"),
             "{e}"
         );
         assert!(s.admit_queue(QueueLimit::Bytes(1 << 30)).is_err());
+        // What is on the wire counts: 10 Gbit/s for 30 s is 35 GiB.
+        let e = s
+            .admit_link(None, Some(Rate::from_gbit(10)), Delay::from_secs(30))
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("10gbit x 30s in flight may hold 35763 MiB"),
+            "{e}"
+        );
+        // 1 Gbit/s for 100 ms (12 MB) and a 1000-packet queue fit.
+        assert!(
+            s.admit_link(
+                Some(QueueLimit::Packets(1000)),
+                Some(Rate::from_gbit(1)),
+                Delay::from_millis(100)
+            )
+            .is_ok()
+        );
     }
 }

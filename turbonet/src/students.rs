@@ -198,11 +198,9 @@ fn for_student(student: &Student, mut command: Command, file: bool) -> Result<Co
         | Command::Events { lab, .. }
         | Command::Watch { lab, .. }
         | Command::Check { lab, .. } => own(lab)?,
-        Command::Link(LinkCommand::Set { lab, params, .. }) => {
+        Command::Link(LinkCommand::Set { lab, params, link }) => {
             own(lab)?;
-            if let Some(queue) = params.queue {
-                student.admit_queue(queue)?;
-            }
+            admit_link(student, lab, link, params)?;
         }
         Command::Link(LinkCommand::Reset { lab, .. } | LinkCommand::Show { lab, .. }) => {
             own(lab)?;
@@ -246,6 +244,38 @@ fn for_student(student: &Student, mut command: Command, file: bool) -> Result<Co
         )),
     }
     Ok(command)
+}
+
+/// Refuses `link set` parameters under which the link (each link it may
+/// name) would hold more memory than the member's limit: a parameter not
+/// given is the link's own in the scenario.
+fn admit_link(
+    student: &Student,
+    lab: &LabArg,
+    link: &str,
+    params: &crate::cli::LinkSetArgs,
+) -> Result<()> {
+    use turbonet_topo::units::Delay;
+    let running = turbonet_lab::inspect::running(lab.lab.as_deref())?;
+    let links = &running.lab.fabric.links;
+    let named: Vec<_> = links.iter().filter(|l| l.name == link).collect();
+    // A name that is no one link may stand for several: each counts.
+    let considered = if named.is_empty() {
+        links.iter().collect()
+    } else {
+        named
+    };
+    for l in considered {
+        let own = &l.params;
+        let delay = params.delay.or(own.delay).unwrap_or(Delay::ZERO);
+        let jitter = params.jitter.or(own.jitter).unwrap_or(Delay::ZERO);
+        student.admit_link(
+            params.queue.or(own.queue),
+            params.rate.or(own.rate),
+            Delay::from_nanos(delay.as_nanos().saturating_add(jitter.as_nanos())),
+        )?;
+    }
+    Ok(())
 }
 
 /// The scenario a graded lab starts from: its own file, or for a member a
