@@ -208,6 +208,15 @@ impl Inner {
     }
 }
 
+/// The most a lab's log holds (2 GiB, three converging HPN pods' route
+/// changes): past it events are counted (under their kind and
+/// [`UNLOGGED`]) but neither logged nor sent, so no input — a
+/// student's `flap` of a billion cycles — fills the machine's disk.
+pub const LOG_MAX: u64 = 2 << 30;
+
+/// The kind under which events past [`LOG_MAX`] are counted.
+pub const UNLOGGED: &str = "unlogged";
+
 /// Events read back per call of [`Events::range`] at most, so that a
 /// follower catching up holds a bounded batch.
 pub const READ_BATCH: u64 = 1024;
@@ -346,6 +355,16 @@ impl Events {
             Store::File {
                 file, starts, end, ..
             } => {
+                if *end + line.len() as u64 > LOG_MAX {
+                    if !inner.kinds.contains_key(UNLOGGED) {
+                        tracing::warn!(
+                            "the lab's log is full ({LOG_MAX} bytes): events are counted only"
+                        );
+                    }
+                    *inner.kinds.entry(UNLOGGED.to_owned()).or_insert(0) += 1;
+                    *inner.kinds.entry(entry.kind).or_insert(0) += 1;
+                    return;
+                }
                 // One write a line, at the end: a line is whole or not
                 // there, and its start is known.
                 if file.write_all_at(line.as_bytes(), *end).is_err() {

@@ -5,6 +5,7 @@
 //! the test panics.
 
 pub mod browser;
+pub mod service;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

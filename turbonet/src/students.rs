@@ -190,10 +190,15 @@ fn for_student(student: &Student, mut command: Command, file: bool) -> Result<Co
             | LabCommand::Reset { lab, .. }
             | LabCommand::Stop { lab } => own(lab)?,
         },
+        Command::Flap {
+            lab, period, count, ..
+        } => {
+            own(lab)?;
+            admit_flap(period, *count)?;
+        }
         Command::Exec { lab, .. }
         | Command::Fail { lab, .. }
         | Command::Restore { lab, .. }
-        | Command::Flap { lab, .. }
         | Command::Show { lab, .. }
         | Command::Events { lab, .. }
         | Command::Watch { lab, .. }
@@ -244,6 +249,29 @@ fn for_student(student: &Student, mut command: Command, file: bool) -> Result<Co
         )),
     }
     Ok(command)
+}
+
+/// The shortest period of a member's `flap`: each cycle is two events in
+/// the lab's log and two changes to the fabric.
+const FLAP_PERIOD_MIN: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The most cycles of a member's `flap`.
+const FLAP_COUNT_MAX: u32 = 10_000;
+
+/// Refuses a `flap` faster or longer than a member may ask for.
+fn admit_flap(period: &str, count: u32) -> Result<()> {
+    // A period that does not parse is the command's own error to give.
+    let Ok(period) = period.parse::<turbonet_topo::units::Delay>() else {
+        return Ok(());
+    };
+    if period.as_duration() < FLAP_PERIOD_MIN || count > FLAP_COUNT_MAX {
+        anyhow::bail!(turbonet_lab::Error::Refused(format!(
+            "a student's flap has a period of at least {} ms and at most {FLAP_COUNT_MAX} \
+             cycles (asked: {period} x {count})",
+            FLAP_PERIOD_MIN.as_millis()
+        )));
+    }
+    Ok(())
 }
 
 /// Refuses `link set` parameters under which the link (each link it may
@@ -350,5 +378,13 @@ mod tests {
                 .contains("no file /etc/shadow.toml you can read")
         );
         assert!(refusal(&["workload", "start", PASSED_FILE], false).contains("you can read"));
+    }
+
+    #[test]
+    fn a_students_flap_is_held_to_a_period_and_a_count() {
+        assert!(admit_flap("1s", 10).is_ok());
+        let e = admit_flap("1ms", 10).unwrap_err().to_string();
+        assert!(e.contains("period of at least 100 ms"), "{e}");
+        assert!(admit_flap("1s", 4_294_967_295).is_err());
     }
 }
