@@ -35,7 +35,8 @@ pub struct Service {
 impl Service {
     /// Makes `members` members and `outsiders` other users (names from
     /// `tag` and this process's id), and starts the service with the
-    /// settings `config` adds to its group, from the workspace's folder
+    /// settings `config` adds to its group (where `{m0}`, `{m1}`, ... stand
+    /// for the members' names), from the workspace's folder
     /// and without `TURBONET_LABS` (it finds `labs/` there, as an
     /// administrator's `sudo turbonet serve` does).
     pub fn start(tag: &str, members: usize, outsiders: usize, config: &str) -> Service {
@@ -72,6 +73,10 @@ impl Service {
         std::fs::copy(binary(), &made.bin).unwrap();
         std::fs::set_permissions(&made.bin, std::fs::Permissions::from_mode(0o755)).unwrap();
         let settings = dir.join("users.toml");
+        let mut config = config.to_owned();
+        for (i, member) in made.members.iter().enumerate() {
+            config = config.replace(&format!("{{m{i}}}"), member);
+        }
         std::fs::write(&settings, format!("group = \"{group}\"\n{config}")).unwrap();
         made.socket = dir.join("serve.sock");
         made.service = Some(

@@ -5,53 +5,12 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use turbonet_tests::{LabGuard, binary, file_as, require_root, run, text, wait_until, workspace};
-
-/// What the test made: users, a group, a directory, the service; all
-/// removed, and the users' labs taken down, however the test ends.
-struct Made {
-    users: Vec<String>,
-    group: String,
-    dir: PathBuf,
-    service: Option<Child>,
-}
-
-impl Drop for Made {
-    fn drop(&mut self) {
-        if let Some(mut s) = self.service.take() {
-            let _ = s.kill();
-            let _ = s.wait();
-        }
-        for user in &self.users {
-            for lab in ["ecmp", "tcpq", "hpn", "bgpfo"] {
-                let _ = run(&["down", &format!("{user}-{lab}")]);
-            }
-            let _ = Command::new("userdel").arg(user).output();
-            for lab in ["ecmp", "tcpq", "hpn", "bgpfo"] {
-                let _ = std::fs::remove_file(
-                    Path::new(turbonet_lab_copies()).join(format!("{user}-{lab}.toml")),
-                );
-            }
-        }
-        let _ = Command::new("groupdel").arg(&self.group).output();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Where the service keeps the copies of the labs it starts.
-fn turbonet_lab_copies() -> &'static str {
-    "/run/turbonet-serve"
-}
-
-fn must(command: &mut Command) {
-    let out = command.output().expect("runs");
-    assert!(out.status.success(), "{command:?}: {}", text(&out));
-}
+use turbonet_tests::service::{Service, interrupt};
+use turbonet_tests::{LabGuard, file_as, require_root, run, text, wait_until, workspace};
 
 /// The reply to `GET path` from `host`, whole.
 fn get(host: &str, path: &str) -> String {
@@ -66,101 +25,22 @@ fn get(host: &str, path: &str) -> String {
     reply
 }
 
-/// `turbonet ARGS` started as `user` through the service at `socket`, in
-/// a process group of its own (runuser and the client both); its stderr
-/// is piped.
-fn spawn_as(user: &str, bin: &Path, socket: &Path, args: &[&str], stdout: Stdio) -> Child {
-    use std::os::unix::process::CommandExt;
-    Command::new("runuser")
-        .args(["-u", user, "--", "env"])
-        .arg(format!("TURBONET_SERVE={}", socket.display()))
-        .arg(bin)
-        .args(args)
-        .current_dir("/")
-        .stdout(stdout)
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .expect("runuser runs")
-}
-
-/// Ends a client as Ctrl-C at its terminal would: SIGINT to its group.
-fn interrupt(mut client: Child) {
-    let group = nix::unistd::Pid::from_raw(client.id() as i32);
-    let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGINT);
-    let _ = client.wait();
-}
-
-/// `turbonet ARGS` as `user`, through the service at `socket`.
-fn as_user(user: &str, bin: &Path, socket: &Path, args: &[&str]) -> Output {
-    Command::new("runuser")
-        .args(["-u", user, "--", "env"])
-        .arg(format!("TURBONET_SERVE={}", socket.display()))
-        .arg(bin)
-        .args(args)
-        .current_dir("/")
-        .output()
-        .expect("runuser runs")
-}
-
 #[test]
 fn two_students_run_labs_at_once_and_neither_can_touch_the_others() {
     require_root!();
-    let id = std::process::id() % 100_000;
-    let group = format!("tng{id}");
-    let (alice, bob, eve) = (format!("tn{id}a"), format!("tn{id}b"), format!("tn{id}e"));
-    let dir = std::env::temp_dir().join(format!("turbonet-serve-{id}"));
-    let mut made = Made {
-        users: vec![],
-        group: group.clone(),
-        dir: dir.clone(),
-        service: None,
-    };
-    must(Command::new("groupadd").arg(&group));
-    for (user, member) in [(&alice, true), (&bob, true), (&eve, false)] {
-        let mut add = Command::new("useradd");
-        add.args(["-M", "-N", "-s", "/bin/sh"]);
-        if member {
-            add.args(["-G", &group]);
-        }
-        must(add.arg(user));
-        made.users.push(user.clone());
-    }
-    // The binary where the students may run it.
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let bin = dir.join("turbonet");
-    std::fs::copy(binary(), &bin).unwrap();
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let config = dir.join("users.toml");
-    std::fs::write(
-        &config,
-        format!("group = \"{group}\"\nmax_nodes = 12\n[users.{bob}]\nmax_nodes = 50\n"),
-    )
-    .unwrap();
-    let socket = dir.join("serve.sock");
-    made.service = Some(
-        Command::new(&bin)
-            .args(["serve", "--socket"])
-            .arg(&socket)
-            .arg("--config")
-            .arg(&config)
-            .env("TURBONET_LABS", workspace().join("labs"))
-            .stderr(std::fs::File::create(dir.join("serve.log")).unwrap())
-            .spawn()
-            .unwrap(),
+    // Two members (Bob with a larger limit of his own) and one outsider.
+    let made = Service::start("st", 2, 1, "max_nodes = 12\n[users.{m1}]\nmax_nodes = 50\n");
+    let (alice, bob, eve) = (
+        made.members[0].clone(),
+        made.members[1].clone(),
+        made.outsiders[0].clone(),
     );
-    assert!(
-        wait_until(Duration::from_secs(10), || socket.exists()),
-        "turbonet serve did not listen: {}",
-        std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default()
-    );
-    let a = |args: &[&str]| as_user(&alice, &bin, &socket, args);
-    let b = |args: &[&str]| as_user(&bob, &bin, &socket, args);
+    let a = |args: &[&str]| made.run(&alice, args);
+    let b = |args: &[&str]| made.run(&bob, args);
     let (lab_a, lab_b) = (format!("{alice}-ecmp"), format!("{bob}-ecmp"));
 
     // Not a member: told why.
-    let out = as_user(&eve, &bin, &socket, &["lab", "list"]);
+    let out = made.run(&eve, &["lab", "list"]);
     assert!(!out.status.success(), "{}", text(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("not open to you"),
@@ -170,7 +50,7 @@ fn two_students_run_labs_at_once_and_neither_can_touch_the_others() {
 
     // Both start the same lab at once, each under their own name.
     let start = ["lab", "start", "--quiet", "static-ecmp"];
-    let starting = [&alice, &bob].map(|who| spawn_as(who, &bin, &socket, &start, Stdio::piped()));
+    let starting = [&alice, &bob].map(|who| made.spawn(who, &start, Stdio::piped()));
     for (who, client) in ["alice", "bob"].into_iter().zip(starting) {
         let out = client.wait_with_output().unwrap();
         assert!(out.status.success(), "{who}: {}", text(&out));
@@ -294,10 +174,8 @@ fn two_students_run_labs_at_once_and_neither_can_touch_the_others() {
     );
 
     // A command the student abandons (their client killed) stops too.
-    let client = spawn_as(
+    let client = made.spawn(
         &alice,
-        &bin,
-        &socket,
         &["exec", "leaf0", "--", "sleep", "300"],
         Stdio::null(),
     );
@@ -379,7 +257,7 @@ fn two_students_run_labs_at_once_and_neither_can_touch_the_others() {
         "{}",
         text(&out)
     );
-    let mut client = spawn_as(&alice, &bin, &socket, &["ui"], Stdio::piped());
+    let mut client = made.spawn(&alice, &["ui"], Stdio::piped());
     let mut first = String::new();
     BufReader::new(client.stdout.take().unwrap())
         .read_line(&mut first)
