@@ -82,18 +82,44 @@ fn a_workload_file_is_read_from_what_the_student_passed_never_reopened_as_root()
 #[test]
 fn a_namespace_passed_to_exec_gives_no_hold_on_another_students_nodes_or_the_machine() {
     require_root!();
-    let service = Service::start("ns", 2, 0, "");
+    // Alice's switches run FRR, Bob's turbonet's own BGP agents.
+    let service = Service::start("ns", 2, 0, "max_nodes = 40\n");
     let (alice, bob) = (&service.members[0], &service.members[1]);
-    start(&service, alice, "static-ecmp");
-    start(&service, bob, "static-ecmp");
-    let lab_b = format!("{bob}-ecmp");
+    start(&service, alice, "bgp-failover");
+    start(&service, bob, "hpn-dual-tor");
+    let (lab_a, lab_b) = (format!("{alice}-bgpfo"), format!("{bob}-hpndt"));
+    // Each one's routing works in their user namespace: FRR's daemons
+    // and the lab daemon's agents are root's, and reach in.
+    let out = service.run(
+        alice,
+        &["exec", "agg1-0", "--", "vtysh", "-c", "show bgp summary"],
+    );
+    assert!(stdout(&out).contains("core1"), "{}", text(&out));
+    let out = service.run(
+        bob,
+        &[
+            "exec",
+            "tor0-r0p0",
+            "--",
+            "ip",
+            "route",
+            "show",
+            "proto",
+            "bgp",
+        ],
+    );
+    assert!(
+        out.status.success() && !stdout(&out).is_empty(),
+        "{}",
+        text(&out)
+    );
     let id = std::process::id() % 100_000;
     let evil = format!("evil{id}");
 
     // Her own shell's namespace (the machine's) as exec's input: refused
     // before anything runs.
     let out = service
-        .command(alice, &["exec", "leaf0", "--", "true"])
+        .command(alice, &["exec", "agg1-0", "--", "true"])
         .stdin(std::fs::File::open("/proc/self/ns/net").unwrap())
         .output()
         .unwrap();
@@ -110,7 +136,7 @@ fn a_namespace_passed_to_exec_gives_no_hold_on_another_students_nodes_or_the_mac
     assert!(!out.status.success(), "{}", text(&out));
 
     // However a descriptor reaches a command of hers (here a socket on its
-    // input, over which it receives Bob's node and the machine's
+    // input, over which it receives Bob's switch and the machine's
     // namespace), her capabilities do not hold there.
     let inside = format!(
         r#"
@@ -125,14 +151,14 @@ for fd in fds:
     );
     let (ours, theirs) = UnixStream::pair().unwrap();
     let exec = service
-        .command(alice, &["exec", "leaf0", "--", "python3", "-c", &inside])
+        .command(alice, &["exec", "agg1-0", "--", "python3", "-c", &inside])
         .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let targets = [
-        std::fs::File::open(format!("/run/netns/tn-{lab_b}-leaf0")).unwrap(),
+        std::fs::File::open(format!("/run/netns/tn-{lab_b}-tor0-r0p0")).unwrap(),
         std::fs::File::open("/proc/self/ns/net").unwrap(),
     ];
     let fds: Vec<i32> = targets.iter().map(AsRawFd::as_raw_fd).collect();
@@ -152,7 +178,10 @@ for fd in fds:
         "{}",
         text(&out)
     );
-    assert!(!has_link(&lab_b, "leaf0", &evil), "Bob's leaf0 has {evil}");
+    assert!(
+        !has_link(&lab_b, "tor0-r0p0", &evil),
+        "Bob's tor0-r0p0 has {evil}"
+    );
     let host = Command::new("ip")
         .args(["link", "show", &evil])
         .output()
@@ -162,11 +191,11 @@ for fd in fds:
     let out = service.run(
         alice,
         &[
-            "exec", "leaf0", "--", "ip", "link", "add", &evil, "type", "bridge",
+            "exec", "agg1-0", "--", "ip", "link", "add", &evil, "type", "bridge",
         ],
     );
     assert!(out.status.success(), "{}", text(&out));
-    assert!(has_link(&format!("{alice}-ecmp"), "leaf0", &evil));
+    assert!(has_link(&lab_a, "agg1-0", &evil));
 }
 
 #[test]
