@@ -2,7 +2,7 @@
 //! host, each naming itself in its payload, so thousands of pairs are
 //! checked in one round.
 
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::AsRawFd;
 
 use socket2::{Domain, Protocol, Socket, Type};
@@ -38,6 +38,8 @@ pub fn socket() -> io::Result<Socket> {
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
+    // Which interface each reply came in by (see `drain`).
+    nix::sys::socket::setsockopt(&socket, nix::sys::socket::sockopt::Ipv4PacketInfo, &true)?;
     // Room for a reply from every other host of a large fabric.
     let _ =
         nix::sys::socket::setsockopt(&socket, nix::sys::socket::sockopt::RcvBufForce, &(8 << 20));
@@ -72,11 +74,35 @@ pub fn parse_reply(packet: &[u8], ident: u16) -> Option<u32> {
 }
 
 /// Reads every reply waiting on `socket` and hands each probe it answers
-/// to `answered`.
+/// to `answered`. A reply that came in by the loopback interface was
+/// answered by this very node (the probed address put on `lo`), not by
+/// its owner across the fabric: it answers nothing.
 pub fn drain(socket: &Socket, ident: u16, mut answered: impl FnMut(u32)) {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    /// Every namespace's loopback interface is its first.
+    const LOOPBACK: u32 = 1;
     let mut buf = [0u8; 2048];
-    let mut reader = socket;
-    while let Ok(n) = reader.read(&mut buf) {
+    let mut control = nix::cmsg_space!(libc::in_pktinfo);
+    loop {
+        let (n, looped) = {
+            let mut iov = [io::IoSliceMut::new(&mut buf)];
+            let Ok(msg) = recvmsg::<()>(
+                socket.as_raw_fd(),
+                &mut iov,
+                Some(&mut control),
+                MsgFlags::MSG_DONTWAIT,
+            ) else {
+                break;
+            };
+            let looped = msg.cmsgs().into_iter().flatten().any(|c| {
+                matches!(c, ControlMessageOwned::Ipv4PacketInfo(info)
+                    if u32::try_from(info.ipi_ifindex) == Ok(LOOPBACK))
+            });
+            (msg.bytes, looped)
+        };
+        if looped {
+            continue;
+        }
         if let Some(probe) = parse_reply(&buf[..n], ident) {
             answered(probe);
         }

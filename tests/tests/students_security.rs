@@ -359,3 +359,47 @@ fn a_student_cannot_plant_a_socket_for_roots_vtysh_to_grade() {
     let out = run(&["show", "bgp", "--lab", &lab]);
     assert!(out.status.success(), "{}", text(&out));
 }
+
+#[test]
+fn a_peers_address_on_lo_does_not_pass_for_reaching_it() {
+    require_root!();
+    let service = Service::start("lo", 1, 0, "");
+    let alice = &service.members[0];
+    start(&service, alice, "static-ecmp");
+    let out = service.run(
+        alice,
+        &[
+            "exec", "h1-0", "--", "ip", "-4", "-o", "addr", "show", "dev", "leaf1",
+        ],
+    );
+    let h1 = stdout(&out)
+        .split_whitespace()
+        .skip_while(|w| *w != "inet")
+        .nth(1)
+        .and_then(|a| a.split('/').next())
+        .unwrap_or_else(|| panic!("no address: {}", text(&out)))
+        .to_owned();
+    // h0-0 cut off from the fabric, with h1-0's address on its own lo.
+    let out = service.run(
+        alice,
+        &[
+            "exec",
+            "h0-0",
+            "--",
+            "sh",
+            "-c",
+            &format!("ip link set leaf0 down && ip addr add {h1}/32 dev lo"),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let out = service.run(alice, &["check", "--json"]);
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    let failed = report["failures"].as_array().unwrap();
+    assert!(
+        failed
+            .iter()
+            .any(|f| f["from"] == "h0-0" && f["to"] == "h1-0" && f["address"] == h1.as_str()),
+        "{report}"
+    );
+}
