@@ -44,6 +44,7 @@ pub fn teardown(dir: &LabDir, state: &mut LabState) -> Result<usize> {
     let mut failures = Vec::new();
     daemon::stop(state);
     crate::routes::routers::stop(state);
+    crate::routes::routers::release(dir);
     let stray = namespaces::processes_in(&state.namespaces);
     let pids: Vec<(u32, &str)> = stray.iter().map(|(p, c)| (*p, c.as_str())).collect();
     process::stop(&pids, std::time::Duration::from_secs(2));

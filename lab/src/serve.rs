@@ -406,9 +406,10 @@ fn mib(bytes: u64) -> String {
 /// Lets `student` talk to the FRR daemons of their lab `lab` (`vtysh`
 /// through `turbonet exec`): each switch's vty sockets become theirs (the
 /// daemons' group, frr, keeping its access), and its daemon directory,
-/// still FRR's, lets them through to them but not write in it. The
-/// daemons run as user frr, never root, so what a student can make them do
-/// (`write memory`, a log file) is what user frr may.
+/// still the daemons', lets them through to them but not write in it. The
+/// daemons run as a user of the lab's own, never root nor the machine's
+/// `frr` (see `routes::routers`), so what a student can make them do
+/// (`write memory`, a log file) reaches their lab's switches only.
 pub fn hand_routers(lab: &turbonet_topo::Lab, student: &Student) -> Result<()> {
     use turbonet_topo::{Agent, RoutingMode};
     if lab.routing.mode != RoutingMode::Bgp {
@@ -450,7 +451,7 @@ pub fn hand_routers(lab: &turbonet_topo::Lab, student: &Student) -> Result<()> {
                     .with_context(|| format!("giving {} to {}", path.display(), student.name))?;
             }
         }
-        // The directory stays FRR's: they may pass through it to the
+        // The directory stays the daemons': they may pass through it to the
         // sockets, never put a socket of their own where root's `vtysh`
         // (in `lab check`, `show bgp`) would ask it for a grade.
         std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o711))

@@ -203,6 +203,14 @@ impl LabDir {
         &self.dir
     }
 
+    /// The lab's name (the directory's).
+    pub fn name(&self) -> &str {
+        self.dir
+            .file_name()
+            .and_then(std::ffi::OsStr::to_str)
+            .unwrap_or_default()
+    }
+
     fn state_path(&self) -> PathBuf {
         self.dir.join("state.json")
     }

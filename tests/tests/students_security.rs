@@ -403,3 +403,59 @@ fn a_peers_address_on_lo_does_not_pass_for_reaching_it() {
         "{report}"
     );
 }
+
+#[test]
+fn a_students_frr_daemons_write_nothing_that_is_frrs() {
+    require_root!();
+    /// A folder of user frr's (as /etc/frr is), removed however the test
+    /// ends.
+    struct Theirs(std::path::PathBuf);
+    impl Drop for Theirs {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let service = Service::start("fr", 1, 0, "max_nodes = 40\n");
+    let alice = &service.members[0];
+    start(&service, alice, "bgp-failover");
+    let frr = nix::unistd::User::from_name("frr")
+        .unwrap()
+        .expect("FRR's user");
+    let folder = Theirs(Path::new("/run").join(format!("turbonet-frr-{}", std::process::id())));
+    std::fs::create_dir(&folder.0).unwrap();
+    nix::unistd::chown(&folder.0, Some(frr.uid), Some(frr.gid)).unwrap();
+    let planted = folder.0.join("daemons");
+    // Her vtysh asks her switch's bgpd to log into FRR's folder.
+    let out = service.run(
+        alice,
+        &[
+            "exec",
+            "agg1-0",
+            "--",
+            "vtysh",
+            "-c",
+            "configure terminal",
+            "-c",
+            &format!("log file {}", planted.display()),
+        ],
+    );
+    assert!(
+        !planted.exists(),
+        "bgpd wrote {}: {}",
+        planted.display(),
+        text(&out)
+    );
+    // Her daemons are her lab's own user, not FRR's.
+    let lab = format!("{alice}-bgpfo");
+    let pid = std::fs::read_to_string(
+        Path::new("/run/turbonet")
+            .join(&lab)
+            .join("routers/agg1-0/bgpd.pid"),
+    )
+    .unwrap();
+    let uid = std::fs::metadata(format!("/proc/{}", pid.trim()))
+        .unwrap()
+        .uid();
+    assert_ne!(uid, frr.uid.as_raw());
+    assert_ne!(uid, service.uid(alice));
+}

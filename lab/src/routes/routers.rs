@@ -5,8 +5,10 @@
 //! the daemons inside the switch's namespace, each with a private
 //! directory, `/run/turbonet/<lab>/routers/<switch>/`, for its
 //! configuration, pid file, sockets and log; nothing goes to `/etc` or
-//! `/var/run/frr`. FRR runs zebra (the kernel side) and bgpd; BIRD runs
-//! alone. `down` stops them by pid before the namespaces go.
+//! `/var/run/frr`. FRR runs zebra (the kernel side) and bgpd, as a user of
+//! the lab's own in a mount namespace of their own ([`DaemonUser`]); BIRD
+//! runs alone, as root, its control socket root's only. `down` stops them
+//! by pid before the namespaces go.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -85,6 +87,8 @@ pub fn start(lab: &Lab, dir: &LabDir, state: &mut LabState) -> Result<(usize, us
     let timers = lab.routing.timers;
     let (mut frr, mut bird) = (0, 0);
     let mut staged = Vec::new();
+    // The lab's FRR daemons' own user, claimed with the first of them.
+    let mut daemons: Option<DaemonUser> = None;
     for speaker in plan::speakers(&lab.fabric) {
         let kind = lab.routing.agent_of(speaker.node);
         if kind == Agent::Builtin {
@@ -112,7 +116,11 @@ pub fn start(lab: &Lab, dir: &LabDir, state: &mut LabState) -> Result<(usize, us
                         name = speaker.name
                     ),
                 )?;
-                give_to_frr(dir, &home, &[&conf, &zebra_conf])?;
+                let daemons = match &daemons {
+                    Some(d) => d,
+                    None => daemons.insert(DaemonUser::claim(dir)?),
+                };
+                daemons.give(dir, &home, &[&conf, &zebra_conf])?;
                 let common = |name: &str| {
                     let mut c = Command::new(Path::new(FRR_DIR).join(name));
                     c.arg("-f")
@@ -127,7 +135,8 @@ pub fn start(lab: &Lab, dir: &LabDir, state: &mut LabState) -> Result<(usize, us
                         .arg("--vty_socket")
                         .arg(&home)
                         // FRR drops to its own user (root is not in its
-                        // vty group): the directory is handed over to it.
+                        // vty group), which is this lab's alone (see
+                        // `DaemonUser`): the directory is handed over to it.
                         .args(["-u", "frr", "-g", "frr"])
                         .arg("--log")
                         .arg(format!(
@@ -155,7 +164,14 @@ pub fn start(lab: &Lab, dir: &LabDir, state: &mut LabState) -> Result<(usize, us
             Agent::Builtin => unreachable!("skipped above"),
         };
         for (program, command) in commands {
-            staged.push((speaker.name.clone(), program, command, ns.try_clone()?));
+            let confined = program != "bird";
+            staged.push((
+                speaker.name.clone(),
+                program,
+                command,
+                ns.try_clone()?,
+                confined,
+            ));
         }
     }
     // zebra first: bgpd started before zebra listens backs off for
@@ -165,13 +181,19 @@ pub fn start(lab: &Lab, dir: &LabDir, state: &mut LabState) -> Result<(usize, us
         .partition(|(_, program, ..)| program == "zebra");
     for batch in [zebras, others] {
         let first = state.routers.len();
-        for (node, program, mut command, ns) in batch {
+        for (node, program, mut command, ns, confined) in batch {
             let home = router_dir(dir, &node);
             let out = home.join(format!("{program}.out"));
+            let users = confined.then(|| DaemonUser::overlays(dir));
             let pid = Start {
                 namespace: Some(&ns),
                 new_session: true,
                 log: Some(&out),
+                // FRR's daemons in a mount namespace of their own, where
+                // `frr` is the lab's user and /tmp is theirs alone.
+                private_sysfs: confined,
+                users: users.as_ref().map(|(p, g)| (p.as_path(), g.as_path())),
+                private_tmp: confined,
                 ..Start::default()
             }
             .spawn(&mut command)
@@ -235,27 +257,128 @@ fn wait_listening(dir: &LabDir, routers: &[RouterProcess]) -> Result<()> {
     Ok(())
 }
 
-/// Makes FRR's directory and configuration its own user's. FRR's daemons
-/// run as user `frr`, and the lab directory is root's only: its group
-/// becomes `frr`'s with mode 0710 (and so does `routers/`'s), so that they
-/// can pass through to their own directory, and neither read nor list
-/// anything else.
-fn give_to_frr(dir: &LabDir, home: &Path, files: &[&Path]) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let user = nix::unistd::User::from_name("frr")?
-        .context("FRR's user `frr` does not exist (is the frr package installed?)")?;
-    let routers = home.parent().unwrap_or(home);
-    for path in [dir.path(), routers] {
-        nix::unistd::chown(path, None, Some(user.gid))
-            .with_context(|| format!("letting group frr through {}", path.display()))?;
-        fs::set_permissions(path, fs::Permissions::from_mode(0o710))
-            .with_context(|| format!("letting group frr through {}", path.display()))?;
+/// The first user id of the range labs' routing daemons run as: ids no
+/// account has (an administrator's users and containers' ranges lie far
+/// below).
+const DAEMON_UIDS: u32 = 2_000_000_000;
+
+/// How many labs' daemons may run at once.
+const DAEMON_SLOTS: u32 = 1_000_000;
+
+/// Where each claimed daemon user id is recorded: a file named by the id,
+/// made with `O_EXCL`, so that two labs never share one.
+const DAEMON_CLAIMS: &str = "/run/turbonet-uids";
+
+/// The user a lab's FRR daemons run as: an id of its own (and a group of
+/// the same number), never the machine's `frr` shared by every lab. What a
+/// lab's user makes its daemons do through `vtysh` (`log file PATH`,
+/// `write memory`) reaches only what that id may write: its own switches'
+/// directories, and a private /tmp. Inside the daemons' mount namespace
+/// `/etc/passwd` and `/etc/group` name it `frr` (and its vty group
+/// `frrvty`), as FRR's `-u frr -g frr` expects.
+#[derive(Debug, Clone, Copy)]
+struct DaemonUser {
+    uid: u32,
+}
+
+impl DaemonUser {
+    /// Claims a free id for the lab in `dir`, first trying one from its
+    /// name, and writes the daemons' `passwd` and `group`.
+    fn claim(dir: &LabDir) -> Result<DaemonUser> {
+        use std::os::unix::fs::PermissionsExt;
+        let claims = Path::new(DAEMON_CLAIMS);
+        fs::create_dir_all(claims).with_context(|| format!("creating {DAEMON_CLAIMS}"))?;
+        fs::set_permissions(claims, fs::Permissions::from_mode(0o700))?;
+        let name = dir.name().to_owned();
+        let first = (turbonet_topo::seed::for_name(0, &name) % u64::from(DAEMON_SLOTS)) as u32;
+        for i in 0..DAEMON_SLOTS {
+            let uid = DAEMON_UIDS + (first + i) % DAEMON_SLOTS;
+            let made = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(claims.join(uid.to_string()));
+            match made {
+                Ok(mut f) => {
+                    std::io::Write::write_all(&mut f, name.as_bytes())?;
+                    let user = DaemonUser { uid };
+                    fs::write(dir.path().join("routers").join("uid"), format!("{uid}\n"))
+                        .context("recording the daemons' user")?;
+                    user.write_overlays(dir)?;
+                    return Ok(user);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e).context("claiming a user id for the lab's daemons"),
+            }
+        }
+        bail!("every user id for labs' routing daemons is taken ({DAEMON_SLOTS} labs)")
     }
-    for path in std::iter::once(&home).chain(files) {
-        nix::unistd::chown(*path, Some(user.uid), Some(user.gid))
-            .with_context(|| format!("giving {} to user frr", path.display()))?;
+
+    /// Gives up the id the lab in `dir` claimed, if any.
+    fn release(dir: &LabDir) {
+        let recorded = dir.path().join("routers").join("uid");
+        if let Ok(uid) = fs::read_to_string(&recorded) {
+            let claim = Path::new(DAEMON_CLAIMS).join(uid.trim());
+            // Only the lab's own claim.
+            if fs::read_to_string(&claim).is_ok_and(|owner| owner == dir.name()) {
+                let _ = fs::remove_file(claim);
+            }
+        }
     }
-    Ok(())
+
+    /// The daemons' `passwd` and `group` in `dir`.
+    fn overlays(dir: &LabDir) -> (PathBuf, PathBuf) {
+        let routers = dir.path().join("routers");
+        (routers.join("passwd"), routers.join("group"))
+    }
+
+    fn write_overlays(self, dir: &LabDir) -> Result<()> {
+        let (passwd, group) = Self::overlays(dir);
+        let uid = self.uid;
+        fs::write(
+            &passwd,
+            format!(
+                "root:x:0:0:root:/root:/usr/sbin/nologin\n\
+                 frr:x:{uid}:{uid}:routing daemons of lab {}:/nonexistent:/usr/sbin/nologin\n",
+                dir.name()
+            ),
+        )
+        .with_context(|| format!("writing {}", passwd.display()))?;
+        fs::write(
+            &group,
+            format!("root:x:0:\nfrr:x:{uid}:\nfrrvty:x:{uid}:frr\n"),
+        )
+        .with_context(|| format!("writing {}", group.display()))
+    }
+
+    /// Makes a switch's directory `home` and its `files` the daemons',
+    /// and lets their group through the lab's directory and `routers/`
+    /// (mode 0710: they pass through to their own, and neither read nor
+    /// list anything else).
+    fn give(self, dir: &LabDir, home: &Path, files: &[&Path]) -> Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let (uid, gid) = (
+            nix::unistd::Uid::from_raw(self.uid),
+            nix::unistd::Gid::from_raw(self.uid),
+        );
+        let routers = home.parent().unwrap_or(home);
+        for path in [dir.path(), routers] {
+            nix::unistd::chown(path, None, Some(gid))
+                .with_context(|| format!("letting the daemons through {}", path.display()))?;
+            fs::set_permissions(path, fs::Permissions::from_mode(0o710))
+                .with_context(|| format!("letting the daemons through {}", path.display()))?;
+        }
+        for path in std::iter::once(&home).chain(files) {
+            nix::unistd::chown(*path, Some(uid), Some(gid))
+                .with_context(|| format!("giving {} to the lab's daemons", path.display()))?;
+        }
+        Ok(())
+    }
+}
+
+/// Gives up what the lab in `dir` claimed for its routing daemons (its
+/// daemons' user id), once they are stopped.
+pub fn release(dir: &LabDir) {
+    DaemonUser::release(dir);
 }
 
 /// Stops every routing daemon recorded in `state`: SIGTERM, then SIGKILL

@@ -41,6 +41,12 @@ pub struct Start<'a> {
     /// With `as_user`: the user namespace they join, the one that owns
     /// the network namespace (see [`AsUser`]).
     pub user_namespace: Option<&'a OwnedFd>,
+    /// With `private_sysfs`: these files bind-mounted over `/etc/passwd`
+    /// and `/etc/group` (the users a confined daemon knows).
+    pub users: Option<(&'a Path, &'a Path)>,
+    /// With `private_sysfs`: an empty tmpfs of its own over `/tmp`,
+    /// `/var/tmp` and `/dev/shm`.
+    pub private_tmp: bool,
     /// With `private_sysfs`: this directory bind-mounted over `/run/frr`
     /// (a switch's FRR daemons' sockets, so a plain `vtysh` reaches them).
     pub frr: Option<&'a Path>,
@@ -94,6 +100,14 @@ impl Start<'_> {
             .map(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()))
             .transpose()?;
         let hostname = self.hostname.map(std::ffi::OsString::from);
+        let users = match self.users {
+            Some((p, g)) => Some((
+                std::ffi::CString::new(p.as_os_str().as_encoded_bytes())?,
+                std::ffi::CString::new(g.as_os_str().as_encoded_bytes())?,
+            )),
+            None => None,
+        };
+        let private_tmp = self.private_tmp;
         let frr = self
             .frr
             .map(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()))
@@ -175,6 +189,28 @@ impl Start<'_> {
                             MsFlags::MS_BIND,
                             None::<&str>,
                         );
+                    }
+                    if let Some((passwd, group)) = &users {
+                        for (from, to) in [(passwd, c"/etc/passwd"), (group, c"/etc/group")] {
+                            mount(
+                                Some(from.as_c_str()),
+                                to,
+                                None::<&str>,
+                                MsFlags::MS_BIND,
+                                None::<&str>,
+                            )?;
+                        }
+                    }
+                    if private_tmp {
+                        for dir in [c"/tmp", c"/var/tmp", c"/dev/shm"] {
+                            let _ = mount(
+                                Some("tmpfs"),
+                                dir,
+                                Some("tmpfs"),
+                                MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                                Some("mode=1777,size=64m"),
+                            );
+                        }
                     }
                     if let Some(frr) = &frr {
                         let _ = mount(
