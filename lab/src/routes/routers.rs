@@ -6,7 +6,7 @@
 //! directory, `/run/turbonet/<lab>/routers/<switch>/`, for its
 //! configuration, pid file, sockets and log; nothing goes to `/etc` or
 //! `/var/run/frr`. FRR runs zebra (the kernel side) and bgpd, as a user of
-//! the lab's own in a mount namespace of their own ([`DaemonUser`]); BIRD
+//! the lab's own in a mount namespace of their own (`DaemonUser`); BIRD
 //! runs alone, as root, its control socket root's only. `down` stops them
 //! by pid before the namespaces go.
 
