@@ -70,6 +70,14 @@ const PACKET_MAX: u64 = 64 << 10;
 /// The largest request a client sends (its arguments and directory).
 const REQUEST_MAX: usize = 64 << 10;
 
+/// The processes (and threads) all that runs for one user may have at
+/// once, unless configured.
+pub const MAX_PROCESSES: u64 = 512;
+
+/// The memory all that runs for one user may hold, unless configured:
+/// 4 GiB.
+pub const MAX_MEMORY: u64 = 4 << 30;
+
 /// The commands one user may have open at once through the service
 /// (waiting, or running: each holds a few processes of root's), unless
 /// configured.
@@ -83,6 +91,8 @@ struct RawConfig {
     max_nodes: Option<usize>,
     max_queue: Option<String>,
     requests: Option<usize>,
+    max_processes: Option<u64>,
+    max_memory: Option<String>,
     #[serde(default)]
     users: BTreeMap<String, RawUser>,
 }
@@ -108,6 +118,9 @@ pub struct Policy {
     pub max_queue: u64,
     /// The commands a user may have open at once.
     pub requests: usize,
+    /// What all that runs for one user (their commands, what those start
+    /// in their nodes, their labs' daemons) may hold at once.
+    pub limits: crate::system::cgroup::Limits,
     /// The file it was read from (for messages).
     pub origin: PathBuf,
 }
@@ -159,6 +172,19 @@ impl Policy {
             max_queue,
             max_nodes: raw.max_nodes.unwrap_or(MAX_NODES),
             requests: raw.requests.unwrap_or(REQUESTS).max(1),
+            limits: crate::system::cgroup::Limits {
+                pids: raw.max_processes.unwrap_or(MAX_PROCESSES).max(16),
+                memory: match raw.max_memory.as_deref().map(str::parse::<QueueLimit>) {
+                    None => MAX_MEMORY,
+                    Some(Ok(QueueLimit::Bytes(b))) => b,
+                    _ => {
+                        return Err(Error::Invalid(format!(
+                            "{}: `max_memory` is bytes, e.g. `max_memory = \"4GiB\"`",
+                            path.display()
+                        )));
+                    }
+                },
+            },
             per_user: raw
                 .users
                 .into_iter()
@@ -496,6 +522,15 @@ pub type Served = (Student, Request, Option<OwnedFd>);
 /// Call it from a process with a single thread: it forks for each request.
 pub fn serve(socket: &Path, policy: &Policy) -> Result<Served> {
     close_netns_names()?;
+    // Where each user's processes are held to their limits, if the kernel
+    // lets us.
+    let cgroups = match crate::system::cgroup::prepare() {
+        Ok(bases) => Some(bases),
+        Err(e) => {
+            tracing::warn!("users' processes are not held to a limit: {e}");
+            None
+        }
+    };
     let listener = listen_on(socket, policy.gid)?;
     tracing::info!(
         "serving {} for the members of {} (at most {} nodes each unless {} says otherwise)",
@@ -543,7 +578,7 @@ pub fn serve(socket: &Path, policy: &Policy) -> Result<Served> {
                 // here, a new `turbonet serve` would think this one still
                 // answers. Its number is the client's later (see `watch`).
                 drop(listener);
-                match take(conn, uid, policy) {
+                match take(conn, uid, policy, cgroups.as_deref()) {
                     Some(request) => return Ok(request),
                     None => std::process::exit(0),
                 }
@@ -649,7 +684,7 @@ fn answer(conn: &OwnedFd, code: u8) {
 /// In a connection's own process: reads its request, checks who sent
 /// it and forks the process that runs it, where it returns it (here it
 /// returns none once that process ended).
-fn take(conn: OwnedFd, uid: u32, policy: &Policy) -> Option<Served> {
+fn take(conn: OwnedFd, uid: u32, policy: &Policy, cgroups: Option<&[PathBuf]>) -> Option<Served> {
     // A client that connects and says nothing holds only this process.
     let timeout = TimeVal::new(5, 0);
     setsockopt(&conn, sockopt::ReceiveTimeout, &timeout).ok()?;
@@ -696,6 +731,17 @@ fn take(conn: OwnedFd, uid: u32, policy: &Policy) -> Option<Served> {
         student.uid,
         request.args.join(" ")
     );
+    // This process and all it starts count against their limits.
+    if let Some(bases) = cgroups
+        && let Err(e) = crate::system::cgroup::enter(bases, uid, policy.limits)
+    {
+        tracing::warn!("confining a request of {}: {e}", student.name);
+        say(&format!(
+            "the service could not hold your command to your limits: {e}"
+        ));
+        answer(&conn, 1);
+        return None;
+    }
     watch(conn, fds).map(|file| (student, request, file))
 }
 

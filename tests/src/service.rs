@@ -79,20 +79,33 @@ impl Service {
         }
         std::fs::write(&settings, format!("group = \"{group}\"\n{config}")).unwrap();
         made.socket = dir.join("serve.sock");
-        made.service = Some(
-            Command::new(&made.bin)
-                .args(["serve", "--socket"])
-                .arg(&made.socket)
-                .arg("--config")
-                .arg(&settings)
-                .current_dir(workspace())
-                .env_remove("TURBONET_LABS")
-                // What an administrator's shell may hold: never a student's.
-                .env("TURBONET_ADMIN_TOKEN", "s3cret-of-the-admin")
-                .stderr(std::fs::File::create(dir.join("serve.log")).unwrap())
-                .spawn()
-                .unwrap(),
+        let mut serve = Command::new(&made.bin);
+        serve
+            .args(["serve", "--socket"])
+            .arg(&made.socket)
+            .arg("--config")
+            .arg(&settings)
+            .current_dir(workspace())
+            .env_remove("TURBONET_LABS")
+            // What an administrator's shell may hold: never a student's.
+            .env("TURBONET_ADMIN_TOKEN", "s3cret-of-the-admin")
+            .stderr(std::fs::File::create(dir.join("serve.log")).unwrap());
+        // Another test's fork may hold the copy open for writing a moment
+        // (it inherited the descriptor `copy` wrote through): the kernel
+        // says the file is busy until that child has exec'd.
+        let mut started = None;
+        assert!(
+            wait_until(Duration::from_secs(10), || match serve.spawn() {
+                Ok(child) => {
+                    started = Some(child);
+                    true
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => false,
+                Err(e) => panic!("starting turbonet serve: {e}"),
+            }),
+            "the copy of turbonet stayed busy"
         );
+        made.service = started;
         assert!(
             wait_until(Duration::from_secs(10), || made.socket.exists()),
             "turbonet serve did not listen: {}",

@@ -459,3 +459,39 @@ fn a_students_frr_daemons_write_nothing_that_is_frrs() {
     assert_ne!(uid, frr.uid.as_raw());
     assert_ne!(uid, service.uid(alice));
 }
+
+#[test]
+fn what_a_student_starts_is_held_to_their_process_limit() {
+    require_root!();
+    let service = Service::start("pl", 1, 0, "max_processes = 80\n");
+    let alice = &service.members[0];
+    start(&service, alice, "tcp-queues");
+    // Two hundred processes asked for; the limit counts everything of hers
+    // (the request's own processes and her lab's daemon among them).
+    let fork = [
+        "import os, time",
+        "n = 0",
+        "for i in range(200):",
+        "    try:",
+        "        if os.fork() == 0:",
+        "            time.sleep(30)",
+        "            os._exit(0)",
+        "        n += 1",
+        "    except OSError:",
+        "        pass",
+        "print(n)",
+    ]
+    .join("\n");
+    let out = service.run(alice, &["exec", "client", "--", "python3", "-c", &fork]);
+    let started: u32 = stdout(&out)
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    assert!(started > 0, "{}", text(&out));
+    assert!(started < 80, "{started} processes: {}", text(&out));
+    assert!(
+        !service.log().contains("not held to a limit"),
+        "{}",
+        service.log()
+    );
+}

@@ -184,7 +184,7 @@ pub fn start(lab: &Lab, dir: &LabDir, state: &mut LabState) -> Result<(usize, us
         for (node, program, mut command, ns, confined) in batch {
             let home = router_dir(dir, &node);
             let out = home.join(format!("{program}.out"));
-            let users = confined.then(|| DaemonUser::overlays(dir));
+            let etc = confined.then(|| DaemonUser::etc(dir));
             let pid = Start {
                 namespace: Some(&ns),
                 new_session: true,
@@ -192,7 +192,7 @@ pub fn start(lab: &Lab, dir: &LabDir, state: &mut LabState) -> Result<(usize, us
                 // FRR's daemons in a mount namespace of their own, where
                 // `frr` is the lab's user and /tmp is theirs alone.
                 private_sysfs: confined,
-                users: users.as_ref().map(|(p, g)| (p.as_path(), g.as_path())),
+                etc_over: etc.as_deref(),
                 private_tmp: confined,
                 ..Start::default()
             }
@@ -274,8 +274,8 @@ const DAEMON_CLAIMS: &str = "/run/turbonet-uids";
 /// lab's user makes its daemons do through `vtysh` (`log file PATH`,
 /// `write memory`) reaches only what that id may write: its own switches'
 /// directories, and a private /tmp. Inside the daemons' mount namespace
-/// `/etc/passwd` and `/etc/group` name it `frr` (and its vty group
-/// `frrvty`), as FRR's `-u frr -g frr` expects.
+/// `/etc` is read-only, its `passwd` and `group` naming it `frr` (and its
+/// vty group `frrvty`), as FRR's `-u frr -g frr` expects.
 #[derive(Debug, Clone, Copy)]
 struct DaemonUser {
     uid: u32,
@@ -325,14 +325,15 @@ impl DaemonUser {
         }
     }
 
-    /// The daemons' `passwd` and `group` in `dir`.
-    fn overlays(dir: &LabDir) -> (PathBuf, PathBuf) {
-        let routers = dir.path().join("routers");
-        (routers.join("passwd"), routers.join("group"))
+    /// The folder whose `passwd` and `group` the daemons see in `/etc`.
+    fn etc(dir: &LabDir) -> PathBuf {
+        dir.path().join("routers").join("etc")
     }
 
     fn write_overlays(self, dir: &LabDir) -> Result<()> {
-        let (passwd, group) = Self::overlays(dir);
+        let etc = Self::etc(dir);
+        fs::create_dir_all(&etc).with_context(|| format!("creating {}", etc.display()))?;
+        let (passwd, group) = (etc.join("passwd"), etc.join("group"));
         let uid = self.uid;
         fs::write(
             &passwd,

@@ -8,6 +8,7 @@
 
 #![allow(unsafe_code)]
 
+pub mod cgroup;
 pub mod descriptors;
 pub mod namespaces;
 pub mod process;

@@ -41,9 +41,12 @@ pub struct Start<'a> {
     /// With `as_user`: the user namespace they join, the one that owns
     /// the network namespace (see [`AsUser`]).
     pub user_namespace: Option<&'a OwnedFd>,
-    /// With `private_sysfs`: these files bind-mounted over `/etc/passwd`
-    /// and `/etc/group` (the users a confined daemon knows).
-    pub users: Option<(&'a Path, &'a Path)>,
+    /// With `private_sysfs`: `/etc` seen through a read-only overlay with
+    /// this directory on top, its files hiding `/etc`'s (a confined
+    /// daemon's own `passwd` and `group`). An overlay, not a bind mount of
+    /// each file: `useradd` replaces `/etc/passwd` by a rename, which
+    /// would leave a file's bind mount on the old one, out of sight.
+    pub etc_over: Option<&'a Path>,
     /// With `private_sysfs`: an empty tmpfs of its own over `/tmp`,
     /// `/var/tmp` and `/dev/shm`.
     pub private_tmp: bool,
@@ -100,11 +103,17 @@ impl Start<'_> {
             .map(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()))
             .transpose()?;
         let hostname = self.hostname.map(std::ffi::OsString::from);
-        let users = match self.users {
-            Some((p, g)) => Some((
-                std::ffi::CString::new(p.as_os_str().as_encoded_bytes())?,
-                std::ffi::CString::new(g.as_os_str().as_encoded_bytes())?,
-            )),
+        let etc_over = match self.etc_over {
+            Some(dir) if dir.as_os_str().as_encoded_bytes().contains(&b':') => {
+                return Err(io::Error::other(format!(
+                    "{} cannot be an overlay's layer (it has a `:`)",
+                    dir.display()
+                )));
+            }
+            Some(dir) => Some(std::ffi::CString::new(format!(
+                "lowerdir={}:/etc",
+                dir.display()
+            ))?),
             None => None,
         };
         let private_tmp = self.private_tmp;
@@ -190,16 +199,14 @@ impl Start<'_> {
                             None::<&str>,
                         );
                     }
-                    if let Some((passwd, group)) = &users {
-                        for (from, to) in [(passwd, c"/etc/passwd"), (group, c"/etc/group")] {
-                            mount(
-                                Some(from.as_c_str()),
-                                to,
-                                None::<&str>,
-                                MsFlags::MS_BIND,
-                                None::<&str>,
-                            )?;
-                        }
+                    if let Some(layers) = &etc_over {
+                        mount(
+                            Some(c"overlay"),
+                            c"/etc",
+                            Some(c"overlay"),
+                            MsFlags::MS_RDONLY,
+                            Some(layers.as_c_str()),
+                        )?;
                     }
                     if private_tmp {
                         for dir in [c"/tmp", c"/var/tmp", c"/dev/shm"] {
