@@ -509,6 +509,21 @@ pub struct Request {
 /// their client passed (its descriptor 3), if any.
 pub type Served = (Student, Request, Option<OwnedFd>);
 
+/// A client's request, from the message's `body` and the number of
+/// descriptors that came with it (its standard input, output and error,
+/// and its file if it says one comes), or what is wrong with it.
+pub fn decode_request(body: &[u8], descriptors: usize) -> std::result::Result<Request, String> {
+    let request: Request =
+        serde_json::from_slice(body).map_err(|e| format!("a malformed request: {e}"))?;
+    let expected = 3 + usize::from(request.file);
+    if descriptors != expected {
+        return Err(format!(
+            "a request that says it brings {expected} descriptors came with {descriptors}"
+        ));
+    }
+    Ok(request)
+}
+
 /// Serves `socket` for the members of the policy's group until the
 /// process is stopped. Each connection gets a process of its own at once
 /// (a client that says nothing holds only its own), which reads the
@@ -702,10 +717,12 @@ fn take(conn: OwnedFd, uid: u32, policy: &Policy, cgroups: Option<&[PathBuf]>) -
             let _ = nix::unistd::write(err, format!("error: {text}\n").as_bytes());
         }
     };
-    let request = match serde_json::from_slice::<Request>(&buf[..len]) {
-        Ok(r) if fds.len() == 3 + usize::from(r.file) => r,
-        _ => {
-            say("a malformed request (is this turbonet the same version as the service's?)");
+    let request = match decode_request(&buf[..len], fds.len()) {
+        Ok(r) => r,
+        Err(why) => {
+            say(&format!(
+                "{why} (is this turbonet the same version as the service's?)"
+            ));
             answer(&conn, 2);
             return None;
         }

@@ -380,6 +380,49 @@ mod tests {
         assert!(refusal(&["workload", "start", PASSED_FILE], false).contains("you can read"));
     }
 
+    use proptest::strategy::Strategy as _;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 1_000,
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Whatever a member's client sends as arguments is parsed and
+        /// kept to their labs, or refused: never a panic of the service.
+        #[test]
+        fn any_arguments_of_a_member_are_refused_or_kept_to_their_labs(
+            args in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::sample::select(vec![
+                        "lab", "start", "check", "stop", "exec", "link", "set", "flap",
+                        "workload", "ui", "--listen", "--period", "--count", "--lab", "--rate",
+                        "--delay", "--queue", "--jitter", "/dev/fd/3", "--", "*", "0",
+                        "4294967295", "1ms", "10gbit", "30s", "127.0.0.1:0", "[::]:80",
+                    ]).prop_map(str::to_owned),
+                    proptest::prelude::any::<String>(),
+                ],
+                0..8,
+            ),
+            file in proptest::prelude::any::<bool>(),
+        ) {
+            let student = Student {
+                name: "alice".to_owned(),
+                uid: 1234,
+                gid: 1234,
+                groups: Vec::new(),
+                max_nodes: turbonet_lab::serve::MAX_NODES,
+                max_queue: turbonet_lab::serve::MAX_QUEUE,
+                limit_origin: turbonet_lab::serve::CONFIG.into(),
+            };
+            let argv = std::iter::once("turbonet".to_owned()).chain(args);
+            if let Ok(cli) = Cli::try_parse_from(argv) {
+                let _ = for_student(&student, cli.command, file);
+            }
+        }
+    }
+
     #[test]
     fn a_students_flap_is_held_to_a_period_and_a_count() {
         assert!(admit_flap("1s", 10).is_ok());
