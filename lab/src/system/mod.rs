@@ -1,7 +1,9 @@
 //! What turbonet needs of the operating system beside netlink: named
-//! network namespaces and the one safe way into them ([`namespaces`]),
-//! processes it starts detached or inside a namespace and finds again
-//! ([`process`]), and what the kernel says of a TCP connection.
+//! network namespaces (owned by root's user namespace or a user's) and the
+//! one safe way into them ([`namespaces`]), processes it starts detached or
+//! inside a namespace and finds again ([`process`]), descriptors passed
+//! between processes ([`descriptors`]), a user's control group
+//! ([`cgroup`]), and what the kernel says of a TCP connection.
 //!
 //! With the packet-I/O crate, the only place of the lab that uses
 //! `unsafe` (system calls between fork and exec, raw file descriptors).
