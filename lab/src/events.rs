@@ -194,6 +194,8 @@ enum Store {
 #[derive(Debug)]
 struct Inner {
     store: Store,
+    /// The most the log may hold ([`LOG_MAX`]).
+    log_max: u64,
     /// How many events of each kind there have been (read on every scrape
     /// of the metrics, which should not read the log).
     kinds: BTreeMap<String, u64>,
@@ -235,6 +237,11 @@ impl Events {
     /// Opens the log of the lab in `dir` (continuing the events already in
     /// it); the fabric was ready at Unix time `ready`.
     pub fn open(dir: &LabDir, ready: f64) -> Result<Events> {
+        Self::open_at_most(dir, ready, LOG_MAX)
+    }
+
+    /// [`Events::open`], the log held to `log_max` bytes.
+    fn open_at_most(dir: &LabDir, ready: f64, log_max: u64) -> Result<Events> {
         let path = events_path(dir);
         let mut starts = Vec::new();
         let mut kinds = BTreeMap::new();
@@ -271,6 +278,7 @@ impl Events {
                     starts,
                     end,
                 },
+                log_max,
                 kinds,
             })),
             bus,
@@ -284,6 +292,7 @@ impl Events {
         Events {
             inner: Arc::new(Mutex::new(Inner {
                 store: Store::Memory(Vec::new()),
+                log_max: LOG_MAX,
                 kinds: BTreeMap::new(),
             })),
             bus,
@@ -351,14 +360,15 @@ impl Events {
             return;
         };
         let seq = inner.len();
+        let log_max = inner.log_max;
         match &mut inner.store {
             Store::File {
                 file, starts, end, ..
             } => {
-                if *end + line.len() as u64 > LOG_MAX {
+                if *end + line.len() as u64 > log_max {
                     if !inner.kinds.contains_key(UNLOGGED) {
                         tracing::warn!(
-                            "the lab's log is full ({LOG_MAX} bytes): events are counted only"
+                            "the lab's log is full ({log_max} bytes): events are counted only"
                         );
                     }
                     *inner.kinds.entry(UNLOGGED.to_owned()).or_insert(0) += 1;
@@ -484,6 +494,26 @@ mod tests {
         assert_eq!(again.all().len(), 2);
         again.write("daemon", "daemon-restarted", "daemon restarted", Ok(()));
         assert_eq!(again.all()[2].kind, "daemon-restarted");
+        dir.remove().unwrap();
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_full_log_counts_events_and_grows_no_more() {
+        let root = std::env::temp_dir().join(format!("tn-events-full-{}", std::process::id()));
+        let dir = LabDir::new(&root, "f");
+        dir.claim().unwrap();
+        let events = Events::open_at_most(&dir, unix_now(), 4096).unwrap();
+        for i in 0..1_000 {
+            events.write("api", "flap", &format!("flap {i}"), Ok(()));
+        }
+        let size = fs::metadata(events_path(&dir)).unwrap().len();
+        assert!(size <= 4096, "{size} bytes");
+        let logged = events.all().len() as u64;
+        assert!(logged > 0);
+        let kinds = events.kinds();
+        assert_eq!(kinds["flap"], 1_000);
+        assert_eq!(kinds[UNLOGGED], 1_000 - logged);
         dir.remove().unwrap();
         let _ = std::fs::remove_dir_all(&root);
     }
