@@ -27,6 +27,9 @@ pub struct Service {
     pub dir: PathBuf,
     /// The binary the users run.
     pub bin: PathBuf,
+    /// A client of the service's socket written to misbehave
+    /// (`tests/serve_client.py`), where the users may run it.
+    pub client: PathBuf,
     /// Where the service listens.
     pub socket: PathBuf,
     service: Option<Child>,
@@ -47,6 +50,7 @@ impl Service {
             outsiders: Vec::new(),
             dir: std::env::temp_dir().join(format!("turbonet-serve-{tag}{id}")),
             bin: PathBuf::new(),
+            client: PathBuf::new(),
             socket: PathBuf::new(),
             group: group.clone(),
             service: None,
@@ -72,6 +76,11 @@ impl Service {
         made.bin = dir.join("turbonet");
         std::fs::copy(binary(), &made.bin).unwrap();
         std::fs::set_permissions(&made.bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // The workspace may be closed to them (a checkout in root's
+        // temporary folder).
+        made.client = dir.join("serve_client.py");
+        std::fs::copy(workspace().join("tests/serve_client.py"), &made.client).unwrap();
+        std::fs::set_permissions(&made.client, std::fs::Permissions::from_mode(0o644)).unwrap();
         let settings = dir.join("users.toml");
         let mut config = config.to_owned();
         for (i, member) in made.members.iter().enumerate() {

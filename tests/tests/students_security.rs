@@ -12,15 +12,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use turbonet_tests::service::{Service, stderr, stdout};
-use turbonet_tests::{require_root, run, text, workspace};
-
-/// The test's client of the service's socket.
-fn client() -> String {
-    workspace()
-        .join("tests/serve_client.py")
-        .display()
-        .to_string()
-}
+use turbonet_tests::{require_root, run, text};
 
 /// Starts `lab` for `user`, or panics with why not.
 fn start(service: &Service, user: &str, lab: &str) {
@@ -43,7 +35,15 @@ fn a_workload_file_is_read_from_what_the_student_passed_never_reopened_as_root()
     // An O_PATH descriptor needs no read permission: the service must not
     // open /etc/shadow again through /dev/fd/3 with root's rights.
     let out = service
-        .other_as(alice, "python3", &[&client(), "opath", "/etc/shadow"])
+        .other_as(
+            alice,
+            "python3",
+            &[
+                &service.client.display().to_string(),
+                "opath",
+                "/etc/shadow",
+            ],
+        )
         .args(["workload", "start", "/dev/fd/3"])
         .output()
         .unwrap();
@@ -210,11 +210,22 @@ fn descriptors_sent_past_what_a_request_carries_are_closed_and_the_service_lives
     };
     let before = open();
     let out = service
-        .other_as(alice, "python3", &[&client(), "flood", "20", "200"])
+        .other_as(
+            alice,
+            "python3",
+            &[&service.client.display().to_string(), "flood", "20", "200"],
+        )
         .stdin(Stdio::null())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        service
+            .log()
+            .contains("more than 4 descriptors came with a message"),
+        "{}",
+        service.log()
+    );
     assert_eq!(open(), before, "the service holds descriptors it was sent");
     let out = service.run(alice, &["lab", "list"]);
     assert!(out.status.success(), "{}", text(&out));
@@ -228,7 +239,11 @@ fn an_idle_student_holds_only_their_own_connections() {
     // Five connections that say nothing: four wait, one past her limit is
     // refused at once.
     let mut idle = service
-        .other_as(alice, "python3", &[&client(), "idle", "5"])
+        .other_as(
+            alice,
+            "python3",
+            &[&service.client.display().to_string(), "idle", "5"],
+        )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -283,6 +298,19 @@ fn what_a_student_runs_gets_nothing_of_roots_and_their_files_are_theirs_alone() 
         "{}",
         text(&out)
     );
+    // Her network capabilities hold in her nodes: a raw socket (ping).
+    let out = service.run(
+        alice,
+        &[
+            "exec",
+            "h0-0",
+            "--",
+            "sh",
+            "-c",
+            "ping -c 1 -W 5 $(ip route show default | cut -d ' ' -f 3)",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
     // Her lab's copy (its faults and checks) is root's to read only.
     let copy = Path::new(turbonet_tests::service::COPIES).join(format!("{alice}-ecmp.toml"));
     let mode = std::fs::metadata(&copy).unwrap().mode() & 0o777;
