@@ -799,7 +799,17 @@ fn member(uid: u32, policy: &Policy) -> std::result::Result<Student, String> {
 /// code and returns none.
 fn watch(conn: OwnedFd, fds: Vec<OwnedFd>) -> Option<Option<OwnedFd>> {
     let child = match descriptors::fork_single_threaded() {
-        Err(_) => {
+        Err(e) => {
+            let why = if e.raw_os_error() == Some(libc::EAGAIN) {
+                "you have as many processes running as your limit allows (max_processes, set \
+                 by the administrator): end some first"
+                    .to_owned()
+            } else {
+                format!("the service could not start your command: {e}")
+            };
+            if let Some(err) = fds.get(2) {
+                let _ = nix::unistd::write(err, format!("error: {why}\n").as_bytes());
+            }
             answer(&conn, 1);
             return None;
         }

@@ -497,26 +497,44 @@ fn what_a_student_starts_is_held_to_their_process_limit() {
     // Two hundred processes asked for; the limit counts everything of hers
     // (the request's own processes and her lab's daemon among them).
     let fork = [
-        "import os, time",
+        "import os, sys, time",
         "n = 0",
         "for i in range(200):",
         "    try:",
         "        if os.fork() == 0:",
-        "            time.sleep(30)",
+        "            time.sleep(60)",
         "            os._exit(0)",
         "        n += 1",
         "    except OSError:",
         "        pass",
-        "print(n)",
+        "print(n, flush=True)",
+        "sys.stdin.read()",
     ]
     .join("\n");
-    let out = service.run(alice, &["exec", "client", "--", "python3", "-c", &fork]);
-    let started: u32 = stdout(&out)
+    let mut bomb = service
+        .command(alice, &["exec", "client", "--", "python3", "-c", &fork])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(bomb.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let started: u32 = line
         .trim()
         .parse()
-        .unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
-    assert!(started > 0, "{}", text(&out));
-    assert!(started < 80, "{started} processes: {}", text(&out));
+        .unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    assert!(started > 0 && started < 80, "{started} processes");
+    // At her limit, her next command is refused with the reason.
+    let out = service.run(alice, &["status"]);
+    assert!(
+        stderr(&out).contains("as many processes running as your limit allows"),
+        "{}",
+        text(&out)
+    );
+    drop(bomb.stdin.take());
+    let _ = bomb.wait();
     assert!(
         !service.log().contains("not held to a limit"),
         "{}",
