@@ -39,8 +39,12 @@ pub(crate) enum Command {
     /// Build the fabric of a scenario and wait until it is routed.
     Up(UpArgs),
     /// Map a scenario onto physical P4 switches: ports, queues, cables.
+    ///
+    /// Map a scenario onto physical P4 switches: ports, queues, cables.
     /// Exit 2 if it does not fit.
     Plan(PlanArgs),
+    /// Run turbonet's soft switch, a P4Runtime device
+    ///
     /// Run turbonet's soft switch: one P4Runtime device that runs the
     /// turbonet pipeline on its ports (`up` starts one for target "soft";
     /// `turbonet plan --program` writes to it). Prints where it listens;
@@ -139,6 +143,8 @@ pub(crate) enum Command {
         #[command(flatten)]
         lab: LabArg,
     },
+    /// Capture a link's frames (and the link engine's drops, with why).
+    ///
     /// Capture a link: what its receiving ends get, after loss, delay and
     /// corruption, and on a link the link engine carries the frames it
     /// dropped, annotated with why. Prints a line per frame, or writes
@@ -171,6 +177,8 @@ pub(crate) enum Command {
         #[command(flatten)]
         lab: LabArg,
     },
+    /// Write the fabric as it stands, for verifiers.
+    ///
     /// Write the fabric as it stands into a new directory, for verifiers:
     /// `snapshot.json` (topology, failures, every switch's forwarding
     /// table, every built-in agent's Adj-RIB-In and Loc-RIB with path
@@ -184,6 +192,8 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write a scenario's fabric as JSON or Graphviz, without building it.
+    ///
     /// Write a scenario's fabric (nodes, ports, addresses, ASNs, links and
     /// their parameters) without bringing anything up: JSON, or a Graphviz
     /// graph (`dot -Tsvg`). No root needed.
@@ -197,6 +207,8 @@ pub(crate) enum Command {
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
+    /// Draw the fabric by tiers as SVG, planned or running.
+    ///
     /// Draw the fabric by tiers (cores on top, hosts at the bottom; pods
     /// and planes side by side, rails coloured) as SVG, or as a Graphviz
     /// graph. For a running lab, failed links and nodes are red and links
@@ -227,6 +239,8 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = turbonet_graph::MAX_PER_ROW)]
         max_per_tier: usize,
     },
+    /// Serve a live web page of a running lab.
+    ///
     /// Serve a live web page of a running lab: the fabric drawn as
     /// `graph` draws it, links coloured by state and load as they change,
     /// the events as they happen, and for a graded lab its tasks and a
@@ -243,6 +257,8 @@ pub(crate) enum Command {
         #[arg(long, default_value = UI_LISTEN)]
         listen: std::net::SocketAddr,
     },
+    /// Watch the links live: rates, frames, drops and queues.
+    ///
     /// Watch the links live: each direction's rate, frames, drops and
     /// queue, busiest first, failed links marked, refreshed in place.
     #[command(after_help = "Examples:
@@ -269,6 +285,8 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// What the lab did and saw, on one clock.
+    ///
     /// What the lab did and saw, on one clock: every fail, restore, flap,
     /// link set, timeline step and BGP session change, the daemon's
     /// restarts (`--follow` streams them as they happen).
@@ -283,6 +301,8 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run an experiment: up, workloads, timeline, checks, reports, down.
+    ///
     /// Run an experiment: bring its scenario up, run its workloads and
     /// timeline, check its `[[expect]]` clauses, write reports (report.json,
     /// junit.xml, summary.txt) and take the lab down (also on failure or
@@ -292,6 +312,8 @@ pub(crate) enum Command {
     /// Start, stop or show a running lab's workloads
     #[command(subcommand)]
     Workload(WorkloadCommand),
+    /// Graded labs: start one, read its tasks, check the work.
+    ///
     /// Graded labs: a fabric, tasks and a checker that scores them
     /// (`labs/NAME/lab.toml`, or under $TURBONET_LABS)
     #[command(subcommand)]
@@ -307,6 +329,8 @@ pub(crate) enum Command {
         #[command(flatten)]
         lab: LabArg,
     },
+    /// Run an Open MPI program across the lab's hosts.
+    ///
     /// Run an Open MPI program across the lab's hosts (exit code passed
     /// through). Needs `[mgmt]`: mpirun runs on the management network and
     /// starts a daemon in each host's namespace, so Open MPI's control
@@ -370,16 +394,18 @@ pub(crate) enum Command {
     },
     /// Remove the leftovers of every turbonet lab on this machine.
     Clean,
-    /// Serve labs to the members of a group, without root (run it as root,
-    /// as a service). Members then run `turbonet lab ...`, `exec`, `link`,
-    /// `fail`, `restore`, `workload`, `show`, `status`, `events`, `watch`
-    /// and `check` as themselves: each command runs here with their
-    /// terminal, on their labs only (named `<user>-<lab>`), within the
-    /// node limit the administrator set; what they `exec` in a node runs as
-    /// them with the network capabilities only. Settings, all optional:
-    /// `group = "turbonet"`, `max_nodes = 100` (per user, over all their
-    /// labs), `[users.NAME] max_nodes = N`.
-    #[command(verbatim_doc_comment)]
+    /// Serve labs to the members of a group, without root
+    ///
+    /// Run it as root, as a service. Members then run `turbonet lab ...`,
+    /// `exec`, `link`, `fail`, `restore`, `flap`, `workload`, `show`,
+    /// `status`, `events`, `watch`, `check` and `ui` as themselves: each
+    /// command runs here with their terminal, on their labs only (named
+    /// `<user>-<lab>`), within the limits the administrator set; their labs'
+    /// nodes belong to a user namespace of theirs, and what they `exec` in a
+    /// node runs as them with the network capabilities over those nodes
+    /// only. Settings (docs/labs.md has them all): `group`, `max_nodes`,
+    /// `max_queue`, `requests`, `max_processes`, `max_memory`, and
+    /// `[users.NAME] max_nodes = N`.
     Serve {
         /// Where to listen (mode 0660, owned by root and the group).
         #[arg(long, default_value = turbonet_lab::serve::SOCKET)]
