@@ -1,8 +1,8 @@
-//! No import cycle between the modules of `turbonet-lab` or of the
-//! `turbonet` binary: for every module, its submodules use each other in
-//! one direction only, so each can be read knowing only those below it.
-//! And the library's top-level modules keep the layer order its crate
-//! documentation gives.
+//! No import cycle between the modules of any crate of the workspace: for
+//! every module, its submodules use each other in one direction only, so
+//! each can be read knowing only those below it. And the library's
+//! top-level modules keep the layer order its crate documentation gives,
+//! which ARCHITECTURE.md's table gives too.
 //!
 //! The sources are read as text: every `crate::a::b` path (`use` groups
 //! and `super::` included) is resolved to the module it names, and an
@@ -296,22 +296,89 @@ fn the_parser_sees_groups_and_super() {
     );
 }
 
-#[test]
-fn no_module_of_the_lab_library_imports_in_a_cycle() {
-    let found = cycles(&crate_dir("src"));
-    assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
+/// The workspace's member crates, from its `Cargo.toml`, by folder.
+fn members() -> Vec<String> {
+    let manifest = std::fs::read_to_string(crate_dir("../Cargo.toml")).unwrap();
+    let list = manifest
+        .split_once("members = [")
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .map(|(list, _)| list)
+        .expect("a members list in the workspace's Cargo.toml");
+    list.split(',')
+        .map(|m| m.trim().trim_matches('"').to_owned())
+        .filter(|m| !m.is_empty())
+        .collect()
 }
 
 #[test]
-fn no_module_of_the_binary_imports_in_a_cycle() {
-    let found = cycles(&crate_dir("../turbonet/src"));
+fn no_module_of_any_crate_of_the_workspace_imports_in_a_cycle() {
+    let members = members();
+    assert!(members.len() >= 10, "{members:?}");
+    let found: Vec<String> = members
+        .iter()
+        .flat_map(|m| {
+            cycles(&crate_dir(&format!("../{m}/src")))
+                .into_iter()
+                .map(move |c| format!("{m}: {c}"))
+        })
+        .collect();
     assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
 }
 
+/// The layers of ARCHITECTURE.md's table of `turbonet-lab`'s top-level
+/// modules: each row's modules, by its layer number.
+fn architecture_layers(map: &str) -> BTreeMap<String, usize> {
+    let mut layers = BTreeMap::new();
+    let Some((_, section)) = map.split_once("### Inside `turbonet-lab`") else {
+        return layers;
+    };
+    for row in section.lines().filter(|l| l.starts_with("| ")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (Some(n), Some(modules)) = (cells.get(1), cells.get(2)) else {
+            continue;
+        };
+        let Ok(n) = n.parse::<usize>() else { continue };
+        for name in modules.split('`').skip(1).step_by(2) {
+            layers.insert(name.to_owned(), n);
+        }
+    }
+    layers
+}
+
 #[test]
-fn no_module_of_the_topology_crate_imports_in_a_cycle() {
-    let found = cycles(&crate_dir("../topo-dsl/src"));
-    assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
+fn architecture_md_gives_the_lab_library_the_layers_lib_rs_does() {
+    let map = std::fs::read_to_string(crate_dir("../ARCHITECTURE.md")).unwrap();
+    let documented = architecture_layers(&map);
+    let lib = documented_layers(&std::fs::read_to_string(crate_dir("src/lib.rs")).unwrap());
+    assert!(documented.len() > 10, "no layer table in ARCHITECTURE.md");
+    // The same order: a module's layer number may differ where one side
+    // numbers two sets of modules alike, so compare the order of pairs.
+    let mut wrong = Vec::new();
+    for (a, la) in &lib {
+        match documented.get(a) {
+            None => wrong.push(format!(
+                "{a} is in lib.rs's layers, not in ARCHITECTURE.md's"
+            )),
+            Some(da) => {
+                for (b, lb) in &lib {
+                    if let Some(db) = documented.get(b)
+                        && la < lb
+                        && da > db
+                    {
+                        wrong.push(format!(
+                            "lib.rs puts {a} below {b}; ARCHITECTURE.md puts it above"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    for a in documented.keys().filter(|a| !lib.contains_key(*a)) {
+        wrong.push(format!(
+            "{a} is in ARCHITECTURE.md's layers, not in lib.rs's"
+        ));
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 #[test]

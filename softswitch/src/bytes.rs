@@ -6,7 +6,7 @@
 //! in reads (read-write symmetry), is the shortest string holding the value
 //! (one byte for zero).
 
-use crate::write::P4Error;
+use crate::error::P4Error;
 
 /// Checks that `value` encodes an unsigned integer of at most `bitwidth`
 /// bits and returns its canonical (shortest) form.

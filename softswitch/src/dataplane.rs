@@ -2,6 +2,7 @@
 //! (see [`Switch`]).
 
 mod frame;
+mod hash;
 mod tables;
 mod tm;
 
@@ -13,7 +14,8 @@ use frame::{
     ARP_LEN, ETH_LEN, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_VLAN, Frame, IPV4_MIN, VLAN_LEN,
     be16, be32,
 };
-use tables::{Egress, Hop, Local, Route, Tables, Vport, mix};
+use hash::mix;
+use tables::{Egress, Hop, Local, Route, Tables, Vport};
 use tm::{LineRates, LossStreams, TrafficManager};
 use turbonet_p4::Pipeline as Ids;
 use turbonet_packetio::checksum::checksum_update;

@@ -61,8 +61,8 @@ pub use device::{
 };
 pub use error::Error;
 
+pub use error::P4Error;
 pub use service::{API_VERSION, ServerHandle, SoftSwitchService, serve, serve_tcp, serve_unix};
-pub use write::P4Error;
 
 /// The P4Runtime messages this crate speaks, re-exported for callers.
 pub use turbonet_p4 as proto;

@@ -25,7 +25,8 @@ use turbonet_p4::p4::v1::{
 use crate::arbitration::{Outbox, StreamTx};
 use crate::bytes::canonical_bytes;
 use crate::device::{Device, Pipeline};
-use crate::write::{P4Error, apply_batch, read_entity, reconcile};
+use crate::error::P4Error;
+use crate::write::{apply_batch, read_entity, reconcile};
 use turbonet_p4::Schema;
 
 use crate::{DeviceConfig, Error};

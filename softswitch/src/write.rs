@@ -16,52 +16,8 @@ use crate::bytes::{all_ones, bits_outside, canonical_bytes, hex, prefix_mask, to
 use crate::device::{
     ActionProfileState, CounterValue, DeviceState, EntryKey, Forwarding, KeyMatch,
 };
+use crate::error::P4Error;
 use turbonet_p4::{Schema, TableInfo};
-
-/// The error of one update or read request: a google.rpc code and a
-/// message (becomes a `p4.v1.Error` or a gRPC status).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct P4Error {
-    /// Canonical code.
-    pub code: Code,
-    /// What was wrong, for people.
-    pub message: String,
-}
-
-impl P4Error {
-    pub(crate) fn new(code: Code, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-        }
-    }
-    pub(crate) fn invalid(m: impl Into<String>) -> Self {
-        Self::new(Code::InvalidArgument, m)
-    }
-    pub(crate) fn out_of_range(m: impl Into<String>) -> Self {
-        Self::new(Code::OutOfRange, m)
-    }
-    fn not_found(m: impl Into<String>) -> Self {
-        Self::new(Code::NotFound, m)
-    }
-    fn unimplemented(m: impl Into<String>) -> Self {
-        Self::new(Code::Unimplemented, m)
-    }
-}
-
-impl std::fmt::Display for P4Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code.as_str_name(), self.message)
-    }
-}
-
-impl std::error::Error for P4Error {}
-
-impl From<P4Error> for tonic::Status {
-    fn from(e: P4Error) -> Self {
-        tonic::Status::new(tonic::Code::from_i32(e.code as i32), e.message)
-    }
-}
 
 type R<T> = Result<T, P4Error>;
 

@@ -4,7 +4,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
 
-use super::packet::{decode_ipv4_prefixes, decode_ipv6_prefixes, encode_prefix};
+use super::prefix::{decode_ipv4_prefixes, decode_ipv6_prefixes, encode_prefix};
 use super::{AS_TRANS, Afi, AfiSafi, Context, Safi};
 use crate::error::DecodeError;
 

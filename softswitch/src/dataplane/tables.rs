@@ -2,57 +2,13 @@
 //! integers for the exact tables, a per-virtual-switch map per prefix
 //! length for the LPM, members and groups resolved to their actions.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
 use turbonet_p4::p4::v1::{Action, TableAction, table_action};
 
+use super::hash::FastMap;
 use super::tm::{LossStreams, TrafficManager};
 use crate::{DeviceState, EntryKey, KeyMatch};
 use turbonet_p4::Pipeline as Ids;
 use turbonet_p4::pipeline::TableIds;
-
-/// A hasher for integer keys (packed table keys): one multiply-xorshift
-/// round of murmur3's finalizer. Keys come from the controller's entries,
-/// not from packets an attacker chooses, so a keyed SipHash buys nothing
-/// here and costs a third of a lookup.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct IntHasher(u64);
-
-impl Hasher for IntHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.write_u64(u64::from(*b));
-        }
-    }
-
-    fn write_u16(&mut self, n: u16) {
-        self.write_u64(u64::from(n));
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = mix(self.0 ^ n);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// murmur3's 64-bit finalizer: every input bit reaches every output bit.
-pub(crate) fn mix(mut x: u64) -> u64 {
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    x ^ (x >> 33)
-}
-
-pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
 
 /// `set_vport`'s result: the virtual switch and virtual ingress port, and
 /// the inbound delay and loss of a host link.
@@ -461,6 +417,7 @@ pub(crate) fn compile(
 
 #[cfg(test)]
 mod tests {
+    use super::super::hash::mix;
     use super::*;
 
     #[test]

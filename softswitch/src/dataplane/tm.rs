@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
 use super::frame::Frame;
-use super::tables::FastMap;
+use super::hash::FastMap;
 use crate::{Attach, DeviceConfig};
 
 const NS_PER_SEC: u128 = 1_000_000_000;
