@@ -503,6 +503,10 @@ pub struct Request {
     /// The client's terminal type (`TERM`), for what it runs in a node.
     #[serde(default)]
     pub term: Option<String>,
+    /// The lab the client's `$TURBONET_LAB` names, for a command that
+    /// names none.
+    #[serde(default)]
+    pub lab: Option<String>,
 }
 
 /// A request, in the process that runs it: who asked, what, and the file

@@ -308,10 +308,16 @@ pub fn labs(root: &Path) -> io::Result<Vec<String>> {
     Ok(labs)
 }
 
-/// Picks the lab a command is about: the one named, or the only one up.
+/// The variable that names the lab commands are about when none is named
+/// (as kubectl's context does): set by `turbonet exec` in what it runs.
+pub const LAB_VARIABLE: &str = "TURBONET_LAB";
+
+/// Picks the lab a command is about: the one named, else the one
+/// `$TURBONET_LAB` names, else the only one up.
 pub fn resolve(name: Option<&str>) -> Result<(LabDir, LabState)> {
     let labs = labs(Path::new(RUN_DIR))?;
-    let name = match (name, labs.as_slice()) {
+    let from_env = std::env::var(LAB_VARIABLE).ok().filter(|n| !n.is_empty());
+    let name = match (name.or(from_env.as_deref()), labs.as_slice()) {
         (Some(name), _) => name.to_owned(),
         (None, [only]) => only.clone(),
         (None, []) => {
@@ -321,7 +327,8 @@ pub fn resolve(name: Option<&str>) -> Result<(LabDir, LabState)> {
         }
         (None, many) => {
             return Err(Error::Invalid(format!(
-                "several labs are up ({}); pick one with --lab",
+                "several labs are up ({}); pick one with --lab, or for every command with \
+                 `export {LAB_VARIABLE}=NAME`",
                 many.join(", ")
             )));
         }

@@ -42,6 +42,7 @@ pub fn turbonet() -> Command {
     let mut c = Command::new(binary());
     c.env_remove("TURBONET_LOG");
     c.env_remove("TURBONET_BGP_SHARDS");
+    c.env_remove("TURBONET_LAB");
     c
 }
 

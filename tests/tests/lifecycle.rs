@@ -532,3 +532,27 @@ fn bgp_speakers_beyond_the_open_file_limit_run_in_shards_that_fit() {
         "shards left behind"
     );
 }
+
+#[test]
+fn turbonet_lab_names_the_lab_a_command_is_about_when_several_are_up() {
+    require_root!();
+    let (a, b) = (
+        up_bundled("enva", "two-hosts.toml", ""),
+        up_bundled("envb", "custom-triangle.toml", ""),
+    );
+    let nodes = |env: &str, args: &[&str]| {
+        let out = turbonet()
+            .args(["show", "nodes", "--json"])
+            .args(args)
+            .env("TURBONET_LAB", env)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{env}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // Each lab's own nodes, by the variable alone.
+    assert!(nodes(&a.0, &[]).contains(&format!("tn-{}-", a.0)));
+    assert!(nodes(&b.0, &[]).contains(&format!("tn-{}-", b.0)));
+    // --lab wins over it.
+    assert!(nodes(&a.0, &["--lab", &b.0]).contains(&format!("tn-{}-", b.0)));
+}

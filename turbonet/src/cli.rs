@@ -737,7 +737,8 @@ pub const UI_LISTEN: &str = "127.0.0.1:8765";
 /// Which lab a command is about.
 #[derive(Debug, Args)]
 pub struct LabArg {
-    /// Lab name (default: the only lab that is up).
+    /// Lab name (default: the lab $TURBONET_LAB names, else the only lab
+    /// that is up).
     #[arg(long, short = 'l')]
     pub lab: Option<String>,
 }

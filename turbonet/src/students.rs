@@ -88,6 +88,9 @@ pub(crate) fn forward(command: &Command) -> Result<ExitCode> {
         file: file.is_some(),
         file_name,
         term: std::env::var("TERM").ok().filter(|t| t.len() <= 64),
+        lab: std::env::var(turbonet_lab::state::LAB_VARIABLE)
+            .ok()
+            .filter(|l| !l.is_empty()),
     };
     let code = turbonet_lab::serve::forward(&socket(), &request, file.as_ref())?;
     Ok(ExitCode::from(code))
@@ -162,7 +165,8 @@ fn run_for(student: &Student, request: Request, file: Option<std::os::fd::OwnedF
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((fd, name));
     }
-    let result = for_student(student, cli.command, request.file).and_then(crate::run);
+    let result = for_student(student, cli.command, request.file, request.lab.as_deref())
+        .and_then(crate::run);
     match result {
         Ok(code) => code,
         Err(e) => crate::report(e),
@@ -171,9 +175,17 @@ fn run_for(student: &Student, request: Request, file: Option<std::os::fd::OwnedF
 
 /// The command as a member may run it: on their own labs (the one named,
 /// given with or without their prefix, or their only one), or refused.
-fn for_student(student: &Student, mut command: Command, file: bool) -> Result<Command> {
+fn for_student(
+    student: &Student,
+    mut command: Command,
+    file: bool,
+    default_lab: Option<&str>,
+) -> Result<Command> {
+    // The lab named, else the one their `$TURBONET_LAB` names, else their
+    // only one: always named here, so nothing of the service's own
+    // environment picks it.
     let own = |lab: &mut LabArg| -> Result<()> {
-        lab.lab = Some(student.resolve(lab.lab.as_deref())?);
+        lab.lab = Some(student.resolve(lab.lab.as_deref().or(default_lab))?);
         Ok(())
     };
     match &mut command {
@@ -362,7 +374,7 @@ mod tests {
         };
         let argv = std::iter::once("turbonet").chain(args.iter().copied());
         let command = Cli::try_parse_from(argv).expect("parses").command;
-        match for_student(&student, command, file) {
+        match for_student(&student, command, file, None) {
             Ok(c) => panic!("{args:?} is let through: {c:?}"),
             Err(e) => e.to_string(),
         }
@@ -418,9 +430,29 @@ mod tests {
             };
             let argv = std::iter::once("turbonet".to_owned()).chain(args);
             if let Ok(cli) = Cli::try_parse_from(argv) {
-                let _ = for_student(&student, cli.command, file);
+                let _ = for_student(&student, cli.command, file, None);
             }
         }
+    }
+
+    #[test]
+    fn their_turbonet_lab_names_one_of_their_labs_or_nothing() {
+        let student = Student {
+            name: "alice".to_owned(),
+            uid: 1234,
+            gid: 1234,
+            groups: Vec::new(),
+            max_nodes: turbonet_lab::serve::MAX_NODES,
+            max_queue: turbonet_lab::serve::MAX_QUEUE,
+            limit_origin: turbonet_lab::serve::CONFIG.into(),
+        };
+        let command = Cli::try_parse_from(["turbonet", "exec", "leaf0", "--", "true"])
+            .expect("parses")
+            .command;
+        let e = for_student(&student, command, false, Some("bob-ecmp"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("you have no lab bob-ecmp up"), "{e}");
     }
 
     #[test]
