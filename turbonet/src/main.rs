@@ -704,7 +704,18 @@ fn start_course(
             gid: s.gid,
         }),
     };
-    let up = up::up(&options, &Terminal::new(quiet))?;
+    let name = students::lab_name(&found.lab);
+    let up = match up::up(&options, &Terminal::new(quiet)) {
+        Ok(up) => up,
+        Err(e) => {
+            // A member's copy goes with a lab that did not come up (not
+            // with one that is up already under that name).
+            if !turbonet_lab::state::LabDir::of(&name).exists() {
+                students::forget_scenario(&name);
+            }
+            return Err(e.into());
+        }
+    };
     let running = inspect::running(Some(&up.lab.name))?;
     let seed = seed.unwrap_or(up.lab.seed);
     let prepared = match students::student() {
@@ -715,6 +726,7 @@ fn start_course(
         Ok(made) => made,
         Err(e) => {
             let _ = down::down(Some(&up.lab.name));
+            students::forget_scenario(&up.lab.name);
             return Err(e.into());
         }
     };
