@@ -59,6 +59,16 @@ fn two_students_run_labs_at_once_and_neither_can_touch_the_others() {
     let all = String::from_utf8_lossy(&status.stdout);
     assert!(all.contains(&lab_a) && all.contains(&lab_b), "{all}");
 
+    // Starting it again says what to do that is theirs to do.
+    let out = a(&["lab", "start", "--quiet", "static-ecmp"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&format!(
+            "you have lab {lab_a} up already: `turbonet lab stop"
+        )),
+        "{}",
+        text(&out)
+    );
+
     // Each sees only their own.
     let mine = a(&["status", "--json"]);
     let mine = String::from_utf8_lossy(&mine.stdout);

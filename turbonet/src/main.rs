@@ -693,6 +693,20 @@ fn start_course(
     let _one_at_a_time = students::student()
         .map(turbonet_lab::serve::Student::lock_starts)
         .transpose()?;
+    let name = students::lab_name(&found.lab);
+    if let Some(student) = students::student()
+        && turbonet_lab::state::LabDir::of(&name).exists()
+    {
+        return Err(turbonet_lab::Error::Refused(if student.owns(&name) {
+            format!(
+                "you have lab {name} up already: `turbonet lab stop --lab {name}` first (or \
+                 `turbonet lab reset --lab {name}` to start it again)"
+            )
+        } else {
+            format!("a lab named {name} is up, and it is not yours: ask the administrator")
+        })
+        .into());
+    }
     let options = up::Options {
         file: students::course_scenario(found)?,
         threads: None,
@@ -704,7 +718,6 @@ fn start_course(
             gid: s.gid,
         }),
     };
-    let name = students::lab_name(&found.lab);
     let up = match up::up(&options, &Terminal::new(quiet)) {
         Ok(up) => up,
         Err(e) => {
