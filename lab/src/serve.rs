@@ -347,12 +347,10 @@ impl Student {
         });
         let total = queued.saturating_add(wire);
         if total > self.max_queue {
-            let what = match (queued, rate) {
-                (_, Some(r)) if wire > 0 && queued > 0 => {
-                    format!("{how} and {r} x {delay} in flight")
-                }
-                (_, Some(r)) if wire > 0 => format!("{r} x {delay} in flight"),
-                _ => how,
+            let what = match rate.filter(|_| wire > 0) {
+                Some(r) if queued > 0 => format!("{how} and {r} x {delay} in flight"),
+                Some(r) => format!("{r} x {delay} in flight"),
+                None => how,
             };
             return Err(Error::Refused(format!(
                 "{what} may hold {}: your limit is {} a link (set by the administrator in {})",

@@ -222,6 +222,17 @@ pub fn interrupt(mut client: Child) {
     let _ = client.wait();
 }
 
+/// Panics, showing all it said, unless `out`'s standard error says
+/// `words`.
+#[track_caller]
+pub fn assert_says(out: &Output, words: &str) {
+    assert!(
+        stderr(out).contains(words),
+        "not saying {words:?}: {}",
+        text(out)
+    );
+}
+
 /// The standard error of `out`, as text.
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()

@@ -11,7 +11,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use turbonet_tests::service::{Service, stderr, stdout};
+use turbonet_tests::service::{Service, assert_says, stdout};
 use turbonet_tests::{require_root, run, text};
 
 /// Starts `lab` for `user`, or panics with why not.
@@ -49,11 +49,7 @@ fn a_workload_file_is_read_from_what_the_student_passed_never_reopened_as_root()
         .unwrap();
     assert!(!out.status.success(), "{}", text(&out));
     assert!(!text(&out).contains("root:"), "{}", text(&out));
-    assert!(
-        stderr(&out).contains("not opened for reading"),
-        "{}",
-        text(&out)
-    );
+    assert_says(&out, "not opened for reading");
     // Nor a file past the size a workload file may have.
     let big = service.dir.join("big.toml");
     std::fs::File::create(&big)
@@ -62,21 +58,13 @@ fn a_workload_file_is_read_from_what_the_student_passed_never_reopened_as_root()
         .unwrap();
     std::fs::set_permissions(&big, std::fs::Permissions::from_mode(0o644)).unwrap();
     let out = service.run(alice, &["workload", "start", big.to_str().unwrap()]);
-    assert!(
-        stderr(&out).contains("more than the 1048576 a file may have"),
-        "{}",
-        text(&out)
-    );
+    assert_says(&out, "more than the 1048576 a file may have");
     // A file of hers is read, and its errors name it as she typed it.
     let own = service.dir.join("mine.toml");
     std::fs::write(&own, "[[workload]]\nname = \"x\"\nkind = \"nonsense\"\n").unwrap();
     std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o644)).unwrap();
     let out = service.run(alice, &["workload", "start", own.to_str().unwrap()]);
-    assert!(
-        stderr(&out).contains(own.to_str().unwrap()),
-        "{}",
-        text(&out)
-    );
+    assert_says(&out, own.to_str().unwrap());
 }
 
 #[test]
@@ -123,11 +111,7 @@ fn a_namespace_passed_to_exec_gives_no_hold_on_another_students_nodes_or_the_mac
         .stdin(std::fs::File::open("/proc/self/ns/net").unwrap())
         .output()
         .unwrap();
-    assert!(
-        stderr(&out).contains("a namespace is not a command's input"),
-        "{}",
-        text(&out)
-    );
+    assert_says(&out, "a namespace is not a command's input");
     // The names under /run/netns are closed to her.
     let out = Command::new("runuser")
         .args(["-u", alice, "--", "ls", "/run/netns"])
@@ -276,11 +260,7 @@ fn two_starts_at_once_do_not_pass_the_node_limit_together() {
     let ok = outs.iter().filter(|o| o.status.success()).count();
     assert_eq!(ok, 1, "{}\n{}", text(&outs[0]), text(&outs[1]));
     let refused = outs.iter().find(|o| !o.status.success()).unwrap();
-    assert!(
-        stderr(refused).contains("your limit is 12 nodes"),
-        "{}",
-        text(refused)
-    );
+    assert_says(refused, "your limit is 12 nodes");
 }
 
 #[test]
@@ -336,21 +316,20 @@ fn a_link_may_not_hold_more_memory_than_the_limit_nor_a_flap_fill_the_log() {
         ],
     );
     assert!(!out.status.success(), "{}", text(&out));
-    assert!(
-        stderr(&out).contains("10gbit x 30s in flight may hold"),
-        "{}",
-        text(&out)
-    );
+    assert_says(&out, "10gbit x 30s in flight may hold");
+    // Nor in two steps: the delay first (20 Mbit/s x 30 s fits), then the
+    // rate, which counts the delay now in force.
+    let out = service.run(alice, &["link", "set", "r0--r1", "--delay", "30s"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = service.run(alice, &["link", "set", "r0--r1", "--rate", "10gbit"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert_says(&out, "10gbit x 30s in flight may hold");
     // Nor may a flap fill the lab's log.
     let out = service.run(
         alice,
         &["flap", "r0--r1", "--period", "1ms", "--count", "4294967295"],
     );
-    assert!(
-        stderr(&out).contains("a student's flap has a period of at least 100 ms"),
-        "{}",
-        text(&out)
-    );
+    assert_says(&out, "a student's flap has a period of at least 100 ms");
 }
 
 #[test]
@@ -381,7 +360,7 @@ fn a_student_cannot_plant_a_socket_for_roots_vtysh_to_grade() {
         ],
     );
     assert!(!out.status.success(), "{}", text(&out));
-    assert!(stderr(&out).contains("Permission denied"), "{}", text(&out));
+    assert_says(&out, "Permission denied");
     assert!(home.join("bgpd.vty").exists());
     // Root's view of her sessions still comes from her daemons.
     let out = run(&["show", "bgp", "--lab", &lab]);
@@ -528,11 +507,7 @@ fn what_a_student_starts_is_held_to_their_process_limit() {
     assert!(started > 0 && started < 80, "{started} processes");
     // At her limit, her next command is refused with the reason.
     let out = service.run(alice, &["status"]);
-    assert!(
-        stderr(&out).contains("as many processes running as your limit allows"),
-        "{}",
-        text(&out)
-    );
+    assert_says(&out, "as many processes running as your limit allows");
     drop(bomb.stdin.take());
     let _ = bomb.wait();
     assert!(

@@ -513,7 +513,7 @@ fn target(kind: TargetKind, name: String) -> Target {
 }
 
 /// A client of the lab's control API (`--lab`, or the only lab up).
-fn client(lab: &cli::LabArg) -> Result<Client> {
+pub(crate) fn client(lab: &cli::LabArg) -> Result<Client> {
     let (dir, _) = turbonet_lab::state::resolve(lab.lab.as_deref())?;
     Ok(Client::connect(&dir)?)
 }

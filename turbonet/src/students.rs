@@ -286,9 +286,10 @@ fn admit_flap(period: &str, count: u32) -> Result<()> {
     Ok(())
 }
 
-/// Refuses `link set` parameters under which the link (each link it may
-/// name) would hold more memory than the member's limit: a parameter not
-/// given is the link's own in the scenario.
+/// Refuses `link set` parameters under which the link would hold more
+/// memory than the member's limit: a parameter not given is the one in
+/// force now (as the daemon has it: two changes, a delay then a rate,
+/// count together). A link the lab has not is the daemon's to refuse.
 fn admit_link(
     student: &Student,
     lab: &LabArg,
@@ -296,25 +297,18 @@ fn admit_link(
     params: &crate::cli::LinkSetArgs,
 ) -> Result<()> {
     use turbonet_topo::units::Delay;
-    let running = turbonet_lab::inspect::running(lab.lab.as_deref())?;
-    let links = &running.lab.fabric.links;
-    let named: Vec<_> = links.iter().filter(|l| l.name == link).collect();
-    // A name that is no one link may stand for several: each counts.
-    let considered = if named.is_empty() {
-        links.iter().collect()
-    } else {
-        named
+    let mut client = crate::client(lab)?;
+    let Some(current) = client.links(Some(link))?.into_iter().next() else {
+        return Ok(());
     };
-    for l in considered {
-        let own = &l.params;
-        let delay = params.delay.or(own.delay).unwrap_or(Delay::ZERO);
-        let jitter = params.jitter.or(own.jitter).unwrap_or(Delay::ZERO);
-        student.admit_link(
-            params.queue.or(own.queue),
-            params.rate.or(own.rate),
-            Delay::from_nanos(delay.as_nanos().saturating_add(jitter.as_nanos())),
-        )?;
-    }
+    let now = turbonet_lab::api::params_from_proto(&current.params.unwrap_or_default())?;
+    let delay = params.delay.or(now.delay).unwrap_or(Delay::ZERO);
+    let jitter = params.jitter.or(now.jitter).unwrap_or(Delay::ZERO);
+    student.admit_link(
+        params.queue.or(now.queue),
+        params.rate.or(now.rate),
+        Delay::from_nanos(delay.as_nanos().saturating_add(jitter.as_nanos())),
+    )?;
     Ok(())
 }
 
@@ -362,8 +356,9 @@ mod tests {
 
     use super::*;
 
-    fn refusal(args: &[&str], file: bool) -> String {
-        let student = Student {
+    /// A member with the default limits.
+    fn alice() -> Student {
+        Student {
             name: "alice".to_owned(),
             uid: 1234,
             gid: 1234,
@@ -371,7 +366,11 @@ mod tests {
             max_nodes: turbonet_lab::serve::MAX_NODES,
             max_queue: turbonet_lab::serve::MAX_QUEUE,
             limit_origin: turbonet_lab::serve::CONFIG.into(),
-        };
+        }
+    }
+
+    fn refusal(args: &[&str], file: bool) -> String {
+        let student = alice();
         let argv = std::iter::once("turbonet").chain(args.iter().copied());
         let command = Cli::try_parse_from(argv).expect("parses").command;
         match for_student(&student, command, file, None) {
@@ -419,15 +418,7 @@ mod tests {
             ),
             file in proptest::prelude::any::<bool>(),
         ) {
-            let student = Student {
-                name: "alice".to_owned(),
-                uid: 1234,
-                gid: 1234,
-                groups: Vec::new(),
-                max_nodes: turbonet_lab::serve::MAX_NODES,
-                max_queue: turbonet_lab::serve::MAX_QUEUE,
-                limit_origin: turbonet_lab::serve::CONFIG.into(),
-            };
+            let student = alice();
             let argv = std::iter::once("turbonet".to_owned()).chain(args);
             if let Ok(cli) = Cli::try_parse_from(argv) {
                 let _ = for_student(&student, cli.command, file, None);
@@ -437,15 +428,7 @@ mod tests {
 
     #[test]
     fn their_turbonet_lab_names_one_of_their_labs_or_nothing() {
-        let student = Student {
-            name: "alice".to_owned(),
-            uid: 1234,
-            gid: 1234,
-            groups: Vec::new(),
-            max_nodes: turbonet_lab::serve::MAX_NODES,
-            max_queue: turbonet_lab::serve::MAX_QUEUE,
-            limit_origin: turbonet_lab::serve::CONFIG.into(),
-        };
+        let student = alice();
         let command = Cli::try_parse_from(["turbonet", "exec", "leaf0", "--", "true"])
             .expect("parses")
             .command;

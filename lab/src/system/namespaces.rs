@@ -81,26 +81,38 @@ pub fn create_batch<T: Send>(
     setup: &impl Setup<T>,
 ) -> Vec<io::Result<T>> {
     if let Err(e) = prepare_run_dir() {
-        return names
-            .iter()
-            .map(|_| Err(io::Error::new(e.kind(), e.to_string())))
-            .collect();
+        return fail_all(names.len(), &e);
     }
-    let threads = threads.clamp(1, names.len().max(1));
-    let chunk = names.len().div_ceil(threads).max(1);
+    on_threads(names, threads, |name| {
+        create_here(name).and_then(|()| setup(name))
+    })
+}
+
+/// `count` copies of the error `e` (every namespace of a batch failed
+/// alike).
+fn fail_all<T>(count: usize, e: &io::Error) -> Vec<io::Result<T>> {
+    (0..count)
+        .map(|_| Err(io::Error::new(e.kind(), e.to_string())))
+        .collect()
+}
+
+/// `f` of each of `items`, in order, spread over `threads` dedicated OS
+/// threads (each takes a run of them and exits at the end, so no shared
+/// thread ever changes namespace).
+fn on_threads<I: Sync, T: Send>(
+    items: &[I],
+    threads: usize,
+    f: impl Fn(&I) -> io::Result<T> + Sync,
+) -> Vec<io::Result<T>> {
+    let threads = threads.clamp(1, items.len().max(1));
+    let chunk = items.len().div_ceil(threads).max(1);
+    let f = &f;
     thread::scope(|scope| {
         // Collected: every worker starts before the first is joined.
         #[allow(clippy::needless_collect)]
-        let workers: Vec<_> = names
+        let workers: Vec<_> = items
             .chunks(chunk)
-            .map(|chunk| {
-                scope.spawn(move || {
-                    chunk
-                        .iter()
-                        .map(|name| create_here(name).and_then(|()| setup(name)))
-                        .collect::<Vec<_>>()
-                })
-            })
+            .map(|chunk| scope.spawn(move || chunk.iter().map(f).collect::<Vec<_>>()))
             .collect();
         workers
             .into_iter()
@@ -193,45 +205,18 @@ pub fn create_owned<T: Send>(
     threads: usize,
     setup: &impl Setup<T>,
 ) -> Vec<io::Result<T>> {
-    let fail_all = |e: io::Error| {
-        names
-            .iter()
-            .map(|_| Err(io::Error::new(e.kind(), e.to_string())))
-            .collect()
-    };
     if let Err(e) = prepare_run_dir() {
-        return fail_all(e);
+        return fail_all(names.len(), &e);
     }
     let made = match unshare_owned(names.len(), owner) {
         Ok(made) => made,
-        Err(e) => return fail_all(e),
+        Err(e) => return fail_all(names.len(), &e),
     };
-    let threads = threads.clamp(1, names.len().max(1));
-    let chunk = names.len().div_ceil(threads).max(1);
-    thread::scope(|scope| {
-        #[allow(clippy::needless_collect)]
-        let workers: Vec<_> = names
-            .chunks(chunk)
-            .zip(made.chunks(chunk))
-            .map(|(names, fds)| {
-                scope.spawn(move || {
-                    names
-                        .iter()
-                        .zip(fds)
-                        .map(|(name, fd)| {
-                            name_here(name, fd).and_then(|()| {
-                                setns(fd, CloneFlags::CLONE_NEWNET)?;
-                                setup(name)
-                            })
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().expect("namespace worker panicked"))
-            .collect()
+    let named: Vec<(&String, OwnedFd)> = names.iter().zip(made).collect();
+    on_threads(&named, threads, |(name, fd)| {
+        name_here(name, fd)?;
+        setns(fd, CloneFlags::CLONE_NEWNET)?;
+        setup(name)
     })
 }
 
