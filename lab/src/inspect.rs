@@ -41,10 +41,16 @@ pub fn status() -> Result<Vec<LabStatus>> {
     let mut rows = Vec::new();
     for name in state::labs(Path::new(state::RUN_DIR))? {
         let dir = LabDir::of(&name);
-        let Some(st) = dir.load()? else {
+        // One lab's state (being written, being removed, damaged) is that
+        // lab's row, never the whole listing's failure.
+        let loaded = dir.load();
+        let Ok(Some(st)) = loaded else {
             rows.push(LabStatus {
                 lab: name,
-                phase: "no state (interrupted)".into(),
+                phase: match loaded {
+                    Err(e) => format!("unreadable state ({e})"),
+                    _ => "no state (interrupted)".into(),
+                },
                 scenario: String::new(),
                 namespaces: 0,
                 namespaces_present: 0,

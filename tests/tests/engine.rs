@@ -400,7 +400,8 @@ fn a_killed_daemon_is_restarted_and_readopts_the_lab() {
     assert!(out.status.success(), "{}", text(&out));
     let status = |lab: &str| -> serde_json::Value {
         let out = run(&["status", "--json"]);
-        let all: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let all: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("status --json: {e}\n{}", text(&out)));
         all.as_array()
             .unwrap()
             .iter()
