@@ -18,7 +18,7 @@ use turbonet_packetio::icmp;
 
 use crate::error::{Context, Error, Result};
 use crate::inspect::Running;
-use crate::system::namespaces;
+use turbonet_host::namespaces;
 
 const ROUNDS: u32 = 4;
 

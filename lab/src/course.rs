@@ -16,9 +16,9 @@ use turbonet_topo::{Lab, NodeId};
 use crate::check::addresses;
 use crate::error::{Error, Result};
 use crate::inspect::Running;
-use crate::kernel::interfaces::PortState;
-use crate::kernel::routes::TableRoute;
 use crate::workload::Report;
+use turbonet_host::kernel::interfaces::PortState;
+use turbonet_host::kernel::table::TableRoute;
 
 /// The scenario file of a lab's folder.
 pub const SCENARIO: &str = "lab.toml";
@@ -590,7 +590,7 @@ impl Found {
                 }
             }
             TaskCheck::Lookup { node, address, dev } => {
-                use crate::kernel::routes::Lookup;
+                use turbonet_host::kernel::table::Lookup;
                 let node = name(*node);
                 let (route, names) = match crate::inspect::node_lookup(lab, &node, *address) {
                     Ok((Lookup::Route(route), names)) => (route, names),

@@ -10,7 +10,7 @@ use crate::dataplane::netns::externals;
 use crate::error::{Context, Error, Result};
 use crate::limits;
 use crate::state::{self, LabDir, LabState, Phase, Stopwatch};
-use crate::system::{namespaces, process};
+use turbonet_host::{namespaces, process};
 
 /// What `down` did.
 #[derive(Debug, Clone, PartialEq)]

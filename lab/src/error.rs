@@ -43,6 +43,9 @@ pub enum Error {
     /// A netlink request failed.
     #[error(transparent)]
     Netlink(Box<rtnetlink::Error>),
+    /// Asking the machine failed (a system call, netlink).
+    #[error(transparent)]
+    Host(Box<turbonet_host::Error>),
     /// Talking to a P4 switch failed.
     #[error(transparent)]
     P4(Box<turbonet_p4::Error>),
@@ -137,6 +140,7 @@ impl Error {
         match self.root() {
             Error::Io(e) => e.raw_os_error(),
             Error::Sys(e) => Some(*e as i32),
+            Error::Host(e) => e.raw_os_error(),
             _ => None,
         }
     }
@@ -155,6 +159,7 @@ macro_rules! boxed_from {
 
 boxed_from! {
     rtnetlink::Error => Netlink,
+    turbonet_host::Error => Host,
     turbonet_p4::Error => P4,
     turbonet_softswitch::Error => SoftSwitch,
     tonic::Status => Rpc,

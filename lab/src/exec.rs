@@ -5,8 +5,8 @@ use std::process::{Command, Stdio};
 
 use crate::error::{Context, Error, Result};
 use crate::inspect::{self, Running};
-use crate::system::namespaces;
-use crate::system::process::{AsUser, Start};
+use turbonet_host::namespaces;
+use turbonet_host::process::{AsUser, Start};
 
 /// Runs `command` in the namespace of `node`, like `ip netns exec`: the
 /// child also gets a private mount namespace with `/sys` remounted, so tools
@@ -41,7 +41,7 @@ pub fn exec_as(running: &Running, node: &str, command: &[String], user: &AsUser)
     let status = spawn_as(running, node, command, &env, false, Some(user))?
         .wait()
         .map_err(|e| Error::NotFound(format!("cannot run {program} in {node}: {e}")))?;
-    Ok(crate::system::process::exit_code(status))
+    Ok(turbonet_host::process::exit_code(status))
 }
 
 /// The `PATH` a user's command starts with (root's `sbin` folders too:
@@ -59,7 +59,7 @@ pub fn exec_with(
     let status = spawn_in(running, node, command, env, false)?
         .wait()
         .map_err(|e| Error::NotFound(format!("cannot run {program} in {node}: {e}")))?;
-    Ok(crate::system::process::exit_code(status))
+    Ok(turbonet_host::process::exit_code(status))
 }
 
 /// [`exec`], its output (standard output, then standard error) captured
@@ -71,7 +71,7 @@ pub fn exec_captured(running: &Running, node: &str, command: &[String]) -> Resul
         .map_err(|e| Error::NotFound(format!("cannot run {program} in {node}: {e}")))?;
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.push_str(&String::from_utf8_lossy(&out.stderr));
-    Ok((crate::system::process::exit_code(out.status), text))
+    Ok((turbonet_host::process::exit_code(out.status), text))
 }
 
 /// Starts `command` in `node` as [`exec`] describes; with `capture`, its

@@ -9,9 +9,9 @@ use turbonet_topo::{Lab, LinkParams};
 use crate::api;
 use crate::dataplane::plane::Shortfall;
 use crate::error::{Context, Error, Result};
-use crate::kernel::routes::{TableRoute, link_names, read_table};
 use crate::state::{self, LabDir, Phase};
-use crate::system::{namespaces, process};
+use turbonet_host::kernel::table::{TableRoute, link_names, read_table};
+use turbonet_host::{namespaces, process};
 
 /// One lab, as `status` shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -277,8 +277,8 @@ pub(crate) fn node_table(
 )> {
     let ns_name = node_namespace(lab, node)?;
     let ns = namespaces::open(&ns_name).with_context(|| format!("opening namespace {ns_name}"))?;
-    let (table, names) = crate::kernel::interfaces::with_handle(&ns, async |h| {
-        Ok((read_table(&h).await?, link_names(&h).await?))
+    let (table, names) = turbonet_host::kernel::interfaces::with_handle(&ns, async |h| {
+        Ok::<_, crate::Error>((read_table(&h).await?, link_names(&h).await?))
     })?;
     Ok((ns_name, table, names))
 }
@@ -290,14 +290,14 @@ pub(crate) fn node_lookup(
     node: &str,
     to: std::net::Ipv4Addr,
 ) -> Result<(
-    crate::kernel::routes::Lookup,
+    turbonet_host::kernel::table::Lookup,
     std::collections::HashMap<u32, String>,
 )> {
     let ns_name = node_namespace(lab, node)?;
     let ns = namespaces::open(&ns_name).with_context(|| format!("opening namespace {ns_name}"))?;
-    crate::kernel::interfaces::with_handle(&ns, async |h| {
+    turbonet_host::kernel::interfaces::with_handle(&ns, async |h| {
         Ok((
-            crate::kernel::routes::lookup(&h, to).await?,
+            turbonet_host::kernel::table::lookup(&h, to).await?,
             link_names(&h).await?,
         ))
     })
@@ -307,12 +307,13 @@ pub(crate) fn node_lookup(
 pub(crate) fn node_ports(
     lab: &Lab,
     node: &str,
-) -> Result<std::collections::HashMap<String, crate::kernel::interfaces::PortState>> {
+) -> Result<std::collections::HashMap<String, turbonet_host::kernel::interfaces::PortState>> {
     let ns_name = node_namespace(lab, node)?;
     let ns = namespaces::open(&ns_name).with_context(|| format!("opening namespace {ns_name}"))?;
-    crate::kernel::interfaces::with_handle(&ns, async |h| {
-        crate::kernel::interfaces::port_states(&h).await
+    turbonet_host::kernel::interfaces::with_handle(&ns, async |h| {
+        turbonet_host::kernel::interfaces::port_states(&h).await
     })
+    .map_err(Into::into)
 }
 
 fn route_row(r: &TableRoute, names: &std::collections::HashMap<u32, String>) -> RouteRow {

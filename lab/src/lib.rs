@@ -7,19 +7,18 @@
 //! `controller`, `bgp`, or `manual`: the user's), and kept running by a
 //! per-lab daemon.
 //!
+//! What it asks of the machine (the kernel's network side, namespaces,
+//! processes) goes through `turbonet-host`.
+//!
 //! Layers, lowest first (a module uses only those above it in this list):
 //!
 //! - [`error`], [`names`], [`lookup`], [`hostnames`], [`topology`],
 //!   [`pcapng`]: the error type, how turbonet names what it creates,
 //!   finding what users name, how programs in a lab find nodes by name,
 //!   the fabric as data for tools outside turbonet, and captures as files;
-//! - [`system`]: namespaces, processes and limits (with packet I/O, the
-//!   only `unsafe`);
 //! - [`state`], [`limits`]: a lab's directory and its record of ownership;
 //!   the machine-wide limits every lab that is up shares;
 //! - [`events`]: what happened, on one clock;
-//! - [`kernel`]: what turbonet asks of the kernel, as a trait with a
-//!   netlink implementation and a recording one;
 //! - [`dataplane`]: the targets' builders and run-time control;
 //! - [`routes`]: route sources, the BGP agents among them;
 //! - [`workload`]: workloads (flows, collectives, commands) run in the
@@ -53,7 +52,7 @@ pub mod experiment;
 pub mod graph;
 pub mod hostnames;
 pub mod inspect;
-pub mod kernel;
+
 pub mod limits;
 pub mod lookup;
 pub mod mpi;
@@ -65,7 +64,7 @@ pub mod report;
 pub mod routes;
 pub mod serve;
 pub mod state;
-pub mod system;
+
 pub mod topology;
 pub mod ui;
 pub mod up;

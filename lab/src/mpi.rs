@@ -15,8 +15,8 @@ use turbonet_topo::experiment::Algorithm;
 
 use crate::error::{Context, Error, Result};
 use crate::inspect::{self, Running};
-use crate::system::namespaces;
-use crate::system::process::Start;
+use turbonet_host::namespaces;
+use turbonet_host::process::Start;
 
 /// The hidden subcommand Open MPI starts as its remote shell:
 /// `turbonet mpi-agent HOST COMMAND...`.
@@ -200,7 +200,7 @@ pub fn prepare(running: &Running, options: &Options) -> Result<Prepared> {
         "mpi-hostfile-{}",
         options.job.as_deref().unwrap_or("hosts")
     ));
-    let agent = crate::system::process::self_exe()?;
+    let agent = turbonet_host::process::self_exe()?;
     if agent.to_string_lossy().contains(char::is_whitespace) {
         return Err(Error::Refused(format!(
             "Open MPI splits its remote shell's command line on spaces, and this turbonet is {}: \
@@ -282,7 +282,7 @@ pub fn run(running: &Running, prepared: &Prepared) -> Result<i32> {
         loop {
             tokio::select! {
                 status = child.wait() => {
-                    return Ok(crate::system::process::exit_code(status?));
+                    return Ok(turbonet_host::process::exit_code(status?));
                 }
                 _ = interrupt.recv() => {}
                 _ = terminate.recv() => pass_on(Signal::SIGTERM),

@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use turbonet_topo::units::{Delay, QueueLimit, Rate};
 
 use crate::error::{Context, Error, Result};
-use crate::system::descriptors;
+use turbonet_host::descriptors;
 
 /// Where `turbonet serve` listens unless told otherwise.
 pub const SOCKET: &str = "/run/turbonet-serve.sock";
@@ -120,7 +120,7 @@ pub struct Policy {
     pub requests: usize,
     /// What all that runs for one user (their commands, what those start
     /// in their nodes, their labs' daemons) may hold at once.
-    pub limits: crate::system::cgroup::Limits,
+    pub limits: turbonet_host::cgroup::Limits,
     /// The file it was read from (for messages).
     pub origin: PathBuf,
 }
@@ -172,7 +172,7 @@ impl Policy {
             max_queue,
             max_nodes: raw.max_nodes.unwrap_or(MAX_NODES),
             requests: raw.requests.unwrap_or(REQUESTS).max(1),
-            limits: crate::system::cgroup::Limits {
+            limits: turbonet_host::cgroup::Limits {
                 pids: raw.max_processes.unwrap_or(MAX_PROCESSES).max(16),
                 memory: match raw.max_memory.as_deref().map(str::parse::<QueueLimit>) {
                     None => MAX_MEMORY,
@@ -304,8 +304,8 @@ impl Student {
 
     /// How a command of theirs runs: as them, starting in `cwd`, with
     /// their terminal's type.
-    pub fn as_user(&self, cwd: PathBuf, term: Option<String>) -> crate::system::process::AsUser {
-        crate::system::process::AsUser {
+    pub fn as_user(&self, cwd: PathBuf, term: Option<String>) -> turbonet_host::process::AsUser {
+        turbonet_host::process::AsUser {
             term,
             uid: self.uid,
             gid: self.gid,
@@ -541,7 +541,7 @@ pub fn serve(socket: &Path, policy: &Policy) -> Result<Served> {
     close_netns_names()?;
     // Where each user's processes are held to their limits, if the kernel
     // lets us.
-    let cgroups = match crate::system::cgroup::prepare() {
+    let cgroups = match turbonet_host::cgroup::prepare() {
         Ok(bases) => Some(bases),
         Err(e) => {
             tracing::warn!("users' processes are not held to a limit: {e}");
@@ -608,9 +608,9 @@ pub fn serve(socket: &Path, policy: &Policy) -> Result<Served> {
 /// are `nsfs` files, which cannot be made unreadable one by one, and a
 /// member must not open another's nodes (nor anyone's) by name. What a
 /// member runs in a node holds no capability over a namespace it did not
-/// get from its own lab anyway (see [`crate::system::process::AsUser`]).
+/// get from its own lab anyway (see [`turbonet_host::process::AsUser`]).
 fn close_netns_names() -> Result<()> {
-    let dir = Path::new(crate::system::namespaces::NETNS_RUN_DIR);
+    let dir = Path::new(turbonet_host::namespaces::NETNS_RUN_DIR);
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
         .with_context(|| format!("closing {} to users", dir.display()))
@@ -752,7 +752,7 @@ fn take(conn: OwnedFd, uid: u32, policy: &Policy, cgroups: Option<&[PathBuf]>) -
     );
     // This process and all it starts count against their limits.
     if let Some(bases) = cgroups
-        && let Err(e) = crate::system::cgroup::enter(bases, uid, policy.limits)
+        && let Err(e) = turbonet_host::cgroup::enter(bases, uid, policy.limits)
     {
         tracing::warn!("confining a request of {}: {e}", student.name);
         say(&format!(
@@ -817,7 +817,7 @@ fn watch(conn: OwnedFd, fds: Vec<OwnedFd>) -> Option<Option<OwnedFd>> {
         }
         Ok(ForkResult::Child) => {
             let _ = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0));
-            crate::system::process::default_signals();
+            turbonet_host::process::default_signals();
             // Every other descriptor closes (the listener, the connection):
             // their numbers are the client's now.
             std::mem::forget(conn);

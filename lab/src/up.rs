@@ -14,11 +14,11 @@ use crate::dataplane::netns::{self, externals};
 use crate::dataplane::p4::{local as local_build, soft, switches};
 use crate::dataplane::{Carrier, mgmt};
 use crate::error::{Context, Error, Result};
-use crate::kernel::{Kernel, Netlink};
 use crate::limits;
 use crate::routes::bgp;
 use crate::state::{LabDir, LabState, Phase, Stopwatch, Timing};
-use crate::system::{namespaces, process};
+use turbonet_host::kernel::{Kernel, Netlink};
+use turbonet_host::{namespaces, process};
 
 /// What a long command reports as it goes: phases starting, progress
 /// within one, phases done (with their time), and notes.
@@ -523,16 +523,16 @@ async fn build(
 
 /// Runs one phase of `up`: announces it, times it, and records and prints
 /// what `detail` says of its result.
-async fn timed<T>(
+async fn timed<T, E: Into<Error>>(
     progress: &dyn Progress,
     state: &mut LabState,
     name: &str,
-    work: impl Future<Output = Result<T>>,
+    work: impl Future<Output = Result<T, E>>,
     detail: impl FnOnce(&T) -> String,
 ) -> Result<T> {
     progress.start(name);
     let watch = Stopwatch::start();
-    let out = work.await?;
+    let out = work.await.map_err(Into::into)?;
     phase(progress, name, detail(&out), state, watch.seconds());
     Ok(out)
 }
@@ -541,12 +541,12 @@ async fn timed<T>(
 /// run a second, progress says every second how many of its `units`
 /// namespaces are done (as `finished` counts them) and about how long is
 /// left.
-async fn timed_counted<T>(
+async fn timed_counted<T, E: Into<Error>>(
     progress: &dyn Progress,
     state: &mut LabState,
     name: &str,
     (units, finished): (usize, &dyn Fn() -> usize),
-    work: impl Future<Output = Result<T>>,
+    work: impl Future<Output = Result<T, E>>,
     detail: impl FnOnce(&T) -> String,
 ) -> Result<T> {
     progress.start(name);
@@ -557,7 +557,7 @@ async fn timed_counted<T>(
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + second, second);
     let out = loop {
         tokio::select! {
-            out = &mut work => break out?,
+            out = &mut work => break out.map_err(Into::into)?,
             _ = tick.tick() => {
                 let done = finished().saturating_sub(base).min(units);
                 let seconds = watch.seconds();
@@ -705,7 +705,7 @@ async fn start_p4rt(
                 )
                 .await
                 .with_context(|| format!("switch {} at {at}", sw.name))?;
-                Ok((p4, at))
+                Ok::<_, Error>((p4, at))
             },
             |(p4, at)| {
                 format!(
@@ -953,7 +953,7 @@ async fn build_netns<K: Kernel>(
                 for (ns, ifindex, impairment, seed) in &netem.netem {
                     kernel.set_netem(*ns, *ifindex, impairment, *seed)?;
                 }
-                Ok(())
+                Ok::<_, turbonet_host::Error>(())
             },
             |()| format!("{links} impaired links on the kernel engine"),
         )
@@ -1008,8 +1008,8 @@ fn ready_timeout(lab: &Lab, impaired: usize) -> std::time::Duration {
 async fn build_mgmt<K: Kernel>(
     kernel: &mut K,
     lab: &Lab,
-    ns_of: impl Fn(turbonet_topo::NodeId) -> Option<crate::kernel::Ns>,
-    hub: crate::kernel::Ns,
+    ns_of: impl Fn(turbonet_topo::NodeId) -> Option<turbonet_host::kernel::Ns>,
+    hub: turbonet_host::kernel::Ns,
     progress: &dyn Progress,
     state: &mut LabState,
 ) -> Result<()> {
@@ -1058,8 +1058,8 @@ async fn carrier_then_routes<K: Kernel>(
     kernel: &mut K,
     progress: &dyn Progress,
     state: &mut LabState,
-    ports: Vec<(crate::kernel::Ns, String, usize)>,
-    routes: crate::kernel::PerNs<crate::kernel::KernelRoute>,
+    ports: Vec<(turbonet_host::kernel::Ns, String, usize)>,
+    routes: turbonet_host::kernel::PerNs<turbonet_host::kernel::KernelRoute>,
     what: &str,
 ) -> Result<()> {
     let count: usize = ports.iter().map(|(_, _, n)| n).sum();
@@ -1259,7 +1259,7 @@ mod characterisation {
     use std::path::{Path, PathBuf};
 
     use super::*;
-    use crate::kernel::Recorder;
+    use turbonet_host::kernel::Recorder;
 
     /// Above this many requests a scenario's golden file is a summary.
     const FULL_UP_TO: usize = 6_000;

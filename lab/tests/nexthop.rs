@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
-use turbonet_lab::kernel::nexthop::{Hop, NexthopSocket, Objects, Request};
+use turbonet_host::kernel::nexthop::{Hop, NexthopSocket, Objects, Request};
 
 /// Runs `command` (an iproute2 line) in the calling thread's namespace.
 fn ip(command: &str) {

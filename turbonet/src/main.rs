@@ -48,7 +48,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let server = cli.command.is_server();
     if !server {
-        turbonet_lab::system::process::default_sigpipe();
+        turbonet_host::process::default_sigpipe();
     }
     // The servers log what they do (to their log files); commands only warn.
     let default = if server { "info" } else { "warn" };
@@ -71,7 +71,7 @@ fn main() -> ExitCode {
     // A member of the group turbonet serve runs labs for, not root: the
     // service runs it for them.
     let code = if !server
-        && !turbonet_lab::system::process::is_root()
+        && !turbonet_host::process::is_root()
         && cli.command.served()
         && students::service_listens()
     {
@@ -83,7 +83,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => report(e),
     };
-    turbonet_lab::system::process::report_peak_rss();
+    turbonet_host::process::report_peak_rss();
     code
 }
 

@@ -41,7 +41,7 @@ pub(crate) fn student() -> Option<&'static Student> {
 
 /// How a command the member runs in a node runs: as them, from their
 /// working directory.
-pub(crate) fn as_user() -> Option<turbonet_lab::system::process::AsUser> {
+pub(crate) fn as_user() -> Option<turbonet_host::process::AsUser> {
     let cwd = CWD.get().cloned().unwrap_or_else(|| "/".into());
     let term = TERM.get().cloned().flatten();
     student().map(|s| s.as_user(cwd, term))
@@ -115,7 +115,7 @@ pub(crate) fn passed_file(what: &str) -> Result<Option<(String, String)>> {
                 .to_owned()
         ));
     };
-    let text = turbonet_lab::system::descriptors::read_passed(fd, FILE_MAX).map_err(|e| {
+    let text = turbonet_host::descriptors::read_passed(fd, FILE_MAX).map_err(|e| {
         turbonet_lab::Error::Refused(format!(
             "{name}: {e} (a workload file is a file of [[workload]] tables you can read, of at \
              most {} KiB)",
@@ -127,7 +127,7 @@ pub(crate) fn passed_file(what: &str) -> Result<Option<(String, String)>> {
 
 /// `turbonet serve`: runs each member's request as [`for_student`] allows.
 pub(crate) fn serve(socket: &Path, config: &Path) -> Result<ExitCode> {
-    if !turbonet_lab::system::process::is_root() {
+    if !turbonet_host::process::is_root() {
         anyhow::bail!("turbonet serve runs as root (it acts for the group's members)");
     }
     let policy = turbonet_lab::serve::Policy::load(config)?;

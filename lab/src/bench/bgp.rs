@@ -214,7 +214,7 @@ fn plan_sessions(lab: &turbonet_topo::Lab) -> usize {
 
 /// CPU seconds (user + system) of `pid`.
 fn cpu_seconds(pid: u32) -> Result<f64> {
-    Ok(crate::system::process::cpu_seconds(pid)?)
+    Ok(turbonet_host::process::cpu_seconds(pid)?)
 }
 
 /// Resident memory of `pid`, MiB.

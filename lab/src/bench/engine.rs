@@ -23,8 +23,8 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::report::{Report, count};
 use crate::state::LabDir;
-use crate::system::namespaces;
 use crate::up::Progress;
+use turbonet_host::namespaces;
 
 const LAB: &str = "tnbench";
 const PORT: u16 = 9_000;

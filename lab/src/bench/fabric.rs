@@ -17,8 +17,8 @@ use crate::bail;
 use crate::error::{Context, Result};
 use crate::report::{Report, count};
 use crate::state::LabDir;
-use crate::system::namespaces;
 use crate::up::{self, Progress};
+use turbonet_host::namespaces;
 
 /// The scenarios measured when none are named.
 const DEFAULT: [&str; 4] = [
@@ -142,7 +142,7 @@ pub(super) fn bench(
 /// The peak RSS of the lab daemon and of the processes its BGP speakers
 /// run in, if it has them in several ([`crate::routes::bgp::shard`]).
 fn daemon_peak_kib(daemon: u32) -> Option<u64> {
-    use crate::system::process::{children, peak_rss_kib};
+    use turbonet_host::process::{children, peak_rss_kib};
     let shards = children(daemon)
         .into_iter()
         .filter(|(_, cmdline)| cmdline.contains("--bgp-shard"))

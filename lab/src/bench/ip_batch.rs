@@ -12,13 +12,15 @@ use turbonet_injectors::Impairment;
 
 use turbonet_topo::Lab;
 
-use crate::error::{Error, Result};
-use crate::kernel::{
+use turbonet_host::Result;
+
+use crate::error::Error;
+use crate::up;
+use turbonet_host::kernel::{
     Address, External, Kernel, KernelRoute, NamespaceSpec, Ns, PerNs, RULE_PRIORITY, SourceRule,
     Veth,
 };
-use crate::system::namespaces;
-use crate::up;
+use turbonet_host::namespaces;
 
 /// The most words a route line takes before its next hops are written
 /// tersely (iproute2 reads at most 512 a line).
@@ -27,7 +29,7 @@ const MAX_ROUTE_WORDS: usize = 480;
 /// What `up` would ask of the kernel for `lab` on this machine, as
 /// iproute2 batch files by phase, with the namespaces they create in
 /// order.
-pub fn ip_batches(lab: &Lab) -> Result<(Vec<String>, Vec<Batch>)> {
+pub fn ip_batches(lab: &Lab) -> crate::Result<(Vec<String>, Vec<Batch>)> {
     let carriers = up::runnable(lab).map_err(Error::Invalid)?;
     let mut kernel = IpBatch::new();
     let phases = kernel.phases();
@@ -124,7 +126,7 @@ impl IpBatch {
             .lock()
             .ok()
             .and_then(|names| names.get(&(ns, ifindex)).cloned())
-            .ok_or_else(|| crate::err!("no interface #{ifindex} in {}", self.name(ns)))
+            .ok_or_else(|| turbonet_host::err!("no interface #{ifindex} in {}", self.name(ns)))
     }
 
     /// `route add` (or `replace`) for `r` in `ns`.
@@ -322,7 +324,7 @@ impl Kernel for IpBatch {
         Ok(())
     }
 
-    fn set_shapers(&self, shapers: PerNs<(u32, crate::kernel::tbf::Tbf)>) -> Result<()> {
+    fn set_shapers(&self, shapers: PerNs<(u32, turbonet_host::kernel::tbf::Tbf)>) -> Result<()> {
         self.per_ns(Tool::Tc, shapers, |ns, (ifindex, t)| {
             Ok(format!(
                 "qdisc add dev {} root tbf rate {}bit burst {} limit {}",
@@ -348,7 +350,7 @@ impl Kernel for IpBatch {
     }
 
     async fn attach_external(&self, e: &External) -> Result<()> {
-        crate::bail!(
+        turbonet_host::bail!(
             "the kernel's cost of attaching {} is not measured: bench a scenario without externals",
             e.interface
         )
@@ -371,7 +373,7 @@ mod tests {
     use rtnetlink::packet_route::route::RouteProtocol;
 
     use super::*;
-    use crate::kernel::KernelHop;
+    use turbonet_host::kernel::KernelHop;
 
     /// The batches of `up` for the bundled HPN scenario (two rails, two
     /// planes, dual-ToR hosts with a routing table per NIC), with a rate

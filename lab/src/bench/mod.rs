@@ -9,8 +9,8 @@ use std::time::Instant;
 use crate::bail;
 use crate::error::{Context, Result};
 use crate::report::Report;
-use crate::system::process;
 use crate::up::Progress;
+use turbonet_host::process;
 
 pub mod bgp;
 pub mod engine;
@@ -145,7 +145,7 @@ impl IperfServer {
     pub(crate) fn start(lab: &str, node: &str) -> Result<IperfServer> {
         static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(5299);
         let port = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let ns = crate::system::namespaces::open(&crate::names::node_namespace(lab, node))
+        let ns = turbonet_host::namespaces::open(&crate::names::node_namespace(lab, node))
             .with_context(|| format!("opening the namespace of {node}"))?;
         let mut command = Command::new("iperf3");
         command
@@ -191,7 +191,7 @@ impl Drop for IperfServer {
 /// True when a TCP socket listens on `port` in namespace `ns`.
 fn listening(ns: &std::os::fd::OwnedFd, port: u16) -> bool {
     let suffix = format!(":{port:04X}");
-    crate::system::namespaces::in_namespace(ns, || {
+    turbonet_host::namespaces::in_namespace(ns, || {
         let mut found = false;
         for table in ["tcp", "tcp6"] {
             let text = std::fs::read_to_string(format!("/proc/thread-self/net/{table}"))

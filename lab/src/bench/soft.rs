@@ -51,7 +51,7 @@ fn data_plane_cpu(lab: &UpLab) -> Option<f64> {
         let fields: Vec<&str> = rest.split_whitespace().collect();
         let ticks: u64 =
             fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-        let hz = crate::system::process::clock_ticks_per_second();
+        let hz = turbonet_host::process::clock_ticks_per_second();
         return Some(ticks as f64 / hz);
     }
     None

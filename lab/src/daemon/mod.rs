@@ -40,11 +40,11 @@ use crate::error::{Context, Error, Result};
 use crate::events::{Events, unix_now};
 use crate::routes::bgp::Agents;
 use crate::state::{LabDir, LabState};
-use crate::system::process;
 use actor::{Actor, StartRoutes};
 use command::{Command, Envelope, Source};
 use inputs::InputLog;
 use shared::Shared;
+use turbonet_host::process;
 
 /// `turbonet daemon --bgp-shard INDEX/COUNT LAB`: a share of the lab's
 /// built-in BGP speakers, for the daemon that started it.
@@ -495,10 +495,10 @@ fn metrics_listeners(lab: &turbonet_topo::Lab) -> Result<Vec<std::net::TcpListen
     if let Some(mgmt) = lab.mgmt {
         let name = crate::names::mgmt_namespace(&lab.name);
         let ns =
-            crate::system::namespaces::open(&name).with_context(|| format!("opening {name}"))?;
+            turbonet_host::namespaces::open(&name).with_context(|| format!("opening {name}"))?;
         let hub = mgmt.hub().addr();
         listeners.push(
-            crate::system::namespaces::in_namespace(&ns, || bind(hub))
+            turbonet_host::namespaces::in_namespace(&ns, || bind(hub))
                 .with_context(|| format!("serving the metrics on {hub}:{} in {name}", m.port))?,
         );
     }

@@ -156,15 +156,17 @@ async fn kernel_fibs(
     lab: &turbonet_topo::Lab,
 ) -> crate::error::Result<BTreeMap<String, Vec<FibRoute>>> {
     use crate::error::Context;
-    use crate::system::namespaces;
+    use turbonet_host::namespaces;
     let mut fibs = BTreeMap::new();
     for node in lab.fabric.switches() {
         let name = crate::names::node_namespace(&lab.name, &node.name);
         let ns = namespaces::open(&name).with_context(|| format!("opening {name}"))?;
-        let handle =
-            crate::kernel::connect(namespaces::in_namespace(&ns, namespaces::route_socket)?)?;
+        let handle = turbonet_host::kernel::connect(namespaces::in_namespace(
+            &ns,
+            namespaces::route_socket,
+        )?)?;
         let ports = fibwatch::ports(lab, node);
-        let routes = crate::kernel::routes::read_table(&handle)
+        let routes = turbonet_host::kernel::table::read_table(&handle)
             .await?
             .iter()
             .map(|r| FibRoute {

@@ -87,12 +87,12 @@ pub fn carriers(lab: &Lab, netem: bool) -> Result<Vec<Carrier>, String> {
                 return Ok(Carrier::Veth);
             }
             if lab.engine != EngineChoice::Userspace
-                && crate::kernel::tbf::shaper_supports(&imp).is_ok()
+                && turbonet_host::kernel::tbf::shaper_supports(&imp).is_ok()
             {
                 return Ok(Carrier::Shaper);
             }
             let kernel = if netem {
-                crate::kernel::netem::netem_supports(&imp).map_err(|e| e.to_string())
+                turbonet_host::kernel::netem::netem_supports(&imp).map_err(|e| e.to_string())
             } else {
                 Err("this kernel has no sch_netem".to_owned())
             };

@@ -7,11 +7,11 @@
 //! `mgmt0`, and nothing of the fabric is forwarded onto it.
 //!
 //! This module computes the requests ([`plan`]); `up` hands them to the
-//! [`Kernel`](crate::kernel::Kernel).
+//! [`Kernel`](turbonet_host::kernel::Kernel).
 
 use turbonet_topo::{Lab, Mgmt, NodeId};
 
-use crate::kernel::{Address, NamespaceSpec, Ns, PerNs, Veth, VethEnd};
+use turbonet_host::kernel::{Address, NamespaceSpec, Ns, PerNs, Veth, VethEnd};
 
 /// Every member's interface on the management network, and the bridge's
 /// in the hidden namespace: one name for it everywhere, so programs can

@@ -6,6 +6,7 @@
 
 pub mod agent_routes;
 pub mod carrier;
+pub mod kernel_routes;
 pub mod mgmt;
 pub mod netns;
 pub mod p4;

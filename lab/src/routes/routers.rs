@@ -22,8 +22,8 @@ use turbonet_routing::bgp::plan;
 use turbonet_topo::{Agent, Lab};
 
 use crate::state::{LabDir, LabState, RouterProcess};
-use crate::system::namespaces;
-use crate::system::process::Start;
+use turbonet_host::namespaces;
+use turbonet_host::process::Start;
 
 /// FRR's daemons, as Debian installs them.
 const FRR_DIR: &str = "/usr/lib/frr";
@@ -226,7 +226,7 @@ fn wait_listening(dir: &LabDir, routers: &[RouterProcess]) -> Result<()> {
     for router in routers {
         let socket = control_socket(dir, router);
         while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-            if !crate::system::process::alive(router.pid, &router.program) {
+            if !turbonet_host::process::alive(router.pid, &router.program) {
                 let home = router_dir(dir, &router.node);
                 let read = |ext: &str| {
                     fs::read_to_string(home.join(format!("{}.{ext}", router.program)))
@@ -391,5 +391,5 @@ pub fn stop(state: &LabState) {
         .iter()
         .map(|r| (r.pid, r.program.as_str()))
         .collect();
-    crate::system::process::stop(&routers, Duration::from_secs(5));
+    turbonet_host::process::stop(&routers, Duration::from_secs(5));
 }

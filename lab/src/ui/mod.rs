@@ -80,7 +80,7 @@ struct Ui {
 
 /// A secret for a page's address (`/TOKEN/`): 128 random bits, in hex.
 pub fn token() -> Result<String> {
-    crate::system::random_hex(16)
+    Ok(turbonet_host::random_hex(16)?)
 }
 
 /// Serves the page of `running` on `listen` until Ctrl-C, under

@@ -12,8 +12,8 @@ use super::{CommandReport, Context};
 use crate::error::{Context as _, Error, Result};
 use crate::names;
 use crate::state::LabDir;
-use crate::system::namespaces;
-use crate::system::process::Start;
+use turbonet_host::namespaces;
+use turbonet_host::process::Start;
 
 /// Runs an `exec` workload: every rank's command at once, until all exit
 /// (what they exited with is in the report, for expectations to check).
@@ -75,7 +75,7 @@ pub(crate) async fn run(cx: &Context) -> Result<()> {
         let cx = cx.clone();
         running.spawn(async move {
             let status = child.wait().await?;
-            let code = crate::system::process::exit_code(status);
+            let code = turbonet_host::process::exit_code(status);
             let seconds = started.elapsed().as_secs_f64();
             cx.update(|r| {
                 let c = &mut r.commands[rank];

@@ -12,7 +12,7 @@ use turbonet_topo::NodeId;
 use super::Context;
 use crate::error::{Context as _, Result};
 use crate::names;
-use crate::system::namespaces;
+use turbonet_host::namespaces;
 
 /// UDP socket buffers: room for a burst at tens of gigabits. TCP sockets
 /// keep the kernel's autotuning, bounded by the host's own
@@ -138,7 +138,7 @@ fn rcvbuf_errors(snmp: &str) -> Option<u64> {
 /// Segments the kernel retransmitted on `stream` so far.
 pub(crate) fn retransmits(stream: &TcpStream) -> Option<u64> {
     use std::os::fd::AsFd;
-    crate::system::tcp_retransmits(stream.as_fd())
+    turbonet_host::tcp_retransmits(stream.as_fd())
 }
 
 #[cfg(test)]

@@ -11,10 +11,10 @@ use rtnetlink::packet_route::link::LinkFlags;
 use turbonet_topo::Lab;
 
 use crate::error::{Context, Result};
-use crate::kernel::interfaces::{ipv4_addrs, link_by_name, mtu_of, open_ns, with_handle};
 use crate::state::{ExternalState, LabDir, LabState};
-use crate::system::namespaces;
 use crate::{bail, err};
+use turbonet_host::kernel::interfaces::{ipv4_addrs, link_by_name, mtu_of, open_ns, with_handle};
+use turbonet_host::namespaces;
 
 /// Checks that every external interface exists where the scenario says.
 pub fn check(lab: &Lab) -> Result<()> {
@@ -49,7 +49,7 @@ pub fn plan(lab: &Lab) -> Result<Vec<ExternalState>> {
                     .ok_or_else(|| err!("external interface {} disappeared", ext.interface))?;
                 let up = link.header.flags.contains(LinkFlags::Up);
                 let addrs = ipv4_addrs(&h, link.header.index).await?;
-                Ok((mtu_of(&link), up, addrs))
+                Ok::<_, crate::Error>((mtu_of(&link), up, addrs))
             })?;
             Ok(ExternalState {
                 interface: ext.interface.clone(),
@@ -70,10 +70,10 @@ pub fn plan(lab: &Lab) -> Result<Vec<ExternalState>> {
 
 /// Moves every external interface into its node through `kernel`. The
 /// state records each move before it happens.
-pub async fn attach<K: crate::kernel::Kernel>(
+pub async fn attach<K: turbonet_host::kernel::Kernel>(
     kernel: &K,
     lab: &Lab,
-    nodes: &[crate::kernel::Ns],
+    nodes: &[turbonet_host::kernel::Ns],
     dir: &LabDir,
     state: &mut LabState,
 ) -> Result<()> {
@@ -81,7 +81,7 @@ pub async fn attach<K: crate::kernel::Kernel>(
         state.externals[i].attached = true;
         dir.save(state)?;
         kernel
-            .attach_external(&crate::kernel::External {
+            .attach_external(&turbonet_host::kernel::External {
                 interface: ext.interface.clone(),
                 from: ext.netns.clone(),
                 into: nodes[ext.node.0 as usize],
@@ -134,7 +134,7 @@ fn release_one(ext: &ExternalState) -> Result<()> {
                     .execute()
                     .await?;
             }
-            Ok(())
+            Ok::<_, crate::Error>(())
         })?;
     }
     with_handle(&home, async |h| {

@@ -30,9 +30,9 @@ use turbonet_topo::{Lab, Node};
 
 use crate::error::{Context, Result};
 use crate::events::{About, Change, Events, NextHop, RouteChange};
-use crate::kernel::routes::{TableHop, TableRoute, read_table};
 use crate::names;
-use crate::system::namespaces;
+use turbonet_host::kernel::table::{TableHop, TableRoute, read_table};
+use turbonet_host::namespaces;
 
 /// `RTMGRP_LINK | RTMGRP_IPV4_ROUTE`.
 const GROUPS: u32 = 0x1 | 0x40;
@@ -492,8 +492,8 @@ fn describe(node: &str, changes: &[RouteChange]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::routes::TableHop;
     use rtnetlink::packet_route::route::RouteProtocol;
+    use turbonet_host::kernel::table::TableHop;
 
     #[test]
     fn a_busy_switch_of_a_large_fabric_gathers_for_longer() {

@@ -29,7 +29,7 @@ use turbonet_topo::{Attach, Filter, FilterKind, Hook, Lab};
 
 use crate::error::{Context, Error, Result};
 use crate::names;
-use crate::system::namespaces;
+use turbonet_host::namespaces;
 
 /// A filter's counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -532,7 +532,7 @@ async fn clsact_stats(
     use rtnetlink::packet_route::tc::TcAttribute;
     let handle = match netlink {
         Some(h) => h,
-        None => netlink.insert(crate::kernel::connect(namespaces::in_namespace(
+        None => netlink.insert(turbonet_host::kernel::connect(namespaces::in_namespace(
             ns,
             namespaces::route_socket,
         )?)?),

@@ -6,7 +6,7 @@
 use turbonet_topo::Lab;
 
 use crate::dataplane::Carrier;
-use crate::kernel::{Ns, PerNs, Veth, VethEnd};
+use turbonet_host::kernel::{Ns, PerNs, Veth, VethEnd};
 
 /// The near end of mirror `i`: its name and ifindex in the engine
 /// namespace (after the engine's own ports).

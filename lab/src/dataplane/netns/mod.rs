@@ -1,5 +1,5 @@
 //! The `netns` target: a fabric of network namespaces and veth links, as
-//! the requests [`crate::kernel::Kernel`] carries out, phase by phase.
+//! the requests [`turbonet_host::kernel::Kernel`] carries out, phase by phase.
 //!
 //! Every node is a namespace `tn-<lab>-<node>`. Every link is a veth pair
 //! created with each end already in its namespace, in one request, sent from
@@ -26,11 +26,11 @@ use turbonet_routing::Route;
 use turbonet_topo::{Lab, Node};
 
 use crate::dataplane::Carrier;
+use crate::dataplane::kernel_routes::node_kernel_routes;
 use crate::err;
 use crate::error::Result;
-use crate::kernel::routes::node_kernel_routes;
-use crate::kernel::{Address, KernelRoute, NamespaceSpec, Ns, PerNs, Veth, VethEnd};
 use crate::names::{self, port_ifindex, port_index};
+use turbonet_host::kernel::{Address, KernelRoute, NamespaceSpec, Ns, PerNs, Veth, VethEnd};
 
 /// The per-switch ECMP hash seed, derived from the scenario seed and the
 /// switch name (never 0: the kernel reads 0 as "random").
@@ -248,8 +248,8 @@ pub fn kernel_shapers(
     lab: &Lab,
     nodes: &[Ns],
     carriers: &[Carrier],
-) -> (PerNs<(u32, crate::kernel::tbf::Tbf)>, usize) {
-    let mut by_ns: std::collections::BTreeMap<Ns, Vec<(u32, crate::kernel::tbf::Tbf)>> =
+) -> (PerNs<(u32, turbonet_host::kernel::tbf::Tbf)>, usize) {
+    let mut by_ns: std::collections::BTreeMap<Ns, Vec<(u32, turbonet_host::kernel::tbf::Tbf)>> =
         std::collections::BTreeMap::new();
     let mut links = 0;
     for (link, carrier) in lab.fabric.links.iter().zip(carriers) {
@@ -274,9 +274,9 @@ pub fn kernel_shapers(
 /// The token bucket of a link with `params`, for its MTU.
 pub fn shaper_for(
     params: &turbonet_topo::LinkParams,
-) -> std::result::Result<crate::kernel::tbf::Tbf, crate::kernel::tbf::Unsupported> {
+) -> std::result::Result<turbonet_host::kernel::tbf::Tbf, turbonet_host::kernel::tbf::Unsupported> {
     let mtu = params.mtu.map_or(1500, |m| u32::from(m.0));
-    crate::kernel::tbf::Tbf::for_link(&Impairment::from_params(params), mtu)
+    turbonet_host::kernel::tbf::Tbf::for_link(&Impairment::from_params(params), mtu)
 }
 
 /// What comes up before addresses go on: every `lo` (a port comes up with
@@ -332,13 +332,13 @@ pub fn nics(lab: &Lab, node: &Node) -> Vec<(std::net::Ipv4Addr, u32, Vec<String>
 /// Every multi-port host's rules: a flow from a NIC's address looks its
 /// route up in that NIC's table, so it hashes over that NIC's ports only
 /// (as HPN's NICs hash their connections over their two ports).
-pub fn host_rules(lab: &Lab, nodes: &[Ns]) -> PerNs<crate::kernel::SourceRule> {
+pub fn host_rules(lab: &Lab, nodes: &[Ns]) -> PerNs<turbonet_host::kernel::SourceRule> {
     lab.fabric
         .hosts()
         .map(|n| {
             let rules = nics(lab, n)
                 .into_iter()
-                .map(|(from, table, _)| crate::kernel::SourceRule { from, table })
+                .map(|(from, table, _)| turbonet_host::kernel::SourceRule { from, table })
                 .collect::<Vec<_>>();
             (nodes[n.id.0 as usize], rules)
         })

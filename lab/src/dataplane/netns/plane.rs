@@ -17,14 +17,14 @@ use turbonet_topo::{Lab, Link, LinkId, LinkParams, NodeId};
 
 use super::engine::{self, EngineLink, TapAt};
 use crate::dataplane::Carrier;
+use crate::dataplane::kernel_routes::node_kernel_routes;
 use crate::dataplane::plane::LinkCounters;
 use crate::dataplane::plane::{Applied, DataPlane, Desired, Tapping};
 use crate::dataplane::taps::{Sink, Tap};
 use crate::error::{Context, Error, Result};
 use crate::events::Events;
-use crate::kernel::routes::node_kernel_routes;
 use crate::names;
-use crate::system::namespaces;
+use turbonet_host::namespaces;
 
 /// The link engine running impaired links on its own thread.
 #[derive(Debug)]
@@ -266,7 +266,7 @@ impl NetnsPlane {
         let name = names::node_namespace(&self.lab.name, &self.lab.fabric.node(node).name);
         let ns = namespaces::open(&name).with_context(|| format!("opening {name}"))?;
         let socket = namespaces::in_namespace(&ns, namespaces::route_socket)?;
-        let handle = crate::kernel::connect(socket)?;
+        let handle = turbonet_host::kernel::connect(socket)?;
         self.handles.insert(node, handle.clone());
         Ok(handle)
     }
@@ -321,7 +321,7 @@ impl NetnsPlane {
                 for (direction, end) in link.ends.iter().enumerate() {
                     let (ns, index, ns_name) = self.end_port(link, end)?;
                     let seed = direction_seed(self.lab.seed, &link.name, direction as u8);
-                    crate::kernel::netem::apply(&ns, index, &impairment, seed)
+                    turbonet_host::kernel::netem::apply(&ns, index, &impairment, seed)
                         .with_context(|| format!("netem on {} in {ns_name}", end.ifname))?;
                 }
                 Ok(())
@@ -330,7 +330,7 @@ impl NetnsPlane {
                 let tbf = super::shaper_for(params).map_err(|e| Error::Invalid(e.to_string()))?;
                 for end in &link.ends {
                     let (ns, index, ns_name) = self.end_port(link, end)?;
-                    crate::kernel::tbf::apply(&ns, index, &tbf)
+                    turbonet_host::kernel::tbf::apply(&ns, index, &tbf)
                         .with_context(|| format!("tbf on {} in {ns_name}", end.ifname))?;
                 }
                 Ok(())
@@ -367,7 +367,7 @@ impl NetnsPlane {
         }
         let handle = self.handle(node)?;
         for prefix in &gone {
-            crate::kernel::delete_route(&handle, *prefix).await?;
+            turbonet_host::kernel::delete_route(&handle, *prefix).await?;
         }
         let mut kernel = node_kernel_routes(
             &lab,
@@ -384,10 +384,11 @@ impl NetnsPlane {
             .iter()
             .filter(|o| !nic_routes.iter().any(|r| r.table == o.table))
         {
-            crate::kernel::delete_route_in(&handle, old.prefix, old.table.unwrap_or(254)).await?;
+            turbonet_host::kernel::delete_route_in(&handle, old.prefix, old.table.unwrap_or(254))
+                .await?;
         }
         kernel.extend(nic_routes.into_iter().filter(|r| !had.contains(r)));
-        crate::kernel::install(&handle, kernel, true)
+        turbonet_host::kernel::install(&handle, kernel, true)
             .await
             .with_context(|| n.name.clone())?;
         Ok(gone.len() + changed.len())
@@ -424,25 +425,26 @@ impl DataPlane for NetnsPlane {
                  run through an impairment engine and can change at run time",
                 link.name
             ))),
-            Carrier::Kernel => crate::kernel::netem::netem_supports(&Impairment::from_params(
-                params,
-            ))
-            .map_err(|e| {
-                Error::Invalid(format!(
-                    "{e}; link {} runs on the kernel engine (engine = \"userspace\" in the \
+            Carrier::Kernel => {
+                turbonet_host::kernel::netem::netem_supports(&Impairment::from_params(params))
+                    .map_err(|e| {
+                        Error::Invalid(format!(
+                            "{e}; link {} runs on the kernel engine (engine = \"userspace\" in the \
                          scenario would splice it through the userspace engine instead)",
-                    link.name
-                ))
-            }),
+                            link.name
+                        ))
+                    })
+            }
             Carrier::Shaper => {
-                crate::kernel::tbf::shaper_supports(&Impairment::from_params(params)).map_err(|e| {
-                    Error::Invalid(format!(
-                        "{e}; link {} is shaped by the kernel (it declares only a rate in the \
+                turbonet_host::kernel::tbf::shaper_supports(&Impairment::from_params(params))
+                    .map_err(|e| {
+                        Error::Invalid(format!(
+                            "{e}; link {} is shaped by the kernel (it declares only a rate in the \
                      scenario; engine = \"userspace\" would splice it through the userspace \
                      engine, which applies every parameter)",
-                        link.name
-                    ))
-                })
+                            link.name
+                        ))
+                    })
             }
             Carrier::Userspace(_) | Carrier::Pipeline => Ok(()),
         }

@@ -39,9 +39,9 @@ pub fn start_scenario(
             let link = lab.fabric.link(m.link);
             let (name, ifindex) = super::mirrors::near_end(carriers, i);
             let to = &lab.fabric.node(m.to).name;
-            let started = crate::system::namespaces::open(&engine)
+            let started = turbonet_host::namespaces::open(&engine)
                 .and_then(|ns| {
-                    crate::system::namespaces::in_namespace(&ns, || PacketSocket::bind(ifindex))
+                    turbonet_host::namespaces::in_namespace(&ns, || PacketSocket::bind(ifindex))
                 })
                 .map_err(|e| format!("opening {name} in {engine}: {e}"))
                 .and_then(|socket| {

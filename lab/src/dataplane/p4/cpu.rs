@@ -31,7 +31,7 @@ use turbonet_topo::mapper::Mapping;
 use turbonet_topo::{Lab, Role};
 
 use super::entries::{self, host_mac, switch_mac};
-use crate::system::namespaces;
+use turbonet_host::namespaces;
 use turbonet_p4::PacketIo;
 
 const ETHERTYPE_IPV4: [u8; 2] = [0x08, 0x00];
@@ -55,10 +55,10 @@ pub fn namespace_names(lab: &Lab) -> Vec<String> {
 
 /// The control-plane namespaces to create, with their sysctls (`lo` comes
 /// up with [`CpuPorts::open`]).
-pub fn namespace_specs(lab: &Lab) -> Vec<crate::kernel::NamespaceSpec> {
+pub fn namespace_specs(lab: &Lab) -> Vec<turbonet_host::kernel::NamespaceSpec> {
     namespace_names(lab)
         .into_iter()
-        .map(|name| crate::kernel::NamespaceSpec {
+        .map(|name| turbonet_host::kernel::NamespaceSpec {
             name,
             sysctls: CONTROL_SYSCTLS
                 .iter()
@@ -155,8 +155,10 @@ impl CpuPorts {
                     .collect::<std::io::Result<Vec<_>>>()
             })
             .with_context(|| format!("{}: creating its CPU ports", node.name))?;
-            let handle =
-                crate::kernel::connect(namespaces::in_namespace(&ns, namespaces::route_socket)?)?;
+            let handle = turbonet_host::kernel::connect(namespaces::in_namespace(
+                &ns,
+                namespaces::route_socket,
+            )?)?;
             let mut up = vec![1];
             if let Some(lo) = node.loopback {
                 handle
@@ -193,7 +195,7 @@ impl CpuPorts {
                 header[..6].copy_from_slice(&peer_mac);
                 header[6..12].copy_from_slice(&switch_mac(node.id));
                 header[12..].copy_from_slice(&ETHERTYPE_IPV4);
-                let tun = crate::system::async_fd(fd)
+                let tun = turbonet_host::async_fd(fd)
                     .map_err(|e| err!("registering {}: {e}", local.ifname))?;
                 ports.push(CpuPort {
                     tun,

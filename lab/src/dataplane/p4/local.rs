@@ -19,7 +19,7 @@ use super::entries::host_mac;
 use super::soft;
 use turbonet_p4::Client;
 
-use crate::kernel::{Address, KernelRoute, NamespaceSpec, Ns, PerNs, Veth, VethEnd};
+use turbonet_host::kernel::{Address, KernelRoute, NamespaceSpec, Ns, PerNs, Veth, VethEnd};
 
 /// The namespaces of a lab whose switches run here, as created.
 #[derive(Debug)]
@@ -314,7 +314,7 @@ pub fn host_routes(
         .iter()
         .map(|(id, host_ns)| {
             let node = lab.fabric.node(*id);
-            let mine = crate::kernel::routes::node_kernel_routes(
+            let mine = crate::dataplane::kernel_routes::node_kernel_routes(
                 lab,
                 node,
                 &routes[id.0 as usize],
@@ -380,7 +380,7 @@ pub fn start_switch(lab: &Lab, dir: &crate::state::LabDir) -> Result<u32> {
         netns.as_ref(),
     ];
     let mut child =
-        crate::system::process::spawn_self(&args, &log_path).context("starting the soft switch")?;
+        turbonet_host::process::spawn_self(&args, &log_path).context("starting the soft switch")?;
     let pid = child.id();
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {

@@ -97,7 +97,7 @@ impl P4Plane {
             .flatten()
             .and_then(|st| st.routers.iter().find(|r| r.node == name).map(|r| r.pid));
         match pid {
-            Some(pid) if !crate::system::process::alive(pid, "turbonet") => format!(
+            Some(pid) if !turbonet_host::process::alive(pid, "turbonet") => format!(
                 "the soft switch (pid {pid}) is no longer running (its log: {}); `turbonet down \
                  {lab}` and `up` again",
                 self.dir.path().join("softswitch.log").display(),

@@ -13,7 +13,7 @@ use std::{io, thread};
 
 use turbonet_softswitch::{Device, DeviceConfig, Switch};
 
-use crate::system::namespaces;
+use turbonet_host::namespaces;
 use turbonet_packetio::timing::{self, SPIN_NS};
 use turbonet_packetio::{Clock, PacketSocket, RxBatch};
 
@@ -261,7 +261,7 @@ pub fn token_from(path: &std::path::Path) -> crate::Result<String> {
         }
         Err(_) => {}
     }
-    let token = crate::system::random_hex(24)?;
+    let token = turbonet_host::random_hex(24)?;
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -290,11 +290,11 @@ pub fn run(
 
     use crate::error::Context;
 
-    crate::system::process::name_self();
+    turbonet_host::process::name_self();
     let base = interface_ports(interfaces)?;
     let ns = netns
         .map(|name| {
-            crate::system::namespaces::open(name)
+            turbonet_host::namespaces::open(name)
                 .with_context(|| format!("opening namespace {name}"))
         })
         .transpose()?;

@@ -135,7 +135,7 @@ pub async fn start_bmv2(
     log: &Path,
 ) -> Result<u32> {
     let program = find_bmv2().ok_or_else(|| err!("{BMV2} is not on PATH"))?;
-    let ns = crate::system::namespaces::open(netns).with_context(|| format!("opening {netns}"))?;
+    let ns = turbonet_host::namespaces::open(netns).with_context(|| format!("opening {netns}"))?;
     let mut command = std::process::Command::new(&program);
     command.args(["--device-id", &device_id.to_string(), "--no-p4"]);
     for port in ports {
@@ -150,7 +150,7 @@ pub async fn start_bmv2(
         "--cpu-port",
         "255",
     ]);
-    let mut child = crate::system::process::Start {
+    let mut child = turbonet_host::process::Start {
         namespace: Some(&ns),
         new_session: true,
         log: Some(log),
@@ -164,7 +164,7 @@ pub async fn start_bmv2(
         let probe = {
             let ns = ns.try_clone()?;
             tokio::task::spawn_blocking(move || {
-                crate::system::namespaces::in_namespace(&ns, || {
+                turbonet_host::namespaces::in_namespace(&ns, || {
                     std::net::TcpStream::connect(BMV2_GRPC)
                 })
             })
@@ -242,14 +242,14 @@ async fn connect_in(
     election_id: u128,
 ) -> Result<turbonet_p4::Client> {
     let ns = std::sync::Arc::new(
-        crate::system::namespaces::open(netns)
+        turbonet_host::namespaces::open(netns)
             .with_context(|| format!("opening namespace {netns}"))?,
     );
     let connector = tower::service_fn(move |_: tonic::transport::Uri| {
         let ns = ns.clone();
         async move {
             let stream = tokio::task::spawn_blocking(move || {
-                crate::system::namespaces::in_namespace(&ns, || {
+                turbonet_host::namespaces::in_namespace(&ns, || {
                     let stream = std::net::TcpStream::connect(addr)?;
                     stream.set_nonblocking(true)?;
                     Ok(stream)

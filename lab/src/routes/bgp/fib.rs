@@ -18,8 +18,8 @@ use turbonet_routing::bgp::speaker_driver::Fib;
 use super::groups::{Groups, Target};
 use crate::dataplane::agent_routes::PipelineRoutes;
 use crate::error::{Context, Result};
-use crate::kernel::nexthop::NexthopSocket;
-use crate::kernel::{KernelHop, KernelRoute};
+use turbonet_host::kernel::nexthop::NexthopSocket;
+use turbonet_host::kernel::{KernelHop, KernelRoute};
 
 /// A namespace's main table through rtnetlink: routes as protocol `bgp`
 /// with metric [`KERNEL_METRIC`], pointing at kernel nexthop objects (one
@@ -108,7 +108,7 @@ impl Writer {
             .filter(|name| !self.ifindex.contains_key(*name))
             .collect();
         for name in unknown {
-            let link = crate::kernel::interfaces::link_by_name(&self.handle, name)
+            let link = turbonet_host::kernel::interfaces::link_by_name(&self.handle, name)
                 .await?
                 .ok_or_else(|| crate::err!("no interface {name}"))?;
             self.ifindex.insert(name.to_owned(), link.header.index);
@@ -153,11 +153,11 @@ impl Writer {
         let handle = &self.handle;
         let all_written = std::sync::atomic::AtomicBool::new(true);
         let all_written = &all_written;
-        crate::kernel::pipelined(routes.into_iter().zip(targets).map(
+        turbonet_host::kernel::pipelined(routes.into_iter().zip(targets).map(
             |((prefix, hops), target)| async move {
                 let message = match target {
                     Target::Remove => {
-                        return crate::kernel::delete_route_with(
+                        return turbonet_host::kernel::delete_route_with(
                             handle,
                             prefix,
                             RouteProtocol::Bgp,
@@ -165,7 +165,7 @@ impl Writer {
                         )
                         .await;
                     }
-                    Target::Inline => crate::kernel::route_message(&KernelRoute {
+                    Target::Inline => turbonet_host::kernel::route_message(&KernelRoute {
                         prefix,
                         hops: hops.to_vec(),
                         protocol: RouteProtocol::Bgp,
@@ -196,7 +196,9 @@ impl Writer {
                         all_written.store(false, std::sync::atomic::Ordering::Relaxed);
                         Ok(())
                     }
-                    Err(e) => Err(e).with_context(|| format!("route {prefix}")),
+                    Err(e) => turbonet_host::error::Context::with_context(Err(e), || {
+                        format!("route {prefix}")
+                    }),
                 }
             },
         ))

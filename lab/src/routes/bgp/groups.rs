@@ -6,7 +6,7 @@
 //! group, checked once, instead of sixty gateways checked per route.
 //!
 //! Pure: planned against the objects the kernel has now
-//! ([`crate::kernel::nexthop::Objects`], read before every change set,
+//! ([`turbonet_host::kernel::nexthop::Objects`], read before every change set,
 //! since the kernel removes a next hop whose port goes down and shrinks
 //! its groups on its own), remembering only which prefix points where.
 
@@ -14,8 +14,8 @@ use std::collections::{BTreeSet, HashMap};
 
 use ipnet::Ipv4Net;
 
-use crate::kernel::KernelHop;
-use crate::kernel::nexthop::{Hop, Objects, Request};
+use turbonet_host::kernel::KernelHop;
+use turbonet_host::kernel::nexthop::{Hop, Objects, Request};
 
 /// What a route of a change set is written as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,7 +15,7 @@ use turbonet_routing::intern::Interner;
 use super::BgpView;
 use super::status::SessionStatus;
 
-use crate::system::namespaces;
+use turbonet_host::namespaces;
 
 /// Polls the kernel tables of FRR and BIRD switches every 10 ms until
 /// each matches its expected FIB of plan `generation`, recording in `view`
@@ -62,13 +62,16 @@ pub(super) async fn kernel_fib(ns_name: &str) -> Result<plan::Fib> {
 /// An rtnetlink handle inside a namespace.
 fn namespace_handle(ns_name: &str) -> Result<rtnetlink::Handle> {
     let ns = namespaces::open(ns_name).with_context(|| format!("opening {ns_name}"))?;
-    crate::kernel::connect(namespaces::in_namespace(&ns, namespaces::route_socket)?)
+    Ok(turbonet_host::kernel::connect(namespaces::in_namespace(
+        &ns,
+        namespaces::route_socket,
+    )?)?)
 }
 
 /// [`kernel_fib`] through an open handle.
 async fn kernel_fib_of(handle: &rtnetlink::Handle) -> Result<plan::Fib> {
     let mut hops: BTreeMap<Ipv4Net, BTreeSet<Ipv4Addr>> = BTreeMap::new();
-    for route in crate::kernel::routes::read_table(handle).await? {
+    for route in turbonet_host::kernel::table::read_table(handle).await? {
         if matches!(route.protocol, RouteProtocol::Bgp | RouteProtocol::Bird) {
             hops.entry(route.prefix)
                 .or_default()

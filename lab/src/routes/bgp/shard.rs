@@ -42,7 +42,7 @@ use crate::error::{Context, Result};
 use crate::events::Events;
 use crate::limits;
 use crate::state::LabDir;
-use crate::system::process;
+use turbonet_host::process;
 
 /// Sets the number of shards, overriding the choice by open files (`1`:
 /// every speaker in the daemon).

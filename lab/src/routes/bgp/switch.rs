@@ -18,7 +18,7 @@ use turbonet_topo::Lab;
 use super::fib::{AnyFib, NetlinkFib, PipelineFib};
 use crate::dataplane::agent_routes::PipelineRoutes;
 use crate::error::{Context, Result};
-use crate::system::namespaces;
+use turbonet_host::namespaces;
 
 /// A switch's namespace, its BGP listener and its FIB.
 pub(super) struct SwitchSockets {
@@ -64,9 +64,12 @@ impl SwitchSockets {
                 {
                     let socket = namespaces::here_in_namespace(&*ns, namespaces::route_socket)?;
                     let _entered = connections.enter();
-                    crate::kernel::connect(socket)?
+                    turbonet_host::kernel::connect(socket)?
                 },
-                namespaces::here_in_namespace(&*ns, crate::kernel::nexthop::NexthopSocket::new)?,
+                namespaces::here_in_namespace(
+                    &*ns,
+                    turbonet_host::kernel::nexthop::NexthopSocket::new,
+                )?,
                 lab.fabric
                     .ports(speaker.node)
                     .enumerate()

@@ -23,14 +23,14 @@ mod netlink;
 pub mod nexthop;
 mod raw;
 mod recorder;
-pub mod routes;
+pub mod table;
 pub mod tbf;
 
 pub use netlink::{
     Netlink, NodeNs, connect, delete_route, delete_route_in, delete_route_with, install,
     route_message,
 };
-pub(crate) use netlink::{RULE_PRIORITY, pipelined};
+pub use netlink::{RULE_PRIORITY, pipelined};
 
 /// A namespace the kernel side created, by its position in creation order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

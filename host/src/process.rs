@@ -59,7 +59,7 @@ pub struct Start<'a> {
 /// needs: `CAP_NET_ADMIN` (routes, links, the namespace's `net.*`
 /// sysctls) and `CAP_NET_RAW` (ping, tcpdump), held in the user namespace
 /// of theirs that owns their lab's network namespaces
-/// ([`crate::system::namespaces::new_user_namespace`]): the kernel checks
+/// ([`crate::namespaces::new_user_namespace`]): the kernel checks
 /// a network capability against the owner of the namespace acted on, so
 /// they hold none over any other namespace — another student's, root's,
 /// the machine's — whatever descriptor of one reaches them. The command

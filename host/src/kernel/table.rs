@@ -1,86 +1,10 @@
-//! A node's routes (`turbonet-routing`'s, by interface name) as the kernel
-//! takes them (by ifindex), and installed through a namespace's handle.
+//! What a namespace's main table holds, read back through netlink: its
+//! routes with their next hops, a route lookup, interface names.
 
 use rtnetlink::Handle;
 use rtnetlink::packet_route::route::RouteProtocol;
-use turbonet_routing::Route;
-use turbonet_topo::{Lab, Node};
 
-use super::{KernelHop, KernelRoute};
-use crate::err;
-use crate::error::{Context, Result};
-use crate::names::port_ifindex;
-
-/// One node's `routes` as kernel routes (interfaces by ifindex).
-pub fn node_kernel_routes(
-    lab: &Lab,
-    node: &Node,
-    routes: &[Route],
-    protocol: RouteProtocol,
-    metric: Option<u32>,
-) -> Result<Vec<KernelRoute>> {
-    let ifindex = ifindex_by_name(lab, node);
-    routes
-        .iter()
-        .map(|r| kernel_route(r, &ifindex, protocol, metric))
-        .collect::<Result<_>>()
-        .with_context(|| format!("{}: building routes", node.name))
-}
-
-/// `route` as a kernel route; `ifindex` maps its interfaces.
-pub fn kernel_route(
-    route: &Route,
-    ifindex: &std::collections::HashMap<&str, u32>,
-    protocol: RouteProtocol,
-    metric: Option<u32>,
-) -> Result<KernelRoute> {
-    let hops = route
-        .nexthops
-        .iter()
-        .map(|hop| {
-            Ok(KernelHop {
-                via: hop.via,
-                ifindex: ifindex
-                    .get(hop.ifname.as_str())
-                    .copied()
-                    .ok_or_else(|| err!("no interface {}", hop.ifname))?,
-                onlink: hop.onlink,
-            })
-        })
-        .collect::<Result<_>>()?;
-    Ok(KernelRoute {
-        prefix: route.prefix,
-        hops,
-        protocol,
-        metric,
-        table: None,
-    })
-}
-
-/// Installs one node's routes through `handle`; with `replace`, existing
-/// routes to the same prefixes are replaced (restoring after a failure).
-pub async fn install_node_routes(
-    lab: &Lab,
-    handle: &Handle,
-    node: &Node,
-    routes: &[Route],
-    replace: bool,
-) -> Result<usize> {
-    let kernel = node_kernel_routes(lab, node, routes, RouteProtocol::Static, None)?;
-    super::install(handle, kernel, replace)
-        .await
-        .with_context(|| node.name.clone())?;
-    Ok(routes.len())
-}
-
-/// Interface name to ifindex for a node's ports.
-pub fn ifindex_by_name<'a>(lab: &'a Lab, node: &Node) -> std::collections::HashMap<&'a str, u32> {
-    lab.fabric
-        .ports(node.id)
-        .enumerate()
-        .map(|(port, (_, local, _))| (local.ifname.as_str(), port_ifindex(port)))
-        .collect()
-}
+use crate::error::Result;
 
 /// A route as read from a namespace's main table.
 #[derive(Debug, Clone, PartialEq, Eq)]

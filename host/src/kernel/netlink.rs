@@ -18,7 +18,7 @@ use turbonet_injectors::Impairment;
 
 use super::{Address, External, Kernel, KernelRoute, NamespaceSpec, Ns, PerNs, SourceRule, Veth};
 use crate::error::{Context, Result};
-use crate::system::namespaces;
+use crate::namespaces;
 use crate::{bail, err};
 
 /// Requests in flight per netlink connection. Bounded so that the kernel's
@@ -86,7 +86,7 @@ pub fn connect(socket: OwnedFd) -> Result<Handle> {
 
 /// Runs `requests` with at most [`IN_FLIGHT`] in flight, failing on the first
 /// error.
-pub(crate) async fn pipelined<F>(requests: impl IntoIterator<Item = F>) -> Result<()>
+pub async fn pipelined<F>(requests: impl IntoIterator<Item = F>) -> Result<()>
 where
     F: Future<Output = Result<()>>,
 {

@@ -419,7 +419,7 @@ pub(super) fn send_all<R: AsRef<[u8]> + Sync>(ns: &OwnedFd, requests: &[R]) -> i
     if requests.is_empty() {
         return Ok(());
     }
-    crate::system::namespaces::in_namespace(ns, || {
+    crate::namespaces::in_namespace(ns, || {
         let mut socket = Socket::new(NETLINK_ROUTE)?;
         socket.bind_auto()?;
         let mut buf = vec![0u8; 65536];

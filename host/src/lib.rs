@@ -1,19 +1,28 @@
-//! What turbonet needs of the operating system beside netlink: named
-//! network namespaces (owned by root's user namespace or a user's) and the
-//! one safe way into them ([`namespaces`]), processes it starts detached or
-//! inside a namespace and finds again ([`process`]), descriptors passed
-//! between processes ([`descriptors`]), a user's control group
-//! ([`cgroup`]), and what the kernel says of a TCP connection.
+//! turbonet-host: what turbonet asks of the machine it runs on. The
+//! kernel's network side as one trait ([`kernel`]: namespaces, veth pairs,
+//! addresses, routes, next hops, netem and tbf, through netlink or
+//! recorded), named network namespaces (owned by root's user namespace or
+//! a user's) and the one safe way into them ([`namespaces`]), processes
+//! it starts detached or inside a namespace and finds again ([`process`]),
+//! descriptors passed between processes ([`descriptors`]), a user's
+//! control group ([`cgroup`]), and what the kernel says of a TCP
+//! connection.
 //!
-//! With the packet-I/O crate, the only place of the lab that uses
-//! `unsafe` (system calls between fork and exec, raw file descriptors).
+//! It knows nothing of scenarios or labs: callers compute what to ask for
+//! and this crate asks. With the packet-I/O crate, the only crate of
+//! turbonet that uses `unsafe` (system calls between fork and exec, raw
+//! file descriptors).
 
 #![allow(unsafe_code)]
 
 pub mod cgroup;
 pub mod descriptors;
+pub mod error;
+pub mod kernel;
 pub mod namespaces;
 pub mod process;
+
+pub use error::{Error, Result};
 
 /// `bytes` random bytes from the kernel, in hex: a secret (a token).
 pub fn random_hex(bytes: usize) -> crate::Result<String> {

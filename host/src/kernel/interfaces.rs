@@ -15,7 +15,7 @@ use rtnetlink::{Handle, LinkUnspec};
 use super::{External, NodeNs};
 use crate::err;
 use crate::error::{Context, Result};
-use crate::system::namespaces;
+use crate::namespaces;
 
 /// Opens the namespace an external interface lives in: a named namespace,
 /// or the one turbonet runs in.
@@ -28,11 +28,16 @@ pub fn open_ns(name: Option<&str>) -> Result<OwnedFd> {
 
 /// Runs `f` with an rtnetlink handle inside namespace `ns`, on a private
 /// runtime (for the synchronous parts of the lifecycle).
-pub fn with_handle<T>(ns: &OwnedFd, f: impl AsyncFnOnce(Handle) -> Result<T>) -> Result<T> {
-    let socket = namespaces::in_namespace(ns, namespaces::route_socket)?;
+pub fn with_handle<T, E: From<crate::Error>>(
+    ns: &OwnedFd,
+    f: impl AsyncFnOnce(Handle) -> Result<T, E>,
+) -> Result<T, E> {
+    let socket =
+        namespaces::in_namespace(ns, namespaces::route_socket).map_err(crate::Error::from)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()?;
+        .build()
+        .map_err(crate::Error::from)?;
     runtime.block_on(async {
         let handle = super::connect(socket)?;
         f(handle).await
