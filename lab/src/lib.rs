@@ -26,7 +26,7 @@
 //! - [`daemon`] and [`api`]: the per-lab daemon and its control API;
 //! - the verbs: [`up`], [`down`], [`inspect`], [`check`], [`exec`] (with
 //!   [`mpi`]), [`plan`],
-//!   [`bench`] (with [`report`]), [`experiment`] (with [`plot`] and
+//!   [`experiment`] (with [`plot`] and
 //!   [`utilisation`]), [`watch`] (with [`graph`]), [`capture`], [`course`]
 //!   (graded labs: tasks checked against a running lab), [`ui`] (a live
 //!   web page of a running lab), [`serve`] (labs for a group's members
@@ -38,7 +38,6 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod api;
-pub mod bench;
 pub mod capture;
 pub mod check;
 pub mod course;
@@ -60,7 +59,6 @@ pub mod names;
 pub mod pcapng;
 pub mod plan;
 pub mod plot;
-pub mod report;
 pub mod routes;
 pub mod serve;
 pub mod state;

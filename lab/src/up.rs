@@ -77,7 +77,7 @@ pub fn validate(path: &Path) -> Result<Validated> {
 
 /// How every link of a lab would be carried on this machine, or why this
 /// build cannot bring the (valid) lab up here.
-pub(crate) fn runnable(lab: &Lab) -> Result<Vec<Carrier>, String> {
+pub fn runnable(lab: &Lab) -> Result<Vec<Carrier>, String> {
     match lab.target {
         Target::Netns => {}
         Target::Soft => {
@@ -1195,7 +1195,7 @@ async fn wait_converged(
 /// 500 ms), so that a thousand switches converging for minutes are not
 /// kept busy answering. The convergence time is the daemon's measure and
 /// does not depend on it.
-pub(crate) fn poll_interval(waited: std::time::Duration) -> std::time::Duration {
+pub fn poll_interval(waited: std::time::Duration) -> std::time::Duration {
     (waited / 20).clamp(
         std::time::Duration::from_millis(50),
         std::time::Duration::from_millis(500),
@@ -1205,7 +1205,7 @@ pub(crate) fn poll_interval(waited: std::time::Duration) -> std::time::Duration 
 /// Runs the kernel side of `up` for `lab` through `kernel`, which writes
 /// requests down rather than making them (nothing is created; a scratch
 /// lab directory stands in for the lab's), on one thread.
-pub(crate) fn dry_build<K: Kernel>(
+pub fn dry_build<K: Kernel>(
     kernel: &mut K,
     lab: &Lab,
     carriers: &[Carrier],

@@ -66,7 +66,7 @@ fn sent_during(lab: &str, f: impl FnOnce()) -> Vec<(u64, u64)> {
 }
 
 fn mpirun(lab: &str, op: &str, bytes: u64) -> serde_json::Value {
-    let program = workspace().join("lab/assets/mpi_collective.py");
+    let program = workspace().join("bench/assets/mpi_collective.py");
     let out = run(&[
         "mpirun",
         "--lab",

@@ -14,9 +14,10 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Parser;
+use turbonet_bench as bench;
 use turbonet_lab::api::{Client, Target};
 use turbonet_lab::error::Kind;
-use turbonet_lab::{bench, check, daemon, down, exec, inspect, plan, up};
+use turbonet_lab::{check, daemon, down, exec, inspect, plan, up};
 
 use cli::{Cli, Command, LinkCommand, ShowWhat, TargetKind};
 use progress::Terminal;

@@ -8,7 +8,7 @@ use turbonet_topo::summary::Summary;
 
 use turbonet_lab::state::LabState;
 
-pub use turbonet_lab::report::count;
+pub use turbonet_bench::report::count;
 
 /// A table from a header and rows; columns whose header is in `right` are
 /// right-aligned (numbers).
@@ -392,8 +392,8 @@ pub fn up_summary(lab: &Lab, state: &LabState) -> String {
 }
 
 /// A benchmark's report: its lines and tables, in order.
-pub fn report(report: &turbonet_lab::report::Report) -> String {
-    use turbonet_lab::report::Item;
+pub fn report(report: &turbonet_bench::report::Report) -> String {
+    use turbonet_bench::report::Item;
     let mut out = String::new();
     for item in &report.items {
         match item {

@@ -6,10 +6,10 @@ use std::process::ExitCode;
 use turbonet_topo::LinkParams;
 
 use anyhow::Result;
+use turbonet_bench::report::count;
 use turbonet_lab::check;
 use turbonet_lab::events::LoggedEvent;
 use turbonet_lab::inspect::{LabStatus, LinkRow, LinkShow, NodeRow, RouteRow};
-use turbonet_lab::report::count;
 use turbonet_lab::routes::bgp::BgpReport;
 use turbonet_lab::state::LabDir;
 

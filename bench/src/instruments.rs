@@ -16,12 +16,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::api::{self, proto};
-use crate::bail;
-use crate::error::{Context, Result};
 use crate::report::{Report, count};
-use crate::state::LabDir;
-use crate::up::Progress;
+use turbonet_lab::api::{self, proto};
+use turbonet_lab::bail;
+use turbonet_lab::error::{Context, Result};
+use turbonet_lab::state::LabDir;
+use turbonet_lab::up::Progress;
 
 const LAB: &str = "tninstr";
 const METRICS_PORT: u16 = 9_477;
@@ -145,7 +145,7 @@ fn engine_costs(frames: u64, progress: &dyn Progress) -> Result<(Rows, Rows)> {
     let _ = blast(h2, 1, None);
     let (captured, missed) = thread
         .join()
-        .map_err(|_| crate::err!("the capture thread panicked"))??;
+        .map_err(|_| turbonet_lab::err!("the capture thread panicked"))??;
     rows.push(row(
         &format!(
             "captured ({} frames to the reader, {} missed)",
@@ -168,7 +168,7 @@ fn engine_costs(frames: u64, progress: &dyn Progress) -> Result<(Rows, Rows)> {
         let _ = blast(h2, 1, None);
         let (captured, missed) = thread
             .join()
-            .map_err(|_| crate::err!("the capture thread panicked"))??;
+            .map_err(|_| turbonet_lab::err!("the capture thread panicked"))??;
         capture_rows.push(vec![
             count(pps as usize),
             count(n as usize),
@@ -235,7 +235,7 @@ fn event_latency(progress: &dyn Progress) -> Result<Vec<Vec<String>>> {
         api::Client::connect(&dir)?.fail(&api::Target::Link(link.to_owned()))?;
         follower
             .join()
-            .map_err(|_| crate::err!("the event follower panicked"))?;
+            .map_err(|_| turbonet_lab::err!("the event follower panicked"))?;
         api::Client::connect(&dir)?.restore(&api::Target::Link(link.to_owned()))?;
         let arrived = arrivals.lock().map(|a| a.clone()).unwrap_or_default();
         let mut per_switch = std::collections::BTreeMap::<String, f64>::new();

@@ -13,15 +13,15 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::bail;
-use crate::error::{Context, Result};
+use turbonet_lab::bail;
+use turbonet_lab::error::{Context, Result};
 
-use crate::api::{Client, Target};
-use crate::bench::measure;
+use crate::measure;
 use crate::report::{Report, count};
-use crate::routes::bgp::BgpReport;
-use crate::state::{LabDir, LabState};
-use crate::up::Progress;
+use turbonet_lab::api::{Client, Target};
+use turbonet_lab::routes::bgp::BgpReport;
+use turbonet_lab::state::{LabDir, LabState};
+use turbonet_lab::up::Progress;
 
 /// The convergence cases: bundled scenario, lab name stem.
 const SCENARIOS: &[(&str, &str)] = &[
@@ -48,7 +48,7 @@ pub fn bench(density: bool, agents: &[String], progress: &dyn Progress) -> Resul
         .collect::<Result<Vec<_>>>()?;
     if let Some(why) = kinds
         .iter()
-        .find_map(|&k| crate::routes::routers::missing(k))
+        .find_map(|&k| turbonet_lab::routes::routers::missing(k))
     {
         bail!("{why}");
     }
@@ -152,7 +152,7 @@ fn change(dir: &LabDir, change: Change, target: Target, within: Duration) -> Res
         if started.elapsed() >= within {
             bail!("no re-convergence within {within:?} after {request:?}");
         }
-        std::thread::sleep(crate::up::poll_interval(started.elapsed()));
+        std::thread::sleep(turbonet_lab::up::poll_interval(started.elapsed()));
     }
 }
 
@@ -280,7 +280,7 @@ fn api_latency(dir: &LabDir, lab: &turbonet_topo::Lab) -> Result<(f64, f64)> {
     let busy = slowest(&mut client);
     failing
         .join()
-        .map_err(|_| crate::err!("the failing client panicked"))??;
+        .map_err(|_| turbonet_lab::err!("the failing client panicked"))??;
     client.restore(&Target::Node(core))?;
     Ok((steady, busy?))
 }
@@ -303,14 +303,15 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
     let mut failures = Vec::new();
     for (name, text, agent) in cases {
         if agent != "builtin"
-            && crate::routes::routers::missing(turbonet_topo::Agent::Frr).is_some()
+            && turbonet_lab::routes::routers::missing(turbonet_topo::Agent::Frr).is_some()
         {
             continue;
         }
         let scenario = bgp_text(text, name, &format!("agent = \"{agent}\""));
         let path = write_lab(name, &scenario)?;
         // Its counts, for the row of a lab that fails to come up.
-        let planned = turbonet_topo::parse(name, &scenario).map_err(|e| crate::err!("{e}"))?;
+        let planned =
+            turbonet_topo::parse(name, &scenario).map_err(|e| turbonet_lab::err!("{e}"))?;
         progress.note(&format!("bench bgp density: {name} ({agent}) ..."));
         let result = (|| -> Result<Vec<String>> {
             let up = measure(&["up", "--quiet", &path.display().to_string()])?;

@@ -1,22 +1,26 @@
-//! `turbonet bench`: `up`, `check` and `down` on scenarios phase by phase
-//! beside the kernel's own cost ([`fabric`]), and the link engine, BGP,
-//! the soft switch, the workloads and the instruments, each in its module.
+//! turbonet-bench: `turbonet bench`. `up`, `check` and `down` on
+//! scenarios phase by phase beside the kernel's own cost (`fabric`, with
+//! [`ip_batch`]: what `up` asks of the kernel as iproute2 batches), and the
+//! link engine, BGP, the soft switch, the workloads and the instruments,
+//! each in its module; results come back as a [`report::Report`] the
+//! command line prints.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use crate::bail;
-use crate::error::{Context, Result};
 use crate::report::Report;
-use crate::up::Progress;
 use turbonet_host::process;
+use turbonet_lab::bail;
+use turbonet_lab::error::{Context, Result};
+use turbonet_lab::up::Progress;
 
 pub mod bgp;
 pub mod engine;
 mod fabric;
 pub mod instruments;
 pub mod ip_batch;
+pub mod report;
 pub mod soft;
 pub mod workloads;
 
@@ -100,7 +104,7 @@ impl UpLab {
 
     /// The first address of node `node`.
     pub(crate) fn address(&self, node: &str) -> Result<std::net::Ipv4Addr> {
-        let lab = crate::state::LabDir::of(&self.name).saved_lab()?;
+        let lab = turbonet_lab::state::LabDir::of(&self.name).saved_lab()?;
         let n = lab
             .fabric
             .node_by_name(node)
@@ -145,7 +149,7 @@ impl IperfServer {
     pub(crate) fn start(lab: &str, node: &str) -> Result<IperfServer> {
         static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(5299);
         let port = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let ns = turbonet_host::namespaces::open(&crate::names::node_namespace(lab, node))
+        let ns = turbonet_host::namespaces::open(&turbonet_lab::names::node_namespace(lab, node))
             .with_context(|| format!("opening the namespace of {node}"))?;
         let mut command = Command::new("iperf3");
         command

@@ -17,12 +17,12 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::bail;
-use crate::bench::{IperfServer, UpLab, exec_in};
-use crate::error::{Context, Result};
 use crate::report::Report;
-use crate::up::Progress;
-use crate::workload::Report as Workload;
+use crate::{IperfServer, UpLab, exec_in};
+use turbonet_lab::bail;
+use turbonet_lab::error::{Context, Result};
+use turbonet_lab::up::Progress;
+use turbonet_lab::workload::Report as Workload;
 
 const LAB: &str = "tnbwl";
 const FROM: &str = "h0-0-0";
@@ -33,7 +33,7 @@ const SECONDS: u64 = 3;
 const RING_BYTES: u64 = 32 << 20;
 
 /// The mpi4py program `turbonet mpirun` runs.
-const MPI_PROGRAM: &str = include_str!("../../assets/mpi_collective.py");
+const MPI_PROGRAM: &str = include_str!("../assets/mpi_collective.py");
 
 fn turbonet(args: &[&str]) -> Result<std::process::Output> {
     Ok(Command::new(std::env::current_exe()?)

@@ -14,13 +14,13 @@ use turbonet_topo::Lab;
 
 use turbonet_host::Result;
 
-use crate::error::Error;
-use crate::up;
 use turbonet_host::kernel::{
     Address, External, Kernel, KernelRoute, NamespaceSpec, Ns, PerNs, RULE_PRIORITY, SourceRule,
     Veth,
 };
 use turbonet_host::namespaces;
+use turbonet_lab::error::Error;
+use turbonet_lab::up;
 
 /// The most words a route line takes before its next hops are written
 /// tersely (iproute2 reads at most 512 a line).
@@ -29,7 +29,7 @@ const MAX_ROUTE_WORDS: usize = 480;
 /// What `up` would ask of the kernel for `lab` on this machine, as
 /// iproute2 batch files by phase, with the namespaces they create in
 /// order.
-pub fn ip_batches(lab: &Lab) -> crate::Result<(Vec<String>, Vec<Batch>)> {
+pub fn ip_batches(lab: &Lab) -> turbonet_lab::Result<(Vec<String>, Vec<Batch>)> {
     let carriers = up::runnable(lab).map_err(Error::Invalid)?;
     let mut kernel = IpBatch::new();
     let phases = kernel.phases();

@@ -17,14 +17,14 @@ use std::mem::MaybeUninit;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
-use crate::bail;
-use crate::error::{Context, Result};
 use socket2::{Domain, Protocol, Socket, Type};
+use turbonet_lab::bail;
+use turbonet_lab::error::{Context, Result};
 
 use crate::report::{Report, count};
-use crate::state::LabDir;
-use crate::up::Progress;
 use turbonet_host::namespaces;
+use turbonet_lab::state::LabDir;
+use turbonet_lab::up::Progress;
 
 const LAB: &str = "tnbench";
 const PORT: u16 = 9_000;
@@ -43,13 +43,13 @@ fn scenario(params: &str) -> String {
 
 /// The bench lab, up (`down` when dropped), and h2's address.
 struct BenchLab {
-    _lab: crate::bench::UpLab,
+    _lab: crate::UpLab,
     h2: Ipv4Addr,
 }
 
 impl BenchLab {
     fn up(params: &str) -> Result<Self> {
-        let lab = crate::bench::UpLab::up(LAB, &scenario(params))?;
+        let lab = crate::UpLab::up(LAB, &scenario(params))?;
         Ok(BenchLab {
             h2: lab.address("h2")?,
             _lab: lab,
@@ -64,7 +64,7 @@ fn udp_in(node: &str, bind: Option<SocketAddrV4>) -> Result<Socket> {
 
 /// A UDP socket created inside a node of lab `lab`.
 pub(crate) fn udp_in_lab(lab: &str, node: &str, bind: Option<SocketAddrV4>) -> Result<Socket> {
-    let ns = namespaces::open(&crate::names::node_namespace(lab, node))?;
+    let ns = namespaces::open(&turbonet_lab::names::node_namespace(lab, node))?;
     let socket = namespaces::in_namespace(&ns, || {
         let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
         if let Some(addr) = bind {
@@ -301,15 +301,15 @@ pub(crate) fn blast_between(
     Ok(((start.elapsed().as_secs_f64() - 0.5).max(1e-9), got))
 }
 
-fn link_counters(link: &str) -> Result<Vec<crate::api::proto::LinkDirection>> {
+fn link_counters(link: &str) -> Result<Vec<turbonet_lab::api::proto::LinkDirection>> {
     // The daemon refreshes them every 250 ms; wait for settled ones.
     std::thread::sleep(Duration::from_millis(600));
-    let links = crate::api::Client::connect(&LabDir::of(LAB))?.links(Some(link))?;
+    let links = turbonet_lab::api::Client::connect(&LabDir::of(LAB))?.links(Some(link))?;
     links
         .into_iter()
         .next()
         .map(|l| l.directions)
-        .ok_or_else(|| crate::err!("no counters for {link}"))
+        .ok_or_else(|| turbonet_lab::err!("no counters for {link}"))
 }
 
 /// Capacity rows: path, frames, received, kpps.
@@ -336,12 +336,12 @@ fn capacity(frames: u64, progress: &dyn Progress) -> Result<Vec<Vec<String>>> {
 
 /// `turbonet exec --lab tnbench NODE -- ARGS`.
 fn exec_in(node: &str, args: &[&str]) -> std::process::Command {
-    crate::bench::exec_in(LAB, node, args)
+    crate::exec_in(LAB, node, args)
 }
 
 /// TCP goodput (bit/s) of a 5 s iperf3 run from h1 to h2.
 fn iperf3(lab: &BenchLab, seconds: u32) -> Result<f64> {
-    let server = crate::bench::IperfServer::start(LAB, "h2")?;
+    let server = crate::IperfServer::start(LAB, "h2")?;
     let out = exec_in(
         "h1",
         &[
@@ -362,7 +362,7 @@ fn iperf3(lab: &BenchLab, seconds: u32) -> Result<f64> {
     report["end"]["sum_received"]["bits_per_second"]
         .as_f64()
         .ok_or_else(|| {
-            crate::err!(
+            turbonet_lab::err!(
                 "iperf3 reported no throughput: {}",
                 String::from_utf8_lossy(&out.stdout)
             )
@@ -396,7 +396,7 @@ fn rate_accuracy(progress: &dyn Progress) -> Result<Vec<Vec<String>>> {
 /// standing queue far below 100 packets on a path this short.)
 fn standing_queue(lab: &BenchLab) -> Result<(f64, f64)> {
     let expected_ms = 100.0 * 1502.0 * 8.0 / 10e6 * 1000.0;
-    let server = crate::bench::IperfServer::start(LAB, "h2")?;
+    let server = crate::IperfServer::start(LAB, "h2")?;
     let mut client = exec_in(
         "h1",
         &[

@@ -13,12 +13,12 @@ use turbonet_topo::Lab;
 
 use super::ip_batch::{Batch, Tool, ip_batches};
 use super::{Measured, measure, median};
-use crate::bail;
-use crate::error::{Context, Result};
 use crate::report::{Report, count};
-use crate::state::LabDir;
-use crate::up::{self, Progress};
 use turbonet_host::namespaces;
+use turbonet_lab::bail;
+use turbonet_lab::error::{Context, Result};
+use turbonet_lab::state::LabDir;
+use turbonet_lab::up::{self, Progress};
 
 /// The scenarios measured when none are named.
 const DEFAULT: [&str; 4] = [
@@ -140,7 +140,7 @@ pub(super) fn bench(
 }
 
 /// The peak RSS of the lab daemon and of the processes its BGP speakers
-/// run in, if it has them in several ([`crate::routes::bgp::shard`]).
+/// run in, if it has them in several ([`turbonet_lab::routes::bgp::shard`]).
 fn daemon_peak_kib(daemon: u32) -> Option<u64> {
     use turbonet_host::process::{children, peak_rss_kib};
     let shards = children(daemon)
@@ -160,7 +160,7 @@ fn with_routing(file: &Path, routing: Option<&str>) -> Result<PathBuf> {
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     let mut doc: toml::Table = text
         .parse()
-        .map_err(|e| crate::err!("{}: {e}", file.display()))?;
+        .map_err(|e| turbonet_lab::err!("{}: {e}", file.display()))?;
     let section = doc
         .entry("routing")
         .or_insert_with(|| toml::Value::Table(toml::Table::new()));
@@ -174,7 +174,7 @@ fn with_routing(file: &Path, routing: Option<&str>) -> Result<PathBuf> {
     let copy = std::env::temp_dir().join(format!("turbonet-bench-{stem}-{mode}.toml"));
     std::fs::write(
         &copy,
-        toml::to_string(&doc).map_err(|e| crate::err!("{e}"))?,
+        toml::to_string(&doc).map_err(|e| turbonet_lab::err!("{e}"))?,
     )?;
     Ok(copy)
 }
@@ -193,7 +193,7 @@ fn run_turbonet(lab: &Lab, file: &Path, check: Option<Option<usize>>) -> Result<
             .iter()
             .map(|t| (t.phase.clone(), t.detail.clone(), t.seconds))
             .collect();
-        let daemon_mib = crate::api::Client::connect(&dir)
+        let daemon_mib = turbonet_lab::api::Client::connect(&dir)
             .and_then(|mut c| c.status())
             .ok()
             .and_then(|s| daemon_peak_kib(s.daemon_pid))
@@ -247,14 +247,16 @@ fn kernel_cost(
     let mut failed = None;
     for phase in order {
         let of_phase: Vec<&Batch> = batches.iter().filter(|b| b.phase == phase).collect();
-        let watch = crate::state::Stopwatch::start();
+        let watch = turbonet_lab::state::Stopwatch::start();
         if let Err(e) = run_phase(&of_phase, workers) {
-            failed = Some(crate::err!("the kernel's cost of phase {phase}: {e}"));
+            failed = Some(turbonet_lab::err!(
+                "the kernel's cost of phase {phase}: {e}"
+            ));
             break;
         }
         times.push((phase.to_owned(), watch.seconds()));
     }
-    let watch = crate::state::Stopwatch::start();
+    let watch = turbonet_lab::state::Stopwatch::start();
     let ours: Vec<String> = names
         .iter()
         .filter(|n| namespaces::exists(n))
@@ -298,7 +300,7 @@ fn run_phase(batches: &[&Batch], workers: usize) -> Result<()> {
             .collect();
         threads.into_iter().try_for_each(|t| {
             t.join()
-                .map_err(|_| crate::err!("a batch thread panicked"))?
+                .map_err(|_| turbonet_lab::err!("a batch thread panicked"))?
         })
     })
 }

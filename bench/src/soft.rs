@@ -9,13 +9,13 @@
 
 use std::time::Instant;
 
-use crate::error::Result;
+use turbonet_lab::error::Result;
 
-use crate::bench::UpLab;
-use crate::bench::engine::blast_between;
+use crate::UpLab;
+use crate::engine::blast_between;
 use crate::report::{Report, count};
-use crate::state::LabDir;
-use crate::up::Progress;
+use turbonet_lab::state::LabDir;
+use turbonet_lab::up::Progress;
 
 const FROM: &str = "h0-0-0";
 const TO: &str = "h1-0-0";
@@ -38,7 +38,7 @@ fn data_plane_cpu(lab: &UpLab) -> Option<f64> {
     let pid = state
         .routers
         .iter()
-        .find(|r| r.node == crate::dataplane::p4::soft::SWITCH)?
+        .find(|r| r.node == turbonet_lab::dataplane::p4::soft::SWITCH)?
         .pid;
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
     for task in tasks.flatten() {
