@@ -121,7 +121,7 @@ pub fn check_sampled(running: &Running, timeout: f64, sample: Option<usize>) -> 
 
 /// Every address of `node`'s ports, ascending, once each: what a probe
 /// for `node` is sent to.
-pub(crate) fn addresses(lab: &turbonet_topo::Lab, node: turbonet_topo::NodeId) -> Vec<Ipv4Addr> {
+pub fn addresses(lab: &turbonet_topo::Lab, node: turbonet_topo::NodeId) -> Vec<Ipv4Addr> {
     let mut a: Vec<Ipv4Addr> = lab
         .fabric
         .ports(node)
@@ -135,7 +135,7 @@ pub(crate) fn addresses(lab: &turbonet_topo::Lab, node: turbonet_topo::NodeId) -
 /// Pings: each of `probes` is (an index into `senders`, an address), sent
 /// from that node's namespace in up to 4 rounds within `timeout` seconds.
 /// Whether each was answered.
-pub(crate) fn probe(
+pub fn probe(
     lab: &turbonet_topo::Lab,
     senders: &[turbonet_topo::NodeId],
     probes: &[(usize, Ipv4Addr)],

@@ -267,7 +267,7 @@ pub fn routes(lab: &Lab, node: &str) -> Result<(String, Vec<RouteRow>)> {
 
 /// Node `node`'s kernel routes (main table, IPv4), the namespace they
 /// were read in and the names of its interfaces by index.
-pub(crate) fn node_table(
+pub fn node_table(
     lab: &Lab,
     node: &str,
 ) -> Result<(
@@ -285,7 +285,7 @@ pub(crate) fn node_table(
 
 /// Where node `node` sends a packet for `to`, as its kernel says, and its
 /// interfaces' names by index.
-pub(crate) fn node_lookup(
+pub fn node_lookup(
     lab: &Lab,
     node: &str,
     to: std::net::Ipv4Addr,
@@ -304,7 +304,7 @@ pub(crate) fn node_lookup(
 }
 
 /// The ports of node `node`, by name.
-pub(crate) fn node_ports(
+pub fn node_ports(
     lab: &Lab,
     node: &str,
 ) -> Result<std::collections::HashMap<String, turbonet_host::kernel::interfaces::PortState>> {

@@ -25,12 +25,12 @@
 //!   hosts' namespaces;
 //! - [`daemon`] and [`api`]: the per-lab daemon and its control API;
 //! - the verbs: [`up`], [`down`], [`inspect`], [`check`], [`exec`] (with
-//!   [`mpi`]), [`plan`],
-//!   [`experiment`] (with [`plot`] and
-//!   [`utilisation`]), [`watch`] (with [`graph`]), [`capture`], [`course`]
-//!   (graded labs: tasks checked against a running lab), [`ui`] (a live
-//!   web page of a running lab), [`serve`] (labs for a group's members
-//!   without root).
+//!   [`mpi`]), [`plan`], [`watch`] (with [`graph`]), [`capture`],
+//!   [`serve`] (labs for a group's members without root).
+//!
+//! Above it, each in a crate of its own: experiments (`turbonet-experiment`),
+//! graded labs (`turbonet-course`), the web view (`turbonet-ui`) and the
+//! benchmarks (`turbonet-bench`).
 //!
 //! Nothing here prints: results come back as values, progress through
 //! [`up::Progress`], and the daemon logs with `tracing`.
@@ -40,14 +40,12 @@
 pub mod api;
 pub mod capture;
 pub mod check;
-pub mod course;
 pub mod daemon;
 pub mod dataplane;
 pub mod down;
 pub mod error;
 pub mod events;
 pub mod exec;
-pub mod experiment;
 pub mod graph;
 pub mod hostnames;
 pub mod inspect;
@@ -58,15 +56,12 @@ pub mod mpi;
 pub mod names;
 pub mod pcapng;
 pub mod plan;
-pub mod plot;
 pub mod routes;
 pub mod serve;
 pub mod state;
 
 pub mod topology;
-pub mod ui;
 pub mod up;
-pub mod utilisation;
 pub mod watch;
 pub mod workload;
 

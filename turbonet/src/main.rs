@@ -392,10 +392,10 @@ fn run(command: Command) -> Result<ExitCode> {
             // A member's page is at a secret address: others on the
             // machine can reach the port too.
             let token = match students::student() {
-                Some(_) => Some(turbonet_lab::ui::token()?),
+                Some(_) => Some(turbonet_ui::token()?),
                 None => None,
             };
-            turbonet_lab::ui::serve(running, listen, token.as_deref(), |url| {
+            turbonet_ui::serve(running, listen, token.as_deref(), |url| {
                 println!("serving lab {name} at {url} (Ctrl-C to stop)");
             })?;
         }
@@ -528,14 +528,14 @@ fn run_experiment(args: &cli::RunArgs) -> Result<ExitCode> {
             .map_or("experiment".into(), |s| s.to_string_lossy().into_owned());
         std::path::Path::new("reports").join(stem)
     });
-    let options = turbonet_lab::experiment::Options {
+    let options = turbonet_experiment::Options {
         file: args.file.clone(),
         out,
         keep: args.keep,
         timeout: std::time::Duration::from_secs_f64(args.timeout.max(0.0)),
     };
     if args.repeat > 1 {
-        let repeated = turbonet_lab::experiment::repeat(
+        let repeated = turbonet_experiment::repeat(
             &options,
             args.repeat as usize,
             &Terminal::new(args.quiet),
@@ -543,7 +543,7 @@ fn run_experiment(args: &cli::RunArgs) -> Result<ExitCode> {
         if args.json {
             show::json(&repeated)?;
         } else {
-            print!("{}", turbonet_lab::experiment::repeat_summary(&repeated));
+            print!("{}", turbonet_experiment::repeat_summary(&repeated));
             println!("reports: {}", options.out.display());
         }
         return Ok(if repeated.passed {
@@ -552,11 +552,11 @@ fn run_experiment(args: &cli::RunArgs) -> Result<ExitCode> {
             ExitCode::FAILURE
         });
     }
-    let outcome = turbonet_lab::experiment::run(&options, &Terminal::new(args.quiet))?;
+    let outcome = turbonet_experiment::run(&options, &Terminal::new(args.quiet))?;
     if args.json {
         show::json(&outcome.report)?;
     } else {
-        print!("{}", turbonet_lab::experiment::summary(&outcome.report));
+        print!("{}", turbonet_experiment::summary(&outcome.report));
         println!("reports: {}", outcome.dir.display());
     }
     Ok(if outcome.report.interrupted {
@@ -590,7 +590,7 @@ fn print_down(outcome: down::Down) {
 /// `turbonet lab ...`
 fn course(command: cli::LabCommand) -> Result<ExitCode> {
     use cli::LabCommand as L;
-    use turbonet_lab::course;
+    use turbonet_course as course;
     let dir = course::labs_dir();
     // The graded lab that is running (its folder found by its lab name).
     let running_course = |lab: Option<&str>| -> Result<(inspect::Running, course::CourseLab)> {
@@ -686,11 +686,7 @@ fn course(command: cli::LabCommand) -> Result<ExitCode> {
 
 /// Brings a graded lab up and makes the faults of `seed` (default: the
 /// lab's own seed); a lab whose faults cannot be made is taken down again.
-fn start_course(
-    found: &turbonet_lab::course::CourseLab,
-    seed: Option<u64>,
-    quiet: bool,
-) -> Result<()> {
+fn start_course(found: &turbonet_course::CourseLab, seed: Option<u64>, quiet: bool) -> Result<()> {
     let _one_at_a_time = students::student()
         .map(turbonet_lab::serve::Student::lock_starts)
         .transpose()?;
@@ -736,7 +732,7 @@ fn start_course(
         Some(student) => turbonet_lab::serve::hand_routers(&up.lab, student),
         None => Ok(()),
     };
-    let made = match prepared.and_then(|()| turbonet_lab::course::seed_faults(&running, seed)) {
+    let made = match prepared.and_then(|()| turbonet_course::seed_faults(&running, seed)) {
         Ok(made) => made,
         Err(e) => {
             let _ = down::down(Some(&up.lab.name));

@@ -578,7 +578,7 @@ pub fn plan(
 }
 
 /// `lab list`: every graded lab.
-pub fn course_labs(labs: &[turbonet_lab::course::CourseLab]) -> String {
+pub fn course_labs(labs: &[turbonet_course::CourseLab]) -> String {
     if labs.is_empty() {
         return "no labs".to_owned();
     }
@@ -596,7 +596,7 @@ pub fn course_labs(labs: &[turbonet_lab::course::CourseLab]) -> String {
 }
 
 /// What `lab start` and `lab reset` print once the fabric is up.
-pub fn course_started(course: &turbonet_lab::course::CourseLab, lab: &Lab) -> String {
+pub fn course_started(course: &turbonet_course::CourseLab, lab: &Lab) -> String {
     format!(
         "lab {} is up: {} ({} task{}, {} point{})\n\
          the tasks: {}\n\
@@ -616,7 +616,7 @@ pub fn course_started(course: &turbonet_lab::course::CourseLab, lab: &Lab) -> St
 
 /// `lab tasks`: each task of the running `lab`, its points and what it
 /// checks.
-pub fn course_tasks(course: &turbonet_lab::course::CourseLab, lab: &Lab) -> String {
+pub fn course_tasks(course: &turbonet_course::CourseLab, lab: &Lab) -> String {
     let name = |n: turbonet_topo::NodeId| lab.fabric.node(n).name.as_str();
     let rows = lab.tasks.iter().map(|t| {
         [
@@ -639,7 +639,7 @@ pub fn course_tasks(course: &turbonet_lab::course::CourseLab, lab: &Lab) -> Stri
 }
 
 /// `lab check`: a score per task, the total, and what is still wrong.
-pub fn grade(grade: &turbonet_lab::course::Grade) -> String {
+pub fn grade(grade: &turbonet_course::Grade) -> String {
     let rows = grade.tasks.iter().map(|t| {
         let problems: Vec<&str> = t
             .checks

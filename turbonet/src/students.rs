@@ -132,7 +132,7 @@ pub(crate) fn serve(socket: &Path, config: &Path) -> Result<ExitCode> {
     }
     let policy = turbonet_lab::serve::Policy::load(config)?;
     // Requests run from `/`: a relative labs folder is the one here.
-    turbonet_lab::course::fix_labs_dir();
+    turbonet_course::fix_labs_dir();
     // Returns in a request's own process only.
     let (student, request, file) = turbonet_lab::serve::serve(socket, &policy)?;
     Ok(run_for(&student, request, file))
@@ -314,7 +314,7 @@ fn admit_link(
 
 /// The scenario a graded lab starts from: its own file, or for a member a
 /// copy named `<user>-<lab>` (within their node limit).
-pub(crate) fn course_scenario(found: &turbonet_lab::course::CourseLab) -> Result<PathBuf> {
+pub(crate) fn course_scenario(found: &turbonet_course::CourseLab) -> Result<PathBuf> {
     let Some(student) = student() else {
         return Ok(found.scenario());
     };

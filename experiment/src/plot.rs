@@ -6,8 +6,8 @@
 
 use plotters::prelude::*;
 
-use crate::events::LoggedEvent;
-use crate::workload::{Report, SERIES_STEP};
+use turbonet_lab::events::LoggedEvent;
+use turbonet_lab::workload::{Report, SERIES_STEP};
 
 /// Flows of one workload drawn one by one; beyond, the workload's sum.
 const LINES_PER_WORKLOAD: usize = 8;
@@ -349,7 +349,7 @@ pub fn link_load(u: &crate::utilisation::Utilisation, events: &[LoggedEvent]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::{FlowReport, OpReport, State};
+    use turbonet_lab::workload::{FlowReport, OpReport, State};
 
     fn report(name: &str) -> Report {
         Report {
@@ -388,7 +388,7 @@ mod tests {
             kind: "fail".into(),
             event: "fail link a--b".into(),
             result: "ok".into(),
-            about: crate::events::About::link("a--b"),
+            about: turbonet_lab::events::About::link("a--b"),
         }];
         let svg = throughput(&[r.clone()], &events).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..80]);

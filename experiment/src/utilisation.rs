@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use turbonet_topo::Lab;
 
-use crate::dataplane::plane::{Counted, LinkCounters, Shortfall};
+use turbonet_lab::dataplane::plane::{Counted, LinkCounters, Shortfall};
 
 /// Directions kept in a report: those whose peak reached this fraction of
 /// the busiest direction's (BGP keepalives and ARP are not load).

@@ -33,11 +33,11 @@ use tokio::sync::{broadcast, watch};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::{BroadcastStream, WatchStream};
 
-use crate::api;
-use crate::error::{Context, Result};
-use crate::events::LoggedEvent;
-use crate::inspect::{Running, read_links};
-use crate::watch::{Frame, Watcher};
+use turbonet_lab::api;
+use turbonet_lab::error::{Context, Result};
+use turbonet_lab::events::LoggedEvent;
+use turbonet_lab::inspect::{Running, read_links};
+use turbonet_lab::watch::{Frame, Watcher};
 
 const INDEX: &str = include_str!("index.html");
 const SCRIPT: &str = include_str!("app.js");
@@ -198,7 +198,7 @@ fn read_counters(running: &Running, live: &watch::Sender<Arc<Live>>, frame: &Mut
 /// `turbonet graph` draws of a running lab).
 fn state_of(running: &Running, frame: &Frame) -> Live {
     let fabric = &running.lab.fabric;
-    let state = crate::graph::state_of(fabric, frame);
+    let state = turbonet_lab::graph::state_of(fabric, frame);
     let name = |id: turbonet_topo::LinkId| fabric.link(id).name.clone();
     let mut down: Vec<String> = state.links_down.iter().map(|l| name(*l)).collect();
     down.sort();
@@ -358,8 +358,8 @@ async fn stream(State(ui): State<Ui>) -> Sse<impl Stream<Item = Result<Event, In
 /// rates at the last reading.
 #[derive(Debug, Serialize)]
 struct LinkPanel {
-    show: crate::inspect::LinkShow,
-    rates: Vec<crate::watch::DirectionRate>,
+    show: turbonet_lab::inspect::LinkShow,
+    rates: Vec<turbonet_lab::watch::DirectionRate>,
 }
 
 async fn link(State(ui): State<Ui>, Path(name): Path<String>) -> Response {
@@ -397,7 +397,7 @@ async fn check(State(ui): State<Ui>) -> Response {
         return problem(StatusCode::NOT_FOUND, "this lab has no tasks");
     }
     let running = ui.running.clone();
-    match tokio::task::spawn_blocking(move || crate::course::grade(&running, None)).await {
+    match tokio::task::spawn_blocking(move || turbonet_course::grade(&running, None)).await {
         Ok(Ok(grade)) => Json(grade).into_response(),
         Ok(Err(e)) => problem(StatusCode::BAD_GATEWAY, &e.to_string()),
         Err(e) => problem(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),

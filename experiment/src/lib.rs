@@ -6,6 +6,9 @@
 //! `summary.txt`) and always takes the lab down again, on failure and on
 //! Ctrl-C too (unless asked to keep it).
 
+pub mod plot;
+pub mod utilisation;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -15,14 +18,14 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use turbonet_topo::experiment::{Bound, Check, Expect, Figure, Of};
 
-use crate::api::Client;
-use crate::error::{Context as _, Error, Result};
-use crate::events::LoggedEvent;
-use crate::inspect::{self, Running};
-use crate::state::LabDir;
-use crate::up::{self, Progress};
 use crate::utilisation::{Sampler, Utilisation};
-use crate::workload::{Report, State};
+use turbonet_lab::api::Client;
+use turbonet_lab::error::{Context as _, Error, Result};
+use turbonet_lab::events::LoggedEvent;
+use turbonet_lab::inspect::{self, Running};
+use turbonet_lab::state::LabDir;
+use turbonet_lab::up::{self, Progress};
+use turbonet_lab::workload::{Report, State};
 
 /// How a run goes.
 #[derive(Debug, Clone)]
@@ -100,7 +103,7 @@ pub struct RunReport {
     /// Re-convergence after the events expectations name.
     pub convergence: Vec<Convergence>,
     /// `turbonet check` at the end, if an expectation asked for it.
-    pub check: Option<crate::check::Report>,
+    pub check: Option<turbonet_lab::check::Report>,
     /// Every event, on the lab's clock.
     pub events: Vec<LoggedEvent>,
     /// The expectations' verdicts, in file order.
@@ -176,7 +179,7 @@ pub struct Outcome {
 
 /// All of `flows`' bytes over the span from the first start to the last
 /// byte received, bits per second.
-fn aggregate_goodput(flows: &[crate::workload::FlowReport]) -> Option<f64> {
+fn aggregate_goodput(flows: &[turbonet_lab::workload::FlowReport]) -> Option<f64> {
     let first = flows.iter().map(|f| f.start).reduce(f64::min)?;
     let last = flows.iter().map(|f| f.start + f.seconds).reduce(f64::max)?;
     let bytes: u64 = flows.iter().map(|f| f.bytes).sum();
@@ -221,7 +224,7 @@ fn catch_interrupts() -> Result<()> {
 
 /// Runs the experiment `options.file`.
 pub fn run(options: &Options, progress: &dyn Progress) -> Result<Outcome> {
-    let started_unix = crate::events::unix_now();
+    let started_unix = turbonet_lab::events::unix_now();
     let watch = Instant::now();
     // `up` reads and checks the file (exit 2 with located errors).
     let upped = up::up(
@@ -252,7 +255,7 @@ pub fn run(options: &Options, progress: &dyn Progress) -> Result<Outcome> {
         Ok(())
     } else {
         progress.start("down");
-        crate::down::down(Some(&lab.name)).map(|_| ())
+        turbonet_lab::down::down(Some(&lab.name)).map(|_| ())
     };
     let measured = measured?;
     down?;
@@ -437,7 +440,7 @@ pub fn repeat_summary(r: &Repeated) -> String {
 struct Measured {
     workloads: Vec<Report>,
     convergence: Vec<Convergence>,
-    check: Option<crate::check::Report>,
+    check: Option<turbonet_lab::check::Report>,
     events: Vec<LoggedEvent>,
     run_seconds: f64,
     links: Utilisation,
@@ -486,7 +489,7 @@ fn measure(
             sampler.add(client.counters()?);
             sampled = Instant::now();
         }
-        let now = crate::events::unix_now() - epoch;
+        let now = turbonet_lab::events::unix_now() - epoch;
         // Re-convergence after each watched event, once it ran.
         for (index, name, within) in &watched {
             let at = lab.timeline[*index].at.as_duration().as_secs_f64();
@@ -547,7 +550,7 @@ fn measure(
     }
     let run_seconds = reports.iter().filter_map(|r| r.ended).fold(0.0, f64::max);
     // The last interval: counters read after the workloads ended.
-    let ended = crate::events::unix_now();
+    let ended = turbonet_lab::events::unix_now();
     let waited = Instant::now();
     while waited.elapsed() < 2 * SAMPLE_EVERY {
         let counted = client.counters()?;
@@ -561,7 +564,7 @@ fn measure(
     let links = sampler.finish(lab);
     let check = if !interrupted && lab.expects.iter().any(|e| e.check == Check::Reachable) {
         progress.update("run", "checking reachability");
-        Some(crate::check::check(running, 2.0)?)
+        Some(turbonet_lab::check::check(running, 2.0)?)
     } else {
         None
     };
@@ -634,7 +637,8 @@ fn machine() -> Machine {
 /// the message): a size, a flow, a rank.
 fn values(report: &Report, figure: Figure) -> Vec<(f64, String)> {
     let size = |b: u64| turbonet_topo::units::Bytes(b).to_string();
-    let flow = |f: &crate::workload::FlowReport| format!("flow {} {}->{}", f.id, f.src, f.dst);
+    let flow =
+        |f: &turbonet_lab::workload::FlowReport| format!("flow {} {}->{}", f.id, f.src, f.dst);
     match figure {
         Figure::Busbw => report
             .ops
@@ -913,7 +917,8 @@ pub fn junit(report: &RunReport) -> String {
     xml
 }
 
-pub(crate) fn xml_escape(s: &str) -> String {
+/// `s` with XML's five special characters escaped (for JUnit reports).
+pub fn xml_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -938,12 +943,12 @@ pub fn summary(report: &RunReport) -> String {
         );
     }
     if !report.workloads.is_empty() {
-        let _ = writeln!(text, "{}", crate::workload::table(&report.workloads));
+        let _ = writeln!(text, "{}", turbonet_lab::workload::table(&report.workloads));
     }
     if !report.links.directions.is_empty() {
         let _ = writeln!(text, "{}", busiest_links(&report.links));
     }
-    for line in crate::workload::warning_lines(&report.workloads) {
+    for line in turbonet_lab::workload::warning_lines(&report.workloads) {
         let _ = writeln!(text, "{line}");
     }
     let fidelity = &report.links.fidelity;
@@ -953,7 +958,7 @@ pub fn summary(report: &RunReport) -> String {
             "warning: on {} link direction{}, {}",
             fidelity.len(),
             if fidelity.len() == 1 { "" } else { "s" },
-            crate::dataplane::plane::Shortfall::CONSEQUENCE
+            turbonet_lab::dataplane::plane::Shortfall::CONSEQUENCE
         );
         for line in fidelity.iter().take(FIDELITY_LINES) {
             let _ = writeln!(text, "  {line}");

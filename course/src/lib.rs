@@ -13,12 +13,12 @@ use serde::Serialize;
 use turbonet_topo::course::{FrameKind, Task, TaskCheck};
 use turbonet_topo::{Lab, NodeId};
 
-use crate::check::addresses;
-use crate::error::{Error, Result};
-use crate::inspect::Running;
-use crate::workload::Report;
 use turbonet_host::kernel::interfaces::PortState;
 use turbonet_host::kernel::table::TableRoute;
+use turbonet_lab::check::addresses;
+use turbonet_lab::error::{Error, Result};
+use turbonet_lab::inspect::Running;
+use turbonet_lab::workload::Report;
 
 /// The scenario file of a lab's folder.
 pub const SCENARIO: &str = "lab.toml";
@@ -118,7 +118,7 @@ pub fn find(dir: &Path, name: &str) -> Result<CourseLab> {
 
 fn load(dir: &Path, name: &str) -> Result<CourseLab> {
     let folder = dir.join(name);
-    let (lab, _) = crate::up::load(&folder.join(SCENARIO))?;
+    let (lab, _) = turbonet_lab::up::load(&folder.join(SCENARIO))?;
     let title = std::fs::read_to_string(folder.join("README.md"))
         .ok()
         .and_then(|t| {
@@ -276,7 +276,7 @@ struct Found {
     /// Ports by node, read when first needed.
     ports: BTreeMap<NodeId, Result<HashMap<String, PortState>>>,
     /// Every switch's sessions, read when first needed.
-    bgp: Option<Result<crate::routes::bgp::BgpReport>>,
+    bgp: Option<Result<turbonet_lab::routes::bgp::BgpReport>>,
     /// The reports of the workloads the checks name, by name.
     workloads: HashMap<String, Report>,
     /// What each capture check counted, by the check's address.
@@ -293,7 +293,7 @@ fn key(check: &TaskCheck) -> usize {
 /// Every filter's counters now, summed by name: (seen, dropped).
 fn filter_counts(running: &Running) -> Result<HashMap<String, (u64, u64)>> {
     let mut counts: HashMap<String, (u64, u64)> = HashMap::new();
-    for link in crate::inspect::link_show(running, None)? {
+    for link in turbonet_lab::inspect::link_show(running, None)? {
         for f in link.filters {
             let c = counts.entry(f.name).or_default();
             c.0 += f.seen;
@@ -319,7 +319,7 @@ fn planned(lab: &Lab, names: &BTreeSet<&str>) -> Option<Duration> {
 }
 
 /// Whether a captured frame is of `kind`.
-fn frame_is(kind: FrameKind, frame: &crate::capture::Frame<'_>) -> bool {
+fn frame_is(kind: FrameKind, frame: &turbonet_lab::capture::Frame<'_>) -> bool {
     let note = frame.note.as_deref().unwrap_or("");
     let data = frame.data;
     // The IPv4 header, behind one 802.1Q tag at most.
@@ -352,7 +352,7 @@ fn count_frames(running: &Running, check: &TaskCheck, until: Instant) -> Result<
     else {
         return Ok(0);
     };
-    let options = crate::capture::Options {
+    let options = turbonet_lab::capture::Options {
         link: link.clone(),
         direction: direction.clone(),
         snaplen: 128,
@@ -360,7 +360,7 @@ fn count_frames(running: &Running, check: &TaskCheck, until: Instant) -> Result<
         duration: Some(until.saturating_duration_since(Instant::now())),
     };
     let mut n = 0;
-    crate::capture::capture(running, &options, None, |f| {
+    turbonet_lab::capture::capture(running, &options, None, |f| {
         if frame_is(*frames, f) {
             n += 1;
         }
@@ -394,7 +394,7 @@ impl Found {
             .iter()
             .map(|(from, addr)| (senders.binary_search(from).expect("a sender"), *addr))
             .collect();
-        let answered = crate::check::probe(lab, &senders, &probes, PROBE_TIMEOUT)?;
+        let answered = turbonet_lab::check::probe(lab, &senders, &probes, PROBE_TIMEOUT)?;
         self.answered = wanted.into_iter().zip(answered).collect();
         Ok(())
     }
@@ -478,7 +478,7 @@ impl Found {
         if graded.is_empty() && ran.is_empty() {
             return Ok(());
         }
-        let mut client = crate::api::Client::connect(&running.dir)?;
+        let mut client = turbonet_lab::api::Client::connect(&running.dir)?;
         for name in &graded {
             // One left running by a check that was interrupted starts
             // over; any other failure to start is the one to tell.
@@ -592,7 +592,8 @@ impl Found {
             TaskCheck::Lookup { node, address, dev } => {
                 use turbonet_host::kernel::table::Lookup;
                 let node = name(*node);
-                let (route, names) = match crate::inspect::node_lookup(lab, &node, *address) {
+                let (route, names) = match turbonet_lab::inspect::node_lookup(lab, &node, *address)
+                {
                     Ok((Lookup::Route(route), names)) => (route, names),
                     Ok((Lookup::NoRoute, _)) => {
                         return Some(format!("{node} has no route for {address}"));
@@ -667,7 +668,7 @@ impl Found {
                 output,
             } => {
                 let command = ["sh".to_owned(), "-c".to_owned(), run.clone()];
-                match crate::exec::exec_captured(running, &name(*node), &command) {
+                match turbonet_lab::exec::exec_captured(running, &name(*node), &command) {
                     Err(e) => Some(format!("`{run}` could not run on {}: {e}", name(*node))),
                     Ok((code, text)) if code != *exit => Some(format!(
                         "`{run}` on {} exited with {code}, not {exit}{}",
@@ -747,7 +748,7 @@ impl Found {
                 } else {
                     "the start"
                 };
-                let behind: Vec<&crate::routes::bgp::SpeakerStatus> =
+                let behind: Vec<&turbonet_lab::routes::bgp::SpeakerStatus> =
                     report.speakers.iter().filter(|s| !s.converged).collect();
                 if let Some(first) = behind.first() {
                     let short = if first.routes < first.expected {
@@ -812,7 +813,7 @@ impl Found {
                     ));
                 }
                 let (holds, message, _) =
-                    crate::experiment::figure_verdict(report, workload, *figure, *of, *bound);
+                    turbonet_experiment::figure_verdict(report, workload, *figure, *of, *bound);
                 (!holds).then(|| format!("{workload}: {message}"))
             }
         }
@@ -824,10 +825,10 @@ impl Found {
     fn bgp_report(
         &mut self,
         running: &Running,
-    ) -> std::result::Result<&crate::routes::bgp::BgpReport, String> {
+    ) -> std::result::Result<&turbonet_lab::routes::bgp::BgpReport, String> {
         self.bgp
             .get_or_insert_with(|| {
-                crate::api::Client::connect(&running.dir).and_then(|mut c| c.bgp(None))
+                turbonet_lab::api::Client::connect(&running.dir).and_then(|mut c| c.bgp(None))
             })
             .as_ref()
             .map_err(|e| format!("cannot read the lab's BGP state: {e}"))
@@ -839,7 +840,7 @@ impl Found {
         self.tables
             .entry(node)
             .or_insert_with(|| {
-                crate::inspect::node_table(lab, name).map(|(_, t, names)| (t, names))
+                turbonet_lab::inspect::node_table(lab, name).map(|(_, t, names)| (t, names))
             })
             .as_ref()
             .map_err(|e| format!("cannot read {name}'s routes: {e}"))
@@ -862,7 +863,7 @@ impl Found {
             let ports = self
                 .ports
                 .entry(end.node)
-                .or_insert_with(|| crate::inspect::node_ports(lab, node));
+                .or_insert_with(|| turbonet_lab::inspect::node_ports(lab, node));
             match ports {
                 Err(e) => problems.push(format!("cannot read {node}'s ports: {e}")),
                 Ok(ports) => match ports.get(&end.ifname) {
@@ -944,7 +945,7 @@ fn if_name(names: &HashMap<u32, String>, index: u32) -> String {
 /// A grade as JUnit XML: a test suite per lab, a test case per task (its
 /// problems as the failure).
 pub fn junit(grade: &Grade) -> String {
-    let esc = crate::experiment::xml_escape;
+    let esc = turbonet_experiment::xml_escape;
     let failures = grade.tasks.iter().filter(|t| t.earned < t.points).count();
     let mut xml = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" time=\"{:.3}\">\n",
@@ -993,7 +994,7 @@ pub fn seed_faults(running: &Running, seed: u64) -> Result<usize> {
     for fault in &chosen {
         let node = &running.lab.fabric.node(fault.node).name;
         let command = ["sh".to_owned(), "-c".to_owned(), fault.run.clone()];
-        let (code, output) = crate::exec::exec_captured(running, node, &command)?;
+        let (code, output) = turbonet_lab::exec::exec_captured(running, node, &command)?;
         if code != 0 {
             return Err(Error::Failed(format!(
                 "the lab's fault `{}` (`{}` on {node}) exited with {code}: {}",
