@@ -18,7 +18,7 @@ use turbonet_lab::error::{Context, Result};
 
 use crate::measure;
 use crate::report::{Report, count};
-use turbonet_lab::api::{Client, Target};
+use turbonet_api::{Client, Target};
 use turbonet_lab::routes::bgp::BgpReport;
 use turbonet_lab::state::{LabDir, LabState};
 use turbonet_lab::up::Progress;
@@ -124,7 +124,7 @@ fn write_lab(name: &str, text: &str) -> Result<PathBuf> {
 
 /// The lab's BGP report, sessions counted.
 fn report(dir: &LabDir) -> Result<BgpReport> {
-    Client::connect(dir)?.bgp_summary(Duration::from_secs(60))
+    Ok(Client::connect(dir)?.bgp_summary(Duration::from_secs(60))?)
 }
 
 /// A change `change` asks of the lab.

@@ -301,10 +301,10 @@ pub(crate) fn blast_between(
     Ok(((start.elapsed().as_secs_f64() - 0.5).max(1e-9), got))
 }
 
-fn link_counters(link: &str) -> Result<Vec<turbonet_lab::api::proto::LinkDirection>> {
+fn link_counters(link: &str) -> Result<Vec<turbonet_api::proto::LinkDirection>> {
     // The daemon refreshes them every 250 ms; wait for settled ones.
     std::thread::sleep(Duration::from_millis(600));
-    let links = turbonet_lab::api::Client::connect(&LabDir::of(LAB))?.links(Some(link))?;
+    let links = turbonet_api::Client::connect(LabDir::of(LAB))?.links(Some(link))?;
     links
         .into_iter()
         .next()

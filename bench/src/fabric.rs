@@ -193,7 +193,7 @@ fn run_turbonet(lab: &Lab, file: &Path, check: Option<Option<usize>>) -> Result<
             .iter()
             .map(|t| (t.phase.clone(), t.detail.clone(), t.seconds))
             .collect();
-        let daemon_mib = turbonet_lab::api::Client::connect(&dir)
+        let daemon_mib = turbonet_api::Client::connect(&dir)
             .and_then(|mut c| c.status())
             .ok()
             .and_then(|s| daemon_peak_kib(s.daemon_pid))

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::report::{Report, count};
-use turbonet_lab::api::{self, proto};
+use turbonet_api::{self as api, proto};
 use turbonet_lab::bail;
 use turbonet_lab::error::{Context, Result};
 use turbonet_lab::state::LabDir;
@@ -53,7 +53,7 @@ fn blast(h2: Ipv4Addr, frames: u64, pps: Option<u64>) -> Result<(f64, u64)> {
 fn poll_counters(stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
     std::thread::spawn(move || {
         let mut reads = 0u64;
-        let Ok(mut client) = api::Client::connect(&LabDir::of(LAB)) else {
+        let Ok(mut client) = api::Client::connect(LabDir::of(LAB)) else {
             return 0;
         };
         while !stop.load(Ordering::Relaxed) {
@@ -82,7 +82,7 @@ type Rows = Vec<Vec<String>>;
 /// Captures `link` until `stop`, counting frames and what the reader
 /// missed.
 fn capture(link: &str, stop: Arc<AtomicBool>) -> Result<(Capturing, Arc<AtomicU64>)> {
-    let mut client = api::Client::connect(&LabDir::of(LAB))?;
+    let mut client = api::Client::connect(LabDir::of(LAB))?;
     let got = Arc::new(AtomicU64::new(0));
     let request = proto::CaptureRequest {
         link: link.to_owned(),
@@ -96,7 +96,7 @@ fn capture(link: &str, stop: Arc<AtomicBool>) -> Result<(Capturing, Arc<AtomicU6
         client.capture(request, None, |frame| {
             seen.fetch_add(1, Ordering::Relaxed);
             missed = frame.missed;
-            Ok(!stop.load(Ordering::Relaxed))
+            Ok::<_, turbonet_api::Error>(!stop.load(Ordering::Relaxed))
         })?;
         Ok((seen.load(Ordering::Relaxed), missed))
     });

@@ -478,7 +478,7 @@ impl Found {
         if graded.is_empty() && ran.is_empty() {
             return Ok(());
         }
-        let mut client = turbonet_lab::api::Client::connect(&running.dir)?;
+        let mut client = turbonet_api::Client::connect(&running.dir)?;
         for name in &graded {
             // One left running by a check that was interrupted starts
             // over; any other failure to start is the one to tell.
@@ -828,7 +828,9 @@ impl Found {
     ) -> std::result::Result<&turbonet_lab::routes::bgp::BgpReport, String> {
         self.bgp
             .get_or_insert_with(|| {
-                turbonet_lab::api::Client::connect(&running.dir).and_then(|mut c| c.bgp(None))
+                turbonet_api::Client::connect(&running.dir)
+                    .and_then(|mut c| c.bgp(None))
+                    .map_err(Into::into)
             })
             .as_ref()
             .map_err(|e| format!("cannot read the lab's BGP state: {e}"))

@@ -19,7 +19,7 @@ use serde::Serialize;
 use turbonet_topo::experiment::{Bound, Check, Expect, Figure, Of};
 
 use crate::utilisation::{Sampler, Utilisation};
-use turbonet_lab::api::Client;
+use turbonet_api::Client;
 use turbonet_lab::error::{Context as _, Error, Result};
 use turbonet_lab::events::LoggedEvent;
 use turbonet_lab::inspect::{self, Running};

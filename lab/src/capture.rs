@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::api::{self, proto};
 use crate::error::{Error, Result};
 use crate::inspect::Running;
 use crate::pcapng;
+use turbonet_api::{self as api, proto};
 
 /// What to capture.
 #[derive(Debug, Clone)]
@@ -139,7 +139,7 @@ pub fn capture(
             original_len: c.original_len,
             note,
         })?;
-        Ok(true)
+        Ok::<_, Error>(true)
     })?;
     summary.interrupted = interrupted;
     if let Some(w) = &mut writer {

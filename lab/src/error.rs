@@ -55,6 +55,9 @@ pub enum Error {
     /// A gRPC call failed.
     #[error("{}", .0.message())]
     Rpc(Box<tonic::Status>),
+    /// A call to a lab's daemon failed.
+    #[error(transparent)]
+    Api(Box<turbonet_api::Error>),
     /// A gRPC connection failed.
     #[error(transparent)]
     Transport(Box<tonic::transport::Error>),
@@ -87,19 +90,7 @@ pub enum Error {
     },
 }
 
-/// What kind of failure an [`Error`] is, whatever its context.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// The input is wrong: a scenario with errors, a bad argument, an
-    /// unknown name.
-    Invalid,
-    /// Something named does not exist.
-    NotFound,
-    /// Not in the lab's (or the machine's) present state.
-    Refused,
-    /// It was tried and failed.
-    Failed,
-}
+pub use turbonet_api::Kind;
 
 impl Error {
     /// The kind of the innermost error.
@@ -109,12 +100,8 @@ impl Error {
             Error::Scenario { .. } | Error::Invalid(_) => Kind::Invalid,
             Error::NotFound(_) => Kind::NotFound,
             Error::Refused(_) => Kind::Refused,
-            Error::Rpc(status) => match status.code() {
-                tonic::Code::InvalidArgument => Kind::Invalid,
-                tonic::Code::NotFound => Kind::NotFound,
-                tonic::Code::FailedPrecondition => Kind::Refused,
-                _ => Kind::Failed,
-            },
+            Error::Rpc(status) => Kind::of_code(status.code()),
+            Error::Api(e) => e.kind(),
             _ => Kind::Failed,
         }
     }
@@ -160,6 +147,7 @@ macro_rules! boxed_from {
 boxed_from! {
     rtnetlink::Error => Netlink,
     turbonet_host::Error => Host,
+    turbonet_api::Error => Api,
     turbonet_p4::Error => P4,
     turbonet_softswitch::Error => SoftSwitch,
     tonic::Status => Rpc,

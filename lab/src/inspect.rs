@@ -6,10 +6,10 @@ use std::path::Path;
 use serde::Serialize;
 use turbonet_topo::{Lab, LinkParams};
 
-use crate::api;
 use crate::dataplane::plane::Shortfall;
 use crate::error::{Context, Error, Result};
 use crate::state::{self, LabDir, Phase};
+use turbonet_api as api;
 use turbonet_host::kernel::table::{TableRoute, link_names, read_table};
 use turbonet_host::{namespaces, process};
 
@@ -443,7 +443,7 @@ pub fn events(
     follow: bool,
     each: impl FnMut(crate::events::LoggedEvent) -> bool,
 ) -> Result<()> {
-    api::Client::connect(&running.dir)?.events(follow, each)
+    Ok(api::Client::connect(&running.dir)?.events(follow, each)?)
 }
 
 /// What `turbonet snapshot` wrote.

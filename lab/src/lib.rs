@@ -8,7 +8,9 @@
 //! per-lab daemon.
 //!
 //! What it asks of the machine (the kernel's network side, namespaces,
-//! processes) goes through `turbonet-host`.
+//! processes) goes through `turbonet-host`; what crosses its control API
+//! (the protocol, events, counters, BGP status, workload reports) is
+//! `turbonet-api`'s.
 //!
 //! Layers, lowest first (a module uses only those above it in this list):
 //!
@@ -23,7 +25,8 @@
 //! - [`routes`]: route sources, the BGP agents among them;
 //! - [`workload`]: workloads (flows, collectives, commands) run in the
 //!   hosts' namespaces;
-//! - [`daemon`] and [`api`]: the per-lab daemon and its control API;
+//! - [`daemon`]: the per-lab daemon, serving the control API
+//!   (`turbonet-api`);
 //! - the verbs: [`up`], [`down`], [`inspect`], [`check`], [`exec`] (with
 //!   [`mpi`]), [`plan`], [`watch`] (with [`graph`]), [`capture`],
 //!   [`serve`] (labs for a group's members without root).
@@ -37,7 +40,6 @@
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-pub mod api;
 pub mod capture;
 pub mod check;
 pub mod daemon;

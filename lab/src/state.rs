@@ -173,6 +173,12 @@ pub struct LabDir {
     dir: PathBuf,
 }
 
+impl AsRef<Path> for LabDir {
+    fn as_ref(&self) -> &Path {
+        &self.dir
+    }
+}
+
 impl LabDir {
     /// The directory of `lab` under `root`.
     pub fn new(root: &Path, lab: &str) -> Self {

@@ -1131,17 +1131,17 @@ async fn wait_converged(
     let mut timeout = std::time::Duration::from_secs(60 + switches as u64 / 4);
     let mut sized = false;
     let started = std::time::Instant::now();
-    let mut rpc = crate::api::client::connect(dir).await?;
+    let mut rpc = turbonet_api::client::connect(dir).await?;
     loop {
         let report = rpc
-            .show_bgp(crate::api::proto::ShowBgpRequest {
+            .show_bgp(turbonet_api::proto::ShowBgpRequest {
                 node: String::new(),
                 summary: true,
             })
             .await
             .map_err(Error::from)
             .context("asking the lab daemon how far BGP has come")?;
-        let report = crate::api::bgp_from_proto(report.get_ref());
+        let report = turbonet_api::bgp_from_proto(report.get_ref());
         if report.converged() {
             return Ok(report);
         }

@@ -4,9 +4,9 @@
 
 use serde::Serialize;
 
-use crate::api;
 use crate::error::Result;
 use crate::inspect::{LinkShow, Running, read_links};
+use turbonet_api as api;
 
 /// One link direction over the last interval.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -6,7 +6,7 @@
 
 use proptest::prelude::*;
 use prost::Message;
-use turbonet_lab::api::{self, proto};
+use turbonet_api::{self as api, proto};
 use turbonet_lab::serve::decode_request;
 
 fn config() -> ProptestConfig {

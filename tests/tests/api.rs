@@ -1,5 +1,5 @@
 //! The control API from outside turbonet (root): the Python client of
-//! `docs/api.md`, its code generated from `proto/turbonet/v1/lab.proto` with
+//! `docs/api.md`, its code generated from `api/proto/turbonet/v1/lab.proto` with
 //! grpcio-tools, drives a lab through the lab's Unix socket.
 //!
 //! Needs the venv `scripts/setup` creates at /var/tmp/turbonet-py; skipped
@@ -33,7 +33,7 @@ fn the_python_client_of_the_docs_fails_a_link_and_follows_events() {
     let _cleanup = Cleanup(&dir);
     let gen_dir = dir.join("gen");
     std::fs::create_dir_all(&gen_dir).unwrap();
-    let proto = workspace().join("proto");
+    let proto = workspace().join("api/proto");
     let generated = Command::new(VENV_PYTHON)
         .args(["-m", "grpc_tools.protoc", "-I"])
         .arg(&proto)

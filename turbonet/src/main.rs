@@ -14,8 +14,8 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Parser;
+use turbonet_api::{Client, Target};
 use turbonet_bench as bench;
-use turbonet_lab::api::{Client, Target};
 use turbonet_lab::error::Kind;
 use turbonet_lab::{check, daemon, down, exec, inspect, plan, up};
 

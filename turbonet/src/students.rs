@@ -301,7 +301,7 @@ fn admit_link(
     let Some(current) = client.links(Some(link))?.into_iter().next() else {
         return Ok(());
     };
-    let now = turbonet_lab::api::params_from_proto(&current.params.unwrap_or_default())?;
+    let now = turbonet_api::params_from_proto(&current.params.unwrap_or_default())?;
     let delay = params.delay.or(now.delay).unwrap_or(Delay::ZERO);
     let jitter = params.jitter.or(now.jitter).unwrap_or(Delay::ZERO);
     student.admit_link(

@@ -33,7 +33,7 @@ use tokio::sync::{broadcast, watch};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::{BroadcastStream, WatchStream};
 
-use turbonet_lab::api;
+use turbonet_api as api;
 use turbonet_lab::error::{Context, Result};
 use turbonet_lab::events::LoggedEvent;
 use turbonet_lab::inspect::{Running, read_links};

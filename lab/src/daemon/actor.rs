@@ -28,7 +28,6 @@ use turbonet_topo::{Lab, Link, LinkId, LinkParams, NodeId, RoutingMode};
 
 use super::command::{Command, Envelope, Queue, Source, timeline_command};
 use super::inputs::{InputLog, Logged};
-use crate::api::Target;
 use crate::dataplane::plane::{Applied, DataPlane, Desired};
 use crate::error::{Context, Error, Result};
 use crate::events::{Events, unix_now};
@@ -36,6 +35,7 @@ use crate::lookup;
 use crate::routes::RouteSource;
 use crate::routes::bgp::Agents;
 use crate::workload::Workloads;
+use turbonet_api::Target;
 
 /// What readers see of the actor's state, published after every command.
 #[derive(Debug, Clone, Default)]

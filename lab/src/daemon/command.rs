@@ -7,9 +7,9 @@ use tokio::sync::{mpsc, oneshot};
 use turbonet_topo::units::Delay;
 use turbonet_topo::{Action, EventTarget, Lab, LinkId, LinkParams};
 
-use crate::api::Target;
 use crate::error::Result;
 use crate::events::About;
+use turbonet_api::Target;
 
 /// Who asked for a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

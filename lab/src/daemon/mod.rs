@@ -33,7 +33,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 use turbonet_topo::RoutingMode;
 
-use crate::api;
 use crate::dataplane::netns::fibwatch::FibWatch;
 use crate::dataplane::plane::Counted;
 use crate::error::{Context, Error, Result};
@@ -44,6 +43,7 @@ use actor::{Actor, StartRoutes};
 use command::{Command, Envelope, Source};
 use inputs::InputLog;
 use shared::Shared;
+use turbonet_api as api;
 use turbonet_host::process;
 
 /// `turbonet daemon --bgp-shard INDEX/COUNT LAB`: a share of the lab's

@@ -15,21 +15,15 @@ use tonic::{Request, Response, Status};
 
 use super::command::{Command, Envelope, Source};
 use super::shared::Shared;
-use crate::api::Target;
-use crate::api::proto::lab_server::{Lab as LabService, LabServer};
-use crate::api::{self, proto};
-use crate::error::{Error, Kind, Result};
+use crate::error::{Error, Result};
 use crate::events::Events;
+use turbonet_api::Target;
+use turbonet_api::proto::lab_server::{Lab as LabService, LabServer};
+use turbonet_api::{self as api, proto};
 
 /// The status of a failed call: its kind as a gRPC code, its words.
 fn status(e: &Error) -> Status {
-    let code = match e.kind() {
-        Kind::Invalid => tonic::Code::InvalidArgument,
-        Kind::NotFound => tonic::Code::NotFound,
-        Kind::Refused => tonic::Code::FailedPrecondition,
-        Kind::Failed => tonic::Code::Internal,
-    };
-    Status::new(code, e.to_string())
+    Status::new(e.kind().code(), e.to_string())
 }
 
 impl Shared {
@@ -233,8 +227,8 @@ impl LabService for Shared {
         request: Request<proto::SetLinkRequest>,
     ) -> Result<Response<proto::Change>, Status> {
         let request = request.into_inner();
-        let patch =
-            api::params_from_proto(&request.params.unwrap_or_default()).map_err(|e| status(&e))?;
+        let patch = api::params_from_proto(&request.params.unwrap_or_default())
+            .map_err(|e| status(&e.into()))?;
         if patch.mtu.is_some() {
             return Err(Status::invalid_argument(
                 "mtu cannot change at run time; set it in the scenario",

@@ -13,7 +13,7 @@ use turbonet_routing::bgp::plan::{self, Neighbour, Speaker};
 use turbonet_routing::intern::Interner;
 
 use super::BgpView;
-use super::status::SessionStatus;
+use turbonet_api::bgp::SessionStatus;
 
 use turbonet_host::namespaces;
 

@@ -28,10 +28,9 @@ pub mod fib;
 mod groups;
 mod kernel;
 pub mod shard;
-mod status;
 mod switch;
 
-pub use status::{BgpReport, SessionStatus, SpeakerStatus};
+pub use turbonet_api::bgp::{BgpReport, SessionStatus, SpeakerStatus};
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
@@ -618,7 +617,7 @@ impl BgpView {
             // No plan yet: not converged.
             let expected = expected.get(i).copied();
             if let Some(status) = &self.statuses[i] {
-                speakers.push(status::builtin(
+                speakers.push(turbonet_api::bgp::builtin_status(
                     speaker,
                     &status.borrow(),
                     expected,

@@ -1,20 +1,26 @@
-//! The control API of a running lab (`proto/turbonet/v1/lab.proto`,
-//! package `turbonet.v1`): the generated messages and gRPC service
-//! ([`proto`]), conversions between them and the lab's own types (units
-//! stay typed across the wire), and the [`client`] the command line uses.
-//! The daemon serves it ([`crate::daemon`]) on the lab's Unix socket,
-//! [`socket_path`], created root-only.
+//! turbonet-api: the control API of a running lab
+//! (`proto/turbonet/v1/lab.proto`, package `turbonet.v1`). The generated
+//! messages and gRPC service ([`proto`]); the values that cross the wire
+//! as the lab keeps them ([`events`], [`counters`], [`bgp`] status,
+//! [`workload`] reports) and their conversions (units stay typed across
+//! the wire); the [`client`] the command line uses, with its own
+//! [`Error`]. The lab daemon (`turbonet-lab`) serves it on the lab's Unix
+//! socket, [`socket_path`], created root-only.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::state::LabDir;
-
+pub mod bgp;
 pub mod client;
 mod convert;
+pub mod counters;
+pub mod error;
+pub mod events;
+pub mod workload;
 
 pub use client::Client;
+pub use error::{Error, Kind, Result};
 
 /// What a `fail` or `restore` acts on: a link, or every link of a node,
 /// by name.
@@ -58,7 +64,7 @@ pub mod proto {
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/turbonet_descriptor.bin"));
 
-/// Path of a lab's control socket.
-pub fn socket_path(dir: &LabDir) -> PathBuf {
-    dir.path().join("control.sock")
+/// Path of the control socket of the lab whose directory is `lab_dir`.
+pub fn socket_path(lab_dir: impl AsRef<Path>) -> PathBuf {
+    lab_dir.as_ref().join("control.sock")
 }

@@ -2,19 +2,19 @@
 //! blocks until the daemon answers. Scripts in other languages use the
 //! `.proto` directly (`docs/api.md` shows Python).
 
+use std::path::Path;
 use std::time::Duration;
 
 use tokio::runtime::Runtime;
 use tonic::transport::{Channel, Endpoint};
 use turbonet_topo::LinkParams;
 
-use super::proto::lab_client::LabClient;
-use super::{Target, bgp_from_proto, counters_from_proto, params_to_proto, proto, socket_path};
-use crate::dataplane::plane::{Counted, LinkCounters};
+use crate::bgp::BgpReport;
+use crate::counters::{Counted, LinkCounters};
 use crate::error::{Error, Result};
 use crate::events::LoggedEvent;
-use crate::routes::bgp::BgpReport;
-use crate::state::LabDir;
+use crate::proto::lab_client::LabClient;
+use crate::{Target, bgp_from_proto, counters_from_proto, params_to_proto, proto, socket_path};
 
 /// How long a change (which may re-route a large fabric) may take.
 const CHANGE_TIMEOUT: Duration = Duration::from_secs(600);
@@ -39,7 +39,7 @@ pub struct Client {
 
 /// Connects to the daemon of the lab in `dir`, for async callers: the
 /// generated client itself.
-pub async fn connect(dir: &LabDir) -> Result<LabClient<Channel>> {
+pub async fn connect(dir: impl AsRef<Path>) -> Result<LabClient<Channel>> {
     let path = socket_path(dir);
     let channel = {
         let path = path.clone();
@@ -66,7 +66,7 @@ pub async fn connect(dir: &LabDir) -> Result<LabClient<Channel>> {
 
 impl Client {
     /// Connects to the daemon of the lab in `dir`.
-    pub fn connect(dir: &LabDir) -> Result<Client> {
+    pub fn connect(dir: impl AsRef<Path>) -> Result<Client> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -138,17 +138,18 @@ impl Client {
 
     /// Captures a link: hands `each` every frame the daemon streams until
     /// it says stop (`false`), `until` passes, the stream ends (its count
-    /// reached), or Ctrl-C. True when it ended on Ctrl-C.
-    pub fn capture(
+    /// reached), or Ctrl-C. True when it ended on Ctrl-C. `each` fails with
+    /// its caller's error type, which the API's converts into.
+    pub fn capture<E: From<Error>>(
         &mut self,
         request: proto::CaptureRequest,
         until: Option<std::time::Instant>,
-        each: impl FnMut(proto::CapturedFrame) -> Result<bool>,
-    ) -> Result<bool> {
+        each: impl FnMut(proto::CapturedFrame) -> Result<bool, E>,
+    ) -> Result<bool, E> {
         let mut rpc = self.rpc.clone();
         self.runtime.block_on(async move {
-            let stream = rpc.capture(request).await?.into_inner();
-            drain(stream, until, true, each).await
+            let stream = rpc.capture(request).await.map_err(Error::from)?;
+            drain(stream.into_inner(), until, true, each).await
         })
     }
 
@@ -259,7 +260,7 @@ impl Client {
     pub fn flap(&mut self, link: &str, period: Duration, count: u32) -> Result<String> {
         let request = proto::FlapRequest {
             link: link.to_owned(),
-            period: Some(super::duration(period)),
+            period: Some(crate::duration(period)),
             count,
         };
         self.call(
@@ -317,7 +318,7 @@ impl Client {
                 .await?
                 .into_inner();
             drain(stream, until, false, |e| {
-                Ok(each(super::event_from_proto(e)))
+                Ok::<_, Error>(each(crate::event_from_proto(e)))
             })
             .await
             .map(drop)
@@ -328,12 +329,12 @@ impl Client {
 /// Hands every message of `stream` to `each` until it says stop (`false`),
 /// the stream ends, `until` passes, or (if `interruptible`) Ctrl-C; true
 /// when it ended on Ctrl-C.
-async fn drain<T>(
+async fn drain<T, E: From<Error>>(
     mut stream: tonic::Streaming<T>,
     until: Option<std::time::Instant>,
     interruptible: bool,
-    mut each: impl FnMut(T) -> Result<bool>,
-) -> Result<bool> {
+    mut each: impl FnMut(T) -> Result<bool, E>,
+) -> Result<bool, E> {
     let deadline = async {
         match until {
             Some(t) => tokio::time::sleep_until(t.into()).await,
@@ -350,7 +351,7 @@ async fn drain<T>(
     tokio::pin!(deadline, interrupted);
     loop {
         tokio::select! {
-            message = stream.message() => match message? {
+            message = stream.message() => match message.map_err(Error::from)? {
                 Some(m) => {
                     if !each(m)? {
                         return Ok(false);

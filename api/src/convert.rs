@@ -8,11 +8,11 @@ use std::time::Duration;
 use turbonet_topo::units::{Delay, LossProb, Mtu, QueueLimit, Rate};
 use turbonet_topo::{JitterDistribution, LinkParams, Loss};
 
-use super::proto;
-use crate::dataplane::plane::Shortfall;
+use crate::bgp::{BgpReport, SessionStatus, SpeakerStatus};
+use crate::counters::Shortfall;
 use crate::error::{Error, Result};
 use crate::events::{About, Change, LoggedEvent, NextHop, RouteChange};
-use crate::routes::bgp::{BgpReport, SessionStatus, SpeakerStatus};
+use crate::proto;
 
 /// `d` as a protobuf duration.
 pub fn duration(d: Duration) -> prost_types::Duration {

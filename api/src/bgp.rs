@@ -1,4 +1,4 @@
-//! What `show bgp` and `up` see of the fabric's routing.
+//! What `show bgp` and `up` see of the fabric's routing: sessions and speakers, as the daemon reports them.
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
@@ -95,7 +95,7 @@ impl BgpReport {
 /// computed yet), `since_epoch` when the last fail or restore happened and
 /// `now` the time, both on the speakers' clock. A `summary` counts the
 /// sessions without listing them.
-pub(super) fn builtin(
+pub fn builtin_status(
     speaker: &plan::Speaker,
     status: &Status,
     expected: Option<FibDigest>,
