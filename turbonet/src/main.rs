@@ -93,10 +93,14 @@ fn main() -> ExitCode {
 fn report(e: anyhow::Error) -> ExitCode {
     let lab = match e.downcast::<turbonet_lab::Error>() {
         Ok(lab) => lab,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            return ExitCode::FAILURE;
-        }
+        // A call the command line made to a lab's daemon itself.
+        Err(e) => match e.downcast::<turbonet_api::Error>() {
+            Ok(api) => turbonet_lab::Error::from(api),
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                return ExitCode::FAILURE;
+            }
+        },
     };
     let kind = lab.kind();
     match lab {
