@@ -102,6 +102,9 @@ impl Error {
             Error::Refused(_) => Kind::Refused,
             Error::Rpc(status) => Kind::of_code(status.code()),
             Error::Api(e) => e.kind(),
+            Error::SoftSwitch(e) if matches!(**e, turbonet_softswitch::Error::Usage(_)) => {
+                Kind::Invalid
+            }
             _ => Kind::Failed,
         }
     }

@@ -4,6 +4,9 @@ use std::net::SocketAddr;
 
 use turbonet_p4::google::rpc::Code;
 
+/// `Result` with the soft switch's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
 /// Errors of the soft switch's library API (gRPC errors are `tonic::Status`).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -52,6 +55,19 @@ pub enum Error {
     /// The gRPC server failed.
     #[error("gRPC server: {0}")]
     Transport(#[from] tonic::transport::Error),
+    /// `turbonet softswitch` was asked for something it cannot do (a port
+    /// that is not `PORT@IFACE`, TCP without a token): what was wrong.
+    #[error("{0}")]
+    Usage(String),
+    /// Asking the machine failed (a namespace, a file, a socket).
+    #[error(transparent)]
+    Host(#[from] turbonet_host::Error),
+    /// A system call failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// Anything else, said as a sentence.
+    #[error("{0}")]
+    Failed(String),
 }
 
 /// The error of one update or read request: a google.rpc code and a

@@ -49,6 +49,7 @@ mod config;
 mod dataplane;
 mod device;
 mod error;
+mod process;
 mod service;
 mod write;
 
@@ -59,7 +60,8 @@ pub use device::{
     ActionProfileState, CounterValue, Device, DeviceState, EntryKey, Group, KeyMatch, Pipeline,
     Snapshot, Table,
 };
-pub use error::Error;
+pub use error::{Error, Result};
+pub use process::{Listen, run, token_from};
 
 pub use error::P4Error;
 pub use service::{API_VERSION, ServerHandle, SoftSwitchService, serve, serve_tcp, serve_unix};

@@ -63,7 +63,7 @@ pub(crate) enum Command {
         /// Where to serve: `unix:PATH`, or `HOST:PORT` (port 0: any free
         /// port) with `--token-file` or `--insecure`.
         #[arg(long, default_value = "127.0.0.1:9559")]
-        listen: turbonet_lab::dataplane::p4::softswitch::Listen,
+        listen: turbonet_softswitch::Listen,
         /// With a TCP `--listen`: the file holding the token clients must
         /// present; a file that does not exist gets a new random token
         /// (mode 0600).

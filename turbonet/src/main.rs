@@ -155,8 +155,10 @@ fn run(command: Command) -> Result<ExitCode> {
             interfaces,
         } => {
             use std::io::Write;
-            let listen = listen.secured(token_file.as_deref(), insecure)?;
-            turbonet_lab::dataplane::p4::softswitch::run(
+            let listen = listen
+                .secured(token_file.as_deref(), insecure)
+                .map_err(turbonet_lab::Error::from)?;
+            turbonet_softswitch::run(
                 &listen,
                 device_id,
                 netns.as_deref(),
@@ -166,7 +168,8 @@ fn run(command: Command) -> Result<ExitCode> {
                     let _ = std::io::stdout().flush();
                 },
                 |why| println!("turbonet soft switch: {why}, stopping"),
-            )?;
+            )
+            .map_err(turbonet_lab::Error::from)?;
         }
         Command::Down { lab } => print_down(down::down(lab.as_deref())?),
         Command::Serve { socket, config } => return students::serve(&socket, &config),

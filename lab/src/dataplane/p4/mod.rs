@@ -12,8 +12,8 @@
 //!
 //! [`soft`] plans a lab onto one soft switch, [`switches`] onto the
 //! `[p4rt]` switches (and starts BMv2), [`local`] builds the kernel side
-//! of switches that run here (hosts, their ports, cables), and
-//! [`softswitch`] runs the soft switch itself (`turbonet softswitch`).
+//! of switches that run here (hosts, their ports, cables); the soft switch
+//! itself runs as `turbonet softswitch` (`turbonet_softswitch::run`).
 
 pub mod control;
 pub mod cpu;
@@ -22,7 +22,6 @@ pub mod local;
 mod plane;
 pub mod session;
 pub mod soft;
-pub mod softswitch;
 pub mod switches;
 
 pub use plane::P4Plane;

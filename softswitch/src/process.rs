@@ -1,5 +1,5 @@
 //! The soft switch as a process (`turbonet softswitch`): its P4Runtime
-//! server ([`turbonet_softswitch::serve`]) and its packet I/O, raw packet
+//! server ([`crate::serve`]) and its packet I/O, raw packet
 //! sockets on its interface ports feeding the sans-I/O [`Switch`] and
 //! sending what it makes due. One data-plane thread, batched
 //! `recvmmsg`/`sendmmsg`, sleeps on `ppoll` with high-resolution timeouts
@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use std::{io, thread};
 
-use turbonet_softswitch::{Device, DeviceConfig, Switch};
-
 use turbonet_host::namespaces;
 use turbonet_packetio::timing::{self, SPIN_NS};
 use turbonet_packetio::{Clock, PacketSocket, RxBatch};
+
+use crate::{Device, DeviceConfig, Error, Result, Switch};
 
 /// Frames per `recvmmsg`.
 const RX_BATCH: usize = 64;
@@ -158,17 +158,17 @@ pub fn data_plane(
 }
 
 /// `-i PORT@IFACE` values as a device config of interface ports.
-fn interface_ports(values: &[String]) -> crate::Result<turbonet_softswitch::DeviceConfig> {
-    use turbonet_softswitch::{Attach, DeviceConfig, PortConfig};
+fn interface_ports(values: &[String]) -> Result<crate::DeviceConfig> {
+    use crate::{Attach, DeviceConfig, PortConfig};
     let ports = values
         .iter()
         .map(|v| {
-            let (port, iface) = v
-                .split_once('@')
-                .ok_or_else(|| crate::err!("-i {v}: expected PORT@IFACE, e.g. 1@veth1"))?;
+            let (port, iface) = v.split_once('@').ok_or_else(|| {
+                Error::Usage(format!("-i {v}: expected PORT@IFACE, e.g. 1@veth1"))
+            })?;
             let port: u32 = port
                 .parse()
-                .map_err(|_| crate::err!("-i {v}: port `{port}` is not a number"))?;
+                .map_err(|_| Error::Usage(format!("-i {v}: port `{port}` is not a number")))?;
             Ok(PortConfig {
                 port,
                 attach: Attach::Interface(iface.to_owned()),
@@ -177,9 +177,11 @@ fn interface_ports(values: &[String]) -> crate::Result<turbonet_softswitch::Devi
                 line_limit_bytes: None,
             })
         })
-        .collect::<crate::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>>>()?;
     let config = DeviceConfig { ports, seed: 0 };
-    config.validate().map_err(|e| crate::err!("-i: {e}"))?;
+    config
+        .validate()
+        .map_err(|e| Error::Usage(format!("-i: {e}")))?;
     Ok(config)
 }
 
@@ -218,14 +220,10 @@ impl Listen {
     /// Completes a TCP listen with its token: read from (or created at)
     /// `token_file`, or none when `insecure`. A TCP listen needs one or the
     /// other; a Unix socket (root's only) needs neither.
-    pub fn secured(
-        self,
-        token_file: Option<&std::path::Path>,
-        insecure: bool,
-    ) -> crate::Result<Listen> {
+    pub fn secured(self, token_file: Option<&std::path::Path>, insecure: bool) -> Result<Listen> {
         match (self, token_file) {
             (Listen::Unix(path), None) => Ok(Listen::Unix(path)),
-            (Listen::Unix(_), Some(_)) => Err(crate::Error::Invalid(
+            (Listen::Unix(_), Some(_)) => Err(Error::Usage(
                 "--token-file applies to a TCP --listen; a unix: socket is root's only".into(),
             )),
             (Listen::Tcp { addr, .. }, Some(file)) => Ok(Listen::Tcp {
@@ -233,7 +231,7 @@ impl Listen {
                 token: Some(token_from(file)?),
             }),
             (Listen::Tcp { addr, .. }, None) if insecure => Ok(Listen::Tcp { addr, token: None }),
-            (Listen::Tcp { addr, .. }, None) => Err(crate::Error::Invalid(format!(
+            (Listen::Tcp { addr, .. }, None) => Err(Error::Usage(format!(
                 "serving P4Runtime on {addr} lets anyone who reaches it reprogram the switch: \
                  give --token-file FILE (clients present its token), --insecure, \
                  or --listen unix:PATH"
@@ -244,20 +242,17 @@ impl Listen {
 
 /// A bearer token from `path`, or, when the file does not exist, a new
 /// random one written there (mode 0600, root's).
-pub fn token_from(path: &std::path::Path) -> crate::Result<String> {
-    use crate::error::Context;
+pub fn token_from(path: &std::path::Path) -> Result<String> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
+    use turbonet_host::error::Context;
     match std::fs::read_to_string(path) {
         Ok(text) if !text.trim().is_empty() => return Ok(text.trim().to_owned()),
         Ok(_) => {
-            return Err(crate::Error::Invalid(format!(
-                "{} is empty",
-                path.display()
-            )));
+            return Err(Error::Usage(format!("{} is empty", path.display())));
         }
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            return Err(e).with_context(|| format!("reading {}", path.display()));
+            return Ok(Err(e).with_context(|| format!("reading {}", path.display()))?);
         }
         Err(_) => {}
     }
@@ -284,11 +279,11 @@ pub fn run(
     interfaces: &[String],
     serving: impl FnOnce(&str),
     stopping: impl FnOnce(&str),
-) -> crate::Result<()> {
+) -> Result<()> {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    use crate::error::Context;
+    use turbonet_host::error::Context;
 
     turbonet_host::process::name_self();
     let base = interface_ports(interfaces)?;
@@ -298,7 +293,7 @@ pub fn run(
                 .with_context(|| format!("opening namespace {name}"))
         })
         .transpose()?;
-    let device = turbonet_softswitch::Device::new(device_id);
+    let device = crate::Device::new(device_id);
     let stop = Arc::new(AtomicBool::new(false));
     let data_plane = {
         let (device, stop) = (device.clone(), stop.clone());
@@ -313,13 +308,12 @@ pub fn run(
         use tokio::signal::unix::{SignalKind, signal};
         let handle = match listen {
             Listen::Unix(path) => {
-                let handle = turbonet_softswitch::serve_unix(path, device).await?;
+                let handle = crate::serve_unix(path, device).await?;
                 serving(&format!("unix:{}", path.display()));
                 handle
             }
             Listen::Tcp { addr, token } => {
-                let (bound, handle) =
-                    turbonet_softswitch::serve_tcp(*addr, device, token.clone()).await?;
+                let (bound, handle) = crate::serve_tcp(*addr, device, token.clone()).await?;
                 serving(&bound.to_string());
                 handle
             }
@@ -331,12 +325,12 @@ pub fn run(
         };
         stopping(why);
         let _ = handle.shutdown().await;
-        Ok::<_, crate::Error>(())
+        Ok::<_, Error>(())
     });
     stop.store(true, Ordering::Relaxed);
     let ran = data_plane
         .join()
-        .map_err(|_| crate::err!("the data plane panicked"))?;
+        .map_err(|_| Error::Failed("the data plane panicked".into()))?;
     served?;
     ran.context("data plane")?;
     Ok(())
