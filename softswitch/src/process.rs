@@ -69,7 +69,7 @@ fn attach(ns: Option<&OwnedFd>, wanted: &[(u32, String)]) -> Vec<Port> {
 
 /// Runs the data plane of `device` until `stop` is set; `base` has the
 /// ports used while the pipeline's device config names none.
-pub fn data_plane(
+pub(crate) fn data_plane(
     device: Device,
     base: DeviceConfig,
     ns: Option<OwnedFd>,

@@ -21,7 +21,7 @@ use turbonet_topo::{JitterDistribution, LinkParams, Loss};
   sudo turbonet exec h0-0-0 -- ping -c1 10.128.0.10
   sudo turbonet down                             remove everything the lab created"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -440,7 +440,7 @@ pub(crate) enum Command {
 
 /// Arguments of `up`.
 #[derive(Debug, Args)]
-pub struct UpArgs {
+pub(crate) struct UpArgs {
     /// Scenario file (TOML).
     pub file: PathBuf,
     /// Print only errors.
@@ -453,7 +453,7 @@ pub struct UpArgs {
 
 /// Arguments of `run`.
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// Experiment file: a scenario with `[[workload]]`, `[[timeline]]` and
     /// `[[expect]]` tables.
     pub file: PathBuf,
@@ -491,7 +491,7 @@ pub(crate) enum MpiAlgorithm {
 
 /// `turbonet workload ...`
 #[derive(Debug, Subcommand)]
-pub enum WorkloadCommand {
+pub(crate) enum WorkloadCommand {
     /// Start the workloads of a file (`[[workload]]` tables, and the
     /// `[[job]]`s they run over), or one of the scenario's workloads again
     Start {
@@ -523,7 +523,7 @@ pub enum WorkloadCommand {
 
 /// `turbonet lab ...`
 #[derive(Debug, Subcommand)]
-pub enum LabCommand {
+pub(crate) enum LabCommand {
     /// The labs there are: name, title, tasks and points
     List {
         /// Print them as JSON.
@@ -608,7 +608,7 @@ pub(crate) enum GraphFormat {
 
 /// What `fail` and `restore` act on.
 #[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum TargetKind {
+pub(crate) enum TargetKind {
     /// One link.
     Link,
     /// Every link of a node.
@@ -618,7 +618,7 @@ pub enum TargetKind {
 /// Link parameters `link set` can change, in scenario syntax (checked as
 /// the scenario's are: a bad value is refused with what would be valid).
 #[derive(Debug, Args)]
-pub struct LinkSetArgs {
+pub(crate) struct LinkSetArgs {
     /// Bandwidth, e.g. `10gbit`, `100mbit`.
     #[arg(long, value_parser = unit::<Rate>)]
     pub rate: Option<Rate>,
@@ -681,7 +681,7 @@ fn unit<T: std::str::FromStr<Err = UnitError>>(text: &str) -> Result<T, String> 
 
 impl LinkSetArgs {
     /// The parameters given, as a patch (those not given stay unset).
-    pub fn patch(&self) -> LinkParams {
+    pub(crate) fn patch(&self) -> LinkParams {
         LinkParams {
             rate: self.rate,
             delay: self.delay,
@@ -700,7 +700,7 @@ impl LinkSetArgs {
 
 /// `turbonet link ...`.
 #[derive(Debug, Subcommand)]
-pub enum LinkCommand {
+pub(crate) enum LinkCommand {
     /// Change an impaired link's parameters at run time, e.g.
     /// `turbonet link set edge0-0--agg0-0 --delay 5ms --loss 0.1%`.
     Set {
@@ -732,11 +732,11 @@ pub enum LinkCommand {
 }
 
 /// Where `turbonet ui` listens unless told (a student's: any free port).
-pub const UI_LISTEN: &str = "127.0.0.1:8765";
+pub(crate) const UI_LISTEN: &str = "127.0.0.1:8765";
 
 /// Which lab a command is about.
 #[derive(Debug, Args)]
-pub struct LabArg {
+pub(crate) struct LabArg {
     /// Lab name (default: the lab $TURBONET_LAB names, else the only lab
     /// that is up).
     #[arg(long, short = 'l')]
@@ -745,7 +745,7 @@ pub struct LabArg {
 
 /// What `show` shows.
 #[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum ShowWhat {
+pub(crate) enum ShowWhat {
     /// Switches and hosts.
     Nodes,
     /// Links and their addresses.
@@ -759,7 +759,7 @@ pub enum ShowWhat {
 
 /// Arguments of `plan`.
 #[derive(Debug, Args)]
-pub struct PlanArgs {
+pub(crate) struct PlanArgs {
     /// Scenario file (TOML).
     pub file: PathBuf,
     /// Target to plan for: `p4rt` (P4 switches) or `soft` (turbonet's
@@ -806,7 +806,7 @@ pub struct PlanArgs {
 
 /// Arguments of `bench`.
 #[derive(Debug, Args)]
-pub struct BenchArgs {
+pub(crate) struct BenchArgs {
     /// Scenario files (default: fat-tree k=4, k=8, k=16 and hpn from ./scenarios).
     pub files: Vec<PathBuf>,
     /// Runs per scenario; the table shows the median.

@@ -8,14 +8,14 @@ use turbonet_lab::up::Progress;
 
 /// Progress lines on stderr (none when quiet; notes always).
 #[derive(Debug)]
-pub struct Terminal {
+pub(crate) struct Terminal {
     quiet: bool,
     live: bool,
 }
 
 impl Terminal {
     /// Prints progress unless `quiet`.
-    pub fn new(quiet: bool) -> Self {
+    pub(crate) fn new(quiet: bool) -> Self {
         Terminal {
             quiet,
             live: io::stderr().is_terminal(),

@@ -8,11 +8,11 @@ use turbonet_topo::summary::Summary;
 
 use turbonet_lab::state::LabState;
 
-pub use turbonet_bench::report::count;
+pub(crate) use turbonet_bench::report::count;
 
 /// A table from a header and rows; columns whose header is in `right` are
 /// right-aligned (numbers).
-pub fn table<I, R>(header: &[&str], rows: I, right: &[usize]) -> String
+pub(crate) fn table<I, R>(header: &[&str], rows: I, right: &[usize]) -> String
 where
     I: IntoIterator<Item = R>,
     R: IntoIterator<Item = String>,
@@ -22,7 +22,12 @@ where
 
 /// A table of sentences, as [`table`] but no wider than the terminal: the
 /// `prose` columns share what the others leave and wrap between words.
-pub fn prose_table<I, R>(header: &[&str], rows: I, right: &[usize], prose: &[usize]) -> String
+pub(crate) fn prose_table<I, R>(
+    header: &[&str],
+    rows: I,
+    right: &[usize],
+    prose: &[usize],
+) -> String
 where
     I: IntoIterator<Item = R>,
     R: IntoIterator<Item = String>,
@@ -133,7 +138,7 @@ where
 }
 
 /// `static`, `controller`, or `bgp (builtin; 2 frr, 1 bird)`.
-pub fn routing_name(lab: &Lab) -> String {
+pub(crate) fn routing_name(lab: &Lab) -> String {
     use turbonet_topo::{Agent, RoutingMode};
     if lab.routing.mode != RoutingMode::Bgp {
         return lab.routing.mode.to_string();
@@ -158,7 +163,7 @@ pub fn routing_name(lab: &Lab) -> String {
 }
 
 /// The `validate` summary.
-pub fn summary(lab: &Lab, summary: &Summary) -> String {
+pub(crate) fn summary(lab: &Lab, summary: &Summary) -> String {
     let mut out = format!(
         "lab {}: {} fabric, target {}, routing {}, seed {}\n",
         lab.name,
@@ -349,7 +354,7 @@ fn kind_name(lab: &Lab) -> &'static str {
 }
 
 /// The table `up` prints when the fabric is ready.
-pub fn up_summary(lab: &Lab, state: &LabState) -> String {
+pub(crate) fn up_summary(lab: &Lab, state: &LabState) -> String {
     let mut out = format!("lab {} is up and routed\n", lab.name);
     out.push_str(&table(
         &["phase", "seconds", "result"],
@@ -392,7 +397,7 @@ pub fn up_summary(lab: &Lab, state: &LabState) -> String {
 }
 
 /// A benchmark's report: its lines and tables, in order.
-pub fn report(report: &turbonet_bench::report::Report) -> String {
+pub(crate) fn report(report: &turbonet_bench::report::Report) -> String {
     use turbonet_bench::report::Item;
     let mut out = String::new();
     for item in &report.items {
@@ -411,7 +416,7 @@ pub fn report(report: &turbonet_bench::report::Report) -> String {
 
 /// The human report: switch summaries, table estimates, cables, host ports,
 /// and with `ports` every virtual port.
-pub fn plan(
+pub(crate) fn plan(
     lab: &Lab,
     target: &str,
     config: &turbonet_topo::mapper::MapConfig,
@@ -578,7 +583,7 @@ pub fn plan(
 }
 
 /// `lab list`: every graded lab.
-pub fn course_labs(labs: &[turbonet_course::CourseLab]) -> String {
+pub(crate) fn course_labs(labs: &[turbonet_course::CourseLab]) -> String {
     if labs.is_empty() {
         return "no labs".to_owned();
     }
@@ -596,7 +601,7 @@ pub fn course_labs(labs: &[turbonet_course::CourseLab]) -> String {
 }
 
 /// What `lab start` and `lab reset` print once the fabric is up.
-pub fn course_started(course: &turbonet_course::CourseLab, lab: &Lab) -> String {
+pub(crate) fn course_started(course: &turbonet_course::CourseLab, lab: &Lab) -> String {
     format!(
         "lab {} is up: {} ({} task{}, {} point{})\n\
          the tasks: {}\n\
@@ -616,7 +621,7 @@ pub fn course_started(course: &turbonet_course::CourseLab, lab: &Lab) -> String 
 
 /// `lab tasks`: each task of the running `lab`, its points and what it
 /// checks.
-pub fn course_tasks(course: &turbonet_course::CourseLab, lab: &Lab) -> String {
+pub(crate) fn course_tasks(course: &turbonet_course::CourseLab, lab: &Lab) -> String {
     let name = |n: turbonet_topo::NodeId| lab.fabric.node(n).name.as_str();
     let rows = lab.tasks.iter().map(|t| {
         [
@@ -639,7 +644,7 @@ pub fn course_tasks(course: &turbonet_course::CourseLab, lab: &Lab) -> String {
 }
 
 /// `lab check`: a score per task, the total, and what is still wrong.
-pub fn grade(grade: &turbonet_course::Grade) -> String {
+pub(crate) fn grade(grade: &turbonet_course::Grade) -> String {
     let rows = grade.tasks.iter().map(|t| {
         let problems: Vec<&str> = t
             .checks

@@ -16,13 +16,13 @@ use turbonet_lab::state::LabDir;
 use crate::render::table;
 
 /// Prints `value` as pretty JSON.
-pub fn json<T: serde::Serialize>(value: &T) -> Result<()> {
+pub(crate) fn json<T: serde::Serialize>(value: &T) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
 
 /// `turbonet status`.
-pub fn status(rows: &[LabStatus], json: bool) -> Result<()> {
+pub(crate) fn status(rows: &[LabStatus], json: bool) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else if rows.is_empty() {
@@ -63,7 +63,7 @@ pub fn status(rows: &[LabStatus], json: bool) -> Result<()> {
 }
 
 /// `show nodes`.
-pub fn nodes(rows: &[NodeRow], as_json: bool) -> Result<()> {
+pub(crate) fn nodes(rows: &[NodeRow], as_json: bool) -> Result<()> {
     if as_json {
         return json(&rows);
     }
@@ -86,7 +86,7 @@ pub fn nodes(rows: &[NodeRow], as_json: bool) -> Result<()> {
 }
 
 /// `show links`.
-pub fn links(rows: &[LinkRow], as_json: bool) -> Result<()> {
+pub(crate) fn links(rows: &[LinkRow], as_json: bool) -> Result<()> {
     if as_json {
         return json(&rows);
     }
@@ -122,7 +122,7 @@ pub fn links(rows: &[LinkRow], as_json: bool) -> Result<()> {
 }
 
 /// `show routes NODE`: the table read in namespace `ns`.
-pub fn routes(ns: &str, rows: &[RouteRow], as_json: bool) -> Result<()> {
+pub(crate) fn routes(ns: &str, rows: &[RouteRow], as_json: bool) -> Result<()> {
     if as_json {
         return json(&rows);
     }
@@ -140,7 +140,12 @@ pub fn routes(ns: &str, rows: &[RouteRow], as_json: bool) -> Result<()> {
 }
 
 /// `show bgp [NODE]`; `dir` is the lab's, for hints on FRR and BIRD.
-pub fn bgp(report: &BgpReport, node: Option<&str>, dir: &LabDir, json: bool) -> Result<ExitCode> {
+pub(crate) fn bgp(
+    report: &BgpReport,
+    node: Option<&str>,
+    dir: &LabDir,
+    json: bool,
+) -> Result<ExitCode> {
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
@@ -270,7 +275,7 @@ fn format_duration(seconds: f64) -> String {
 }
 
 /// `link show [LINK]`.
-pub fn link_show(rows: &[LinkShow], as_json: bool) -> Result<()> {
+pub(crate) fn link_show(rows: &[LinkShow], as_json: bool) -> Result<()> {
     if as_json {
         return json(&rows);
     }
@@ -403,7 +408,7 @@ pub fn link_show(rows: &[LinkShow], as_json: bool) -> Result<()> {
 }
 
 /// `turbonet events`.
-pub fn events(events: &[LoggedEvent], as_json: bool) -> Result<()> {
+pub(crate) fn events(events: &[LoggedEvent], as_json: bool) -> Result<()> {
     if as_json {
         json(&events)
     } else if events.is_empty() {
@@ -429,7 +434,7 @@ pub fn events(events: &[LoggedEvent], as_json: bool) -> Result<()> {
 
 /// One event of `turbonet events --follow`, as it happens: a line of
 /// text, or of JSON (JSON Lines) with `--json`.
-pub fn event_line(e: &LoggedEvent, as_json: bool) -> Result<()> {
+pub(crate) fn event_line(e: &LoggedEvent, as_json: bool) -> Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     if as_json {
@@ -447,7 +452,7 @@ pub fn event_line(e: &LoggedEvent, as_json: bool) -> Result<()> {
 }
 
 /// What `down` says of a lab it removed.
-pub fn removed(lab: &str, namespaces: usize, processes: usize, seconds: f64) -> String {
+pub(crate) fn removed(lab: &str, namespaces: usize, processes: usize, seconds: f64) -> String {
     let stopped = match processes {
         0 => String::new(),
         1 => ", 1 process still running in them stopped,".to_owned(),
@@ -458,7 +463,7 @@ pub fn removed(lab: &str, namespaces: usize, processes: usize, seconds: f64) -> 
 
 /// `turbonet mpirun --show`: the command line as a shell would take it,
 /// where it runs, and its hostfile.
-pub fn mpirun(prepared: &turbonet_lab::mpi::Prepared) -> Result<()> {
+pub(crate) fn mpirun(prepared: &turbonet_lab::mpi::Prepared) -> Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let env: Vec<String> = prepared
@@ -498,7 +503,7 @@ fn shell_quote(word: &str) -> String {
 }
 
 /// `turbonet check`: the verdict, and the first unanswered probes.
-pub fn check(report: &check::Report, as_json: bool) -> Result<()> {
+pub(crate) fn check(report: &check::Report, as_json: bool) -> Result<()> {
     if as_json {
         return json(report);
     }
@@ -546,7 +551,7 @@ pub fn check(report: &check::Report, as_json: bool) -> Result<()> {
 
 /// What `turbonet watch` shows.
 #[derive(Debug, Clone, Copy)]
-pub struct WatchOptions {
+pub(crate) struct WatchOptions {
     /// At most this many directions.
     pub top: usize,
     /// Idle directions too.
@@ -557,7 +562,7 @@ pub struct WatchOptions {
 
 /// `turbonet watch`: a reading every `interval` seconds, `count` times (or
 /// until Ctrl-C); on a terminal each table replaces the one before.
-pub fn watch(
+pub(crate) fn watch(
     running: &turbonet_lab::inspect::Running,
     interval: f64,
     count: Option<u64>,
@@ -673,7 +678,7 @@ fn watch_table(frame: &turbonet_lab::watch::Frame, options: &WatchOptions) -> St
 }
 
 /// What `turbonet snapshot` says it wrote.
-pub fn snapshot_written(w: &turbonet_lab::inspect::SnapshotWritten) -> String {
+pub(crate) fn snapshot_written(w: &turbonet_lab::inspect::SnapshotWritten) -> String {
     let mut parts = vec![format!(
         "{} switches' forwarding tables ({} routes)",
         count(w.fibs),
@@ -705,7 +710,7 @@ pub fn snapshot_written(w: &turbonet_lab::inspect::SnapshotWritten) -> String {
 /// `turbonet capture`: a line per frame, or pcapng to a file or standard
 /// output; the summary on standard error (standard output may be the
 /// capture). Exits 130 on Ctrl-C, as a shell would.
-pub fn capture(
+pub(crate) fn capture(
     running: &turbonet_lab::inspect::Running,
     options: &turbonet_lab::capture::Options,
     write: Option<&std::path::Path>,

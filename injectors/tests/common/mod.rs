@@ -7,7 +7,7 @@ use turbonet_packetio::checksum::internet_checksum;
 
 /// An Ethernet frame of `len` bytes (at least 22) whose payload starts with
 /// `index`, so that frames can be told apart after the pipeline.
-pub fn frame(len: usize, index: u64) -> Vec<u8> {
+pub(crate) fn frame(len: usize, index: u64) -> Vec<u8> {
     assert!(len >= 22);
     let mut f = vec![0u8; len];
     f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 2]);
@@ -22,13 +22,13 @@ pub fn frame(len: usize, index: u64) -> Vec<u8> {
 }
 
 /// The index written by [`frame`].
-pub fn index_of(f: &[u8]) -> u64 {
+pub(crate) fn index_of(f: &[u8]) -> u64 {
     u64::from_be_bytes(f[14..22].try_into().unwrap())
 }
 
 /// An IPv4/UDP frame with the given ECN bits, a valid header checksum and
 /// optionally one 802.1Q tag.
-pub fn ipv4_frame(ecn: u8, vlan: bool) -> Vec<u8> {
+pub(crate) fn ipv4_frame(ecn: u8, vlan: bool) -> Vec<u8> {
     let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1];
     if vlan {
         f.extend_from_slice(&[0x81, 0x00, 0x00, 0x2a]);
@@ -49,12 +49,12 @@ pub fn ipv4_frame(ecn: u8, vlan: bool) -> Vec<u8> {
 
 /// Offset of the IP header in a frame built by [`ipv4_frame`] or
 /// [`ipv6_frame`].
-pub fn l3_offset(f: &[u8]) -> usize {
+pub(crate) fn l3_offset(f: &[u8]) -> usize {
     if f[12..14] == [0x81, 0x00] { 18 } else { 14 }
 }
 
 /// An IPv6/UDP frame with the given ECN bits in its traffic class.
-pub fn ipv6_frame(ecn: u8) -> Vec<u8> {
+pub(crate) fn ipv6_frame(ecn: u8) -> Vec<u8> {
     let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x86, 0xdd];
     // Version 6, traffic class 0xb8 | ecn (DSCP EF), flow label 0x12345.
     let tc = 0xb8u8 | ecn;
@@ -70,7 +70,7 @@ pub fn ipv6_frame(ecn: u8) -> Vec<u8> {
 }
 
 /// Pops every pending frame at its due time: (due, frame), in pop order.
-pub fn drain(dir: &mut Direction) -> Vec<(u64, Vec<u8>)> {
+pub(crate) fn drain(dir: &mut Direction) -> Vec<(u64, Vec<u8>)> {
     let mut out = Vec::new();
     while let Some(t) = dir.next_due() {
         let f = dir.pop_due(t).expect("a frame is due at next_due");
@@ -82,7 +82,7 @@ pub fn drain(dir: &mut Direction) -> Vec<(u64, Vec<u8>)> {
 /// The two-sided 99% interval of a binomial(n, p) count: the 0.5% and
 /// 99.5% quantiles, computed from the exact probability mass function
 /// (summed in log space, so that (1-p)^n does not underflow).
-pub fn binomial_99(n: u64, p: f64) -> (u64, u64) {
+pub(crate) fn binomial_99(n: u64, p: f64) -> (u64, u64) {
     let mean = n as f64 * p;
     let sd = (mean * (1.0 - p)).sqrt();
     let top = (mean + 12.0 * sd + 10.0).ceil() as u64;

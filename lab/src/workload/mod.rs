@@ -50,19 +50,19 @@ pub(crate) struct Context {
 
 impl Context {
     /// Updates the report.
-    pub fn update(&self, f: impl FnOnce(&mut Report)) {
+    pub(crate) fn update(&self, f: impl FnOnce(&mut Report)) {
         if let Ok(mut r) = self.report.lock() {
             f(&mut r);
         }
     }
 
     /// A host's name.
-    pub fn host(&self, rank: usize) -> &str {
+    pub(crate) fn host(&self, rank: usize) -> &str {
         &self.lab.fabric.node(self.workload.ranks[rank].host).name
     }
 
     /// The lab's clock now.
-    pub fn now(&self) -> f64 {
+    pub(crate) fn now(&self) -> f64 {
         self.events.now()
     }
 }

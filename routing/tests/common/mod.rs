@@ -21,14 +21,14 @@ use turbonet_routing::bgp::session::{Reason, Session, SessionConfig, State};
 use turbonet_routing::bgp::{AsPath, Message, Origin, PathAttributes, Update};
 
 /// Our AS in every interop test.
-pub const LOCAL_AS: u32 = 65001;
+pub(crate) const LOCAL_AS: u32 = 65001;
 /// How long any single wait may take.
-pub const TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(20);
 
-pub use turbonet_tests::is_root;
+pub(crate) use turbonet_tests::is_root;
 
 /// True when `cmd --version` runs.
-pub fn have(cmd: &str) -> bool {
+pub(crate) fn have(cmd: &str) -> bool {
     Command::new(cmd)
         .arg("--version")
         .stdout(Stdio::null())
@@ -38,7 +38,7 @@ pub fn have(cmd: &str) -> bool {
 }
 
 /// Runs a command that must succeed; its stdout.
-pub fn run(cmd: &str, args: &[&str]) -> String {
+pub(crate) fn run(cmd: &str, args: &[&str]) -> String {
     let out = Command::new(cmd)
         .args(args)
         .output()
@@ -53,7 +53,7 @@ pub fn run(cmd: &str, args: &[&str]) -> String {
 
 /// The peer's namespace, the veth pair to it, a private directory, and the
 /// peer daemon once started.
-pub struct PeerNet {
+pub(crate) struct PeerNet {
     /// Namespace the peer runs in.
     pub netns: String,
     veth_root: String,
@@ -75,7 +75,7 @@ impl PeerNet {
     /// 2544 benchmarking range), picked by pid and `offset` so concurrent
     /// runs and the other interop tests do not collide. `prefix` names the
     /// veth ends (`<prefix>r<pid>`, `<prefix>n<pid>`, at most 15 bytes).
-    pub fn new(tag: &str, prefix: &str, offset: u32) -> Self {
+    pub(crate) fn new(tag: &str, prefix: &str, offset: u32) -> Self {
         let pid = std::process::id();
         let base = 0xc613_0000u32 + ((pid + offset) % 16384) * 4;
         let net = PeerNet {
@@ -135,7 +135,7 @@ impl PeerNet {
 
     /// Connects to the peer's port 179 from our address, retrying until it
     /// listens.
-    pub async fn connect(&self) -> TcpStream {
+    pub(crate) async fn connect(&self) -> TcpStream {
         let end = Instant::now() + TIMEOUT;
         loop {
             let socket = TcpSocket::new_v4().unwrap();
@@ -185,7 +185,7 @@ impl Drop for PeerNet {
 }
 
 /// Polls `f` until it returns `Some`, at most [`TIMEOUT`].
-pub async fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+pub(crate) async fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let end = Instant::now() + TIMEOUT;
     loop {
         if let Some(v) = f() {
@@ -197,7 +197,7 @@ pub async fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 }
 
 /// Our side of one session with the peer, driven by `run_session`.
-pub struct Ours {
+pub(crate) struct Ours {
     events: mpsc::UnboundedReceiver<DriverEvent>,
     commands: mpsc::UnboundedSender<DriverCommand>,
     driver: JoinHandle<Session>,
@@ -206,7 +206,7 @@ pub struct Ours {
 impl Ours {
     /// Connects to the peer (AS `peer_as`) and waits until Established,
     /// checking what was negotiated.
-    pub async fn establish(net: &PeerNet, peer_as: u32) -> Self {
+    pub(crate) async fn establish(net: &PeerNet, peer_as: u32) -> Self {
         let stream = net.connect().await;
         let config = SessionConfig {
             peer_as: Some(peer_as),
@@ -246,7 +246,7 @@ impl Ours {
 
     /// Waits for the peer's UPDATE announcing `prefix` (skipping others,
     /// such as End-of-RIB).
-    pub async fn update_for(&mut self, prefix: Ipv4Net) -> Update {
+    pub(crate) async fn update_for(&mut self, prefix: Ipv4Net) -> Update {
         loop {
             match self.next_event().await {
                 DriverEvent::Received(Message::Update(u)) if u.nlri.contains(&prefix) => return u,
@@ -257,7 +257,7 @@ impl Ours {
     }
 
     /// Announces `prefix` with AS_PATH [LOCAL_AS] and our address as next hop.
-    pub async fn announce(&self, net: &PeerNet, prefix: Ipv4Net) {
+    pub(crate) async fn announce(&self, net: &PeerNet, prefix: Ipv4Net) {
         let update = Update {
             withdrawn: vec![],
             attributes: PathAttributes {
@@ -275,7 +275,7 @@ impl Ours {
 
     /// Waits until the session goes down (skipping what the peer still
     /// sends) and returns why; our side must end Idle.
-    pub async fn down(mut self) -> Reason {
+    pub(crate) async fn down(mut self) -> Reason {
         let reason = loop {
             match self.next_event().await {
                 DriverEvent::Down(reason) => break reason,
@@ -290,7 +290,7 @@ impl Ours {
 
     /// Stops the session (Cease NOTIFICATION) and waits until our side is
     /// down and Idle.
-    pub async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         self.commands.send(DriverCommand::Stop).unwrap();
         loop {
             match self.next_event().await {

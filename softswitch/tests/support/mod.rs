@@ -25,25 +25,25 @@ use turbonet_p4::{Schema, turbonet_p4info};
 use turbonet_packetio::checksum::internet_checksum;
 use turbonet_softswitch::{CounterValue, Device, DeviceConfig, ServerHandle, serve};
 
-pub const DEVICE: u64 = 1;
-pub const ELECTION: u128 = 1;
+pub(crate) const DEVICE: u64 = 1;
+pub(crate) const ELECTION: u128 = 1;
 
 /// A virtual switch's MAC (as the lab numbers them).
-pub fn smac(n: u8) -> [u8; 6] {
+pub(crate) fn smac(n: u8) -> [u8; 6] {
     [0x02, 0x74, 0x6e, 0, 0, n]
 }
 
 /// A host's MAC.
-pub fn hmac(n: u8) -> [u8; 6] {
+pub(crate) fn hmac(n: u8) -> [u8; 6] {
     [0x02, 0x74, 0x68, 0, 0, n]
 }
 
-pub fn ip(s: &str) -> Ipv4Addr {
+pub(crate) fn ip(s: &str) -> Ipv4Addr {
     s.parse().unwrap()
 }
 
 /// Builds entities by name against a P4Info.
-pub struct Entities {
+pub(crate) struct Entities {
     pub schema: Schema,
 }
 
@@ -58,7 +58,7 @@ fn mac_value(mac: [u8; 6]) -> u64 {
 }
 
 impl Entities {
-    pub fn new(p4info: &P4Info) -> Self {
+    pub(crate) fn new(p4info: &P4Info) -> Self {
         Self {
             schema: Schema::new(p4info).unwrap(),
         }
@@ -83,7 +83,7 @@ impl Entities {
             .id
     }
 
-    pub fn action(&self, name: &str, params: &[(&str, u64)]) -> Action {
+    pub(crate) fn action(&self, name: &str, params: &[(&str, u64)]) -> Action {
         let info = self
             .schema
             .action_by_name(&format!("TurbonetIngress.{name}"))
@@ -100,7 +100,7 @@ impl Entities {
         }
     }
 
-    pub fn counter(&self, name: &str) -> u32 {
+    pub(crate) fn counter(&self, name: &str) -> u32 {
         self.schema
             .counter_by_name(&format!("TurbonetIngress.{name}"))
             .unwrap()
@@ -137,14 +137,14 @@ impl Entities {
 
     /// port_mapper: (port, tag) -> set_vport(vswitch, vport), no inbound
     /// delay or loss.
-    pub fn port_map(&self, port: u32, tag: u16, vswitch: u16, vport: u16) -> Entity {
+    pub(crate) fn port_map(&self, port: u32, tag: u16, vswitch: u16, vport: u16) -> Entity {
         self.port_map_in(port, tag, vswitch, vport, 0, 0)
     }
 
     /// port_mapper: (port, tag) -> set_vport(vswitch, vport, delay_ns,
     /// loss_threshold); a P4Info whose set_vport lacks the last two gets
     /// the first two only.
-    pub fn port_map_in(
+    pub(crate) fn port_map_in(
         &self,
         port: u32,
         tag: u16,
@@ -173,7 +173,7 @@ impl Entities {
     }
 
     /// queue_mapper: vport -> set_egress.
-    pub fn egress(
+    pub(crate) fn egress(
         &self,
         vport: u16,
         port: u32,
@@ -199,7 +199,7 @@ impl Entities {
     }
 
     /// queue_mapper: vport -> drop (a cut link).
-    pub fn egress_drop(&self, vport: u16) -> Entity {
+    pub(crate) fn egress_drop(&self, vport: u16) -> Entity {
         self.entry(
             "queue_mapper",
             vec![self.exact("queue_mapper", "meta.vport_out", vport.into())],
@@ -207,7 +207,7 @@ impl Entities {
         )
     }
 
-    pub fn arp(&self, vswitch: u16, addr: Ipv4Addr, mac: [u8; 6]) -> Entity {
+    pub(crate) fn arp(&self, vswitch: u16, addr: Ipv4Addr, mac: [u8; 6]) -> Entity {
         self.entry(
             "arp_responder",
             vec![
@@ -218,7 +218,7 @@ impl Entities {
         )
     }
 
-    pub fn local(&self, vswitch: u16, addr: Ipv4Addr) -> Entity {
+    pub(crate) fn local(&self, vswitch: u16, addr: Ipv4Addr) -> Entity {
         self.entry(
             "local",
             vec![
@@ -230,7 +230,7 @@ impl Entities {
     }
 
     /// A selector member: set_next_hop(vport, dmac, smac).
-    pub fn member(&self, id: u32, vport: u16, dmac: [u8; 6], smac: [u8; 6]) -> Entity {
+    pub(crate) fn member(&self, id: u32, vport: u16, dmac: [u8; 6], smac: [u8; 6]) -> Entity {
         self.member_action(
             id,
             self.action(
@@ -245,7 +245,7 @@ impl Entities {
     }
 
     /// A selector member with any action of ipv4_lpm ("to_cpu", "drop").
-    pub fn member_action(&self, id: u32, action: Action) -> Entity {
+    pub(crate) fn member_action(&self, id: u32, action: Action) -> Entity {
         Entity {
             entity: Some(entity::Entity::ActionProfileMember(ActionProfileMember {
                 action_profile_id: self.profile(),
@@ -255,7 +255,7 @@ impl Entities {
         }
     }
 
-    pub fn group(&self, id: u32, members: &[(u32, i32)]) -> Entity {
+    pub(crate) fn group(&self, id: u32, members: &[(u32, i32)]) -> Entity {
         Entity {
             entity: Some(entity::Entity::ActionProfileGroup(ActionProfileGroup {
                 action_profile_id: self.profile(),
@@ -289,7 +289,7 @@ impl Entities {
 
     /// ipv4_lpm: (vswitch, prefix/len) -> member (len 0: the field is
     /// left out, a wildcard).
-    pub fn route_member(&self, vswitch: u16, prefix: &str, len: u8, member: u32) -> Entity {
+    pub(crate) fn route_member(&self, vswitch: u16, prefix: &str, len: u8, member: u32) -> Entity {
         self.route(
             vswitch,
             ip(prefix),
@@ -298,7 +298,7 @@ impl Entities {
         )
     }
 
-    pub fn route_group(&self, vswitch: u16, prefix: &str, len: u8, group: u32) -> Entity {
+    pub(crate) fn route_group(&self, vswitch: u16, prefix: &str, len: u8, group: u32) -> Entity {
         self.route(
             vswitch,
             ip(prefix),
@@ -308,7 +308,7 @@ impl Entities {
     }
 
     /// The default action of ipv4_lpm.
-    pub fn lpm_default(&self, action: Action) -> Entity {
+    pub(crate) fn lpm_default(&self, action: Action) -> Entity {
         Entity {
             entity: Some(entity::Entity::TableEntry(TableEntry {
                 table_id: self.table("ipv4_lpm"),
@@ -323,7 +323,7 @@ impl Entities {
 }
 
 /// A soft switch served on loopback, with a primary controller.
-pub struct Bench {
+pub(crate) struct Bench {
     pub device: Device,
     pub handle: ServerHandle,
     pub client: P4RuntimeClient<Channel>,
@@ -333,7 +333,7 @@ pub struct Bench {
     pub p4info: P4Info,
 }
 
-pub fn pipeline(
+pub(crate) fn pipeline(
     p4info: &P4Info,
     config: &DeviceConfig,
     action: PipelineAction,
@@ -353,11 +353,11 @@ pub fn pipeline(
 
 impl Bench {
     /// A switch running the turbonet P4Info with `config`.
-    pub async fn start(config: &DeviceConfig) -> Self {
+    pub(crate) async fn start(config: &DeviceConfig) -> Self {
         Self::start_with(turbonet_p4info(), config).await
     }
 
-    pub async fn start_with(p4info: P4Info, config: &DeviceConfig) -> Self {
+    pub(crate) async fn start_with(p4info: P4Info, config: &DeviceConfig) -> Self {
         let device = Device::new(DEVICE);
         let (addr, handle) = serve("127.0.0.1:0".parse().unwrap(), device.clone())
             .await
@@ -406,7 +406,7 @@ impl Bench {
         }
     }
 
-    pub async fn write(&mut self, ty: update::Type, entities: Vec<Entity>) {
+    pub(crate) async fn write(&mut self, ty: update::Type, entities: Vec<Entity>) {
         let req = WriteRequest {
             device_id: DEVICE,
             election_id: Some(Uint128::from(ELECTION)),
@@ -423,16 +423,16 @@ impl Bench {
         self.client.write(req).await.unwrap();
     }
 
-    pub async fn insert(&mut self, entities: Vec<Entity>) {
+    pub(crate) async fn insert(&mut self, entities: Vec<Entity>) {
         self.write(update::Type::Insert, entities).await;
     }
 
-    pub async fn modify(&mut self, entities: Vec<Entity>) {
+    pub(crate) async fn modify(&mut self, entities: Vec<Entity>) {
         self.write(update::Type::Modify, entities).await;
     }
 
     /// Commits another device config, keeping the tables.
-    pub async fn reconcile(&mut self, config: &DeviceConfig) {
+    pub(crate) async fn reconcile(&mut self, config: &DeviceConfig) {
         self.client
             .set_forwarding_pipeline_config(pipeline(
                 &self.p4info,
@@ -444,7 +444,7 @@ impl Bench {
     }
 
     /// The next PacketIn on the primary's stream.
-    pub async fn packet_in(&mut self) -> PacketIn {
+    pub(crate) async fn packet_in(&mut self) -> PacketIn {
         let msg = tokio::time::timeout(Duration::from_secs(5), self.stream_rx.next())
             .await
             .expect("a PacketIn within 5 s")
@@ -457,7 +457,7 @@ impl Bench {
     }
 
     /// Sends a PacketOut on the primary's stream.
-    pub async fn send_packet_out(&mut self, packet: PacketOut) {
+    pub(crate) async fn send_packet_out(&mut self, packet: PacketOut) {
         self.stream_tx
             .send(StreamMessageRequest {
                 update: Some(stream_message_request::Update::Packet(packet)),
@@ -467,12 +467,12 @@ impl Bench {
     }
 
     /// A counter cell, read back through the device.
-    pub fn counter(&self, name: &str, index: usize) -> CounterValue {
+    pub(crate) fn counter(&self, name: &str, index: usize) -> CounterValue {
         let id = self.e.counter(name);
         self.device.with_state(|s| s.counter(id, index)).unwrap()
     }
 
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         drop(self.stream_tx);
         self.handle.shutdown().await.unwrap();
     }
@@ -481,7 +481,7 @@ impl Bench {
 // ------------------------------------------------------------------ frames
 
 /// An ARP request from (sha, spa) for tpa, broadcast.
-pub fn arp_request(sha: [u8; 6], spa: Ipv4Addr, tpa: Ipv4Addr) -> Vec<u8> {
+pub(crate) fn arp_request(sha: [u8; 6], spa: Ipv4Addr, tpa: Ipv4Addr) -> Vec<u8> {
     let mut f = Vec::new();
     f.extend_from_slice(&[0xff; 6]);
     f.extend_from_slice(&sha);
@@ -496,7 +496,7 @@ pub fn arp_request(sha: [u8; 6], spa: Ipv4Addr, tpa: Ipv4Addr) -> Vec<u8> {
 
 /// The Ethernet and IPv4 headers of a test packet.
 #[derive(Debug, Clone, Copy)]
-pub struct Ip {
+pub(crate) struct Ip {
     pub dmac: [u8; 6],
     pub smac: [u8; 6],
     pub src: Ipv4Addr,
@@ -505,7 +505,7 @@ pub struct Ip {
 }
 
 impl Ip {
-    pub fn new(dmac: [u8; 6], smac: [u8; 6], src: &str, dst: &str, ttl: u8) -> Self {
+    pub(crate) fn new(dmac: [u8; 6], smac: [u8; 6], src: &str, dst: &str, ttl: u8) -> Self {
         Self {
             dmac,
             smac,
@@ -517,7 +517,7 @@ impl Ip {
 
     /// An IPv4 packet with `options` bytes of options (a multiple of 4),
     /// protocol `proto` and `payload`, checksum set.
-    pub fn packet(&self, proto: u8, options: usize, payload: &[u8]) -> Vec<u8> {
+    pub(crate) fn packet(&self, proto: u8, options: usize, payload: &[u8]) -> Vec<u8> {
         let ihl = 20 + options;
         let mut f = Vec::new();
         f.extend_from_slice(&self.dmac);
@@ -545,7 +545,7 @@ impl Ip {
     }
 
     /// A UDP datagram of `len` payload bytes.
-    pub fn udp(&self, sport: u16, dport: u16, len: usize) -> Vec<u8> {
+    pub(crate) fn udp(&self, sport: u16, dport: u16, len: usize) -> Vec<u8> {
         let mut l4 = Vec::new();
         l4.extend_from_slice(&sport.to_be_bytes());
         l4.extend_from_slice(&dport.to_be_bytes());
@@ -556,7 +556,7 @@ impl Ip {
     }
 
     /// An ICMP echo request (a ping).
-    pub fn ping(&self) -> Vec<u8> {
+    pub(crate) fn ping(&self) -> Vec<u8> {
         let mut icmp = vec![8, 0, 0, 0, 0, 1, 0, 1];
         icmp.extend_from_slice(b"turbonet ping payload");
         let c = internet_checksum(&icmp);
@@ -566,7 +566,7 @@ impl Ip {
 }
 
 /// `frame` with an 802.1Q tag `vid` pushed.
-pub fn tagged(frame: &[u8], vid: u16) -> Vec<u8> {
+pub(crate) fn tagged(frame: &[u8], vid: u16) -> Vec<u8> {
     let mut f = frame[..12].to_vec();
     f.extend_from_slice(&[0x81, 0x00]);
     f.extend_from_slice(&vid.to_be_bytes());
@@ -575,13 +575,13 @@ pub fn tagged(frame: &[u8], vid: u16) -> Vec<u8> {
 }
 
 /// The TTL of an untagged IPv4 frame.
-pub fn ttl(frame: &[u8]) -> u8 {
+pub(crate) fn ttl(frame: &[u8]) -> u8 {
     frame[22]
 }
 
 /// True when the IPv4 header of an untagged frame has a correct checksum
 /// (recomputed in full).
-pub fn checksum_ok(frame: &[u8]) -> bool {
+pub(crate) fn checksum_ok(frame: &[u8]) -> bool {
     let ihl = usize::from(frame[14] & 0x0f) * 4;
     internet_checksum(&frame[14..14 + ihl]) == 0
 }

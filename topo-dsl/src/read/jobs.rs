@@ -43,7 +43,7 @@ pub(crate) struct RawHosts {
 
 impl RawHosts {
     /// No host key is written.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.hosts.is_none()
             && self.segment.is_none()
             && self.rail.is_none()
@@ -279,7 +279,7 @@ pub(crate) fn ranks(
 
 /// A host's distinct port addresses in port order: one per rail (the two
 /// ports of an HPN rail NIC share their address).
-pub fn addresses(fabric: &Fabric, host: NodeId) -> Vec<Ipv4Addr> {
+pub(crate) fn addresses(fabric: &Fabric, host: NodeId) -> Vec<Ipv4Addr> {
     let mut addrs: Vec<Ipv4Addr> = Vec::new();
     for (_, local, _) in fabric.ports(host) {
         let a = local.addr.addr();

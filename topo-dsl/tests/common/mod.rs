@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// Two hosts behind one switch (links `h1--s1` and `h2--s1`), lab `m`: the
 /// smallest fabric a section's tests can lay over.
-pub const TWO_HOSTS: &str = r#"[lab]
+pub(crate) const TWO_HOSTS: &str = r#"[lab]
 name = "m"
 [topology]
 kind = "custom"
@@ -20,13 +20,13 @@ links = [{ a = "h1", b = "s1" }, { a = "h2", b = "s1" }]
 "#;
 
 /// Parses a scenario that must be valid.
-pub fn ok(text: &str) -> turbonet_topo::Lab {
+pub(crate) fn ok(text: &str) -> turbonet_topo::Lab {
     turbonet_topo::parse("t.toml", text).unwrap_or_else(|e| panic!("{}", e.render_plain(100)))
 }
 
 /// (line, column, message, help) of every error of a scenario that must be
 /// invalid.
-pub fn errors(text: &str) -> Vec<(usize, usize, String, String)> {
+pub(crate) fn errors(text: &str) -> Vec<(usize, usize, String, String)> {
     match turbonet_topo::parse("t.toml", text) {
         Ok(_) => panic!("expected errors"),
         Err(e) => e
@@ -45,13 +45,13 @@ pub fn errors(text: &str) -> Vec<(usize, usize, String, String)> {
 }
 
 /// Where golden files live.
-pub fn golden_dir() -> PathBuf {
+pub(crate) fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
 }
 
 /// Compares `actual` with the golden file `name`, or rewrites it when
 /// `UPDATE_GOLDEN` is set.
-pub fn check_golden(name: &str, actual: &str) {
+pub(crate) fn check_golden(name: &str, actual: &str) {
     let path = golden_dir().join(name);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();

@@ -14,7 +14,12 @@ use crate::events::{About, Events};
 
 /// Writes one note of the engine whose clock is `clock`; `ends` names
 /// each engine link and the nodes at its ends.
-pub fn write(events: &Events, ends: &[(String, [String; 2])], clock: Clock, note: &EngineNote) {
+pub(super) fn write(
+    events: &Events,
+    ends: &[(String, [String; 2])],
+    clock: Clock,
+    note: &EngineNote,
+) {
     let Some((link, nodes)) = ends.get(note.link) else {
         return;
     };
