@@ -62,11 +62,22 @@ impl CourseLab {
 /// Where the labs are once [`fix_labs_dir`] said so.
 static LABS_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
+/// Where the Debian package installs the bundled labs.
+pub const INSTALLED_LABS: &str = "/usr/share/turbonet/labs";
+
 /// Where the labs are: `$TURBONET_LABS`, else `labs` in the current
-/// directory (as [`fix_labs_dir`] found them, if it was called).
+/// directory, else the installed package's (as [`fix_labs_dir`] found
+/// them, if it was called).
 pub fn labs_dir() -> PathBuf {
     LABS_DIR.get().cloned().unwrap_or_else(|| {
-        std::env::var_os("TURBONET_LABS").map_or_else(|| PathBuf::from("labs"), PathBuf::from)
+        if let Some(dir) = std::env::var_os("TURBONET_LABS") {
+            return PathBuf::from(dir);
+        }
+        let here = PathBuf::from("labs");
+        if !here.is_dir() && Path::new(INSTALLED_LABS).is_dir() {
+            return PathBuf::from(INSTALLED_LABS);
+        }
+        here
     })
 }
 
@@ -83,7 +94,7 @@ pub fn fix_labs_dir() -> PathBuf {
 pub fn list(dir: &Path) -> Result<Vec<CourseLab>> {
     let entries = std::fs::read_dir(dir).map_err(|e| {
         Error::NotFound(format!(
-            "no labs at {} ({e}): run from the directory that has `labs/`, or set TURBONET_LABS",
+            "no labs at {} ({e}): run from the directory that has `labs/`, set TURBONET_LABS, or install the turbonet package (labs in {INSTALLED_LABS})",
             dir.display()
         ))
     })?;
