@@ -29,13 +29,7 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Check a scenario file and print what it describes. Exit 2 if invalid.
-    Validate {
-        /// Scenario file (TOML).
-        file: PathBuf,
-        /// Print the summary as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Validate(ValidateArgs),
     /// Build the fabric of a scenario and wait until it is routed.
     Up(UpArgs),
     /// Map a scenario onto physical P4 switches: ports, queues, cables.
@@ -59,90 +53,22 @@ pub(crate) enum Command {
     /// the same `--token-file`). `--insecure` serves TCP to anyone, for a
     /// switch no one else can reach (inside a namespace of its own).
     #[command(verbatim_doc_comment)]
-    Softswitch {
-        /// Where to serve: `unix:PATH`, or `HOST:PORT` (port 0: any free
-        /// port) with `--token-file` or `--insecure`.
-        #[arg(long, default_value = "127.0.0.1:9559")]
-        listen: turbonet_softswitch::Listen,
-        /// With a TCP `--listen`: the file holding the token clients must
-        /// present; a file that does not exist gets a new random token
-        /// (mode 0600).
-        #[arg(long, value_name = "FILE")]
-        token_file: Option<std::path::PathBuf>,
-        /// With a TCP `--listen`: serve without a token (anyone who can
-        /// reach the address can reprogram the switch).
-        #[arg(long, conflicts_with = "token_file")]
-        insecure: bool,
-        /// P4Runtime device id.
-        #[arg(long, default_value_t = 1)]
-        device_id: u64,
-        /// Network namespace whose interfaces the device config's ports
-        /// name (default: the current one).
-        #[arg(long, value_name = "NAME")]
-        netns: Option<String>,
-        /// A port on an interface, PORT@IFACE (as BMv2's `-i`), e.g.
-        /// `-i 1@veth1`; repeat per port. Used while the pipeline's device
-        /// config names no ports.
-        #[arg(short = 'i', long = "interface", value_name = "PORT@IFACE")]
-        interfaces: Vec<String>,
-    },
+    Softswitch(SoftswitchArgs),
     /// Remove everything a lab created (idempotent; works after a crash).
-    Down {
-        /// Lab name (default: the only lab that is up).
-        lab: Option<String>,
-    },
+    Down(DownArgs),
     /// Show the labs that are up.
-    Status {
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Status(StatusArgs),
     /// Show a lab's nodes, links, a node's routes, or BGP state.
-    Show {
-        /// What to show.
-        what: ShowWhat,
-        /// Only this node (required for `routes`).
-        node: Option<String>,
-        #[command(flatten)]
-        lab: LabArg,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Show(ShowArgs),
     /// Show or change links: parameters, engine, per-direction counters.
     #[command(subcommand)]
     Link(LinkCommand),
     /// Take a link, or every link of a node, down.
-    Fail {
-        /// `link` or `node`.
-        kind: TargetKind,
-        /// Its name.
-        name: String,
-        #[command(flatten)]
-        lab: LabArg,
-    },
+    Fail(TargetArgs),
     /// Bring a failed link or node back (routes through it are reinstalled).
-    Restore {
-        /// `link` or `node`.
-        kind: TargetKind,
-        /// Its name.
-        name: String,
-        #[command(flatten)]
-        lab: LabArg,
-    },
+    Restore(TargetArgs),
     /// Flap a link: down for half the period, up for the other half.
-    Flap {
-        /// Link name.
-        link: String,
-        /// Period of one down/up cycle, e.g. `2s`, `500ms`.
-        #[arg(long)]
-        period: String,
-        /// Number of cycles.
-        #[arg(long, default_value_t = 1)]
-        count: u32,
-        #[command(flatten)]
-        lab: LabArg,
-    },
+    Flap(FlapArgs),
     /// Capture a link's frames (and the link engine's drops, with why).
     ///
     /// Capture a link: what its receiving ends get, after loss, delay and
@@ -154,59 +80,20 @@ pub(crate) enum Command {
   sudo turbonet capture h1--s1                      a line per frame
   sudo turbonet capture edge0-0--agg0-0 -w e.pcapng --duration 10
   sudo turbonet capture h1--s1 --direction a-b -w - | tshark -r -")]
-    Capture {
-        /// The link, e.g. `edge0-0--agg0-0`.
-        link: String,
-        /// `a-b` (from the link's first node to its second), `b-a`, or
-        /// `both`.
-        #[arg(long, default_value = "both", value_parser = ["a-b", "b-a", "both"])]
-        direction: String,
-        /// Write pcapng to this file (`-`: standard output) instead of
-        /// printing.
-        #[arg(short = 'w', long = "write", value_name = "FILE")]
-        write: Option<PathBuf>,
-        /// Stop after this many frames.
-        #[arg(long, short = 'c')]
-        count: Option<u64>,
-        /// Stop after this many seconds.
-        #[arg(long, value_parser = positive_seconds)]
-        duration: Option<f64>,
-        /// Bytes kept of each frame.
-        #[arg(long, default_value_t = 65_535)]
-        snaplen: u32,
-        #[command(flatten)]
-        lab: LabArg,
-    },
+    Capture(CaptureArgs),
     /// Write the fabric as it stands, for verifiers.
     ///
     /// Write the fabric as it stands into a new directory, for verifiers:
     /// `snapshot.json` (topology, failures, every switch's forwarding
     /// table, every built-in agent's Adj-RIB-In and Loc-RIB with path
     /// attributes) and FRR's and BIRD's configurations under `configs/`.
-    Snapshot {
-        /// A new (or empty) directory.
-        dir: PathBuf,
-        #[command(flatten)]
-        lab: LabArg,
-        /// Print what was written as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Snapshot(SnapshotArgs),
     /// Write a scenario's fabric as JSON or Graphviz, without building it.
     ///
     /// Write a scenario's fabric (nodes, ports, addresses, ASNs, links and
     /// their parameters) without bringing anything up: JSON, or a Graphviz
     /// graph (`dot -Tsvg`). No root needed.
-    Export {
-        /// Scenario file (TOML).
-        file: PathBuf,
-        /// `json` or `dot`.
-        #[arg(long, value_enum, default_value_t = ExportFormat::Json)]
-        format: ExportFormat,
-        /// Where to write it (default: standard output).
-        #[arg(long, short)]
-        output: Option<PathBuf>,
-    },
+    Export(ExportArgs),
     /// Draw the fabric by tiers as SVG, planned or running.
     ///
     /// Draw the fabric by tiers (cores on top, hosts at the bottom; pods
@@ -215,30 +102,7 @@ pub(crate) enum Command {
     /// are shaded by their load now. Tiers too wide to read are grouped by
     /// pod, plane and rail with counts; --pod, --segment and --plane draw
     /// a part node by node. No root needed for a scenario file.
-    Graph {
-        /// A scenario file, or a running lab (default: the only lab that
-        /// is up).
-        what: Option<String>,
-        /// Where to write it (default: standard output).
-        #[arg(long, short)]
-        output: Option<PathBuf>,
-        /// `svg` or `dot`.
-        #[arg(long, value_enum, default_value_t = GraphFormat::Svg)]
-        format: GraphFormat,
-        /// Only this pod (and the cores that join it to the others).
-        #[arg(long)]
-        pod: Option<u32>,
-        /// Only this HPN segment: its ToRs and hosts, and the switches
-        /// above them.
-        #[arg(long)]
-        segment: Option<u32>,
-        /// Only this plane's switches (and the hosts).
-        #[arg(long)]
-        plane: Option<u32>,
-        /// Boxes a tier may hold before it is grouped.
-        #[arg(long, default_value_t = turbonet_graph::MAX_PER_ROW)]
-        max_per_tier: usize,
-    },
+    Graph(GraphArgs),
     /// Serve a live web page of a running lab.
     ///
     /// Serve a live web page of a running lab: the fabric drawn as
@@ -250,13 +114,7 @@ pub(crate) enum Command {
   sudo turbonet ui                              http://127.0.0.1:8765/ for the only lab up
   sudo turbonet ui --lab k4 --listen 0.0.0.0:9000   for a classroom's browsers
   ssh -L 8765:127.0.0.1:8765 server             then open http://127.0.0.1:8765/ at home")]
-    Ui {
-        #[command(flatten)]
-        lab: LabArg,
-        /// Where to listen (port 0: any free port; the address is printed).
-        #[arg(long, default_value = UI_LISTEN)]
-        listen: std::net::SocketAddr,
-    },
+    Ui(UiArgs),
     /// Watch the links live: rates, frames, drops and queues.
     ///
     /// Watch the links live: each direction's rate, frames, drops and
@@ -265,42 +123,13 @@ pub(crate) enum Command {
   sudo turbonet watch                    refresh every second until Ctrl-C
   sudo turbonet watch --top 10 -n 0.5    the ten busiest, twice a second
   sudo turbonet watch --json --count 5   five readings as JSON Lines")]
-    Watch {
-        #[command(flatten)]
-        lab: LabArg,
-        /// Seconds between readings (the daemon counts every 100 ms).
-        #[arg(long, short = 'n', default_value_t = 1.0, value_parser = positive_seconds)]
-        interval: f64,
-        /// Show at most this many directions (the busiest; down links
-        /// after them).
-        #[arg(long, default_value_t = 20)]
-        top: usize,
-        /// Also show idle directions.
-        #[arg(long)]
-        all: bool,
-        /// Stop after this many readings (default: until Ctrl-C).
-        #[arg(long)]
-        count: Option<u64>,
-        /// Print each reading as one line of JSON (every direction).
-        #[arg(long)]
-        json: bool,
-    },
+    Watch(WatchArgs),
     /// What the lab did and saw, on one clock.
     ///
     /// What the lab did and saw, on one clock: every fail, restore, flap,
     /// link set, timeline step and BGP session change, the daemon's
     /// restarts (`--follow` streams them as they happen).
-    Events {
-        #[command(flatten)]
-        lab: LabArg,
-        /// After the events so far, print each new one as it happens, until
-        /// Ctrl-C.
-        #[arg(long, short)]
-        follow: bool,
-        /// Print JSON (with --follow: one object per line, as they come).
-        #[arg(long)]
-        json: bool,
-    },
+    Events(EventsArgs),
     /// Run an experiment: up, workloads, timeline, checks, reports, down.
     ///
     /// Run an experiment: bring its scenario up, run its workloads and
@@ -320,15 +149,7 @@ pub(crate) enum Command {
     Lab(LabCommand),
     /// Run a command inside a node (exit code passed through).
     #[command(trailing_var_arg = true)]
-    Exec {
-        /// Node name.
-        node: String,
-        /// Command and its arguments (after `--`).
-        #[arg(required = true, allow_hyphen_values = true)]
-        command: Vec<String>,
-        #[command(flatten)]
-        lab: LabArg,
-    },
+    Exec(ExecArgs),
     /// Run an Open MPI program across the lab's hosts.
     ///
     /// Run an Open MPI program across the lab's hosts (exit code passed
@@ -348,50 +169,13 @@ pub(crate) enum Command {
   sudo turbonet mpirun --algorithm halving-doubling -- --tag-output ./osu_allreduce
   sudo turbonet mpirun --show -- ./a.out     print the mpirun command line"
     )]
-    Mpirun {
-        /// Run one rank on each of this `[[job]]`'s ranks, in rank order,
-        /// with data on the job's rail (default: one rank per host, in node
-        /// order, on every fabric port).
-        #[arg(long)]
-        job: Option<String>,
-        /// How Open MPI's collectives run.
-        #[arg(long, value_enum, default_value_t = MpiAlgorithm::Ring)]
-        algorithm: MpiAlgorithm,
-        /// Print the mpirun command line (and write its hostfile) instead
-        /// of running it.
-        #[arg(long)]
-        show: bool,
-        /// The program and its arguments (after `--`).
-        #[arg(required = true, allow_hyphen_values = true)]
-        command: Vec<String>,
-        #[command(flatten)]
-        lab: LabArg,
-    },
+    Mpirun(MpirunArgs),
     /// Open MPI's remote shell for `turbonet mpirun`: runs a shell command
     /// line in a host of lab $TURBONET_LAB.
     #[command(name = "mpi-agent", hide = true, trailing_var_arg = true)]
-    MpiAgent {
-        /// The host, then the command line.
-        #[arg(required = true, allow_hyphen_values = true)]
-        args: Vec<String>,
-    },
+    MpiAgent(MpiAgentArgs),
     /// Check that every host reaches every other host (ICMP from the hosts).
-    Check {
-        #[command(flatten)]
-        lab: LabArg,
-        /// Seconds to wait for the last replies (unanswered probes are retried
-        /// in up to 4 rounds).
-        #[arg(long, default_value_t = 2.0)]
-        timeout: f64,
-        /// Probe only this many hosts behind every ToR, edge or leaf (every
-        /// HPN segment) from each host, chosen by the lab's seed: a large
-        /// fabric checked everywhere in seconds.
-        #[arg(long)]
-        sample: Option<usize>,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Check(CheckArgs),
     /// Remove the leftovers of every turbonet lab on this machine.
     Clean,
     /// Serve labs to the members of a group, without root
@@ -406,36 +190,325 @@ pub(crate) enum Command {
     /// only. Settings (docs/labs.md has them all): `group`, `max_nodes`,
     /// `max_queue`, `requests`, `max_processes`, `max_memory`, and
     /// `[users.NAME] max_nodes = N`.
-    Serve {
-        /// Where to listen (mode 0660, owned by root and the group).
-        #[arg(long, default_value = turbonet_lab::serve::SOCKET)]
-        socket: PathBuf,
-        /// The administrator's settings.
-        #[arg(long, default_value = turbonet_lab::serve::CONFIG)]
-        config: PathBuf,
-    },
+    Serve(ServeArgs),
     /// Measure up and down times and peak memory on bundled scenarios.
     Bench(BenchArgs),
     /// The per-lab daemon (started by `up`; not for direct use).
     #[command(hide = true)]
-    Daemon {
-        /// Lab name.
-        lab: String,
-        /// Run the daemon itself, not its supervisor.
-        #[arg(long)]
-        worker: bool,
-        /// With `--worker`: how many daemons of this lab came before it.
-        #[arg(long, default_value_t = 0)]
-        restarts: u32,
-        /// Run shard INDEX/COUNT of the lab's built-in BGP speakers for
-        /// the daemon (on stdin and stdout).
-        #[arg(long, value_name = "INDEX/COUNT", value_parser = shard_arg)]
-        bgp_shard: Option<(usize, usize)>,
-        /// With `--bgp-shard`: the speakers' clock starts here (monotonic
-        /// nanoseconds).
-        #[arg(long, default_value_t = 0)]
-        epoch_ns: u128,
-    },
+    Daemon(DaemonArgs),
+}
+
+/// Arguments of `validate`.
+#[derive(Debug, Args)]
+pub(crate) struct ValidateArgs {
+    /// Scenario file (TOML).
+    pub file: PathBuf,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `softswitch`.
+#[derive(Debug, Args)]
+pub(crate) struct SoftswitchArgs {
+    /// Where to serve: `unix:PATH`, or `HOST:PORT` (port 0: any free
+    /// port) with `--token-file` or `--insecure`.
+    #[arg(long, default_value = "127.0.0.1:9559")]
+    pub listen: turbonet_softswitch::Listen,
+    /// With a TCP `--listen`: the file holding the token clients must
+    /// present; a file that does not exist gets a new random token
+    /// (mode 0600).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<std::path::PathBuf>,
+    /// With a TCP `--listen`: serve without a token (anyone who can
+    /// reach the address can reprogram the switch).
+    #[arg(long, conflicts_with = "token_file")]
+    pub insecure: bool,
+    /// P4Runtime device id.
+    #[arg(long, default_value_t = 1)]
+    pub device_id: u64,
+    /// Network namespace whose interfaces the device config's ports
+    /// name (default: the current one).
+    #[arg(long, value_name = "NAME")]
+    pub netns: Option<String>,
+    /// A port on an interface, PORT@IFACE (as BMv2's `-i`), e.g.
+    /// `-i 1@veth1`; repeat per port. Used while the pipeline's device
+    /// config names no ports.
+    #[arg(short = 'i', long = "interface", value_name = "PORT@IFACE")]
+    pub interfaces: Vec<String>,
+}
+
+/// Arguments of `down`.
+#[derive(Debug, Args)]
+pub(crate) struct DownArgs {
+    /// Lab name (default: the only lab that is up).
+    pub lab: Option<String>,
+}
+
+/// Arguments of `status`.
+#[derive(Debug, Args)]
+pub(crate) struct StatusArgs {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `show`.
+#[derive(Debug, Args)]
+pub(crate) struct ShowArgs {
+    /// What to show.
+    pub what: ShowWhat,
+    /// Only this node (required for `routes`).
+    pub node: Option<String>,
+    #[command(flatten)]
+    pub lab: LabArg,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `fail` and `restore`.
+#[derive(Debug, Args)]
+pub(crate) struct TargetArgs {
+    /// `link` or `node`.
+    pub kind: TargetKind,
+    /// Its name.
+    pub name: String,
+    #[command(flatten)]
+    pub lab: LabArg,
+}
+
+/// Arguments of `flap`.
+#[derive(Debug, Args)]
+pub(crate) struct FlapArgs {
+    /// Link name.
+    pub link: String,
+    /// Period of one down/up cycle, e.g. `2s`, `500ms`.
+    #[arg(long)]
+    pub period: String,
+    /// Number of cycles.
+    #[arg(long, default_value_t = 1)]
+    pub count: u32,
+    #[command(flatten)]
+    pub lab: LabArg,
+}
+
+/// Arguments of `capture`.
+#[derive(Debug, Args)]
+pub(crate) struct CaptureArgs {
+    /// The link, e.g. `edge0-0--agg0-0`.
+    pub link: String,
+    /// `a-b` (from the link's first node to its second), `b-a`, or
+    /// `both`.
+    #[arg(long, default_value = "both", value_parser = ["a-b", "b-a", "both"])]
+    pub direction: String,
+    /// Write pcapng to this file (`-`: standard output) instead of
+    /// printing.
+    #[arg(short = 'w', long = "write", value_name = "FILE")]
+    pub write: Option<PathBuf>,
+    /// Stop after this many frames.
+    #[arg(long, short = 'c')]
+    pub count: Option<u64>,
+    /// Stop after this many seconds.
+    #[arg(long, value_parser = positive_seconds)]
+    pub duration: Option<f64>,
+    /// Bytes kept of each frame.
+    #[arg(long, default_value_t = 65_535)]
+    pub snaplen: u32,
+    #[command(flatten)]
+    pub lab: LabArg,
+}
+
+/// Arguments of `snapshot`.
+#[derive(Debug, Args)]
+pub(crate) struct SnapshotArgs {
+    /// A new (or empty) directory.
+    pub dir: PathBuf,
+    #[command(flatten)]
+    pub lab: LabArg,
+    /// Print what was written as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `export`.
+#[derive(Debug, Args)]
+pub(crate) struct ExportArgs {
+    /// Scenario file (TOML).
+    pub file: PathBuf,
+    /// `json` or `dot`.
+    #[arg(long, value_enum, default_value_t = ExportFormat::Json)]
+    pub format: ExportFormat,
+    /// Where to write it (default: standard output).
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+}
+
+/// Arguments of `graph`.
+#[derive(Debug, Args)]
+pub(crate) struct GraphArgs {
+    /// A scenario file, or a running lab (default: the only lab that
+    /// is up).
+    pub what: Option<String>,
+    /// Where to write it (default: standard output).
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    /// `svg` or `dot`.
+    #[arg(long, value_enum, default_value_t = GraphFormat::Svg)]
+    pub format: GraphFormat,
+    /// Only this pod (and the cores that join it to the others).
+    #[arg(long)]
+    pub pod: Option<u32>,
+    /// Only this HPN segment: its ToRs and hosts, and the switches
+    /// above them.
+    #[arg(long)]
+    pub segment: Option<u32>,
+    /// Only this plane's switches (and the hosts).
+    #[arg(long)]
+    pub plane: Option<u32>,
+    /// Boxes a tier may hold before it is grouped.
+    #[arg(long, default_value_t = turbonet_graph::MAX_PER_ROW)]
+    pub max_per_tier: usize,
+}
+
+/// Arguments of `ui`.
+#[derive(Debug, Args)]
+pub(crate) struct UiArgs {
+    #[command(flatten)]
+    pub lab: LabArg,
+    /// Where to listen (port 0: any free port; the address is printed).
+    #[arg(long, default_value = UI_LISTEN)]
+    pub listen: std::net::SocketAddr,
+}
+
+/// Arguments of `watch`.
+#[derive(Debug, Args)]
+pub(crate) struct WatchArgs {
+    #[command(flatten)]
+    pub lab: LabArg,
+    /// Seconds between readings (the daemon counts every 100 ms).
+    #[arg(long, short = 'n', default_value_t = 1.0, value_parser = positive_seconds)]
+    pub interval: f64,
+    /// Show at most this many directions (the busiest; down links
+    /// after them).
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+    /// Also show idle directions.
+    #[arg(long)]
+    pub all: bool,
+    /// Stop after this many readings (default: until Ctrl-C).
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Print each reading as one line of JSON (every direction).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `events`.
+#[derive(Debug, Args)]
+pub(crate) struct EventsArgs {
+    #[command(flatten)]
+    pub lab: LabArg,
+    /// After the events so far, print each new one as it happens, until
+    /// Ctrl-C.
+    #[arg(long, short)]
+    pub follow: bool,
+    /// Print JSON (with --follow: one object per line, as they come).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `exec`.
+#[derive(Debug, Args)]
+pub(crate) struct ExecArgs {
+    /// Node name.
+    pub node: String,
+    /// Command and its arguments (after `--`).
+    #[arg(required = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+    #[command(flatten)]
+    pub lab: LabArg,
+}
+
+/// Arguments of `mpirun`.
+#[derive(Debug, Args)]
+pub(crate) struct MpirunArgs {
+    /// Run one rank on each of this `[[job]]`'s ranks, in rank order,
+    /// with data on the job's rail (default: one rank per host, in node
+    /// order, on every fabric port).
+    #[arg(long)]
+    pub job: Option<String>,
+    /// How Open MPI's collectives run.
+    #[arg(long, value_enum, default_value_t = MpiAlgorithm::Ring)]
+    pub algorithm: MpiAlgorithm,
+    /// Print the mpirun command line (and write its hostfile) instead
+    /// of running it.
+    #[arg(long)]
+    pub show: bool,
+    /// The program and its arguments (after `--`).
+    #[arg(required = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+    #[command(flatten)]
+    pub lab: LabArg,
+}
+
+/// Arguments of `mpi-agent`.
+#[derive(Debug, Args)]
+pub(crate) struct MpiAgentArgs {
+    /// The host, then the command line.
+    #[arg(required = true, allow_hyphen_values = true)]
+    pub args: Vec<String>,
+}
+
+/// Arguments of `check`.
+#[derive(Debug, Args)]
+pub(crate) struct CheckArgs {
+    #[command(flatten)]
+    pub lab: LabArg,
+    /// Seconds to wait for the last replies (unanswered probes are retried
+    /// in up to 4 rounds).
+    #[arg(long, default_value_t = 2.0)]
+    pub timeout: f64,
+    /// Probe only this many hosts behind every ToR, edge or leaf (every
+    /// HPN segment) from each host, chosen by the lab's seed: a large
+    /// fabric checked everywhere in seconds.
+    #[arg(long)]
+    pub sample: Option<usize>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Where to listen (mode 0660, owned by root and the group).
+    #[arg(long, default_value = turbonet_lab::serve::SOCKET)]
+    pub socket: PathBuf,
+    /// The administrator's settings.
+    #[arg(long, default_value = turbonet_lab::serve::CONFIG)]
+    pub config: PathBuf,
+}
+
+/// Arguments of `daemon`.
+#[derive(Debug, Args)]
+pub(crate) struct DaemonArgs {
+    /// Lab name.
+    pub lab: String,
+    /// Run the daemon itself, not its supervisor.
+    #[arg(long)]
+    pub worker: bool,
+    /// With `--worker`: how many daemons of this lab came before it.
+    #[arg(long, default_value_t = 0)]
+    pub restarts: u32,
+    /// Run shard INDEX/COUNT of the lab's built-in BGP speakers for
+    /// the daemon (on stdin and stdout).
+    #[arg(long, value_name = "INDEX/COUNT", value_parser = shard_arg)]
+    pub bgp_shard: Option<(usize, usize)>,
+    /// With `--bgp-shard`: the speakers' clock starts here (monotonic
+    /// nanoseconds).
+    #[arg(long, default_value_t = 0)]
+    pub epoch_ns: u128,
 }
 
 /// Arguments of `up`.
@@ -743,6 +816,15 @@ pub(crate) struct LabArg {
     pub lab: Option<String>,
 }
 
+impl LabArg {
+    /// A client of the lab's control API (`--lab`, or the lab
+    /// `$TURBONET_LAB` names, or the only lab up).
+    pub(crate) fn client(&self) -> anyhow::Result<turbonet_api::Client> {
+        let (dir, _) = turbonet_lab::state::resolve(self.lab.as_deref())?;
+        Ok(turbonet_api::Client::connect(&dir)?)
+    }
+}
+
 /// What `show` shows.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub(crate) enum ShowWhat {
@@ -868,7 +950,7 @@ impl Command {
     pub(crate) fn is_server(&self) -> bool {
         matches!(
             self,
-            Command::Daemon { .. } | Command::Softswitch { .. } | Command::Serve { .. }
+            Command::Daemon(_) | Command::Softswitch(_) | Command::Serve(_)
         )
     }
 
@@ -877,18 +959,18 @@ impl Command {
         matches!(
             self,
             Command::Lab(_)
-                | Command::Exec { .. }
+                | Command::Exec(_)
                 | Command::Link(_)
-                | Command::Fail { .. }
-                | Command::Restore { .. }
-                | Command::Flap { .. }
+                | Command::Fail(_)
+                | Command::Restore(_)
+                | Command::Flap(_)
                 | Command::Workload(_)
-                | Command::Show { .. }
-                | Command::Status { .. }
-                | Command::Events { .. }
-                | Command::Watch { .. }
-                | Command::Check { .. }
-                | Command::Ui { .. }
+                | Command::Show(_)
+                | Command::Status(_)
+                | Command::Events(_)
+                | Command::Watch(_)
+                | Command::Check(_)
+                | Command::Ui(_)
         )
     }
 }

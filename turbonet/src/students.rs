@@ -1,6 +1,10 @@
 //! The commands of a group member who is not root: forwarded to
-//! `turbonet serve` ([`forward`]), and, in the service, kept to that
-//! member's own labs ([`serve`]).
+//! `turbonet serve` ([`forward`]), and, in the service, run for that
+//! member ([`run_for`]) as they may run them: every command kept to their
+//! own labs or refused before it runs ([`admit`]), and what a command then
+//! does differently for them in the helpers below (their own labs listed,
+//! their commands run as them, their workload file read from what their
+//! client passed, their graded labs started as theirs).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -10,7 +14,10 @@ use anyhow::Result;
 use clap::Parser;
 use turbonet_lab::serve::{Request, Student};
 
-use crate::cli::{Cli, Command, LabArg, LabCommand, LinkCommand, WorkloadCommand};
+use crate::cli::{
+    CheckArgs, Cli, Command, EventsArgs, ExecArgs, FlapArgs, LabArg, LabCommand, LinkCommand,
+    ShowArgs, TargetArgs, UiArgs, WatchArgs, WorkloadCommand,
+};
 
 /// The member a served command runs for (set once, in the request's own
 /// process).
@@ -34,8 +41,20 @@ static CWD: OnceLock<PathBuf> = OnceLock::new();
 /// The member's terminal type.
 static TERM: OnceLock<Option<String>> = OnceLock::new();
 
+/// What came with the member's request besides its arguments.
+static SENT: OnceLock<Sent> = OnceLock::new();
+
+/// What a member's client sent with the arguments of their command.
+#[derive(Debug, Default)]
+struct Sent {
+    /// Whether it passed a workload file along.
+    file: bool,
+    /// The lab their `$TURBONET_LAB` names.
+    lab: Option<String>,
+}
+
 /// The member this process acts for, if it serves one.
-pub(crate) fn student() -> Option<&'static Student> {
+fn student() -> Option<&'static Student> {
     STUDENT.get()
 }
 
@@ -96,11 +115,20 @@ pub(crate) fn forward(command: &Command) -> Result<ExitCode> {
     Ok(ExitCode::from(code))
 }
 
-/// A member's workload file for `workload start WHAT`: when `what` stands
-/// for the file their client passed, its name there and its text, read
-/// from the descriptor (a regular file opened for reading, at most 1 MiB);
-/// otherwise none (`what` names a workload of the lab).
-pub(crate) fn passed_file(what: &str) -> Result<Option<(String, String)>> {
+/// A member's workload file for `workload start WHAT`, none when this
+/// process serves no member (the caller reads its own path then). For a
+/// member, when `what` stands for the file their client passed, its name
+/// there and its text, read from the descriptor (a regular file opened
+/// for reading, at most 1 MiB); otherwise none (`what` names a workload
+/// of the lab).
+pub(crate) fn passed_file(what: &str) -> Option<Result<Option<(String, String)>>> {
+    student()?;
+    Some(read_passed(what))
+}
+
+/// The file the member's client passed for `workload start WHAT`, as
+/// [`passed_file`] reads it.
+fn read_passed(what: &str) -> Result<Option<(String, String)>> {
     if what != PASSED_FILE {
         return Ok(None);
     }
@@ -125,22 +153,13 @@ pub(crate) fn passed_file(what: &str) -> Result<Option<(String, String)>> {
     Ok(Some((name, text)))
 }
 
-/// `turbonet serve`: runs each member's request as [`for_student`] allows.
-pub(crate) fn serve(socket: &Path, config: &Path) -> Result<ExitCode> {
-    if !turbonet_host::process::is_root() {
-        anyhow::bail!("turbonet serve runs as root (it acts for the group's members)");
-    }
-    let policy = turbonet_lab::serve::Policy::load(config)?;
-    // Requests run from `/`: a relative labs folder is the one here.
-    turbonet_course::fix_labs_dir();
-    // Returns in a request's own process only.
-    let (student, request, file) = turbonet_lab::serve::serve(socket, &policy)?;
-    Ok(run_for(&student, request, file))
-}
-
-/// In a request's own process: parses the member's arguments, keeps them
-/// to their labs, and runs the command.
-fn run_for(student: &Student, request: Request, file: Option<std::os::fd::OwnedFd>) -> ExitCode {
+/// In a request's own process: parses the member's arguments, and runs
+/// the command for them (kept to their labs by [`admit`]).
+pub(crate) fn run_for(
+    student: &Student,
+    request: Request,
+    file: Option<std::os::fd::OwnedFd>,
+) -> ExitCode {
     crate::command_logs();
     let args = std::iter::once("turbonet".to_owned()).chain(request.args);
     let cli = match Cli::try_parse_from(args) {
@@ -157,6 +176,10 @@ fn run_for(student: &Student, request: Request, file: Option<std::os::fd::OwnedF
             && t.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"-_.+".contains(&b))
     }));
+    let _ = SENT.set(Sent {
+        file: request.file,
+        lab: request.lab,
+    });
     if let Some(fd) = file {
         let name = request
             .file_name
@@ -165,12 +188,21 @@ fn run_for(student: &Student, request: Request, file: Option<std::os::fd::OwnedF
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((fd, name));
     }
-    let result = for_student(student, cli.command, request.file, request.lab.as_deref())
-        .and_then(crate::run);
-    match result {
+    match crate::run(cli.command) {
         Ok(code) => code,
         Err(e) => crate::report(e),
     }
+}
+
+/// The command as this process may run it: a member's as
+/// [`for_student`] keeps it (the lab it names, their own; or refused),
+/// anyone else's as given.
+pub(crate) fn admit(command: Command) -> Result<Command> {
+    let Some(student) = student() else {
+        return Ok(command);
+    };
+    let sent = SENT.get_or_init(Sent::default);
+    for_student(student, command, sent.file, sent.lab.as_deref())
 }
 
 /// The command as a member may run it: on their own labs (the one named,
@@ -202,19 +234,19 @@ fn for_student(
             | LabCommand::Reset { lab, .. }
             | LabCommand::Stop { lab } => own(lab)?,
         },
-        Command::Flap {
+        Command::Flap(FlapArgs {
             lab, period, count, ..
-        } => {
+        }) => {
             own(lab)?;
             admit_flap(period, *count)?;
         }
-        Command::Exec { lab, .. }
-        | Command::Fail { lab, .. }
-        | Command::Restore { lab, .. }
-        | Command::Show { lab, .. }
-        | Command::Events { lab, .. }
-        | Command::Watch { lab, .. }
-        | Command::Check { lab, .. } => own(lab)?,
+        Command::Exec(ExecArgs { lab, .. })
+        | Command::Fail(TargetArgs { lab, .. })
+        | Command::Restore(TargetArgs { lab, .. })
+        | Command::Show(ShowArgs { lab, .. })
+        | Command::Events(EventsArgs { lab, .. })
+        | Command::Watch(WatchArgs { lab, .. })
+        | Command::Check(CheckArgs { lab, .. }) => own(lab)?,
         Command::Link(LinkCommand::Set { lab, params, link }) => {
             own(lab)?;
             admit_link(student, lab, link, params)?;
@@ -237,7 +269,7 @@ fn for_student(
         Command::Workload(
             WorkloadCommand::Stop { lab, .. } | WorkloadCommand::Show { lab, .. },
         ) => own(lab)?,
-        Command::Ui { lab, listen } => {
+        Command::Ui(UiArgs { lab, listen }) => {
             own(lab)?;
             // Many students share the machine: the usual port is likely
             // taken, so theirs is any free one unless they chose.
@@ -252,7 +284,7 @@ fn for_student(
                 )));
             }
         }
-        Command::Status { .. } => {}
+        Command::Status(_) => {}
         _ => anyhow::bail!(turbonet_lab::Error::Refused(
             "through turbonet serve a student runs `turbonet lab`, `exec`, `link`, `fail`, \
              `restore`, `flap`, `workload`, `show`, `status`, `events`, `watch`, `check` and \
@@ -297,7 +329,7 @@ fn admit_link(
     params: &crate::cli::LinkSetArgs,
 ) -> Result<()> {
     use turbonet_topo::units::Delay;
-    let mut client = crate::client(lab)?;
+    let mut client = lab.client()?;
     let Some(current) = client.links(Some(link))?.into_iter().next() else {
         return Ok(());
     };
@@ -347,6 +379,76 @@ pub(crate) fn forget_scenario(lab: &str) {
         let _ = std::fs::remove_file(
             Path::new(turbonet_lab::serve::SCENARIOS).join(format!("{lab}.toml")),
         );
+    }
+}
+
+/// Keeps, for a member, only the labs that are theirs (`status`).
+pub(crate) fn keep_own(labs: &mut Vec<turbonet_lab::inspect::LabStatus>) {
+    if let Some(student) = student() {
+        labs.retain(|l| student.owns(&l.lab));
+    }
+}
+
+/// The secret a member's `ui` page is served at, none for root's: others
+/// on the machine can reach the port too.
+pub(crate) fn page_token() -> Result<Option<String>> {
+    Ok(match student() {
+        Some(_) => Some(turbonet_ui::token()?),
+        None => None,
+    })
+}
+
+/// Refuses, for a member, a workload file that holds a command workload:
+/// the daemon runs those as root.
+pub(crate) fn admit_workloads(parsed: &[turbonet_topo::experiment::Workload]) -> Result<()> {
+    if student().is_some()
+        && let Some(w) = parsed.iter().find(|w| w.kind.name() == "exec")
+    {
+        return Err(turbonet_lab::Error::Refused(format!(
+            "workload {}: a command workload runs as root, and is not open to students (run commands with `turbonet exec`)",
+            w.name
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// For a member starting graded lab `name`: their lock on starts, held
+/// while it is returned (one start of theirs at a time), and a refusal
+/// when a lab of that name is up already (theirs, or not). Nothing for
+/// root.
+pub(crate) fn admit_start(name: &str) -> Result<Option<impl Sized>> {
+    let one_at_a_time = student().map(Student::lock_starts).transpose()?;
+    if let Some(student) = student()
+        && turbonet_lab::state::LabDir::of(name).exists()
+    {
+        return Err(turbonet_lab::Error::Refused(if student.owns(name) {
+            format!(
+                "you have lab {name} up already: `turbonet lab stop --lab {name}` first (or \
+                 `turbonet lab reset --lab {name}` to start it again)"
+            )
+        } else {
+            format!("a lab named {name} is up, and it is not yours: ask the administrator")
+        })
+        .into());
+    }
+    Ok(one_at_a_time)
+}
+
+/// Who a graded lab belongs to from its first step: the member (its nodes
+/// in a user namespace of theirs), or root.
+pub(crate) fn owner() -> Option<turbonet_lab::up::Owner> {
+    student().map(|s| turbonet_lab::up::Owner {
+        uid: s.uid,
+        gid: s.gid,
+    })
+}
+
+/// Hands a member's graded lab's routers to them (nothing for root).
+pub(crate) fn hand_routers(lab: &turbonet_topo::Lab) -> turbonet_lab::error::Result<()> {
+    match student() {
+        Some(student) => turbonet_lab::serve::hand_routers(lab, student),
+        None => Ok(()),
     }
 }
 
