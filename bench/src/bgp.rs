@@ -19,9 +19,9 @@ use turbonet_lab::error::{Context, Result};
 use crate::measure;
 use crate::report::{Report, count};
 use turbonet_api::{Client, Target};
+use turbonet_lab::progress::Progress;
 use turbonet_lab::routes::bgp::BgpReport;
 use turbonet_lab::state::{LabDir, LabState};
-use turbonet_lab::up::Progress;
 
 /// The convergence cases: bundled scenario, lab name stem.
 const SCENARIOS: &[(&str, &str)] = &[

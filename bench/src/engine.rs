@@ -23,8 +23,8 @@ use turbonet_lab::error::{Context, Result};
 
 use crate::report::{Report, count};
 use turbonet_host::namespaces;
+use turbonet_lab::progress::Progress;
 use turbonet_lab::state::LabDir;
-use turbonet_lab::up::Progress;
 
 const LAB: &str = "tnbench";
 const PORT: u16 = 9_000;

@@ -17,8 +17,9 @@ use crate::report::{Report, count};
 use turbonet_host::namespaces;
 use turbonet_lab::bail;
 use turbonet_lab::error::{Context, Result};
+use turbonet_lab::progress::Progress;
 use turbonet_lab::state::LabDir;
-use turbonet_lab::up::{self, Progress};
+use turbonet_lab::up;
 
 /// The scenarios measured when none are named.
 const DEFAULT: [&str; 4] = [

@@ -20,8 +20,8 @@ use crate::report::{Report, count};
 use turbonet_api::{self as api, proto};
 use turbonet_lab::bail;
 use turbonet_lab::error::{Context, Result};
+use turbonet_lab::progress::Progress;
 use turbonet_lab::state::LabDir;
-use turbonet_lab::up::Progress;
 
 const LAB: &str = "tninstr";
 const METRICS_PORT: u16 = 9_477;

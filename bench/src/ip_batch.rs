@@ -213,7 +213,7 @@ impl IpBatch {
 #[derive(Debug)]
 pub struct Phases(Arc<Mutex<String>>);
 
-impl up::Progress for Phases {
+impl turbonet_lab::progress::Progress for Phases {
     fn start(&self, phase: &str) {
         if let Ok(mut current) = self.0.lock() {
             phase.clone_into(&mut current);

@@ -13,7 +13,7 @@ use crate::report::Report;
 use turbonet_host::process;
 use turbonet_lab::bail;
 use turbonet_lab::error::{Context, Result};
-use turbonet_lab::up::Progress;
+use turbonet_lab::progress::Progress;
 
 pub mod bgp;
 pub mod engine;

@@ -14,8 +14,8 @@ use turbonet_lab::error::Result;
 use crate::UpLab;
 use crate::engine::blast_between;
 use crate::report::{Report, count};
+use turbonet_lab::progress::Progress;
 use turbonet_lab::state::LabDir;
-use turbonet_lab::up::Progress;
 
 const FROM: &str = "h0-0-0";
 const TO: &str = "h1-0-0";

@@ -21,7 +21,7 @@ use crate::report::Report;
 use crate::{IperfServer, UpLab, exec_in};
 use turbonet_lab::bail;
 use turbonet_lab::error::{Context, Result};
-use turbonet_lab::up::Progress;
+use turbonet_lab::progress::Progress;
 use turbonet_lab::workload::Report as Workload;
 
 const LAB: &str = "tnbwl";

@@ -23,8 +23,9 @@ use turbonet_api::Client;
 use turbonet_lab::error::{Context as _, Error, Result};
 use turbonet_lab::events::LoggedEvent;
 use turbonet_lab::inspect::{self, Running};
+use turbonet_lab::progress::Progress;
 use turbonet_lab::state::LabDir;
-use turbonet_lab::up::{self, Progress};
+use turbonet_lab::up;
 use turbonet_lab::workload::{Report, State};
 
 /// How a run goes.

@@ -21,8 +21,10 @@ pub fn kernel_has_netem() -> bool {
     })
 }
 
-/// How a link is carried.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How a link is carried: decided by `up` and recorded in the lab's state,
+/// which the daemon reads (the machine may change while the lab is up).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Carrier {
     /// A plain veth pair: nothing to emulate.
     Veth,
@@ -128,4 +130,14 @@ pub fn link_carriers(lab: &Lab) -> Vec<Carrier> {
             })
             .collect()
     })
+}
+
+/// How every link is carried, as `up` recorded it (`recorded`, from the
+/// lab's state); decided again only for a state that has no record.
+pub fn recorded(lab: &Lab, recorded: &[Carrier]) -> Vec<Carrier> {
+    if recorded.len() == lab.fabric.links.len() {
+        recorded.to_vec()
+    } else {
+        link_carriers(lab)
+    }
 }

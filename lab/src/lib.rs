@@ -15,11 +15,13 @@
 //! Layers, lowest first (a module uses only those above it in this list):
 //!
 //! - [`error`], [`names`], [`lookup`], [`hostnames`], [`topology`],
-//!   [`pcapng`]: the error type, how turbonet names what it creates,
-//!   finding what users name, how programs in a lab find nodes by name,
-//!   the fabric as data for tools outside turbonet, and captures as files;
-//! - [`state`], [`limits`]: a lab's directory and its record of ownership;
-//!   the machine-wide limits every lab that is up shares;
+//!   [`pcapng`], [`carrier`]: the error type, how turbonet names what it
+//!   creates, finding what users name, how programs in a lab find nodes by
+//!   name, the fabric as data for tools outside turbonet, captures as
+//!   files, and how each link is carried;
+//! - [`state`], [`limits`], [`progress`]: a lab's directory and its record
+//!   of ownership; the machine-wide limits every lab that is up shares; how
+//!   long commands report as they go;
 //! - [`events`]: what happened, on one clock;
 //! - [`dataplane`]: the targets' builders and run-time control;
 //! - [`routes`]: route sources, the BGP agents among them;
@@ -36,11 +38,12 @@
 //! benchmarks (`turbonet-bench`).
 //!
 //! Nothing here prints: results come back as values, progress through
-//! [`up::Progress`], and the daemon logs with `tracing`.
+//! [`progress::Progress`], and the daemon logs with `tracing`.
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod capture;
+pub mod carrier;
 pub mod check;
 pub mod daemon;
 pub mod dataplane;
@@ -58,6 +61,7 @@ pub mod mpi;
 pub mod names;
 pub mod pcapng;
 pub mod plan;
+pub mod progress;
 pub mod routes;
 pub mod serve;
 pub mod state;

@@ -15,6 +15,7 @@ use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 use turbonet_topo::Lab;
 
+use crate::carrier::Carrier;
 use crate::error::{Context, Error, Result};
 
 /// Root of all lab state.
@@ -129,6 +130,13 @@ pub struct LabState {
     /// Where each `[[capture]]` is written (absolute), in scenario order.
     #[serde(default)]
     pub captures: Vec<PathBuf>,
+    /// How each link is carried, as `up` decided on this machine, in link
+    /// order (empty in a state written before it was recorded).
+    #[serde(default)]
+    pub carriers: Vec<Carrier>,
+    /// A P4 lab's mapping onto its physical switches, as `up` computed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mapping: Option<turbonet_topo::mapper::Mapping>,
 }
 
 /// A routing daemon a lab started in a switch's namespace.
@@ -163,6 +171,8 @@ impl LabState {
             epoch_unix: None,
             routers: Vec::new(),
             captures: Vec::new(),
+            carriers: Vec::new(),
+            mapping: None,
         }
     }
 }

@@ -9,10 +9,12 @@ use std::path::{Path, PathBuf};
 use turbonet_topo::{Lab, RoutingMode, Target};
 
 use crate::bail;
+use crate::carrier::Carrier;
 use crate::daemon;
-use crate::dataplane::netns::{self, externals};
-use crate::dataplane::p4::{local as local_build, soft, switches};
-use crate::dataplane::{Carrier, mgmt};
+use crate::dataplane::Builder;
+use crate::dataplane::build::{Build, Host, phase};
+use crate::dataplane::netns::externals;
+use crate::dataplane::p4::{soft, switches};
 use crate::error::{Context, Error, Result};
 use crate::limits;
 use crate::routes::bgp;
@@ -20,24 +22,7 @@ use crate::state::{LabDir, LabState, Phase, Stopwatch, Timing};
 use turbonet_host::kernel::{Kernel, Netlink};
 use turbonet_host::{namespaces, process};
 
-/// What a long command reports as it goes: phases starting, progress
-/// within one, phases done (with their time), and notes.
-pub trait Progress {
-    /// A phase is starting.
-    fn start(&self, _phase: &str) {}
-    /// How far a long phase has come.
-    fn update(&self, _phase: &str, _detail: &str) {}
-    /// A phase is done.
-    fn done(&self, _timing: &Timing) {}
-    /// Something the user should know.
-    fn note(&self, _text: &str) {}
-}
-
-/// Reports nothing.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Quiet;
-
-impl Progress for Quiet {}
+pub use crate::progress::{Progress, Quiet};
 
 /// Reads and parses a scenario file: the lab and the file's text, or its
 /// located diagnostics ([`Error::Scenario`]).
@@ -85,7 +70,7 @@ pub fn runnable(lab: &Lab) -> Result<Vec<Carrier>, String> {
                 return Err(why);
             }
             soft::map(lab)?;
-            return crate::dataplane::carrier::carriers(lab, false);
+            return crate::carrier::carriers(lab, false);
         }
         Target::P4rt => {
             if let Some(why) = switches::unsupported(lab) {
@@ -95,13 +80,13 @@ pub fn runnable(lab: &Lab) -> Result<Vec<Carrier>, String> {
                 return Err("`[mgmt]` joins nodes that run on this machine, and every switch of this lab is remote (its hosts are too)".to_owned());
             }
             switches::map(lab)?;
-            return crate::dataplane::carrier::carriers(lab, false);
+            return crate::carrier::carriers(lab, false);
         }
     }
     if let Some(err) = agents_missing(lab) {
         return Err(err);
     }
-    crate::dataplane::carrier::carriers(lab, crate::dataplane::carrier::kernel_has_netem())
+    crate::carrier::carriers(lab, crate::carrier::kernel_has_netem())
 }
 
 /// Why the lab's routing agents cannot run on this machine, if they cannot.
@@ -319,25 +304,13 @@ pub fn up(options: &Options, progress: &dyn Progress) -> Result<Up> {
             }
         }
     };
-    let engine_needed = netns::has_engine_namespace(&lab, &carriers);
-    let mut namespaces: Vec<String> = match lab.target {
-        Target::Soft => local_build::namespace_names(&lab),
-        Target::P4rt if switches::local(&lab) => local_build::namespace_names(&lab),
-        Target::P4rt => Vec::new(),
-        Target::Netns => lab
-            .fabric
-            .nodes
-            .iter()
-            .map(|n| crate::names::node_namespace(&lab.name, &n.name))
-            .collect(),
-    };
-    if engine_needed {
-        namespaces.push(crate::names::engine_namespace(&lab.name));
-    }
-    namespaces.extend(mgmt::namespace_spec(&lab).map(|s| s.name));
+    let builder = Builder::of(&lab)?;
+    let namespaces = builder.namespaces(&lab, &carriers);
     let scenario = fs::canonicalize(&options.file).unwrap_or_else(|_| options.file.clone());
     let mut state = LabState::new(&lab.name, scenario, namespaces);
     state.neighbours = neighbours;
+    state.carriers = carriers.clone();
+    state.mapping = builder.mapping().cloned();
     state.externals = externals::plan(&lab)?;
     let base = match &options.captures_in {
         Some(dir) => dir.clone(),
@@ -370,7 +343,7 @@ pub fn up(options: &Options, progress: &dyn Progress) -> Result<Up> {
         let mut interrupt = signal(SignalKind::interrupt())?;
         let mut terminate = signal(SignalKind::terminate())?;
         tokio::select! {
-            built = build(&lab, &carriers, &routes, threads, userns, progress, &dir, &mut state) => built,
+            built = build(&builder, &lab, &carriers, &routes, threads, userns, progress, &dir, &mut state) => built,
             _ = interrupt.recv() => Err(Error::Failed("interrupted".to_owned())),
             _ = terminate.recv() => Err(Error::Failed("terminated".to_owned())),
         }
@@ -409,23 +382,13 @@ fn up_routes(lab: &Lab) -> Vec<Vec<turbonet_routing::Route>> {
     crate::routes::compute(lab, &turbonet_routing::Failures::default())
 }
 
-/// Records a finished phase and prints it.
-fn phase(progress: &dyn Progress, name: &str, detail: String, state: &mut LabState, seconds: f64) {
-    let t = Timing {
-        phase: name.to_owned(),
-        detail,
-        seconds,
-    };
-    progress.done(&t);
-    state.timings.push(t);
-}
-
-/// The building phases of `up`, each timed; the nodes' namespaces owned
-/// by `userns` if given.
+/// The building phases of `up`, each timed, by `builder`; the nodes'
+/// namespaces owned by `userns` if given.
 #[allow(clippy::too_many_arguments)]
 async fn build(
+    builder: &Builder,
     lab: &Lab,
-    carriers: &[crate::dataplane::Carrier],
+    carriers: &[Carrier],
     routes: &[Vec<turbonet_routing::Route>],
     threads: usize,
     userns: Option<std::os::fd::OwnedFd>,
@@ -438,8 +401,7 @@ async fn build(
         threads,
         hash_seed: namespaces::has_sysctl("net/ipv4/fib_multipath_hash_seed"),
     };
-    build_kernel(
-        &mut kernel,
+    let mut cx = Build {
         lab,
         carriers,
         routes,
@@ -447,13 +409,10 @@ async fn build(
         progress,
         dir,
         state,
-    )
-    .await?;
-    match lab.target {
-        Target::Soft => start_soft(lab, routes, progress, dir, state).await?,
-        Target::P4rt => start_p4rt(lab, routes, progress, dir, state).await?,
-        Target::Netns => start_routers(lab, progress, dir, state)?,
-    }
+    };
+    builder.kernel(&mut kernel, &mut cx).await?;
+    builder.start(&mut cx).await?;
+    start_routers(lab, progress, dir, state)?;
     let phase = |name: &str, detail: String, state: &mut LabState, seconds: f64| {
         phase(progress, name, detail, state, seconds);
     };
@@ -479,14 +438,9 @@ async fn build(
                 "pid {}: control API, link engine for {impaired} impaired links",
                 ready.daemon_pid
             )
-        } else if lab.target == Target::Soft {
+        } else if let Some(what) = builder.controls() {
             format!(
-                "pid {}: control API, primary controller of the soft switch",
-                ready.daemon_pid
-            )
-        } else if lab.target == Target::P4rt {
-            format!(
-                "pid {}: control API, primary controller of the switches",
+                "pid {}: control API, primary controller of {what}",
                 ready.daemon_pid
             )
         } else {
@@ -521,478 +475,6 @@ async fn build(
     Ok(())
 }
 
-/// Runs one phase of `up`: announces it, times it, and records and prints
-/// what `detail` says of its result.
-async fn timed<T, E: Into<Error>>(
-    progress: &dyn Progress,
-    state: &mut LabState,
-    name: &str,
-    work: impl Future<Output = Result<T, E>>,
-    detail: impl FnOnce(&T) -> String,
-) -> Result<T> {
-    progress.start(name);
-    let watch = Stopwatch::start();
-    let out = work.await.map_err(Into::into)?;
-    phase(progress, name, detail(&out), state, watch.seconds());
-    Ok(out)
-}
-
-/// [`timed`] for a phase that works namespace by namespace: once it has
-/// run a second, progress says every second how many of its `units`
-/// namespaces are done (as `finished` counts them) and about how long is
-/// left.
-async fn timed_counted<T, E: Into<Error>>(
-    progress: &dyn Progress,
-    state: &mut LabState,
-    name: &str,
-    (units, finished): (usize, &dyn Fn() -> usize),
-    work: impl Future<Output = Result<T, E>>,
-    detail: impl FnOnce(&T) -> String,
-) -> Result<T> {
-    progress.start(name);
-    let watch = Stopwatch::start();
-    let base = finished();
-    let mut work = std::pin::pin!(work);
-    let second = std::time::Duration::from_secs(1);
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + second, second);
-    let out = loop {
-        tokio::select! {
-            out = &mut work => break out.map_err(Into::into)?,
-            _ = tick.tick() => {
-                let done = finished().saturating_sub(base).min(units);
-                let seconds = watch.seconds();
-                let left = match done {
-                    0 => String::new(),
-                    d => format!(
-                        ", about {:.0} s left",
-                        seconds * (units - d) as f64 / d as f64
-                    ),
-                };
-                progress.update(name, &format!("{done} of {units} namespaces{left}"));
-            }
-        }
-    };
-    phase(progress, name, detail(&out), state, watch.seconds());
-    Ok(out)
-}
-
-/// The `soft` target once its kernel side is built: `up` starts the soft
-/// switch and programs it over P4Runtime.
-async fn start_soft(
-    lab: &Lab,
-    routes: &[Vec<turbonet_routing::Route>],
-    progress: &dyn Progress,
-    dir: &LabDir,
-    state: &mut LabState,
-) -> Result<()> {
-    let mapping = soft::map(lab).map_err(Error::Invalid)?;
-
-    progress.start("soft switch");
-    let watch = Stopwatch::start();
-    let pid = local_build::start_switch(lab, dir)?;
-    // Recorded at once: a failure from here on stops it.
-    state.routers.push(crate::state::RouterProcess {
-        node: soft::SWITCH.to_owned(),
-        program: "turbonet".to_owned(),
-        pid,
-    });
-    dir.save(state)?;
-    phase(
-        progress,
-        "soft switch",
-        format!(
-            "pid {pid}: P4Runtime at unix:{}, device {}",
-            local_build::socket_path(dir).display(),
-            soft::DEVICE_ID
-        ),
-        state,
-        watch.seconds(),
-    );
-
-    let usage = &mapping.switches[0];
-    timed(
-        progress,
-        state,
-        "pipeline",
-        async {
-            let client = local_build::connect_switch(dir, soft::UP_ELECTION_ID).await?;
-            let params: Vec<_> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
-            let device_config = soft::device_config(lab, &mapping, &params).to_bytes();
-            let p4info = turbonet_p4::turbonet_p4info();
-            crate::dataplane::p4::control::P4Lab::program(
-                lab,
-                mapping.clone(),
-                soft::SWITCH,
-                client,
-                p4info,
-                device_config,
-                routes,
-            )
-            .await
-        },
-        |p4| {
-            format!(
-                "{} entities: {} virtual switches, {} ports ({} loopback pairs, {} host ports)",
-                p4.session.installed(),
-                usage.virtual_switches,
-                usage.ports_used,
-                usage.loopback_pairs,
-                usage.host_ports
-            )
-        },
-    )
-    .await?;
-    Ok(())
-}
-
-/// The `p4rt` target once its kernel side (if it runs here) is built:
-/// every switch of `[p4rt]` gets the pipeline and its share of the fabric
-/// over P4Runtime (BMv2 switches started first).
-async fn start_p4rt(
-    lab: &Lab,
-    routes: &[Vec<turbonet_routing::Route>],
-    progress: &dyn Progress,
-    dir: &LabDir,
-    state: &mut LabState,
-) -> Result<()> {
-    let mapping = switches::map(lab).map_err(Error::Invalid)?;
-    let (p4info, device_config) = switches::pipeline(lab, &state.scenario)?;
-    let scenario = state.scenario.clone();
-    for (sw, usage) in switches::config(lab)?
-        .switches
-        .iter()
-        .zip(&mapping.switches)
-    {
-        if sw.device == turbonet_topo::P4rtDevice::Bmv2 {
-            let ns = crate::names::bmv2_namespace(&lab.name, &sw.name);
-            let pid = timed(
-                progress,
-                state,
-                &format!("bmv2 {}", sw.name),
-                switches::start_bmv2(
-                    &sw.name,
-                    &ns,
-                    sw.device_id,
-                    &switch_ports(&mapping, &sw.name),
-                    &dir.path().join(format!("bmv2-{}.log", sw.name)),
-                ),
-                |pid| format!("pid {pid}: {} in {ns}", switches::BMV2),
-            )
-            .await?;
-            // Recorded at once: a failure from here on stops it.
-            state.routers.push(crate::state::RouterProcess {
-                node: sw.name.clone(),
-                program: switches::bmv2_comm(),
-                pid,
-            });
-            dir.save(state)?;
-        }
-        timed(
-            progress,
-            state,
-            &format!("pipeline {}", sw.name),
-            async {
-                let (client, at) =
-                    switches::connect(lab, &scenario, sw, u128::from(sw.election_id)).await?;
-                let p4 = crate::dataplane::p4::control::P4Lab::program(
-                    lab,
-                    mapping.clone(),
-                    &sw.name,
-                    client,
-                    p4info.clone(),
-                    device_config.clone(),
-                    routes,
-                )
-                .await
-                .with_context(|| format!("switch {} at {at}", sw.name))?;
-                Ok::<_, Error>((p4, at))
-            },
-            |(p4, at)| {
-                format!(
-                    "{} entities at {at} (device {}): {} virtual switches, {} of {} ports",
-                    p4.session.installed(),
-                    sw.device_id,
-                    usage.virtual_switches,
-                    usage.ports_used,
-                    usage.ports
-                )
-            },
-        )
-        .await?;
-    }
-    Ok(())
-}
-
-/// The physical ports of `switch` in use: host ports and cable ends.
-fn switch_ports(mapping: &turbonet_topo::mapper::Mapping, switch: &str) -> Vec<u32> {
-    let mut ports: Vec<u32> = mapping
-        .host_ports
-        .iter()
-        .map(|h| &h.port)
-        .chain(mapping.cables.iter().flat_map(|c| [&c.a, &c.b]))
-        .filter(|p| p.switch == switch)
-        .map(|p| p.port)
-        .collect();
-    ports.sort_unstable();
-    ports
-}
-
-/// What the machine brings to a build: threads that create namespaces,
-/// and whether its kernel has `fib_multipath_hash_seed`.
-#[derive(Debug, Clone, Copy)]
-pub struct Host {
-    /// Threads that create namespaces.
-    pub threads: usize,
-    /// The kernel has per-namespace ECMP hash seeds.
-    pub hash_seed: bool,
-}
-
-/// Everything `up` asks of the kernel for `lab`, phase by phase, through
-/// `kernel` (on the P4 targets, the hosts' side and, for switches that run
-/// here, theirs; a `p4rt` lab of remote switches asks nothing).
-#[allow(clippy::too_many_arguments)]
-pub async fn build_kernel<K: Kernel>(
-    kernel: &mut K,
-    lab: &Lab,
-    carriers: &[crate::dataplane::Carrier],
-    routes: &[Vec<turbonet_routing::Route>],
-    host: Host,
-    progress: &dyn Progress,
-    dir: &LabDir,
-    state: &mut LabState,
-) -> Result<()> {
-    match lab.target {
-        Target::Netns => {
-            build_netns(kernel, lab, carriers, routes, host, progress, dir, state).await
-        }
-        Target::Soft => {
-            let mapping = soft::map(lab).map_err(Error::Invalid)?;
-            build_local(kernel, lab, &mapping, routes, host, progress, state, false).await
-        }
-        Target::P4rt if switches::local(lab) => {
-            let mapping = switches::map(lab).map_err(Error::Invalid)?;
-            build_local(kernel, lab, &mapping, routes, host, progress, state, true).await
-        }
-        Target::P4rt => Ok(()),
-    }
-}
-
-/// The kernel side of a lab whose switches run here (the soft switch,
-/// BMv2): host and switch namespaces, host ports, addresses and host
-/// routes; with `veth_cables` (switches that cannot emulate cables) the
-/// cables as veth pairs between switch ports.
-#[allow(clippy::too_many_arguments)]
-async fn build_local<K: Kernel>(
-    kernel: &mut K,
-    lab: &Lab,
-    mapping: &turbonet_topo::mapper::Mapping,
-    routes: &[Vec<turbonet_routing::Route>],
-    host: Host,
-    progress: &dyn Progress,
-    state: &mut LabState,
-    veth_cables: bool,
-) -> Result<()> {
-    let mut specs = local_build::namespace_specs(lab);
-    specs.extend(mgmt::namespace_spec(lab));
-    let mut created = timed(
-        progress,
-        state,
-        "namespaces",
-        async { kernel.create_namespaces(&specs, host.threads) },
-        |ns| format!("{} namespaces", ns.len()),
-    )
-    .await?;
-    let hub = lab.mgmt.and_then(|_| created.pop());
-    let ns = local_build::local_namespaces(lab, &created);
-    if let Some(hub) = hub {
-        let ns_of = |id| ns.hosts.iter().find(|&&(h, _)| h == id).map(|&(_, ns)| ns);
-        build_mgmt(kernel, lab, ns_of, hub, progress, state).await?;
-    }
-    let veths = local_build::host_veths(lab, mapping, &ns)?;
-    let count = veths.len();
-    timed(progress, state, "links", kernel.add_veths(veths), |()| {
-        format!("{count} host ports (veth to their switch)")
-    })
-    .await?;
-    fail_point("links")?;
-    if veth_cables {
-        let cables = local_build::cable_veths(mapping, &ns)?;
-        let count = cables.len();
-        timed(progress, state, "cables", kernel.add_veths(cables), |()| {
-            format!("{count} cables (veth pairs between switch ports)")
-        })
-        .await?;
-    }
-    let plan = local_build::configure(lab, mapping, &ns, veth_cables)?;
-    let addrs: usize = plan.addresses.iter().map(|(_, a)| a.len()).sum();
-    timed(
-        progress,
-        state,
-        "addresses",
-        async {
-            kernel.set_up(plan.up).await?;
-            kernel.disable_offloads(plan.offloads)?;
-            kernel.add_addresses(plan.addresses).await
-        },
-        |()| format!("{addrs} addresses"),
-    )
-    .await?;
-    fail_point("addresses")?;
-    let ports = local_build::carrier_ports(lab, &ns);
-    let host_routes = local_build::host_routes(lab, &ns, routes)?;
-    carrier_then_routes(kernel, progress, state, ports, host_routes, "host ").await
-}
-
-/// The `netns` target: a namespace per node, veth links, the link engine's
-/// side of impaired links (or netem), addresses, kernel routes.
-#[allow(clippy::too_many_arguments)]
-async fn build_netns<K: Kernel>(
-    kernel: &mut K,
-    lab: &Lab,
-    carriers: &[crate::dataplane::Carrier],
-    routes: &[Vec<turbonet_routing::Route>],
-    host: Host,
-    progress: &dyn Progress,
-    dir: &LabDir,
-    state: &mut LabState,
-) -> Result<()> {
-    let mut specs = netns::namespace_specs(
-        lab,
-        netns::has_engine_namespace(lab, carriers),
-        host.hash_seed,
-    );
-    specs.extend(mgmt::namespace_spec(lab));
-    let mut created = timed(
-        progress,
-        state,
-        "namespaces",
-        async { kernel.create_namespaces(&specs, host.threads) },
-        |ns| format!("{} namespaces", ns.len()),
-    )
-    .await?;
-    let hub = lab.mgmt.and_then(|_| created.pop());
-    let (nodes, engine) = created.split_at(lab.fabric.nodes.len());
-    let engine = engine.first().copied();
-    let veths = netns::veths(lab, nodes, engine, carriers)?;
-    let senders = veths
-        .iter()
-        .map(|v| v.local.ns)
-        .collect::<std::collections::BTreeSet<_>>()
-        .len();
-    let k = &*kernel;
-    timed_counted(
-        progress,
-        state,
-        "links",
-        (senders, &|| k.finished()),
-        k.add_veths(veths),
-        |()| format!("{} veth pairs", lab.fabric.links.len()),
-    )
-    .await?;
-    fail_point("links")?;
-    if let Some(hub) = hub {
-        let ns_of = |id: turbonet_topo::NodeId| nodes.get(id.0 as usize).copied();
-        build_mgmt(kernel, lab, ns_of, hub, progress, state).await?;
-    }
-
-    if !state.externals.is_empty() {
-        progress.start("externals");
-        let watch = Stopwatch::start();
-        externals::attach(kernel, lab, nodes, dir, state).await?;
-        phase(
-            progress,
-            "externals",
-            format!("{} interfaces attached", state.externals.len()),
-            state,
-            watch.seconds(),
-        );
-    }
-
-    if let (Some(engine), false) = (engine, lab.mirrors.is_empty()) {
-        let (veths, up) = netns::mirrors::veths(lab, nodes, engine, carriers);
-        timed(
-            progress,
-            state,
-            "mirrors",
-            async {
-                kernel.add_veths(veths).await?;
-                kernel.set_up(up).await
-            },
-            |()| format!("{} mirror ports", lab.mirrors.len()),
-        )
-        .await?;
-    }
-
-    if let Some(engine) = engine
-        && carriers.iter().any(crate::dataplane::Carrier::is_userspace)
-    {
-        let (up, offloads) = netns::engine_ports(lab, nodes, engine, carriers);
-        let spliced = up.iter().map(|(_, p)| p.len()).sum::<usize>() / 2;
-        timed(
-            progress,
-            state,
-            "engine",
-            async {
-                kernel.set_up(up).await?;
-                kernel.disable_offloads(offloads)
-            },
-            |()| format!("{spliced} impaired links spliced through the link engine"),
-        )
-        .await?;
-    }
-
-    let netem = netns::kernel_engine(lab, nodes, carriers);
-    if netem.links > 0 {
-        let links = netem.links;
-        timed(
-            progress,
-            state,
-            "netem",
-            async {
-                kernel.disable_offloads(netem.offloads)?;
-                for (ns, ifindex, impairment, seed) in &netem.netem {
-                    kernel.set_netem(*ns, *ifindex, impairment, *seed)?;
-                }
-                Ok::<_, turbonet_host::Error>(())
-            },
-            |()| format!("{links} impaired links on the kernel engine"),
-        )
-        .await?;
-    }
-    let (shapers, shaped) = netns::kernel_shapers(lab, nodes, carriers);
-    if shaped > 0 {
-        timed(
-            progress,
-            state,
-            "shapers",
-            async { kernel.set_shapers(shapers) },
-            |()| format!("{shaped} rated links shaped by the kernel (tbf)"),
-        )
-        .await?;
-    }
-    let addresses = netns::addresses(lab, nodes);
-    let count: usize = addresses.iter().map(|(_, a)| a.len()).sum();
-    let rules = netns::host_rules(lab, nodes);
-    let k = &*kernel;
-    timed_counted(
-        progress,
-        state,
-        "addresses",
-        (2 * nodes.len() + rules.len(), &|| k.finished()),
-        async {
-            k.set_up(netns::loopbacks(nodes)).await?;
-            k.add_addresses(addresses).await?;
-            k.add_rules(rules).await
-        },
-        |()| format!("{count} addresses"),
-    )
-    .await?;
-    fail_point("addresses")?;
-    let ports = netns::carrier_ports(lab, nodes);
-    let kernel_routes = netns::kernel_routes(lab, nodes, routes)?;
-    carrier_then_routes(kernel, progress, state, ports, kernel_routes, "").await
-}
-
 /// How long the daemon may take to answer: it opens a route watcher per
 /// switch, two packet sockets per impaired link and the agents, so the
 /// wait grows with the fabric (30 s for a small one; it ends early if the
@@ -1003,90 +485,8 @@ fn ready_timeout(lab: &Lab, impaired: usize) -> std::time::Duration {
         + std::time::Duration::from_millis(20 * switches + 5 * impaired as u64)
 }
 
-/// The management network's phase: its bridge, every member's `mgmt0`
-/// and their addresses.
-async fn build_mgmt<K: Kernel>(
-    kernel: &mut K,
-    lab: &Lab,
-    ns_of: impl Fn(turbonet_topo::NodeId) -> Option<turbonet_host::kernel::Ns>,
-    hub: turbonet_host::kernel::Ns,
-    progress: &dyn Progress,
-    state: &mut LabState,
-) -> Result<()> {
-    let Some(net) = &lab.mgmt else {
-        return Ok(());
-    };
-    // The nodes the hosts file names on it, each from its namespace.
-    let members: Vec<_> = (lab.fabric.nodes.iter())
-        .filter(|n| crate::hostnames::joins_mgmt(lab, n))
-        .map(|n| {
-            ns_of(n.id).map(|ns| (n.id, ns)).ok_or_else(|| {
-                crate::err!(
-                    "{} joins the management network but has no namespace",
-                    n.name
-                )
-            })
-        })
-        .collect::<Result<_>>()?;
-    let plan = mgmt::plan(lab, net, &members, hub);
-    timed(
-        progress,
-        state,
-        "mgmt",
-        async {
-            let (ns, name, ifindex) = plan.bridge;
-            kernel.add_bridge(ns, name, ifindex).await?;
-            kernel.add_veths(plan.veths).await?;
-            kernel.set_bridge_ports(plan.ports).await?;
-            kernel.set_up(plan.up).await?;
-            kernel.add_addresses(plan.addresses).await
-        },
-        |()| {
-            format!(
-                "{} nodes on the management network {} (mgmt0)",
-                members.len(),
-                net.pool
-            )
-        },
-    )
-    .await
-}
-
-/// The last two phases of a build: waits until `ports` have carrier, then
-/// installs `routes` (`what` qualifies them in the messages: "host ").
-async fn carrier_then_routes<K: Kernel>(
-    kernel: &mut K,
-    progress: &dyn Progress,
-    state: &mut LabState,
-    ports: Vec<(turbonet_host::kernel::Ns, String, usize)>,
-    routes: turbonet_host::kernel::PerNs<turbonet_host::kernel::KernelRoute>,
-    what: &str,
-) -> Result<()> {
-    let count: usize = ports.iter().map(|(_, _, n)| n).sum();
-    timed(
-        progress,
-        state,
-        "links up",
-        kernel.wait_carrier(ports, std::time::Duration::from_secs(30)),
-        |()| format!("{count} {what}ports with carrier"),
-    )
-    .await?;
-    let count: usize = routes.iter().map(|(_, r)| r.len()).sum();
-    let k = &*kernel;
-    timed_counted(
-        progress,
-        state,
-        "routes",
-        (routes.len(), &|| k.finished()),
-        k.add_routes(routes, false),
-        |()| format!("{count} {what}routes installed"),
-    )
-    .await?;
-    Ok(())
-}
-
-/// BGP on `netns` with FRR or BIRD switches: their daemons start once the
-/// fabric is routed.
+/// BGP with FRR or BIRD switches (`netns` only: the P4 targets run the
+/// built-in agents): their daemons start once the fabric is routed.
 fn start_routers(
     lab: &Lab,
     progress: &dyn Progress,
@@ -1223,27 +623,26 @@ pub fn dry_build<K: Kernel>(
     let dir = LabDir::new(&root, &lab.name);
     dir.claim()?;
     let mut state = LabState::new(&lab.name, PathBuf::new(), Vec::new());
-    let host = Host {
-        threads: 1,
-        hash_seed,
+    let mut cx = Build {
+        lab,
+        carriers,
+        routes: &routes,
+        host: Host {
+            threads: 1,
+            hash_seed,
+        },
+        progress,
+        dir: &dir,
+        state: &mut state,
     };
-    let built = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?
-        .block_on(build_kernel(
-            kernel, lab, carriers, &routes, host, progress, &dir, &mut state,
-        ));
+    let built = Builder::of(lab).and_then(|builder| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(builder.kernel(kernel, &mut cx))
+    });
     let _ = fs::remove_dir_all(&root);
     built
-}
-
-/// Fails on purpose after `phase` when `TURBONET_FAIL_AFTER=<phase>` is set,
-/// so tests can check that a failure half way rolls back.
-fn fail_point(phase: &str) -> Result<()> {
-    if std::env::var("TURBONET_FAIL_AFTER").is_ok_and(|p| p == phase) {
-        bail!("failing after {phase} (TURBONET_FAIL_AFTER)");
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -1289,7 +688,7 @@ mod characterisation {
     fn record_text(path: &Path, text: &str) -> Vec<String> {
         let lab = turbonet_topo::parse(&path.display().to_string(), text).unwrap();
         // As on a machine without netem, with per-namespace hash seeds.
-        let carriers = crate::dataplane::carrier::carriers(&lab, false).unwrap();
+        let carriers = crate::carrier::carriers(&lab, false).unwrap();
         let mut kernel = Recorder::new();
         dry_build(&mut kernel, &lab, &carriers, true, &Quiet).unwrap();
         kernel.lines()

@@ -71,7 +71,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::{Fabric, LinkId, Role};
 use crate::units::Rate;
@@ -95,7 +95,7 @@ const BALANCE_SLACK: f64 = 0.05;
 const MAX_EXTRA_SWITCHES: usize = 32;
 
 /// A physical programmable switch: `NAME=PORTSxSPEED`, e.g. `s1=64x100G`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PhysicalSwitch {
     /// Its name: 1-32 bytes of `[A-Za-z0-9_-]`.
     pub name: String,
@@ -301,7 +301,7 @@ pub enum MapError {
 }
 
 /// Which limit fills a switch's ports first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Bound {
     /// The sum of the rates.
@@ -311,7 +311,7 @@ pub enum Bound {
 }
 
 /// A physical switch that would need more ports than it has.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Shortage {
     /// The physical switch.
     pub switch: String,
@@ -348,7 +348,7 @@ impl fmt::Display for Shortage {
 
 /// A refusal: every switch that is short, and switches that would make the
 /// fabric fit.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Refusal {
     /// The switches that are short, in the order given.
     pub shortages: Vec<Shortage>,
@@ -393,7 +393,7 @@ impl fmt::Display for Refusal {
 }
 
 /// What a physical port carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PortKind {
     /// One end of a loopback cable (both ends on one switch).
@@ -422,7 +422,7 @@ impl fmt::Display for PortKind {
 }
 
 /// A physical port: switch name and port number (from 1).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct PortRef {
     /// Physical switch.
     pub switch: String,
@@ -438,7 +438,7 @@ impl fmt::Display for PortRef {
 }
 
 /// A cable a person must connect.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cable {
     /// [`PortKind::Loopback`] or [`PortKind::InterSwitch`].
     pub kind: PortKind,
@@ -453,7 +453,7 @@ pub struct Cable {
 }
 
 /// A host-facing port and the host links it carries.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostPort {
     /// The port.
     pub port: PortRef,
@@ -466,7 +466,7 @@ pub struct HostPort {
 }
 
 /// Where one virtual port runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VirtualPort {
     /// Virtual switch.
     pub virtual_switch: String,
@@ -492,7 +492,7 @@ pub struct VirtualPort {
 }
 
 /// Estimated table entries of a physical switch's pipeline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableEstimate {
     /// Port-mapper entries: one per virtual port.
     pub port_mapper: u32,
@@ -504,7 +504,7 @@ pub struct TableEstimate {
 }
 
 /// What one physical switch carries.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SwitchUsage {
     /// The physical switch.
     pub name: String,
@@ -537,7 +537,7 @@ pub struct SwitchUsage {
 }
 
 /// Which physical switch a virtual switch runs on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Placement {
     /// Virtual switch.
     pub virtual_switch: String,
@@ -546,7 +546,7 @@ pub struct Placement {
 }
 
 /// A virtual fabric mapped onto physical switches.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mapping {
     /// Egress queues per physical port.
     pub queues: u32,

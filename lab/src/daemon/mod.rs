@@ -242,11 +242,13 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
         let fresh = restarts == 0;
         let (plane, start_routes) = if fresh && lab.target != turbonet_topo::Target::Netns {
             let intact = intact.await?;
-            let plane = crate::dataplane::open(&lab, &dir, Some(&intact[..]), 1, &events).await?;
+            let plane =
+                crate::dataplane::open(&lab, &dir, &state, Some(&intact[..]), 1, &events).await?;
             (plane, StartRoutes::Known(intact))
         } else {
             let plane =
-                crate::dataplane::open(&lab, &dir, None, 1 + u128::from(restarts), &events).await?;
+                crate::dataplane::open(&lab, &dir, &state, None, 1 + u128::from(restarts), &events)
+                    .await?;
             (
                 plane,
                 StartRoutes::Computing {
@@ -255,7 +257,7 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
                 },
             )
         };
-        let carriers = Arc::new(crate::dataplane::carrier::link_carriers(&lab));
+        let carriers = Arc::new(crate::carrier::recorded(&lab, &state.carriers));
         let took = |what: &str| {
             tracing::info!(
                 "daemon start: {what} after {:.3} s",

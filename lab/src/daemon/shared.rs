@@ -11,7 +11,7 @@ use turbonet_topo::Lab;
 
 use super::actor::Published;
 use super::command::Queue;
-use crate::dataplane::Carrier;
+use crate::carrier::Carrier;
 use crate::dataplane::plane::Counted;
 use crate::events::Events;
 use crate::routes::bgp::BgpView;

@@ -25,7 +25,7 @@ use turbonet_injectors::{Direction, Impairment, Marks, Note, Watch};
 use turbonet_packetio::timing::{self, SPIN_NS};
 use turbonet_packetio::{Clock, PacketSocket, RxBatch};
 
-use crate::dataplane::Carrier;
+use crate::carrier::Carrier;
 use crate::dataplane::taps::{PortTap, Tap, Taps};
 
 /// Frames read with one `recvmmsg`.

@@ -5,7 +5,7 @@
 
 use turbonet_topo::Lab;
 
-use crate::dataplane::Carrier;
+use crate::carrier::Carrier;
 use turbonet_host::kernel::{Ns, PerNs, Veth, VethEnd};
 
 /// The near end of mirror `i`: its name and ifindex in the engine

@@ -9,6 +9,7 @@
 //! [`engine`] is the userspace link engine impaired links are spliced
 //! through; [`externals`] attaches interfaces of the machine to nodes.
 
+pub(crate) mod build;
 pub mod engine;
 pub mod externals;
 pub mod fibwatch;
@@ -25,7 +26,7 @@ use turbonet_injectors::Impairment;
 use turbonet_routing::Route;
 use turbonet_topo::{Lab, Node};
 
-use crate::dataplane::Carrier;
+use crate::carrier::Carrier;
 use crate::dataplane::kernel_routes::node_kernel_routes;
 use crate::err;
 use crate::error::Result;
@@ -77,17 +78,10 @@ pub(crate) fn node_sysctls(lab: &Lab, node: &Node, has_seed: bool) -> Vec<(&'sta
     s
 }
 
-/// Sysctls of the hidden engine namespace: its interfaces must stay silent
-/// (no IPv6 router solicitations or MLD reports leaking into the links).
-pub(crate) const ENGINE_SYSCTLS: [(&str, &str); 2] = [
-    ("net/ipv6/conf/all/disable_ipv6", "1"),
-    ("net/ipv6/conf/default/disable_ipv6", "1"),
-];
-
 /// True when the lab has a hidden engine namespace: the link engine
 /// splices impaired links there, and mirrors' near ends live there.
-pub fn has_engine_namespace(lab: &Lab, carriers: &[crate::dataplane::Carrier]) -> bool {
-    carriers.iter().any(crate::dataplane::Carrier::is_userspace) || !lab.mirrors.is_empty()
+pub fn has_engine_namespace(lab: &Lab, carriers: &[crate::carrier::Carrier]) -> bool {
+    carriers.iter().any(crate::carrier::Carrier::is_userspace) || !lab.mirrors.is_empty()
 }
 
 /// Every node's namespace in node order (and, with `engine`, the lab's
@@ -107,7 +101,7 @@ pub fn namespace_specs(lab: &Lab, engine: bool, has_seed: bool) -> Vec<Namespace
     if engine {
         specs.push(NamespaceSpec {
             name: names::engine_namespace(&lab.name),
-            sysctls: ENGINE_SYSCTLS
+            sysctls: crate::dataplane::SILENT_SYSCTLS
                 .iter()
                 .map(|(k, v)| (*k, (*v).to_owned()))
                 .collect(),

@@ -16,7 +16,7 @@ use turbonet_routing::Route;
 use turbonet_topo::{Lab, Link, LinkId, LinkParams, NodeId};
 
 use super::engine::{self, EngineLink, TapAt};
-use crate::dataplane::Carrier;
+use crate::carrier::Carrier;
 use crate::dataplane::kernel_routes::node_kernel_routes;
 use crate::dataplane::plane::LinkCounters;
 use crate::dataplane::plane::{Applied, DataPlane, Desired, Tapping};
@@ -155,15 +155,15 @@ impl NetnsPlane {
     /// [`DataPlane::apply`] writes them all).
     pub fn open(
         lab: Arc<Lab>,
+        carriers: &[Carrier],
         routes: Option<Vec<Vec<Route>>>,
         events: &Events,
     ) -> Result<NetnsPlane> {
-        let carriers = crate::dataplane::carrier::link_carriers(&lab);
         let impaired: Vec<&Link> = lab
             .fabric
             .links
             .iter()
-            .zip(&carriers)
+            .zip(carriers)
             .filter(|(_, c)| c.is_userspace())
             .map(|(l, _)| l)
             .collect();
@@ -250,8 +250,8 @@ impl NetnsPlane {
                 params: lab.fabric.links.iter().map(|l| l.params.clone()).collect(),
                 routes,
             },
-            veth_reads: veth_reads(&lab, &carriers),
-            carriers,
+            veth_reads: veth_reads(&lab, carriers),
+            carriers: carriers.to_vec(),
             engine,
             handles: HashMap::new(),
             lab,

@@ -17,7 +17,7 @@ use crate::dataplane::taps::{Captured, Sink};
 /// once the engine has stopped.
 pub fn start_scenario(
     lab: &turbonet_topo::Lab,
-    carriers: &[crate::dataplane::Carrier],
+    carriers: &[crate::carrier::Carrier],
     state: &crate::state::LabState,
     tapper: &dyn Tapping,
     events: &crate::events::Events,

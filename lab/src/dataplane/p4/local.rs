@@ -90,7 +90,7 @@ pub fn namespace_names(lab: &Lab) -> Vec<String> {
 /// switches' control planes.
 pub fn namespace_specs(lab: &Lab) -> Vec<NamespaceSpec> {
     let silent = || {
-        crate::dataplane::netns::ENGINE_SYSCTLS
+        crate::dataplane::SILENT_SYSCTLS
             .iter()
             .map(|(k, v)| (*k, (*v).to_owned()))
             .collect()

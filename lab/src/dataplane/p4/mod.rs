@@ -15,6 +15,7 @@
 //! of switches that run here (hosts, their ports, cables); the soft switch
 //! itself runs as `turbonet softswitch` (`turbonet_softswitch::run`).
 
+pub(crate) mod build;
 pub mod control;
 pub mod cpu;
 pub mod entries;

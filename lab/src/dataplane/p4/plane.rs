@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use futures::future::LocalBoxFuture;
 use turbonet_injectors::Counters;
+use turbonet_topo::mapper::Mapping;
 use turbonet_topo::{Lab, Link, LinkParams, RoutingMode, Target};
 
 use super::control::P4Lab;
@@ -20,7 +21,7 @@ use crate::dataplane::plane::LinkCounters;
 use crate::dataplane::plane::{Applied, DataPlane, Desired};
 use crate::error::{Context, Error, Result};
 use crate::events::Events;
-use crate::state::LabDir;
+use crate::state::{LabDir, LabState};
 
 /// A lab's P4 data plane: a session with each of its switches.
 #[derive(Debug)]
@@ -44,13 +45,20 @@ impl P4Plane {
     pub async fn open(
         lab: Arc<Lab>,
         dir: &LabDir,
+        state: &LabState,
         routes: Option<&[Vec<turbonet_routing::Route>]>,
         election_id: u128,
         events: &Events,
     ) -> Result<P4Plane> {
+        // As `up` mapped it (mapped again only for a state without it).
+        let mapping = match &state.mapping {
+            Some(mapping) => mapping.clone(),
+            None if lab.target == Target::Soft => soft::map(&lab).map_err(Error::Invalid)?,
+            None => switches::map(&lab).map_err(Error::Invalid)?,
+        };
         let switches = match lab.target {
-            Target::Soft => vec![connect_soft(&lab, dir, routes, election_id).await?],
-            _ => connect_p4rt(&lab, dir, routes, election_id).await?,
+            Target::Soft => vec![connect_soft(&lab, mapping, dir, routes, election_id).await?],
+            _ => connect_p4rt(&lab, mapping, state, routes, election_id).await?,
         };
         let mut plane = P4Plane {
             params: lab.fabric.links.iter().map(|l| l.params.clone()).collect(),
@@ -221,11 +229,11 @@ fn add(sum: &mut Counters, c: &Counters) {
 /// entities `up` wrote.
 async fn connect_soft(
     lab: &Lab,
+    mapping: Mapping,
     dir: &LabDir,
     routes: Option<&[Vec<turbonet_routing::Route>]>,
     election_id: u128,
 ) -> Result<P4Lab> {
-    let mapping = soft::map(lab).map_err(Error::Invalid)?;
     let client = super::local::connect_switch(dir, election_id).await?;
     P4Lab::adopt(
         lab,
@@ -242,12 +250,11 @@ async fn connect_soft(
 /// `election_id`, with the entities `up` wrote.
 async fn connect_p4rt(
     lab: &Lab,
-    dir: &LabDir,
+    mapping: Mapping,
+    state: &LabState,
     routes: Option<&[Vec<turbonet_routing::Route>]>,
     election_id: u128,
 ) -> Result<Vec<P4Lab>> {
-    let state = dir.load()?.context("the lab has no state")?;
-    let mapping = switches::map(lab).map_err(Error::Invalid)?;
     let (p4info, _) = switches::pipeline(lab, &state.scenario)?;
     let mut out = Vec::new();
     for sw in &switches::config(lab)?.switches {

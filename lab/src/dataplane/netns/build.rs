@@ -1,0 +1,183 @@
+//! How `up` builds a `netns` lab: a namespace per node (and the link
+//! engine's), veth links, the link engine's side of impaired links, netem
+//! and tbf, addresses, kernel routes.
+
+use turbonet_host::kernel::Kernel;
+use turbonet_topo::Lab;
+
+use crate::carrier::Carrier;
+use crate::dataplane::build::{
+    Build, TargetBuild, carrier_then_routes, fail_point, phase, timed, timed_counted,
+};
+use crate::dataplane::mgmt;
+use crate::dataplane::netns::{self, externals};
+use crate::error::Result;
+use crate::state::Stopwatch;
+
+/// Builds a `netns` lab.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NetnsBuild;
+
+impl TargetBuild for NetnsBuild {
+    fn namespaces(&self, lab: &Lab, carriers: &[Carrier]) -> Vec<String> {
+        let mut names: Vec<String> = (lab.fabric.nodes.iter())
+            .map(|n| crate::names::node_namespace(&lab.name, &n.name))
+            .collect();
+        if netns::has_engine_namespace(lab, carriers) {
+            names.push(crate::names::engine_namespace(&lab.name));
+        }
+        names
+    }
+
+    async fn kernel<K: Kernel>(&self, kernel: &mut K, cx: &mut Build<'_>) -> Result<()> {
+        build(kernel, cx).await
+    }
+
+    async fn start(&self, _: &mut Build<'_>) -> Result<()> {
+        // Its switches are the kernel's: nothing to start.
+        Ok(())
+    }
+}
+
+/// The `netns` target: a namespace per node, veth links, the link engine's
+/// side of impaired links (or netem), addresses, kernel routes.
+async fn build<K: Kernel>(kernel: &mut K, cx: &mut Build<'_>) -> Result<()> {
+    let (lab, carriers, routes, host, progress, dir) =
+        (cx.lab, cx.carriers, cx.routes, cx.host, cx.progress, cx.dir);
+    let state = &mut *cx.state;
+    let mut specs = netns::namespace_specs(
+        lab,
+        netns::has_engine_namespace(lab, carriers),
+        host.hash_seed,
+    );
+    specs.extend(mgmt::namespace_spec(lab));
+    let mut created = timed(
+        progress,
+        state,
+        "namespaces",
+        async { kernel.create_namespaces(&specs, host.threads) },
+        |ns| format!("{} namespaces", ns.len()),
+    )
+    .await?;
+    let hub = lab.mgmt.and_then(|_| created.pop());
+    let (nodes, engine) = created.split_at(lab.fabric.nodes.len());
+    let engine = engine.first().copied();
+    let veths = netns::veths(lab, nodes, engine, carriers)?;
+    let senders = veths
+        .iter()
+        .map(|v| v.local.ns)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    let k = &*kernel;
+    timed_counted(
+        progress,
+        state,
+        "links",
+        (senders, &|| k.finished()),
+        k.add_veths(veths),
+        |()| format!("{} veth pairs", lab.fabric.links.len()),
+    )
+    .await?;
+    fail_point("links")?;
+    if let Some(hub) = hub {
+        let ns_of = |id: turbonet_topo::NodeId| nodes.get(id.0 as usize).copied();
+        mgmt::build(kernel, lab, ns_of, hub, progress, state).await?;
+    }
+
+    if !state.externals.is_empty() {
+        progress.start("externals");
+        let watch = Stopwatch::start();
+        externals::attach(kernel, lab, nodes, dir, state).await?;
+        phase(
+            progress,
+            "externals",
+            format!("{} interfaces attached", state.externals.len()),
+            state,
+            watch.seconds(),
+        );
+    }
+
+    if let (Some(engine), false) = (engine, lab.mirrors.is_empty()) {
+        let (veths, up) = netns::mirrors::veths(lab, nodes, engine, carriers);
+        timed(
+            progress,
+            state,
+            "mirrors",
+            async {
+                kernel.add_veths(veths).await?;
+                kernel.set_up(up).await
+            },
+            |()| format!("{} mirror ports", lab.mirrors.len()),
+        )
+        .await?;
+    }
+
+    if let Some(engine) = engine
+        && carriers.iter().any(crate::carrier::Carrier::is_userspace)
+    {
+        let (up, offloads) = netns::engine_ports(lab, nodes, engine, carriers);
+        let spliced = up.iter().map(|(_, p)| p.len()).sum::<usize>() / 2;
+        timed(
+            progress,
+            state,
+            "engine",
+            async {
+                kernel.set_up(up).await?;
+                kernel.disable_offloads(offloads)
+            },
+            |()| format!("{spliced} impaired links spliced through the link engine"),
+        )
+        .await?;
+    }
+
+    let netem = netns::kernel_engine(lab, nodes, carriers);
+    if netem.links > 0 {
+        let links = netem.links;
+        timed(
+            progress,
+            state,
+            "netem",
+            async {
+                kernel.disable_offloads(netem.offloads)?;
+                for (ns, ifindex, impairment, seed) in &netem.netem {
+                    kernel.set_netem(*ns, *ifindex, impairment, *seed)?;
+                }
+                Ok::<_, turbonet_host::Error>(())
+            },
+            |()| format!("{links} impaired links on the kernel engine"),
+        )
+        .await?;
+    }
+    let (shapers, shaped) = netns::kernel_shapers(lab, nodes, carriers);
+    if shaped > 0 {
+        timed(
+            progress,
+            state,
+            "shapers",
+            async { kernel.set_shapers(shapers) },
+            |()| format!("{shaped} rated links shaped by the kernel (tbf)"),
+        )
+        .await?;
+    }
+    let addresses = netns::addresses(lab, nodes);
+    let count: usize = addresses.iter().map(|(_, a)| a.len()).sum();
+    let rules = netns::host_rules(lab, nodes);
+    let k = &*kernel;
+    timed_counted(
+        progress,
+        state,
+        "addresses",
+        (2 * nodes.len() + rules.len(), &|| k.finished()),
+        async {
+            k.set_up(netns::loopbacks(nodes)).await?;
+            k.add_addresses(addresses).await?;
+            k.add_rules(rules).await
+        },
+        |()| format!("{count} addresses"),
+    )
+    .await?;
+    fail_point("addresses")?;
+    let ports = netns::carrier_ports(lab, nodes);
+    let kernel_routes = netns::kernel_routes(lab, nodes, routes)?;
+    carrier_then_routes(kernel, progress, state, ports, kernel_routes, "").await
+}
