@@ -18,11 +18,11 @@ use crate::dataplane::p4::{soft, switches};
 use crate::error::{Context, Error, Result};
 use crate::limits;
 use crate::routes::bgp;
+use crate::progress::Progress;
 use crate::state::{LabDir, LabState, Phase, Stopwatch, Timing};
 use turbonet_host::kernel::{Kernel, Netlink};
 use turbonet_host::{namespaces, process};
 
-pub use crate::progress::{Progress, Quiet};
 
 /// Reads and parses a scenario file: the lab and the file's text, or its
 /// located diagnostics ([`Error::Scenario`]).
@@ -690,7 +690,7 @@ mod characterisation {
         // As on a machine without netem, with per-namespace hash seeds.
         let carriers = crate::carrier::carriers(&lab, false).unwrap();
         let mut kernel = Recorder::new();
-        dry_build(&mut kernel, &lab, &carriers, true, &Quiet).unwrap();
+        dry_build(&mut kernel, &lab, &carriers, true, &crate::progress::Quiet).unwrap();
         kernel.lines()
     }
 

@@ -4,7 +4,7 @@
 use std::io::{self, IsTerminal, Write};
 
 use turbonet_lab::state::Timing;
-use turbonet_lab::up::Progress;
+use turbonet_lab::progress::Progress;
 
 /// Progress lines on stderr (none when quiet; notes always).
 #[derive(Debug)]
