@@ -297,9 +297,28 @@ impl Kernel for IpBatch {
         })
     }
 
+    fn open_namespaces(&mut self, _names: &[String]) -> Result<Vec<Ns>> {
+        turbonet_host::bail!("the kernel's cost is measured for `up`, which opens no namespace")
+    }
+
     async fn set_up(&self, links: PerNs<u32>) -> Result<()> {
         self.per_ns(Tool::Ip, links, |ns, i| {
             Ok(format!("link set dev {} up", self.ifname(ns, i)?))
+        })
+    }
+
+    async fn set_down(&self, links: PerNs<u32>) -> Result<()> {
+        self.per_ns(Tool::Ip, links, |ns, i| {
+            Ok(format!("link set dev {} down", self.ifname(ns, i)?))
+        })
+    }
+
+    async fn delete_routes(&self, routes: PerNs<(ipnet::Ipv4Net, Option<u32>)>) -> Result<()> {
+        self.per_ns(Tool::Ip, routes, |_, (prefix, table)| {
+            Ok(format!(
+                "route del {prefix} proto static table {}",
+                table.unwrap_or(254)
+            ))
         })
     }
 

@@ -164,6 +164,10 @@ pub trait Kernel {
     /// sets each one's sysctls inside it; returns them in order.
     fn create_namespaces(&mut self, specs: &[NamespaceSpec], threads: usize) -> Result<Vec<Ns>>;
 
+    /// Opens namespaces that exist already (a running lab's), by name, for
+    /// the requests that follow.
+    fn open_namespaces(&mut self, names: &[String]) -> Result<Vec<Ns>>;
+
     /// Creates veth pairs.
     fn add_veths(&self, veths: Vec<Veth>) -> impl Future<Output = Result<()>>;
 
@@ -176,6 +180,9 @@ pub trait Kernel {
 
     /// Brings interfaces up, per namespace.
     fn set_up(&self, links: PerNs<u32>) -> impl Future<Output = Result<()>>;
+
+    /// Takes interfaces (by ifindex) administratively down.
+    fn set_down(&self, links: PerNs<u32>) -> impl Future<Output = Result<()>>;
 
     /// Turns segmentation and checksum offloads off on interfaces, per
     /// namespace (where turbonet reads and writes whole frames).
@@ -199,6 +206,13 @@ pub trait Kernel {
     /// Installs token-bucket shapers as root qdiscs, per namespace:
     /// `(ifindex, tbf)`.
     fn set_shapers(&self, shapers: PerNs<(u32, tbf::Tbf)>) -> Result<()>;
+
+    /// Deletes turbonet's routes to these prefixes, in a table (`None`:
+    /// the main one); a route already gone is fine.
+    fn delete_routes(
+        &self,
+        routes: PerNs<(Ipv4Net, Option<u32>)>,
+    ) -> impl Future<Output = Result<()>>;
 
     /// Adds source rules, per namespace.
     fn add_rules(&self, rules: PerNs<SourceRule>) -> impl Future<Output = Result<()>>;

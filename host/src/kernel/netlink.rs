@@ -224,6 +224,17 @@ impl Kernel for Netlink {
         Ok((first..self.namespaces.len()).map(Ns).collect())
     }
 
+    fn open_namespaces(&mut self, names: &[String]) -> Result<Vec<Ns>> {
+        let first = self.namespaces.len();
+        for name in names {
+            let ns = namespaces::open(name).with_context(|| format!("opening namespace {name}"))?;
+            let socket = namespaces::in_namespace(&ns, namespaces::route_socket)
+                .with_context(|| format!("a netlink socket in {name}"))?;
+            self.namespaces.push(NodeNs::new(ns, socket));
+        }
+        Ok((first..self.namespaces.len()).map(Ns).collect())
+    }
+
     async fn add_veths(&self, veths: Vec<Veth>) -> Result<()> {
         let mut by_ns: BTreeMap<Ns, Vec<Veth>> = BTreeMap::new();
         // One connection per namespace, shared by the requests that create
@@ -351,6 +362,26 @@ impl Kernel for Netlink {
         Ok(())
     }
 
+    async fn set_down(&self, links: PerNs<u32>) -> Result<()> {
+        per_node(&self.finished, links, |(ns, indices)| async move {
+            let handle = self.namespace(ns)?.handle()?;
+            pipelined(indices.into_iter().map(|index| {
+                let request = handle
+                    .link()
+                    .set(LinkUnspec::new_with_index(index).down().build());
+                async move {
+                    request
+                        .execute()
+                        .await
+                        .with_context(|| format!("taking interface {index} down"))
+                }
+            }))
+            .await
+        })
+        .await?;
+        Ok(())
+    }
+
     fn disable_offloads(&self, links: PerNs<String>) -> Result<()> {
         for (ns, names) in links {
             namespaces::in_namespace(&self.namespace(ns)?.ns, || {
@@ -405,6 +436,21 @@ impl Kernel for Netlink {
         per_node(&self.finished, routes, |(ns, routes)| async move {
             let handle = self.namespace(ns)?.handle()?;
             install(&handle, routes, replace).await
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn delete_routes(&self, routes: PerNs<(ipnet::Ipv4Net, Option<u32>)>) -> Result<()> {
+        per_node(&self.finished, routes, |(ns, routes)| async move {
+            let handle = self.namespace(ns)?.handle()?;
+            for (prefix, table) in routes {
+                match table {
+                    None => delete_route(&handle, prefix).await?,
+                    Some(table) => delete_route_in(&handle, prefix, table).await?,
+                }
+            }
+            Ok(())
         })
         .await?;
         Ok(())

@@ -97,6 +97,35 @@ impl Kernel for Recorder {
         Ok(())
     }
 
+    fn open_namespaces(&mut self, names: &[String]) -> Result<Vec<Ns>> {
+        let first = self.names.len();
+        for name in names {
+            self.push(format!("open {name}"));
+            self.names.push(name.clone());
+        }
+        Ok((first..self.names.len()).map(Ns).collect())
+    }
+
+    async fn set_down(&self, links: PerNs<u32>) -> Result<()> {
+        for (ns, indices) in links {
+            let list: Vec<String> = indices.iter().map(|i| format!("#{i}")).collect();
+            self.push(format!("down {} {}", self.name(ns), list.join(" ")));
+        }
+        Ok(())
+    }
+
+    async fn delete_routes(&self, routes: PerNs<(ipnet::Ipv4Net, Option<u32>)>) -> Result<()> {
+        for (ns, routes) in routes {
+            for (prefix, table) in routes {
+                self.push(match table {
+                    None => format!("route-del {} {prefix}", self.name(ns)),
+                    Some(t) => format!("route-del {} {prefix} table {t}", self.name(ns)),
+                });
+            }
+        }
+        Ok(())
+    }
+
     async fn set_up(&self, links: PerNs<u32>) -> Result<()> {
         for (ns, indices) in links {
             let list: Vec<String> = indices.iter().map(|i| format!("#{i}")).collect();

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::future::LocalBoxFuture;
 use ipnet::Ipv4Net;
-use rtnetlink::LinkUnspec;
+
 use turbonet_injectors::{Impairment, direction_seed};
 use turbonet_packetio::{Clock, PacketSocket};
 use turbonet_routing::Route;
@@ -24,6 +24,7 @@ use crate::dataplane::taps::{Sink, Tap};
 use crate::error::{Context, Error, Result};
 use crate::events::Events;
 use crate::names;
+use turbonet_host::kernel::{Kernel, Netlink, Ns};
 use turbonet_host::namespaces;
 
 /// The link engine running impaired links on its own thread.
@@ -49,12 +50,19 @@ struct Current {
     routes: Option<Vec<Vec<Route>>>,
 }
 
-/// A lab's `netns` data plane.
+/// A lab's `netns` data plane, which writes to the kernel through `K`
+/// (rtnetlink; recorded in the tests of what `fail`, `restore` and `link
+/// set` ask).
 #[derive(Debug)]
-pub struct NetnsPlane {
+pub struct NetnsPlane<K: Kernel = Netlink> {
     lab: Arc<Lab>,
     carriers: Vec<Carrier>,
     engine: Engine,
+    /// What writes to the kernel.
+    kernel: K,
+    /// The nodes' namespaces it has opened, as `kernel` knows them.
+    opened: HashMap<NodeId, Ns>,
+    /// Handles in nodes' namespaces, to read their ports' counters.
     handles: HashMap<NodeId, rtnetlink::Handle>,
     /// Where the counters of the links outside the engine are read: per
     /// node, its ports (link, ifindex, which end of the link it is).
@@ -147,18 +155,32 @@ fn watched_end(lab: &Lab, link: &Link) -> usize {
     )
 }
 
-impl NetnsPlane {
-    /// Takes over a lab `up` built: starts the link engine on the impaired
-    /// links (their sockets opened in the engine's namespace) with the
-    /// scenario's parameters, and knows the fabric as `up` left it: every
-    /// link up, `routes` installed (`None`: not known; the first
-    /// [`DataPlane::apply`] writes them all).
+impl NetnsPlane<Netlink> {
+    /// Takes over a lab `up` built, writing to the kernel through
+    /// rtnetlink (see [`NetnsPlane::with_kernel`]).
     pub fn open(
         lab: Arc<Lab>,
         carriers: &[Carrier],
         routes: Option<Vec<Vec<Route>>>,
         events: &Events,
     ) -> Result<NetnsPlane> {
+        NetnsPlane::with_kernel(Netlink::new(), lab, carriers, routes, events)
+    }
+}
+
+impl<K: Kernel> NetnsPlane<K> {
+    /// Takes over a lab `up` built: starts the link engine on the impaired
+    /// links (their sockets opened in the engine's namespace) with the
+    /// scenario's parameters, and knows the fabric as `up` left it: every
+    /// link up, `routes` installed (`None`: not known; the first
+    /// [`DataPlane::apply`] writes them all).
+    pub(crate) fn with_kernel(
+        kernel: K,
+        lab: Arc<Lab>,
+        carriers: &[Carrier],
+        routes: Option<Vec<Vec<Route>>>,
+        events: &Events,
+    ) -> Result<NetnsPlane<K>> {
         let impaired: Vec<&Link> = lab
             .fabric
             .links
@@ -253,12 +275,26 @@ impl NetnsPlane {
             veth_reads: veth_reads(&lab, carriers),
             carriers: carriers.to_vec(),
             engine,
+            kernel,
+            opened: HashMap::new(),
             handles: HashMap::new(),
             lab,
         })
     }
 
-    /// An rtnetlink handle inside `node`'s namespace (opened once).
+    /// `node`'s namespace as the kernel side knows it (opened once).
+    fn namespace(&mut self, node: NodeId) -> Result<Ns> {
+        if let Some(&ns) = self.opened.get(&node) {
+            return Ok(ns);
+        }
+        let name = names::node_namespace(&self.lab.name, &self.lab.fabric.node(node).name);
+        let ns = self.kernel.open_namespaces(&[name])?[0];
+        self.opened.insert(node, ns);
+        Ok(ns)
+    }
+
+    /// An rtnetlink handle inside `node`'s namespace (opened once), to read
+    /// its ports' counters.
     fn handle(&mut self, node: NodeId) -> Result<rtnetlink::Handle> {
         if let Some(h) = self.handles.get(&node) {
             return Ok(h.clone());
@@ -277,40 +313,34 @@ impl NetnsPlane {
         let link = lab.fabric.link(link);
         for end in &link.ends {
             let index = names::port_index(&lab, end.node, link.id).expect("link's end is a port");
-            let handle = self.handle(end.node)?;
-            let message = if up {
-                LinkUnspec::new_with_index(index).up().build()
+            let port = vec![(self.namespace(end.node)?, vec![index])];
+            let done = if up {
+                self.kernel.set_up(port).await
             } else {
-                LinkUnspec::new_with_index(index).down().build()
+                self.kernel.set_down(port).await
             };
-            handle
-                .link()
-                .set(message)
-                .execute()
-                .await
-                .with_context(|| {
-                    format!(
-                        "{} port {} {}",
-                        lab.fabric.node(end.node).name,
-                        end.ifname,
-                        if up { "up" } else { "down" }
-                    )
-                })?;
+            done.with_context(|| {
+                format!(
+                    "{} port {} {}",
+                    lab.fabric.node(end.node).name,
+                    end.ifname,
+                    if up { "up" } else { "down" }
+                )
+            })?;
         }
         Ok(())
     }
 
     /// The namespace of `end` of `link`, its port's ifindex there, and the
-    /// namespace's name.
+    /// node's name.
     fn end_port(
-        &self,
+        &mut self,
         link: &Link,
         end: &turbonet_topo::Endpoint,
-    ) -> Result<(std::os::fd::OwnedFd, u32, String)> {
-        let ns_name = names::node_namespace(&self.lab.name, &self.lab.fabric.node(end.node).name);
-        let ns = namespaces::open(&ns_name).with_context(|| format!("opening {ns_name}"))?;
+    ) -> Result<(Ns, u32, String)> {
+        let ns = self.namespace(end.node)?;
         let index = names::port_index(&self.lab, end.node, link.id).expect("link's end is a port");
-        Ok((ns, index, ns_name))
+        Ok((ns, index, self.lab.fabric.node(end.node).name.clone()))
     }
 
     /// Gives `link` `params` in the engine that carries it.
@@ -319,19 +349,21 @@ impl NetnsPlane {
         match &self.carriers[link.id.0 as usize] {
             Carrier::Kernel => {
                 for (direction, end) in link.ends.iter().enumerate() {
-                    let (ns, index, ns_name) = self.end_port(link, end)?;
+                    let (ns, index, node) = self.end_port(link, end)?;
                     let seed = direction_seed(self.lab.seed, &link.name, direction as u8);
-                    turbonet_host::kernel::netem::apply(&ns, index, &impairment, seed)
-                        .with_context(|| format!("netem on {} in {ns_name}", end.ifname))?;
+                    self.kernel
+                        .set_netem(ns, index, &impairment, seed)
+                        .with_context(|| format!("netem on {} of {node}", end.ifname))?;
                 }
                 Ok(())
             }
             Carrier::Shaper => {
                 let tbf = super::shaper_for(params).map_err(|e| Error::Invalid(e.to_string()))?;
                 for end in &link.ends {
-                    let (ns, index, ns_name) = self.end_port(link, end)?;
-                    turbonet_host::kernel::tbf::apply(&ns, index, &tbf)
-                        .with_context(|| format!("tbf on {} in {ns_name}", end.ifname))?;
+                    let (ns, index, node) = self.end_port(link, end)?;
+                    self.kernel
+                        .set_shapers(vec![(ns, vec![(index, tbf)])])
+                        .with_context(|| format!("tbf on {} of {node}", end.ifname))?;
                 }
                 Ok(())
             }
@@ -365,10 +397,8 @@ impl NetnsPlane {
         if gone.is_empty() && changed.is_empty() {
             return Ok(0);
         }
-        let handle = self.handle(node)?;
-        for prefix in &gone {
-            turbonet_host::kernel::delete_route(&handle, *prefix).await?;
-        }
+        let ns = self.namespace(node)?;
+        let mut deleted: Vec<(Ipv4Net, Option<u32>)> = gone.iter().map(|&p| (p, None)).collect();
         let mut kernel = node_kernel_routes(
             &lab,
             n,
@@ -380,22 +410,25 @@ impl NetnsPlane {
         // left without a port up loses its route.
         let nic_routes = super::nic_routes(&lab, n, want)?;
         let had = super::nic_routes(&lab, n, have)?;
-        for old in had
-            .iter()
-            .filter(|o| !nic_routes.iter().any(|r| r.table == o.table))
-        {
-            turbonet_host::kernel::delete_route_in(&handle, old.prefix, old.table.unwrap_or(254))
-                .await?;
-        }
+        deleted.extend(
+            had.iter()
+                .filter(|o| !nic_routes.iter().any(|r| r.table == o.table))
+                .map(|old| (old.prefix, Some(old.table.unwrap_or(254)))),
+        );
         kernel.extend(nic_routes.into_iter().filter(|r| !had.contains(r)));
-        turbonet_host::kernel::install(&handle, kernel, true)
+        self.kernel
+            .delete_routes(vec![(ns, deleted)])
+            .await
+            .with_context(|| n.name.clone())?;
+        self.kernel
+            .add_routes(vec![(ns, kernel)], true)
             .await
             .with_context(|| n.name.clone())?;
         Ok(gone.len() + changed.len())
     }
 }
 
-impl DataPlane for NetnsPlane {
+impl<K: Kernel + std::fmt::Debug + 'static> DataPlane for NetnsPlane<K> {
     fn installed(&mut self, routes: &[Vec<Route>]) {
         if self.applied.routes.is_none() {
             self.applied.routes = Some(routes.to_vec());
@@ -595,5 +628,177 @@ fn passed((packets, bytes): (u64, u64)) -> turbonet_injectors::Counters {
         tx_packets: packets,
         tx_bytes: bytes,
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod characterisation {
+    //! What `fail`, `restore` and `link set` ask of the kernel on a `netns`
+    //! lab, as the daemon's plane applies them, recorded and compared with
+    //! `lab/tests/golden/run/<case>.txt`, so a change of how a running
+    //! fabric is changed shows without root. Impaired links are carried by
+    //! the kernel here (netem, tbf), as on a machine that has `sch_netem`.
+    //! Regenerate with `UPDATE_GOLDEN=1 cargo test -p turbonet-lab
+    //! characterisation`.
+
+    use std::path::{Path, PathBuf};
+
+    use turbonet_host::kernel::Recorder;
+    use turbonet_routing::Failures;
+
+    use super::*;
+    use crate::state::LabDir;
+
+    fn workspace() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("in the workspace")
+            .to_path_buf()
+    }
+
+    /// A static lab's routes with `failures` down, as its route source has
+    /// them (next hops through ports that are down pruned).
+    fn static_routes(lab: &Lab, failures: &Failures) -> Vec<Vec<Route>> {
+        assert_eq!(lab.routing.mode, turbonet_topo::RoutingMode::Static);
+        let mut routes = turbonet_routing::static_routes(&lab.fabric);
+        for (node, mine) in lab.fabric.nodes.iter().zip(&mut routes) {
+            failures.prune(&lab.fabric, node.id, mine);
+        }
+        routes
+    }
+
+    /// The requests of `changes` applied one after another to the bundled
+    /// scenario `file`, each under a `# what` line.
+    fn record(file: &str, changes: &[(&str, Failures, Vec<LinkParams>)]) -> String {
+        let path = workspace().join("scenarios").join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lab = Arc::new(turbonet_topo::parse(&path.display().to_string(), &text).unwrap());
+        let carriers = crate::carrier::carriers(&lab, true).unwrap();
+        assert!(
+            !carriers.iter().any(Carrier::is_userspace),
+            "{file}: the link engine needs root"
+        );
+        let root =
+            std::env::temp_dir().join(format!("turbonet-run-golden-{}-{file}", std::process::id()));
+        let dir = LabDir::new(&root, &lab.name);
+        dir.claim().unwrap();
+        let events = Events::open(&dir, crate::events::unix_now()).unwrap();
+        let routes = static_routes(&lab, &Failures::default());
+        let mut plane = NetnsPlane::with_kernel(
+            Recorder::default(),
+            lab.clone(),
+            &carriers,
+            Some(routes),
+            &events,
+        )
+        .unwrap();
+        let mut out = String::new();
+        let mut seen = 0;
+        for (what, failures, params) in changes {
+            let routes = static_routes(&lab, failures);
+            let desired = Desired {
+                failures,
+                params,
+                routes: &routes,
+            };
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(plane.apply(desired))
+                .unwrap();
+            let lines = plane.kernel.lines();
+            out.push_str(&format!("# {what}\n"));
+            for line in &lines[seen..] {
+                out.push_str(line);
+                out.push('\n');
+            }
+            seen = lines.len();
+        }
+        plane.stop().unwrap();
+        drop(events);
+        let _ = std::fs::remove_dir_all(&root);
+        out
+    }
+
+    /// Compares `text` with the golden file `case`, or writes it.
+    fn golden(case: &str, text: &str) {
+        let path = workspace().join(format!("lab/tests/golden/run/{case}.txt"));
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, text).unwrap();
+            return;
+        }
+        let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+            panic!(
+                "no golden file {}; run with UPDATE_GOLDEN=1",
+                path.display()
+            )
+        });
+        assert!(
+            expected == text,
+            "{case}: the requests differ from {} (UPDATE_GOLDEN=1 rewrites it):\n{text}",
+            path.display()
+        );
+    }
+
+    /// Fail and restore an uplink of fat-tree k=4, then a whole switch.
+    #[test]
+    fn fail_and_restore_take_ports_down_and_rewrite_the_routes_around_them() {
+        let lab = {
+            let path = workspace().join("scenarios/fat-tree-k4.toml");
+            turbonet_topo::parse("k4", &std::fs::read_to_string(path).unwrap()).unwrap()
+        };
+        let params: Vec<LinkParams> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
+        let link = lab.fabric.link_by_name("edge0-0--agg0-0").unwrap().id;
+        let switch = lab.fabric.node_by_name("agg0-1").unwrap().id;
+        let failed = |links: &[LinkId], nodes: &[NodeId]| Failures {
+            links: links.iter().copied().collect(),
+            nodes: nodes.iter().copied().collect(),
+        };
+        let text = record(
+            "fat-tree-k4.toml",
+            &[
+                (
+                    "fail link edge0-0--agg0-0",
+                    failed(&[link], &[]),
+                    params.clone(),
+                ),
+                (
+                    "restore link edge0-0--agg0-0",
+                    failed(&[], &[]),
+                    params.clone(),
+                ),
+                ("fail node agg0-1", failed(&[], &[switch]), params.clone()),
+                ("restore node agg0-1", failed(&[], &[]), params),
+            ],
+        );
+        golden("fat-tree-k4-fail-restore", &text);
+    }
+
+    /// `link set` on a link netem carries, then `link reset`.
+    #[test]
+    fn link_set_replaces_netem_on_both_ends() {
+        let lab = {
+            let path = workspace().join("scenarios/two-hosts.toml");
+            turbonet_topo::parse("duo", &std::fs::read_to_string(path).unwrap()).unwrap()
+        };
+        let scenario: Vec<LinkParams> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
+        let link = lab.fabric.link_by_name("h1--s1").unwrap().id.0 as usize;
+        let mut set = scenario.clone();
+        set[link].delay = Some("20ms".parse().unwrap());
+        set[link].loss = Some("0.1%".parse().unwrap());
+        let text = record(
+            "two-hosts.toml",
+            &[
+                (
+                    "link set h1--s1 --delay 20ms --loss 0.1%",
+                    Failures::default(),
+                    set,
+                ),
+                ("link reset h1--s1", Failures::default(), scenario),
+            ],
+        );
+        golden("two-hosts-link-set", &text);
     }
 }
