@@ -17,12 +17,11 @@ use crate::dataplane::netns::externals;
 use crate::dataplane::p4::{soft, switches};
 use crate::error::{Context, Error, Result};
 use crate::limits;
-use crate::routes::bgp;
 use crate::progress::Progress;
+use crate::routes::bgp;
 use crate::state::{LabDir, LabState, Phase, Stopwatch, Timing};
 use turbonet_host::kernel::{Kernel, Netlink};
 use turbonet_host::{namespaces, process};
-
 
 /// Reads and parses a scenario file: the lab and the file's text, or its
 /// located diagnostics ([`Error::Scenario`]).

@@ -3,8 +3,8 @@
 
 use std::io::{self, IsTerminal, Write};
 
-use turbonet_lab::state::Timing;
 use turbonet_lab::progress::Progress;
+use turbonet_lab::state::Timing;
 
 /// Progress lines on stderr (none when quiet; notes always).
 #[derive(Debug)]
