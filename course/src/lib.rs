@@ -10,7 +10,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use turbonet_topo::course::{FrameKind, Task, TaskCheck};
+use turbonet_experiment::judge::{
+    Observed, Port, SeenEnd, SeenLink, SeenLookup, SeenRoute, verdict,
+};
+use turbonet_topo::check::{Check, FrameKind};
+use turbonet_topo::course::Task;
 use turbonet_topo::{Lab, NodeId};
 
 use turbonet_host::kernel::interfaces::PortState;
@@ -18,7 +22,6 @@ use turbonet_host::kernel::table::TableRoute;
 use turbonet_lab::check::addresses;
 use turbonet_lab::error::{Error, Result};
 use turbonet_lab::inspect::Running;
-use turbonet_lab::workload::Report;
 
 /// The scenario file of a lab's folder.
 pub const SCENARIO: &str = "lab.toml";
@@ -201,10 +204,13 @@ pub fn grade(running: &Running, only: Option<&str>) -> Result<Grade> {
         None => lab.tasks.iter().collect(),
         Some(name) => vec![task(lab, name)?],
     };
-    let checks: Vec<&TaskCheck> = tasks.iter().flat_map(|t| &t.checks).collect();
+    let checks: Vec<&Check> = tasks.iter().flat_map(|t| &t.checks).collect();
     let mut found = Found::default();
+    found.observed.nodes = lab.fabric.nodes.iter().map(|n| n.name.clone()).collect();
     found.probe(lab, &checks)?;
     found.measure(running, &checks)?;
+    found.record(running, &checks);
+    let observed = found.observed;
     let tasks: Vec<TaskGrade> = tasks
         .into_iter()
         .map(|t| {
@@ -212,11 +218,11 @@ pub fn grade(running: &Running, only: Option<&str>) -> Result<Grade> {
                 .checks
                 .iter()
                 .map(|c| {
-                    let problem = found.problem(running, c);
+                    let judged = verdict(c, &observed);
                     CheckResult {
                         check: c.describe(|n| lab.fabric.node(n).name.as_str()),
-                        ok: problem.is_none(),
-                        problem,
+                        ok: judged.pass,
+                        problem: (!judged.pass).then(|| judged.standalone()),
                     }
                 })
                 .collect();
@@ -252,7 +258,7 @@ pub fn graded_workloads<'a>(lab: &'a Lab, only: Option<&str>) -> Vec<&'a str> {
         .iter()
         .filter(|t| only.is_none_or(|o| t.name == o))
         .flat_map(|t| &t.checks);
-    for name in checks.filter_map(TaskCheck::graded_workload) {
+    for name in checks.filter_map(Check::graded_workload) {
         if !names.contains(&name) {
             names.push(name);
         }
@@ -273,33 +279,19 @@ pub fn task<'a>(lab: &'a Lab, name: &str) -> Result<&'a Task> {
     })
 }
 
-/// A node's routes and its interfaces' names by index.
-type Table = (Vec<TableRoute>, HashMap<u32, String>);
-
-/// What the checks need of the lab, read once: probe answers and routing
-/// tables.
+/// What the checks need of the lab, measured once.
 #[derive(Default)]
 struct Found {
     /// (from, address) -> answered.
     answered: HashMap<(NodeId, Ipv4Addr), bool>,
-    /// Routing tables by node, read when first needed.
-    tables: BTreeMap<NodeId, Result<Table>>,
     /// Ports by node, read when first needed.
-    ports: BTreeMap<NodeId, Result<HashMap<String, PortState>>>,
-    /// Every switch's sessions, read when first needed.
-    bgp: Option<Result<turbonet_lab::routes::bgp::BgpReport>>,
-    /// The reports of the workloads the checks name, by name.
-    workloads: HashMap<String, Report>,
-    /// What each capture check counted, by the check's address.
-    captured: HashMap<usize, Result<u64>>,
-    /// What each filter counted while the workloads ran: (seen, dropped).
-    filtered: HashMap<String, (u64, u64)>,
+    ports: BTreeMap<NodeId, std::result::Result<HashMap<String, PortState>, String>>,
+    /// What the checks are judged on.
+    observed: Observed,
 }
 
-/// A check's identity while grading: its address.
-fn key(check: &TaskCheck) -> usize {
-    std::ptr::from_ref(check) as usize
-}
+/// A capture check's measurement: its link, direction and frames.
+type Captured = (String, String, FrameKind);
 
 /// Every filter's counters now, summed by name: (seen, dropped).
 fn filter_counts(running: &Running) -> Result<HashMap<String, (u64, u64)>> {
@@ -352,17 +344,9 @@ fn frame_is(kind: FrameKind, frame: &turbonet_lab::capture::Frame<'_>) -> bool {
     }
 }
 
-/// Counts the frames of a capture check's kind on its link until `until`.
-fn count_frames(running: &Running, check: &TaskCheck, until: Instant) -> Result<u64> {
-    let TaskCheck::Capture {
-        link,
-        direction,
-        frames,
-        ..
-    } = check
-    else {
-        return Ok(0);
-    };
+/// Counts the frames of a kind on a link until `until`.
+fn count_frames(running: &Running, what: &Captured, until: Instant) -> Result<u64> {
+    let (link, direction, frames) = what;
     let options = turbonet_lab::capture::Options {
         link: link.clone(),
         direction: direction.clone(),
@@ -382,12 +366,12 @@ fn count_frames(running: &Running, check: &TaskCheck, until: Instant) -> Result<
 
 impl Found {
     /// Sends every reachability check's probes at once.
-    fn probe(&mut self, lab: &Lab, checks: &[&TaskCheck]) -> Result<()> {
+    fn probe(&mut self, lab: &Lab, checks: &[&Check]) -> Result<()> {
         // (from, address): each probed once, however many checks want it.
         let wanted: BTreeSet<(NodeId, Ipv4Addr)> = checks
             .iter()
             .filter_map(|c| match c {
-                TaskCheck::Reach { from, to, .. } => Some((*from, *to)),
+                Check::Reach { from, to, .. } => Some((*from, *to)),
                 _ => None,
             })
             .flat_map(|(from, to)| addresses(lab, to).into_iter().map(move |a| (from, a)))
@@ -407,19 +391,37 @@ impl Found {
             .collect();
         let answered = turbonet_lab::check::probe(lab, &senders, &probes, PROBE_TIMEOUT)?;
         self.answered = wanted.into_iter().zip(answered).collect();
+        for c in checks {
+            if let Check::Reach { from, to, .. } = c {
+                let seen = addresses(lab, *to)
+                    .into_iter()
+                    .map(|a| (a, self.answered.get(&(*from, a)).copied().unwrap_or(false)))
+                    .collect();
+                self.observed.probes.insert((*from, *to), seen);
+            }
+        }
         Ok(())
     }
 
     /// Runs the graded workloads the checks name while capturing the links
     /// capture checks name and counting what the filters of filter checks
     /// do ([`Found::run_workloads`]).
-    fn measure(&mut self, running: &Running, checks: &[&TaskCheck]) -> Result<()> {
-        let captures: Vec<&TaskCheck> = checks
+    fn measure(&mut self, running: &Running, checks: &[&Check]) -> Result<()> {
+        let captures: Vec<Captured> = checks
             .iter()
-            .copied()
-            .filter(|c| matches!(c, TaskCheck::Capture { .. }))
+            .filter_map(|c| match c {
+                Check::Capture {
+                    link,
+                    direction,
+                    frames,
+                    ..
+                } => Some((link.clone(), direction.clone(), *frames)),
+                _ => None,
+            })
+            .collect::<BTreeSet<_>>()
+            .into_iter()
             .collect();
-        let filters = checks.iter().any(|c| matches!(c, TaskCheck::Filter { .. }));
+        let filters = checks.iter().any(|c| matches!(c, Check::Filter { .. }));
         if captures.is_empty() && !filters {
             return self.run_workloads(running, checks);
         }
@@ -461,12 +463,13 @@ impl Found {
                 .collect();
             ran.map(|()| counted)
         })?;
-        for (c, n) in captures.iter().zip(counted) {
-            self.captured.insert(key(c), n);
+        for (c, n) in captures.into_iter().zip(counted) {
+            let n = n.map_err(|e| format!("cannot capture {}: {e}", c.0));
+            self.observed.captured.insert(c, n);
         }
         if filters {
             let after = filter_counts(running)?;
-            self.filtered = after
+            self.observed.filtered = after
                 .into_iter()
                 .map(|(name, (seen, dropped))| {
                     let (s0, d0) = before.get(&name).copied().unwrap_or_default();
@@ -480,7 +483,7 @@ impl Found {
     /// Runs the graded workloads the checks name, together (each as the
     /// lab's file has it, its `start` after now), waits for them to end,
     /// and keeps their reports with those of the workloads the student ran.
-    fn run_workloads(&mut self, running: &Running, checks: &[&TaskCheck]) -> Result<()> {
+    fn run_workloads(&mut self, running: &Running, checks: &[&Check]) -> Result<()> {
         let graded: BTreeSet<&str> = checks.iter().filter_map(|c| c.graded_workload()).collect();
         let ran: BTreeSet<&str> = checks
             .iter()
@@ -513,439 +516,124 @@ impl Found {
             }
             std::thread::sleep(Duration::from_millis(200));
         };
-        self.workloads = reports
+        self.observed.workloads = reports
             .into_iter()
             .filter(|r| graded.contains(r.name.as_str()) || ran.contains(r.name.as_str()))
-            .map(|r| (r.name.clone(), r))
             .collect();
         Ok(())
     }
 
-    /// What is wrong with `check` (`None`: it holds).
-    fn problem(&mut self, running: &Running, check: &TaskCheck) -> Option<String> {
+    /// Reads what the other checks are judged on: routes, lookups, BGP,
+    /// commands' outcomes, ports; each once, however many checks want it.
+    fn record(&mut self, running: &Running, checks: &[&Check]) {
         let lab = &running.lab;
         let name = |n: NodeId| lab.fabric.node(n).name.clone();
-        match check {
-            TaskCheck::Reach {
-                from,
-                to,
-                reachable,
-            } => {
-                let addrs = addresses(lab, *to);
-                let (answered, silent): (Vec<Ipv4Addr>, Vec<Ipv4Addr>) = addrs
-                    .iter()
-                    .partition(|a| self.answered.get(&(*from, **a)).copied().unwrap_or(false));
-                let list = |v: &[Ipv4Addr]| {
-                    v.iter()
-                        .map(Ipv4Addr::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                };
-                if *reachable && !silent.is_empty() {
-                    Some(format!(
-                        "{} does not reach {}: no answer from {}",
-                        name(*from),
-                        name(*to),
-                        list(&silent)
-                    ))
-                } else if !*reachable && !answered.is_empty() {
-                    Some(format!(
-                        "{} still reaches {} ({} answered)",
-                        name(*from),
-                        name(*to),
-                        list(&answered)
-                    ))
-                } else {
-                    None
+        let mut links: BTreeSet<usize> = BTreeSet::new();
+        for check in checks {
+            match check {
+                Check::Route { node, .. } if !self.observed.routes.contains_key(node) => {
+                    let routes = turbonet_lab::inspect::node_table(lab, &name(*node))
+                        .map(|(_, table, names)| seen_routes(&table, &names))
+                        .map_err(|e| format!("cannot read {}'s routes: {e}", name(*node)));
+                    self.observed.routes.insert(*node, routes);
                 }
+                Check::Lookup { node, address, .. } => {
+                    (self.observed.lookups.entry((*node, *address)))
+                        .or_insert_with(|| lookup(lab, &name(*node), *address));
+                }
+                Check::Bgp { .. } | Check::Converged { .. } if self.observed.bgp.is_none() => {
+                    let report = turbonet_api::Client::connect(&running.dir)
+                        .and_then(|mut c| c.bgp(None))
+                        .map_err(|e| format!("cannot read the lab's BGP state: {e}"));
+                    self.observed.bgp = Some(report);
+                }
+                Check::Command { node, run, .. } => {
+                    let command = ["sh".to_owned(), "-c".to_owned(), run.clone()];
+                    let outcome =
+                        turbonet_lab::exec::exec_captured(running, &name(*node), &command)
+                            .map_err(|e| format!("`{run}` could not run on {}: {e}", name(*node)));
+                    self.observed.commands.insert((*node, run.clone()), outcome);
+                }
+                Check::Link { link, .. } => {
+                    let all = lab.fabric.links.iter().enumerate();
+                    links.extend(
+                        all.filter(|(_, l)| link.as_ref().is_none_or(|n| *n == l.name))
+                            .map(|(i, _)| i),
+                    );
+                }
+                _ => {}
             }
-            TaskCheck::Route {
-                node,
-                prefix,
-                present,
-                ecmp,
-            } => {
-                let (table, names) = match self.table(lab, *node) {
-                    Ok(t) => t,
-                    Err(e) => return Some(e),
-                };
-                let route = table
-                    .iter()
-                    .filter(|r| r.prefix == *prefix)
-                    .find(|r| r.usable().next().is_some());
-                let hops = |r: &TableRoute| {
-                    r.usable()
-                        .map(|h| match h.via {
-                            Some(v) => format!("via {v} dev {}", if_name(names, h.ifindex)),
-                            None => format!("dev {}", if_name(names, h.ifindex)),
+        }
+        for i in links {
+            let link = &lab.fabric.links[i];
+            let ends = link
+                .ends
+                .iter()
+                .map(|end| {
+                    let node = &lab.fabric.node(end.node).name;
+                    let ports = self.ports.entry(end.node).or_insert_with(|| {
+                        turbonet_lab::inspect::node_ports(lab, node)
+                            .map_err(|e| format!("cannot read {node}'s ports: {e}"))
+                    });
+                    let state = ports.as_ref().map_err(Clone::clone).map(|ports| {
+                        ports.get(&end.ifname).map(|s| Port {
+                            up: s.up,
+                            carrier: s.carrier,
+                            mtu: s.mtu,
                         })
-                        .collect::<Vec<_>>()
-                };
-                match (route, present) {
-                    (None, true) => Some(format!("{} has no route to {prefix}", name(*node))),
-                    (Some(r), false) => Some(format!(
-                        "{} still has a route to {prefix} ({})",
-                        name(*node),
-                        hops(r).join(", ")
-                    )),
-                    (Some(r), true) => match ecmp {
-                        Some(n) if hops(r).len() != *n => Some(format!(
-                            "{} reaches {prefix} over {} next hop(s), not {n}: {}",
-                            name(*node),
-                            hops(r).len(),
-                            hops(r).join(", ")
-                        )),
-                        _ => None,
-                    },
-                    (None, false) => None,
-                }
-            }
-            TaskCheck::Lookup { node, address, dev } => {
-                use turbonet_host::kernel::table::Lookup;
-                let node = name(*node);
-                let (route, names) = match turbonet_lab::inspect::node_lookup(lab, &node, *address)
-                {
-                    Ok((Lookup::Route(route), names)) => (route, names),
-                    Ok((Lookup::NoRoute, _)) => {
-                        return Some(format!("{node} has no route for {address}"));
+                    });
+                    SeenEnd {
+                        node: node.clone(),
+                        port: end.ifname.clone(),
+                        state,
                     }
-                    Ok((Lookup::Discard(kind), _)) => {
-                        return Some(format!(
-                            "{node} discards packets for {address}: its route is {kind}"
-                        ));
-                    }
-                    Err(e) => return Some(format!("cannot look {address} up on {node}: {e}")),
-                };
-                if route.usable().next().is_none() {
-                    let ports: Vec<String> = route
-                        .hops
-                        .iter()
-                        .map(|h| if_name(&names, h.ifindex))
-                        .collect();
-                    return Some(format!(
-                        "{node}'s route for {address} ({}) leaves by {}, which is down or has \
-                         no carrier",
-                        route.prefix,
-                        ports.join(" and ")
-                    ));
-                }
-                let dev = dev.as_deref()?;
-                let wrong: Vec<String> = route
-                    .usable()
-                    .filter(|h| if_name(&names, h.ifindex) != dev)
-                    .map(|h| match h.via {
-                        Some(v) => format!("via {v} out of {}", if_name(&names, h.ifindex)),
-                        None => format!("out of {}", if_name(&names, h.ifindex)),
-                    })
-                    .collect();
-                (!wrong.is_empty()).then(|| {
-                    format!(
-                        "{node} sends {address} {} (its route {}), not out of {dev}",
-                        wrong.join(" and "),
-                        route.prefix
-                    )
                 })
-            }
-            TaskCheck::Bgp {
-                node,
-                peer,
-                established,
-            } => {
-                let report = match self.bgp_report(running) {
-                    Ok(r) => r,
-                    Err(e) => return Some(e),
-                };
-                let (node, peer) = (name(*node), name(*peer));
-                let state = report
-                    .speakers
-                    .iter()
-                    .find(|s| s.node == node)
-                    .and_then(|s| s.sessions.iter().find(|x| x.peer == peer))
-                    .map_or("not configured", |x| x.state.as_str());
-                match (state == "established", established) {
-                    (false, true) => Some(format!(
-                        "{node}'s BGP session with {peer} is {state}, not established"
-                    )),
-                    (true, false) => Some(format!(
-                        "{node}'s BGP session with {peer} is still established"
-                    )),
-                    _ => None,
-                }
-            }
-            TaskCheck::Command {
-                node,
-                run,
-                exit,
-                output,
-            } => {
-                let command = ["sh".to_owned(), "-c".to_owned(), run.clone()];
-                match turbonet_lab::exec::exec_captured(running, &name(*node), &command) {
-                    Err(e) => Some(format!("`{run}` could not run on {}: {e}", name(*node))),
-                    Ok((code, text)) if code != *exit => Some(format!(
-                        "`{run}` on {} exited with {code}, not {exit}{}",
-                        name(*node),
-                        gist(&text)
-                    )),
-                    Ok((_, text)) => match output {
-                        Some(o) if !text.contains(o.as_str()) => {
-                            Some(format!("`{run}` on {} did not print {o:?}", name(*node)))
-                        }
-                        _ => None,
-                    },
-                }
-            }
-            TaskCheck::Link { link, up, mtu } => {
-                let links: Vec<&turbonet_topo::Link> = match link {
-                    Some(n) => lab.fabric.link_by_name(n).into_iter().collect(),
-                    None => lab.fabric.links.iter().collect(),
-                };
-                let mut problems: Vec<String> = Vec::new();
-                for l in links {
-                    for p in self.link_problems(lab, l, *up, *mtu) {
-                        if !problems.contains(&p) {
-                            problems.push(p);
-                        }
-                    }
-                }
-                (!problems.is_empty()).then(|| problems.join("\n"))
-            }
-            TaskCheck::Capture {
-                link,
-                frames,
-                min,
-                max,
-                ..
-            } => {
-                let n = match self.captured.get(&key(check)) {
-                    Some(Ok(n)) => *n,
-                    Some(Err(e)) => return Some(format!("cannot capture {link}: {e}")),
-                    None => return Some(format!("{link} was not captured")),
-                };
-                let kind = frames.adjective();
-                out_of(n, *min, *max).then(|| {
-                    format!(
-                        "{link} carried {n} {kind}frames while the workloads ran, not {}",
-                        turbonet_topo::course::count_range(*min, *max)
-                    )
-                })
-            }
-            TaskCheck::Filter {
-                filter,
-                counter,
-                min,
-                max,
-            } => {
-                let Some(&(seen, dropped)) = self.filtered.get(filter) else {
-                    return Some(format!(
-                        "filter {filter} is on no link of the lab: it counted nothing"
-                    ));
-                };
-                let n = counter.of(seen, dropped);
-                out_of(n, *min, *max).then(|| {
-                    format!(
-                        "filter {filter} {} {n} frames while the workloads ran, not {}",
-                        counter.verb(),
-                        turbonet_topo::course::count_range(*min, *max)
-                    )
-                })
-            }
-            TaskCheck::Converged { within } => {
-                let report = match self.bgp_report(running) {
-                    Ok(r) => r,
-                    Err(e) => return Some(e),
-                };
-                let after = if report.since_change.is_some() {
-                    "the last fail or restore"
-                } else {
-                    "the start"
-                };
-                let behind: Vec<&turbonet_lab::routes::bgp::SpeakerStatus> =
-                    report.speakers.iter().filter(|s| !s.converged).collect();
-                if let Some(first) = behind.first() {
-                    let short = if first.routes < first.expected {
-                        format!(
-                            "{} has {} of its {} prefixes",
-                            first.node, first.routes, first.expected
-                        )
-                    } else {
-                        format!("{} lacks next hops the fabric offers", first.node)
-                    };
-                    return Some(format!(
-                        "BGP has not converged: {} of {} switches do not hold what the fabric \
-                         needs yet ({short})",
-                        behind.len(),
-                        report.speakers.len(),
-                    ));
-                }
-                let limit = within.as_duration().as_secs_f64();
-                match report.convergence_time() {
-                    Some(t) if t <= limit => None,
-                    Some(t) => Some(format!(
-                        "BGP converged {t:.2} s after {after}, not within {within}"
-                    )),
-                    None => Some("BGP has not converged".to_owned()),
-                }
-            }
-            TaskCheck::Figure {
-                workload,
-                ran,
-                algorithm,
-                figure,
-                of,
-                bound,
-            } => {
-                let report = self.workloads.get(workload);
-                if *ran && report.is_none() {
-                    return Some(format!(
-                        "you have not run a workload named {workload} (`turbonet workload start FILE`)"
-                    ));
-                }
-                if let (Some(r), Some(a)) = (report, algorithm) {
-                    let used: BTreeSet<&str> = r.ops.iter().map(|o| o.algorithm.as_str()).collect();
-                    if r.kind != "collective" {
-                        return Some(format!(
-                            "{workload} is a {} workload, not a collective",
-                            r.kind
-                        ));
-                    }
-                    if !used.is_empty() && used != BTreeSet::from([a.as_str()]) {
-                        return Some(format!(
-                            "{workload} used {}, not {a}",
-                            used.into_iter().collect::<Vec<_>>().join(" and ")
-                        ));
-                    }
-                }
-                if let Some(r) = report
-                    && !figure.kinds().contains(&r.kind.as_str())
-                {
-                    return Some(format!(
-                        "{workload} is a {} workload: it reports no {figure}",
-                        r.kind
-                    ));
-                }
-                let (holds, message, _) =
-                    turbonet_experiment::figure_verdict(report, workload, *figure, *of, *bound);
-                (!holds).then(|| format!("{workload}: {message}"))
-            }
+                .collect();
+            self.observed.links.push(SeenLink {
+                name: link.name.clone(),
+                ends,
+            });
         }
     }
 }
 
-impl Found {
-    /// Every switch's sessions and convergence, read once.
-    fn bgp_report(
-        &mut self,
-        running: &Running,
-    ) -> std::result::Result<&turbonet_lab::routes::bgp::BgpReport, String> {
-        self.bgp
-            .get_or_insert_with(|| {
-                turbonet_api::Client::connect(&running.dir)
-                    .and_then(|mut c| c.bgp(None))
-                    .map_err(Into::into)
-            })
-            .as_ref()
-            .map_err(|e| format!("cannot read the lab's BGP state: {e}"))
-    }
-
-    /// `node`'s routing table and its ports' names, read once.
-    fn table(&mut self, lab: &Lab, node: NodeId) -> std::result::Result<&Table, String> {
-        let name = &lab.fabric.node(node).name;
-        self.tables
-            .entry(node)
-            .or_insert_with(|| {
-                turbonet_lab::inspect::node_table(lab, name).map(|(_, t, names)| (t, names))
-            })
-            .as_ref()
-            .map_err(|e| format!("cannot read {name}'s routes: {e}"))
-    }
-
-    /// What is wrong with `link`'s ports: not up (or not down) as `up`
-    /// asks, or an MTU other than `mtu`.
-    fn link_problems(
-        &mut self,
-        lab: &Lab,
-        link: &turbonet_topo::Link,
-        up: Option<bool>,
-        mtu: Option<u32>,
-    ) -> Vec<String> {
-        let mut problems = Vec::new();
-        // (node, port, state) of each end found.
-        let mut ends: Vec<(&str, &str, PortState)> = Vec::new();
-        for end in &link.ends {
-            let node = &lab.fabric.node(end.node).name;
-            let ports = self
-                .ports
-                .entry(end.node)
-                .or_insert_with(|| turbonet_lab::inspect::node_ports(lab, node));
-            match ports {
-                Err(e) => problems.push(format!("cannot read {node}'s ports: {e}")),
-                Ok(ports) => match ports.get(&end.ifname) {
-                    Some(state) => ends.push((node, &end.ifname, *state)),
-                    None => problems.push(format!(
-                        "{}: {node} has no port {} any more",
-                        link.name, end.ifname
-                    )),
-                },
-            }
-        }
-        match up {
-            Some(true) => {
-                let shut: Vec<String> = ends
-                    .iter()
-                    .filter(|(_, _, s)| !s.up)
-                    .map(|(node, port, _)| format!("{}: {node}'s port {port} is down", link.name))
-                    .collect();
-                if shut.is_empty() {
-                    // Both set up, yet no carrier: the peer went away.
-                    problems.extend(ends.iter().filter(|(_, _, s)| !s.carrier).map(
-                        |(node, port, _)| {
-                            format!("{}: {node}'s port {port} has no carrier", link.name)
-                        },
-                    ));
-                } else {
-                    problems.extend(shut);
-                }
-            }
-            Some(false) if ends.len() == 2 && ends.iter().all(|(_, _, s)| s.up && s.carrier) => {
-                problems.push(format!("{} is still up", link.name));
-            }
-            _ => {}
-        }
-        if let Some(want) = mtu {
-            problems.extend(ends.iter().filter(|(_, _, s)| s.mtu != want).map(
-                |(node, port, s)| {
-                    format!(
-                        "{}: {node}'s port {port} has MTU {}, not {want}",
-                        link.name, s.mtu
-                    )
-                },
-            ));
-        }
-        problems
-    }
+/// A node's routes with usable next hops, each said as `via A dev D`.
+fn seen_routes(table: &[TableRoute], names: &HashMap<u32, String>) -> Vec<SeenRoute> {
+    table
+        .iter()
+        .map(|r| SeenRoute {
+            prefix: r.prefix,
+            hops: r
+                .usable()
+                .map(|h| match h.via {
+                    Some(v) => format!("via {v} dev {}", if_name(names, h.ifindex)),
+                    None => format!("dev {}", if_name(names, h.ifindex)),
+                })
+                .collect(),
+        })
+        .collect()
 }
 
-/// Whether `n` is outside `[min, max]`.
-fn out_of(n: u64, min: Option<u64>, max: Option<u64>) -> bool {
-    min.is_some_and(|m| n < m) || max.is_some_and(|m| n > m)
-}
-
-/// The start of a command's output, for a message: `": ..."`, or nothing.
-fn gist(text: &str) -> String {
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .take(2)
-        .collect();
-    if lines.is_empty() {
-        return String::new();
+/// What `node`'s lookup of `address` gives.
+fn lookup(lab: &Lab, node: &str, address: Ipv4Addr) -> std::result::Result<SeenLookup, String> {
+    use turbonet_host::kernel::table::Lookup;
+    match turbonet_lab::inspect::node_lookup(lab, node, address) {
+        Ok((Lookup::Route(route), names)) => Ok(SeenLookup::Route {
+            prefix: route.prefix,
+            usable: route
+                .usable()
+                .map(|h| (h.via, if_name(&names, h.ifindex)))
+                .collect(),
+            ports: route
+                .hops
+                .iter()
+                .map(|h| if_name(&names, h.ifindex))
+                .collect(),
+        }),
+        Ok((Lookup::NoRoute, _)) => Ok(SeenLookup::NoRoute),
+        Ok((Lookup::Discard(kind), _)) => Ok(SeenLookup::Discard(kind.to_owned())),
+        Err(e) => Err(format!("cannot look {address} up on {node}: {e}")),
     }
-    let mut gist: String = lines.join(" / ");
-    if gist.chars().count() > 160 {
-        gist = gist.chars().take(157).collect::<String>() + "...";
-    }
-    format!(": {gist}")
 }
 
 fn if_name(names: &HashMap<u32, String>, index: u32) -> String {
@@ -958,37 +646,30 @@ fn if_name(names: &HashMap<u32, String>, index: u32) -> String {
 /// A grade as JUnit XML: a test suite per lab, a test case per task (its
 /// problems as the failure).
 pub fn junit(grade: &Grade) -> String {
-    let esc = turbonet_experiment::xml_escape;
-    let failures = grade.tasks.iter().filter(|t| t.earned < t.points).count();
-    let mut xml = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" time=\"{:.3}\">\n",
-        esc(&grade.lab),
-        grade.tasks.len(),
-        grade.seconds
-    );
-    for t in &grade.tasks {
-        xml.push_str(&format!(
-            "  <testcase classname=\"{}\" name=\"{}: {}\">\n",
-            esc(&grade.lab),
-            esc(&t.name),
-            esc(&t.title)
-        ));
-        if t.earned < t.points {
-            let problems: Vec<&str> = t
-                .checks
-                .iter()
-                .filter_map(|c| c.problem.as_deref())
-                .collect();
-            xml.push_str(&format!(
-                "    <failure message=\"0 of {} points\">{}</failure>\n",
-                t.points,
-                esc(&problems.join("\n"))
-            ));
-        }
-        xml.push_str("  </testcase>\n");
-    }
-    xml.push_str("</testsuite>\n");
-    xml
+    use turbonet_experiment::junit::{Case, Outcome, Suite};
+    let cases = (grade.tasks.iter())
+        .map(|t| Case {
+            name: format!("{}: {}", t.name, t.title),
+            outcome: if t.earned < t.points {
+                let problems: Vec<&str> = (t.checks.iter())
+                    .filter_map(|c| c.problem.as_deref())
+                    .collect();
+                Outcome::Failed(
+                    format!("0 of {} points", t.points),
+                    Some(problems.join("\n")),
+                )
+            } else {
+                Outcome::Passed(None)
+            },
+        })
+        .collect();
+    turbonet_experiment::junit::write(&Suite {
+        name: &grade.lab,
+        classname: &grade.lab,
+        time: grade.seconds,
+        wrapped: false,
+        cases,
+    })
 }
 
 /// Where the seed of a lab's faults is kept (so `reset` makes the same).

@@ -6,6 +6,8 @@
 //! `summary.txt`) and always takes the lab down again, on failure and on
 //! Ctrl-C too (unless asked to keep it).
 
+pub mod judge;
+pub mod junit;
 pub mod plot;
 pub mod utilisation;
 
@@ -16,7 +18,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use turbonet_topo::experiment::{Bound, Check, Expect, Figure, Of};
+use turbonet_topo::check::Check;
+use turbonet_topo::experiment::Figure;
+
+pub use crate::judge::Convergence;
+use crate::judge::{Observed, Probed, values};
 
 use crate::utilisation::{Sampler, Utilisation};
 use turbonet_api::Client;
@@ -26,7 +32,7 @@ use turbonet_lab::inspect::{self, Running};
 use turbonet_lab::progress::Progress;
 use turbonet_lab::state::LabDir;
 use turbonet_lab::up;
-use turbonet_lab::workload::{Report, State};
+use turbonet_lab::workload::Report;
 
 /// How a run goes.
 #[derive(Debug, Clone)]
@@ -53,18 +59,6 @@ pub struct Verdict {
     pub message: String,
     /// The values it checked (base units: bits per second, seconds, ...).
     pub values: Vec<f64>,
-}
-
-/// When BGP converged again after a timeline event.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Convergence {
-    /// The event's name.
-    pub event: String,
-    /// When it ran, on the lab's clock.
-    pub at: f64,
-    /// Seconds until every speaker's FIB held the plan again (`None`: not
-    /// within the time watched).
-    pub seconds: Option<f64>,
 }
 
 /// Where and on what a run ran (what another run needs to compare).
@@ -178,15 +172,6 @@ pub struct Outcome {
     pub dir: PathBuf,
 }
 
-/// All of `flows`' bytes over the span from the first start to the last
-/// byte received, bits per second.
-fn aggregate_goodput(flows: &[turbonet_lab::workload::FlowReport]) -> Option<f64> {
-    let first = flows.iter().map(|f| f.start).reduce(f64::min)?;
-    let last = flows.iter().map(|f| f.start + f.seconds).reduce(f64::max)?;
-    let bytes: u64 = flows.iter().map(|f| f.bytes).sum();
-    (last > first).then(|| bytes as f64 * 8.0 / (last - first))
-}
-
 /// Set by SIGINT or SIGTERM during a run.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -260,6 +245,16 @@ pub fn run(options: &Options, progress: &dyn Progress) -> Result<Outcome> {
     };
     let measured = measured?;
     down?;
+    let observed = Observed {
+        workloads: measured.workloads.clone(),
+        convergence: measured.convergence.clone(),
+        reachability: measured.check.as_ref().map(|c| Probed {
+            probes: c.probes,
+            reachable: c.reachable,
+            failures: c.failures.len(),
+        }),
+        ..Observed::default()
+    };
     let expectations: Vec<Verdict> = lab
         .expects
         .iter()
@@ -272,7 +267,13 @@ pub fn run(options: &Options, progress: &dyn Progress) -> Result<Outcome> {
                     values: Vec::new(),
                 }
             } else {
-                verdict(e, &measured)
+                let judged = judge::verdict(&e.check, &observed);
+                Verdict {
+                    name: e.name.clone(),
+                    passed: judged.pass,
+                    message: judged.detail,
+                    values: judged.values,
+                }
             }
         })
         .collect();
@@ -465,10 +466,13 @@ fn measure(
         .iter()
         .filter_map(|e| match &e.check {
             Check::Converged {
-                after,
-                event,
                 within,
-            } => Some((*after, event.clone(), within.as_duration().as_secs_f64())),
+                after: Some(after),
+            } => Some((
+                after.index,
+                after.event.clone(),
+                within.as_duration().as_secs_f64(),
+            )),
             _ => None,
         })
         .collect();
@@ -634,222 +638,6 @@ fn machine() -> Machine {
     }
 }
 
-/// The values of `figure` in a workload's report, and what each is (for
-/// the message): a size, a flow, a rank.
-fn values(report: &Report, figure: Figure) -> Vec<(f64, String)> {
-    let size = |b: u64| turbonet_topo::units::Bytes(b).to_string();
-    let flow =
-        |f: &turbonet_lab::workload::FlowReport| format!("flow {} {}->{}", f.id, f.src, f.dst);
-    match figure {
-        Figure::Busbw => report
-            .ops
-            .iter()
-            .map(|o| (o.busbw, size(o.bytes)))
-            .collect(),
-        Figure::Algbw => report
-            .ops
-            .iter()
-            .map(|o| (o.algbw, size(o.bytes)))
-            .collect(),
-        Figure::Time => report.ops.iter().map(|o| (o.time, size(o.bytes))).collect(),
-        Figure::Goodput => report.flows.iter().map(|f| (f.goodput, flow(f))).collect(),
-        Figure::Fct => report.flows.iter().map(|f| (f.seconds, flow(f))).collect(),
-        Figure::Retransmits => report
-            .flows
-            .iter()
-            .filter_map(|f| f.retransmits.map(|r| (r as f64, flow(f))))
-            .collect(),
-        Figure::Loss => report
-            .flows
-            .iter()
-            .filter_map(|f| f.loss.map(|l| (l, flow(f))))
-            .collect(),
-        Figure::Delay => report
-            .flows
-            .iter()
-            .filter_map(|f| f.delay.map(|d| (d, flow(f))))
-            .collect(),
-        Figure::Exit => report
-            .commands
-            .iter()
-            .filter_map(|c| {
-                c.exit
-                    .map(|e| (f64::from(e), format!("rank {} ({})", c.rank, c.host)))
-            })
-            .collect(),
-    }
-}
-
-/// Whether `expect` holds.
-fn verdict(expect: &Expect, measured: &Measured) -> Verdict {
-    let (workloads, convergence) = (&measured.workloads, &measured.convergence);
-    let v = |passed: bool, message: String, values: Vec<f64>| Verdict {
-        name: expect.name.clone(),
-        passed,
-        message,
-        values,
-    };
-    let find = |name: &str| workloads.iter().find(|r| r.name == name);
-    match &expect.check {
-        Check::Reachable => match &measured.check {
-            Some(c) => v(
-                c.failures.is_empty(),
-                format!("{} of {} probes answered", c.reachable, c.probes),
-                vec![c.reachable as f64],
-            ),
-            None => v(false, "reachability was not checked".to_owned(), vec![]),
-        },
-        Check::Converged { event, within, .. } => {
-            let within_s = within.as_duration().as_secs_f64();
-            match convergence.iter().find(|c| c.event == *event) {
-                Some(Convergence {
-                    seconds: Some(s), ..
-                }) => v(
-                    *s <= within_s,
-                    format!("BGP converged {s:.2} s after `{event}` (at most {within})"),
-                    vec![*s],
-                ),
-                _ => v(
-                    false,
-                    format!("BGP had not converged {within} after `{event}`"),
-                    vec![],
-                ),
-            }
-        }
-        Check::Binomial {
-            workload,
-            p,
-            confidence,
-        } => {
-            let Some(r) = find(workload).filter(|r| r.state == State::Done) else {
-                return v(false, not_done(find(workload), workload), vec![]);
-            };
-            let sent: u64 = r.flows.iter().filter_map(|f| f.sent).sum();
-            let received: u64 = r.flows.iter().filter_map(|f| f.received).sum();
-            let lost = sent.saturating_sub(received);
-            let (lo, hi) = turbonet_workload::figures::binomial_interval(sent, *p, *confidence);
-            v(
-                (lo..=hi).contains(&lost),
-                format!(
-                    "{lost} of {sent} datagrams lost; {} interval for p = {}: {lo} to {hi}",
-                    turbonet_topo::experiment::FigureUnit::Fraction.human(*confidence),
-                    turbonet_topo::units::LossProb(*p)
-                ),
-                vec![lost as f64 / sent.max(1) as f64],
-            )
-        }
-        Check::Figure {
-            workload,
-            figure,
-            of,
-            bound,
-        } => {
-            let (passed, message, values) =
-                figure_verdict(find(workload), workload, *figure, *of, *bound);
-            v(passed, message, values)
-        }
-    }
-}
-
-/// Whether `workload`'s `figure` (`of` its values) lies in `bound`, what
-/// it was in words, and the values compared: for `[[expect]]` and a lab's
-/// task checks alike.
-pub fn figure_verdict(
-    report: Option<&Report>,
-    workload: &str,
-    figure: Figure,
-    of: Of,
-    bound: Bound,
-) -> (bool, String, Vec<f64>) {
-    let v = |passed: bool, message: String, values: Vec<f64>| (passed, message, values);
-    let Some(r) = report.filter(|r| r.state == State::Done) else {
-        return v(false, not_done(report, workload), vec![]);
-    };
-    let unit = figure.unit();
-    let all = values(r, figure);
-    if all.is_empty() {
-        return v(false, format!("{workload} reported no {figure}"), vec![]);
-    }
-    let nums: Vec<f64> = all.iter().map(|(x, _)| *x).collect();
-    let agg = match of {
-        Of::Each => None,
-        Of::Mean => Some(nums.iter().sum::<f64>() / nums.len() as f64),
-        Of::Min => nums.iter().copied().reduce(f64::min),
-        Of::Max => nums.iter().copied().reduce(f64::max),
-        // Goodputs over different spans do not add up: the total
-        // is every byte over the span from the first start to the
-        // last byte.
-        Of::Total if figure == Figure::Goodput => aggregate_goodput(&r.flows),
-        Of::Total => Some(nums.iter().sum()),
-    };
-    let holds = |x: f64| bound.holds(x);
-    let range = bound.describe(unit);
-    // One value (one flow, one size): said as it is.
-    if let ([(x, what)], None) = (all.as_slice(), agg) {
-        return v(
-            holds(*x),
-            format!("{figure} {} ({what}; expected {range})", unit.human(*x)),
-            vec![*x],
-        );
-    }
-    match agg {
-        Some(x) => v(
-            holds(x),
-            format!(
-                "{} {figure} {} (expected {range})",
-                of.name(),
-                unit.human(x)
-            ),
-            vec![x],
-        ),
-        None => {
-            let bad: Vec<String> = all
-                .iter()
-                .filter(|(x, _)| !holds(*x))
-                .map(|(x, what)| format!("{what}: {}", unit.human(*x)))
-                .collect();
-            let (lo, hi) = nums
-                .iter()
-                .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
-            let message = if bad.is_empty() {
-                let noun = match r.kind.as_str() {
-                    "collective" => "sizes",
-                    "exec" => "ranks",
-                    _ => "flows",
-                };
-                format!(
-                    "{figure} {} to {} over {} {noun} (expected {range})",
-                    unit.human(lo),
-                    unit.human(hi),
-                    nums.len(),
-                )
-            } else {
-                format!(
-                    "{} of {} outside {range}: {}",
-                    bad.len(),
-                    nums.len(),
-                    bad.join(", ")
-                )
-            };
-            v(bad.is_empty(), message, nums)
-        }
-    }
-}
-
-fn not_done(report: Option<&Report>, name: &str) -> String {
-    match report {
-        None => format!("workload {name} did not run"),
-        Some(r) => format!(
-            "workload {name} {}{}",
-            r.state.name(),
-            r.message
-                .as_ref()
-                .map(|m| format!(": {m}"))
-                .unwrap_or_default()
-        ),
-    }
-}
-
 /// Writes the plots (`throughput.svg`, `op-times.svg`, noted in the
 /// report), `report.json`, `junit.xml` and `summary.txt` into `dir`.
 fn write_reports(dir: &Path, report: &mut RunReport) -> Result<()> {
@@ -885,45 +673,24 @@ fn write_reports(dir: &Path, report: &mut RunReport) -> Result<()> {
 /// The expectations as JUnit XML: one test suite, a test case per
 /// expectation (its message in `<failure>` when it does not hold).
 pub fn junit(report: &RunReport) -> String {
-    let failures = report.expectations.iter().filter(|v| !v.passed).count();
-    let mut xml = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites tests=\"{n}\" failures=\"{failures}\">\n  \
-         <testsuite name=\"{name}\" tests=\"{n}\" failures=\"{failures}\" time=\"{time:.3}\">\n",
-        n = report.expectations.len(),
-        name = xml_escape(&report.file),
-        time = report.run_seconds,
-    );
-    for v in &report.expectations {
-        let _ = write!(
-            xml,
-            "    <testcase classname=\"{}\" name=\"{}\">",
-            xml_escape(&report.lab),
-            xml_escape(&v.name)
-        );
-        if v.passed {
-            let _ = writeln!(
-                xml,
-                "<system-out>{}</system-out></testcase>",
-                xml_escape(&v.message)
-            );
-        } else {
-            let _ = writeln!(
-                xml,
-                "\n      <failure message=\"{}\"/>\n    </testcase>",
-                xml_escape(&v.message)
-            );
-        }
-    }
-    xml.push_str("  </testsuite>\n</testsuites>\n");
-    xml
-}
-
-/// `s` with XML's five special characters escaped (for JUnit reports).
-pub fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    use crate::junit::{Case, Outcome, Suite};
+    let cases = (report.expectations.iter())
+        .map(|v| Case {
+            name: v.name.clone(),
+            outcome: if v.passed {
+                Outcome::Passed(Some(v.message.clone()))
+            } else {
+                Outcome::Failed(v.message.clone(), None)
+            },
+        })
+        .collect();
+    crate::junit::write(&Suite {
+        name: &report.file,
+        classname: &report.lab,
+        time: report.run_seconds,
+        wrapped: true,
+        cases,
+    })
 }
 
 /// The human summary: workloads' headline figures, then the verdicts.

@@ -20,6 +20,7 @@ mod plan;
 mod read;
 mod resolve;
 
+pub use model::check;
 pub use model::course;
 pub use model::experiment;
 pub use model::*;

@@ -12,8 +12,8 @@ use crate::diag::{Diags, ScenarioErrors, choices_help};
 use crate::model::{Lab, RoutingConfig, RoutingMode};
 use crate::plan;
 use crate::read::{
-    addressing, expect, externals, filters, jobs, lab, links, metrics, mgmt, p4rt, routing, taps,
-    tasks, timeline, topology, workloads,
+    addressing, check, expect, externals, filters, jobs, lab, links, metrics, mgmt, p4rt, routing,
+    taps, tasks, timeline, topology, workloads,
 };
 
 /// The sections of a scenario file.
@@ -193,15 +193,6 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
     let seed = lab.as_ref().map_or(1, |l| l.seed);
     let (mut workloads, declared) =
         workloads::read(d, section("workload"), fabric.as_ref(), &jobs, seed);
-    let expects = expect::read(
-        d,
-        section("expect"),
-        fabric.as_ref(),
-        &workloads,
-        &declared,
-        &timeline,
-    );
-
     let mgmt = mgmt::read(
         d,
         section("mgmt"),
@@ -216,17 +207,17 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
     let captures = taps::read_captures(d, section("capture"), fabric.as_ref(), target);
     let mirrors = taps::read_mirrors(d, section("mirror"), fabric.as_ref(), target);
     let filters = filters::read(d, section("filter"), fabric.as_ref(), target);
-    let tasks = tasks::read(
-        d,
-        section("task"),
-        &tasks::Context {
-            fabric: fabric.as_ref(),
-            filters: &filters.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
-            bgp: routing.mode == Some(RoutingMode::Bgp),
-            workloads: &workloads,
-            declared: &declared,
-        },
-    );
+    let filter_names: Vec<String> = filters.iter().map(|f| f.name.clone()).collect();
+    let checks = check::Context {
+        fabric: fabric.as_ref(),
+        timeline: &timeline,
+        filters: &filter_names,
+        bgp: routing.mode == Some(RoutingMode::Bgp),
+        workloads: &workloads,
+        declared: &declared,
+    };
+    let expects = expect::read(d, section("expect"), &checks);
+    let tasks = tasks::read(d, section("task"), &checks);
     // The workloads tasks grade are run by `lab check`.
     for w in &mut workloads {
         w.graded = (tasks.iter().flat_map(|t| &t.checks))

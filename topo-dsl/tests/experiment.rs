@@ -3,6 +3,7 @@
 
 mod common;
 
+use turbonet_topo::check::{After, Check};
 use turbonet_topo::experiment::*;
 use turbonet_topo::units::{Bytes, Delay, Rate};
 
@@ -331,6 +332,8 @@ after = "core-fails"
         busbw.check,
         Check::Figure {
             workload: "ring".into(),
+            ran: false,
+            algorithm: None,
             figure: Figure::Busbw,
             of: Of::Each,
             bound: Bound {
@@ -347,9 +350,11 @@ after = "core-fails"
     assert_eq!(
         conv.check,
         Check::Converged {
-            after: 0,
-            event: "core-fails".into(),
-            within: Delay::from_secs(5)
+            within: Delay::from_secs(5),
+            after: Some(After {
+                index: 0,
+                event: "core-fails".into()
+            })
         }
     );
 }

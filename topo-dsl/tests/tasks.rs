@@ -4,7 +4,7 @@
 mod common;
 
 use common::{TWO_HOSTS as DUO, errors, ok};
-use turbonet_topo::course::TaskCheck;
+use turbonet_topo::check::Check;
 
 #[test]
 fn tasks_read_with_their_checks_and_defaults() {
@@ -23,7 +23,7 @@ fn tasks_read_with_their_checks_and_defaults() {
     assert_eq!((reach.points, reach.hint.as_deref()), (1, Some("routes")));
     assert_eq!(
         reach.checks[0],
-        TaskCheck::Reach {
+        Check::Reach {
             from: id("h1"),
             to: id("h2"),
             reachable: true
@@ -31,7 +31,7 @@ fn tasks_read_with_their_checks_and_defaults() {
     );
     assert_eq!(
         reach.checks[1],
-        TaskCheck::Route {
+        Check::Route {
             node: id("s1"),
             prefix: "10.128.0.0/24".parse().unwrap(),
             present: true,
@@ -41,14 +41,14 @@ fn tasks_read_with_their_checks_and_defaults() {
     assert_eq!(cut.points, 3);
     assert!(matches!(
         cut.checks[0],
-        TaskCheck::Reach {
+        Check::Reach {
             reachable: false,
             ..
         }
     ));
     assert_eq!(
         cut.checks[2],
-        TaskCheck::Command {
+        Check::Command {
             node: id("h1"),
             run: "ip link show".to_owned(),
             exit: 0,
@@ -201,7 +201,7 @@ links = [{ a = "s1", b = "s2" }, { a = "h1", b = "s1" }]
     let lab = ok(&format!("{bgp}{}", check("s1", "s2")));
     assert!(matches!(
         lab.tasks[0].checks[0],
-        TaskCheck::Bgp {
+        Check::Bgp {
             established: true,
             ..
         }
@@ -237,7 +237,7 @@ fn workload_checks_grade_the_labs_workloads_and_the_students() {
          [[task.check]]\nran = \"ring\"\nalgorithm = \"ring\"\nfigure = \"busbw\"\nof = \"max\"\nmin = \"1mbit\"\n"
     ));
     let checks = &lab.tasks[0].checks;
-    let TaskCheck::Figure {
+    let Check::Figure {
         workload,
         ran: false,
         bound,
@@ -249,7 +249,7 @@ fn workload_checks_grade_the_labs_workloads_and_the_students() {
     assert_eq!((workload.as_str(), bound.min), ("bulk", Some(15e6)));
     assert!(matches!(
         &checks[1],
-        TaskCheck::Figure { workload, ran: true, algorithm: Some(a), .. } if workload == "ring" && a == "ring"
+        Check::Figure { workload, ran: true, algorithm: Some(a), .. } if workload == "ring" && a == "ring"
     ));
     // The workload a task grades waits for `lab check`; the other starts
     // with the fabric.
@@ -328,7 +328,7 @@ fn a_convergence_check_takes_a_time_and_a_bgp_lab() {
     let lab = ok(&format!("{bgp}{task}converged = \"5s\"\n"));
     assert!(matches!(
         &lab.tasks[0].checks[0],
-        TaskCheck::Converged { within } if within.as_duration().as_secs() == 5
+        Check::Converged { within, .. } if within.as_duration().as_secs() == 5
     ));
     let e = errors(&format!("{DUO}{task}converged = \"5s\"\n"));
     assert!(
@@ -345,7 +345,7 @@ fn capture_and_filter_checks_name_what_exists() {
     ));
     assert!(matches!(
         &lab.tasks[0].checks[0],
-        TaskCheck::Capture { link, min: Some(1), max: None, .. } if link == "h1--s1"
+        Check::Capture { link, min: Some(1), max: None, .. } if link == "h1--s1"
     ));
     for (check, says, helps) in [
         ("capture = \"h1--s9\"\n", "no link named `h1--s9`", "h1--s1"),
@@ -386,7 +386,7 @@ fn link_checks_name_a_link_or_every_link() {
     let checks = &lab.tasks[0].checks;
     assert_eq!(
         checks[0],
-        TaskCheck::Link {
+        Check::Link {
             link: Some("h1--s1".to_owned()),
             up: Some(true),
             mtu: None
@@ -394,7 +394,7 @@ fn link_checks_name_a_link_or_every_link() {
     );
     assert_eq!(
         checks[1],
-        TaskCheck::Link {
+        Check::Link {
             link: None,
             up: None,
             mtu: Some(9000)
@@ -445,7 +445,7 @@ fn lookup_checks_take_an_address_and_a_port_of_the_node() {
     let check = &lab.tasks[0].checks[0];
     assert_eq!(
         *check,
-        TaskCheck::Lookup {
+        Check::Lookup {
             node: s1,
             address: "10.128.0.2".parse().unwrap(),
             dev: Some("h1".to_owned())

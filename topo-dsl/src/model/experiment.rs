@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::NodeId;
+use super::check::Check;
 use crate::units::{Bytes, Delay, Rate};
 
 /// A collective operation, named as nccl-tests names them.
@@ -674,46 +675,6 @@ impl Bound {
             (None, None) => "any value".to_owned(),
         }
     }
-}
-
-/// What an expectation checks.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "expect", rename_all = "kebab-case")]
-pub enum Check {
-    /// Every host reaches every other (`turbonet check`), at the end.
-    Reachable,
-    /// A workload's figure within a bound.
-    Figure {
-        /// The workload.
-        workload: String,
-        /// The figure.
-        figure: Figure,
-        /// Which of its values.
-        of: Of,
-        /// The bound (relative ones already resolved against their link).
-        bound: Bound,
-    },
-    /// A UDP workload's loss is what independent loss with probability
-    /// `p` would give: the lost count lies in the two-sided binomial
-    /// interval of `confidence` around `p` times the datagrams sent.
-    Binomial {
-        /// The workload.
-        workload: String,
-        /// The loss probability.
-        p: f64,
-        /// The interval's coverage (0.99 unless written).
-        confidence: f64,
-    },
-    /// Every BGP speaker converged (its FIB holds the plan) within `within`
-    /// of the timeline event `after`.
-    Converged {
-        /// The event's index in the timeline.
-        after: usize,
-        /// Its name.
-        event: String,
-        /// At most this long.
-        within: Delay,
-    },
 }
 
 /// `[[expect]]`: what a run must show.

@@ -3,6 +3,7 @@
 //! valid: every name is unique, every address comes from its pool, every link
 //! joins two existing nodes.
 
+pub mod check;
 pub mod course;
 pub mod experiment;
 mod fabric;

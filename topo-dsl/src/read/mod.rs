@@ -17,11 +17,14 @@
 //! - `taps` uses `links` and `timeline` (help for link and node names);
 //!   `filters` uses `timeline` (help for node names);
 //! - `jobs` uses `timeline` (help for node names); `workloads` uses `jobs`;
-//!   `expect` uses `links` (a link's rate as a reference);
-//! - `tasks` uses `addressing` (prefixes), `lab` (the rules of names) and
-//!   `timeline` (help for node names).
+//! - `check` (what `[[expect]]` and `[[task.check]]` share) uses `links` (a
+//!   link's rate as a reference) and `timeline` (help for node names);
+//!   `expect` uses `check`;
+//! - `tasks` uses `check`, `addressing` (prefixes) and `lab` (the rules of
+//!   names).
 
 pub(crate) mod addressing;
+pub(crate) mod check;
 pub(crate) mod expect;
 pub(crate) mod externals;
 pub(crate) mod filters;

@@ -16,14 +16,16 @@ use toml::Spanned;
 use toml::de::DeValue;
 
 use super::addressing::parse_net;
-use super::expect::{FigureKeys, figure_bound};
+use super::check::{
+    CHECK_KEYS, Context, RawCheck, Whose, figure_check, keyword_or, node_named, workload_named,
+};
 use super::lab::check_name_chars;
 use super::links::close_link_names;
-use super::reader::{Keys, Keyword, array_items, fields_of, keyword, missing, read_table, unit};
-use super::timeline::close_node_names;
+use super::reader::{Keys, Keyword, array_items, fields_of, missing, read_table, unit};
+use crate::check::{Check, FilterCounter, FrameKind};
 use crate::diag::{Diags, choices_help};
 use crate::experiment::{Algorithm, Workload};
-use crate::model::course::{Fault, Faults, FilterCounter, FrameKind, Task, TaskCheck};
+use crate::model::course::{Fault, Faults, Task};
 use crate::model::{Fabric, NodeId};
 use crate::units::Delay;
 
@@ -34,43 +36,6 @@ struct RawTask {
     title: Option<Spanned<String>>,
     points: Option<Spanned<u32>>,
     hint: Option<Spanned<String>>,
-}
-
-/// `[[task.check]]`
-#[derive(Debug, Deserialize)]
-struct RawCheck {
-    from: Option<Spanned<String>>,
-    to: Option<Spanned<String>>,
-    reachable: Option<Spanned<bool>>,
-    node: Option<Spanned<String>>,
-    route: Option<Spanned<String>>,
-    present: Option<Spanned<bool>>,
-    ecmp: Option<Spanned<u32>>,
-    run: Option<Spanned<String>>,
-    exit: Option<Spanned<i32>>,
-    output: Option<Spanned<String>>,
-    bgp_peer: Option<Spanned<String>>,
-    established: Option<Spanned<bool>>,
-    workload: Option<Spanned<String>>,
-    ran: Option<Spanned<String>>,
-    algorithm: Option<Spanned<String>>,
-    figure: Option<Spanned<String>>,
-    of: Option<Spanned<String>>,
-    min: Option<Spanned<toml::Value>>,
-    max: Option<Spanned<toml::Value>>,
-    within: Option<Spanned<toml::Value>>,
-    of_link: Option<Spanned<String>>,
-    converged: Option<Spanned<toml::Value>>,
-    capture: Option<Spanned<String>>,
-    direction: Option<Spanned<String>>,
-    frames: Option<Spanned<String>>,
-    filter: Option<Spanned<String>>,
-    counter: Option<Spanned<String>>,
-    link: Option<Spanned<String>>,
-    up: Option<Spanned<bool>>,
-    mtu: Option<Spanned<i64>>,
-    lookup: Option<Spanned<String>>,
-    dev: Option<Spanned<String>>,
 }
 
 /// `[faults]`
@@ -101,17 +66,6 @@ const KINDS_HELP: &str = "a check is one of: `from` and `to` (with `reachable = 
                           `converged = \"5s\"` (BGP labs); `capture` (a link) with `frames`, \
                           `min`, `max`; `filter` with `counter`, `min`, `max`; `link` \
                           (a link's name, or \"*\" for every link) with `up` and `mtu`";
-
-/// What task checks are read against: the fabric, whether it speaks BGP,
-/// and the lab's workloads (read, and every name declared).
-pub(crate) struct Context<'a> {
-    pub fabric: Option<&'a Fabric>,
-    /// The names of the lab's `[[filter]]`s.
-    pub filters: &'a [String],
-    pub bgp: bool,
-    pub workloads: &'a [Workload],
-    pub declared: &'a BTreeSet<String>,
-}
 
 /// Reads `[[task]]` (`v`, if present) against the fabric.
 pub(crate) fn read(
@@ -176,9 +130,7 @@ pub(crate) fn read(
                 counted = counted.or_else(|| {
                     checks
                         .iter()
-                        .find(|(c, _)| {
-                            matches!(c, TaskCheck::Capture { .. } | TaskCheck::Filter { .. })
-                        })
+                        .find(|(c, _)| matches!(c, Check::Capture { .. } | Check::Filter { .. }))
                         .map(|(_, span)| span.clone())
                 });
                 checks.into_iter().map(|(c, _)| c).collect()
@@ -215,7 +167,7 @@ fn endless_graded(d: &mut Diags<'_>, at: Range<usize>, tasks: &[Task], workloads
     let endless = tasks
         .iter()
         .flat_map(|t| &t.checks)
-        .filter_map(TaskCheck::graded_workload)
+        .filter_map(Check::graded_workload)
         .filter_map(|name| workloads.iter().find(|w| w.name == name))
         .find(|w| w.length().is_none());
     if let Some(w) = endless {
@@ -240,7 +192,7 @@ fn read_checks(
     d: &mut Diags<'_>,
     v: &Spanned<DeValue<'_>>,
     cx: &Context<'_>,
-) -> Vec<(TaskCheck, Range<usize>)> {
+) -> Vec<(Check, Range<usize>)> {
     let Some(items) = array_items(d, v, "`task.check`", "[[task.check]]") else {
         return Vec::new();
     };
@@ -248,7 +200,7 @@ fn read_checks(
         .iter()
         .filter_map(|item| {
             let before = d.count();
-            let s = read_table::<RawCheck>(d, item, CHECK, Keys::new(fields_of::<RawCheck>()))?;
+            let s = read_table::<RawCheck>(d, item, CHECK, Keys::new(CHECK_KEYS))?;
             // An unknown key is the error to fix first (a misspelt kind).
             if d.count() > before {
                 return None;
@@ -345,25 +297,8 @@ impl Kind {
     }
 }
 
-/// The node named `n`, or an error saying which names are close.
-fn node_named(d: &mut Diags<'_>, fabric: &Fabric, n: &Spanned<String>) -> Option<NodeId> {
-    match fabric.node_by_name(n.get_ref()) {
-        Some(node) => Some(node.id),
-        None => {
-            d.error(Some(n.span()), format!("no node named `{}`", n.get_ref()))
-                .label("unknown node")
-                .help(close_node_names(n.get_ref(), fabric));
-            None
-        }
-    }
-}
-
-fn check(
-    d: &mut Diags<'_>,
-    c: &RawCheck,
-    span: Range<usize>,
-    cx: &Context<'_>,
-) -> Option<TaskCheck> {
+/// The check one `[[task.check]]` table makes.
+fn check(d: &mut Diags<'_>, c: &RawCheck, span: Range<usize>, cx: &Context<'_>) -> Option<Check> {
     let at = |v: Option<Range<usize>>, key| v.map(|span| (key, span));
     let written: Vec<(&str, Range<usize>)> = [
         at(c.from.as_ref().map(Spanned::span), "from"),
@@ -455,7 +390,7 @@ fn check(
 }
 
 /// `converged = "5s"`, in a BGP lab.
-fn converged_check(d: &mut Diags<'_>, c: &RawCheck, cx: &Context<'_>) -> Option<TaskCheck> {
+fn converged_check(d: &mut Diags<'_>, c: &RawCheck, cx: &Context<'_>) -> Option<Check> {
     let at = c.converged.as_ref().map(Spanned::span);
     let within = unit::<Delay>(d, &c.converged, "converged")?;
     if !cx.bgp {
@@ -464,7 +399,10 @@ fn converged_check(d: &mut Diags<'_>, c: &RawCheck, cx: &Context<'_>) -> Option<
             .help("write `mode = \"bgp\"` in `[routing]`, or check routes instead");
         return None;
     }
-    Some(TaskCheck::Converged { within })
+    Some(Check::Converged {
+        within,
+        after: None,
+    })
 }
 
 /// `from` and `to`, with `reachable`.
@@ -473,7 +411,7 @@ fn reach_check(
     c: &RawCheck,
     span: Range<usize>,
     fabric: &Fabric,
-) -> Option<TaskCheck> {
+) -> Option<Check> {
     let (Some(from), Some(to)) = (&c.from, &c.to) else {
         let lacking = if c.from.is_none() { "from" } else { "to" };
         missing(d, span, lacking, CHECK)
@@ -482,7 +420,7 @@ fn reach_check(
         return None;
     };
     let (from, to) = (node_named(d, fabric, from), node_named(d, fabric, to));
-    Some(TaskCheck::Reach {
+    Some(Check::Reach {
         from: from?,
         to: to?,
         reachable: c.reachable.as_ref().is_none_or(|r| *r.get_ref()),
@@ -490,7 +428,7 @@ fn reach_check(
 }
 
 /// `node` and `route`, with `present` or `ecmp`.
-fn route_check(d: &mut Diags<'_>, c: &RawCheck, node: Option<NodeId>) -> Option<TaskCheck> {
+fn route_check(d: &mut Diags<'_>, c: &RawCheck, node: Option<NodeId>) -> Option<Check> {
     let route = c.route.as_ref().expect("the kind is a route check");
     let prefix = match parse_net(route.get_ref()) {
         Ok(p) => Some(p),
@@ -516,7 +454,7 @@ fn route_check(d: &mut Diags<'_>, c: &RawCheck, node: Option<NodeId>) -> Option<
             .help("write `present = false` for a route that must not exist");
         return None;
     }
-    Some(TaskCheck::Route {
+    Some(Check::Route {
         node: node?,
         prefix: prefix?,
         present,
@@ -531,7 +469,7 @@ fn lookup_check(
     node: Option<NodeId>,
     at_node: &Spanned<String>,
     fabric: &Fabric,
-) -> Option<TaskCheck> {
+) -> Option<Check> {
     let lookup = c.lookup.as_ref().expect("the kind is a lookup check");
     let Ok(address) = lookup.get_ref().parse::<std::net::Ipv4Addr>() else {
         d.error(
@@ -562,7 +500,7 @@ fn lookup_check(
             Some(dev.get_ref().clone())
         }
     };
-    Some(TaskCheck::Lookup { node, address, dev })
+    Some(Check::Lookup { node, address, dev })
 }
 
 /// `node` and `bgp_peer`, with `established`, in a BGP lab.
@@ -572,7 +510,7 @@ fn bgp_check(
     node: Option<NodeId>,
     at_node: &Spanned<String>,
     cx: &Context<'_>,
-) -> Option<TaskCheck> {
+) -> Option<Check> {
     let peer = c
         .bgp_peer
         .as_ref()
@@ -606,7 +544,7 @@ fn bgp_check(
         .help("a session runs over a link between two switches: name a neighbouring switch");
         return None;
     }
-    Some(TaskCheck::Bgp {
+    Some(Check::Bgp {
         node,
         peer: peer_id,
         established: c.established.as_ref().is_none_or(|e| *e.get_ref()),
@@ -614,7 +552,7 @@ fn bgp_check(
 }
 
 /// `node` and `run`, with `exit` and `output`.
-fn command_check(d: &mut Diags<'_>, c: &RawCheck, node: Option<NodeId>) -> Option<TaskCheck> {
+fn command_check(d: &mut Diags<'_>, c: &RawCheck, node: Option<NodeId>) -> Option<Check> {
     let run = c.run.as_ref().expect("the kind is a command check");
     if run.get_ref().trim().is_empty() {
         d.error(Some(run.span()), "an empty command")
@@ -622,7 +560,7 @@ fn command_check(d: &mut Diags<'_>, c: &RawCheck, node: Option<NodeId>) -> Optio
             .help("e.g. `run = \"ping -c1 -W1 10.128.1.2\"`");
         return None;
     }
-    Some(TaskCheck::Command {
+    Some(Check::Command {
         node: node?,
         run: run.get_ref().clone(),
         exit: c.exit.as_ref().map_or(0, |e| *e.get_ref()),
@@ -649,7 +587,7 @@ fn count(d: &mut Diags<'_>, v: &Option<Spanned<toml::Value>>, key: &str) -> Opti
 
 /// `capture` (a link, `direction`, `frames`) or `filter` (`counter`), with
 /// `min` and `max` counts (`min = 1` unless either is written).
-fn counted_check(d: &mut Diags<'_>, c: &RawCheck, cx: &Context<'_>) -> Option<TaskCheck> {
+fn counted_check(d: &mut Diags<'_>, c: &RawCheck, cx: &Context<'_>) -> Option<Check> {
     let (min, max) = (count(d, &c.min, "min")?, count(d, &c.max, "max")?);
     if let (Some(a), Some(b)) = (min, max)
         && a > b
@@ -693,18 +631,13 @@ fn counted_check(d: &mut Diags<'_>, c: &RawCheck, cx: &Context<'_>) -> Option<Ta
                 return None;
             }
         };
-        let frames = match &c.frames {
-            None => FrameKind::Any,
-            Some(f) => {
-                let kw = Keyword {
-                    what: "kind of frame",
-                    short: "kind",
-                    plural: "kinds",
-                };
-                keyword(d, f.get_ref(), f.span(), &FrameKind::ALL, kw)?
-            }
+        let kw = Keyword {
+            what: "kind of frame",
+            short: "kind",
+            plural: "kinds",
         };
-        return Some(TaskCheck::Capture {
+        let frames = keyword_or(d, &c.frames, FrameKind::Any, &FrameKind::ALL, kw)?;
+        return Some(Check::Capture {
             link: found.name.clone(),
             direction,
             frames,
@@ -728,18 +661,19 @@ fn counted_check(d: &mut Diags<'_>, c: &RawCheck, cx: &Context<'_>) -> Option<Ta
         .help(help);
         return None;
     }
-    let counter = match &c.counter {
-        None => FilterCounter::Dropped,
-        Some(k) => {
-            let kw = Keyword {
-                what: "filter counter",
-                short: "counter",
-                plural: "counters",
-            };
-            keyword(d, k.get_ref(), k.span(), &FilterCounter::ALL, kw)?
-        }
+    let kw = Keyword {
+        what: "filter counter",
+        short: "counter",
+        plural: "counters",
     };
-    Some(TaskCheck::Filter {
+    let counter = keyword_or(
+        d,
+        &c.counter,
+        FilterCounter::Dropped,
+        &FilterCounter::ALL,
+        kw,
+    )?;
+    Some(Check::Filter {
         filter: name.get_ref().clone(),
         counter,
         min,
@@ -757,7 +691,7 @@ fn link_check(
     c: &RawCheck,
     span: Range<usize>,
     cx: &Context<'_>,
-) -> Option<TaskCheck> {
+) -> Option<Check> {
     let name = c.link.as_ref().expect("the kind is a link check");
     if c.up.is_none() && c.mtu.is_none() {
         d.error(
@@ -798,7 +732,7 @@ fn link_check(
         ));
         return None;
     };
-    Some(TaskCheck::Link {
+    Some(Check::Link {
         link,
         up: c.up.as_ref().map(|u| *u.get_ref()),
         mtu,
@@ -811,15 +745,7 @@ fn workload_check(
     c: &RawCheck,
     span: Range<usize>,
     cx: &Context<'_>,
-) -> Option<TaskCheck> {
-    let keys = FigureKeys {
-        figure: &c.figure,
-        of: &c.of,
-        min: &c.min,
-        max: &c.max,
-        within: &c.within,
-        of_link: &c.of_link,
-    };
+) -> Option<Check> {
     if let Some(name) = &c.ran {
         if let Err(why) = check_name_chars(name.get_ref()) {
             d.error(Some(name.span()), format!("invalid workload name: {why}"))
@@ -837,43 +763,13 @@ fn workload_check(
                 return None;
             }
         }
-        let (figure, of, bound) = figure_bound(d, &keys, span, CHECK, cx.fabric, None)?;
-        return Some(TaskCheck::Figure {
-            workload: name.get_ref().clone(),
-            ran: true,
-            algorithm,
-            figure,
-            of,
-            bound,
-        });
+        let whose = Whose::Students(name.get_ref().clone(), algorithm);
+        return figure_check(d, c, span, CHECK, cx.fabric, whose);
     }
     let name = c.workload.as_ref().expect("the kind is a workload check");
-    let Some(workload) = cx.workloads.iter().find(|w| w.name == *name.get_ref()) else {
-        // One that is declared had errors, reported.
-        if cx.fabric.is_some() && !cx.declared.contains(name.get_ref()) {
-            let names: Vec<&str> = cx.declared.iter().map(String::as_str).collect();
-            d.error(
-                Some(name.span()),
-                format!("no workload named `{}`", name.get_ref()),
-            )
-            .label("unknown workload")
-            .help(format!(
-                "{}; a workload the student starts is `ran = \"NAME\"`",
-                choices_help(name.get_ref(), "workloads", &names)
-            ));
-        }
-        return None;
-    };
-    let kind = workload.kind.name();
-    let (figure, of, bound) = figure_bound(d, &keys, span, CHECK, cx.fabric, Some(kind))?;
-    Some(TaskCheck::Figure {
-        workload: workload.name.clone(),
-        ran: false,
-        algorithm: None,
-        figure,
-        of,
-        bound,
-    })
+    let more = "; a workload the student starts is `ran = \"NAME\"`";
+    let workload = workload_named(d, name, cx, more)?;
+    figure_check(d, c, span, CHECK, cx.fabric, Whose::Declared(workload))
 }
 
 /// Reads `[faults]` (`v`, if present): `pick` and its `[[faults.fault]]`s.
