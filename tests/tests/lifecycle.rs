@@ -556,3 +556,40 @@ fn turbonet_lab_names_the_lab_a_command_is_about_when_several_are_up() {
     // --lab wins over it.
     assert!(nodes(&a.0, &["--lab", &b.0]).contains(&format!("tn-{}-", b.0)));
 }
+
+/// The binary installed under another name (a versioned copy, a symlink
+/// of another name) brings a lab up and down: its daemon is not taken for
+/// dead before it has named itself.
+#[test]
+fn a_binary_under_another_name_brings_a_lab_up_and_down() {
+    require_root!();
+    let dir = std::env::temp_dir().join(format!("tn-renamed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let renamed = dir.join("turbonet-0.1");
+    std::fs::copy(turbonet_tests::binary(), &renamed).unwrap();
+    let lab = unique_lab("rn");
+    let file = scenario_as("two-hosts.toml", &lab, "");
+    let guard = LabGuard(lab.clone());
+    let up = Command::new(&renamed)
+        .args(["up", "--quiet", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        up.status.success(),
+        "up as {}: {}",
+        renamed.display(),
+        text(&up)
+    );
+    let down = Command::new(&renamed)
+        .args(["down", &lab])
+        .output()
+        .unwrap();
+    assert!(down.status.success(), "{}", text(&down));
+    assert!(
+        lab_namespaces(&lab).is_empty(),
+        "{:?}",
+        lab_namespaces(&lab)
+    );
+    drop(guard);
+    let _ = std::fs::remove_dir_all(&dir);
+}
