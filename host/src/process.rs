@@ -436,12 +436,16 @@ pub fn spawn_self(args: &[&std::ffi::OsStr], log: &Path) -> io::Result<std::proc
 /// True when the turbonet process with this pid is still running: not a
 /// zombie, and not another program that reused the pid.
 pub fn turbonet_alive(pid: u32) -> bool {
-    // A daemon names itself `turbonet` first thing; until it has, it has
-    // the name of the file it was started from, which is this process's
-    // when this binary was installed under another name.
     alive(pid, "turbonet")
-        || fs::read_to_string("/proc/self/comm")
-            .is_ok_and(|me| me.trim_end() != "turbonet" && alive(pid, me.trim_end()))
+}
+
+/// [`turbonet_alive`] for a process this one just started from its own
+/// binary ([`spawn_self`]): until it names itself `turbonet` it has the name
+/// of the file it was started from, which is this process's when the
+/// binary was installed under another name.
+pub fn spawned_alive(pid: u32) -> bool {
+    turbonet_alive(pid)
+        || fs::read_to_string("/proc/self/comm").is_ok_and(|me| alive(pid, me.trim_end()))
 }
 
 /// True when `pid` is a live (not zombie) process named `program` (its

@@ -84,7 +84,7 @@ pub fn wait_ready(
         if let Ok(status) = api::Client::connect(dir).and_then(|mut c| c.status()) {
             return Ok(status);
         }
-        if !process::turbonet_alive(supervisor) {
+        if !process::spawned_alive(supervisor) {
             let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap_or_default();
             return Err(Error::Failed(format!(
                 "the lab daemon exited before it was ready:\n{}",
