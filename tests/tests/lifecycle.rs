@@ -563,9 +563,16 @@ fn turbonet_lab_names_the_lab_a_command_is_about_when_several_are_up() {
 #[test]
 fn a_binary_under_another_name_brings_a_lab_up_and_down() {
     require_root!();
-    let dir = std::env::temp_dir().join(format!("tn-renamed-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let renamed = dir.join("turbonet-0.1");
+    /// Removes the copy's directory, whatever happens.
+    struct Scratch(std::path::PathBuf);
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let dir = Scratch(std::env::temp_dir().join(format!("tn-renamed-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let renamed = dir.0.join("turbonet-0.1");
     std::fs::copy(turbonet_tests::binary(), &renamed).unwrap();
     let lab = unique_lab("rn");
     let file = scenario_as("two-hosts.toml", &lab, "");
@@ -591,5 +598,4 @@ fn a_binary_under_another_name_brings_a_lab_up_and_down() {
         lab_namespaces(&lab)
     );
     drop(guard);
-    let _ = std::fs::remove_dir_all(&dir);
 }
