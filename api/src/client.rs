@@ -47,9 +47,10 @@ pub async fn connect(dir: impl AsRef<Path>) -> Result<LabClient<Channel>> {
             .connect_timeout(READ_TIMEOUT)
             .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
                 let path = path.clone();
+                // A daemon that dies mid-call is an error, never SIGPIPE.
                 async move {
                     Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
-                        tokio::net::UnixStream::connect(path).await?,
+                        turbonet_host::stream::QuietStream::connect(path).await?,
                     ))
                 }
             }))

@@ -5,8 +5,8 @@
 //! a user's) and the one safe way into them ([`namespaces`]), processes
 //! it starts detached or inside a namespace and finds again ([`process`]),
 //! descriptors passed between processes ([`descriptors`]), a user's
-//! control group ([`cgroup`]), and what the kernel says of a TCP
-//! connection.
+//! control group ([`cgroup`]), a client's Unix stream that never raises
+//! SIGPIPE ([`stream`]), and what the kernel says of a TCP connection.
 //!
 //! It knows nothing of scenarios or labs: callers compute what to ask for
 //! and this crate asks. With the packet-I/O crate, the only crate of
@@ -21,6 +21,7 @@ pub mod error;
 pub mod kernel;
 pub mod namespaces;
 pub mod process;
+pub mod stream;
 
 pub use error::{Error, Result};
 

@@ -920,7 +920,9 @@ pub fn forward(socket: &Path, request: &Request, file: Option<&std::fs::File>) -
         conn.as_raw_fd(),
         &[IoSlice::new(&body)],
         &[ControlMessage::ScmRights(&fds)],
-        MsgFlags::empty(),
+        // A service gone is an error, not SIGPIPE (the command keeps its
+        // default for its pipes).
+        MsgFlags::MSG_NOSIGNAL,
         None,
     )
     .context("sending the request")?;

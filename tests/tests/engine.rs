@@ -399,17 +399,7 @@ fn a_killed_daemon_is_restarted_and_readopts_the_lab() {
     let out = run(&["link", "set", "h1--s1", "--delay", "20ms", "--lab", &lab]);
     assert!(out.status.success(), "{}", text(&out));
     let status = |lab: &str| -> serde_json::Value {
-        // `status` asks the daemon while it is being killed: a write to
-        // its dying socket can end the command with SIGPIPE (a known bug
-        // of the command line, which restores SIGPIPE's default for its
-        // pipes), so a run ended by a signal is asked again.
-        let mut out = run(&["status", "--json"]);
-        for _ in 0..3 {
-            if out.status.code().is_some() {
-                break;
-            }
-            out = run(&["status", "--json"]);
-        }
+        let out = run(&["status", "--json"]);
         let all: serde_json::Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("status --json: {e}\n{}", text(&out)));
         all.as_array()
