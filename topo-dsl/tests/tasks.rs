@@ -328,7 +328,7 @@ fn a_convergence_check_takes_a_time_and_a_bgp_lab() {
     let lab = ok(&format!("{bgp}{task}converged = \"5s\"\n"));
     assert!(matches!(
         &lab.tasks[0].checks[0],
-        Check::Converged { within, .. } if within.as_duration().as_secs() == 5
+        Check::Converged { within, after: None } if within.as_duration().as_secs() == 5
     ));
     let e = errors(&format!("{DUO}{task}converged = \"5s\"\n"));
     assert!(

@@ -364,20 +364,29 @@ fn figure_bound(
                 ));
             return None;
         }
-        if let (Some(a), Some(b)) = (min, max)
-            && a > b
-        {
-            d.error(
-                e.max.as_ref().map(Spanned::span),
-                "`max` is below `min`: nothing can pass",
-            )
-            .label("below min")
-            .help("swap them");
+        if max_below_min(d, e.max.as_ref().map(Spanned::span), min, max) {
             return None;
         }
         Bound { min, max }
     };
     Some((figure, of, bound))
+}
+
+/// Refuses a `max` (at `max_at`) below `min`, which nothing can pass; true
+/// when it did.
+pub(crate) fn max_below_min<T: PartialOrd>(
+    d: &mut Diags<'_>,
+    max_at: Option<Range<usize>>,
+    min: Option<T>,
+    max: Option<T>,
+) -> bool {
+    let below = matches!((min, max), (Some(a), Some(b)) if a > b);
+    if below {
+        d.error(max_at, "`max` is below `min`: nothing can pass")
+            .label("below min")
+            .help("swap them");
+    }
+    below
 }
 
 /// The figures workloads of `kind` report.

@@ -17,7 +17,8 @@ use toml::de::DeValue;
 
 use super::addressing::parse_net;
 use super::check::{
-    CHECK_KEYS, Context, RawCheck, Whose, figure_check, keyword_or, node_named, workload_named,
+    CHECK_KEYS, Context, RawCheck, Whose, figure_check, keyword_or, max_below_min, node_named,
+    workload_named,
 };
 use super::lab::check_name_chars;
 use super::links::close_link_names;
@@ -589,15 +590,7 @@ fn count(d: &mut Diags<'_>, v: &Option<Spanned<toml::Value>>, key: &str) -> Opti
 /// `min` and `max` counts (`min = 1` unless either is written).
 fn counted_check(d: &mut Diags<'_>, c: &RawCheck, cx: &Context<'_>) -> Option<Check> {
     let (min, max) = (count(d, &c.min, "min")?, count(d, &c.max, "max")?);
-    if let (Some(a), Some(b)) = (min, max)
-        && a > b
-    {
-        d.error(
-            c.max.as_ref().map(Spanned::span),
-            "`max` is below `min`: nothing can pass",
-        )
-        .label("below min")
-        .help("swap them");
+    if max_below_min(d, c.max.as_ref().map(Spanned::span), min, max) {
         return None;
     }
     let min = if min.is_none() && max.is_none() {
