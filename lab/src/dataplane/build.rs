@@ -2,20 +2,22 @@
 //! reads and records into ([`Build`]), what a target does to be built
 //! ([`TargetBuild`]: the namespaces it will create, what it asks of the
 //! kernel, what it starts), and the phases every target shares: timed
-//! phases, and carrier then routes. `dataplane::Builder` picks a lab's.
+//! phases, the namespaces, the management network, and carrier then
+//! routes. `dataplane::Builder` picks a lab's.
 
 use std::future::Future;
 
-use turbonet_host::kernel::Kernel;
+use turbonet_host::kernel::{Kernel, NamespaceSpec, Ns};
 use turbonet_routing::Route;
 use turbonet_topo::Lab;
 use turbonet_topo::mapper::Mapping;
 
-use crate::bail;
 use crate::carrier::Carrier;
+use crate::dataplane::mgmt;
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 use crate::state::{LabDir, LabState, Stopwatch, Timing};
+use crate::{bail, err};
 
 /// What the machine brings to a build: threads that create namespaces,
 /// and whether its kernel has `fib_multipath_hash_seed`.
@@ -70,6 +72,28 @@ pub(crate) trait TargetBuild {
     fn mapping(&self) -> Option<&Mapping> {
         None
     }
+}
+
+/// The namespaces phase every target starts with: `specs` and the
+/// management network's, created through `kernel`; returns the target's
+/// (in `specs`' order) and the management network's hub, if the lab has one.
+pub(crate) async fn create_namespaces<K: Kernel>(
+    kernel: &mut K,
+    cx: &mut Build<'_>,
+    mut specs: Vec<NamespaceSpec>,
+) -> Result<(Vec<Ns>, Option<Ns>)> {
+    specs.extend(mgmt::namespace_spec(cx.lab));
+    let threads = cx.host.threads;
+    let mut created = timed(
+        cx.progress,
+        cx.state,
+        "namespaces",
+        async { kernel.create_namespaces(&specs, threads) },
+        |ns| format!("{} namespaces", ns.len()),
+    )
+    .await?;
+    let hub = cx.lab.mgmt.and_then(|_| created.pop());
+    Ok((created, hub))
 }
 
 /// Records a finished phase and prints it.
@@ -142,6 +166,55 @@ pub(crate) async fn timed_counted<T, E: Into<Error>>(
     };
     phase(progress, name, detail(&out), state, watch.seconds());
     Ok(out)
+}
+
+/// The management network's phase: its bridge, every member's `mgmt0`
+/// and their addresses.
+pub(crate) async fn build_mgmt<K: Kernel>(
+    kernel: &mut K,
+    lab: &Lab,
+    ns_of: impl Fn(turbonet_topo::NodeId) -> Option<turbonet_host::kernel::Ns>,
+    hub: turbonet_host::kernel::Ns,
+    progress: &dyn Progress,
+    state: &mut LabState,
+) -> Result<()> {
+    let Some(net) = &lab.mgmt else {
+        return Ok(());
+    };
+    // The nodes the hosts file names on it, each from its namespace.
+    let members: Vec<_> = (lab.fabric.nodes.iter())
+        .filter(|n| crate::hostnames::joins_mgmt(lab, n))
+        .map(|n| {
+            ns_of(n.id).map(|ns| (n.id, ns)).ok_or_else(|| {
+                err!(
+                    "{} joins the management network but has no namespace",
+                    n.name
+                )
+            })
+        })
+        .collect::<Result<_>>()?;
+    let plan = mgmt::plan(lab, net, &members, hub);
+    timed(
+        progress,
+        state,
+        "mgmt",
+        async {
+            let (ns, name, ifindex) = plan.bridge;
+            kernel.add_bridge(ns, name, ifindex).await?;
+            kernel.add_veths(plan.veths).await?;
+            kernel.set_bridge_ports(plan.ports).await?;
+            kernel.set_up(plan.up).await?;
+            kernel.add_addresses(plan.addresses).await
+        },
+        |()| {
+            format!(
+                "{} nodes on the management network {} (mgmt0)",
+                members.len(),
+                net.pool
+            )
+        },
+    )
+    .await
 }
 
 /// The last two phases of a build: waits until `ports` have carrier, then

@@ -11,13 +11,7 @@
 
 use turbonet_topo::{Lab, Mgmt, NodeId};
 
-use turbonet_host::kernel::{Address, Kernel, NamespaceSpec, Ns, PerNs, Veth, VethEnd};
-
-use crate::dataplane::build::timed;
-use crate::err;
-use crate::error::Result;
-use crate::progress::Progress;
-use crate::state::LabState;
+use turbonet_host::kernel::{Address, NamespaceSpec, Ns, PerNs, Veth, VethEnd};
 
 /// Every member's interface on the management network, and the bridge's
 /// in the hidden namespace: one name for it everywhere, so programs can
@@ -111,53 +105,4 @@ pub fn plan(lab: &Lab, mgmt: &Mgmt, members: &[(NodeId, Ns)], hub: Ns) -> Plan {
         up: vec![(hub, vec![1])],
         addresses,
     }
-}
-
-/// The management network's phase: its bridge, every member's `mgmt0`
-/// and their addresses.
-pub(crate) async fn build<K: Kernel>(
-    kernel: &mut K,
-    lab: &Lab,
-    ns_of: impl Fn(turbonet_topo::NodeId) -> Option<turbonet_host::kernel::Ns>,
-    hub: turbonet_host::kernel::Ns,
-    progress: &dyn Progress,
-    state: &mut LabState,
-) -> Result<()> {
-    let Some(net) = &lab.mgmt else {
-        return Ok(());
-    };
-    // The nodes the hosts file names on it, each from its namespace.
-    let members: Vec<_> = (lab.fabric.nodes.iter())
-        .filter(|n| crate::hostnames::joins_mgmt(lab, n))
-        .map(|n| {
-            ns_of(n.id).map(|ns| (n.id, ns)).ok_or_else(|| {
-                err!(
-                    "{} joins the management network but has no namespace",
-                    n.name
-                )
-            })
-        })
-        .collect::<Result<_>>()?;
-    let plan = plan(lab, net, &members, hub);
-    timed(
-        progress,
-        state,
-        "mgmt",
-        async {
-            let (ns, name, ifindex) = plan.bridge;
-            kernel.add_bridge(ns, name, ifindex).await?;
-            kernel.add_veths(plan.veths).await?;
-            kernel.set_bridge_ports(plan.ports).await?;
-            kernel.set_up(plan.up).await?;
-            kernel.add_addresses(plan.addresses).await
-        },
-        |()| {
-            format!(
-                "{} nodes on the management network {} (mgmt0)",
-                members.len(),
-                net.pool
-            )
-        },
-    )
-    .await
 }

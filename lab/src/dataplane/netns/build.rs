@@ -7,9 +7,9 @@ use turbonet_topo::Lab;
 
 use crate::carrier::Carrier;
 use crate::dataplane::build::{
-    Build, TargetBuild, carrier_then_routes, fail_point, phase, timed, timed_counted,
+    Build, TargetBuild, build_mgmt, carrier_then_routes, create_namespaces, fail_point, phase,
+    timed, timed_counted,
 };
-use crate::dataplane::mgmt;
 use crate::dataplane::netns::{self, externals};
 use crate::error::Result;
 use crate::state::Stopwatch;
@@ -44,22 +44,13 @@ impl TargetBuild for NetnsBuild {
 async fn build<K: Kernel>(kernel: &mut K, cx: &mut Build<'_>) -> Result<()> {
     let (lab, carriers, routes, host, progress, dir) =
         (cx.lab, cx.carriers, cx.routes, cx.host, cx.progress, cx.dir);
-    let state = &mut *cx.state;
-    let mut specs = netns::namespace_specs(
+    let specs = netns::namespace_specs(
         lab,
         netns::has_engine_namespace(lab, carriers),
         host.hash_seed,
     );
-    specs.extend(mgmt::namespace_spec(lab));
-    let mut created = timed(
-        progress,
-        state,
-        "namespaces",
-        async { kernel.create_namespaces(&specs, host.threads) },
-        |ns| format!("{} namespaces", ns.len()),
-    )
-    .await?;
-    let hub = lab.mgmt.and_then(|_| created.pop());
+    let (created, hub) = create_namespaces(kernel, cx, specs).await?;
+    let state = &mut *cx.state;
     let (nodes, engine) = created.split_at(lab.fabric.nodes.len());
     let engine = engine.first().copied();
     let veths = netns::veths(lab, nodes, engine, carriers)?;
@@ -81,7 +72,7 @@ async fn build<K: Kernel>(kernel: &mut K, cx: &mut Build<'_>) -> Result<()> {
     fail_point("links")?;
     if let Some(hub) = hub {
         let ns_of = |id: turbonet_topo::NodeId| nodes.get(id.0 as usize).copied();
-        mgmt::build(kernel, lab, ns_of, hub, progress, state).await?;
+        build_mgmt(kernel, lab, ns_of, hub, progress, state).await?;
     }
 
     if !state.externals.is_empty() {

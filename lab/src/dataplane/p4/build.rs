@@ -8,8 +8,10 @@ use turbonet_topo::Lab;
 use turbonet_topo::mapper::Mapping;
 
 use crate::carrier::Carrier;
-use crate::dataplane::build::{Build, TargetBuild, carrier_then_routes, fail_point, phase, timed};
-use crate::dataplane::mgmt;
+use crate::dataplane::build::{
+    Build, TargetBuild, build_mgmt, carrier_then_routes, create_namespaces, fail_point, phase,
+    timed,
+};
 use crate::dataplane::p4::{local as local_build, soft, switches};
 use crate::error::{Context, Error, Result};
 use crate::state::Stopwatch;
@@ -112,23 +114,13 @@ async fn build_local<K: Kernel>(
     mapping: &Mapping,
     veth_cables: bool,
 ) -> Result<()> {
-    let (lab, routes, host, progress) = (cx.lab, cx.routes, cx.host, cx.progress);
+    let (lab, routes, progress) = (cx.lab, cx.routes, cx.progress);
+    let (created, hub) = create_namespaces(kernel, cx, local_build::namespace_specs(lab)).await?;
     let state = &mut *cx.state;
-    let mut specs = local_build::namespace_specs(lab);
-    specs.extend(mgmt::namespace_spec(lab));
-    let mut created = timed(
-        progress,
-        state,
-        "namespaces",
-        async { kernel.create_namespaces(&specs, host.threads) },
-        |ns| format!("{} namespaces", ns.len()),
-    )
-    .await?;
-    let hub = lab.mgmt.and_then(|_| created.pop());
     let ns = local_build::local_namespaces(lab, &created);
     if let Some(hub) = hub {
         let ns_of = |id| ns.hosts.iter().find(|&&(h, _)| h == id).map(|&(_, ns)| ns);
-        mgmt::build(kernel, lab, ns_of, hub, progress, state).await?;
+        build_mgmt(kernel, lab, ns_of, hub, progress, state).await?;
     }
     let veths = local_build::host_veths(lab, mapping, &ns)?;
     let count = veths.len();
