@@ -18,6 +18,8 @@
 //! on its own.
 
 pub mod actor;
+#[cfg(test)]
+mod characterisation;
 pub mod command;
 pub mod inputs;
 pub mod metrics;
