@@ -218,7 +218,7 @@ fn cpu_seconds(pid: u32) -> Result<f64> {
 }
 
 /// Resident memory of `pid`, MiB.
-fn rss_mib(pid: u32) -> Result<f64> {
+pub(crate) fn rss_mib(pid: u32) -> Result<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let kib: f64 = status
         .lines()

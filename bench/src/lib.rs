@@ -42,15 +42,8 @@ pub enum Bench {
         /// own (`static`, `bgp`).
         routing: Option<String>,
     },
-    /// The userspace link engine: delay accuracy with `probes` per delay,
-    /// loss statistics over `loss_frames` per probability, rate and
-    /// forwarding capacity.
-    Engine {
-        /// Delay probes per configured delay.
-        probes: usize,
-        /// Frames per configured loss probability.
-        loss_frames: u64,
-    },
+    /// The userspace link engine: accuracy, capacity and cost.
+    Engine(engine::Options),
     /// BGP convergence per agent, or with `density` the cost of many
     /// agents at steady state.
     Bgp {
@@ -104,18 +97,23 @@ impl UpLab {
 
     /// The first address of node `node`.
     pub(crate) fn address(&self, node: &str) -> Result<std::net::Ipv4Addr> {
-        let lab = turbonet_lab::state::LabDir::of(&self.name).saved_lab()?;
-        let n = lab
-            .fabric
-            .node_by_name(node)
-            .with_context(|| format!("lab {} has no node {node}", self.name))?;
-        let (_, local, _) = lab
-            .fabric
-            .ports(n.id)
-            .next()
-            .with_context(|| format!("{node} has no port"))?;
-        Ok(local.addr.addr())
+        address(&self.name, node)
     }
+}
+
+/// The first address of node `node` of lab `lab`, which is up.
+pub(crate) fn address(lab: &str, node: &str) -> Result<std::net::Ipv4Addr> {
+    let saved = turbonet_lab::state::LabDir::of(lab).saved_lab()?;
+    let n = saved
+        .fabric
+        .node_by_name(node)
+        .with_context(|| format!("lab {lab} has no node {node}"))?;
+    let (_, local, _) = saved
+        .fabric
+        .ports(n.id)
+        .next()
+        .with_context(|| format!("{node} has no port"))?;
+    Ok(local.addr.addr())
 }
 
 impl Drop for UpLab {
@@ -272,10 +270,7 @@ fn bench_one(which: &Bench, progress: &dyn Progress) -> Result<Report> {
             check,
             routing,
         } => fabric::bench(files, *runs, *check, routing.as_deref(), progress),
-        Bench::Engine {
-            probes,
-            loss_frames,
-        } => engine::bench(*probes, *loss_frames, progress),
+        Bench::Engine(options) => engine::bench(options, progress),
         Bench::Bgp { density, agents } => bgp::bench(*density, agents, progress),
         Bench::Soft { frames } => soft::bench(*frames, progress),
         Bench::Workloads => workloads::bench(progress),

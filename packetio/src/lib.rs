@@ -8,9 +8,13 @@
 //!   turbonet reads and writes whole frames, over [`ethtool`] requests,
 //!   which also read a driver's statistics (veth's XDP counters);
 //! - [`tun`]: layer-3 TUN devices (the control planes of virtual switches);
+//! - [`poller`]: epoll with nanosecond timeouts over many sockets, and an
+//!   eventfd to wake it;
 //! - [`clock`] and [`timing`]: a monotonic nanosecond clock that kernel
 //!   timestamps map onto, high-resolution waits (`ppoll`), low timer slack
 //!   and real-time scheduling for the thread that times frames;
+//! - [`datagram`]: many datagrams per system call on a connected socket,
+//!   for load generators;
 //! - [`icmp`]: echo probes from raw ICMP sockets (`turbonet check`);
 //! - [`timestamp`]: kernel receive timestamps on datagram sockets;
 //! - [`checksum`]: the Internet checksum (RFC 1071) and its incremental
@@ -23,9 +27,11 @@
 
 pub mod checksum;
 pub mod clock;
+pub mod datagram;
 pub mod ethtool;
 pub mod icmp;
 pub mod offloads;
+pub mod poller;
 pub mod socket;
 pub mod timestamp;
 pub mod timing;

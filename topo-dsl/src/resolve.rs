@@ -238,6 +238,7 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
         seed: lab.seed,
         target: lab.target?,
         engine: lab.engine?,
+        engine_shards: lab.engine_shards?,
         routing: RoutingConfig {
             mode: routing.mode?,
             agent: routing.agent?,

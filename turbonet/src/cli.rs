@@ -906,9 +906,30 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "MODE", value_parser = ["static", "bgp"])]
     pub routing: Option<String>,
     /// Measure the userspace link engine instead: delay accuracy, loss
-    /// statistics and forwarding capacity on a two-host lab.
+    /// statistics, a standing queue, and the capacity grid (impaired links
+    /// x frame sizes x engine shards, beside a plain veth, with CPU per
+    /// frame and every lost frame attributed to a stage).
     #[arg(long)]
     pub engine: bool,
+    /// With --engine: the parts to run (delay: one-way delay at light load;
+    /// loss; rate: TCP through a shaped link; queue: a standing queue;
+    /// capacity: the grid; load: delay error at 25-80% of capacity; idle:
+    /// the engine's cost with links up and no traffic).
+    #[arg(long, value_delimiter = ',', value_name = "PART", default_value = "delay,loss,rate,queue,capacity,load,idle", value_parser = ["delay", "loss", "rate", "queue", "capacity", "load", "idle"])]
+    pub part: Vec<String>,
+    /// With --engine: impaired links in the capacity grid (one carries the
+    /// traffic, the rest idle).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "N",
+        default_value = "1,16,256,4096"
+    )]
+    pub links: Vec<usize>,
+    /// With --engine: engine shard counts in the capacity grid (default:
+    /// 1 and one per core).
+    #[arg(long, value_delimiter = ',', value_name = "K")]
+    pub shards: Vec<usize>,
     /// With --engine: delay probes per configured delay.
     #[arg(long, default_value_t = 5_000)]
     pub probes: usize,
@@ -940,7 +961,8 @@ pub(crate) struct BenchArgs {
     /// sustained without loss, and route-change event latency.
     #[arg(long)]
     pub instruments: bool,
-    /// With --soft or --instruments: frames per measurement.
+    /// With --soft, --instruments or --engine (its capacity cells): frames
+    /// per measurement.
     #[arg(long, default_value_t = 1_000_000)]
     pub frames: u64,
 }

@@ -44,6 +44,9 @@ pub struct Lab {
     pub target: Target,
     /// Which impairment engine carries impaired links.
     pub engine: EngineChoice,
+    /// `[lab] engine_shards`: threads of the userspace link engine
+    /// (`None`: one per core of the machine the lab runs on).
+    pub engine_shards: Option<u16>,
     /// How routes are computed and installed.
     pub routing: RoutingConfig,
     /// Nodes, links and prefixes.

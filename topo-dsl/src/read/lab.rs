@@ -16,6 +16,7 @@ struct RawLab {
     seed: Option<Spanned<u64>>,
     target: Option<Spanned<String>>,
     engine: Option<Spanned<String>>,
+    engine_shards: Option<Spanned<u64>>,
     rate_scale: Option<Spanned<u64>>,
 }
 
@@ -30,10 +31,16 @@ pub(crate) struct LabRead {
     pub target: Option<Target>,
     /// `auto` by default.
     pub engine: Option<EngineChoice>,
+    /// Threads of the userspace link engine (`None`: one per core);
+    /// `Some(None)` when invalid.
+    pub engine_shards: Option<Option<u16>>,
     /// What every rate, queue and ECN threshold is divided by (1 by
     /// default); `None` when invalid.
     pub rate_scale: Option<u32>,
 }
+
+/// The most threads the userspace link engine may run.
+pub(crate) const MAX_ENGINE_SHARDS: u64 = 64;
 
 /// The largest `rate_scale`.
 const MAX_RATE_SCALE: u64 = 1_000_000_000;
@@ -109,6 +116,22 @@ pub(crate) fn read(d: &mut Diags<'_>, v: Option<&Spanned<DeValue<'_>>>) -> Optio
             keyword(d, e.get_ref(), e.span(), ENGINES, kw)
         }
     };
+    let engine_shards = match &s.raw.engine_shards {
+        None => Some(None),
+        Some(k) if (1..=MAX_ENGINE_SHARDS).contains(k.get_ref()) => Some(Some(*k.get_ref() as u16)),
+        Some(k) => {
+            d.error(
+                Some(k.span()),
+                format!(
+                    "`engine_shards` must be from 1 to {MAX_ENGINE_SHARDS}, found {}",
+                    k.get_ref()
+                ),
+            )
+            .label("out of range")
+            .help("the userspace link engine's threads; leave it out for one per core");
+            None
+        }
+    };
     let rate_scale = match &s.raw.rate_scale {
         None => Some(1),
         Some(r) if (1..=MAX_RATE_SCALE).contains(r.get_ref()) => Some(*r.get_ref() as u32),
@@ -127,6 +150,7 @@ pub(crate) fn read(d: &mut Diags<'_>, v: Option<&Spanned<DeValue<'_>>>) -> Optio
         seed,
         target,
         engine,
+        engine_shards,
         rate_scale,
     })
 }

@@ -11,10 +11,26 @@ use crate::render::table;
 /// `turbonet bench`: the benchmark the flags pick, then its report.
 pub(crate) fn run(args: BenchArgs) -> Result<()> {
     let which = if args.engine {
-        bench::Bench::Engine {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let shards = if args.shards.is_empty() {
+            let mut k = vec![1, cores];
+            k.dedup();
+            k
+        } else {
+            args.shards
+        };
+        bench::Bench::Engine(bench::engine::Options {
             probes: args.probes,
             loss_frames: args.loss_frames,
-        }
+            frames: args.frames,
+            links: args.links,
+            shards: shards.into_iter().map(Some).collect(),
+            parts: args
+                .part
+                .iter()
+                .filter_map(|p| bench::engine::Part::ALL.into_iter().find(|k| k.name() == p))
+                .collect(),
+        })
     } else if args.bgp {
         bench::Bench::Bgp {
             density: args.density,

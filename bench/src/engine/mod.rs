@@ -17,17 +17,21 @@ use std::mem::MaybeUninit;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
-use socket2::{Domain, Protocol, Socket, Type};
+use socket2::Socket;
 use turbonet_lab::bail;
 use turbonet_lab::error::{Context, Result};
 
+mod capacity;
+mod load;
+mod stages;
+mod traffic;
+
 use crate::report::{Report, count};
-use turbonet_host::namespaces;
 use turbonet_lab::progress::Progress;
 use turbonet_lab::state::LabDir;
 
 const LAB: &str = "tnbench";
-const PORT: u16 = 9_000;
+use traffic::PORT;
 
 /// The bench lab: h1 -- s1 -- h2; `params` go on h1--s1 (TOML lines).
 fn scenario(params: &str) -> String {
@@ -59,20 +63,7 @@ impl BenchLab {
 
 /// A UDP socket created inside a node of the bench lab.
 fn udp_in(node: &str, bind: Option<SocketAddrV4>) -> Result<Socket> {
-    udp_in_lab(LAB, node, bind)
-}
-
-/// A UDP socket created inside a node of lab `lab`.
-pub(crate) fn udp_in_lab(lab: &str, node: &str, bind: Option<SocketAddrV4>) -> Result<Socket> {
-    let ns = namespaces::open(&turbonet_lab::names::node_namespace(lab, node))?;
-    let socket = namespaces::in_namespace(&ns, || {
-        let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
-        if let Some(addr) = bind {
-            s.bind(&addr.into())?;
-        }
-        Ok(s)
-    })?;
-    Ok(socket)
+    traffic::udp_in(LAB, node, bind)
 }
 
 fn realtime_ns() -> i128 {
@@ -103,7 +94,7 @@ fn one_way_delays(lab: &BenchLab, n: usize, gap: Duration) -> Result<Vec<i64>> {
         bail!("no probe got through the bench lab");
     }
     std::thread::sleep(Duration::from_millis(300));
-    drain(&rx);
+    traffic::drain(&rx);
     let receiver = std::thread::spawn(move || -> Vec<i64> {
         let mut delays = Vec::with_capacity(n);
         while delays.len() < n {
@@ -127,13 +118,6 @@ fn one_way_delays(lab: &BenchLab, n: usize, gap: Duration) -> Result<Vec<i64>> {
         tx.send_to(&realtime_ns().to_be_bytes(), &to)?;
     }
     Ok(receiver.join().expect("receiver thread"))
-}
-
-fn drain(socket: &Socket) {
-    let _ = socket.set_nonblocking(true);
-    let mut buf = [MaybeUninit::<u8>::uninit(); 64];
-    while socket.recv(&mut buf).is_ok() {}
-    let _ = socket.set_nonblocking(false);
 }
 
 /// One probe: (send time from its payload, kernel receive time), ns.
@@ -250,7 +234,7 @@ fn binomial_99(n: u64, p: f64) -> (u64, u64) {
     (lo, hi)
 }
 
-/// Sends `frames` small UDP frames from h1 to h2, paced to `pps` if given,
+/// Sends `frames` 64-byte frames from h1 to h2, paced to `pps` if given,
 /// and returns (seconds, frames received).
 fn blast(lab: &BenchLab, frames: u64, pps: Option<u64>) -> Result<(f64, u64)> {
     blast_between(LAB, ("h1", "h2"), lab.h2, frames, pps)
@@ -267,38 +251,8 @@ pub(crate) fn blast_between(
     frames: u64,
     pps: Option<u64>,
 ) -> Result<(f64, u64)> {
-    let rx = udp_in_lab(lab, hosts.1, Some(SocketAddrV4::new(to, PORT)))?;
-    rx.set_read_timeout(Some(Duration::from_millis(500)))?;
-    let _ = rx.set_recv_buffer_size(16 << 20);
-    let tx = udp_in_lab(lab, hosts.0, None)?;
-    let to = SocketAddrV4::new(to, PORT).into();
-    tx.send_to(&[0u8; 18], &to)?;
-    std::thread::sleep(Duration::from_millis(100));
-    drain(&rx);
-    let receiver = std::thread::spawn(move || {
-        let mut got = 0u64;
-        let mut buf = [MaybeUninit::<u8>::uninit(); 64];
-        while rx.recv(&mut buf).is_ok() {
-            got += 1;
-        }
-        got
-    });
-    let payload = [0u8; 18]; // 64-byte Ethernet frames
-    let start = Instant::now();
-    for i in 0..frames {
-        if let Some(pps) = pps {
-            let due = start + Duration::from_nanos(i * 1_000_000_000 / pps);
-            while Instant::now() < due {
-                std::hint::spin_loop();
-            }
-        }
-        while tx.send_to(&payload, &to).is_err() {
-            std::thread::yield_now();
-        }
-    }
-    let got = receiver.join().expect("receiver");
-    // The receiver stops 0.5 s after the last frame.
-    Ok(((start.elapsed().as_secs_f64() - 0.5).max(1e-9), got))
+    let b = traffic::blast(lab, hosts, to, frames, 64, pps)?;
+    Ok((b.secs, b.received))
 }
 
 fn link_counters(link: &str) -> Result<Vec<turbonet_api::proto::LinkDirection>> {
@@ -310,28 +264,6 @@ fn link_counters(link: &str) -> Result<Vec<turbonet_api::proto::LinkDirection>> 
         .next()
         .map(|l| l.directions)
         .ok_or_else(|| turbonet_lab::err!("no counters for {link}"))
-}
-
-/// Capacity rows: path, frames, received, kpps.
-fn capacity(frames: u64, progress: &dyn Progress) -> Result<Vec<Vec<String>>> {
-    let mut rows = Vec::new();
-    for (label, params) in [
-        ("plain veth", ""),
-        ("engine, no impairment (1ns delay)", "delay = \"1ns\""),
-        ("engine, 100us delay", "delay = \"100us\""),
-    ] {
-        progress.note(&format!("bench engine: capacity, {label} ..."));
-        let lab = BenchLab::up(params)?;
-        let (secs, got) = blast(&lab, frames, None)?;
-        rows.push(vec![
-            label.into(),
-            count(frames as usize),
-            count(got as usize),
-            format!("{:.0}", got as f64 / secs / 1000.0),
-            format!("{:.2}", got as f64 * 64.0 * 8.0 / secs / 1e9),
-        ]);
-    }
-    Ok(rows)
 }
 
 /// `turbonet exec --lab tnbench NODE -- ARGS`.
@@ -390,38 +322,52 @@ fn rate_accuracy(progress: &dyn Progress) -> Result<Vec<Vec<String>>> {
 }
 
 /// Queueing delay under a standing queue: UDP at twice the rate keeps a
-/// 100-packet queue drained at 10 Mbit/s full; ping RTTs through it,
-/// against queue size / rate (iperf3's 1460-byte datagrams are 1502-byte
-/// frames). (TCP would not do: Linux receive-window autotuning keeps its
-/// standing queue far below 100 packets on a path this short.)
+/// 100-packet queue drained at 10 Mbit/s full, and ping RTTs through it
+/// are compared with what the queue holds over the rate. The queue counts
+/// 100 frames of the link's MTU (1,514 bytes) and is full of 1,500-byte
+/// datagrams (1,496 bytes as the queue sees them, without FCS): 101 of
+/// them, 120.9 ms. The filler's socket buffer is forced large: with the
+/// default 208 KiB the sender blocks once about 50 datagrams (their
+/// buffers' true size) are queued, and the queue never fills (this line
+/// once read 55 ms). TCP would not do either: receive-window autotuning
+/// keeps its standing queue far below 100 packets on a path this short.
 fn standing_queue(lab: &BenchLab) -> Result<(f64, f64)> {
-    let expected_ms = 100.0 * 1502.0 * 8.0 / 10e6 * 1000.0;
-    let server = crate::IperfServer::start(LAB, "h2")?;
-    let mut client = exec_in(
-        "h1",
-        &[
-            "iperf3",
-            "-u",
-            "-b",
-            "20M",
-            "-c",
-            &lab.h2.to_string(),
-            "-p",
-            &server.port,
-            "-t",
-            "5",
-        ],
-    )
-    .stdout(std::process::Stdio::null())
-    .spawn()?;
-    std::thread::sleep(Duration::from_secs(2));
+    const FRAME: usize = 1500;
+    let seen = FRAME - 4;
+    let held = (100 * 1514) / seen * seen;
+    let expected_ms = held as f64 * 8.0 / 10e6 * 1000.0;
+    let to = SocketAddrV4::new(lab.h2, PORT);
+    let sink = traffic::Sink::start(LAB, "h2", to, Duration::from_secs(2))?;
+    let tx = udp_in("h1", None)?;
+    tx.connect(&to.into())?;
+    nix::sys::socket::setsockopt(&tx, nix::sys::socket::sockopt::SndBufForce, &(8 << 20))
+        .map_err(io::Error::from)?;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let filler = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let payload = vec![0u8; traffic::payload_of(FRAME)];
+            // 20 Mbit/s of 1,500-byte frames.
+            traffic::paced(
+                &tx,
+                &payload,
+                u64::MAX,
+                20_000_000 / 8 / FRAME as u64,
+                Some(&stop),
+            )
+        })
+    };
+    // Let the queue fill (it takes 60 ms at twice the rate).
+    std::thread::sleep(Duration::from_millis(500));
     let ping = exec_in(
         "h1",
         &["ping", "-n", "-c", "10", "-i", "0.2", &lab.h2.to_string()],
     )
-    .output()?;
-    let _ = client.wait();
-    drop(server);
+    .output();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = filler.join();
+    let _ = sink.finish();
+    let ping = ping?;
     let mut rtts: Vec<f64> = String::from_utf8_lossy(&ping.stdout)
         .lines()
         .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("time=")))
@@ -432,12 +378,105 @@ fn standing_queue(lab: &BenchLab) -> Result<(f64, f64)> {
     Ok((expected_ms, median))
 }
 
-/// `turbonet bench --engine`.
-pub fn bench(probes: usize, loss_frames: u64, progress: &dyn Progress) -> Result<Report> {
-    let mut out = Report::default();
-    if LabDir::of(LAB).exists() {
-        bail!("lab {LAB} is up; `turbonet down {LAB}` first");
+/// What `turbonet bench --engine` measures, and how much.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Delay probes per configured delay.
+    pub probes: usize,
+    /// Frames per configured loss probability.
+    pub loss_frames: u64,
+    /// Frames per capacity cell.
+    pub frames: u64,
+    /// Impaired links in the capacity grid.
+    pub links: Vec<usize>,
+    /// Engine shard counts in the capacity grid (`None`: the default).
+    pub shards: Vec<Option<usize>>,
+    /// The parts to run, in this order.
+    pub parts: Vec<Part>,
+}
+
+/// A part of `turbonet bench --engine`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// One-way delay at light load.
+    Delay,
+    /// Loss against the binomial interval.
+    Loss,
+    /// TCP through a rate.
+    Rate,
+    /// Queueing delay of a standing queue.
+    Queue,
+    /// The capacity grid, with every lost frame attributed.
+    Capacity,
+    /// One-way delay while the link carries 0-80% of its capacity.
+    Load,
+    /// The engine's cost with links that carry nothing.
+    Idle,
+}
+
+impl Part {
+    /// Every part, in the order they run by default.
+    pub const ALL: [Part; 7] = [
+        Part::Delay,
+        Part::Loss,
+        Part::Rate,
+        Part::Queue,
+        Part::Capacity,
+        Part::Load,
+        Part::Idle,
+    ];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Part::Delay => "delay",
+            Part::Loss => "loss",
+            Part::Rate => "rate",
+            Part::Queue => "queue",
+            Part::Capacity => "capacity",
+            Part::Load => "load",
+            Part::Idle => "idle",
+        }
     }
+}
+
+/// `turbonet bench --engine`.
+pub fn bench(options: &Options, progress: &dyn Progress) -> Result<Report> {
+    let mut out = Report::default();
+    for lab in [LAB, capacity::LAB] {
+        if LabDir::of(lab).exists() {
+            bail!("lab {lab} is up; `turbonet down {lab}` first");
+        }
+    }
+    for part in &options.parts {
+        match part {
+            Part::Delay => delay_part(&mut out, options.probes, progress)?,
+            Part::Loss => loss_part(&mut out, options.loss_frames, progress)?,
+            Part::Rate => rate_part(&mut out, progress)?,
+            Part::Queue => queue_part(&mut out, progress)?,
+            Part::Capacity => capacity_part(&mut out, options, progress)?,
+            Part::Load => {
+                let rows = load::under_load(options.probes.min(5_000), progress)?;
+                out.text(
+                    "one-way delay error under load: probes (1/ms) across a 1ms link while \
+                     64-byte frames keep it at a share of the capacity measured on it"
+                        .to_owned(),
+                );
+                out.table(load::LOAD_HEADERS, rows, &[1, 2, 3, 4, 5, 6, 7]);
+            }
+            Part::Idle => {
+                let rows = load::idle(&options.links, progress)?;
+                out.text(
+                    "idle cost: impaired links up, no traffic, engine CPU over 5 s".to_owned(),
+                );
+                out.table(load::IDLE_HEADERS, rows, &[0, 1, 2]);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn delay_part(out: &mut Report, probes: usize, progress: &dyn Progress) -> Result<()> {
     let delay = delay_accuracy(probes, progress)?;
     out.text(
         "one-way delay through the userspace engine, light load (1 probe/ms), kernel rx timestamps"
@@ -456,6 +495,10 @@ pub fn bench(probes: usize, loss_frames: u64, progress: &dyn Progress) -> Result
         delay,
         &[1, 2, 3, 4, 5, 6],
     );
+    Ok(())
+}
+
+fn loss_part(out: &mut Report, loss_frames: u64, progress: &dyn Progress) -> Result<()> {
     let loss = loss_accuracy(loss_frames, progress)?;
     out.text("loss, measured by the engine's counters");
     out.table(
@@ -470,6 +513,10 @@ pub fn bench(probes: usize, loss_frames: u64, progress: &dyn Progress) -> Result
         loss,
         &[1, 2, 3],
     );
+    Ok(())
+}
+
+fn rate_part(out: &mut Report, progress: &dyn Progress) -> Result<()> {
     let rate = rate_accuracy(progress)?;
     out.text("rate: TCP (iperf3, 5 s) through a link shaped by the engine");
     out.table(
@@ -482,20 +529,36 @@ pub fn bench(probes: usize, loss_frames: u64, progress: &dyn Progress) -> Result
         rate,
         &[1, 2, 3],
     );
+    Ok(())
+}
+
+fn queue_part(out: &mut Report, progress: &dyn Progress) -> Result<()> {
+    progress.note("bench engine: standing queue ...");
     let (expected, measured) = {
         let lab = BenchLab::up("rate = \"10mbit\"\nqueue = \"100p\"")?;
         standing_queue(&lab)?
     };
+    let verdict = if (measured / expected - 1.0).abs() <= 0.1 {
+        "within 10%".to_owned()
+    } else {
+        format!("OFF by {:+.0}%", (measured / expected - 1.0) * 100.0)
+    };
     out.text(format!(
-        "standing queue (100 packets at 10 Mbit/s, UDP at 20 Mbit/s filling it): expected queueing delay {expected:.0} ms, \
-         median ping RTT {measured:.0} ms\n"
+        "standing queue (100 packets at 10 Mbit/s, UDP at 20 Mbit/s filling it): expected queueing delay {expected:.1} ms, \
+         median ping RTT {measured:.1} ms: {verdict}\n"
     ));
-    let cap = capacity(1_000_000, progress)?;
-    out.text("capacity, 64-byte UDP frames h1 -> h2, one engine thread");
-    out.table(
-        &["path", "sent", "received", "kpps", "Gbit/s"],
-        cap,
-        &[1, 2, 3, 4],
-    );
-    Ok(out)
+    Ok(())
+}
+
+fn capacity_part(out: &mut Report, options: &Options, progress: &dyn Progress) -> Result<()> {
+    let rows = capacity::grid(options.frames, &options.links, &options.shards, progress)?;
+    out.text(format!(
+        "capacity: {} UDP frames per cell, h1 -> h2 as fast as one sender thread can \
+         (64 per sendmmsg), through one impaired link (10us delay) among the links counted, \
+         beside a plain veth path; CPU per delivered frame, of the machine and of the engine; \
+         every lost frame attributed to the stage that dropped it",
+        count(options.frames as usize)
+    ));
+    out.table(capacity::HEADERS, rows, capacity::NUMERIC);
+    Ok(())
 }
