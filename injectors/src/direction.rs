@@ -132,9 +132,13 @@ pub struct Direction {
     /// Frames counted in the queue depth: (tx_end, length), in acceptance
     /// order, which is also tx_end order (tx_end never decreases).
     in_queue: VecDeque<(u64, u64)>,
-    /// Frames waiting for their due time: a min-heap, so `pop_due` is
-    /// O(log n).
-    pending: BinaryHeap<Reverse<Pending>>,
+    /// Frames waiting for their due time that cannot be overtaken (no
+    /// reordering jitter): their due times never decrease, so a FIFO.
+    in_order: VecDeque<Pending>,
+    /// Frames a reordering jitter may have put out of order: a min-heap,
+    /// so `pop_due` is O(log n). (Both hold frames only after `link set`
+    /// switched reordering on or off with frames in flight.)
+    reordered: BinaryHeap<Reverse<Pending>>,
     /// Their bytes (at most [`IN_FLIGHT_MAX`]).
     pending_bytes: u64,
     counters: Counters,
@@ -157,7 +161,8 @@ impl Direction {
             last_due: 0,
             seq: 0,
             in_queue: VecDeque::new(),
-            pending: BinaryHeap::new(),
+            in_order: VecDeque::new(),
+            reordered: BinaryHeap::new(),
             pending_bytes: 0,
             counters: Counters::default(),
             keep_dropped: false,
@@ -255,7 +260,16 @@ impl Direction {
 
     /// Earliest due time of a frame waiting to leave, if any.
     pub fn next_due(&self) -> Option<u64> {
-        self.pending.peek().map(|Reverse(p)| p.due)
+        self.head().map(|p| p.due)
+    }
+
+    /// The frame that leaves next: the earlier (due, offer order) of the
+    /// two queues' heads.
+    fn head(&self) -> Option<&Pending> {
+        match (self.in_order.front(), self.reordered.peek()) {
+            (Some(a), Some(Reverse(b))) => Some(if b < a { b } else { a }),
+            (a, b) => a.or(b.map(|Reverse(b)| b)),
+        }
     }
 
     /// Removes and returns one frame whose due time is <= `now`, earliest
@@ -274,19 +288,35 @@ impl Direction {
     /// frame.
     pub fn pop_due_marked(&mut self, now: u64) -> Option<(u64, Vec<u8>, Marks)> {
         self.expire(now);
-        if self.pending.peek()?.0.due > now {
+        let head = self.head()?;
+        if head.due > now {
             return None;
         }
-        let Reverse(p) = self.pending.pop()?;
+        let from_heap = self
+            .reordered
+            .peek()
+            .is_some_and(|Reverse(b)| std::ptr::eq(b, head));
+        let p = if from_heap {
+            self.reordered.pop()?.0
+        } else {
+            self.in_order.pop_front()?
+        };
         self.pending_bytes -= p.frame.len() as u64;
         self.counters.tx_packets += 1;
         self.counters.tx_bytes += p.frame.len() as u64;
         Some((p.due, p.frame, p.marks))
     }
 
+    /// Brings the queue's depth up to `now` (frames whose transmission
+    /// has ended leave it) without sending anything, for a reader of the
+    /// counters while no frame comes or goes.
+    pub fn advance(&mut self, now: u64) {
+        self.expire(now);
+    }
+
     /// Frames waiting for their due time.
     pub fn pending(&self) -> usize {
-        self.pending.len()
+        self.in_order.len() + self.reordered.len()
     }
 
     /// What this direction did so far.
@@ -418,12 +448,17 @@ impl Direction {
         }
         self.last_due = self.last_due.max(due);
         self.pending_bytes += len;
-        self.pending.push(Reverse(Pending {
+        let pending = Pending {
             due,
             seq: self.seq,
             frame,
             marks,
-        }));
+        };
+        if reorder {
+            self.reordered.push(Reverse(pending));
+        } else {
+            self.in_order.push_back(pending);
+        }
         self.seq += 1;
     }
 

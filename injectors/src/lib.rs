@@ -25,6 +25,7 @@ pub mod direction;
 pub mod impairment;
 pub mod packet;
 pub mod seed;
+pub mod shard;
 pub mod watch;
 
 mod random;
@@ -33,6 +34,7 @@ pub use counters::Counters;
 pub use direction::{Direction, Marks};
 pub use impairment::{Distribution, Impairment, Jitter};
 pub use seed::direction_seed;
+pub use shard::{Shard, shard_of};
 pub use turbonet_topo::{JitterDistribution, Loss};
 pub use watch::{Cause, Note, Watch};
 

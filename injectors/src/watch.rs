@@ -123,6 +123,13 @@ impl Watch {
         self.threshold
     }
 
+    /// True while a note is still to come without further frames: the
+    /// queue is high, or a burst of drops has not ended (it ends with
+    /// time), so the caller must keep observing.
+    pub fn is_open(&self) -> bool {
+        self.high || self.bursts.iter().any(|(_, b)| b.open.is_some())
+    }
+
     /// Compares the direction's counters at `now` with what it saw last
     /// and appends what happened to `notes`. Call it after the direction
     /// took or gave up frames, and now and then without (bursts end on

@@ -5,7 +5,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::future::LocalBoxFuture;
 use ipnet::Ipv4Net;
@@ -34,8 +33,7 @@ struct Engine {
     /// Engine position of every impaired link, by link id.
     position: HashMap<LinkId, usize>,
     counters: engine::Snapshot,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+    running: engine::Running,
 }
 
 /// What the plane last applied.
@@ -222,8 +220,6 @@ impl<K: Kernel> NetnsPlane<K> {
                     )
                 })
                 .collect();
-            let (control, inbox) = engine::channel()?;
-            let stop = Arc::new(AtomicBool::new(false));
             let counters: engine::Snapshot = Arc::default();
             let (notes, noted) = std::sync::mpsc::channel();
             let ends: Vec<(String, [String; 2])> = impaired
@@ -243,17 +239,13 @@ impl<K: Kernel> NetnsPlane<K> {
             std::thread::Builder::new()
                 .name("engine-events".into())
                 .spawn(move || {
-                    // Until the engine stops (it holds the sender).
+                    // Until the engine stops (its shards hold the senders).
                     for note in noted {
                         super::notes::write(&events, &ends, clock, &note);
                     }
                 })?;
-            let thread = {
-                let (stop, counters) = (stop.clone(), counters.clone());
-                std::thread::Builder::new()
-                    .name("link-engine".into())
-                    .spawn(move || engine::run(links, clock, &stop, &counters, &inbox, &notes))?
-            };
+            let shards = engine::shard_count(lab.engine_shards, links.len());
+            let (control, running) = engine::start(links, shards, clock, &counters, &notes)?;
             Engine {
                 control,
                 position: impaired
@@ -262,8 +254,7 @@ impl<K: Kernel> NetnsPlane<K> {
                     .map(|(k, l)| (l.id, k))
                     .collect(),
                 counters,
-                stop,
-                thread: Some(thread),
+                running,
             }
         };
         Ok(NetnsPlane {
@@ -595,14 +586,7 @@ impl<K: Kernel + std::fmt::Debug + 'static> DataPlane for NetnsPlane<K> {
     }
 
     fn stop(&mut self) -> Result<()> {
-        self.engine.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.engine.thread.take() {
-            thread
-                .join()
-                .map_err(|_| Error::Failed("the link engine panicked".to_owned()))?
-                .context("the link engine failed")?;
-        }
-        Ok(())
+        self.engine.running.stop().map_err(Error::Failed)
     }
 }
 
