@@ -57,7 +57,17 @@ pub(crate) fn under_load(probes: usize, progress: &dyn Progress) -> Result<Vec<V
         if filler.is_some() {
             std::thread::sleep(Duration::from_millis(300));
         }
+        let path = super::stages::Path {
+            lab: LAB,
+            sender: "h1",
+            switch: "s1",
+            receiver: "h2",
+            engine_link: Some("h1--s1"),
+        };
+        let before = path.read()?;
         let delays = one_way_delays(&lab, probes, Duration::from_millis(1));
+        std::thread::sleep(Duration::from_millis(300));
+        let spent = path.read()?.since(&before);
         stop.store(true, Ordering::Relaxed);
         let sent = filler.map(|f| f.join().ok().and_then(Result::ok).unwrap_or(0));
         let (got, _) = sink.finish();
@@ -74,6 +84,11 @@ pub(crate) fn under_load(probes: usize, progress: &dyn Progress) -> Result<Vec<V
             us(percentile(&errors, 0.99)),
             us(percentile(&errors, 0.999)),
             us(*errors.last().unwrap_or(&0)),
+            count(spent.late as usize),
+            format!(
+                "{:.0}%",
+                spent.busiest_shard / (probes as f64 / 1000.0) * 100.0
+            ),
         ]);
     }
     Ok(rows)
@@ -89,6 +104,8 @@ pub(crate) const LOAD_HEADERS: &[&str] = &[
     "p99 us",
     "p99.9 us",
     "max us",
+    "engine frames >1ms late",
+    "busiest shard",
 ];
 
 /// Rows: impaired links, engine CPU (% of a core), daemon memory.

@@ -462,7 +462,7 @@ pub fn bench(options: &Options, progress: &dyn Progress) -> Result<Report> {
                      64-byte frames keep it at a share of the capacity measured on it"
                         .to_owned(),
                 );
-                out.table(load::LOAD_HEADERS, rows, &[1, 2, 3, 4, 5, 6, 7]);
+                out.table(load::LOAD_HEADERS, rows, &[1, 2, 3, 4, 5, 6, 7, 8, 9]);
             }
             Part::Idle => {
                 let rows = load::idle(&options.links, progress)?;

@@ -34,6 +34,8 @@ pub(crate) struct Reading {
     /// Softnet backlog drops, machine-wide (shown, not added: the veth's
     /// `tx_dropped` counts the same frames).
     softnet_drops: u64,
+    /// Frames the engine sent more than a millisecond late.
+    late: u64,
 }
 
 /// What happened between two readings.
@@ -51,6 +53,8 @@ pub(crate) struct Accounting {
     pub(crate) busiest_shard: f64,
     /// Softnet backlog drops (not added to the stages).
     pub(crate) softnet_drops: u64,
+    /// Frames the engine sent more than a millisecond late.
+    pub(crate) late: u64,
 }
 
 impl Accounting {
@@ -119,6 +123,7 @@ impl Path<'_> {
                 socket += c.socket_drops;
                 model += c.dropped_loss + c.dropped_queue;
                 tx += c.tx_errors;
+                r.late += c.late;
             }
             r.stages.insert("engine socket", socket);
             r.stages.insert("engine model", model);
@@ -170,6 +175,7 @@ impl Reading {
             engine_cpu: shards.iter().sum(),
             busiest_shard: shards.iter().copied().fold(0.0, f64::max),
             softnet_drops: self.softnet_drops.saturating_sub(before.softnet_drops),
+            late: self.late.saturating_sub(before.late),
         }
     }
 }

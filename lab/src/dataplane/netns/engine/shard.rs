@@ -175,10 +175,15 @@ pub(super) fn run(
     };
     let mut wait = Duration::ZERO;
     while !stop.load(Ordering::Relaxed) {
-        let before = clock.now();
         ready.clear();
-        ready.extend_from_slice(poller.wait(wait)?);
-        busy.slept += clock.now().saturating_sub(before);
+        if wait.is_zero() {
+            // Spinning: a look, which is work, not sleep.
+            ready.extend_from_slice(poller.wait(wait)?);
+        } else {
+            let before = clock.now();
+            ready.extend_from_slice(poller.wait(wait)?);
+            busy.slept += clock.now().saturating_sub(before);
+        }
         if ready.contains(&WAKE) {
             inbox.waker.reset();
             if apply(inbox, &mut core, &mut wires, &mut ports) {
