@@ -24,7 +24,7 @@ use turbonet_topo::experiment::Figure;
 pub use crate::judge::Convergence;
 use crate::judge::{Observed, Probed, values};
 
-use crate::utilisation::{Sampler, Utilisation};
+use crate::utilisation::{LoadReading, Sampler, Utilisation};
 use turbonet_api::Client;
 use turbonet_lab::error::{Context as _, Error, Result};
 use turbonet_lab::events::LoggedEvent;
@@ -236,7 +236,16 @@ pub fn run(options: &Options, progress: &dyn Progress) -> Result<Outcome> {
     // What `up` read, as it saved it.
     let text = std::fs::read_to_string(running.dir.scenario_path()).unwrap_or_default();
     let epoch = upped.state.epoch_unix.unwrap_or(started_unix);
-    let measured = measure(&running, epoch, options, progress);
+    // The links the userspace engine carries, as `up` decided.
+    let engine_links: Vec<String> = lab
+        .fabric
+        .links
+        .iter()
+        .zip(&turbonet_lab::carrier::recorded(lab, &upped.state.carriers))
+        .filter(|(_, c)| c.is_userspace())
+        .map(|(l, _)| l.name.clone())
+        .collect();
+    let measured = measure(&running, epoch, engine_links, options, progress);
     let down = if options.keep {
         Ok(())
     } else {
@@ -449,6 +458,24 @@ struct Measured {
     interrupted: bool,
 }
 
+/// Reads what the machine's CPUs and the engine's shards (threads of the
+/// lab daemon `daemon`) have spent so far into `sampler`; nothing when
+/// `/proc` cannot say.
+fn sample_load(sampler: &mut Sampler, daemon: Option<u32>) {
+    use turbonet_host::process;
+    let Ok(ticks) = process::machine_ticks() else {
+        return;
+    };
+    let engine = turbonet_lab::dataplane::netns::engine::THREAD_NAME;
+    sampler.add_load(LoadReading {
+        at_unix: turbonet_lab::events::unix_now(),
+        ticks,
+        shards_ns: daemon
+            .and_then(|pid| process::threads_cpu_ns(pid, engine).ok())
+            .unwrap_or_default(),
+    });
+}
+
 /// Waits for the workloads and the timeline, watching convergence, then
 /// collects.
 /// `epoch` is when the fabric was ready (Unix seconds): the lab's clock
@@ -456,6 +483,7 @@ struct Measured {
 fn measure(
     running: &Running,
     epoch: f64,
+    engine_links: Vec<String>,
     options: &Options,
     progress: &dyn Progress,
 ) -> Result<Measured> {
@@ -483,15 +511,18 @@ fn measure(
     let mut convergence: BTreeMap<usize, Convergence> = BTreeMap::new();
     let begin = Instant::now();
     let mut reports;
-    let mut sampler = Sampler::new(epoch);
+    let mut sampler = Sampler::new(epoch, engine_links);
+    let daemon = client.status().ok().map(|s| s.daemon_pid);
     let mut sampled = Instant::now();
     let mut interrupted = false;
     progress.start("run");
     sampler.add(client.counters()?);
+    sample_load(&mut sampler, daemon);
     loop {
         reports = client.workloads()?;
         if sampled.elapsed() >= SAMPLE_EVERY {
             sampler.add(client.counters()?);
+            sample_load(&mut sampler, daemon);
             sampled = Instant::now();
         }
         let now = turbonet_lab::events::unix_now() - epoch;
@@ -561,6 +592,7 @@ fn measure(
         let counted = client.counters()?;
         let fresh = counted.at_unix >= ended;
         sampler.add(counted);
+        sample_load(&mut sampler, daemon);
         if fresh {
             break;
         }
@@ -730,6 +762,9 @@ pub fn summary(report: &RunReport) -> String {
         );
         for line in fidelity.iter().take(FIDELITY_LINES) {
             let _ = writeln!(text, "  {line}");
+        }
+        if let Some(machine) = report.links.machine.describe() {
+            let _ = writeln!(text, "  {machine}");
         }
         if fidelity.len() > FIDELITY_LINES {
             let _ = writeln!(

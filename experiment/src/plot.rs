@@ -430,6 +430,7 @@ mod tests {
                 direction("h2", vec![0.0, 5e6, 5e6]),
             ],
             fidelity: Vec::new(),
+            machine: crate::utilisation::MachineLoad::default(),
         };
         let svg = link_load(&u, &[]).expect("a picture");
         assert!(svg.contains("share of each link"), "{svg}");

@@ -53,6 +53,86 @@ pub struct Utilisation {
     pub directions: Vec<DirectionLoad>,
     /// Where the link engine fell short over the run, in words.
     pub fidelity: Vec<String>,
+    /// What the machine and the link engine spent, second by second.
+    pub machine: MachineLoad,
+}
+
+/// What the machine and the link engine spent over a run: an emulator
+/// needs idle CPU, and a run whose machine had none measured the machine.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct MachineLoad {
+    /// End of each window (about a second), seconds on the lab's clock.
+    pub times: Vec<f64>,
+    /// The machine's idle share of all its CPUs in each window, 0-1.
+    pub idle: Vec<f64>,
+    /// The busiest engine shard's share of one core in each window.
+    pub busiest_shard: Vec<f64>,
+    /// The engine's CPU over the run, seconds (every shard).
+    pub engine_cpu_seconds: f64,
+    /// Frames the engine passed on over the run.
+    pub engine_frames: u64,
+}
+
+/// A window in which the machine had less idle CPU than this share, or
+/// an engine shard used more than [`BUSY_SHARD`] of a core, is one where
+/// the machine may have been the bottleneck.
+pub const IDLE_FLOOR: f64 = 0.10;
+/// See [`IDLE_FLOOR`].
+pub const BUSY_SHARD: f64 = 0.90;
+
+impl MachineLoad {
+    /// Engine CPU per frame it passed on, microseconds.
+    pub fn engine_us_per_frame(&self) -> Option<f64> {
+        (self.engine_frames > 0).then(|| self.engine_cpu_seconds / self.engine_frames as f64 * 1e6)
+    }
+
+    /// Windows in which the machine had no idle CPU to speak of or an
+    /// engine shard was nearly saturated.
+    pub fn saturated_windows(&self) -> usize {
+        self.idle
+            .iter()
+            .zip(&self.busiest_shard)
+            .filter(|(idle, shard)| **idle < IDLE_FLOOR || **shard > BUSY_SHARD)
+            .count()
+    }
+
+    /// The machine in a sentence, for a report that has fidelity warnings.
+    pub fn describe(&self) -> Option<String> {
+        if self.times.is_empty() {
+            return None;
+        }
+        let least_idle = self.idle.iter().copied().fold(1.0, f64::min);
+        let busiest = self.busiest_shard.iter().copied().fold(0.0, f64::max);
+        let mut s = format!(
+            "this machine: CPUs {:.0}% idle at the least, the busiest engine shard at {:.0}% of a core",
+            least_idle * 100.0,
+            busiest * 100.0
+        );
+        if let Some(us) = self.engine_us_per_frame() {
+            s += &format!(", {us:.1} us of engine CPU per frame");
+        }
+        let saturated = self.saturated_windows();
+        if saturated > 0 {
+            s += &format!(
+                "; in {saturated} of {} seconds the machine was the bottleneck (under {:.0}% idle or a shard over {:.0}% busy): an emulator needs idle CPU",
+                self.times.len(),
+                IDLE_FLOOR * 100.0,
+                BUSY_SHARD * 100.0
+            );
+        }
+        Some(s)
+    }
+}
+
+/// One reading of the machine during a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadReading {
+    /// When, Unix seconds.
+    pub at_unix: f64,
+    /// Every CPU's clock ticks since boot: (busy, all).
+    pub ticks: (u64, u64),
+    /// Each engine shard's time on a CPU, ns.
+    pub shards_ns: Vec<u64>,
 }
 
 /// Collects samples of the daemon's counters during a run.
@@ -64,18 +144,71 @@ pub struct Sampler {
     /// Per sample: its time on the lab's clock, and every link's bytes
     /// passed per direction, in the order of the first sample's links.
     bytes: Vec<(f64, Vec<[u64; 2]>)>,
+    /// The links the userspace engine carries.
+    engine_links: Vec<String>,
+    /// Readings of the machine.
+    load: Vec<LoadReading>,
 }
 
 impl Sampler {
     /// A sampler for a lab that came up at `epoch` (Unix seconds, where
     /// its clock starts), its counters at zero then.
-    pub fn new(epoch: f64) -> Sampler {
+    pub fn new(epoch: f64, engine_links: Vec<String>) -> Sampler {
         Sampler {
             epoch,
             first: None,
             last: None,
             bytes: Vec::new(),
+            engine_links,
+            load: Vec::new(),
         }
+    }
+
+    /// Adds a reading of the machine.
+    pub fn add_load(&mut self, reading: LoadReading) {
+        self.load.push(reading);
+    }
+
+    /// The machine's load in windows of at least a second, and the
+    /// engine's CPU per frame over the run.
+    fn machine(&self, first: &Counted, last: &Counted) -> MachineLoad {
+        let mut m = MachineLoad::default();
+        let (Some(start), Some(end)) = (self.load.first(), self.load.last()) else {
+            return m;
+        };
+        let shard_ns = |r: &LoadReading, i: usize| r.shards_ns.get(i).copied().unwrap_or(0);
+        let mut from = start;
+        for r in &self.load[1..] {
+            let seconds = r.at_unix - from.at_unix;
+            if seconds < 1.0 && !std::ptr::eq(r, end) {
+                continue;
+            }
+            let busy = r.ticks.0.saturating_sub(from.ticks.0) as f64;
+            let all = r.ticks.1.saturating_sub(from.ticks.1) as f64;
+            m.times.push(r.at_unix - self.epoch);
+            m.idle.push(if all > 0.0 { 1.0 - busy / all } else { 1.0 });
+            m.busiest_shard.push(
+                (0..r.shards_ns.len())
+                    .map(|i| shard_ns(r, i).saturating_sub(shard_ns(from, i)) as f64)
+                    .fold(0.0, f64::max)
+                    / (seconds.max(1e-3) * 1e9),
+            );
+            from = r;
+        }
+        m.engine_cpu_seconds = (0..end.shards_ns.len())
+            .map(|i| shard_ns(end, i).saturating_sub(shard_ns(start, i)) as f64 / 1e9)
+            .sum();
+        let frames = |c: &Counted, name: &str| {
+            c.links.iter().find(|l| l.link == name).map_or(0, |l| {
+                l.directions[0].tx_packets + l.directions[1].tx_packets
+            })
+        };
+        m.engine_frames = self
+            .engine_links
+            .iter()
+            .map(|name| frames(last, name).saturating_sub(frames(first, name)))
+            .sum();
+        m
     }
 
     /// Adds `counted` unless it is the reading seen last (the daemon has
@@ -113,9 +246,10 @@ impl Sampler {
 
     /// What the samples show, for `lab`'s links.
     pub fn finish(self, lab: &Lab) -> Utilisation {
-        let (Some(first), Some(last)) = (self.first, self.last) else {
+        let (Some(first), Some(last)) = (self.first.as_ref(), self.last.as_ref()) else {
             return Utilisation::default();
         };
+        let machine = self.machine(first, last);
         let fabric = &lab.fabric;
         let times: Vec<f64> = self.bytes.iter().map(|(t, _)| *t).collect();
         let mut directions = Vec::new();
@@ -155,6 +289,7 @@ impl Sampler {
             times,
             directions,
             fidelity: fidelity(&first.links, &last.links, lab),
+            machine,
         }
     }
 }
@@ -243,9 +378,46 @@ mode = "static"
     }
 
     #[test]
+    fn the_machine_s_load_is_told_per_second_and_a_saturated_second_is_the_bottleneck() {
+        let lab = turbonet_topo::parse("duo.toml", DUO).unwrap();
+        let mut s = Sampler::new(1000.0, vec!["h1--s1".to_owned()]);
+        s.add(counted(0.0, [[0, 0], [0, 0]], 0));
+        s.add(counted(2.0, [[4_000_000, 0], [0, 0]], 0));
+        let reading = |t: f64, busy: u64, all: u64, shards: [u64; 2]| LoadReading {
+            at_unix: 1000.0 + t,
+            ticks: (busy, all),
+            shards_ns: shards.to_vec(),
+        };
+        // Two shards; a reading every half second; the second second
+        // has shard 1 at 95% of a core and the CPUs 5% idle.
+        s.add_load(reading(0.0, 0, 0, [0, 0]));
+        s.add_load(reading(0.5, 50, 100, [100_000_000, 0]));
+        s.add_load(reading(1.0, 100, 200, [200_000_000, 0]));
+        s.add_load(reading(1.5, 195, 300, [200_000_000, 475_000_000]));
+        s.add_load(reading(2.0, 290, 400, [300_000_000, 950_000_000]));
+        let m = s.finish(&lab).machine;
+        assert_eq!(m.times, vec![1.0, 2.0]);
+        assert!((m.idle[0] - 0.5).abs() < 1e-9 && (m.idle[1] - 0.05).abs() < 1e-9);
+        assert!((m.busiest_shard[0] - 0.2).abs() < 1e-9);
+        assert!((m.busiest_shard[1] - 0.95).abs() < 1e-9);
+        assert_eq!(m.saturated_windows(), 1);
+        // 4,000 frames out of h1's link, 1.25 s of engine CPU.
+        assert_eq!(m.engine_frames, 4_000);
+        assert!((m.engine_cpu_seconds - 1.25).abs() < 1e-9);
+        let said = m.describe().unwrap();
+        assert!(said.contains("5% idle at the least"), "{said}");
+        assert!(said.contains("95% of a core"), "{said}");
+        assert!(said.contains("312.5 us of engine CPU per frame"), "{said}");
+        assert!(
+            said.contains("in 1 of 2 seconds the machine was the bottleneck"),
+            "{said}"
+        );
+    }
+
+    #[test]
     fn a_workload_over_before_the_first_reading_still_counts_from_zero() {
         let lab = turbonet_topo::parse("duo.toml", DUO).unwrap();
-        let mut s = Sampler::new(1000.0);
+        let mut s = Sampler::new(1000.0, Vec::new());
         s.add(counted(0.2, [[1_000_000, 0], [0, 0]], 0));
         s.add(counted(0.3, [[1_000_000, 0], [0, 0]], 0));
         let u = s.finish(&lab);
@@ -258,7 +430,7 @@ mode = "static"
     #[test]
     fn rates_per_interval_busiest_first_and_the_engine_s_shortfalls_over_the_run() {
         let lab = turbonet_topo::parse("duo.toml", DUO).unwrap();
-        let mut s = Sampler::new(1000.0);
+        let mut s = Sampler::new(1000.0, Vec::new());
         s.add(counted(0.0, [[1_000, 0], [0, 0]], 5));
         // A reading seen already adds nothing.
         s.add(counted(0.0, [[9_999_999, 0], [0, 0]], 5));

@@ -531,6 +531,44 @@ pub fn cpu_seconds(pid: u32) -> io::Result<f64> {
     Ok((ticks(11) + ticks(12)) / clock_ticks_per_second())
 }
 
+/// Time on a CPU, in nanoseconds, of each thread of `pid` whose name
+/// begins with `prefix` (`/proc/PID/task/*/schedstat`), in name order.
+pub fn threads_cpu_ns(pid: u32, prefix: &str) -> io::Result<Vec<u64>> {
+    let mut threads = Vec::new();
+    for task in fs::read_dir(format!("/proc/{pid}/task"))? {
+        let dir = task?.path();
+        let comm = fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if !comm.starts_with(prefix) {
+            continue;
+        }
+        let stat = fs::read_to_string(dir.join("schedstat")).unwrap_or_default();
+        let ns = stat
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        threads.push((comm, ns));
+    }
+    threads.sort();
+    Ok(threads.into_iter().map(|(_, ns)| ns).collect())
+}
+
+/// The machine's CPUs together since boot, in clock ticks: (busy, all),
+/// from `/proc/stat` (busy is all but idle and I/O wait).
+pub fn machine_ticks() -> io::Result<(u64, u64)> {
+    let text = fs::read_to_string("/proc/stat")?;
+    let line = text.lines().next().unwrap_or_default();
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal
+    let at = |i: usize| v.get(i).copied().unwrap_or(0);
+    let all: u64 = (0..8).map(at).sum();
+    Ok((all - at(3) - at(4), all))
+}
+
 /// The clock ticks per second `/proc/*/stat` times are counted in.
 pub fn clock_ticks_per_second() -> f64 {
     // SAFETY: sysconf has no preconditions.

@@ -32,6 +32,16 @@ impl Clock {
         }
     }
 
+    /// Measures again how far realtime is from this clock: realtime may be
+    /// slewed or stepped (NTP) while the clock runs, and kernel timestamps
+    /// are realtime. Call it now and then (the engine does every second).
+    pub fn resync(&mut self) {
+        if let Ok(t) = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME) {
+            let real = i128::from(t.tv_sec()) * 1_000_000_000 + i128::from(t.tv_nsec());
+            self.offset = real - self.epoch.elapsed().as_nanos() as i128;
+        }
+    }
+
     /// Nanoseconds since the clock started.
     pub fn now(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64

@@ -65,9 +65,11 @@ pub(crate) fn under_load(probes: usize, progress: &dyn Progress) -> Result<Vec<V
             engine_link: Some("h1--s1"),
         };
         let before = path.read()?;
+        let window = std::time::Instant::now();
         let delays = one_way_delays(&lab, probes, Duration::from_millis(1));
         std::thread::sleep(Duration::from_millis(300));
         let spent = path.read()?.since(&before);
+        let window = window.elapsed().as_secs_f64();
         stop.store(true, Ordering::Relaxed);
         let sent = filler.map(|f| f.join().ok().and_then(Result::ok).unwrap_or(0));
         let (got, _) = sink.finish();
@@ -85,10 +87,7 @@ pub(crate) fn under_load(probes: usize, progress: &dyn Progress) -> Result<Vec<V
             us(percentile(&errors, 0.999)),
             us(*errors.last().unwrap_or(&0)),
             count(spent.late as usize),
-            format!(
-                "{:.0}%",
-                spent.busiest_shard / (probes as f64 / 1000.0) * 100.0
-            ),
+            format!("{:.0}%", spent.busiest_shard / window * 100.0),
         ]);
     }
     Ok(rows)

@@ -18,7 +18,8 @@
 use std::collections::BTreeMap;
 use std::fs;
 
-use turbonet_host::namespaces;
+use turbonet_host::{namespaces, process};
+use turbonet_lab::dataplane::netns::engine::THREAD_NAME as ENGINE_THREADS;
 use turbonet_lab::error::Result;
 use turbonet_lab::state::LabDir;
 
@@ -130,7 +131,7 @@ impl Path<'_> {
             r.stages.insert("engine transmit", tx);
             r.engine_ns = engine_threads_ns(self.lab)?;
         }
-        r.cpu = machine_cpu()?;
+        r.cpu = process::machine_ticks()?;
         r.softnet_drops = softnet_drops()?;
         Ok(r)
     }
@@ -159,7 +160,7 @@ impl Reading {
                 (n > 0).then_some((s, n))
             })
             .collect();
-        let tick = 1.0 / turbonet_host::process::clock_ticks_per_second();
+        let tick = 1.0 / process::clock_ticks_per_second();
         let busy = self.cpu.0.saturating_sub(before.cpu.0) as f64;
         let all = self.cpu.1.saturating_sub(before.cpu.1) as f64;
         let shards: Vec<f64> = self
@@ -226,21 +227,6 @@ fn tx_drop_column(line: &str) -> Option<u64> {
     counters.split_whitespace().nth(11)?.parse().ok()
 }
 
-/// (busy, all) clock ticks of every CPU together (`/proc/stat`).
-fn machine_cpu() -> Result<(u64, u64)> {
-    let text = fs::read_to_string("/proc/stat")?;
-    let line = text.lines().next().unwrap_or_default();
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|f| f.parse().ok())
-        .collect();
-    // user nice system idle iowait irq softirq steal ...
-    let at = |i: usize| v.get(i).copied().unwrap_or(0);
-    let all: u64 = (0..8).map(at).sum();
-    Ok((all - at(3) - at(4), all))
-}
-
 /// Softnet backlog drops over every CPU (`/proc/net/softnet_stat`, hex,
 /// the second column).
 fn softnet_drops() -> Result<u64> {
@@ -257,23 +243,7 @@ fn engine_threads_ns(lab: &str) -> Result<Vec<u64>> {
     let pid = turbonet_api::Client::connect(LabDir::of(lab))?
         .status()?
         .daemon_pid;
-    let mut threads = Vec::new();
-    for task in fs::read_dir(format!("/proc/{pid}/task"))? {
-        let dir = task?.path();
-        let comm = fs::read_to_string(dir.join("comm")).unwrap_or_default();
-        if !comm.starts_with("link-engine") {
-            continue;
-        }
-        let stat = fs::read_to_string(dir.join("schedstat")).unwrap_or_default();
-        let ns = stat
-            .split_whitespace()
-            .next()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
-        threads.push((comm, ns));
-    }
-    threads.sort();
-    Ok(threads.into_iter().map(|(_, ns)| ns).collect())
+    Ok(process::threads_cpu_ns(pid, ENGINE_THREADS)?)
 }
 
 #[cfg(test)]

@@ -148,6 +148,10 @@ pub enum TapAt {
     },
 }
 
+/// What the engine's threads are called, each followed by its shard's
+/// number (`link-engine-0`): a reader of `/proc` finds them by it.
+pub const THREAD_NAME: &str = "link-engine-";
+
 /// The daemon's end of the engine: each shard's commands, and the eventfd
 /// that wakes it so they take effect at once.
 #[derive(Debug)]
@@ -276,7 +280,7 @@ pub fn start(
         };
         let (stop, snapshot, notes) = (stop.clone(), snapshot.clone(), notes.clone());
         let thread = std::thread::Builder::new()
-            .name(format!("link-engine-{i}"))
+            .name(format!("{THREAD_NAME}{i}"))
             .spawn(move || shard::run(links, clock, &stop, &snapshot, &inbox, &notes))?;
         running.wakers.push(waker.try_clone()?);
         running.threads.push(thread);

@@ -41,6 +41,9 @@ const PUBLISH_EVERY: Duration = Duration::from_millis(10);
 /// How often (in publications) it asks the sockets that received
 /// something for the frames the kernel dropped.
 const DROPS_EVERY: u32 = 10;
+/// How often the shard measures again how far realtime (the kernel's
+/// receive timestamps) is from its clock.
+const RESYNC_EVERY: Duration = Duration::from_secs(1);
 /// Longest it sleeps with nothing to do.
 const IDLE_WAIT: Duration = Duration::from_millis(100);
 /// Frame buffers kept for reuse.
@@ -131,14 +134,14 @@ impl Watching {
 /// failures it cannot survive.
 pub(super) fn run(
     links: Vec<(usize, EngineLink)>,
-    clock: Clock,
+    mut clock: Clock,
     stop: &AtomicBool,
     snapshot: &Snapshot,
     inbox: &Inbox,
     notes: &Notes,
 ) -> io::Result<()> {
     timing::lower_timer_slack();
-    timing::request_realtime();
+    timing::request_priority();
     let mut poller = Poller::new(EVENTS)?;
     poller.add(inbox.waker.as_fd(), WAKE)?;
     let mut directions = Vec::with_capacity(links.len());
@@ -166,8 +169,8 @@ pub(super) fn run(
     let mut batch: Vec<Vec<u8>> = Vec::with_capacity(RX_BATCH);
     let mut ready: Vec<u64> = Vec::with_capacity(EVENTS);
     let mut noted: Vec<Note> = Vec::new();
-    let unix = |ns: u64| clock.unix_nanos(ns);
     let mut published = Instant::now();
+    let mut synced = Instant::now();
     let mut publications = 0u32;
     let mut busy = Busy {
         window: clock.now(),
@@ -199,7 +202,7 @@ pub(super) fn run(
             }
             if token >= PORTS {
                 if let Some(port) = ports.get_mut((token - PORTS) as usize) {
-                    ports_ended |= read_port(port, &mut rx, unix(now));
+                    ports_ended |= read_port(port, &mut rx, clock.unix_nanos(now));
                 }
                 continue;
             }
@@ -225,7 +228,7 @@ pub(super) fn run(
                         for (cause, frame) in core.direction_mut(i, side).take_dropped() {
                             taps_changed |= wire.taps.offer(
                                 side,
-                                unix(arrival),
+                                clock.unix_nanos(arrival),
                                 &frame,
                                 Some(cause),
                                 Marks::default(),
@@ -255,7 +258,7 @@ pub(super) fn run(
             &mut batch,
             &mut pool,
             now,
-            unix,
+            &clock,
         )?;
         // Watches: what moved now, and what is open whenever counters are
         // published.
@@ -273,6 +276,10 @@ pub(super) fn run(
             let drops = publications.is_multiple_of(DROPS_EVERY);
             publish_counters(&core, &mut wires, drops, snapshot);
             published = Instant::now();
+            if synced.elapsed() >= RESYNC_EVERY {
+                clock.resync();
+                synced = published;
+            }
         }
         // How long to wait for the next frame or the next due time.
         let now = clock.now();
@@ -308,7 +315,7 @@ fn transmit(
     batch: &mut Vec<Vec<u8>>,
     pool: &mut Vec<Vec<u8>>,
     now: u64,
-    unix: impl Fn(u64) -> i128,
+    clock: &Clock,
 ) -> io::Result<()> {
     let mut current: Option<(usize, usize)> = None;
     let mut failed: Option<io::Error> = None;
@@ -344,7 +351,7 @@ fn transmit(
         if wire.taps.wants(due.side)
             && wire
                 .taps
-                .offer(due.side, unix(now), &due.frame, None, due.marks)
+                .offer(due.side, clock.unix_nanos(now), &due.frame, None, due.marks)
         {
             taps_changed.push(due.link);
         }
