@@ -1,11 +1,12 @@
 //! One engine thread: the links dealt to it, their sockets, and the loop
 //! that moves their frames.
 //!
-//! Timing: the thread sleeps in `epoll_pwait2` (nanosecond timeout, timer
-//! slack lowered to 1 ns) until a socket is readable, a command arrives or
-//! the next frame is nearly due, then spins for the last 100 microseconds
-//! (unless it has been busy most of the time: see [`BUSY_NS`]); tokio's
-//! millisecond timers are far too coarse.
+//! Timing: the thread (nice -20, not real-time: see
+//! `timing::request_priority`) sleeps in `epoll_pwait2` (a nanosecond
+//! timeout, timer slack lowered to 1 ns) until a socket is readable, a
+//! command arrives or the next frame is nearly due, then spins for the
+//! last 100 microseconds (unless it has been busy most of the time: see
+//! [`BUSY_NS`]); tokio's millisecond timers are far too coarse.
 //!
 //! Cost: a pass reads only the sockets epoll reports readable, sends only
 //! what the timer over direction heads says is due, and looks at a
@@ -53,14 +54,13 @@ const EVENTS: usize = 256;
 
 /// The engine spins only while it has been busy (working or spinning, not
 /// asleep) for less than this share of its current [`WINDOW_NS`]; beyond,
-/// it sleeps to due times instead. Under steady load a frame is nearly due
-/// at every pass, so an unbounded spin keeps the engine's real-time thread
-/// running all the time, and the kernel's real-time throttling
-/// (`sched_rt_runtime_us`: 95% of each second) then stops it for 50 ms
-/// every second: frames 50 ms late. Measured with one 100 Mbit/s TCP flow
-/// over two engine links: the engine used 97% of a core and sent 1.4% of
-/// frames more than a millisecond late, the latest by 51 ms; with the
-/// bound, 0.12%, the latest by 4 ms.
+/// it sleeps to due times instead, leaving the core to the kernel's work
+/// and the lab's processes. (Measured when shards ran real-time: under
+/// steady load an unbounded spin made the kernel's real-time throttling
+/// stop the engine for 50 ms every second; one 100 Mbit/s TCP flow over two
+/// engine links sent 1.4% of frames more than a millisecond late, the
+/// latest by 51 ms; with the bound, 0.12%, the latest by 4 ms. Shards now
+/// run at nice -20, see `timing::request_priority`.)
 const BUSY_NS: u64 = 80_000_000;
 /// See [`BUSY_NS`].
 const WINDOW_NS: u64 = 100_000_000;
