@@ -564,3 +564,99 @@ fn a_link_with_only_a_rate_is_shaped_by_the_kernel() {
         "{why}"
     );
 }
+
+/// A lab whose engine runs in three shards: four impaired links are dealt
+/// over them (the fourth back to the first), each carries traffic with its
+/// own delay, `link set` reaches the shard that carries the link, and the
+/// daemon runs exactly three engine threads.
+#[test]
+fn links_dealt_over_shards_each_keep_their_own_delay_and_take_link_set() {
+    require_root!();
+    let lab = unique_lab("sh");
+    let mut text_ = format!(
+        "[lab]\nname = \"{lab}\"\nengine_shards = 3\n[topology]\nkind = \"custom\"\n\
+         [[topology.nodes]]\nname = \"s1\"\nrole = \"switch\"\n"
+    );
+    for h in 1..=4 {
+        text_ += &format!("[[topology.nodes]]\nname = \"h{h}\"\nrole = \"host\"\n");
+    }
+    for h in 1..=4 {
+        text_ += &format!("[[topology.links]]\na = \"h{h}\"\nb = \"s1\"\ndelay = \"{h}ms\"\n");
+    }
+    let file = std::env::temp_dir().join(format!("{lab}.toml"));
+    std::fs::write(&file, text_).unwrap();
+    let guard = LabGuard(lab.clone());
+    let up = run(&["up", "--quiet", file.to_str().unwrap()]);
+    assert!(up.status.success(), "{}", text(&up));
+    let _ = std::fs::remove_file(&file);
+
+    // Three engine threads in the daemon.
+    let out = run(&["status", "--json"]);
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let daemon = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["lab"] == lab.as_str())
+        .and_then(|l| l["daemon"].as_str())
+        .unwrap_or_else(|| panic!("no daemon for {lab} in {all}"))
+        .to_owned();
+    let pid: u32 = daemon
+        .split_once("pid ")
+        .and_then(|(_, rest)| rest.split(')').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in `{daemon}`"));
+    let shards = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.starts_with("link-engine-"))
+        .count();
+    assert_eq!(shards, 3, "engine threads of {daemon}");
+
+    // Each path sees its own two links' delays: h1 -> h4 crosses links on
+    // shards 0 (h1, and h4 dealt back to it), h2 -> h3 shards 1 and 2.
+    let min = |from: &str, to: &str| {
+        let (rtts, _, out) = ping(&lab, from, &host_addr(&lab, to), 5, "0.2");
+        assert!(!rtts.is_empty(), "{from} -> {to}: {}", text(&out));
+        rtts.iter().copied().fold(f64::MAX, f64::min)
+    };
+    let rtt = min("h1", "h4");
+    assert!(
+        (10.0..25.0).contains(&rtt),
+        "h1 -> h4 RTT {rtt} ms, 2 x (1 + 4) expected"
+    );
+    let rtt = min("h2", "h3");
+    assert!(
+        (10.0..25.0).contains(&rtt),
+        "h2 -> h3 RTT {rtt} ms, 2 x (2 + 3) expected"
+    );
+
+    // `link set` on links of shards 1 and 2 changes only their paths.
+    for (link, delay) in [("h2--s1", "20ms"), ("h3--s1", "30ms")] {
+        let out = run(&["link", "set", link, "--delay", delay, "--lab", &lab]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let rtt = min("h2", "h3");
+    assert!(
+        (100.0..130.0).contains(&rtt),
+        "h2 -> h3 RTT {rtt} ms after link set, 2 x (20 + 30) expected"
+    );
+    let rtt = min("h1", "h4");
+    assert!(
+        (10.0..25.0).contains(&rtt),
+        "h1 -> h4 RTT {rtt} ms, unchanged"
+    );
+
+    // Every link's counters moved, whichever shard carries it.
+    let out = run(&["link", "show", "--lab", &lab, "--json"]);
+    let links: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for l in links.as_array().unwrap() {
+        let moved = l["directions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["tx_packets"].as_u64().unwrap_or(0) > 0);
+        assert!(moved, "no frames counted on {}: {l}", l["link"]);
+    }
+    drop(guard);
+}
