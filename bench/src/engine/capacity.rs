@@ -126,13 +126,7 @@ pub(crate) const NUMERIC: &[usize] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12];
 /// reading every stage's counters around each blast.
 fn measure(frames: u64, engine_link: bool) -> Result<Vec<Cell>> {
     let h2 = crate::address(LAB, "h2")?;
-    let path = Path {
-        lab: LAB,
-        sender: "h1",
-        switch: "s1",
-        receiver: "h2",
-        engine_link: engine_link.then_some("h1--s1"),
-    };
+    let path = Path::bench(LAB, engine_link);
     let mut cells = Vec::new();
     for size in SIZES {
         // Warm the path (ARP) and let counters settle before reading.

@@ -18,7 +18,7 @@ use turbonet_lab::progress::Progress;
 use turbonet_lab::state::LabDir;
 
 use super::traffic::{self, Sink};
-use super::{BenchLab, LAB, one_way_delays, percentile, us};
+use super::{BenchLab, LAB, one_way_delays, percentile, plain_path_delay, us};
 use crate::report::count;
 
 /// The filler's port (the probes use [`traffic::PORT`]).
@@ -27,12 +27,7 @@ const FILL_PORT: u16 = 9_001;
 /// Rows: load, filler kpps, probes, then one-way delay error p50, p99,
 /// p99.9 and max (us).
 pub(crate) fn under_load(probes: usize, progress: &dyn Progress) -> Result<Vec<Vec<String>>> {
-    let baseline = {
-        let lab = BenchLab::up("")?;
-        let mut d = one_way_delays(&lab, probes.min(500), Duration::from_millis(1))?;
-        d.sort_unstable();
-        percentile(&d, 0.5)
-    };
+    let baseline = plain_path_delay(probes)?;
     const DELAY_NS: i64 = 1_000_000;
     let lab = BenchLab::up("delay = \"1ms\"")?;
     progress.note("bench engine: under load, the link's capacity ...");
@@ -57,13 +52,7 @@ pub(crate) fn under_load(probes: usize, progress: &dyn Progress) -> Result<Vec<V
         if filler.is_some() {
             std::thread::sleep(Duration::from_millis(300));
         }
-        let path = super::stages::Path {
-            lab: LAB,
-            sender: "h1",
-            switch: "s1",
-            receiver: "h2",
-            engine_link: Some("h1--s1"),
-        };
+        let path = super::stages::Path::bench(LAB, true);
         let before = path.read()?;
         let window = std::time::Instant::now();
         let delays = one_way_delays(&lab, probes, Duration::from_millis(1));
@@ -117,13 +106,7 @@ pub(crate) fn idle(links: &[usize], progress: &dyn Progress) -> Result<Vec<Vec<S
         let pid = turbonet_api::Client::connect(LabDir::of(super::capacity::LAB))?
             .status()?
             .daemon_pid;
-        let path = super::stages::Path {
-            lab: super::capacity::LAB,
-            sender: "h1",
-            switch: "s1",
-            receiver: "h2",
-            engine_link: Some("h1--s1"),
-        };
+        let path = super::stages::Path::bench(super::capacity::LAB, true);
         let before = path.read()?;
         let window = Duration::from_secs(5);
         std::thread::sleep(window);

@@ -142,14 +142,18 @@ fn us(ns: i64) -> String {
     format!("{:.1}", ns as f64 / 1000.0)
 }
 
+/// The median one-way delay (ns) of the plain path (no engine) at light
+/// load, over at most 500 probes: what an error is measured beyond.
+fn plain_path_delay(probes: usize) -> Result<i64> {
+    let lab = BenchLab::up("")?;
+    let mut d = one_way_delays(&lab, probes.min(500), Duration::from_millis(1))?;
+    d.sort_unstable();
+    Ok(percentile(&d, 0.5))
+}
+
 /// Delay accuracy table rows.
 fn delay_accuracy(probes: usize, progress: &dyn Progress) -> Result<Vec<Vec<String>>> {
-    let baseline = {
-        let lab = BenchLab::up("")?;
-        let mut d = one_way_delays(&lab, probes.min(500), Duration::from_millis(1))?;
-        d.sort_unstable();
-        percentile(&d, 0.5)
-    };
+    let baseline = plain_path_delay(probes)?;
     let mut rows = vec![vec![
         "none (veth)".into(),
         count(probes.min(500)),

@@ -92,7 +92,19 @@ pub(crate) struct Path<'a> {
     pub(crate) engine_link: Option<&'a str>,
 }
 
-impl Path<'_> {
+impl<'a> Path<'a> {
+    /// h1 -> s1 -> h2 of a bench lab `lab`, through the engine on h1--s1
+    /// when `engine`.
+    pub(crate) fn bench(lab: &'a str, engine: bool) -> Path<'a> {
+        Path {
+            lab,
+            sender: "h1",
+            switch: "s1",
+            receiver: "h2",
+            engine_link: engine.then_some("h1--s1"),
+        }
+    }
+
     /// Reads every counter now.
     pub(crate) fn read(&self) -> Result<Reading> {
         let mut r = Reading::default();

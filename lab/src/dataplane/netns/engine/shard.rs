@@ -87,10 +87,24 @@ struct Wire {
     watches: [Watch; 2],
     taps: Taps,
     shortfall: [Shortfall; 2],
-    /// Counters changed since they were last published.
-    dirty: bool,
+    /// On the list of links to publish ([`Changed`]).
+    listed: bool,
     /// Its sockets received since their drops were last asked for.
     received: bool,
+}
+
+/// The links whose counters changed since they were last published, each
+/// once: publishing touches these, not every link of the shard.
+#[derive(Default)]
+struct Changed(Vec<usize>);
+
+impl Changed {
+    /// Link `i` (`wire`) changed.
+    fn touch(&mut self, i: usize, wire: &mut Wire) {
+        if !std::mem::replace(&mut wire.listed, true) {
+            self.0.push(i);
+        }
+    }
 }
 
 /// How busy the shard has been in its current window.
@@ -157,13 +171,14 @@ pub(super) fn run(
             watches: link.watches,
             taps: link.taps,
             shortfall: [Shortfall::default(); 2],
-            dirty: false,
+            listed: false,
             received: false,
         });
     }
     let mut core = Shard::new(directions);
     let mut ports: Vec<PortTap> = Vec::new();
     let mut watching = Watching::new(2 * wires.len());
+    let mut changed = Changed::default();
     let mut rx = RxBatch::new(RX_BATCH, 65_536);
     let mut pool: Vec<Vec<u8>> = Vec::new();
     let mut batch: Vec<Vec<u8>> = Vec::with_capacity(RX_BATCH);
@@ -189,7 +204,7 @@ pub(super) fn run(
         }
         if ready.contains(&WAKE) {
             inbox.waker.reset();
-            if apply(inbox, &mut core, &mut wires, &mut ports) {
+            if apply(inbox, &mut core, &mut wires, &mut changed, &mut ports) {
                 register_ports(&poller, &ports);
             }
         }
@@ -214,7 +229,7 @@ pub(super) fn run(
                 if n == 0 {
                     break;
                 }
-                wire.dirty = true;
+                changed.touch(i, wire);
                 wire.received = true;
                 let keep = wire.taps.wants_dropped(side);
                 for f in 0..n {
@@ -254,6 +269,7 @@ pub(super) fn run(
         transmit(
             &mut core,
             &mut wires,
+            &mut changed,
             &mut watching,
             &mut batch,
             &mut pool,
@@ -267,6 +283,7 @@ pub(super) fn run(
             for k in 0..watching.open.len() {
                 let i = watching.open[k];
                 core.direction_mut(i / 2, i % 2).advance(now);
+                changed.touch(i / 2, &mut wires[i / 2]);
                 watching.moved(i);
             }
         }
@@ -274,7 +291,7 @@ pub(super) fn run(
         if publish {
             publications = publications.wrapping_add(1);
             let drops = publications.is_multiple_of(DROPS_EVERY);
-            publish_counters(&core, &mut wires, drops, snapshot);
+            publish_counters(&core, &mut wires, &mut changed, drops, snapshot);
             published = Instant::now();
             if synced.elapsed() >= RESYNC_EVERY {
                 clock.resync();
@@ -290,7 +307,7 @@ pub(super) fn run(
             };
         }
         let may_spin = (now - busy.window).saturating_sub(busy.slept) < BUSY_NS;
-        let dirty = wires.iter().any(|w| w.dirty) || !watching.open.is_empty();
+        let dirty = !changed.0.is_empty() || !watching.open.is_empty();
         wait = match core.next_due() {
             // Nearly due: spin, but keep reading (a look, not a wait).
             Some(due) if due <= now + SPIN_NS && may_spin => Duration::ZERO,
@@ -302,15 +319,17 @@ pub(super) fn run(
             None => IDLE_WAIT,
         };
     }
-    publish_counters(&core, &mut wires, true, snapshot);
+    publish_counters(&core, &mut wires, &mut changed, true, snapshot);
     Ok(())
 }
 
 /// Sends every frame due by `now`: the frames of one direction go out
 /// together with one `sendmmsg`, their buffers back to the pool.
+#[allow(clippy::too_many_arguments)]
 fn transmit(
     core: &mut Shard,
     wires: &mut [Wire],
+    changed: &mut Changed,
     watching: &mut Watching,
     batch: &mut Vec<Vec<u8>>,
     pool: &mut Vec<Vec<u8>>,
@@ -341,7 +360,7 @@ fn transmit(
         }
         current = Some(at);
         let wire = &mut wires[due.link];
-        wire.dirty = true;
+        changed.touch(due.link, wire);
         let late = now - due.at;
         let short = &mut wire.shortfall[due.side];
         if late > Shortfall::LATE_NS {
@@ -389,9 +408,6 @@ fn observe(
         let wire = &mut wires[link];
         let watch = &mut wire.watches[side];
         watch.observe(now, core.direction(link, side).counters(), noted);
-        if !noted.is_empty() {
-            wire.dirty = true;
-        }
         for note in noted.drain(..) {
             // The daemon going away stops the engine soon after.
             let _ = notes.send(super::EngineNote {
@@ -455,8 +471,14 @@ fn register_ports(poller: &Poller, ports: &[PortTap]) {
 }
 
 /// Applies every pending command; true when the ports tapped changed.
-fn apply(inbox: &Inbox, core: &mut Shard, wires: &mut [Wire], ports: &mut Vec<PortTap>) -> bool {
-    let mut changed = false;
+fn apply(
+    inbox: &Inbox,
+    core: &mut Shard,
+    wires: &mut [Wire],
+    changed: &mut Changed,
+    ports: &mut Vec<PortTap>,
+) -> bool {
+    let mut ports_changed = false;
     let local = |wires: &[Wire], position: usize| wires.iter().position(|w| w.position == position);
     while let Ok(command) = inbox.commands.try_recv() {
         match command {
@@ -481,7 +503,7 @@ fn apply(inbox: &Inbox, core: &mut Shard, wires: &mut [Wire], ports: &mut Vec<Po
                         side,
                         taps: Taps(vec![tap]),
                     });
-                    changed = true;
+                    ports_changed = true;
                 }
             },
             Command::Untap { id } => {
@@ -495,7 +517,7 @@ fn apply(inbox: &Inbox, core: &mut Shard, wires: &mut [Wire], ports: &mut Vec<Po
                 }
                 let before = ports.len();
                 ports.retain(|p| !p.taps.0.is_empty());
-                changed |= ports.len() != before;
+                ports_changed |= ports.len() != before;
             }
             Command::Set { link, impairment } => {
                 if let Some(i) = local(wires, link) {
@@ -504,36 +526,42 @@ fn apply(inbox: &Inbox, core: &mut Shard, wires: &mut [Wire], ports: &mut Vec<Po
                             .set_impairment(impairment.clone());
                         wires[i].watches[side].set(&impairment);
                     }
-                    wires[i].dirty = true;
+                    changed.touch(i, &mut wires[i]);
                 }
             }
         }
     }
-    changed
+    ports_changed
 }
 
 /// Publishes the counters of every link that changed, with (if `drops`)
 /// the frames the kernel dropped at the engine's sockets since it last
 /// asked (socket side 0 receives direction 0), asked only of sockets that
-/// received since: a socket nothing arrived at dropped nothing.
-fn publish_counters(core: &Shard, wires: &mut [Wire], drops: bool, snapshot: &Snapshot) {
-    if drops {
-        for w in wires.iter_mut().filter(|w| w.received) {
+/// received since: a socket nothing arrived at dropped nothing. A link
+/// whose sockets received stays listed until its drops were asked.
+fn publish_counters(
+    core: &Shard,
+    wires: &mut [Wire],
+    changed: &mut Changed,
+    drops: bool,
+    snapshot: &Snapshot,
+) {
+    let Ok(mut shared) = snapshot.lock() else {
+        return;
+    };
+    changed.0.retain(|&i| {
+        let w = &mut wires[i];
+        if drops && w.received {
             for (socket, short) in w.sockets.iter().zip(w.shortfall.iter_mut()) {
                 short.socket_drops += socket.take_drops().unwrap_or(0);
             }
             w.received = false;
-            w.dirty = true;
         }
-    }
-    let Ok(mut shared) = snapshot.lock() else {
-        return;
-    };
-    for (i, w) in wires.iter_mut().enumerate().filter(|(_, w)| w.dirty) {
         if let Some(c) = shared.get_mut(w.position) {
             c.directions = [0, 1].map(|side| core.direction(i, side).counters().clone());
             c.shortfall = w.shortfall;
         }
-        w.dirty = false;
-    }
+        w.listed = w.received;
+        w.listed
+    });
 }
