@@ -319,6 +319,13 @@ impl Direction {
         self.in_order.len() + self.reordered.len()
     }
 
+    /// How many 32-bit words of its random stream the direction has
+    /// drawn: the stream's position, which another implementation of the
+    /// model (the kernel engine) must reach with the same frames.
+    pub fn words_drawn(&self) -> u128 {
+        self.rng.get_word_pos()
+    }
+
     /// What this direction did so far.
     pub fn counters(&self) -> &Counters {
         &self.counters

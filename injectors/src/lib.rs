@@ -33,6 +33,7 @@ mod random;
 pub use counters::Counters;
 pub use direction::{Direction, Marks};
 pub use impairment::{Distribution, Impairment, Jitter};
+pub use random::Chance;
 pub use seed::direction_seed;
 pub use shard::{Shard, shard_of};
 pub use turbonet_topo::{JitterDistribution, Loss};

@@ -13,7 +13,7 @@ use crate::impairment::{Distribution, Jitter};
 /// represent probabilities such as 1e-9 (2^-32 is 2.3e-10, so 1e-9 would be
 /// off by 7%); 64 bits resolve 5.4e-20.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Chance {
+pub enum Chance {
     /// p = 0: never, and no draw is made.
     Never,
     /// p = 1: always, and no draw is made.
@@ -23,7 +23,8 @@ pub(crate) enum Chance {
 }
 
 impl Chance {
-    pub(crate) fn new(p: LossProb) -> Chance {
+    /// The chance of probability `p`.
+    pub fn new(p: LossProb) -> Chance {
         let p = p.probability();
         if p.is_nan() || p <= 0.0 {
             Chance::Never

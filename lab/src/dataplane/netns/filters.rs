@@ -444,7 +444,7 @@ fn attach_ebpf(
     ifindex: u32,
 ) -> Result<How> {
     use aya::programs::tc::{self, NlOptions, SchedClassifier, TcAttachOptions, TcAttachType};
-    use aya::programs::{Xdp, XdpFlags};
+    use aya::programs::{Xdp, XdpMode};
     let mut ebpf = aya::Ebpf::load_file(object)
         .map_err(|e| Error::Invalid(format!("loading {}: {e}", object.display())))?;
     let names: Vec<String> = ebpf.programs().map(|(n, _)| n.to_owned()).collect();
@@ -481,10 +481,11 @@ fn attach_ebpf(
             namespaces::in_namespace(ns, || {
                 // A restarted daemon finds its predecessor's filter there.
                 let _ = tc::qdisc_detach_program(&port, kind, &name);
-                if let Err(e) = tc::qdisc_add_clsact(&port)
-                    && e.kind() != std::io::ErrorKind::AlreadyExists
-                {
-                    return Err(e);
+                match tc::qdisc_add_clsact(&port) {
+                    Ok(()) | Err(tc::TcError::AlreadyAttached) => {}
+                    Err(tc::TcError::NetlinkError(e)) if e.raw_os_error() == Some(libc::EEXIST) => {
+                    }
+                    Err(e) => return Err(std::io::Error::other(e)),
                 }
                 classifier
                     .attach_with_options(
@@ -510,7 +511,7 @@ fn attach_ebpf(
             xdp.load()
                 .map_err(|e| Error::Invalid(format!("the kernel refused `{name}`: {e}")))?;
             namespaces::in_namespace(ns, || {
-                xdp.attach(&port, XdpFlags::DRV_MODE)
+                xdp.attach(&port, XdpMode::Driver)
                     .map(drop)
                     .map_err(std::io::Error::other)
             })?;
