@@ -578,6 +578,12 @@ int tn_link(struct __sk_buff *skb)
 	 * of the frame as it arrived). */
 	int passed = 0;
 	__u32 marked[2] = {0, 0};
+	/* fq sends frames of the control priority (7) ahead of everything,
+	 * due or not, and (since 6.7) serves priorities in separate bands:
+	 * every clone gets priority 0, so all of a direction's frames are one
+	 * flow in due-time order. */
+	if (!tn_test_mode)
+		skb->priority = 0;
 #pragma unroll
 	for (int k = 0; k < 2; k++) {
 		if (c[k].verdict != VERDICT_PASS)

@@ -1,7 +1,8 @@
 //! The program loaded into the kernel: its maps filled per direction, and
 //! (for tests) run on one frame at a time with `BPF_PROG_TEST_RUN`.
 
-use aya::maps::{Array, MapError};
+use aya::maps::{Array, HashMap, MapError};
+use aya::programs::tc::{self, NlOptions, TcAttachOptions, TcAttachType, TcError};
 use aya::programs::{ProgramError, SchedClassifier, TestRun, TestRunOptions};
 use aya::{Ebpf, EbpfLoader};
 
@@ -57,6 +58,16 @@ pub enum Error {
     /// A test run failed.
     #[error("running the kernel engine's program on a frame: {0}")]
     TestRun(ProgramError),
+    /// The program could not be attached to a port.
+    #[error("attaching the kernel engine's program `{program}` to {port}: {source}")]
+    Attach {
+        /// Which.
+        program: &'static str,
+        /// The interface.
+        port: String,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 type Result<T> = std::result::Result<T, Error>;
@@ -102,7 +113,7 @@ impl Program {
                 .program_mut(program)
                 .ok_or(Error::Program {
                     program,
-                    source: ProgramError::AlreadyLoaded,
+                    source: ProgramError::NotLoaded,
                 })?
                 .try_into()
                 .map_err(|source| Error::Program { program, source })?;
@@ -160,6 +171,72 @@ impl Program {
             .set(dir, State::new(seed), 0)
             .map_err(|source| Error::Map { map, source })?;
         self.set_params(dir, params)
+    }
+
+    /// Frames arriving at port `ifindex` go to direction `dir`.
+    pub fn set_port(&mut self, ifindex: u32, dir: u32) -> Result<()> {
+        self.check(dir)?;
+        let map = PORTS;
+        let m = self.ebpf.map_mut(map).ok_or(Error::Map {
+            map,
+            source: MapError::InvalidName {
+                name: map.to_owned(),
+            },
+        })?;
+        let mut ports: HashMap<_, u32, u32> =
+            HashMap::try_from(m).map_err(|source| Error::Map { map, source })?;
+        ports
+            .insert(ifindex, dir, 0)
+            .map_err(|source| Error::Map { map, source })
+    }
+
+    /// Attaches the program to interface `port` of the calling thread's
+    /// network namespace: [`LINK_PROGRAM`] at its ingress (frames arriving
+    /// there are the direction [`Program::set_port`] gave it) and
+    /// [`STAMP_PROGRAM`] at its egress (where the other direction's
+    /// frames leave). A predecessor's programs there (a daemon that died)
+    /// are replaced. They stay attached, holding the maps, until the port
+    /// goes, even when [`Program`] is dropped.
+    pub fn attach(&mut self, port: &str) -> Result<()> {
+        let io = |program, source: std::io::Error| Error::Attach {
+            program,
+            port: port.to_owned(),
+            source,
+        };
+        match tc::qdisc_add_clsact(port) {
+            Ok(()) | Err(TcError::AlreadyAttached) => {}
+            Err(TcError::NetlinkError(e)) if e.raw_os_error() == Some(17) => {} // EEXIST
+            Err(e) => return Err(io(LINK_PROGRAM, std::io::Error::other(e))),
+        }
+        for (program, kind) in [
+            (LINK_PROGRAM, TcAttachType::Ingress),
+            (STAMP_PROGRAM, TcAttachType::Egress),
+        ] {
+            // Nothing to detach is the usual case.
+            let _ = tc::qdisc_detach_program(port, kind, program);
+            let prog: &mut SchedClassifier = self
+                .ebpf
+                .program_mut(program)
+                .ok_or(Error::Program {
+                    program,
+                    source: ProgramError::NotLoaded,
+                })?
+                .try_into()
+                .map_err(|source| Error::Program { program, source })?;
+            let link = prog
+                .attach_with_options(port, kind, TcAttachOptions::Netlink(NlOptions::default()))
+                .map_err(|e| io(program, std::io::Error::other(e)))?;
+            // The filter is the kernel's from here on: it stays until the
+            // port goes (the lab's namespaces are deleted) or the next
+            // program replaces it. Left to aya, it would be detached when
+            // the program is dropped, by ifindex in whatever namespace
+            // the dropping thread is in.
+            let link = prog
+                .take_link(link)
+                .map_err(|source| Error::Program { program, source })?;
+            std::mem::forget(link);
+        }
+        Ok(())
     }
 
     /// Changes a direction's parameters (`turbonet link set`): its stream,

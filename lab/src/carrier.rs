@@ -1,5 +1,6 @@
-//! How each link of a lab is carried: a plain veth, the userspace link
-//! engine, netem in the kernel, or a P4 pipeline. Decided once per lab
+//! How each link of a lab is carried: a plain veth, the kernel's token
+//! bucket, the kernel engine (turbonet's BPF program with `fq`), the
+//! userspace link engine, netem, or a P4 pipeline. Decided once per lab
 //! from the scenario and the machine, never dropping an impairment
 //! silently.
 
@@ -9,16 +10,43 @@ use turbonet_topo::{EngineChoice, Lab};
 /// True when this kernel has `sch_netem` (loaded, built in, or as a
 /// module on disk): the kernel impairment engine could then carry links.
 pub fn kernel_has_netem() -> bool {
-    if std::path::Path::new("/sys/module/sch_netem").exists() {
-        return true;
+    turbonet_host::kernel::kernel_has_module("sch_netem")
+}
+
+/// What the kernel engines need, as this machine has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Qdiscs {
+    /// `sch_netem` (for `engine = "kernel"`).
+    pub netem: bool,
+    /// The kernel engine: `sch_fq`, and a kernel that loads the program;
+    /// or why not.
+    pub kernel_engine: Result<(), String>,
+}
+
+impl Qdiscs {
+    /// Neither: links go to the userspace engine (and the token bucket).
+    pub fn none() -> Qdiscs {
+        Qdiscs {
+            netem: false,
+            kernel_engine: Err("no kernel engine asked for".to_owned()),
+        }
     }
-    let release = nix::sys::utsname::uname()
-        .map(|u| u.release().to_string_lossy().into_owned())
-        .unwrap_or_default();
-    ["modules.dep", "modules.builtin"].iter().any(|f| {
-        std::fs::read_to_string(format!("/lib/modules/{release}/{f}"))
-            .is_ok_and(|text| text.contains("sch_netem.ko"))
-    })
+
+    /// What this machine's kernel has (the kernel engine's program is
+    /// loaded once to know).
+    pub fn of_this_machine() -> Qdiscs {
+        let kernel_engine = if !turbonet_host::kernel::fq::kernel_has_fq() {
+            Err("this kernel has no sch_fq (the kernel engine holds frames in fq)".to_owned())
+        } else {
+            turbonet_kernel_engine::Program::load(1, turbonet_kernel_engine::Mode::Link)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        };
+        Qdiscs {
+            netem: kernel_has_netem(),
+            kernel_engine,
+        }
+    }
 }
 
 /// How a link is carried: decided by `up` and recorded in the lab's state,
@@ -32,6 +60,9 @@ pub enum Carrier {
     Userspace(String),
     /// netem on both ends.
     Kernel,
+    /// The kernel engine: turbonet's BPF program at the engine-side ports
+    /// of the spliced link, `fq` holding each frame until its due time.
+    Bpf,
     /// A rate (and a queue) only: the kernel's token bucket (`tbf`) on
     /// both ends.
     Shaper,
@@ -46,12 +77,19 @@ impl Carrier {
         matches!(self, Carrier::Userspace(_))
     }
 
+    /// True for links spliced through the engine namespace: the userspace
+    /// engine's and the kernel engine's.
+    pub fn is_spliced(&self) -> bool {
+        matches!(self, Carrier::Userspace(_) | Carrier::Bpf)
+    }
+
     /// The engine's name for tables.
     pub fn name(&self) -> &'static str {
         match self {
             Carrier::Veth => "none (veth)",
             Carrier::Userspace(_) => "userspace",
             Carrier::Kernel => "kernel (netem)",
+            Carrier::Bpf => "kernel (bpf+fq)",
             Carrier::Shaper => "kernel (tbf)",
             Carrier::Pipeline => "pipeline",
         }
@@ -63,6 +101,9 @@ impl Carrier {
             Carrier::Veth => "no impairment declared",
             Carrier::Userspace(why) => why,
             Carrier::Kernel => "netem can apply every parameter",
+            Carrier::Bpf => {
+                "the kernel engine's program honours every parameter; fq holds the frames"
+            }
             Carrier::Shaper => "only a rate: the kernel's token bucket shapes it",
             Carrier::Pipeline => "the switch's pipeline carries every link",
         }
@@ -72,11 +113,13 @@ impl Carrier {
 /// Decides, per link, which engine carries it: `engine = "userspace"`
 /// splices every impaired link; otherwise a link that only declares a
 /// rate (and a queue) is shaped by the kernel's token bucket, on every
-/// kernel; `"kernel"` puts every other impaired link on netem and fails
-/// (naming the link and the parameter) when netem is missing or cannot
-/// honour a link; `"auto"` picks netem per link when it can, the userspace
-/// engine otherwise. Never drops a parameter silently.
-pub fn carriers(lab: &Lab, netem: bool) -> Result<Vec<Carrier>, String> {
+/// kernel; `"kernel"` puts every other impaired link on netem and `"bpf"`
+/// on the kernel engine, each failing (naming the link and the reason)
+/// when the kernel lacks its qdisc or the engine cannot honour a link;
+/// `"auto"` picks the kernel engine per link when it can, the userspace
+/// engine otherwise (netem only when asked for). Never drops a parameter
+/// silently.
+pub fn carriers(lab: &Lab, qdiscs: &Qdiscs) -> Result<Vec<Carrier>, String> {
     if lab.target != turbonet_topo::Target::Netns {
         return Ok(vec![Carrier::Pipeline; lab.fabric.links.len()]);
     }
@@ -93,31 +136,43 @@ pub fn carriers(lab: &Lab, netem: bool) -> Result<Vec<Carrier>, String> {
             {
                 return Ok(Carrier::Shaper);
             }
-            let kernel = if netem {
-                turbonet_host::kernel::netem::netem_supports(&imp).map_err(|e| e.to_string())
-            } else {
-                Err("this kernel has no sch_netem".to_owned())
+            let netem = || {
+                if qdiscs.netem {
+                    turbonet_host::kernel::netem::netem_supports(&imp).map_err(|e| e.to_string())
+                } else {
+                    Err("this kernel has no sch_netem".to_owned())
+                }
             };
-            match (lab.engine, kernel) {
-                (EngineChoice::Userspace, _) => Ok(Carrier::Userspace("engine = \"userspace\"".to_owned())),
-                (_, Ok(())) => Ok(Carrier::Kernel),
-                (EngineChoice::Auto, Err(why)) => Ok(Carrier::Userspace(why)),
-                (EngineChoice::Kernel, Err(why)) => Err(format!(
-                    "link {}: engine = \"kernel\", but {why}; use engine = \"auto\" or \"userspace\"",
-                    link.name
-                )),
+            let bpf = || {
+                qdiscs.kernel_engine.clone()?;
+                turbonet_kernel_engine::Params::new(&imp, 0)
+                    .map(drop)
+                    .map_err(|e| format!("the kernel engine cannot: {e}"))
+            };
+            let refuse = |why: String| {
+                Err(format!(
+                    "link {}: engine = \"{}\", but {why}; use engine = \"auto\" or \"userspace\"",
+                    link.name, lab.engine
+                ))
+            };
+            match lab.engine {
+                EngineChoice::Userspace => {
+                    Ok(Carrier::Userspace("engine = \"userspace\"".to_owned()))
+                }
+                EngineChoice::Kernel => netem().map_or_else(refuse, |()| Ok(Carrier::Kernel)),
+                EngineChoice::Bpf => bpf().map_or_else(refuse, |()| Ok(Carrier::Bpf)),
+                EngineChoice::Auto => Ok(bpf().map_or_else(Carrier::Userspace, |()| Carrier::Bpf)),
             }
         })
         .collect()
 }
 
-/// How every link is carried on this machine (see [`engine::carriers`]).
-/// A lab whose `engine = "kernel"` this machine cannot honour was refused
-/// by `up`; should one get here anyway, its impaired links go to the
-/// userspace engine, which honours everything.
+/// How every link is carried on this machine (see [`carriers`]). A lab
+/// whose `engine = "kernel"` or `"bpf"` this machine cannot honour was
+/// refused by `up`; should one get here anyway, its impaired links go to
+/// the userspace engine, which honours everything.
 pub fn link_carriers(lab: &Lab) -> Vec<Carrier> {
-    let netem = kernel_has_netem();
-    carriers(lab, netem).unwrap_or_else(|why| {
+    carriers(lab, &Qdiscs::of_this_machine()).unwrap_or_else(|why| {
         lab.fabric
             .links
             .iter()
@@ -139,5 +194,69 @@ pub fn recorded(lab: &Lab, recorded: &[Carrier]) -> Vec<Carrier> {
         recorded.to_vec()
     } else {
         link_carriers(lab)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The two-host lab with `engine` and the default links' `params`.
+    fn lab(engine: &str, params: &str) -> Lab {
+        let text = format!(
+            "[lab]\nname = \"t\"\nengine = \"{engine}\"\n[topology]\nkind = \"custom\"\n\
+             [[topology.nodes]]\nname = \"s1\"\nrole = \"switch\"\n\
+             [[topology.nodes]]\nname = \"h1\"\nrole = \"host\"\n\
+             [[topology.links]]\na = \"h1\"\nb = \"s1\"\n\
+             [routing]\nmode = \"static\"\n[links.default]\n{params}\n"
+        );
+        turbonet_topo::parse("t.toml", &text).unwrap()
+    }
+
+    fn with_fq() -> Qdiscs {
+        Qdiscs {
+            netem: false,
+            kernel_engine: Ok(()),
+        }
+    }
+
+    #[test]
+    fn auto_puts_what_the_program_honours_on_the_kernel_engine() {
+        let c = carriers(&lab("auto", "delay = \"5ms\"\nloss = \"1%\""), &with_fq()).unwrap();
+        assert_eq!(c, [Carrier::Bpf]);
+        // A rate alone stays with the token bucket.
+        let c = carriers(&lab("auto", "rate = \"1gbit\""), &with_fq()).unwrap();
+        assert_eq!(c, [Carrier::Shaper]);
+        // Normal jitter needs floating point: the userspace engine, saying why.
+        let normal = "delay = \"5ms\"\njitter = \"1ms\"\njitter_distribution = \"normal\"";
+        let c = carriers(&lab("auto", normal), &with_fq()).unwrap();
+        assert!(
+            matches!(&c[0], Carrier::Userspace(why) if why.contains("floating point")),
+            "{c:?}"
+        );
+        // No fq: the userspace engine, saying why; netem is never chosen
+        // unasked.
+        let machine = Qdiscs {
+            netem: true,
+            kernel_engine: Err("this kernel has no sch_fq".to_owned()),
+        };
+        let c = carriers(&lab("auto", "delay = \"5ms\""), &machine).unwrap();
+        assert_eq!(
+            c,
+            [Carrier::Userspace("this kernel has no sch_fq".to_owned())]
+        );
+    }
+
+    #[test]
+    fn asking_for_the_kernel_engine_where_it_cannot_run_is_refused_naming_the_link() {
+        let e = carriers(&lab("bpf", "delay = \"5ms\""), &Qdiscs::none()).unwrap_err();
+        assert!(e.starts_with("link h1--s1: engine = \"bpf\", but"), "{e}");
+        let normal = "delay = \"5ms\"\njitter = \"1ms\"\njitter_distribution = \"normal\"";
+        let e = carriers(&lab("bpf", normal), &with_fq()).unwrap_err();
+        assert!(e.contains("floating point"), "{e}");
+        assert_eq!(
+            carriers(&lab("bpf", "delay = \"5ms\""), &with_fq()).unwrap(),
+            [Carrier::Bpf]
+        );
     }
 }

@@ -69,7 +69,7 @@ pub fn runnable(lab: &Lab) -> Result<Vec<Carrier>, String> {
                 return Err(why);
             }
             soft::map(lab)?;
-            return crate::carrier::carriers(lab, false);
+            return crate::carrier::carriers(lab, &crate::carrier::Qdiscs::none());
         }
         Target::P4rt => {
             if let Some(why) = switches::unsupported(lab) {
@@ -79,13 +79,13 @@ pub fn runnable(lab: &Lab) -> Result<Vec<Carrier>, String> {
                 return Err("`[mgmt]` joins nodes that run on this machine, and every switch of this lab is remote (its hosts are too)".to_owned());
             }
             switches::map(lab)?;
-            return crate::carrier::carriers(lab, false);
+            return crate::carrier::carriers(lab, &crate::carrier::Qdiscs::none());
         }
     }
     if let Some(err) = agents_missing(lab) {
         return Err(err);
     }
-    crate::carrier::carriers(lab, crate::carrier::kernel_has_netem())
+    crate::carrier::carriers(lab, &crate::carrier::Qdiscs::of_this_machine())
 }
 
 /// Why the lab's routing agents cannot run on this machine, if they cannot.
@@ -426,16 +426,25 @@ async fn build(
     state.daemon_pid = Some(pid);
     dir.save(state)?;
     let impaired = carriers.iter().filter(|c| c.is_userspace()).count();
+    let in_kernel = carriers.iter().filter(|c| **c == Carrier::Bpf).count();
     let ready = {
         let (dir, timeout) = (dir.clone(), ready_timeout(lab, impaired));
         tokio::task::spawn_blocking(move || daemon::wait_ready(&dir, pid, timeout)).await??
     };
     phase(
         "daemon",
-        if impaired > 0 {
+        if impaired + in_kernel > 0 {
+            let mut engines = Vec::new();
+            if impaired > 0 {
+                engines.push(format!("link engine for {impaired} impaired links"));
+            }
+            if in_kernel > 0 {
+                engines.push(format!("kernel engine (bpf+fq) for {in_kernel}"));
+            }
             format!(
-                "pid {}: control API, link engine for {impaired} impaired links",
-                ready.daemon_pid
+                "pid {}: control API, {}",
+                ready.daemon_pid,
+                engines.join(", ")
             )
         } else if let Some(what) = builder.controls() {
             format!(
@@ -687,7 +696,7 @@ mod characterisation {
     fn record_text(path: &Path, text: &str) -> Vec<String> {
         let lab = turbonet_topo::parse(&path.display().to_string(), text).unwrap();
         // As on a machine without netem, with per-namespace hash seeds.
-        let carriers = crate::carrier::carriers(&lab, false).unwrap();
+        let carriers = crate::carrier::carriers(&lab, &crate::carrier::Qdiscs::none()).unwrap();
         let mut kernel = Recorder::new();
         dry_build(&mut kernel, &lab, &carriers, true, &crate::progress::Quiet).unwrap();
         kernel.lines()

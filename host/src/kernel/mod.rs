@@ -17,6 +17,7 @@ use turbonet_injectors::Impairment;
 
 use crate::error::Result;
 
+pub mod fq;
 pub mod interfaces;
 pub mod netem;
 mod netlink;
@@ -31,6 +32,22 @@ pub use netlink::{
     route_message,
 };
 pub use netlink::{RULE_PRIORITY, pipelined};
+
+/// True when this kernel has the module `name` (`sch_netem`, `sch_fq`):
+/// loaded, built in, or on disk to be loaded on first use.
+pub fn kernel_has_module(name: &str) -> bool {
+    if std::path::Path::new("/sys/module").join(name).exists() {
+        return true;
+    }
+    let release = nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let file = format!("{name}.ko");
+    ["modules.dep", "modules.builtin"].iter().any(|f| {
+        std::fs::read_to_string(format!("/lib/modules/{release}/{f}"))
+            .is_ok_and(|text| text.contains(&file))
+    })
+}
 
 /// A namespace the kernel side created, by its position in creation order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -31,8 +31,19 @@ fn workspace() -> PathBuf {
 fn record(file: &str, changes: &[(&str, Failures, Vec<LinkParams>)]) -> String {
     let path = workspace().join("scenarios").join(file);
     let text = std::fs::read_to_string(&path).unwrap();
-    let lab = Arc::new(turbonet_topo::parse(&path.display().to_string(), &text).unwrap());
-    let carriers = crate::carrier::carriers(&lab, true).unwrap();
+    let mut lab = turbonet_topo::parse(&path.display().to_string(), &text).unwrap();
+    // netem, as `engine = "kernel"` asks (auto would take the kernel
+    // engine, which this recorder does not drive).
+    lab.engine = turbonet_topo::EngineChoice::Kernel;
+    let lab = Arc::new(lab);
+    let carriers = crate::carrier::carriers(
+        &lab,
+        &crate::carrier::Qdiscs {
+            netem: true,
+            ..crate::carrier::Qdiscs::none()
+        },
+    )
+    .unwrap();
     assert!(
         !carriers.iter().any(Carrier::is_userspace),
         "{file}: the link engine needs root"

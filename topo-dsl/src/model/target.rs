@@ -8,21 +8,27 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum EngineChoice {
-    /// Per link: the kernel (`tc netem`) when it can honour every
-    /// parameter of the link, else the userspace link engine.
+    /// Per link: the kernel's token bucket (`tbf`) for a link that only
+    /// has a rate; the kernel engine (turbonet's BPF program with `fq`)
+    /// where the kernel has `sch_fq` and the program can honour the link;
+    /// else the userspace link engine.
     #[default]
     Auto,
     /// The userspace link engine for every impaired link (works on every
     /// kernel).
     Userspace,
-    /// The kernel for every impaired link; refused when the kernel has no
+    /// netem for every impaired link; refused when the kernel has no
     /// `sch_netem` or a link declares what netem cannot do.
     Kernel,
+    /// The kernel engine (BPF and `fq`) for every impaired link; refused
+    /// when the kernel has no `sch_fq` or a link declares what the program
+    /// cannot do.
+    Bpf,
 }
 
 impl EngineChoice {
     /// Every choice, as written in scenarios.
-    pub const NAMES: &'static [&'static str] = &["auto", "userspace", "kernel"];
+    pub const NAMES: &'static [&'static str] = &["auto", "userspace", "kernel", "bpf"];
 
     /// The name used in scenario files.
     pub fn as_str(self) -> &'static str {
@@ -30,6 +36,7 @@ impl EngineChoice {
             EngineChoice::Auto => "auto",
             EngineChoice::Userspace => "userspace",
             EngineChoice::Kernel => "kernel",
+            EngineChoice::Bpf => "bpf",
         }
     }
 }

@@ -56,6 +56,7 @@ const ENGINES: &[(&str, EngineChoice)] = &[
     ("auto", EngineChoice::Auto),
     ("userspace", EngineChoice::Userspace),
     ("kernel", EngineChoice::Kernel),
+    ("bpf", EngineChoice::Bpf),
 ];
 
 /// Reads `[lab]` (`v`, if present; every scenario needs one). `None` when

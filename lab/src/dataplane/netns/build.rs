@@ -104,7 +104,7 @@ async fn build<K: Kernel>(kernel: &mut K, cx: &mut Build<'_>) -> Result<()> {
     }
 
     if let Some(engine) = engine
-        && carriers.iter().any(crate::carrier::Carrier::is_userspace)
+        && carriers.iter().any(crate::carrier::Carrier::is_spliced)
     {
         let (up, offloads) = netns::engine_ports(lab, nodes, engine, carriers);
         let spliced = up.iter().map(|(_, p)| p.len()).sum::<usize>() / 2;

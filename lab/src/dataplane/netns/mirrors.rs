@@ -11,7 +11,7 @@ use turbonet_host::kernel::{Ns, PerNs, Veth, VethEnd};
 /// The near end of mirror `i`: its name and ifindex in the engine
 /// namespace (after the engine's own ports).
 pub fn near_end(carriers: &[Carrier], i: usize) -> (String, u32) {
-    let spliced = carriers.iter().filter(|c| c.is_userspace()).count();
+    let spliced = carriers.iter().filter(|c| c.is_spliced()).count();
     (format!("m{i}"), 2 + 2 * spliced as u32 + i as u32)
 }
 

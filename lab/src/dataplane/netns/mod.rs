@@ -14,6 +14,7 @@ pub mod engine;
 pub mod externals;
 pub mod fibwatch;
 pub mod filters;
+pub mod kernel_engine;
 pub mod mirrors;
 mod notes;
 mod plane;
@@ -78,10 +79,10 @@ pub(crate) fn node_sysctls(lab: &Lab, node: &Node, has_seed: bool) -> Vec<(&'sta
     s
 }
 
-/// True when the lab has a hidden engine namespace: the link engine
-/// splices impaired links there, and mirrors' near ends live there.
+/// True when the lab has a hidden engine namespace: the link engines
+/// splice impaired links there, and mirrors' near ends live there.
 pub fn has_engine_namespace(lab: &Lab, carriers: &[crate::carrier::Carrier]) -> bool {
-    carriers.iter().any(crate::carrier::Carrier::is_userspace) || !lab.mirrors.is_empty()
+    carriers.iter().any(crate::carrier::Carrier::is_spliced) || !lab.mirrors.is_empty()
 }
 
 /// Every node's namespace in node order (and, with `engine`, the lab's

@@ -15,6 +15,7 @@ use turbonet_routing::Route;
 use turbonet_topo::{Lab, Link, LinkId, LinkParams, NodeId};
 
 use super::engine::{self, EngineLink, TapAt};
+use super::kernel_engine::{KernelEngine, PortStats};
 use crate::carrier::Carrier;
 use crate::dataplane::kernel_routes::node_kernel_routes;
 use crate::dataplane::plane::LinkCounters;
@@ -56,6 +57,10 @@ pub struct NetnsPlane<K: Kernel = Netlink> {
     lab: Arc<Lab>,
     carriers: Vec<Carrier>,
     engine: Engine,
+    /// The kernel engine, when it carries links.
+    kernel_engine: Option<KernelEngine>,
+    /// A handle in the engine namespace, to read its ports' counters.
+    engine_handle: Option<rtnetlink::Handle>,
     /// What writes to the kernel.
     kernel: K,
     /// The nodes' namespaces it has opened, as `kernel` knows them.
@@ -68,14 +73,14 @@ pub struct NetnsPlane<K: Kernel = Netlink> {
     applied: Current,
 }
 
-/// For every link the engine does not carry, the end whose veth counts
-/// it: a switch's, the upper one where both are, so that few namespaces
-/// are asked.
+/// For every link no engine carries, the end whose veth counts it: a
+/// switch's, the upper one where both are, so that few namespaces are
+/// asked.
 fn veth_reads(lab: &Lab, carriers: &[Carrier]) -> BTreeMap<NodeId, Vec<(LinkId, u32, usize)>> {
     let fabric = &lab.fabric;
     let mut read: BTreeMap<NodeId, Vec<(LinkId, u32, usize)>> = BTreeMap::new();
     for (link, carrier) in fabric.links.iter().zip(carriers) {
-        if carrier.is_userspace() {
+        if carrier.is_spliced() {
             continue;
         }
         let side = watched_end(lab, link);
@@ -169,7 +174,8 @@ impl NetnsPlane<Netlink> {
 impl<K: Kernel> NetnsPlane<K> {
     /// Takes over a lab `up` built: starts the link engine on the impaired
     /// links (their sockets opened in the engine's namespace) with the
-    /// scenario's parameters, and knows the fabric as `up` left it: every
+    /// scenario's parameters, and the kernel engine on the links it
+    /// carries, and knows the fabric as `up` left it: every
     /// link up, `routes` installed (`None`: not known; the first
     /// [`DataPlane::apply`] writes them all).
     pub(crate) fn with_kernel(
@@ -187,6 +193,8 @@ impl<K: Kernel> NetnsPlane<K> {
             .filter(|(_, c)| c.is_userspace())
             .map(|(l, _)| l)
             .collect();
+        // Where each spliced link's ports are in the engine namespace.
+        let spliced = engine::spliced(carriers);
         // The engine always runs: it carries the impaired links, and taps
         // (captures, mirrors) any link.
         let engine = {
@@ -198,8 +206,9 @@ impl<K: Kernel> NetnsPlane<K> {
                 namespaces::in_namespace(&ns, || {
                     impaired
                         .iter()
-                        .enumerate()
-                        .map(|(k, link)| {
+                        .map(|link| {
+                            let k =
+                                spliced[link.id.0 as usize].expect("an impaired link is spliced");
                             let (_, a) = engine::port(link.id.0, k, 0);
                             let (_, b) = engine::port(link.id.0, k, 1);
                             Ok([PacketSocket::bind(a)?, PacketSocket::bind(b)?])
@@ -257,7 +266,10 @@ impl<K: Kernel> NetnsPlane<K> {
                 running,
             }
         };
+        let kernel_engine = KernelEngine::start(&lab, carriers)?;
         Ok(NetnsPlane {
+            kernel_engine,
+            engine_handle: None,
             applied: Current {
                 down: BTreeSet::new(),
                 params: lab.fabric.links.iter().map(|l| l.params.clone()).collect(),
@@ -302,6 +314,22 @@ impl<K: Kernel> NetnsPlane<K> {
         let handle = turbonet_host::kernel::connect(socket)?;
         self.handles.insert(node, handle.clone());
         Ok(handle)
+    }
+
+    /// Counters of the engine namespace's ports (opened once).
+    async fn engine_port_stats(&mut self) -> Result<PortStats> {
+        let handle = match &self.engine_handle {
+            Some(h) => h.clone(),
+            None => {
+                let name = names::engine_namespace(&self.lab.name);
+                let ns = namespaces::open(&name).with_context(|| format!("opening {name}"))?;
+                let socket = namespaces::in_namespace(&ns, namespaces::route_socket)?;
+                let handle = turbonet_host::kernel::connect(socket)?;
+                self.engine_handle = Some(handle.clone());
+                handle
+            }
+        };
+        port_stats(&handle).await
     }
 
     /// Takes the ports of `link` down or brings them up.
@@ -364,6 +392,13 @@ impl<K: Kernel> NetnsPlane<K> {
                 }
                 Ok(())
             }
+            Carrier::Bpf => self
+                .kernel_engine
+                .as_mut()
+                .ok_or_else(|| {
+                    Error::Failed(format!("link {} is not on the kernel engine", link.name))
+                })?
+                .set(link, &impairment),
             Carrier::Userspace(_) => {
                 let engine = &self.engine;
                 let position = engine.position.get(&link.id).copied().ok_or_else(|| {
@@ -476,6 +511,18 @@ impl<K: Kernel + std::fmt::Debug + 'static> DataPlane for NetnsPlane<K> {
                         ))
                     })
             }
+            Carrier::Bpf => {
+                turbonet_kernel_engine::Params::new(&Impairment::from_params(params), 0)
+                    .map(drop)
+                    .map_err(|e| {
+                        Error::Invalid(format!(
+                            "the kernel engine cannot take this: {e}; link {} runs on it \
+                             (engine = \"userspace\" in the scenario would splice it through \
+                             the userspace engine instead)",
+                            link.name
+                        ))
+                    })
+            }
             Carrier::Userspace(_) | Carrier::Pipeline => Ok(()),
         }
     }
@@ -569,17 +616,23 @@ impl<K: Kernel + std::fmt::Debug + 'static> DataPlane for NetnsPlane<K> {
                     veth.insert(link, c);
                 }
             }
+            let mut kernel = HashMap::new();
+            if self.kernel_engine.is_some() {
+                // Frames that left each direction: its far port's.
+                let sent = self.engine_port_stats().await.unwrap_or_default();
+                if let Some(k) = &self.kernel_engine {
+                    kernel = k.counters(&lab, &sent);
+                }
+            }
             let mut engine = engine.into_iter();
             Ok(fabric
                 .links
                 .iter()
                 .zip(&self.carriers)
-                .filter_map(|(link, carrier)| {
-                    if carrier.is_userspace() {
-                        engine.next()
-                    } else {
-                        veth.remove(&link.id)
-                    }
+                .filter_map(|(link, carrier)| match carrier {
+                    Carrier::Userspace(_) => engine.next(),
+                    Carrier::Bpf => kernel.remove(&link.id),
+                    _ => veth.remove(&link.id),
                 })
                 .collect())
         })
@@ -592,7 +645,7 @@ impl<K: Kernel + std::fmt::Debug + 'static> DataPlane for NetnsPlane<K> {
 
 /// Frames and bytes, sent and received, of every interface in the
 /// namespace behind `handle`, by ifindex.
-async fn port_stats(handle: &rtnetlink::Handle) -> Result<HashMap<u32, ((u64, u64), (u64, u64))>> {
+async fn port_stats(handle: &rtnetlink::Handle) -> Result<PortStats> {
     use futures::TryStreamExt;
     use rtnetlink::packet_route::link::LinkAttribute;
     let mut stats = HashMap::new();

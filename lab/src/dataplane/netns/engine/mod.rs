@@ -31,14 +31,15 @@ use crate::carrier::Carrier;
 use crate::dataplane::plane::LinkCounters;
 use crate::dataplane::taps::{Tap, Taps};
 
-/// The links the userspace engine splices, each with its position `k`
-/// among them (which fixes its engine-side interface indices).
+/// The links spliced through the engine namespace (the userspace
+/// engine's and the kernel engine's), each with its position `k` among
+/// them (which fixes its engine-side interface indices).
 pub fn spliced(carriers: &[Carrier]) -> Vec<Option<usize>> {
     let mut k = 0;
     carriers
         .iter()
         .map(|c| {
-            c.is_userspace().then(|| {
+            c.is_spliced().then(|| {
                 k += 1;
                 k - 1
             })
