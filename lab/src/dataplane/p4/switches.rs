@@ -144,15 +144,19 @@ pub fn queues(p4info: &P4Info) -> Result<u32> {
 }
 
 /// BMv2's command line (after the program) for device `device_id` with
-/// `ports` as `-i PORT@p<PORT>`, no program yet, `queues` priority queues
-/// per port and its CPU port 255. BMv2 has one queue per port unless told
-/// (`--priority-queues`, a target option, after `--`), and drops every
-/// frame whose priority is not below the count.
-pub fn bmv2_args(device_id: u64, ports: &[u32], queues: u32) -> Vec<String> {
+/// `ports` as `-i PORT@p<PORT>`, no program yet, its notifications on the
+/// IPC socket `notifications` (BMv2's default, /tmp/bmv2-<device>-
+/// notifications.ipc, is shared by every BMv2 of that device id), `queues`
+/// priority queues per port and its CPU port 255. BMv2 has one queue per
+/// port unless told (`--priority-queues`, a target option, after `--`),
+/// and drops every frame whose priority is not below the count.
+pub fn bmv2_args(device_id: u64, ports: &[u32], notifications: &Path, queues: u32) -> Vec<String> {
     let mut args = vec![
         "--device-id".to_owned(),
         device_id.to_string(),
         "--no-p4".into(),
+        "--notifications-addr".into(),
+        format!("ipc://{}", notifications.display()),
     ];
     for port in ports {
         args.push("-i".into());
@@ -171,8 +175,9 @@ pub fn bmv2_args(device_id: u64, ports: &[u32], queues: u32) -> Vec<String> {
 }
 
 /// Starts BMv2 for switch `switch` (device `device_id`) in its namespace
-/// `netns` with [`bmv2_args`] and its log in `log`. Returns its pid once
-/// it accepts P4Runtime connections; fails with its own output if it exits
+/// `netns` with [`bmv2_args`], its log in `log` and its notifications
+/// socket beside it (`log` with extension `ipc`). Returns its pid once it
+/// accepts P4Runtime connections; fails with its own output if it exits
 /// first.
 pub async fn start_bmv2(
     switch: &str,
@@ -183,7 +188,12 @@ pub async fn start_bmv2(
     let program = find_bmv2().ok_or_else(|| err!("{BMV2} is not on PATH"))?;
     let ns = turbonet_host::namespaces::open(netns).with_context(|| format!("opening {netns}"))?;
     let mut command = std::process::Command::new(&program);
-    command.args(bmv2_args(device_id, ports, queues));
+    command.args(bmv2_args(
+        device_id,
+        ports,
+        &log.with_extension("ipc"),
+        queues,
+    ));
     let mut child = turbonet_host::process::Start {
         namespace: Some(&ns),
         new_session: true,
@@ -269,7 +279,7 @@ pub async fn connect(
 /// listening at `addr` inside network namespace `netns` (a switch turbonet
 /// runs in a namespace of its own): every connection's socket is created in
 /// that namespace.
-async fn connect_in(
+pub async fn connect_in(
     netns: &str,
     addr: std::net::SocketAddr,
     device_id: u64,
@@ -363,11 +373,21 @@ mod tests {
     fn bmv2_gets_the_pipelines_priority_queues() {
         let queues = queues(&turbonet_p4::turbonet_p4info()).unwrap();
         assert_eq!(queues, 8);
-        let args = bmv2_args(3, &[1, 2], queues);
+        let args = bmv2_args(3, &[1, 2], Path::new("/run/t/bmv2-s1.ipc"), queues);
         let target = args.iter().position(|a| a == "--").unwrap();
         assert_eq!(
             &args[..target],
-            ["--device-id", "3", "--no-p4", "-i", "1@p1", "-i", "2@p2"]
+            [
+                "--device-id",
+                "3",
+                "--no-p4",
+                "--notifications-addr",
+                "ipc:///run/t/bmv2-s1.ipc",
+                "-i",
+                "1@p1",
+                "-i",
+                "2@p2"
+            ]
         );
         let options = &args[target + 1..];
         let at = options
