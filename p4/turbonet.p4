@@ -20,7 +20,12 @@
  *                 set_queue_rate; Tofino: per-queue shaping).
  *   delayed queue the virtual link's delay: after its queue, the packet
  *                 recirculates, its departure time in a header of its
- *                 own, until it is due.
+ *                 own, until it is due. Delays are in ticks of the
+ *                 target's global timestamps: BMv2's are microseconds,
+ *                 Tofino's nanoseconds; the controller converts
+ *                 (turbonet_p4::pipeline::Target). Only a recirculated
+ *                 packet may carry that header: a frame of EtherType
+ *                 0x88b5 from a port is not parsed as one.
  *   loss          a 32-bit random draw against the link's threshold
  *                 (probability x 2^32): 1e-8 is 43, so it is representable.
  *   host links    a link with one end outside the pipeline (a host) has
@@ -30,7 +35,9 @@
  *   counters      packets and bytes per virtual port, both directions.
  *
  * The control plane (turbonet, over P4Runtime) fills every table from the
- * mapper's plan and the routing FIB; the P4Info is p4/turbonet.p4info.txtpb.
+ * mapper's plan and the routing FIB. p4c's outputs of this file, BMv2 JSON
+ * and P4Info, are p4/build/ (scripts/compile-p4 writes them and their
+ * provenance).
  *
  * For TNA (Tofino) the structure stays; what changes:
  *   - ingress/egress intrinsic metadata: ig_intr_md.ingress_port,
@@ -57,6 +64,9 @@
 #define MAP_SIZE        16384
 #define SELECTOR_SIZE   65536
 #define CPU_PORT        255
+/* BMv2's standard_metadata.instance_type of a recirculated packet
+ * (simple_switch's PKT_INSTANCE_TYPE_RECIRC). */
+#define INSTANCE_TYPE_RECIRC 4
 
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<16> ETHERTYPE_ARP  = 0x0806;
@@ -97,7 +107,7 @@ header vlan_t {
 
 /* Carried between passes while a packet waits in the delayed queue. */
 header delay_t {
-    bit<48> due;          /* departure time, ns (global timestamp clock) */
+    bit<48> due;          /* departure time, global timestamp ticks */
     bit<9>  port;         /* physical egress port ... */
     bit<3>  queue;        /* ... and queue it was mapped to */
     bit<4>  pad;
@@ -150,12 +160,13 @@ struct headers_t {
 }
 
 struct metadata_t {
+    bit<12>   vid;              /* the tag, 0 when untagged (parser) */
     vswitch_t vswitch;
     vport_t   vport_in;
     vport_t   vport_out;
     bit<32>   loss_threshold;   /* drop when random < threshold */
-    bit<48>   delay_ns;
-    bit<48>   in_delay_ns;      /* host links: the inbound direction's */
+    bit<48>   delay;            /* global timestamp ticks */
+    bit<48>   in_delay;         /* host links: the inbound direction's */
     bit<32>   in_loss_threshold;
     bit<16>   l4_src;
     bit<16>   l4_dst;
@@ -164,9 +175,10 @@ struct metadata_t {
 /* ---- parser ---- */
 
 parser TurbonetParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
-                      inout standard_metadata_t std) {
+                      inout standard_metadata_t standard_metadata) {
     state start {
-        transition select(std.ingress_port) {
+        meta.vid = 0;
+        transition select(standard_metadata.ingress_port) {
             CPU_PORT: parse_packet_out;
             default: parse_ethernet;
         }
@@ -179,7 +191,7 @@ parser TurbonetParser(packet_in packet, out headers_t hdr, inout metadata_t meta
         packet.extract(hdr.ethernet);
         transition select(hdr.ethernet.ether_type) {
             ETHERTYPE_VLAN: parse_vlan;
-            ETHERTYPE_DELAY: parse_delay;
+            ETHERTYPE_DELAY: check_delay;
             ETHERTYPE_ARP: parse_arp;
             ETHERTYPE_IPV4: parse_ipv4;
             default: accept;
@@ -187,9 +199,19 @@ parser TurbonetParser(packet_in packet, out headers_t hdr, inout metadata_t meta
     }
     state parse_vlan {
         packet.extract(hdr.vlan);
+        meta.vid = hdr.vlan.vid;
         transition select(hdr.vlan.ether_type) {
             ETHERTYPE_ARP: parse_arp;
             ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+    /* The delay header is the pipeline's own, written in egress before a
+     * packet recirculates: from a port (a host could send anything) it is
+     * not parsed, so ingress never trusts its port and queue. */
+    state check_delay {
+        transition select(standard_metadata.instance_type) {
+            INSTANCE_TYPE_RECIRC: parse_delay;
             default: accept;
         }
     }
@@ -229,7 +251,7 @@ control TurbonetVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
 /* ---- ingress ---- */
 
 control TurbonetIngress(inout headers_t hdr, inout metadata_t meta,
-                        inout standard_metadata_t std) {
+                        inout standard_metadata_t standard_metadata) {
 
     counter(MAX_VPORTS, CounterType.packets_and_bytes) vport_rx;
     counter(MAX_VPORTS, CounterType.packets_and_bytes) vport_tx;
@@ -237,21 +259,25 @@ control TurbonetIngress(inout headers_t hdr, inout metadata_t meta,
     counter(MAX_VPORTS, CounterType.packets) vport_rx_lost;
 
     action drop() {
-        mark_to_drop(std);
+        mark_to_drop(standard_metadata);
     }
 
     /* Port mapper. */
     action set_vport(vswitch_t vswitch, vport_t vport,
-                     bit<48> delay_ns, bit<32> loss_threshold) {
+                     bit<48> delay, bit<32> loss_threshold) {
         meta.vswitch = vswitch;
         meta.vport_in = vport;
-        meta.in_delay_ns = delay_ns;
+        meta.in_delay = delay;
         meta.in_loss_threshold = loss_threshold;
     }
     table port_mapper {
         key = {
-            std.ingress_port : exact;
-            hdr.vlan.vid     : exact;   /* 0 when untagged */
+            standard_metadata.ingress_port : exact;
+            /* Tagged or not, then the tag (0 when untagged): BMv2 does not
+             * zero the fields of a header that was not extracted, so the
+             * parser copies the tag. */
+            hdr.vlan.isValid()             : exact;
+            meta.vid                       : exact;
         }
         actions = { set_vport; drop; }
         default_action = drop();
@@ -282,7 +308,7 @@ control TurbonetIngress(inout headers_t hdr, inout metadata_t meta,
 
     /* Traffic for the virtual switch itself (BGP, ping) goes to the CPU. */
     action to_cpu() {
-        std.egress_spec = CPU_PORT;
+        standard_metadata.egress_spec = CPU_PORT;
         hdr.packet_in.setValid();
         hdr.packet_in.vswitch = meta.vswitch;
         hdr.packet_in.vport = meta.vport_in;
@@ -304,6 +330,8 @@ control TurbonetIngress(inout headers_t hdr, inout metadata_t meta,
         hdr.ethernet.src = smac;
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
     }
+    /* 16-bit hash; at most 16 members per group (ECMP width). */
+    @max_group_size(16)
     action_selector(HashAlgorithm.crc16, SELECTOR_SIZE, 16) ecmp_selector;
     table ipv4_lpm {
         key = {
@@ -324,10 +352,10 @@ control TurbonetIngress(inout headers_t hdr, inout metadata_t meta,
     /* Queue mapper: virtual egress port -> physical port, tag, queue;
      * the link's delay and loss come with it. */
     action set_egress(port_t port, bit<12> tag, bit<3> queue,
-                      bit<48> delay_ns, bit<32> loss_threshold) {
-        std.egress_spec = port;
-        std.priority = queue;
-        meta.delay_ns = meta.in_delay_ns + delay_ns;
+                      bit<48> delay, bit<32> loss_threshold) {
+        standard_metadata.egress_spec = port;
+        standard_metadata.priority = queue;
+        meta.delay = meta.in_delay + delay;
         meta.loss_threshold = loss_threshold;
         /* Tag 0: the port is untagged (a host port of one host link). */
         if (tag != 0) {
@@ -347,60 +375,62 @@ control TurbonetIngress(inout headers_t hdr, inout metadata_t meta,
     }
 
     apply {
-        if (hdr.packet_out.isValid()) {
-            /* From the control plane: out of the given virtual port. */
+        /* From the control plane: out of the given virtual port, neither
+         * counted nor lost (the one place queue_mapper is applied is
+         * shared by both paths: BMv2 allows a table one call site). */
+        bool from_cpu = hdr.packet_out.isValid();
+        if (from_cpu) {
             meta.vswitch = hdr.packet_out.vswitch;
             meta.vport_out = hdr.packet_out.vport;
             hdr.packet_out.setInvalid();
-            if (hdr.vlan.isValid()) {
-                hdr.ethernet.ether_type = hdr.vlan.ether_type;
-                hdr.vlan.setInvalid();
-            }
-            queue_mapper.apply();
-            return;
-        }
-        if (hdr.delay.isValid()) {
-            /* Back from the delayed queue: to the same port and queue;
+        } else if (hdr.delay.isValid()) {
+            /* Back from the delayed queue (only a recirculated packet has
+             * the header, see the parser): to the same port and queue;
              * egress decides whether it is due. */
-            std.egress_spec = hdr.delay.port;
-            std.priority = hdr.delay.queue;
+            standard_metadata.egress_spec = hdr.delay.port;
+            standard_metadata.priority = hdr.delay.queue;
             return;
-        }
-
-        port_mapper.apply();
-        vport_rx.count((bit<32>)meta.vport_in);
-        if (meta.in_loss_threshold != 0) {
-            bit<32> in_draw;
-            random(in_draw, 0, 32w0xffffffff);
-            if (in_draw < meta.in_loss_threshold) {
-                vport_rx_lost.count((bit<32>)meta.vport_in);
-                drop();
-                return;
+        } else {
+            port_mapper.apply();
+            vport_rx.count((bit<32>)meta.vport_in);
+            if (meta.in_loss_threshold != 0) {
+                bit<32> in_draw;
+                random(in_draw, 0, 32w0xffffffff);
+                if (in_draw < meta.in_loss_threshold) {
+                    vport_rx_lost.count((bit<32>)meta.vport_in);
+                    drop();
+                    return;
+                }
             }
         }
         if (hdr.vlan.isValid()) {
             hdr.ethernet.ether_type = hdr.vlan.ether_type;
             hdr.vlan.setInvalid();
         }
-        if (hdr.arp.isValid()) {
-            arp_responder.apply();
-        } else if (hdr.ipv4.isValid()) {
-            if (local.apply().hit) {
+        if (!from_cpu) {
+            if (hdr.arp.isValid()) {
+                arp_responder.apply();
+            } else if (hdr.ipv4.isValid()) {
+                if (local.apply().hit) {
+                    return;
+                }
+                if (hdr.ipv4.ttl <= 1) {
+                    to_cpu();       /* the control plane answers (ICMP) */
+                    return;
+                }
+                ipv4_lpm.apply();
+            } else {
+                drop();
                 return;
             }
-            if (hdr.ipv4.ttl <= 1) {
-                to_cpu();           /* the control plane answers (ICMP) */
+            if (standard_metadata.egress_spec == CPU_PORT) {
                 return;
             }
-            ipv4_lpm.apply();
-        } else {
-            drop();
-            return;
-        }
-        if (std.egress_spec == CPU_PORT) {
-            return;
         }
         queue_mapper.apply();
+        if (from_cpu) {
+            return;
+        }
 
         /* Loss: one 32-bit draw against the threshold. */
         bit<32> draw;
@@ -421,20 +451,20 @@ control TurbonetIngress(inout headers_t hdr, inout metadata_t meta,
  * not due, recirculates instead of leaving: v1model recirculates at the
  * end of egress. Its due time, port and queue ride in the delay header. */
 control TurbonetEgress(inout headers_t hdr, inout metadata_t meta,
-                       inout standard_metadata_t std) {
+                       inout standard_metadata_t standard_metadata) {
     apply {
         if (hdr.delay.isValid()) {
-            if (std.egress_global_timestamp < hdr.delay.due) {
+            if (standard_metadata.egress_global_timestamp < hdr.delay.due) {
                 recirculate_preserving_field_list(0);
                 return;
             }
             hdr.ethernet.ether_type = hdr.delay.ether_type;
             hdr.delay.setInvalid();
-        } else if (meta.delay_ns != 0) {
+        } else if (meta.delay != 0) {
             hdr.delay.setValid();
-            hdr.delay.due = std.ingress_global_timestamp + meta.delay_ns;
-            hdr.delay.port = std.egress_port;
-            hdr.delay.queue = std.priority;
+            hdr.delay.due = standard_metadata.ingress_global_timestamp + meta.delay;
+            hdr.delay.port = standard_metadata.egress_port;
+            hdr.delay.queue = standard_metadata.priority;
             hdr.delay.pad = 0;
             hdr.delay.vport = meta.vport_out;
             hdr.delay.ether_type = hdr.ethernet.ether_type;

@@ -191,10 +191,12 @@ pub fn program(args: &Request, plan: &Plan, mapping: &Mapping) -> Result<Vec<Pro
         None => turbonet_p4::turbonet_p4info(),
     };
     let schema = turbonet_p4::Schema::new(&p4info)?;
-    let pipeline = turbonet_p4::Pipeline::resolve(&schema, &p4info)?;
+    // A switch reached at an address: its clock is its architecture's.
+    let target = turbonet_p4::pipeline::Target::of_arch(&p4info);
+    let pipeline = turbonet_p4::Pipeline::resolve(&schema, &p4info, target)?;
     let device_config = match &args.device_config {
         Some(path) => std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
-        None => Vec::new(),
+        None => crate::dataplane::p4::switches::default_device_config(args.p4info.is_none()),
     };
     let token = match &args.token_file {
         Some(path) => {

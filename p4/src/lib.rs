@@ -5,10 +5,14 @@
 //! - [`p4`] and [`google`]: the P4Runtime v1 messages and gRPC service, for
 //!   prost and tonic (below);
 //! - [`schema`]: a P4Info loaded from text format and indexed ([`Schema`]);
+//!   turbonet's own is p4c's of `turbonet.p4` ([`turbonet_p4info`], with
+//!   its BMv2 JSON [`TURBONET_BMV2_JSON`]; `build/PROVENANCE.toml` says
+//!   how they were made, `scripts/compile-p4` remakes them);
 //! - [`pipeline`]: the turbonet pipeline's tables, fields, actions,
 //!   parameters, counters and controller metadata, resolved once by name
 //!   in the P4Info a device runs ([`Pipeline`]), so a P4Info that p4c
-//!   numbered differently works as well;
+//!   numbered differently works as well, and what runs it
+//!   ([`pipeline::Target`]: the unit of its delays);
 //! - [`bytes`]: integers as P4Runtime bytestrings (section 8.3);
 //! - [`client`]: a controller's session with one device: arbitration,
 //!   pipeline, writes and reads ([`Client`]).
@@ -19,30 +23,27 @@
 //!
 //! # The P4Runtime messages
 //!
-//! The `.proto` files under `proto/` are written for turbonet from the
-//! P4Runtime specification v1.x. Packages, message and field names, field
-//! numbers and types follow the specification, so messages are wire
-//! compatible with every P4Runtime implementation:
+//! The `p4/` files under `proto/` are p4lang/p4runtime's, unchanged, at
+//! commit ec4eb5ef70dbcbcbf2f8357a4b2b8c2f218845a5 (v1.4.0-rc.5 and 40
+//! commits, Apache-2.0): the revision p4c 1.2.5.16 and PI (BMv2's
+//! P4Runtime server) were built with, so every field p4c writes into a
+//! P4Info (`initial_default_action`, `has_initial_entries`,
+//! `PkgInfo.platform_properties`) is known to the text parser, which
+//! refuses unknown fields. `google/rpc/` holds `Status` and `Code`.
 //!
 //! - [`p4::v1`] (`p4/v1/p4runtime.proto`, `p4/v1/p4data.proto`): the
 //!   `p4.v1.P4Runtime` service (`Write`, `Read` (server streaming),
 //!   `SetForwardingPipelineConfig`, `GetForwardingPipelineConfig`,
-//!   `StreamChannel` (bidirectional), `Capabilities`), every entity of the
-//!   released specification (tables, action profiles, counters, meters,
-//!   registers, packet replication engine, value sets, digests, externs),
-//!   arbitration, packet I/O, digests, idle-timeout notifications, errors,
-//!   and `P4Data`. The tonic client is [`p4::v1::p4_runtime_client`], the
+//!   `StreamChannel` (bidirectional), `Capabilities`), every entity
+//!   (tables, action profiles, counters, meters, registers, packet
+//!   replication engine, value sets, digests, externs), arbitration,
+//!   packet I/O, digests, idle-timeout notifications, errors, and
+//!   `P4Data`. The tonic client is [`p4::v1::p4_runtime_client`], the
 //!   server [`p4::v1::p4_runtime_server`].
 //! - [`p4::config::v1`] (`p4/config/v1/p4info.proto`, `p4types.proto`):
 //!   `P4Info` and the P4 type descriptions it uses.
 //! - [`google::rpc`]: `Status` and the canonical `Code` enum.
 //!   `google.protobuf.Any` is [`prost_types::Any`].
-//!
-//! Each `.proto` file lists at its top what it leaves out: the fields and
-//! messages of the unreleased GenericTable proposal, post-1.4 fields whose
-//! numbers are not settled, and file options for other languages. Decoding
-//! a message that carries an omitted field skips that field, as protobuf
-//! does for any unknown field.
 //!
 //! The server trait [`p4::v1::p4_runtime_server::P4Runtime`] has default
 //! methods answering `UNIMPLEMENTED`, so a server implements only the RPCs
@@ -113,6 +114,10 @@ pub mod google {
         include!(concat!(env!("OUT_DIR"), "/google.rpc.rs"));
     }
 }
+
+/// p4c's BMv2 JSON of `p4/turbonet.p4` (`p4/build/turbonet.json`): the
+/// device config `simple_switch_grpc` runs, beside [`turbonet_p4info`].
+pub const TURBONET_BMV2_JSON: &[u8] = include_bytes!("../build/turbonet.json");
 
 /// The encoded `google.protobuf.FileDescriptorSet` of every file compiled
 /// (imports included), e.g. for gRPC server reflection.

@@ -4,6 +4,14 @@
 //! field, action, parameter, counter and controller metadata through a
 //! [`Pipeline`], so a P4Info numbered differently (p4c's own ids) works as
 //! well, and a P4Info that is not turbonet's is refused with what it lacks.
+//!
+//! The names are p4c's: a key field is named by its source text
+//! (`standard_metadata.ingress_port`, `hdr.vlan.$valid$` for
+//! `hdr.vlan.isValid()`), an action or table by its control. The P4Info
+//! turbonet ships is p4c's own (`p4/build/`).
+//!
+//! What a number means can depend on what runs the program: delays are in
+//! ticks of the target's global timestamps, which [`Target`] converts.
 
 use crate::p4::config::v1::P4Info;
 use crate::p4::config::v1::match_field::MatchType;
@@ -33,11 +41,62 @@ pub struct ActionIds<const N: usize> {
 /// A parameter some P4Infos lack: its id and width.
 pub type OptionalParam = Option<(u32, u32)>;
 
+/// What runs the pipeline. The program's delays (`set_vport`'s and
+/// `set_egress`'s `delay`) are added to the target's global timestamp
+/// (`standard_metadata.ingress_global_timestamp` on v1model), so they are
+/// in that clock's ticks, which differ by target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// BMv2's `simple_switch_grpc`: its timestamps are microseconds
+    /// (simple_switch's `ts_res` is `std::chrono::microseconds`).
+    Bmv2,
+    /// A Tofino: its MAC timestamps are nanoseconds.
+    Tofino,
+    /// turbonet's soft switch: its clock is nanoseconds.
+    Soft,
+}
+
+impl Target {
+    /// The target a remote switch running `p4info` is, by its
+    /// architecture: a TNA program (`tna`, `t2na`) runs on a Tofino, any
+    /// other (`v1model`, `psa`) on BMv2.
+    pub fn of_arch(p4info: &P4Info) -> Self {
+        let arch = p4info.pkg_info.as_ref().map_or("", |p| p.arch.as_str());
+        match arch {
+            "tna" | "t2na" => Self::Tofino,
+            _ => Self::Bmv2,
+        }
+    }
+
+    /// Nanoseconds per tick of the target's global timestamps.
+    pub const fn tick_ns(self) -> u64 {
+        match self {
+            Self::Bmv2 => 1_000,
+            Self::Tofino | Self::Soft => 1,
+        }
+    }
+
+    /// A delay of `ns` nanoseconds in the target's ticks, to the nearest
+    /// tick (BMv2 cannot hold a frame for less than a microsecond).
+    pub const fn delay_ticks(self, ns: u64) -> u64 {
+        let tick = self.tick_ns();
+        ns.saturating_add(tick / 2) / tick
+    }
+
+    /// A delay of `ticks` of the target's clock in nanoseconds.
+    pub const fn delay_ns(self, ticks: u64) -> u64 {
+        ticks.saturating_mul(self.tick_ns())
+    }
+}
+
 /// Everything of the P4Info the turbonet pipeline is driven through.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pipeline {
-    /// `port_mapper`: (ingress port, vid) -> `set_vport` or `drop`.
-    pub port_mapper: TableIds<2>,
+    /// What runs the pipeline: the unit of its delays.
+    pub target: Target,
+    /// `port_mapper`: (ingress port, tagged (`hdr.vlan.$valid$`), tag: 0
+    /// when untagged) -> `set_vport` or `drop`.
+    pub port_mapper: TableIds<3>,
     /// `arp_responder`: (vswitch, tpa) -> `arp_reply`.
     pub arp_responder: TableIds<2>,
     /// `local`: (vswitch, dst) -> `to_cpu`.
@@ -54,7 +113,7 @@ pub struct Pipeline {
     pub drop: u32,
     /// `set_vport`: (vswitch, vport).
     pub set_vport: ActionIds<2>,
-    /// `set_vport`'s inbound (delay_ns, loss_threshold) of a host link; a
+    /// `set_vport`'s inbound (delay, loss_threshold) of a host link; a
     /// P4Info from before host links were impaired at ingress lacks them
     /// (no inbound delay or loss).
     pub set_vport_in: [OptionalParam; 2],
@@ -64,7 +123,8 @@ pub struct Pipeline {
     pub to_cpu: u32,
     /// `set_next_hop`: (vport, dmac, smac).
     pub set_next_hop: ActionIds<3>,
-    /// `set_egress`: (port, tag, queue, delay_ns, loss_threshold).
+    /// `set_egress`: (port, tag, queue, delay, loss_threshold); the delays
+    /// are in ticks of [`Pipeline::target`].
     pub set_egress: ActionIds<5>,
     /// Counter `vport_rx`: frames in through a virtual port.
     pub vport_rx: u32,
@@ -204,13 +264,13 @@ fn metadata(p4info: &P4Info, header: &str, names: [&str; 2]) -> Result<[u32; 2],
 }
 
 impl Pipeline {
-    /// Resolves the pipeline's names in `p4info` (indexed as `schema`), or
-    /// says what it lacks.
-    pub fn resolve(schema: &Schema, p4info: &P4Info) -> Result<Self, Error> {
-        Self::resolve_names(schema, p4info).map_err(Error::NotTurbonet)
+    /// Resolves the pipeline's names in `p4info` (indexed as `schema`) for
+    /// `target`, or says what it lacks.
+    pub fn resolve(schema: &Schema, p4info: &P4Info, target: Target) -> Result<Self, Error> {
+        Self::resolve_names(schema, p4info, target).map_err(Error::NotTurbonet)
     }
 
-    fn resolve_names(schema: &Schema, p4info: &P4Info) -> Result<Self, String> {
+    fn resolve_names(schema: &Schema, p4info: &P4Info, target: Target) -> Result<Self, String> {
         use MatchType::{Exact, Lpm};
         let pm = table(schema, "TurbonetIngress.port_mapper")?;
         let arp = table(schema, "TurbonetIngress.arp_responder")?;
@@ -222,11 +282,13 @@ impl Pipeline {
         let drop = action(schema, "TurbonetIngress.drop")?.id;
         let set_vport = action(schema, "TurbonetIngress.set_vport")?;
         Ok(Self {
+            target,
             port_mapper: TableIds {
                 id: pm.id,
                 fields: [
                     field(pm, "standard_metadata.ingress_port", Exact, ID_BITS, false)?,
-                    field(pm, "hdr.vlan.vid", Exact, 12, false)?,
+                    field(pm, "hdr.vlan.$valid$", Exact, 1, true)?,
+                    field(pm, "meta.vid", Exact, 12, false)?,
                 ],
             },
             arp_responder: TableIds {
@@ -262,7 +324,7 @@ impl Pipeline {
                 [("vswitch", ID_BITS, false), ("vport", ID_BITS, false)],
             )?,
             set_vport_in: [
-                optional_param(set_vport, "delay_ns", 64)?,
+                optional_param(set_vport, "delay", 64)?,
                 optional_param(set_vport, "loss_threshold", 32)?,
             ],
             arp_reply: params(
@@ -284,7 +346,7 @@ impl Pipeline {
                     ("port", ID_BITS, false),
                     ("tag", 12, false),
                     ("queue", 32, false),
-                    ("delay_ns", 64, false),
+                    ("delay", 64, false),
                     ("loss_threshold", 32, false),
                 ],
             )?,
@@ -306,22 +368,52 @@ mod tests {
     use crate::turbonet_p4info;
 
     fn resolve(p4info: &P4Info) -> Result<Pipeline, String> {
-        Pipeline::resolve_names(&Schema::new(p4info).unwrap(), p4info)
+        Pipeline::resolve_names(&Schema::new(p4info).unwrap(), p4info, Target::Soft)
     }
 
+    /// p4c's P4Info of `p4/turbonet.p4` (p4c's ids, p4c's names for the
+    /// keys: the source text) resolves.
     #[test]
-    fn turbonet_p4info_resolves() {
+    fn p4cs_p4info_resolves() {
         let p4info = turbonet_p4info();
         let ids = resolve(&p4info).unwrap();
-        assert_eq!(ids.port_mapper.id, 33554433);
-        assert_eq!(ids.port_mapper.fields, [1, 2]);
+        assert_eq!(ids.port_mapper.id, 48185095);
+        assert_eq!(ids.port_mapper.fields, [1, 2, 3]);
         assert_eq!(ids.set_egress.params, [1, 2, 3, 4, 5]);
         assert_eq!(ids.set_vport.params, [1, 2]);
         assert_eq!(ids.set_vport_in, [Some((3, 48)), Some((4, 32))]);
         assert_eq!(ids.set_egress.widths, [9, 12, 3, 48, 32]);
-        assert_eq!(ids.vport_rx_lost, Some(301989892));
-        assert_eq!(ids.ecmp_selector, Some(285212673));
+        assert_eq!(ids.vport_rx_lost, Some(313452294));
+        assert_eq!(ids.ecmp_selector, Some(301826970));
+        assert_eq!(ids.no_action, Some(21257015));
         assert_eq!(ids.packet_out, [1, 2]);
+        assert_eq!(ids.target, Target::Soft);
+    }
+
+    /// BMv2's global timestamps are microseconds: a delay written for it
+    /// is in microseconds, or a 10 ms link would hold frames 10 s.
+    #[test]
+    fn delays_are_in_the_targets_ticks() {
+        let ten_ms = 10_000_000;
+        assert_eq!(Target::Bmv2.delay_ticks(ten_ms), 10_000);
+        assert_eq!(Target::Tofino.delay_ticks(ten_ms), ten_ms);
+        assert_eq!(Target::Soft.delay_ticks(ten_ms), ten_ms);
+        // To the nearest microsecond; back to nanoseconds.
+        assert_eq!(Target::Bmv2.delay_ticks(1_499), 1);
+        assert_eq!(Target::Bmv2.delay_ticks(1_500), 2);
+        assert_eq!(
+            Target::Bmv2.delay_ns(Target::Bmv2.delay_ticks(ten_ms)),
+            ten_ms
+        );
+        assert_eq!(Target::Bmv2.delay_ticks(u64::MAX), u64::MAX / 1_000);
+    }
+
+    #[test]
+    fn a_remote_targets_clock_follows_the_programs_architecture() {
+        let mut p4info = turbonet_p4info();
+        assert_eq!(Target::of_arch(&p4info), Target::Bmv2, "v1model");
+        p4info.pkg_info.as_mut().unwrap().arch = "tna".into();
+        assert_eq!(Target::of_arch(&p4info), Target::Tofino);
     }
 
     #[test]

@@ -12,8 +12,9 @@ use prost_reflect::{DescriptorPool, DynamicMessage};
 
 use crate::Error;
 
-/// The turbonet pipeline's P4Info, as shipped in `p4/turbonet.p4info.txtpb`.
-const TURBONET_P4INFO: &str = include_str!("../turbonet.p4info.txtpb");
+/// The turbonet pipeline's P4Info as p4c wrote it (`p4/build/`, see
+/// `p4/build/PROVENANCE.toml`).
+const TURBONET_P4INFO: &str = include_str!("../build/turbonet.p4info.txtpb");
 
 fn pool() -> Result<&'static DescriptorPool, Error> {
     static POOL: OnceLock<DescriptorPool> = OnceLock::new();
@@ -40,10 +41,11 @@ pub fn parse_p4info(text: &str) -> Result<P4Info, Error> {
     Ok(P4Info::decode(dynamic.encode_to_vec().as_slice())?)
 }
 
-/// The P4Info of the turbonet pipeline (`p4/turbonet.p4info.txtpb`).
+/// The P4Info of the turbonet pipeline, p4c's of `p4/turbonet.p4`
+/// (`p4/build/turbonet.p4info.txtpb`).
 pub fn turbonet_p4info() -> P4Info {
     // The file is part of the crate and tested; a parse failure is a build bug.
-    parse_p4info(TURBONET_P4INFO).expect("p4/turbonet.p4info.txtpb parses")
+    parse_p4info(TURBONET_P4INFO).expect("p4/build/turbonet.p4info.txtpb parses")
 }
 
 /// A match field of a table.
@@ -389,7 +391,7 @@ mod tests {
         let schema = Schema::new(&turbonet_p4info()).unwrap();
         assert_eq!(schema.tables.len(), 5);
         let lpm = schema.table_by_name("ipv4_lpm").unwrap();
-        assert_eq!(lpm.implementation_id, Some(285212673));
+        assert_eq!(lpm.implementation_id, Some(301826970));
         assert!(!lpm.needs_priority);
         assert_eq!(lpm.match_fields[&2].kind, MatchType::Lpm);
         assert_eq!(
@@ -401,6 +403,26 @@ mod tests {
             Unit::Packets
         );
         assert_eq!(schema.packet_out.len(), 2);
+    }
+
+    /// p4c writes fields of P4Runtime 1.4 (`initial_default_action` on
+    /// every table): the vendored protos must know them, as the text
+    /// parser refuses unknown fields.
+    #[test]
+    fn p4cs_p4info_parses() {
+        let parsed = parse_p4info(TURBONET_P4INFO);
+        assert!(parsed.is_ok(), "{parsed:?}");
+    }
+
+    /// The selector's `@max_group_size` reaches the P4Info: without it p4c
+    /// writes none and a group could grow without bound.
+    #[test]
+    fn the_selector_limits_groups_to_16_members() {
+        let schema = Schema::new(&turbonet_p4info()).unwrap();
+        let lpm = schema.table_by_name("ipv4_lpm").unwrap();
+        let selector = &schema.profiles[&lpm.implementation_id.unwrap()];
+        assert!(selector.with_selector);
+        assert_eq!(selector.max_group_size, 16);
     }
 
     #[test]

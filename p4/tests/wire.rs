@@ -76,7 +76,7 @@ fn table_entry_flags() {
     fixture(
         TableEntry {
             is_default_action: true,
-            r#const: true,
+            is_const: true,
             ..Default::default()
         },
         &[0x40, 0x01, 0x68, 0x01],

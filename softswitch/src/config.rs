@@ -167,6 +167,15 @@ impl TryFrom<RawPort> for PortConfig {
     }
 }
 
+/// Whether a `p4_device_config` is p4c's BMv2 JSON of turbonet's pipeline
+/// ([`turbonet_p4::TURBONET_BMV2_JSON`]), what a controller sends BMv2:
+/// the soft switch then stands in for BMv2, with the ports it was started
+/// with (BMv2's `-i PORT@IFACE`) and BMv2's clock for the delays the
+/// controller writes (microseconds, [`turbonet_p4::pipeline::Target`]).
+pub fn stands_in_for_bmv2(device_config: &[u8]) -> bool {
+    device_config == turbonet_p4::TURBONET_BMV2_JSON
+}
+
 fn invalid(msg: String) -> Error {
     Error::InvalidDeviceConfig(msg)
 }
@@ -179,14 +188,15 @@ impl DeviceConfig {
     }
 
     /// Parses and validates a device config. Empty bytes are the empty
-    /// config (no ports). Checks: ports in 1..=510 and not [`CPU_PORT`],
+    /// config (no ports), and so is p4c's BMv2 JSON of turbonet's pipeline
+    /// (see [`stands_in_for_bmv2`]). Checks: ports in 1..=510 and not [`CPU_PORT`],
     /// each port once, interface names non-empty, at most 15 bytes and
     /// used once, every cable's other port present and cabled back (and
     /// not to itself), queues listed once per port with a positive rate and
     /// limit, line rates (and their limits) positive and on interface ports
     /// only, a line limit only with a line rate.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, Error> {
-        if bytes.is_empty() {
+        if bytes.is_empty() || stands_in_for_bmv2(bytes) {
             return Ok(Self::default());
         }
         let config: Self = serde_json::from_slice(bytes)?;

@@ -18,6 +18,7 @@ use hash::mix;
 use tables::{Egress, Hop, Local, Route, Tables, Vport};
 use tm::{LineRates, LossStreams, TrafficManager};
 use turbonet_p4::Pipeline as Ids;
+use turbonet_p4::pipeline::Target;
 use turbonet_packetio::checksum::checksum_update;
 
 use crate::device::CounterCells;
@@ -257,7 +258,8 @@ impl Runtime {
 ///    would pass its backlog limit;
 /// 1. parse Ethernet, an optional 802.1Q tag, ARP or IPv4 (options
 ///    honoured) and the TCP/UDP ports;
-/// 2. `port_mapper` (ingress port, VLAN id or 0 when untagged) gives the
+/// 2. `port_mapper` (ingress port, tagged or not, VLAN id: 0 when
+///    untagged; a frame tagged with VLAN id 0 is tagged) gives the
 ///    virtual switch and virtual ingress port (a miss drops) and, for a
 ///    host link, its inbound delay and loss threshold; `vport_rx` counts
 ///    the frame; one 32-bit random draw below the inbound threshold loses
@@ -303,7 +305,14 @@ impl Runtime {
 /// - a `local` hit on `NoAction` drops (the program returns without an
 ///   egress port), a port_mapper miss is not counted in `vport_rx` cell 0,
 ///   and `vport_tx` counts the bytes as they leave (tag included);
-/// - counts reach the device's counters at the next `poll_transmit`.
+/// - counts reach the device's counters at the next `poll_transmit`;
+/// - the delayed queue is the traffic manager's timer, not recirculation:
+///   no delay header (EtherType 0x88b5) is written or read, and a frame
+///   that carries one in from a port is neither ARP nor IPv4 and dropped,
+///   as the program drops it (it parses that header only on a
+///   recirculated packet); delays are nanoseconds ([`Target::Soft`]), or
+///   microseconds when the device config is p4c's BMv2 JSON (the switch
+///   then stands in for BMv2, [`crate::stands_in_for_bmv2`]).
 pub struct Switch {
     device: Arc<Device>,
     /// The device generation compiled; `None` before the first compile.
@@ -401,7 +410,16 @@ impl Switch {
         };
         self.rt.apply_config(config);
         let ids = match &pipeline.config.p4info {
-            Some(p4info) => Ids::resolve(&pipeline.schema, p4info).map_err(|e| e.to_string()),
+            Some(p4info) => {
+                // Programmed as BMv2 is, it keeps BMv2's clock.
+                let target = if crate::config::stands_in_for_bmv2(&pipeline.config.p4_device_config)
+                {
+                    Target::Bmv2
+                } else {
+                    Target::Soft
+                };
+                Ids::resolve(&pipeline.schema, p4info, target).map_err(|e| e.to_string())
+            }
             // The service refuses such configs; a Device is only set by it.
             None => Err("the pipeline has no P4Info".to_owned()),
         };
@@ -632,9 +650,9 @@ fn ingress(
             rt.stats.dropped_malformed += 1;
             return;
         }
-        be16(frame.bytes(), ETH_LEN) & 0x0fff
+        Some(be16(frame.bytes(), ETH_LEN) & 0x0fff)
     } else {
-        0
+        None
     };
     let Some(Vport {
         vswitch,

@@ -54,7 +54,7 @@ mod service;
 mod write;
 
 pub use bytes::{canonical_bytes, to_fixed_width};
-pub use config::{Attach, CPU_PORT, DeviceConfig, PortConfig, QueueConfig};
+pub use config::{Attach, CPU_PORT, DeviceConfig, PortConfig, QueueConfig, stands_in_for_bmv2};
 pub use dataplane::{Switch, SwitchStats};
 pub use device::{
     ActionProfileState, CounterValue, Device, DeviceState, EntryKey, Group, KeyMatch, Pipeline,

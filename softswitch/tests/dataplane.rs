@@ -1189,3 +1189,70 @@ async fn ports_given_at_start_serve_a_pipeline_without_a_device_config() {
     assert_eq!(sw.interfaces(), vec![(7, "p7".to_owned())]);
     b.stop().await;
 }
+
+/// A frame tagged with VLAN id 0 on host port 1 (whose entry is for
+/// untagged frames): the program matches whether the frame is tagged, not
+/// a tag of 0 (BMv2 leaves the tag field of an untagged frame as it was),
+/// so the tagged frame finds no entry.
+#[tokio::test]
+async fn the_port_mapper_tells_a_tag_of_0_from_no_tag() {
+    let (b, mut sw) = fabric(true).await;
+    let untagged = ping_a_to_b(64);
+    let mut tagged = untagged[..12].to_vec();
+    tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x00]);
+    tagged.extend_from_slice(&untagged[12..]);
+    sw.receive(0, 1, &tagged);
+    assert!(poll(&mut sw, 0).is_empty());
+    assert_eq!(sw.stats().dropped_no_port_mapping, 1);
+    sw.receive(1, 1, &untagged);
+    let out = poll(&mut sw, 1);
+    assert_eq!(out.iter().map(|(p, _)| *p).collect::<Vec<_>>(), [2]);
+    b.stop().await;
+}
+
+/// The delay header (EtherType 0x88b5) is the pipeline's own, carried
+/// through recirculation: a host that sends one does not choose the
+/// physical port and queue its frame leaves by.
+#[tokio::test]
+async fn a_delay_header_from_a_host_port_does_not_choose_the_egress() {
+    let (b, mut sw) = fabric(false).await;
+    let ping = ping_a_to_b(64);
+    let mut forged = ping[..12].to_vec();
+    forged.extend_from_slice(&[0x88, 0xb5]);
+    // due 0 (long past), port 3 (the 9 bits), queue 0, vport 2, then IPv4.
+    forged.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0b0000_0001, 0b1000_0000, 0, 2, 0x08, 0x00]);
+    forged.extend_from_slice(&ping[14..]);
+    sw.receive(0, 1, &forged);
+    assert!(poll(&mut sw, 1_000_000_000).is_empty());
+    let s = sw.stats();
+    assert_eq!((s.transmitted, s.dropped_not_ip), (0, 1));
+    // The same ping without it is routed (out of port 3, to vs2).
+    sw.receive(2_000_000_000, 1, &ping);
+    let out = poll(&mut sw, 2_000_000_000);
+    assert_eq!(out.iter().map(|(p, _)| *p).collect::<Vec<_>>(), [3]);
+    b.stop().await;
+}
+
+/// Programmed as BMv2 is (p4c's BMv2 JSON of turbonet.p4 as the device
+/// config, the controller's delays in BMv2's microseconds), the soft
+/// switch stands in for BMv2: its ports are those it was started with and
+/// a delay of 1,000 holds a frame 1 ms.
+#[tokio::test]
+async fn with_bmv2s_json_the_switch_keeps_bmv2s_clock() {
+    use turbonet_p4::p4::v1::set_forwarding_pipeline_config_request::Action;
+    let mut b = Bench::start(&DeviceConfig::default()).await;
+    let mut request = pipeline(&b.p4info, &DeviceConfig::default(), Action::VerifyAndCommit);
+    request.config.as_mut().unwrap().p4_device_config = turbonet_p4::TURBONET_BMV2_JSON.to_vec();
+    b.client
+        .set_forwarding_pipeline_config(request)
+        .await
+        .unwrap();
+    program(&mut b, 0, 1_000).await;
+    let mut sw = Switch::with_ports(b.device.clone(), config(true, vec![]));
+    assert_eq!(sw.down(), None);
+    sw.receive(0, 1, &ping_a_to_b(64));
+    assert!(poll(&mut sw, 999_999).is_empty(), "1,000 us, not 1,000 ns");
+    let out = poll(&mut sw, 1_000_000);
+    assert_eq!(out.iter().map(|(p, _)| *p).collect::<Vec<_>>(), [2]);
+    b.stop().await;
+}

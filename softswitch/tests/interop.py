@@ -161,7 +161,7 @@ def main(addr, p4info_path):
 
     insert = p4runtime_pb2.Update.INSERT
     port_entry = p4runtime_pb2.TableEntry(table_id=n["port_mapper"])
-    port_entry.match.extend([exact(1, b"\x01"), exact(2, b"\x0a")])
+    port_entry.match.extend([exact(1, b"\x01"), exact(2, b"\x01"), exact(3, b"\x0a")])
     port_entry.action.action.CopyFrom(action(n["set_vport"], (1, b"\x01"), (2, b"\x05"),
                                             (3, b"\x00"), (4, b"\x00")))
     member = p4runtime_pb2.ActionProfileMember(
@@ -198,11 +198,11 @@ def main(addr, p4info_path):
     host_bits.match.extend([exact(1, b"\x01"), lpm(2, b"\x0a\x02\x00\x01", 24)])
     host_bits.action.action_profile_member_id = 1
     wide = p4runtime_pb2.TableEntry(table_id=n["port_mapper"])
-    wide.match.extend([exact(1, b"\x02"), exact(2, b"\x0a")])
+    wide.match.extend([exact(1, b"\x02"), exact(2, b"\x01"), exact(3, b"\x0a")])
     wide.action.action.CopyFrom(action(n["set_vport"], (1, b"\x01"), (2, b"\x01\x00\x00"),
                                      (3, b"\x00"), (4, b"\x00")))
     good = p4runtime_pb2.TableEntry(table_id=n["port_mapper"])
-    good.match.extend([exact(1, b"\x03"), exact(2, b"\x0a")])
+    good.match.extend([exact(1, b"\x03"), exact(2, b"\x01"), exact(3, b"\x0a")])
     good.action.action.CopyFrom(action(n["drop"]))
     try:
         write(stub, 10, [update(insert, table_entry=host_bits), update(insert, table_entry=wide),

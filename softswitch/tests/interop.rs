@@ -25,7 +25,7 @@ async fn python_p4runtime_client_drives_the_switch() {
         .unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let script = root.join("tests/interop.py");
-    let p4info = root.join("../p4/turbonet.p4info.txtpb");
+    let p4info = root.join("../p4/build/turbonet.p4info.txtpb");
     let child = tokio::process::Command::new(VENV_PYTHON)
         .arg(&script)
         .arg(addr.to_string())

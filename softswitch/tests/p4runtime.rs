@@ -28,16 +28,17 @@ const DEVICE: u64 = 1;
 /// A device config: one interface port and a loopback cable.
 const DEVICE_CONFIG: &[u8] =
     br#"{"ports":[{"port":1,"interface":"p1"},{"port":3,"cable":4},{"port":4,"cable":3}]}"#;
-const PORT_MAPPER: u32 = 33554433;
-const LOCAL: u32 = 33554435;
-const IPV4_LPM: u32 = 33554436;
-const DROP: u32 = 16777217;
-const SET_VPORT: u32 = 16777218;
-const TO_CPU: u32 = 16777220;
-const SET_NEXT_HOP: u32 = 16777222;
-const ECMP: u32 = 285212673;
-const VPORT_RX: u32 = 301989889;
-const VPORT_LOST: u32 = 301989891;
+// p4c's ids in turbonet's P4Info (p4/build/turbonet.p4info.txtpb).
+const PORT_MAPPER: u32 = 48185095;
+const LOCAL: u32 = 45752960;
+const IPV4_LPM: u32 = 48351130;
+const DROP: u32 = 31005897;
+const SET_VPORT: u32 = 19051355;
+const TO_CPU: u32 = 18695779;
+const SET_NEXT_HOP: u32 = 20715752;
+const ECMP: u32 = 301826970;
+const VPORT_RX: u32 = 304518519;
+const VPORT_LOST: u32 = 309194266;
 
 type Client = P4RuntimeClient<Channel>;
 
@@ -185,12 +186,12 @@ fn direct(a: Action) -> Option<TableAction> {
     })
 }
 
-/// A port_mapper entry: (port, vlan) -> set_vport(vswitch, vport, no
-/// inbound delay, no inbound loss).
+/// A port_mapper entry: (port, tagged, vlan) -> set_vport(vswitch, vport,
+/// no inbound delay, no inbound loss).
 fn port_entry(port: &[u8], vlan: &[u8], vport: &[u8]) -> TableEntry {
     TableEntry {
         table_id: PORT_MAPPER,
-        r#match: vec![exact(1, port), exact(2, vlan)],
+        r#match: vec![exact(1, port), exact(2, &[1]), exact(3, vlan)],
         action: direct(act(
             SET_VPORT,
             &[(1, &[1]), (2, vport), (3, &[0]), (4, &[0])],
@@ -537,7 +538,7 @@ async fn table_entries_insert_modify_delete_read() {
         &mut s.client,
         vec![entity::Entity::TableEntry(TableEntry {
             table_id: PORT_MAPPER,
-            r#match: vec![exact(1, &[1]), exact(2, &[10])],
+            r#match: vec![exact(1, &[1]), exact(2, &[1]), exact(3, &[10])],
             ..Default::default()
         })],
     )
@@ -819,6 +820,46 @@ async fn action_profile_members_groups_and_ecmp_entries() {
     )
     .await
     .unwrap();
+
+    // The program's @max_group_size(16), in p4c's P4Info: 16 members fit,
+    // 17 do not.
+    write(
+        &mut s.client,
+        1,
+        (10..=26).map(|id| member(id, id as u8)).collect(),
+    )
+    .await
+    .unwrap();
+    let sixteen: Vec<u32> = (10..26).collect();
+    write(
+        &mut s.client,
+        1,
+        vec![group(update::Type::Insert, 200, &sixteen)],
+    )
+    .await
+    .unwrap();
+    let seventeen: Vec<u32> = (10..=26).collect();
+    let err = write(
+        &mut s.client,
+        1,
+        vec![group(update::Type::Insert, 201, &seventeen)],
+    )
+    .await
+    .unwrap_err();
+    let why = update_codes(&err);
+    assert_eq!(why[0].0, Code::ResourceExhausted, "{why:?}");
+    let mut undo = vec![group(update::Type::Delete, 200, &[])];
+    undo.extend((10..=26).map(|id| {
+        upd(
+            update::Type::Delete,
+            entity::Entity::ActionProfileMember(ActionProfileMember {
+                action_profile_id: ECMP,
+                member_id: id,
+                action: None,
+            }),
+        )
+    }));
+    write(&mut s.client, 1, undo).await.unwrap();
 
     let drop_member = upd(
         update::Type::Insert,

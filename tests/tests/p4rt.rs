@@ -245,8 +245,10 @@ fn a_soft_scenario_is_planned_onto_its_own_switch() {
 
 /// A stand-in for BMv2's `simple_switch_grpc` in a directory of its own:
 /// it takes BMv2's flags and runs turbonet's soft switch with them (ports
-/// as `-i PORT@IFACE`, the gRPC address), so the whole BMv2 path runs
-/// where BMv2 is not installed. Returns the directory (for `PATH`).
+/// as `-i PORT@IFACE`, the gRPC address; `--cpu-port` and
+/// `--priority-queues` it leaves), so the whole BMv2 path runs where BMv2
+/// is not installed: programmed with p4c's BMv2 JSON, the soft switch
+/// keeps BMv2's microsecond delays. Returns the directory (for `PATH`).
 fn fake_bmv2() -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let dir = std::env::temp_dir().join(format!("turbonet-fake-bmv2-{}", std::process::id()));

@@ -872,11 +872,13 @@ pub(crate) struct PlanArgs {
     #[arg(long = "program", value_name = "NAME=HOST:PORT")]
     pub program: Vec<String>,
     /// With --program: the P4Info the switches run (text format); default
-    /// turbonet's own (p4/turbonet.p4info.txtpb).
+    /// turbonet's own (p4c's, p4/build/turbonet.p4info.txtpb).
     #[arg(long, value_name = "FILE")]
     pub p4info: Option<PathBuf>,
     /// With --program: the target's compiled pipeline (BMv2 JSON, Tofino
-    /// binary) sent with the P4Info; none for the soft switch.
+    /// binary) sent with the P4Info; default p4c's BMv2 JSON with
+    /// turbonet's own P4Info (the soft switch takes it too), none with
+    /// another.
     #[arg(long, value_name = "FILE")]
     pub device_config: Option<PathBuf>,
     /// With --program: the file holding the token the switches require

@@ -145,7 +145,7 @@ pub(crate) enum Egress {
 /// Every table of the pipeline, compiled.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Tables {
-    /// (port << 32 | vid) -> set_vport, or None for `drop`.
+    /// (port << 32 | tagged << 16 | vid) -> set_vport, or None for `drop`.
     port_mapper: FastMap<u64, Option<Vport>>,
     port_mapper_default: Option<Vport>,
     /// (vswitch << 32 | tpa) -> arp_reply's MAC, or None for `drop`.
@@ -162,11 +162,15 @@ pub(crate) struct Tables {
 }
 
 impl Tables {
-    pub(crate) fn port_mapper(&self, port: u32, vid: u16) -> Option<Vport> {
-        match self
-            .port_mapper
-            .get(&(u64::from(port) << 32 | u64::from(vid)))
-        {
+    /// The entry of a frame in on `port`, tagged with `vid` or untagged
+    /// (`None`): the program matches the tag's validity, so a tag of 0 is
+    /// not the absence of one.
+    pub(crate) fn port_mapper(&self, port: u32, vid: Option<u16>) -> Option<Vport> {
+        let key = match vid {
+            Some(vid) => port_key(u64::from(port), 1, u64::from(vid)),
+            None => port_key(u64::from(port), 0, 0),
+        };
+        match self.port_mapper.get(&key) {
             Some(hit) => *hit,
             None => self.port_mapper_default,
         }
@@ -199,6 +203,11 @@ impl Tables {
             .copied()
             .unwrap_or(self.queue_mapper_default)
     }
+}
+
+/// The `port_mapper` key (ingress port, tagged, tag) packed in a word.
+fn port_key(port: u64, tagged: u64, vid: u64) -> u64 {
+    port << 32 | (tagged & 1) << 16 | vid
 }
 
 /// A canonical bytestring as an integer (widths were checked when the
@@ -283,7 +292,7 @@ pub(crate) fn compile(
         Some(Vport {
             vswitch: param(a, ids.set_vport.params[0]) as u16,
             vport,
-            delay_ns: delay,
+            delay_ns: ids.target.delay_ns(delay),
             loss_threshold,
             loss: if loss_threshold == 0 {
                 0
@@ -294,7 +303,11 @@ pub(crate) fn compile(
     };
     let TableIds { id, fields } = &ids.port_mapper;
     for (key, e) in entries(*id) {
-        let k = exact(key, fields[0]) << 32 | exact(key, fields[1]);
+        let k = port_key(
+            exact(key, fields[0]),
+            exact(key, fields[1]),
+            exact(key, fields[2]),
+        );
         t.port_mapper
             .insert(k, direct(e.action.as_ref()).and_then(&mut set_vport));
     }
@@ -394,7 +407,7 @@ pub(crate) fn compile(
             port,
             tag: param(a, tag) as u16,
             queue: tm.slot(port, param(a, queue) as u32),
-            delay_ns: param(a, delay),
+            delay_ns: ids.target.delay_ns(param(a, delay)),
             loss_threshold,
             loss: if loss_threshold == 0 {
                 0

@@ -141,9 +141,9 @@ impl Entities {
         self.port_map_in(port, tag, vswitch, vport, 0, 0)
     }
 
-    /// port_mapper: (port, tag) -> set_vport(vswitch, vport, delay_ns,
-    /// loss_threshold); a P4Info whose set_vport lacks the last two gets
-    /// the first two only.
+    /// port_mapper: (port, tagged, tag) -> set_vport(vswitch, vport, delay,
+    /// loss_threshold), tag 0 untagged; a P4Info whose set_vport lacks the
+    /// last two gets the first two only.
     pub(crate) fn port_map_in(
         &self,
         port: u32,
@@ -159,14 +159,15 @@ impl Entities {
             .unwrap();
         let has = |name: &str| info.params.values().any(|p| p.name == name);
         let mut params = vec![("vswitch", u64::from(vswitch)), ("vport", vport.into())];
-        if has("delay_ns") {
-            params.extend([("delay_ns", delay_ns), ("loss_threshold", loss.into())]);
+        if has("delay") {
+            params.extend([("delay", delay_ns), ("loss_threshold", loss.into())]);
         }
         self.entry(
             "port_mapper",
             vec![
                 self.exact("port_mapper", "standard_metadata.ingress_port", port.into()),
-                self.exact("port_mapper", "hdr.vlan.vid", tag.into()),
+                self.exact("port_mapper", "hdr.vlan.$valid$", u64::from(tag != 0)),
+                self.exact("port_mapper", "meta.vid", tag.into()),
             ],
             table_action::Type::Action(self.action("set_vport", &params)),
         )
@@ -191,7 +192,7 @@ impl Entities {
                     ("port", port.into()),
                     ("tag", tag.into()),
                     ("queue", queue.into()),
-                    ("delay_ns", delay_ns),
+                    ("delay", delay_ns),
                     ("loss_threshold", loss.into()),
                 ],
             )),

@@ -4,6 +4,7 @@
 //! P4Runtime with the pipeline and the lab's share of each.
 
 use turbonet_host::kernel::Kernel;
+use turbonet_p4::pipeline::Target;
 use turbonet_topo::Lab;
 use turbonet_topo::mapper::Mapping;
 
@@ -199,7 +200,7 @@ async fn start_soft(cx: &mut Build<'_>, mapping: &Mapping) -> Result<()> {
                 mapping.clone(),
                 soft::SWITCH,
                 client,
-                p4info,
+                (p4info, Target::Soft),
                 device_config,
                 routes,
             )
@@ -227,6 +228,7 @@ async fn start_p4rt(cx: &mut Build<'_>, mapping: &Mapping) -> Result<()> {
     let (lab, routes, progress, dir) = (cx.lab, cx.routes, cx.progress, cx.dir);
     let state = &mut *cx.state;
     let (p4info, device_config) = switches::pipeline(lab, &state.scenario)?;
+    let queues = switches::queues(&p4info)?;
     let scenario = state.scenario.clone();
     for (sw, usage) in switches::config(lab)?
         .switches
@@ -242,8 +244,7 @@ async fn start_p4rt(cx: &mut Build<'_>, mapping: &Mapping) -> Result<()> {
                 switches::start_bmv2(
                     &sw.name,
                     &ns,
-                    sw.device_id,
-                    &switch_ports(mapping, &sw.name),
+                    (sw.device_id, &switch_ports(mapping, &sw.name), queues),
                     &dir.path().join(format!("bmv2-{}.log", sw.name)),
                 ),
                 |pid| format!("pid {pid}: {} in {ns}", switches::BMV2),
@@ -269,7 +270,7 @@ async fn start_p4rt(cx: &mut Build<'_>, mapping: &Mapping) -> Result<()> {
                     mapping.clone(),
                     &sw.name,
                     client,
-                    p4info.clone(),
+                    (p4info.clone(), switches::target(sw, &p4info)),
                     device_config.clone(),
                     routes,
                 )

@@ -14,6 +14,7 @@ use turbonet_topo::Lab;
 use turbonet_topo::mapper::Mapping;
 
 use turbonet_p4::p4::config::v1::P4Info;
+use turbonet_p4::pipeline::Target;
 use turbonet_p4::{Pipeline, Schema};
 
 use super::entries::{self, FabricState};
@@ -75,9 +76,9 @@ fn at_start(
     entries::switch_entries(lab, mapping, state, pipeline, switch)
 }
 
-/// The turbonet pipeline's ids in `p4info`.
-fn resolve(p4info: &P4Info) -> Result<Pipeline> {
-    Ok(Pipeline::resolve(&Schema::new(p4info)?, p4info)?)
+/// The turbonet pipeline's ids in `p4info`, run by `target`.
+fn resolve(p4info: &P4Info, target: Target) -> Result<Pipeline> {
+    Ok(Pipeline::resolve(&Schema::new(p4info)?, p4info, target)?)
 }
 
 /// A lab on one P4 switch, as its controller holds it.
@@ -93,20 +94,21 @@ pub struct P4Lab {
 
 impl P4Lab {
     /// Sets the pipeline of the switch behind `client` (physical switch
-    /// `switch` of `mapping`) and writes its share of the lab as `up`
-    /// leaves it.
+    /// `switch` of `mapping`, a `target`) and writes its share of the lab
+    /// as `up` leaves it.
     pub async fn program(
         lab: &Lab,
         mapping: Mapping,
         switch: &str,
         client: Client,
-        p4info: P4Info,
+        (p4info, target): (P4Info, Target),
         device_config: Vec<u8>,
         routes: &[Vec<Route>],
     ) -> Result<P4Lab> {
-        let entities = at_start(lab, &mapping, switch, &resolve(&p4info)?, routes)?;
+        let entities = at_start(lab, &mapping, switch, &resolve(&p4info, target)?, routes)?;
         Ok(P4Lab {
-            session: SwitchSession::program(client, p4info, device_config, entities).await?,
+            session: SwitchSession::program(client, p4info, target, device_config, entities)
+                .await?,
             mapping,
             switch: switch.to_owned(),
         })
@@ -121,15 +123,16 @@ impl P4Lab {
         mapping: Mapping,
         switch: &str,
         client: Client,
-        p4info: P4Info,
+        (p4info, target): (P4Info, Target),
         routes: Option<&[Vec<Route>]>,
     ) -> Result<P4Lab> {
         let session = match routes {
             Some(routes) => {
-                let entities = at_start(lab, &mapping, switch, &resolve(&p4info)?, routes)?;
-                SwitchSession::adopt(client, p4info, entities)?
+                let pipeline = resolve(&p4info, target)?;
+                let entities = at_start(lab, &mapping, switch, &pipeline, routes)?;
+                SwitchSession::adopt(client, p4info, target, entities)?
             }
-            None => SwitchSession::adopt_reading(client, p4info).await?,
+            None => SwitchSession::adopt_reading(client, p4info, target).await?,
         };
         Ok(P4Lab {
             session,

@@ -232,9 +232,12 @@ pub fn switch_entries(
         // has only its switch end in the pipeline).
         let down = state.failures.blocks(link);
         let params = &state.params[link.id.0 as usize];
-        let delay = params
-            .delay
-            .map_or(0, turbonet_topo::units::Delay::as_nanos);
+        // In ticks of the target's timestamps (BMv2's are microseconds).
+        let delay = p.target.delay_ticks(
+            params
+                .delay
+                .map_or(0, turbonet_topo::units::Delay::as_nanos),
+        );
         let loss = match &params.loss {
             Some(turbonet_topo::Loss::Bernoulli(p)) => loss_threshold(p.0),
             _ => 0,
@@ -265,6 +268,7 @@ pub fn switch_entries(
             }
             set_vport
         };
+        // (port, tagged, tag): tag 0 is an untagged port.
         entries.push(table_entry(
             p.port_mapper.id,
             vec![
@@ -272,7 +276,8 @@ pub fn switch_entries(
                     p.port_mapper.fields[0],
                     bytes(u64::from(vp.port), PORT_BITS)?,
                 ),
-                exact(p.port_mapper.fields[1], bytes(u64::from(vp.tag), VID_BITS)?),
+                exact(p.port_mapper.fields[1], bytes(u64::from(vp.tag != 0), 1)?),
+                exact(p.port_mapper.fields[2], bytes(u64::from(vp.tag), VID_BITS)?),
             ],
             table_action::Type::Action(ingress),
         ));
@@ -412,6 +417,7 @@ pub fn switch_entries(
 mod tests {
     use super::*;
     use turbonet_p4::p4::config::v1::P4Info;
+    use turbonet_p4::pipeline::Target;
     use turbonet_p4::{Schema, turbonet_p4info};
 
     fn lab() -> Lab {
@@ -425,15 +431,16 @@ mod tests {
     }
 
     /// The port_mapper entries of the soft switch, as (link, action name,
-    /// params by name).
+    /// params by name), written for `target`.
     fn port_mappers(
         lab: &Lab,
         p4info: &P4Info,
         failures: &Failures,
+        target: Target,
     ) -> Vec<(String, String, BTreeMap<String, u64>)> {
         let schema = Schema::new(p4info).unwrap();
         let mapping = super::super::soft::map(lab).unwrap();
-        let entities = all_entities(lab, p4info, failures);
+        let entities = all_entities_for(lab, p4info, failures, target);
         let table = schema
             .table_by_name("TurbonetIngress.port_mapper")
             .unwrap()
@@ -457,7 +464,10 @@ mod tests {
                 let vp = mapping
                     .ports
                     .iter()
-                    .find(|vp| [u64::from(vp.port), u64::from(vp.tag)] == key[..])
+                    .find(|vp| {
+                        let tagged = u64::from(vp.tag != 0);
+                        [u64::from(vp.port), tagged, u64::from(vp.tag)] == key[..]
+                    })
                     .unwrap();
                 let Some(table_action::Type::Action(a)) =
                     t.action.as_ref().and_then(|a| a.r#type.as_ref())
@@ -477,6 +487,17 @@ mod tests {
 
     /// Every entity of the soft switch with `failures` down.
     fn all_entities(lab: &Lab, p4info: &P4Info, failures: &Failures) -> Vec<Entity> {
+        all_entities_for(lab, p4info, failures, Target::Soft)
+    }
+
+    /// Every entity of physical switch "soft" with `failures` down, as
+    /// written for `target`.
+    fn all_entities_for(
+        lab: &Lab,
+        p4info: &P4Info,
+        failures: &Failures,
+        target: Target,
+    ) -> Vec<Entity> {
         let schema = Schema::new(p4info).unwrap();
         let mapping = super::super::soft::map(lab).unwrap();
         let params: Vec<LinkParams> = lab.fabric.links.iter().map(|l| l.params.clone()).collect();
@@ -490,7 +511,7 @@ mod tests {
             params: &params,
             failures,
         };
-        let pipeline = Pipeline::resolve(&schema, p4info).unwrap();
+        let pipeline = Pipeline::resolve(&schema, p4info, target).unwrap();
         switch_entries(lab, &mapping, state, &pipeline, "soft").unwrap()
     }
 
@@ -535,7 +556,7 @@ mod tests {
     #[test]
     fn host_links_are_impaired_where_they_enter_and_switch_links_are_not() {
         let lab = lab();
-        let entries = port_mappers(&lab, &turbonet_p4info(), &Failures::default());
+        let entries = port_mappers(&lab, &turbonet_p4info(), &Failures::default(), Target::Soft);
         assert_eq!(
             entries.len(),
             16 + 2 * 32,
@@ -549,7 +570,7 @@ mod tests {
             } else {
                 (0, 0)
             };
-            assert_eq!(params["delay_ns"], delay, "{link}");
+            assert_eq!(params["delay"], delay, "{link}");
             assert_eq!(params["loss_threshold"], loss, "{link}");
         }
     }
@@ -562,7 +583,7 @@ mod tests {
             links: [link.id].into_iter().collect(),
             ..Failures::default()
         };
-        let entries = port_mappers(&lab, &turbonet_p4info(), &failures);
+        let entries = port_mappers(&lab, &turbonet_p4info(), &failures, Target::Soft);
         let (_, action, params) = entries.iter().find(|(l, _, _)| *l == link.name).unwrap();
         assert_eq!(action, "TurbonetIngress.drop");
         assert!(params.is_empty());
@@ -577,12 +598,56 @@ mod tests {
             .find(|a| a.preamble.as_ref().unwrap().alias == "set_vport")
             .unwrap();
         set_vport.params.truncate(2);
-        for (link, _, params) in port_mappers(&lab(), &p4info, &Failures::default()) {
+        for (link, _, params) in port_mappers(&lab(), &p4info, &Failures::default(), Target::Soft) {
             assert_eq!(
                 params.keys().map(String::as_str).collect::<Vec<_>>(),
                 ["vport", "vswitch"],
                 "{link}"
             );
         }
+    }
+
+    /// BMv2's global timestamps are microseconds: the 10 ms of a host link
+    /// and the 1 ms of a fabric link are written as 10,000 and 1,000 ticks
+    /// for it, in nanoseconds for the soft switch.
+    #[test]
+    fn delays_are_written_in_the_targets_ticks() {
+        let lab = lab();
+        let p4info = turbonet_p4info();
+        let delays = |target| {
+            let schema = Schema::new(&p4info).unwrap();
+            let set_egress = schema.action_by_name("set_egress").unwrap().clone();
+            let delay = set_egress
+                .params
+                .values()
+                .find(|p| p.name == "delay")
+                .unwrap()
+                .id;
+            let mut seen: Vec<u64> = all_entities_for(&lab, &p4info, &Failures::default(), target)
+                .iter()
+                .filter_map(|e| match &e.entity {
+                    Some(entity::Entity::TableEntry(t)) => t.action.as_ref(),
+                    _ => None,
+                })
+                .filter_map(|a| match &a.r#type {
+                    Some(table_action::Type::Action(a)) if a.action_id == set_egress.id => Some(a),
+                    _ => None,
+                })
+                .map(|a| {
+                    let p = a.params.iter().find(|p| p.param_id == delay).unwrap();
+                    turbonet_p4::bytes::decode(&p.value)
+                })
+                .collect();
+            seen.sort_unstable();
+            seen.dedup();
+            seen
+        };
+        assert_eq!(delays(Target::Bmv2), [0, 1_000, 10_000]);
+        assert_eq!(delays(Target::Soft), [0, 1_000_000, 10_000_000]);
+        let (_, _, host) = port_mappers(&lab, &p4info, &Failures::default(), Target::Bmv2)
+            .into_iter()
+            .find(|(link, _, _)| lab.fabric.link_by_name(link).unwrap().is_host_link())
+            .unwrap();
+        assert_eq!(host["delay"], 10_000);
     }
 }

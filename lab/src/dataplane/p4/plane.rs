@@ -240,7 +240,10 @@ async fn connect_soft(
         mapping,
         soft::SWITCH,
         client,
-        turbonet_p4::turbonet_p4info(),
+        (
+            turbonet_p4::turbonet_p4info(),
+            turbonet_p4::pipeline::Target::Soft,
+        ),
         routes,
     )
     .await
@@ -266,7 +269,7 @@ async fn connect_p4rt(
                 mapping.clone(),
                 &sw.name,
                 client,
-                p4info.clone(),
+                (p4info.clone(), switches::target(sw, &p4info)),
                 routes,
             )
             .await?,

@@ -8,6 +8,7 @@ use crate::error::Result;
 use prost::Message;
 use turbonet_p4::p4::config::v1::P4Info;
 use turbonet_p4::p4::v1::{CounterEntry, Entity, TableEntry, Update, entity, update};
+use turbonet_p4::pipeline::Target;
 use turbonet_p4::{Pipeline, Schema};
 
 use turbonet_p4::Client;
@@ -166,15 +167,16 @@ pub struct SwitchSession {
 
 impl SwitchSession {
     /// Becomes primary, sets the pipeline (the device's tables start
-    /// empty) and writes `entities`.
+    /// empty) and writes `entities`; `target` runs it.
     pub async fn program(
         mut client: Client,
         p4info: P4Info,
+        target: Target,
         device_config: Vec<u8>,
         entities: Vec<Entity>,
     ) -> Result<Self> {
         let schema = Schema::new(&p4info)?;
-        let pipeline = Pipeline::resolve(&schema, &p4info)?;
+        let pipeline = Pipeline::resolve(&schema, &p4info, target)?;
         client.set_pipeline(p4info.clone(), device_config).await?;
         let mut session = SwitchSession {
             client,
@@ -187,11 +189,16 @@ impl SwitchSession {
     }
 
     /// Takes over a device that `entities` were written to (by `up`, under
-    /// a lower election id).
-    pub fn adopt(client: Client, p4info: P4Info, entities: Vec<Entity>) -> Result<Self> {
+    /// a lower election id); `target` runs the pipeline.
+    pub fn adopt(
+        client: Client,
+        p4info: P4Info,
+        target: Target,
+        entities: Vec<Entity>,
+    ) -> Result<Self> {
         let schema = Schema::new(&p4info)?;
         Ok(SwitchSession {
-            pipeline: Pipeline::resolve(&schema, &p4info)?,
+            pipeline: Pipeline::resolve(&schema, &p4info, target)?,
             client,
             p4info,
             installed: Installed::new(entities),
@@ -200,7 +207,7 @@ impl SwitchSession {
 
     /// Takes over a device whose entities are not known: they are read
     /// back (every table entry, action profile member and group).
-    pub async fn adopt_reading(mut client: Client, p4info: P4Info) -> Result<Self> {
+    pub async fn adopt_reading(mut client: Client, p4info: P4Info, target: Target) -> Result<Self> {
         use turbonet_p4::p4::v1::{ActionProfileGroup, ActionProfileMember};
         let filters = vec![
             Entity {
@@ -218,7 +225,7 @@ impl SwitchSession {
             },
         ];
         let entities = client.read_all(filters).await?;
-        Self::adopt(client, p4info, entities)
+        Self::adopt(client, p4info, target, entities)
     }
 
     /// The stream's ends, for packet I/O (see [`Client::packet_io`]).

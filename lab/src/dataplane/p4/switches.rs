@@ -14,6 +14,7 @@ use crate::bail;
 use crate::err;
 use crate::error::{Context, Result};
 use turbonet_p4::p4::config::v1::P4Info;
+use turbonet_p4::pipeline::Target;
 use turbonet_topo::mapper::{self, MapConfig, Mapping, PhysicalSwitch};
 use turbonet_topo::{Lab, P4rtConfig, P4rtDevice};
 
@@ -111,6 +112,16 @@ pub fn unsupported(lab: &Lab) -> Option<String> {
     None
 }
 
+/// What switch `sw` running `p4info` is, for the unit of its delays: a
+/// BMv2 turbonet starts, or at an address the program's architecture's
+/// target.
+pub fn target(sw: &turbonet_topo::P4rtSwitch, p4info: &P4Info) -> Target {
+    match sw.device {
+        P4rtDevice::Bmv2 => Target::Bmv2,
+        P4rtDevice::Address(_) => Target::of_arch(p4info),
+    }
+}
+
 /// Where a BMv2 turbonet starts serves P4Runtime, inside its namespace.
 pub const BMV2_GRPC: std::net::SocketAddr = std::net::SocketAddr::V4(std::net::SocketAddrV4::new(
     std::net::Ipv4Addr::LOCALHOST,
@@ -123,33 +134,66 @@ pub fn bmv2_comm() -> String {
     BMV2.chars().take(15).collect()
 }
 
+/// The egress queues per port that the pipeline of `p4info` uses:
+/// `set_egress` sets v1model's 3-bit `standard_metadata.priority` from its
+/// `queue` parameter, so as many as that parameter can number (at most 8).
+pub fn queues(p4info: &P4Info) -> Result<u32> {
+    let schema = turbonet_p4::Schema::new(p4info)?;
+    let pipeline = turbonet_p4::Pipeline::resolve(&schema, p4info, Target::Bmv2)?;
+    Ok(1 << pipeline.set_egress.widths[2].min(3))
+}
+
+/// BMv2's command line (after the program) for device `device_id` with
+/// `ports` as `-i PORT@p<PORT>`, no program yet, its notifications on the
+/// IPC socket `notifications` (BMv2's default, /tmp/bmv2-<device>-
+/// notifications.ipc, is shared by every BMv2 of that device id), `queues`
+/// priority queues per port and its CPU port 255. BMv2 has one queue per
+/// port unless told (`--priority-queues`, a target option, after `--`),
+/// and drops every frame whose priority is not below the count.
+pub fn bmv2_args(device_id: u64, ports: &[u32], notifications: &Path, queues: u32) -> Vec<String> {
+    let mut args = vec![
+        "--device-id".to_owned(),
+        device_id.to_string(),
+        "--no-p4".into(),
+        "--notifications-addr".into(),
+        format!("ipc://{}", notifications.display()),
+    ];
+    for port in ports {
+        args.push("-i".into());
+        args.push(format!("{port}@{}", super::soft::port_ifname(*port)));
+    }
+    args.extend([
+        "--".into(),
+        "--grpc-server-addr".into(),
+        BMV2_GRPC.to_string(),
+        "--cpu-port".into(),
+        "255".into(),
+        "--priority-queues".into(),
+        queues.to_string(),
+    ]);
+    args
+}
+
 /// Starts BMv2 for switch `switch` (device `device_id`) in its namespace
-/// `netns`, with `ports` as `-i PORT@p<PORT>`, no program yet, its CPU
-/// port 255 and its log in `log`. Returns its pid once it accepts
-/// P4Runtime connections; fails with its own output if it exits first.
+/// `netns` with [`bmv2_args`], its log in `log` and its notifications
+/// socket beside it (`log` with extension `ipc`). Returns its pid once it
+/// accepts P4Runtime connections; fails with its own output if it exits
+/// first.
 pub async fn start_bmv2(
     switch: &str,
     netns: &str,
-    device_id: u64,
-    ports: &[u32],
+    (device_id, ports, queues): (u64, &[u32], u32),
     log: &Path,
 ) -> Result<u32> {
     let program = find_bmv2().ok_or_else(|| err!("{BMV2} is not on PATH"))?;
     let ns = turbonet_host::namespaces::open(netns).with_context(|| format!("opening {netns}"))?;
     let mut command = std::process::Command::new(&program);
-    command.args(["--device-id", &device_id.to_string(), "--no-p4"]);
-    for port in ports {
-        command
-            .arg("-i")
-            .arg(format!("{port}@{}", super::soft::port_ifname(*port)));
-    }
-    command.args([
-        "--",
-        "--grpc-server-addr",
-        &BMV2_GRPC.to_string(),
-        "--cpu-port",
-        "255",
-    ]);
+    command.args(bmv2_args(
+        device_id,
+        ports,
+        &log.with_extension("ipc"),
+        queues,
+    ));
     let mut child = turbonet_host::process::Start {
         namespace: Some(&ns),
         new_session: true,
@@ -235,7 +279,7 @@ pub async fn connect(
 /// listening at `addr` inside network namespace `netns` (a switch turbonet
 /// runs in a namespace of its own): every connection's socket is created in
 /// that namespace.
-async fn connect_in(
+pub async fn connect_in(
     netns: &str,
     addr: std::net::SocketAddr,
     device_id: u64,
@@ -281,8 +325,20 @@ fn relative_to(scenario: &Path, path: &str) -> PathBuf {
         .map_or_else(|| path.to_owned(), |dir| dir.join(path))
 }
 
+/// The device config a switch gets when none is given: with turbonet's own
+/// P4Info, p4c's BMv2 JSON of the same compile (`p4/build/`); with another
+/// P4Info, none (its program is the scenario's to give).
+pub fn default_device_config(own_p4info: bool) -> Vec<u8> {
+    if own_p4info {
+        turbonet_p4::TURBONET_BMV2_JSON.to_vec()
+    } else {
+        Vec::new()
+    }
+}
+
 /// The pipeline the switches get: the P4Info (`[p4rt] p4info`, default
-/// turbonet's own) and the compiled artifact (`device_config`).
+/// turbonet's own, p4c's of `p4/turbonet.p4`) and the compiled artifact
+/// (`device_config`, default [`default_device_config`]).
 pub fn pipeline(lab: &Lab, scenario: &Path) -> Result<(P4Info, Vec<u8>)> {
     let p4rt = config(lab)?;
     let p4info = match &p4rt.p4info {
@@ -301,7 +357,7 @@ pub fn pipeline(lab: &Lab, scenario: &Path) -> Result<(P4Info, Vec<u8>)> {
             std::fs::read(&path)
                 .with_context(|| format!("reading the device config {}", path.display()))?
         }
-        None => Vec::new(),
+        None => default_device_config(p4rt.p4info.is_none()),
     };
     Ok((p4info, device_config))
 }
@@ -309,6 +365,37 @@ pub fn pipeline(lab: &Lab, scenario: &Path) -> Result<(P4Info, Vec<u8>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// BMv2 gets as many priority queues as turbonet's pipeline numbers
+    /// (8: `queue` is 3 bits), or it drops whatever is mapped to queue 1
+    /// and up.
+    #[test]
+    fn bmv2_gets_the_pipelines_priority_queues() {
+        let queues = queues(&turbonet_p4::turbonet_p4info()).unwrap();
+        assert_eq!(queues, 8);
+        let args = bmv2_args(3, &[1, 2], Path::new("/run/t/bmv2-s1.ipc"), queues);
+        let target = args.iter().position(|a| a == "--").unwrap();
+        assert_eq!(
+            &args[..target],
+            [
+                "--device-id",
+                "3",
+                "--no-p4",
+                "--notifications-addr",
+                "ipc:///run/t/bmv2-s1.ipc",
+                "-i",
+                "1@p1",
+                "-i",
+                "2@p2"
+            ]
+        );
+        let options = &args[target + 1..];
+        let at = options
+            .iter()
+            .position(|a| a == "--priority-queues")
+            .expect("--priority-queues among the target options");
+        assert_eq!(options[at + 1], "8");
+    }
 
     #[test]
     fn paths_are_relative_to_the_scenario() {
