@@ -198,7 +198,10 @@ duration = "1s"
     let all = reports(&lab);
     for flow in all[1]["flows"].as_array().unwrap() {
         assert!(flow["loss"].as_f64().unwrap() < 0.05, "{flow}");
-        assert!(flow["received"].as_u64().unwrap() > 800, "{flow}");
+        // 10 Mbit/s for 1 s is about 850 datagrams; a sender stalled by a
+        // busy machine (CI runs tests side by side) sends fewer, which is
+        // not what this test is about.
+        assert!(flow["received"].as_u64().unwrap() > 600, "{flow}");
         assert!(flow["delay"].as_f64().unwrap() < 0.05, "{flow}");
     }
     // Starting it again while it runs is refused; stopping it works.

@@ -932,6 +932,11 @@ pub(crate) struct BenchArgs {
     /// 1 and one per core).
     #[arg(long, value_delimiter = ',', value_name = "K")]
     pub shards: Vec<usize>,
+    /// With --engine: the engine the bench labs' impaired links get
+    /// (`[lab] engine`): userspace, bpf (the kernel engine: BPF and fq,
+    /// where the kernel has sch_fq), kernel (netem) or auto.
+    #[arg(long, value_name = "ENGINE", default_value = "userspace", value_parser = ["userspace", "bpf", "kernel", "auto"])]
+    pub link_engine: String,
     /// With --engine: delay probes per configured delay.
     #[arg(long, default_value_t = 5_000)]
     pub probes: usize,

@@ -26,7 +26,10 @@ pub(crate) const SIZES: [usize; 3] = [64, 512, 1500];
 /// `links - 1` idle ones), or none when `links` is 0 (the plain path);
 /// `shards` engine threads.
 pub(crate) fn scenario(links: usize, shards: Option<usize>) -> String {
-    let mut s = format!("[lab]\nname = \"{LAB}\"\nseed = 1\n");
+    let mut s = format!(
+        "[lab]\nname = \"{LAB}\"\nseed = 1\n{}",
+        super::engine_line()
+    );
     if let Some(k) = shards {
         s += &format!("engine_shards = {k}\n");
     }

@@ -33,15 +33,26 @@ use turbonet_lab::state::LabDir;
 const LAB: &str = "tnbench";
 use traffic::PORT;
 
+/// The engine the bench labs' impaired links get (`[lab] engine`), set
+/// once per run from [`Options::link_engine`].
+static LINK_ENGINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The `[lab] engine` line of the bench labs.
+fn engine_line() -> String {
+    let engine = LINK_ENGINE.get().map_or("userspace", String::as_str);
+    format!("engine = \"{engine}\"\n")
+}
+
 /// The bench lab: h1 -- s1 -- h2; `params` go on h1--s1 (TOML lines).
 fn scenario(params: &str) -> String {
     format!(
-        "[lab]\nname = \"{LAB}\"\nseed = 1\n[topology]\nkind = \"custom\"\n\
+        "[lab]\nname = \"{LAB}\"\nseed = 1\n{}[topology]\nkind = \"custom\"\n\
          [[topology.nodes]]\nname = \"s1\"\nrole = \"switch\"\n\
          [[topology.nodes]]\nname = \"h1\"\nrole = \"host\"\n\
          [[topology.nodes]]\nname = \"h2\"\nrole = \"host\"\n\
          [[topology.links]]\na = \"h1\"\nb = \"s1\"\n{params}\n\
-         [[topology.links]]\na = \"h2\"\nb = \"s1\"\n"
+         [[topology.links]]\na = \"h2\"\nb = \"s1\"\n",
+        engine_line()
     )
 }
 
@@ -397,6 +408,9 @@ pub struct Options {
     pub shards: Vec<Option<usize>>,
     /// The parts to run, in this order.
     pub parts: Vec<Part>,
+    /// The engine the impaired links get: `userspace`, `bpf` (the kernel
+    /// engine, where the kernel has `sch_fq`), `kernel` (netem) or `auto`.
+    pub link_engine: String,
 }
 
 /// A part of `turbonet bench --engine`.
@@ -447,6 +461,18 @@ impl Part {
 /// `turbonet bench --engine`.
 pub fn bench(options: &Options, progress: &dyn Progress) -> Result<Report> {
     let mut out = Report::default();
+    if LINK_ENGINE.set(options.link_engine.clone()).is_err()
+        && LINK_ENGINE.get() != Some(&options.link_engine)
+    {
+        bail!(
+            "one engine per run: this run measures {:?}",
+            LINK_ENGINE.get()
+        );
+    }
+    out.text(format!(
+        "impaired links on engine = \"{}\" (link show says which engine each link got)",
+        options.link_engine
+    ));
     for lab in [LAB, capacity::LAB] {
         if LabDir::of(lab).exists() {
             bail!("lab {lab} is up; `turbonet down {lab}` first");

@@ -25,6 +25,7 @@ pub(crate) fn run(args: BenchArgs) -> Result<()> {
             frames: args.frames,
             links: args.links,
             shards: shards.into_iter().map(Some).collect(),
+            link_engine: args.link_engine,
             parts: args
                 .part
                 .iter()
