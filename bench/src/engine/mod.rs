@@ -509,7 +509,7 @@ pub fn bench(options: &Options, progress: &dyn Progress) -> Result<Report> {
 fn delay_part(out: &mut Report, probes: usize, progress: &dyn Progress) -> Result<()> {
     let delay = delay_accuracy(probes, progress)?;
     out.text(
-        "one-way delay through the userspace engine, light load (1 probe/ms), kernel rx timestamps"
+        "one-way delay through the link's engine, light load (1 probe/ms), kernel rx timestamps"
             .to_owned(),
     );
     out.table(

@@ -109,9 +109,9 @@ impl KernelEngine {
         }))
     }
 
-    /// Whether it carries `link`.
-    pub fn carries(&self, link: LinkId) -> bool {
-        self.position.contains_key(&link)
+    /// How many links it carries.
+    pub fn links(&self) -> usize {
+        self.links.len()
     }
 
     /// Gives `link` new parameters (`turbonet link set`): frames already

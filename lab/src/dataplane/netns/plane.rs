@@ -468,9 +468,18 @@ impl<K: Kernel + std::fmt::Debug + 'static> DataPlane for NetnsPlane<K> {
     }
 
     fn describe(&self) -> String {
+        let mut engines = Vec::new();
         match self.engine.position.len() {
-            0 => "no impaired link".to_owned(),
-            n => format!("link engine for {n} impaired links"),
+            0 => {}
+            n => engines.push(format!("link engine for {n} impaired links")),
+        }
+        if let Some(k) = &self.kernel_engine {
+            engines.push(format!("kernel engine (bpf+fq) for {}", k.links()));
+        }
+        if engines.is_empty() {
+            "no impaired link".to_owned()
+        } else {
+            engines.join(", ")
         }
     }
 
