@@ -232,7 +232,10 @@ impl PacketSocket {
 
     /// Sends frames with one `sendmmsg` per call, as many as the socket
     /// takes; returns how many could not be sent (a full buffer or a peer
-    /// that is down loses them, as a full NIC ring would).
+    /// that is down loses them, as a full NIC ring would). A frame the
+    /// device itself dropped (a veth whose peer's backlog is full answers
+    /// `ENOBUFS`) is skipped, and the rest go on: the device counts it in
+    /// its `tx_dropped`.
     pub fn send_batch(&self, frames: &[Vec<u8>]) -> io::Result<usize> {
         let mut iovecs: Vec<libc::iovec> = frames
             .iter()
@@ -267,18 +270,47 @@ impl PacketSocket {
             };
             if n < 0 {
                 let e = io::Error::last_os_error();
-                return match e.kind() {
-                    io::ErrorKind::WouldBlock => Ok(headers.len() - sent),
-                    _ if matches!(e.raw_os_error(), Some(libc::ENETDOWN | libc::ENXIO)) => {
-                        Ok(headers.len() - sent)
-                    }
-                    io::ErrorKind::Interrupted => continue,
-                    _ => Err(e),
-                };
+                match SendFailure::of(&e) {
+                    SendFailure::Full | SendFailure::Down => return Ok(headers.len() - sent),
+                    SendFailure::DroppedByDevice => sent += 1,
+                    SendFailure::Interrupted => {}
+                    SendFailure::Other => return Err(e),
+                }
+                continue;
             }
             sent += n as usize;
         }
         Ok(0)
+    }
+}
+
+/// What a failed `sendmmsg` means for the frame it failed on and the
+/// frames after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SendFailure {
+    /// The socket's buffer is full: the rest are lost (a full NIC ring).
+    Full,
+    /// The interface or its peer is down: the rest are lost.
+    Down,
+    /// The device took the frame and dropped it (a veth whose peer's
+    /// backlog is full answers `NET_XMIT_DROP`, which the socket returns
+    /// as `ENOBUFS`; the device counts it in `tx_dropped`): the rest go on.
+    DroppedByDevice,
+    /// A signal: try again.
+    Interrupted,
+    /// Anything else: the socket's error.
+    Other,
+}
+
+impl SendFailure {
+    fn of(e: &io::Error) -> SendFailure {
+        match (e.kind(), e.raw_os_error()) {
+            (io::ErrorKind::WouldBlock, _) => SendFailure::Full,
+            (_, Some(libc::ENETDOWN | libc::ENXIO)) => SendFailure::Down,
+            (_, Some(libc::ENOBUFS | libc::ENOMEM)) => SendFailure::DroppedByDevice,
+            (io::ErrorKind::Interrupted, _) => SendFailure::Interrupted,
+            _ => SendFailure::Other,
+        }
     }
 }
 
@@ -346,6 +378,18 @@ impl RxBatch {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_frame_the_device_dropped_is_not_the_sockets_error() {
+        let failure = |errno| SendFailure::of(&io::Error::from_raw_os_error(errno));
+        // A link engine shard that returned ENOBUFS as its socket's error
+        // stopped the first time a veth peer's backlog overflowed.
+        assert_eq!(failure(libc::ENOBUFS), SendFailure::DroppedByDevice);
+        assert_eq!(failure(libc::EAGAIN), SendFailure::Full);
+        assert_eq!(failure(libc::ENETDOWN), SendFailure::Down);
+        assert_eq!(failure(libc::EBADF), SendFailure::Other);
+    }
+
     use super::*;
 
     #[test]

@@ -282,7 +282,15 @@ pub fn start(
         let (stop, snapshot, notes) = (stop.clone(), snapshot.clone(), notes.clone());
         let thread = std::thread::Builder::new()
             .name(format!("{THREAD_NAME}{i}"))
-            .spawn(move || shard::run(links, clock, &stop, &snapshot, &inbox, &notes))?;
+            .spawn(move || {
+                let ran = shard::run(links, clock, &stop, &snapshot, &inbox, &notes);
+                // Said now, in the daemon's log: its links stop passing
+                // frames until the daemon restarts.
+                if let Err(e) = &ran {
+                    tracing::error!("link engine shard {i} stopped: {e}");
+                }
+                ran
+            })?;
         running.wakers.push(waker.try_clone()?);
         running.threads.push(thread);
         control.shards.push((tx, waker));
