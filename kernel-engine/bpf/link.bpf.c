@@ -129,7 +129,13 @@ struct tn_state {
 	__u64 duplicated;
 	__u64 ecn_marked;
 	__u64 transmit_errors; /* clones the far port's qdisc refused */
-	struct tn_slot ring[RING];
+};
+
+/* A direction's queue: kept apart from the state so that reading the
+ * counters copies a few hundred bytes, not the ring. Only [head, tail)
+ * means anything, so a fresh direction needs no clearing. */
+struct tn_ring {
+	struct tn_slot slot[RING];
 };
 
 struct {
@@ -145,6 +151,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct tn_state);
 } tn_state SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tn_ring);
+} tn_ring SEC(".maps");
 
 /* The direction a port's ingress feeds: port ifindex -> direction. */
 struct {
@@ -309,12 +322,12 @@ INLINE int lost(struct tn_state *st, const struct tn_params *cfg)
 /* Frames whose transmission ended by `now` leave the queue: the first
  * slot still transmitting is found by bisection (tx_end never decreases
  * along the ring). */
-INLINE void expire(struct tn_state *st, __u64 now)
+INLINE void expire(struct tn_state *st, const struct tn_ring *q, __u64 now)
 {
 	__u32 head = st->head, tail = st->tail;
-	if (head == tail || st->ring[head & (RING - 1)].tx_end > now)
+	if (head == tail || q->slot[head & (RING - 1)].tx_end > now)
 		return;
-	if (st->ring[(tail - 1) & (RING - 1)].tx_end <= now) {
+	if (q->slot[(tail - 1) & (RING - 1)].tx_end <= now) {
 		st->head = tail;
 		st->cum_head = st->cum_total;
 		return;
@@ -326,13 +339,13 @@ INLINE void expire(struct tn_state *st, __u64 now)
 		if (hi - lo <= 1)
 			break;
 		__u32 mid = lo + (hi - lo) / 2;
-		if (st->ring[mid & (RING - 1)].tx_end <= now)
+		if (q->slot[mid & (RING - 1)].tx_end <= now)
 			lo = mid;
 		else
 			hi = mid;
 	}
 	st->head = hi;
-	st->cum_head = st->ring[lo & (RING - 1)].cum_bytes;
+	st->cum_head = q->slot[lo & (RING - 1)].cum_bytes;
 }
 
 /* ceil(len * 8e9 / rate) nanoseconds; never for a zero rate. */
@@ -353,8 +366,8 @@ struct copy {
 };
 
 /* The rate queue, then the delay: the frame's verdict and due time. */
-INLINE void admit(struct tn_state *st, const struct tn_params *cfg, __u64 now, __u64 len,
-		  struct copy *c)
+INLINE void admit(struct tn_state *st, struct tn_ring *q, const struct tn_params *cfg, __u64 now,
+		  __u64 len, struct copy *c)
 {
 	__u64 tx_end = now;
 	if (cfg->has_rate) {
@@ -377,8 +390,8 @@ INLINE void admit(struct tn_state *st, const struct tn_params *cfg, __u64 now, _
 		if (tx_end > now) {
 			__u32 t = st->tail;
 			st->cum_total += len;
-			st->ring[t & (RING - 1)].tx_end = tx_end;
-			st->ring[t & (RING - 1)].cum_bytes = st->cum_total;
+			q->slot[t & (RING - 1)].tx_end = tx_end;
+			q->slot[t & (RING - 1)].cum_bytes = st->cum_total;
 			st->tail = t + 1;
 		}
 	}
@@ -532,8 +545,9 @@ int tn_link(struct __sk_buff *skb)
 	}
 	struct tn_config *shared = bpf_map_lookup_elem(&tn_config, &dir);
 	struct tn_state *st = bpf_map_lookup_elem(&tn_state, &dir);
+	struct tn_ring *q = bpf_map_lookup_elem(&tn_ring, &dir);
 	struct tn_scratch *scratch = bpf_map_lookup_elem(&tn_scratch, &zero);
-	if (!shared || !st || !scratch)
+	if (!shared || !st || !q || !scratch)
 		return TC_ACT_SHOT;
 
 	struct tn_params cfg;
@@ -555,7 +569,7 @@ int tn_link(struct __sk_buff *skb)
 	st->last_now = now;
 	st->rx_packets++;
 	st->rx_bytes += len;
-	expire(st, now);
+	expire(st, q, now);
 	top_up(st);
 	if (lost(st, &cfg)) {
 		st->dropped_loss++;
@@ -565,10 +579,10 @@ int tn_link(struct __sk_buff *skb)
 		if (dup)
 			st->duplicated++;
 		c[0].bit = corruption(st, &cfg, len);
-		admit(st, &cfg, now, len, &c[0]);
+		admit(st, q, &cfg, now, len, &c[0]);
 		if (dup) {
 			c[1].bit = corruption(st, &cfg, len);
-			admit(st, &cfg, now, len, &c[1]);
+			admit(st, q, &cfg, now, len, &c[1]);
 		}
 	}
 	bpf_spin_unlock(&st->lock);

@@ -223,15 +223,8 @@ impl Config {
     }
 }
 
-/// `struct tn_slot`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-struct Slot {
-    tx_end: u64,
-    cum_bytes: u64,
-}
-
-/// `struct tn_state`: a direction's random stream, queue and counters.
+/// `struct tn_state`: a direction's random stream, its queue's indices
+/// and counters (the queue's ring is a map of its own, `tn_ring`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct State {
@@ -265,7 +258,6 @@ pub struct State {
     pub ecn_marked: u64,
     /// Clones the far port refused (its qdisc full).
     pub transmit_errors: u64,
-    ring: [Slot; RING as usize],
 }
 
 impl State {
@@ -300,7 +292,6 @@ impl State {
             duplicated: 0,
             ecn_marked: 0,
             transmit_errors: 0,
-            ring: [Slot::default(); RING as usize],
         }
     }
 
@@ -392,7 +383,7 @@ mod tests {
         // also checks them against the object's maps.
         assert_eq!(std::mem::size_of::<Params>(), 168);
         assert_eq!(std::mem::size_of::<Config>(), 176);
-        assert_eq!(std::mem::size_of::<State>(), 424 + 16 * RING as usize);
+        assert_eq!(std::mem::size_of::<State>(), 424);
         assert_eq!(std::mem::size_of::<Trace>(), 40);
     }
 

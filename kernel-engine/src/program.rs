@@ -22,6 +22,7 @@ const BPF_F_LOCK: u64 = 4;
 /// The map names, as in the C source.
 const CONFIG: &str = "tn_config";
 const STATE: &str = "tn_state";
+const RING_MAP: &str = "tn_ring";
 const PORTS: &str = "tn_ports";
 const TRACE: &str = "tn_trace";
 
@@ -106,6 +107,7 @@ impl Program {
             .override_global("tn_test_mode", &test_mode, true)
             .map_max_entries(CONFIG, directions)
             .map_max_entries(STATE, directions)
+            .map_max_entries(RING_MAP, directions)
             .map_max_entries(PORTS, directions)
             .load(OBJECT)?;
         for program in [LINK_PROGRAM, STAMP_PROGRAM] {
