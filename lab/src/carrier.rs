@@ -13,6 +13,10 @@ pub fn kernel_has_netem() -> bool {
     turbonet_host::kernel::kernel_has_module("sch_netem")
 }
 
+/// The environment variable that keeps the kernel engine out of `auto`
+/// (`off`).
+pub const KERNEL_ENGINE_ENV: &str = "TURBONET_KERNEL_ENGINE";
+
 /// What the kernel engines need, as this machine has it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Qdiscs {
@@ -33,9 +37,14 @@ impl Qdiscs {
     }
 
     /// What this machine's kernel has (the kernel engine's program is
-    /// loaded once to know).
+    /// loaded once to know). `TURBONET_KERNEL_ENGINE=off` in `up`'s
+    /// environment keeps the kernel engine out of `auto` on this machine
+    /// (the test suite runs so, for the same engines on every kernel).
     pub fn of_this_machine() -> Qdiscs {
-        let kernel_engine = if !turbonet_host::kernel::fq::kernel_has_fq() {
+        let off = std::env::var(KERNEL_ENGINE_ENV).is_ok_and(|v| v == "off");
+        let kernel_engine = if off {
+            Err(format!("{KERNEL_ENGINE_ENV}=off"))
+        } else if !turbonet_host::kernel::fq::kernel_has_fq() {
             Err("this kernel has no sch_fq (the kernel engine holds frames in fq)".to_owned())
         } else {
             turbonet_kernel_engine::Program::load(1, turbonet_kernel_engine::Mode::Link)
