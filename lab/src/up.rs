@@ -62,6 +62,15 @@ pub fn validate(path: &Path) -> Result<Validated> {
 /// How every link of a lab would be carried on this machine, or why this
 /// build cannot bring the (valid) lab up here.
 pub fn runnable(lab: &Lab) -> Result<Vec<Carrier>, String> {
+    runnable_for(lab, false)
+}
+
+/// [`runnable`], for a lab run on a student's behalf when `student`: its
+/// links never go to the kernel engine, which bounds what a link holds in
+/// frames (`fq`'s limit), not in bytes as the userspace engine does (256
+/// MiB a direction), and a student's link must not hold the machine's
+/// memory.
+fn runnable_for(lab: &Lab, student: bool) -> Result<Vec<Carrier>, String> {
     match lab.target {
         Target::Netns => {}
         Target::Soft => {
@@ -85,7 +94,15 @@ pub fn runnable(lab: &Lab) -> Result<Vec<Carrier>, String> {
     if let Some(err) = agents_missing(lab) {
         return Err(err);
     }
-    crate::carrier::carriers(lab, &crate::carrier::Qdiscs::of_this_machine())
+    let mut qdiscs = crate::carrier::Qdiscs::of_this_machine();
+    if student {
+        qdiscs.kernel_engine = Err(
+            "a lab run for a student: the kernel engine bounds what a link holds in frames, not \
+             in bytes"
+                .to_owned(),
+        );
+    }
+    crate::carrier::carriers(lab, &qdiscs)
 }
 
 /// Why the lab's routing agents cannot run on this machine, if they cannot.
@@ -230,7 +247,7 @@ pub struct Up {
 /// removes everything created so far ([`Error::RolledBack`]).
 pub fn up(options: &Options, progress: &dyn Progress) -> Result<Up> {
     let (lab, text) = load(&options.file)?;
-    let carriers = runnable(&lab)
+    let carriers = runnable_for(&lab, options.owner.is_some())
         .map_err(|reason| Error::Invalid(format!("{}: {reason}", options.file.display())))?;
     let dir = LabDir::of(&lab.name);
     if dir.exists() {
