@@ -32,6 +32,7 @@ pub mod ethtool;
 pub mod icmp;
 pub mod offloads;
 pub mod poller;
+pub mod ring;
 pub mod socket;
 pub mod timestamp;
 pub mod timing;

@@ -21,6 +21,7 @@ use socket2::Socket;
 use turbonet_lab::bail;
 use turbonet_lab::error::{Context, Result};
 
+mod backends;
 mod capacity;
 mod load;
 mod stages;
@@ -430,11 +431,13 @@ pub enum Part {
     Load,
     /// The engine's cost with links that carry nothing.
     Idle,
+    /// What receiving a frame costs with each I/O backend.
+    Io,
 }
 
 impl Part {
     /// Every part, in the order they run by default.
-    pub const ALL: [Part; 7] = [
+    pub const ALL: [Part; 8] = [
         Part::Delay,
         Part::Loss,
         Part::Rate,
@@ -442,6 +445,7 @@ impl Part {
         Part::Capacity,
         Part::Load,
         Part::Idle,
+        Part::Io,
     ];
 
     /// Its name on the command line.
@@ -454,6 +458,7 @@ impl Part {
             Part::Capacity => "capacity",
             Part::Load => "load",
             Part::Idle => "idle",
+            Part::Io => "io",
         }
     }
 }
@@ -493,6 +498,18 @@ pub fn bench(options: &Options, progress: &dyn Progress) -> Result<Report> {
                         .to_owned(),
                 );
                 out.table(load::LOAD_HEADERS, rows, &[1, 2, 3, 4, 5, 6, 7, 8, 9]);
+            }
+            Part::Io => {
+                progress.note("bench engine: receive backends ...");
+                let rows = backends::receive(options.frames)?;
+                out.text(
+                    "receive backends: 64-byte frames blasted into one end of a veth pair, \
+                     read from the other (each frame copied out, as the engine does); the \
+                     kernel's share moves between the reader and the sender's softirq, so \
+                     compare the machine's CPU per frame"
+                        .to_owned(),
+                );
+                out.table(backends::HEADERS, rows, &[1, 2, 3, 4, 5, 6]);
             }
             Part::Idle => {
                 let rows = load::idle(&options.links, progress)?;
