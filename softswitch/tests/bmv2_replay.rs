@@ -22,25 +22,20 @@
 //!   miss, so `vport_rx[0]` and `vport_tx[0]` count frames it drops); the
 //!   soft switch counts nothing for them.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use support::Bench;
 use tokio_stream::StreamExt;
-use tokio_stream::wrappers::ReceiverStream;
-use turbonet_p4::p4::v1::p4_runtime_client::P4RuntimeClient;
-use turbonet_p4::p4::v1::{
-    ForwardingPipelineConfig, MasterArbitrationUpdate, PacketOut,
-    SetForwardingPipelineConfigRequest, StreamMessageRequest, StreamMessageResponse, Uint128,
-    Update, WriteRequest, set_forwarding_pipeline_config_request::Action as PipelineAction,
-    stream_message_request, stream_message_response, update,
-};
+use turbonet_p4::p4::v1::{PacketOut, stream_message_response};
 use turbonet_p4::{Schema, turbonet_p4info};
 use turbonet_softswitch::recording::{
     COUNTERS, CounterCell, FrameOut, Packet, Recording, counter_id, hex, packet_metadata, unhex,
 };
-use turbonet_softswitch::{Attach, Device, DeviceConfig, PortConfig, ServerHandle, Switch, serve};
+use turbonet_softswitch::{Attach, DeviceConfig, PortConfig, Switch};
 
 /// How much longer than the soft switch BMv2 may have taken (its own time
 /// plus the recorder's polling): measured 1.1-2.8 ms.
@@ -63,76 +58,22 @@ fn recordings() -> Vec<PathBuf> {
 /// One soft switch of a replay: its device served on loopback with a
 /// primary controller, and its data plane.
 struct Soft {
-    device: Device,
-    handle: ServerHandle,
-    stream_tx: mpsc::Sender<StreamMessageRequest>,
-    stream_rx: tonic::Streaming<StreamMessageResponse>,
+    bench: Bench,
     switch: Switch,
 }
 
 async fn soft(index: usize, rec: &Recording, schema: &Schema) -> Soft {
-    let device_id = index as u64 + 1;
-    let device = Device::new(device_id);
-    let (addr, handle) = serve("127.0.0.1:0".parse().unwrap(), device.clone())
-        .await
-        .unwrap();
-    let mut client = P4RuntimeClient::connect(format!("http://{addr}"))
-        .await
-        .unwrap();
-    let election = Some(Uint128::from(1u128));
-    let (stream_tx, rx) = mpsc::channel(64);
-    let mut stream_rx = client
-        .stream_channel(ReceiverStream::new(rx))
-        .await
-        .unwrap()
-        .into_inner();
-    stream_tx
-        .send(StreamMessageRequest {
-            update: Some(stream_message_request::Update::Arbitration(
-                MasterArbitrationUpdate {
-                    device_id,
-                    election_id: election,
-                    ..Default::default()
-                },
-            )),
-        })
-        .await
-        .unwrap();
-    stream_rx.next().await.unwrap().unwrap();
     // p4c's BMv2 JSON, as the recorder gave BMv2: the soft switch stands
     // in for BMv2 with the ports it was started with.
-    client
-        .set_forwarding_pipeline_config(SetForwardingPipelineConfigRequest {
-            device_id,
-            election_id: election,
-            action: PipelineAction::VerifyAndCommit as i32,
-            config: Some(ForwardingPipelineConfig {
-                p4info: Some(turbonet_p4info()),
-                p4_device_config: turbonet_p4::TURBONET_BMV2_JSON.to_vec(),
-                cookie: None,
-            }),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let mut bench =
+        Bench::start_raw(turbonet_p4info(), turbonet_p4::TURBONET_BMV2_JSON.to_vec()).await;
     let sw = &rec.switches[index];
-    let updates = sw
+    let entities = sw
         .writes
         .iter()
-        .map(|w| Update {
-            r#type: update::Type::Insert as i32,
-            entity: Some(w.entity(schema).unwrap()),
-        })
+        .map(|w| w.entity(schema).unwrap())
         .collect();
-    client
-        .write(WriteRequest {
-            device_id,
-            election_id: election,
-            updates,
-            ..Default::default()
-        })
-        .await
-        .unwrap_or_else(|s| panic!("{}: switch {index}'s writes: {s:?}", rec.case));
+    bench.insert(entities).await;
     let port = |port, attach| PortConfig {
         port,
         attach,
@@ -155,15 +96,9 @@ async fn soft(index: usize, rec: &Recording, schema: &Schema) -> Soft {
     }
     let base = DeviceConfig { ports, seed: 1 };
     base.validate().unwrap();
-    let switch = Switch::with_ports(device.clone(), base);
+    let switch = Switch::with_ports(bench.device.clone(), base);
     assert!(switch.down().is_none(), "{:?}", switch.down());
-    Soft {
-        device,
-        handle,
-        stream_tx,
-        stream_rx,
-        switch,
-    }
+    Soft { bench, switch }
 }
 
 /// What the soft switches did with one step's input: frames out (the
@@ -241,7 +176,7 @@ async fn packet_ins(
 ) -> Vec<Packet> {
     let mut packet_ins = Vec::new();
     for (i, s) in softs.iter_mut().enumerate() {
-        while let Ok(Some(Ok(msg))) = tokio::time::timeout(wait, s.stream_rx.next()).await {
+        while let Ok(Some(Ok(msg))) = tokio::time::timeout(wait, s.bench.stream_rx.next()).await {
             if let Some(stream_message_response::Update::Packet(p)) = msg.update {
                 packet_ins.push(Packet::from_p4rt(i, &p.metadata, &p.payload, in_ids));
             }
@@ -310,7 +245,11 @@ async fn replay(rec: &Recording) -> Vec<String> {
             let id = counter_id(&schema, name).unwrap();
             let size = schema.counters[&id].size;
             for index in 1..size {
-                let c = s.device.with_state(|st| st.counter(id, index)).unwrap();
+                let c = s
+                    .bench
+                    .device
+                    .with_state(|st| st.counter(id, index))
+                    .unwrap();
                 if c.packets != 0 || c.bytes != 0 {
                     counters.push(CounterCell {
                         switch: i,
@@ -322,8 +261,7 @@ async fn replay(rec: &Recording) -> Vec<String> {
                 }
             }
         }
-        drop(s.stream_tx);
-        s.handle.shutdown().await.unwrap();
+        s.bench.stop().await;
     }
     counters.sort();
     // Cell 0 is no virtual port (see the module's documentation).
