@@ -124,6 +124,18 @@ impl Drop for UpLab {
     }
 }
 
+/// The median round trip (ms) of `ping`'s output (`time=` of each reply);
+/// NaN when none came back.
+pub(crate) fn median_rtt_ms(stdout: &[u8]) -> f64 {
+    let mut rtts: Vec<f64> = String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("time=")))
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    rtts.sort_by(f64::total_cmp);
+    rtts.get(rtts.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
 /// `turbonet exec --lab LAB NODE -- ARGS` (the benches are not the main
 /// path: tools run as a user would run them).
 pub(crate) fn exec_in(lab: &str, node: &str, args: &[&str]) -> Command {

@@ -313,6 +313,14 @@ impl Runtime {
 ///   recirculated packet); delays are nanoseconds ([`Target::Soft`]), or
 ///   microseconds when the device config is p4c's BMv2 JSON (the switch
 ///   then stands in for BMv2, [`crate::stands_in_for_bmv2`]).
+///
+/// Standing in for BMv2, the switch does as BMv2 does where a recording of
+/// BMv2 can tell (`tests/bmv2_replay.rs`): a group's member is BMv2's
+/// (CRC-16 of the 5-tuple modulo the group's size, weights ignored,
+/// fragments hashed with their ports; BMv2 orders members by the handle it
+/// gave them, which is the group's order when members are created in that
+/// order), and `vport_tx` and `vport_lost` count the bytes a frame had
+/// when it entered.
 pub struct Switch {
     device: Arc<Device>,
     /// The device generation compiled; `None` before the first compile.
@@ -525,7 +533,7 @@ impl Switch {
         }
         // A controller's packet did not come in over a host link: no
         // inbound delay.
-        egress(prog, &mut self.rt, now, vport as u16, frame, false, 0);
+        egress(prog, &mut self.rt, now, vport as u16, frame, None, 0);
     }
 
     /// Frames due on interface ports at or before `now`, appended to `out`
@@ -665,7 +673,8 @@ fn ingress(
         rt.stats.dropped_no_port_mapping += 1;
         return;
     };
-    rt.counts.add(RX, usize::from(vport), frame.len() as u64);
+    let len = frame.len() as u64;
+    rt.counts.add(RX, usize::from(vport), len);
     // A host link's inbound loss, drawn as the frame enters (its other
     // end is outside the pipeline, so no egress draws for it).
     if loss_threshold != 0 && rt.losses.draw(loss) < loss_threshold {
@@ -681,6 +690,7 @@ fn ingress(
         vswitch,
         vport,
         delay_ns,
+        len,
     };
     match frame.ether_type() {
         ETHERTYPE_ARP => arp(prog, rt, now, from, frame),
@@ -696,6 +706,9 @@ struct Ingress {
     vswitch: u16,
     vport: u16,
     delay_ns: u64,
+    /// The frame's length as it entered (tag included): what BMv2's
+    /// counters count.
+    len: u64,
 }
 
 /// `arp_responder`: a request for one of the virtual switch's addresses
@@ -734,7 +747,15 @@ fn arp(prog: &Program, rt: &mut Runtime, now: u64, from: Ingress, mut frame: Fra
     eth[6..12].copy_from_slice(&mac);
     rt.stats.arp_replies += 1;
     // Back over the link it came in on: both directions' delay.
-    egress(prog, rt, now, from.vport, frame, true, from.delay_ns);
+    egress(
+        prog,
+        rt,
+        now,
+        from.vport,
+        frame,
+        Some(from.len),
+        from.delay_ns,
+    );
 }
 
 /// IPv4: `local`, the TTL check, then `ipv4_lpm`.
@@ -778,6 +799,9 @@ fn ipv4(
     }
     let hop = match prog.tables.ipv4_lpm(vswitch, dst) {
         Route::Hop(hop) => hop,
+        Route::Group(g) if prog.ids.target == Target::Bmv2 => {
+            prog.tables.groups[g as usize].pick_nth(bmv2_flow_hash(ip, ihl))
+        }
         Route::Group(g) => {
             let seed = rt.hash_seed ^ u64::from(vswitch).wrapping_mul(0x9e37_79b9_7f4a_7c15);
             prog.tables.groups[g as usize].pick(flow_hash(seed, ip, ihl))
@@ -793,7 +817,7 @@ fn ipv4(
             ip[8] -= 1;
             let checksum = checksum_update(be16(ip, 10), old, be16(ip, 8));
             ip[10..12].copy_from_slice(&checksum.to_be_bytes());
-            egress(prog, rt, now, vport, frame, true, from.delay_ns);
+            egress(prog, rt, now, vport, frame, Some(from.len), from.delay_ns);
         }
         Hop::ToCpu => punt(prog, rt, device, vswitch, vport_in, frame),
         Hop::Drop => rt.stats.dropped_no_route += 1,
@@ -813,6 +837,31 @@ fn flow_hash(seed: u64, ip: &[u8], ihl: usize) -> u64 {
     };
     let addrs = u64::from(be32(ip, 12)) << 32 | u64::from(be32(ip, 16));
     mix(mix(addrs ^ seed) ^ (u64::from(proto) << 32 | u64::from(ports)))
+}
+
+/// BMv2's selector hash of an IPv4 header `ip` (of `ihl` bytes), as
+/// `ecmp_selector` declares it: CRC-16/ARC (BMv2's `crc16`: polynomial
+/// 0x8005 reflected, initial value 0, no final xor) over source,
+/// destination, protocol and the TCP/UDP ports (zero for other protocols;
+/// fragments included, as BMv2's parser reads them).
+fn bmv2_flow_hash(ip: &[u8], ihl: usize) -> u16 {
+    let ports = if matches!(ip[9], 6 | 17) && ip.len() >= ihl + 4 {
+        &ip[ihl..ihl + 4]
+    } else {
+        &[0; 4]
+    };
+    let mut crc = 0u16;
+    for &b in ip[12..20].iter().chain(&ip[9..10]).chain(ports) {
+        crc ^= u16::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                crc >> 1 ^ 0xa001
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    crc
 }
 
 /// To the controller: a PacketIn of the (untagged) frame with the virtual
@@ -838,8 +887,8 @@ fn punt(prog: &Program, rt: &mut Runtime, device: &Device, vswitch: u16, vport: 
     }
 }
 
-/// `queue_mapper`, then (for frames of the pipeline, `draw`) the loss
-/// draw and `vport_tx`, then the traffic manager, which holds the frame
+/// `queue_mapper`, then (for frames of the pipeline, which came in
+/// `ingress_len` bytes long) the loss draw and `vport_tx`, then the traffic manager, which holds the frame
 /// for the link's delay plus `in_delay_ns` (the inbound delay of the host
 /// link it came in on, as `set_egress` adds `meta.in_delay_ns`).
 fn egress(
@@ -848,7 +897,7 @@ fn egress(
     now: u64,
     vport: u16,
     mut frame: Frame,
-    draw: bool,
+    ingress_len: Option<u64>,
     in_delay_ns: u64,
 ) {
     let Egress::Set {
@@ -866,13 +915,20 @@ fn egress(
     if tag != 0 {
         frame.push_vlan(tag);
     }
-    if draw {
+    if let Some(ingress_len) = ingress_len {
+        // BMv2 counts a frame's length as it entered; the soft switch's
+        // own pipeline counts it as it leaves.
+        let bytes = if prog.ids.target == Target::Bmv2 {
+            ingress_len
+        } else {
+            frame.len() as u64
+        };
         if loss_threshold != 0 && rt.losses.draw(loss) < loss_threshold {
-            rt.counts.add(LOST, usize::from(vport), frame.len() as u64);
+            rt.counts.add(LOST, usize::from(vport), bytes);
             rt.stats.dropped_loss += 1;
             return;
         }
-        rt.counts.add(TX, usize::from(vport), frame.len() as u64);
+        rt.counts.add(TX, usize::from(vport), bytes);
     }
     if rt.port(port) == Port::Absent {
         rt.stats.dropped_no_egress_port += 1;

@@ -50,6 +50,7 @@ mod dataplane;
 mod device;
 mod error;
 mod process;
+pub mod recording;
 mod service;
 mod write;
 

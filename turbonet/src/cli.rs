@@ -956,7 +956,9 @@ pub(crate) struct BenchArgs {
     #[arg(long, requires = "bgp")]
     pub density: bool,
     /// Measure the soft switch instead: its forwarding rate through a
-    /// 5-hop fat-tree path, beside the netns target on the same path.
+    /// 5-hop fat-tree path, beside the netns target and (when
+    /// simple_switch_grpc is on PATH) one BMv2 on the same path, and the
+    /// delay accuracy of the soft switch and BMv2.
     #[arg(long)]
     pub soft: bool,
     /// Measure the workloads instead: the traffic generator (TCP, UDP with

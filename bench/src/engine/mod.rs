@@ -384,14 +384,7 @@ fn standing_queue(lab: &BenchLab) -> Result<(f64, f64)> {
     let _ = filler.join();
     let _ = sink.finish();
     let ping = ping?;
-    let mut rtts: Vec<f64> = String::from_utf8_lossy(&ping.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("time=")))
-        .filter_map(|t| t.parse().ok())
-        .collect();
-    rtts.sort_by(f64::total_cmp);
-    let median = rtts.get(rtts.len() / 2).copied().unwrap_or(f64::NAN);
-    Ok((expected_ms, median))
+    Ok((expected_ms, crate::median_rtt_ms(&ping.stdout)))
 }
 
 /// What `turbonet bench --engine` measures, and how much.

@@ -82,6 +82,15 @@ impl Group {
         let i = self.cumulative.partition_point(|&c| c <= x);
         self.hops.get(i).copied().unwrap_or(Hop::Drop)
     }
+
+    /// The member BMv2's selector picks for `hash`: the hash modulo the
+    /// number of members, weights ignored, in the group's order.
+    pub(crate) fn pick_nth(&self, hash: u16) -> Hop {
+        match self.hops.len() {
+            0 => Hop::Drop,
+            n => self.hops[usize::from(hash) % n],
+        }
+    }
 }
 
 /// The routes of one virtual switch.

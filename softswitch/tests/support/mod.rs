@@ -339,13 +339,21 @@ pub(crate) fn pipeline(
     config: &DeviceConfig,
     action: PipelineAction,
 ) -> SetForwardingPipelineConfigRequest {
+    pipeline_raw(p4info, config.to_bytes(), action)
+}
+
+fn pipeline_raw(
+    p4info: &P4Info,
+    p4_device_config: Vec<u8>,
+    action: PipelineAction,
+) -> SetForwardingPipelineConfigRequest {
     SetForwardingPipelineConfigRequest {
         device_id: DEVICE,
         election_id: Some(Uint128::from(ELECTION)),
         action: action as i32,
         config: Some(ForwardingPipelineConfig {
             p4info: Some(p4info.clone()),
-            p4_device_config: config.to_bytes(),
+            p4_device_config,
             cookie: None,
         }),
         ..Default::default()
@@ -359,6 +367,12 @@ impl Bench {
     }
 
     pub(crate) async fn start_with(p4info: P4Info, config: &DeviceConfig) -> Self {
+        Self::start_raw(p4info, config.to_bytes()).await
+    }
+
+    /// A switch running `p4info` with `device_config` as given (p4c's
+    /// BMv2 JSON: the soft switch then stands in for BMv2).
+    pub(crate) async fn start_raw(p4info: P4Info, device_config: Vec<u8>) -> Self {
         let device = Device::new(DEVICE);
         let (addr, handle) = serve("127.0.0.1:0".parse().unwrap(), device.clone())
             .await
@@ -389,9 +403,9 @@ impl Bench {
             other => panic!("expected arbitration, got {other:?}"),
         }
         client
-            .set_forwarding_pipeline_config(pipeline(
+            .set_forwarding_pipeline_config(pipeline_raw(
                 &p4info,
-                config,
+                device_config,
                 PipelineAction::VerifyAndCommit,
             ))
             .await
