@@ -16,6 +16,17 @@ pub const LINK_PROGRAM: &str = "tn_link";
 /// The program run at the egress a clone leaves by: its departure time.
 pub const STAMP_PROGRAM: &str = "tn_stamp";
 
+/// One of the object's tc programs.
+fn classifier<'a>(ebpf: &'a mut Ebpf, program: &'static str) -> Result<&'a mut SchedClassifier> {
+    ebpf.program_mut(program)
+        .ok_or(Error::Program {
+            program,
+            source: ProgramError::NotLoaded,
+        })?
+        .try_into()
+        .map_err(|source| Error::Program { program, source })
+}
+
 /// `BPF_F_LOCK`: read or write a map value under its `bpf_spin_lock`.
 const BPF_F_LOCK: u64 = 4;
 
@@ -111,15 +122,8 @@ impl Program {
             .map_max_entries(PORTS, directions)
             .load(OBJECT)?;
         for program in [LINK_PROGRAM, STAMP_PROGRAM] {
-            let prog: &mut SchedClassifier = ebpf
-                .program_mut(program)
-                .ok_or(Error::Program {
-                    program,
-                    source: ProgramError::NotLoaded,
-                })?
-                .try_into()
-                .map_err(|source| Error::Program { program, source })?;
-            prog.load()
+            classifier(&mut ebpf, program)?
+                .load()
                 .map_err(|source| Error::Program { program, source })?;
         }
         Ok(Program { ebpf, directions })
@@ -216,15 +220,7 @@ impl Program {
         ] {
             // Nothing to detach is the usual case.
             let _ = tc::qdisc_detach_program(port, kind, program);
-            let prog: &mut SchedClassifier = self
-                .ebpf
-                .program_mut(program)
-                .ok_or(Error::Program {
-                    program,
-                    source: ProgramError::NotLoaded,
-                })?
-                .try_into()
-                .map_err(|source| Error::Program { program, source })?;
+            let prog = classifier(&mut self.ebpf, program)?;
             let link = prog
                 .attach_with_options(port, kind, TcAttachOptions::Netlink(NlOptions::default()))
                 .map_err(|e| io(program, std::io::Error::other(e)))?;

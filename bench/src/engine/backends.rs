@@ -113,6 +113,32 @@ fn ifindex(name: &str) -> Result<u32> {
         .with_context(|| format!("interface {name}"))
 }
 
+/// Reads with `read` (each call takes what is ready and returns how many
+/// frames) until the sender is done and the port has stayed empty for
+/// 20 looks; returns the frames read and the reading thread's CPU ns.
+fn read_all(
+    poller: &mut Poller,
+    sending: &AtomicBool,
+    mut read: impl FnMut() -> std::io::Result<usize>,
+) -> Result<(u64, u64)> {
+    let cpu0 = thread_cpu_ns();
+    let (mut got, mut empty_after_send) = (0u64, 0);
+    loop {
+        let n = read()?;
+        got += n as u64;
+        if n == 0 {
+            if !sending.load(Ordering::Acquire) {
+                empty_after_send += 1;
+                if empty_after_send > 20 {
+                    break;
+                }
+            }
+            poller.wait(Duration::from_millis(5))?;
+        }
+    }
+    Ok((got, thread_cpu_ns() - cpu0))
+}
+
 /// One backend's run: frames sent, received, the reader's CPU ns, the
 /// wall time of the blast, and the machine's CPU ns from the first frame
 /// sent to the last read.
@@ -125,59 +151,32 @@ fn measure(backend: Backend, frames: u64) -> Result<(u64, u64, u64, Duration, f6
         pair.spawn(move || -> Result<(u64, u64)> {
             let index = ifindex("rx0")?;
             let mut poller = Poller::new(4)?;
-            let mut got = 0u64;
             let mut copy: Vec<u8> = Vec::with_capacity(2048);
-            let mut idle_after_send = 0;
-            let cpu0;
+            let mut copy_out = |frame: &[u8]| {
+                copy.clear();
+                copy.extend_from_slice(frame);
+            };
             match backend {
                 Backend::Mmsg => {
                     let socket = PacketSocket::bind(index)?;
                     poller.add(std::os::fd::AsFd::as_fd(&socket), 1)?;
                     let mut batch = RxBatch::new(64, 2048);
                     ready.store(true, Ordering::Release);
-                    cpu0 = thread_cpu_ns();
-                    loop {
+                    read_all(&mut poller, &sending, || {
                         let n = socket.recv_batch(&mut batch)?;
-                        for f in 0..n {
-                            copy.clear();
-                            copy.extend_from_slice(batch.frame(f));
-                        }
-                        got += n as u64;
-                        if n == 0 {
-                            if !sending.load(Ordering::Acquire) {
-                                idle_after_send += 1;
-                                if idle_after_send > 20 {
-                                    break;
-                                }
-                            }
-                            poller.wait(Duration::from_millis(5))?;
-                        }
-                    }
+                        (0..n).for_each(|f| copy_out(batch.frame(f)));
+                        Ok(n)
+                    })
                 }
                 Backend::Ring(frames) => {
                     let mut ring = RxRing::bind(index, frames, RING_FRAME_SIZE)?;
                     poller.add(std::os::fd::AsFd::as_fd(&ring), 1)?;
                     ready.store(true, Ordering::Release);
-                    cpu0 = thread_cpu_ns();
-                    loop {
-                        let n = ring.drain(64, |frame, _| {
-                            copy.clear();
-                            copy.extend_from_slice(frame);
-                        });
-                        got += n as u64;
-                        if n == 0 {
-                            if !sending.load(Ordering::Acquire) {
-                                idle_after_send += 1;
-                                if idle_after_send > 20 {
-                                    break;
-                                }
-                            }
-                            poller.wait(Duration::from_millis(5))?;
-                        }
-                    }
+                    read_all(&mut poller, &sending, || {
+                        Ok(ring.drain(64, |frame, _| copy_out(frame)))
+                    })
                 }
             }
-            Ok((got, thread_cpu_ns() - cpu0))
         })
     };
     let deadline = Instant::now() + Duration::from_secs(5);
