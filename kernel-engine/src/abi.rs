@@ -92,9 +92,11 @@ pub enum Unsupported {
     Queue(QueueLimit),
     /// A frame may wait longer than `fq` can hold it.
     Hold {
-        /// The longest wait the parameters allow.
-        worst: Option<Delay>,
+        /// The longest wait the parameters allow (saturated).
+        worst: Delay,
     },
+    /// A zero rate holds frames forever.
+    ZeroRate,
 }
 
 impl fmt::Display for Unsupported {
@@ -109,14 +111,12 @@ impl fmt::Display for Unsupported {
                 f,
                 "queue = \"{q}\" may hold more than {RING} frames, the kernel engine's queue"
             ),
-            Unsupported::Hold { worst: Some(w) } => write!(
+            Unsupported::Hold { worst } => write!(
                 f,
-                "a frame may wait up to {w} (delay, jitter and a full queue), longer than fq \
-                 holds frames ({HOLD_MAX})"
+                "a frame may wait up to {worst} (delay, jitter and a full queue), longer than \
+                 fq holds frames ({HOLD_MAX})"
             ),
-            Unsupported::Hold { worst: None } => {
-                write!(f, "a zero rate holds frames forever, and fq cannot")
-            }
+            Unsupported::ZeroRate => write!(f, "a zero rate holds frames forever, and fq cannot"),
         }
     }
 }
@@ -168,9 +168,7 @@ impl Params {
             if frames_max > u64::from(RING) {
                 return Err(Unsupported::Queue(imp.queue));
             }
-            queued_max = rate
-                .transmit_time(bytes_max)
-                .ok_or(Unsupported::Hold { worst: None })?;
+            queued_max = rate.transmit_time(bytes_max).ok_or(Unsupported::ZeroRate)?;
             p.has_rate = 1;
             p.rate_bps = rate.0;
             p.queue_kind = kind;
@@ -192,15 +190,23 @@ impl Params {
             p.reorder = u32::from(j.reorder);
             jitter_max = p.jitter_ns;
         }
-        let worst = [queued_max.as_nanos(), p.delay_ns, jitter_max]
-            .into_iter()
-            .try_fold(0u64, u64::checked_add)
-            .map(Delay);
-        match worst {
-            Some(w) if w <= HOLD_MAX => Ok(p),
-            worst => Err(Unsupported::Hold { worst }),
+        let worst = Delay(
+            queued_max
+                .as_nanos()
+                .saturating_add(p.delay_ns)
+                .saturating_add(jitter_max),
+        );
+        if worst > HOLD_MAX {
+            return Err(Unsupported::Hold { worst });
         }
+        Ok(p)
     }
+}
+
+/// Whether the program can honour `imp`, or why not (the parameters
+/// [`Params::new`] would give any port).
+pub fn honours(imp: &Impairment) -> Result<(), Unsupported> {
+    Params::new(imp, 0).map(drop)
 }
 
 /// `struct tn_config`: the parameters behind their lock.
@@ -418,15 +424,12 @@ mod tests {
             ..Impairment::default()
         };
         let e = Params::new(&slow, 1).unwrap_err();
-        assert!(matches!(e, Unsupported::Hold { worst: Some(_) }), "{e}");
+        assert!(matches!(e, Unsupported::Hold { .. }), "{e}");
         let stopped = Impairment {
             rate: Some(Rate(0)),
             ..Impairment::default()
         };
-        assert_eq!(
-            Params::new(&stopped, 1),
-            Err(Unsupported::Hold { worst: None })
-        );
+        assert_eq!(Params::new(&stopped, 1), Err(Unsupported::ZeroRate));
     }
 
     #[test]

@@ -17,5 +17,5 @@
 pub mod abi;
 pub mod program;
 
-pub use abi::{HOLD_MAX, Params, RING, State, Trace, Unsupported, Verdict};
+pub use abi::{HOLD_MAX, Params, RING, State, Trace, Unsupported, Verdict, honours};
 pub use program::{Error, Mode, Program};

@@ -18,43 +18,66 @@ pub fn kernel_has_netem() -> bool {
 pub const KERNEL_ENGINE_ENV: &str = "TURBONET_KERNEL_ENGINE";
 
 /// What the kernel engines need, as this machine has it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Qdiscs {
     /// `sch_netem` (for `engine = "kernel"`).
     pub netem: bool,
     /// The kernel engine: `sch_fq`, and a kernel that loads the program;
-    /// or why not.
-    pub kernel_engine: Result<(), String>,
+    /// or why not. Found out the first time a link asks (loading the
+    /// program costs milliseconds a lab with no impaired link need not
+    /// pay).
+    kernel_engine: std::cell::OnceCell<Result<(), String>>,
 }
 
 impl Qdiscs {
     /// Neither: links go to the userspace engine (and the token bucket).
     pub fn none() -> Qdiscs {
+        Qdiscs::known(false, Err("no kernel engine asked for".to_owned()))
+    }
+
+    /// A machine that has netem or not, and the kernel engine or why not.
+    pub fn known(netem: bool, kernel_engine: Result<(), String>) -> Qdiscs {
         Qdiscs {
-            netem: false,
-            kernel_engine: Err("no kernel engine asked for".to_owned()),
+            netem,
+            kernel_engine: std::cell::OnceCell::from(kernel_engine),
         }
     }
 
-    /// What this machine's kernel has (the kernel engine's program is
-    /// loaded once to know). `TURBONET_KERNEL_ENGINE=off` in `up`'s
-    /// environment keeps the kernel engine out of `auto` on this machine
-    /// (the test suite runs so, for the same engines on every kernel).
+    /// What this machine's kernel has. `TURBONET_KERNEL_ENGINE=off` in
+    /// `up`'s environment keeps the kernel engine out of `auto` on this
+    /// machine (the test suite runs so, for the same engines on every
+    /// kernel).
     pub fn of_this_machine() -> Qdiscs {
-        let off = std::env::var(KERNEL_ENGINE_ENV).is_ok_and(|v| v == "off");
-        let kernel_engine = if off {
-            Err(format!("{KERNEL_ENGINE_ENV}=off"))
-        } else if !turbonet_host::kernel::fq::kernel_has_fq() {
-            Err("this kernel has no sch_fq (the kernel engine holds frames in fq)".to_owned())
-        } else {
-            turbonet_kernel_engine::Program::load(1, turbonet_kernel_engine::Mode::Link)
-                .map(drop)
-                .map_err(|e| e.to_string())
-        };
         Qdiscs {
             netem: kernel_has_netem(),
-            kernel_engine,
+            kernel_engine: std::cell::OnceCell::new(),
         }
+    }
+
+    /// The same machine without the kernel engine, for `why`.
+    pub fn without_kernel_engine(self, why: &str) -> Qdiscs {
+        Qdiscs::known(self.netem, Err(why.to_owned()))
+    }
+
+    /// Whether the kernel engine can run here, or why not (the program
+    /// is loaded once to know).
+    fn kernel_engine(&self) -> Result<(), String> {
+        self.kernel_engine
+            .get_or_init(|| {
+                if std::env::var(KERNEL_ENGINE_ENV).is_ok_and(|v| v == "off") {
+                    Err(format!("{KERNEL_ENGINE_ENV}=off"))
+                } else if !turbonet_host::kernel::fq::kernel_has_fq() {
+                    Err(
+                        "this kernel has no sch_fq (the kernel engine holds frames in fq)"
+                            .to_owned(),
+                    )
+                } else {
+                    turbonet_kernel_engine::Program::load(1, turbonet_kernel_engine::Mode::Link)
+                        .map(drop)
+                        .map_err(|e| e.to_string())
+                }
+            })
+            .clone()
     }
 }
 
@@ -153,9 +176,8 @@ pub fn carriers(lab: &Lab, qdiscs: &Qdiscs) -> Result<Vec<Carrier>, String> {
                 }
             };
             let bpf = || {
-                qdiscs.kernel_engine.clone()?;
-                turbonet_kernel_engine::Params::new(&imp, 0)
-                    .map(drop)
+                qdiscs.kernel_engine()?;
+                turbonet_kernel_engine::honours(&imp)
                     .map_err(|e| format!("the kernel engine cannot: {e}"))
             };
             let refuse = |why: String| {
@@ -223,10 +245,7 @@ mod tests {
     }
 
     fn with_fq() -> Qdiscs {
-        Qdiscs {
-            netem: false,
-            kernel_engine: Ok(()),
-        }
+        Qdiscs::known(false, Ok(()))
     }
 
     #[test]
@@ -245,10 +264,7 @@ mod tests {
         );
         // No fq: the userspace engine, saying why; netem is never chosen
         // unasked.
-        let machine = Qdiscs {
-            netem: true,
-            kernel_engine: Err("this kernel has no sch_fq".to_owned()),
-        };
+        let machine = Qdiscs::known(true, Err("this kernel has no sch_fq".to_owned()));
         let c = carriers(&lab("auto", "delay = \"5ms\""), &machine).unwrap();
         assert_eq!(
             c,

@@ -96,10 +96,9 @@ fn runnable_for(lab: &Lab, student: bool) -> Result<Vec<Carrier>, String> {
     }
     let mut qdiscs = crate::carrier::Qdiscs::of_this_machine();
     if student {
-        qdiscs.kernel_engine = Err(
+        qdiscs = qdiscs.without_kernel_engine(
             "a lab run for a student: the kernel engine bounds what a link holds in frames, not \
-             in bytes"
-                .to_owned(),
+             in bytes",
         );
     }
     crate::carrier::carriers(lab, &qdiscs)

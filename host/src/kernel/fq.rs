@@ -27,7 +27,7 @@
 use std::io;
 use std::os::fd::OwnedFd;
 
-use super::netem::{new_root_qdisc, send};
+use super::netem::{new_root_qdisc, send_all};
 use super::raw::put;
 
 // `TCA_FQ_*` attributes (linux/pkt_sched.h).
@@ -70,9 +70,10 @@ pub fn new_qdisc(ifindex: u32) -> Vec<u8> {
 }
 
 /// Installs (or replaces) the kernel engine's `fq` as the root qdisc of
-/// interface `ifindex` in namespace `ns`.
-pub fn apply(ns: &OwnedFd, ifindex: u32) -> io::Result<()> {
-    send(ns, &new_qdisc(ifindex))
+/// interfaces `ifindexes` in namespace `ns`, over one netlink socket.
+pub fn apply(ns: &OwnedFd, ifindexes: &[u32]) -> io::Result<()> {
+    let requests: Vec<Vec<u8>> = ifindexes.iter().map(|&i| new_qdisc(i)).collect();
+    send_all(ns, &requests)
 }
 
 /// True when this kernel has `sch_fq` (loaded, built in, or as a module

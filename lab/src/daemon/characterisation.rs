@@ -38,10 +38,7 @@ fn record(file: &str, changes: &[(&str, Failures, Vec<LinkParams>)]) -> String {
     let lab = Arc::new(lab);
     let carriers = crate::carrier::carriers(
         &lab,
-        &crate::carrier::Qdiscs {
-            netem: true,
-            ..crate::carrier::Qdiscs::none()
-        },
+        &crate::carrier::Qdiscs::known(true, Err("not asked for".to_owned())),
     )
     .unwrap();
     assert!(

@@ -33,8 +33,6 @@ pub struct KernelEngine {
     /// The carried links, in direction order: each link's id and its
     /// engine-side ports' ifindexes (`[e<id>a, e<id>b]`).
     links: Vec<(LinkId, [u32; 2])>,
-    /// Position in `links`, by link.
-    position: HashMap<LinkId, u32>,
 }
 
 impl KernelEngine {
@@ -68,7 +66,7 @@ impl KernelEngine {
         for (j, &(link, k)) in carried.iter().enumerate() {
             let ports = [0, 1].map(|side| engine::port(link.id.0, k, side));
             let imp = Impairment::from_params(&link.params);
-            for (side, (name, ifindex)) in ports.iter().enumerate() {
+            for (side, (_, ifindex)) in ports.iter().enumerate() {
                 let dir = 2 * j as u32 + side as u32;
                 let (_, egress) = &ports[1 - side];
                 let params = Params::new(&imp, *egress)
@@ -78,11 +76,12 @@ impl KernelEngine {
                     .start_direction(dir, params, seed)
                     .and_then(|()| program.set_port(*ifindex, dir))
                     .map_err(kernel_engine_error)?;
-                turbonet_host::kernel::fq::apply(&ns, *ifindex)
-                    .with_context(|| format!("fq on {name} in {ns_name}"))?;
             }
             links.push((link.id, ports.map(|(_, i)| i)));
         }
+        let held: Vec<u32> = links.iter().flat_map(|(_, ports)| *ports).collect();
+        turbonet_host::kernel::fq::apply(&ns, &held)
+            .with_context(|| format!("fq on the engine-side ports in {ns_name}"))?;
         // Attached last, with every map filled: a frame never meets a
         // direction without its parameters.
         namespaces::in_namespace(&ns, || {
@@ -97,16 +96,7 @@ impl KernelEngine {
             Ok(())
         })
         .with_context(|| format!("attaching the kernel engine in {ns_name}"))?;
-        let position = links
-            .iter()
-            .enumerate()
-            .map(|(j, (id, _))| (*id, j as u32))
-            .collect();
-        Ok(Some(KernelEngine {
-            program,
-            links,
-            position,
-        }))
+        Ok(Some(KernelEngine { program, links }))
     }
 
     /// How many links it carries.
@@ -120,10 +110,15 @@ impl KernelEngine {
     /// (the link stays as it was: a link cannot change engines while the
     /// lab runs).
     pub fn set(&mut self, link: &Link, imp: &Impairment) -> Result<()> {
-        let j = *self.position.get(&link.id).ok_or_else(|| {
-            Error::Failed(format!("link {} is not on the kernel engine", link.name))
-        })?;
-        let ports = self.links[j as usize].1;
+        // `link set` is rare: a search, not an index kept beside `links`.
+        let j = self
+            .links
+            .iter()
+            .position(|(id, _)| *id == link.id)
+            .ok_or_else(|| {
+                Error::Failed(format!("link {} is not on the kernel engine", link.name))
+            })?;
+        let ports = self.links[j].1;
         for side in 0..2 {
             let params = Params::new(imp, ports[1 - side]).map_err(|e| {
                 Error::Invalid(format!(
@@ -133,7 +128,7 @@ impl KernelEngine {
                 ))
             })?;
             self.program
-                .set_params(2 * j + side as u32, params)
+                .set_params(2 * j as u32 + side as u32, params)
                 .map_err(kernel_engine_error)?;
         }
         Ok(())

@@ -309,9 +309,7 @@ impl<K: Kernel> NetnsPlane<K> {
             return Ok(h.clone());
         }
         let name = names::node_namespace(&self.lab.name, &self.lab.fabric.node(node).name);
-        let ns = namespaces::open(&name).with_context(|| format!("opening {name}"))?;
-        let socket = namespaces::in_namespace(&ns, namespaces::route_socket)?;
-        let handle = turbonet_host::kernel::connect(socket)?;
+        let handle = route_handle(&name)?;
         self.handles.insert(node, handle.clone());
         Ok(handle)
     }
@@ -321,10 +319,7 @@ impl<K: Kernel> NetnsPlane<K> {
         let handle = match &self.engine_handle {
             Some(h) => h.clone(),
             None => {
-                let name = names::engine_namespace(&self.lab.name);
-                let ns = namespaces::open(&name).with_context(|| format!("opening {name}"))?;
-                let socket = namespaces::in_namespace(&ns, namespaces::route_socket)?;
-                let handle = turbonet_host::kernel::connect(socket)?;
+                let handle = route_handle(&names::engine_namespace(&self.lab.name))?;
                 self.engine_handle = Some(handle.clone());
                 handle
             }
@@ -520,18 +515,15 @@ impl<K: Kernel + std::fmt::Debug + 'static> DataPlane for NetnsPlane<K> {
                         ))
                     })
             }
-            Carrier::Bpf => {
-                turbonet_kernel_engine::Params::new(&Impairment::from_params(params), 0)
-                    .map(drop)
-                    .map_err(|e| {
-                        Error::Invalid(format!(
-                            "the kernel engine cannot take this: {e}; link {} runs on it \
+            Carrier::Bpf => turbonet_kernel_engine::honours(&Impairment::from_params(params))
+                .map_err(|e| {
+                    Error::Invalid(format!(
+                        "the kernel engine cannot take this: {e}; link {} runs on it \
                              (engine = \"userspace\" in the scenario would splice it through \
                              the userspace engine instead)",
-                            link.name
-                        ))
-                    })
-            }
+                        link.name
+                    ))
+                }),
             Carrier::Userspace(_) | Carrier::Pipeline => Ok(()),
         }
     }
@@ -650,6 +642,13 @@ impl<K: Kernel + std::fmt::Debug + 'static> DataPlane for NetnsPlane<K> {
     fn stop(&mut self) -> Result<()> {
         self.engine.running.stop().map_err(Error::Failed)
     }
+}
+
+/// An rtnetlink handle inside namespace `name`.
+fn route_handle(name: &str) -> Result<rtnetlink::Handle> {
+    let ns = namespaces::open(name).with_context(|| format!("opening {name}"))?;
+    let socket = namespaces::in_namespace(&ns, namespaces::route_socket)?;
+    Ok(turbonet_host::kernel::connect(socket)?)
 }
 
 /// Frames and bytes, sent and received, of every interface in the
