@@ -933,14 +933,17 @@ async fn record(case: &Case, recorded_with: &str) -> Recording {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "records softswitch/tests/bmv2/*.json: needs root and simple_switch_grpc on PATH (scripts/record-bmv2)"]
 async fn record_bmv2() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root (network namespaces, veths, BMv2's ports)");
-        return;
-    }
-    let Some(bmv2) = switches::find_bmv2() else {
-        eprintln!("skipped: {} is not on PATH", switches::BMV2);
-        return;
-    };
+    // Run only when asked (`--ignored`): what it needs missing is a failure.
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "needs root (network namespaces, veths, BMv2's ports)"
+    );
+    let bmv2 = switches::find_bmv2().unwrap_or_else(|| {
+        panic!(
+            "{} is not on PATH (scripts/build-p4-tools builds it)",
+            switches::BMV2
+        )
+    });
     let version = Command::new(&bmv2).arg("--version").output().unwrap();
     let recorded_with = format!(
         "simple_switch_grpc {} --priority-queues 8, p4/build/turbonet.json",
@@ -949,6 +952,14 @@ async fn record_bmv2() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../softswitch/tests/bmv2");
     std::fs::create_dir_all(&dir).unwrap();
     let only = std::env::var("TN_RECORD_CASE").ok();
+    if let Some(o) = &only {
+        let names: Vec<&str> = cases().iter().map(|c| c.name).collect();
+        assert!(
+            names.contains(&o.as_str()),
+            "TN_RECORD_CASE={o} is no case; the cases: {}",
+            names.join(", ")
+        );
+    }
     for case in cases() {
         if only.as_deref().is_some_and(|o| o != case.name) {
             continue;

@@ -77,12 +77,15 @@ impl RxRing {
         let per_block = block / frame_size;
         let blocks = frames.div_ceil(per_block);
         let frames = blocks * per_block;
+        // Protocol 0 until bound, as `PacketSocket` opens its sockets: no
+        // frame of any interface reaches the ring before `bind`, and bind
+        // waits for no RCU grace period.
         // SAFETY: socket(2) with constant arguments.
         let raw = unsafe {
             libc::socket(
                 libc::AF_PACKET,
                 libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                i32::from(ETH_P_ALL.to_be()),
+                0,
             )
         };
         if raw < 0 {

@@ -305,9 +305,10 @@ enum SendFailure {
 impl SendFailure {
     fn of(e: &io::Error) -> SendFailure {
         match (e.kind(), e.raw_os_error()) {
-            (io::ErrorKind::WouldBlock, _) => SendFailure::Full,
+            // The socket could not allocate the frame: its own loss.
+            (io::ErrorKind::WouldBlock, _) | (_, Some(libc::ENOMEM)) => SendFailure::Full,
             (_, Some(libc::ENETDOWN | libc::ENXIO)) => SendFailure::Down,
-            (_, Some(libc::ENOBUFS | libc::ENOMEM)) => SendFailure::DroppedByDevice,
+            (_, Some(libc::ENOBUFS)) => SendFailure::DroppedByDevice,
             (io::ErrorKind::Interrupted, _) => SendFailure::Interrupted,
             _ => SendFailure::Other,
         }
@@ -378,19 +379,20 @@ impl RxBatch {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn a_frame_the_device_dropped_is_not_the_sockets_error() {
         let failure = |errno| SendFailure::of(&io::Error::from_raw_os_error(errno));
-        // A link engine shard that returned ENOBUFS as its socket's error
-        // stopped the first time a veth peer's backlog overflowed.
+        // A link engine shard that returned ENOBUFS (kernel 6.1's answer
+        // when a veth peer's backlog is full) as its socket's error stopped
+        // the first time that happened.
         assert_eq!(failure(libc::ENOBUFS), SendFailure::DroppedByDevice);
         assert_eq!(failure(libc::EAGAIN), SendFailure::Full);
+        assert_eq!(failure(libc::ENOMEM), SendFailure::Full);
         assert_eq!(failure(libc::ENETDOWN), SendFailure::Down);
         assert_eq!(failure(libc::EBADF), SendFailure::Other);
     }
-
-    use super::*;
 
     #[test]
     fn a_tag_goes_back_after_the_addresses() {

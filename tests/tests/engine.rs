@@ -5,7 +5,7 @@ use std::process::Output;
 
 use turbonet_tests::{
     LabGuard, lab_namespaces, lab_state_exists, require_root, run, scenario_as, text, unique_lab,
-    up_bundled,
+    up_bundled, write_scenario,
 };
 
 fn host_addr(lab: &str, host: &str) -> String {
@@ -580,11 +580,13 @@ fn links_dealt_over_shards_each_keep_their_own_delay_and_take_link_set() {
     for h in 1..=4 {
         text_ += &format!("[[topology.nodes]]\nname = \"h{h}\"\nrole = \"host\"\n");
     }
-    for h in 1..=4 {
-        text_ += &format!("[[topology.links]]\na = \"h{h}\"\nb = \"s1\"\ndelay = \"{h}ms\"\n");
+    // 1, 2, 4 and 8 ms: every pair of links sums to its own delay, so a
+    // link given another's parameters shows.
+    for h in 1..=4u32 {
+        let ms = 1 << (h - 1);
+        text_ += &format!("[[topology.links]]\na = \"h{h}\"\nb = \"s1\"\ndelay = \"{ms}ms\"\n");
     }
-    let file = std::env::temp_dir().join(format!("{lab}.toml"));
-    std::fs::write(&file, text_).unwrap();
+    let file = write_scenario(&lab, &text_);
     let guard = LabGuard(lab.clone());
     let up = run(&["up", "--quiet", file.to_str().unwrap()]);
     assert!(up.status.success(), "{}", text(&up));
@@ -622,13 +624,13 @@ fn links_dealt_over_shards_each_keep_their_own_delay_and_take_link_set() {
     };
     let rtt = min("h1", "h4");
     assert!(
-        (10.0..25.0).contains(&rtt),
-        "h1 -> h4 RTT {rtt} ms, 2 x (1 + 4) expected"
+        (18.0..24.0).contains(&rtt),
+        "h1 -> h4 RTT {rtt} ms, 2 x (1 + 8) expected"
     );
     let rtt = min("h2", "h3");
     assert!(
-        (10.0..25.0).contains(&rtt),
-        "h2 -> h3 RTT {rtt} ms, 2 x (2 + 3) expected"
+        (12.0..18.0).contains(&rtt),
+        "h2 -> h3 RTT {rtt} ms, 2 x (2 + 4) expected"
     );
 
     // `link set` on links of shards 1 and 2 changes only their paths.
@@ -643,8 +645,8 @@ fn links_dealt_over_shards_each_keep_their_own_delay_and_take_link_set() {
     );
     let rtt = min("h1", "h4");
     assert!(
-        (10.0..25.0).contains(&rtt),
-        "h1 -> h4 RTT {rtt} ms, unchanged"
+        (18.0..24.0).contains(&rtt),
+        "h1 -> h4 RTT {rtt} ms, 2 x (1 + 8) unchanged"
     );
 
     // Every link's counters moved, whichever shard carries it.

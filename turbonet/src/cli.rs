@@ -916,9 +916,10 @@ pub(crate) struct BenchArgs {
     /// With --engine: the parts to run (delay: one-way delay at light load;
     /// loss; rate: TCP through a shaped link; queue: a standing queue;
     /// capacity: the grid; load: delay error at 25-80% of capacity; idle:
-    /// the engine's cost with links up and no traffic; io: what receiving a
-    /// frame costs with recvmmsg and with a TPACKET_V2 ring).
-    #[arg(long, value_delimiter = ',', value_name = "PART", default_value = "delay,loss,rate,queue,capacity,load,idle,io", value_parser = ["delay", "loss", "rate", "queue", "capacity", "load", "idle", "io"])]
+    /// the engine's cost with links up and no traffic; io, not run unless
+    /// asked: what receiving a frame costs with recvmmsg and with a
+    /// TPACKET_V2 ring, the measurement that kept recvmmsg).
+    #[arg(long, value_delimiter = ',', value_name = "PART", default_value = "delay,loss,rate,queue,capacity,load,idle", value_parser = ["delay", "loss", "rate", "queue", "capacity", "load", "idle", "io"])]
     pub part: Vec<String>,
     /// With --engine: impaired links in the capacity grid (one carries the
     /// traffic, the rest idle).

@@ -620,8 +620,10 @@ impl<K: Kernel + std::fmt::Debug + 'static> DataPlane for NetnsPlane<K> {
             let mut kernel = HashMap::new();
             if self.kernel_engine.is_some() {
                 // Frames that left each direction: its far port's.
-                let sent = self.engine_port_stats().await.unwrap_or_default();
-                if let Some(k) = &self.kernel_engine {
+                // Counted next time when they cannot be read, as the veths.
+                if let Ok(sent) = self.engine_port_stats().await
+                    && let Some(k) = &self.kernel_engine
+                {
                     kernel = k.counters(&lab, &sent);
                 }
             }
