@@ -916,10 +916,11 @@ pub(crate) struct BenchArgs {
     /// With --engine: the parts to run (delay: one-way delay at light load;
     /// loss; rate: TCP through a shaped link; queue: a standing queue;
     /// capacity: the grid; load: delay error at 25-80% of capacity; idle:
-    /// the engine's cost with links up and no traffic; io, not run unless
+    /// the engine's cost with links up and no traffic; scaling: one flow
+    /// per shard for each --shards count; io, not run unless
     /// asked: what receiving a frame costs with recvmmsg and with a
     /// TPACKET_V2 ring, the measurement that kept recvmmsg).
-    #[arg(long, value_delimiter = ',', value_name = "PART", default_value = "delay,loss,rate,queue,capacity,load,idle", value_parser = ["delay", "loss", "rate", "queue", "capacity", "load", "idle", "io"])]
+    #[arg(long, value_delimiter = ',', value_name = "PART", default_value = "delay,loss,rate,queue,capacity,load,idle,scaling", value_parser = ["delay", "loss", "rate", "queue", "capacity", "load", "idle", "scaling", "io"])]
     pub part: Vec<String>,
     /// With --engine: impaired links in the capacity grid (one carries the
     /// traffic, the rest idle).
@@ -930,8 +931,8 @@ pub(crate) struct BenchArgs {
         default_value = "1,16,256,4096"
     )]
     pub links: Vec<usize>,
-    /// With --engine: engine shard counts in the capacity grid (default:
-    /// 1 and one per core).
+    /// With --engine: engine shard counts in the capacity grid and the
+    /// scaling part (default: 1 and one per core).
     #[arg(long, value_delimiter = ',', value_name = "K")]
     pub shards: Vec<usize>,
     /// With --engine: the engine the bench labs' impaired links get

@@ -24,6 +24,7 @@ use turbonet_lab::error::{Context, Result};
 mod backends;
 mod capacity;
 mod load;
+mod scaling;
 mod stages;
 mod traffic;
 
@@ -424,13 +425,15 @@ pub enum Part {
     Load,
     /// The engine's cost with links that carry nothing.
     Idle,
+    /// One flow per shard: how the delivered rate grows with shards.
+    Scaling,
     /// What receiving a frame costs with each I/O backend.
     Io,
 }
 
 impl Part {
     /// Every part, in the order they run by default.
-    pub const ALL: [Part; 8] = [
+    pub const ALL: [Part; 9] = [
         Part::Delay,
         Part::Loss,
         Part::Rate,
@@ -438,6 +441,7 @@ impl Part {
         Part::Capacity,
         Part::Load,
         Part::Idle,
+        Part::Scaling,
         Part::Io,
     ];
 
@@ -451,6 +455,7 @@ impl Part {
             Part::Capacity => "capacity",
             Part::Load => "load",
             Part::Idle => "idle",
+            Part::Scaling => "scaling",
             Part::Io => "io",
         }
     }
@@ -471,7 +476,7 @@ pub fn bench(options: &Options, progress: &dyn Progress) -> Result<Report> {
         "impaired links on engine = \"{}\" (link show says which engine each link got)",
         options.link_engine
     ));
-    for lab in [LAB, capacity::LAB] {
+    for lab in [LAB, capacity::LAB, scaling::LAB] {
         if LabDir::of(lab).exists() {
             bail!("lab {lab} is up; `turbonet down {lab}` first");
         }
@@ -503,6 +508,27 @@ pub fn bench(options: &Options, progress: &dyn Progress) -> Result<Report> {
                         .to_owned(),
                 );
                 out.table(backends::HEADERS, rows, &[1, 2, 3, 4, 5, 6]);
+            }
+            Part::Scaling => {
+                let shards: Vec<usize> = options
+                    .shards
+                    .iter()
+                    .map(|k| {
+                        k.unwrap_or_else(|| {
+                            turbonet_lab::dataplane::netns::engine::shard_count(None, usize::MAX)
+                        })
+                    })
+                    .collect();
+                let rows = scaling::scaling(options.frames, &shards, progress)?;
+                out.text(format!(
+                    "scaling: K flows of 64-byte frames, each from a sender thread of its own \
+                     through an impaired link (10us delay) on a shard of its own, {} frames a \
+                     flow; vs linear = delivered / (K x the first row's per-flow rate); on a \
+                     machine with fewer cores than senders + shards + the kernel's receive \
+                     work, the machine is the bottleneck (machine idle near 0%)",
+                    count(options.frames as usize)
+                ));
+                out.table(scaling::HEADERS, rows, scaling::NUMERIC);
             }
             Part::Idle => {
                 let rows = load::idle(&options.links, progress)?;

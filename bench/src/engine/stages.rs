@@ -82,14 +82,15 @@ impl Accounting {
     }
 }
 
-/// Which lab and nodes the path crosses.
+/// Which lab and nodes the paths cross: each sender through the switch to
+/// its receiver, through the engine on the links named.
 pub(crate) struct Path<'a> {
     pub(crate) lab: &'a str,
-    pub(crate) sender: &'a str,
+    pub(crate) senders: Vec<String>,
     pub(crate) switch: &'a str,
-    pub(crate) receiver: &'a str,
-    /// The link the engine carries, if any.
-    pub(crate) engine_link: Option<&'a str>,
+    pub(crate) receivers: Vec<String>,
+    /// The links the engine carries, if any.
+    pub(crate) engine_links: Vec<String>,
 }
 
 impl<'a> Path<'a> {
@@ -98,10 +99,14 @@ impl<'a> Path<'a> {
     pub(crate) fn bench(lab: &'a str, engine: bool) -> Path<'a> {
         Path {
             lab,
-            sender: "h1",
+            senders: vec!["h1".into()],
             switch: "s1",
-            receiver: "h2",
-            engine_link: engine.then_some("h1--s1"),
+            receivers: vec!["h2".into()],
+            engine_links: if engine {
+                vec!["h1--s1".into()]
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -109,34 +114,40 @@ impl<'a> Path<'a> {
     pub(crate) fn read(&self) -> Result<Reading> {
         let mut r = Reading::default();
         let node = |n: &str| turbonet_lab::names::node_namespace(self.lab, n);
+        let over = |nodes: &[String], read: &dyn Fn(&str) -> Result<u64>| -> Result<u64> {
+            nodes.iter().map(|n| read(&node(n))).sum()
+        };
         r.stages.insert(
             "sender socket",
-            snmp(&node(self.sender), "Udp", "SndbufErrors")?,
+            over(&self.senders, &|ns| snmp(ns, "Udp", "SndbufErrors"))?,
         );
         r.stages
-            .insert("sender veth", dev_tx_drops(&node(self.sender))?);
+            .insert("sender veth", over(&self.senders, &dev_tx_drops)?);
         r.stages
             .insert("switch IP", ip_discards(&node(self.switch))?);
         r.stages
             .insert("switch veth", dev_tx_drops(&node(self.switch))?);
         r.stages.insert(
             "receiver buffer",
-            snmp(&node(self.receiver), "Udp", "RcvbufErrors")?,
+            over(&self.receivers, &|ns| snmp(ns, "Udp", "RcvbufErrors"))?,
         );
-        if let Some(link) = self.engine_link {
+        if !self.engine_links.is_empty() {
             let ns = turbonet_lab::names::engine_namespace(self.lab);
             r.stages.insert("engine veth", dev_tx_drops(&ns)?);
-            let dirs = turbonet_api::Client::connect(LabDir::of(self.lab))?
-                .links(Some(link))?
-                .into_iter()
-                .flat_map(|l| l.directions)
-                .filter_map(|d| d.counters);
+            let mut client = turbonet_api::Client::connect(LabDir::of(self.lab))?;
             let (mut socket, mut model, mut tx) = (0, 0, 0);
-            for c in dirs {
-                socket += c.socket_drops;
-                model += c.dropped_loss + c.dropped_queue;
-                tx += c.tx_errors;
-                r.late += c.late;
+            for link in &self.engine_links {
+                let dirs = client
+                    .links(Some(link))?
+                    .into_iter()
+                    .flat_map(|l| l.directions)
+                    .filter_map(|d| d.counters);
+                for c in dirs {
+                    socket += c.socket_drops;
+                    model += c.dropped_loss + c.dropped_queue;
+                    tx += c.tx_errors;
+                    r.late += c.late;
+                }
             }
             r.stages.insert("engine socket", socket);
             r.stages.insert("engine model", model);

@@ -108,41 +108,78 @@ pub(crate) fn blast(
     size: usize,
     pps: Option<u64>,
 ) -> Result<Blast> {
-    let at = SocketAddrV4::new(to, PORT);
-    let tx = udp_in(lab, hosts.0, None)?;
-    tx.connect(&at.into())?;
-    let _ = tx.set_send_buffer_size(4 << 20);
-    // Resolve the path (ARP) before counting.
-    let probe = udp_in(lab, hosts.1, Some(at))?;
-    probe.set_read_timeout(Some(Duration::from_millis(200)))?;
-    let mut buf = [MaybeUninit::<u8>::uninit(); 64];
-    for _ in 0..25 {
-        tx.send(&[0u8; 18])?;
-        if probe.recv(&mut buf).is_ok() {
-            break;
-        }
-    }
-    drop(probe);
-    let sink = Sink::start(lab, hosts.1, at, Duration::from_millis(500))?;
-    let payload = vec![0u8; payload_of(size)];
-    let start = Instant::now();
-    let sent = match pps {
-        Some(pps) => paced(&tx, &payload, frames, pps, None)?,
-        None => {
-            let mut sent = 0u64;
-            while sent < frames {
-                let n = (frames - sent).min(datagram::BATCH as u64) as usize;
-                sent += datagram::send_copies(tx.as_fd(), &payload, n)? as u64;
+    Sender::ready(lab, hosts, to, size)?.blast(frames, pps)
+}
+
+/// A sender with its path resolved and its receiver counting, ready to
+/// blast (several can start together).
+pub(crate) struct Sender {
+    tx: Socket,
+    sink: Sink,
+    payload: Vec<u8>,
+}
+
+impl Sender {
+    /// A connected sender in `hosts.0` of `lab` to `to` in `hosts.1`, the
+    /// path resolved (ARP) and the receiver counting.
+    pub(crate) fn ready(
+        lab: &str,
+        hosts: (&str, &str),
+        to: Ipv4Addr,
+        size: usize,
+    ) -> Result<Sender> {
+        let at = SocketAddrV4::new(to, PORT);
+        let tx = udp_in(lab, hosts.0, None)?;
+        tx.connect(&at.into())?;
+        let _ = tx.set_send_buffer_size(4 << 20);
+        // Resolve the path (ARP) before counting.
+        let probe = udp_in(lab, hosts.1, Some(at))?;
+        probe.set_read_timeout(Some(Duration::from_millis(200)))?;
+        let mut buf = [MaybeUninit::<u8>::uninit(); 64];
+        for _ in 0..25 {
+            tx.send(&[0u8; 18])?;
+            if probe.recv(&mut buf).is_ok() {
+                break;
             }
-            sent
         }
-    };
-    let (received, last) = sink.finish();
-    Ok(Blast {
-        sent,
-        received,
-        secs: last.duration_since(start).as_secs_f64().max(1e-9),
-    })
+        drop(probe);
+        Ok(Sender {
+            tx,
+            sink: Sink::start(lab, hosts.1, at, Duration::from_millis(500))?,
+            payload: vec![0u8; payload_of(size)],
+        })
+    }
+
+    /// Sends `frames` frames at `pps` or as fast as it can, and counts
+    /// what arrives.
+    pub(crate) fn blast(self, frames: u64, pps: Option<u64>) -> Result<Blast> {
+        let Sender { tx, sink, payload } = self;
+        let start = Instant::now();
+        let sent = match pps {
+            Some(pps) => paced(&tx, &payload, frames, pps, None)?,
+            None => {
+                let mut sent = 0u64;
+                while sent < frames {
+                    let n = (frames - sent).min(datagram::BATCH as u64) as usize;
+                    match datagram::send_copies(tx.as_fd(), &payload, n) {
+                        Ok(n) => sent += n as u64,
+                        // A path probe that came after the probing socket
+                        // closed was refused (ICMP port unreachable); the
+                        // socket reports it once, on a later send.
+                        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                sent
+            }
+        };
+        let (received, last) = sink.finish();
+        Ok(Blast {
+            sent,
+            received,
+            secs: last.duration_since(start).as_secs_f64().max(1e-9),
+        })
+    }
 }
 
 /// Sends `frames` copies of `payload` on the connected `tx` at `pps`, a
