@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use turbonet_routing::bgp::plan::{self, FibDigest};
-use turbonet_routing::bgp::speaker::{PeerState, Status};
+use turbonet_routing::bgp::speaker::{Counters, PeerState, Status};
 
 /// One session as `show bgp` reports it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -55,6 +55,9 @@ pub struct SpeakerStatus {
     pub sessions_up: usize,
     /// How many sessions it has.
     pub sessions_total: usize,
+    /// A built-in speaker's work since it started.
+    #[serde(default)]
+    pub counters: Option<Counters>,
 }
 
 /// The fabric's routing as `show bgp` and `up` see it.
@@ -69,6 +72,15 @@ pub struct BgpReport {
 }
 
 impl BgpReport {
+    /// The built-in speakers' counters, summed.
+    pub fn counters(&self) -> Counters {
+        let mut sum = Counters::default();
+        for c in self.speakers.iter().filter_map(|s| s.counters) {
+            sum += c;
+        }
+        sum
+    }
+
     /// Every switch converged.
     pub fn converged(&self) -> bool {
         self.speakers.iter().all(|s| s.converged)
@@ -142,5 +154,6 @@ pub fn builtin_status(
             .filter(|n| n.state == PeerState::Established)
             .count(),
         sessions_total: status.neighbours.len(),
+        counters: Some(status.counters),
     }
 }

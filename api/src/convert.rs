@@ -13,6 +13,7 @@ use crate::counters::Shortfall;
 use crate::error::{Error, Result};
 use crate::events::{About, Change, LoggedEvent, NextHop, RouteChange};
 use crate::proto;
+use turbonet_routing::bgp::speaker::Counters;
 
 /// `d` as a protobuf duration.
 pub fn duration(d: Duration) -> prost_types::Duration {
@@ -367,6 +368,12 @@ pub fn bgp_to_proto(r: &BgpReport) -> proto::BgpReport {
                 converged_at: s.converged_at.map(secs),
                 sessions_up: s.sessions_up as u32,
                 sessions_total: s.sessions_total as u32,
+                counters: s.counters.map(|c| proto::BgpCounters {
+                    flushes: c.flushes,
+                    set_changes: c.set_changes,
+                    fib_writes: c.fib_writes,
+                    updates_sent: c.updates_sent,
+                }),
                 sessions: s
                     .sessions
                     .iter()
@@ -408,6 +415,12 @@ pub fn bgp_from_proto(r: &proto::BgpReport) -> BgpReport {
                 converged_at: s.converged_at.as_ref().map(seconds),
                 sessions_up: s.sessions_up as usize,
                 sessions_total: s.sessions_total as usize,
+                counters: s.counters.as_ref().map(|c| Counters {
+                    flushes: c.flushes,
+                    set_changes: c.set_changes,
+                    fib_writes: c.fib_writes,
+                    updates_sent: c.updates_sent,
+                }),
                 sessions: s
                     .sessions
                     .iter()

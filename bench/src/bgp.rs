@@ -22,6 +22,7 @@ use turbonet_api::{Client, Target};
 use turbonet_lab::progress::Progress;
 use turbonet_lab::routes::bgp::BgpReport;
 use turbonet_lab::state::{LabDir, LabState};
+use turbonet_routing::bgp::speaker::Counters;
 
 /// The convergence cases: bundled scenario, lab name stem.
 const SCENARIOS: &[(&str, &str)] = &[
@@ -231,6 +232,22 @@ pub(crate) fn rss_mib(pid: u32) -> Result<f64> {
     Ok(kib / 1024.0)
 }
 
+/// `counter` of the built-in speakers, summed, per FIB route (`-` for
+/// other agents).
+fn per_route(report: &BgpReport, counter: impl Fn(&Counters) -> u64) -> String {
+    let routes: usize = report.speakers.iter().map(|s| s.routes).sum();
+    let speakers: Vec<&Counters> = report
+        .speakers
+        .iter()
+        .filter_map(|s| s.counters.as_ref())
+        .collect();
+    if speakers.is_empty() || routes == 0 {
+        return "-".into();
+    }
+    let n: u64 = speakers.into_iter().map(counter).sum();
+    format!("{:.2}", n as f64 / routes as f64)
+}
+
 /// CPU share of one core and resident memory of `pids` together, over
 /// `window` at steady state.
 fn sample(pids: &[u32], window: Duration) -> Result<(f64, f64)> {
@@ -341,6 +358,8 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
                 count(routes),
                 format!("{:.1}", up.seconds),
                 format!("{:.2}", report.convergence_time().unwrap_or(f64::NAN)),
+                per_route(&report, |c| c.set_changes),
+                per_route(&report, |c| c.fib_writes),
                 what,
                 format!("{cpu:.1}"),
                 format!("{rss:.0}"),
@@ -357,7 +376,7 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
                 agent.to_owned(),
                 count(plan_sessions(&planned)),
             ];
-            row.extend(["-", "-", "-", "failed (below)"].map(str::to_owned));
+            row.extend(["-", "-", "-", "-", "-", "failed (below)"].map(str::to_owned));
             row.extend(["-"; 4].map(str::to_owned));
             row
         }));
@@ -370,6 +389,8 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
             "FIB routes",
             "up s",
             "converged s",
+            "set changes / route",
+            "FIB writes / route",
             "measured",
             "CPU % of a core",
             "RSS MiB",
@@ -377,10 +398,12 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
             "API ms re-converging",
         ],
         rows,
-        &[0, 2, 3, 4, 5, 7, 8, 9, 10],
+        &[0, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12],
     );
     out.text(format!(
-        "steady state: CPU over {} s after convergence, keepalives every 1 s (hold 3 s); agents: \
+        "set changes / route: next-hop set changes the built-in speakers decided until \
+         converged, per FIB route; FIB writes / route: those handed to the kernel (changes \
+         merged while a write was in flight count once). steady state: CPU over {} s after convergence, keepalives every 1 s (hold 3 s); agents: \
          fat-tree k=8, k=16, leaf-spine 4 x 996. API ms: the slowest of 20 `status` and `show \
          bgp` calls (every switch), at steady state, and in the second after a core or spine \
          switch fails (the fabric re-converging)",

@@ -1099,6 +1099,7 @@ mod tests {
                 }],
                 sessions_up: 1,
                 sessions_total: 1,
+                counters: None,
             }],
         }
     }

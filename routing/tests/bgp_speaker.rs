@@ -13,7 +13,7 @@ use turbonet_routing::NextHop;
 use turbonet_routing::bgp::plan::{self, Neighbour, Origination};
 use turbonet_routing::bgp::session::{self, Reason, Session, SessionConfig, State};
 use turbonet_routing::bgp::speaker::{
-    Cause, Event, Input, NextHops, Output, PeerState, Speaker, Timers,
+    Cause, Event, Input, NextHops, Output, PeerState, Settle, Speaker, Timers,
 };
 use turbonet_routing::bgp::{AsPath, Context, Message, Origin, PathAttributes, Update, frame};
 use turbonet_topo::NodeId;
@@ -30,9 +30,14 @@ fn ip(s: &str) -> Ipv4Addr {
     s.parse().unwrap()
 }
 
-/// The lab's timers: hold 3 s, keepalive 1 s, retry 1 s, restart 100 ms.
+/// The lab's timers: hold 3 s, keepalive 1 s, retry 1 s, restart 100 ms;
+/// no settle wait (each flush takes what changed), except where a test
+/// says otherwise.
 fn timers() -> Timers {
-    Timers::from(&turbonet_topo::BgpTimers::default())
+    Timers {
+        settle: Settle::NONE,
+        ..Timers::from(&turbonet_topo::BgpTimers::default())
+    }
 }
 
 fn neighbour(
@@ -468,6 +473,11 @@ const Y_ADDR: &str = "10.2.0.2";
 
 impl Hub {
     fn new() -> Hub {
+        Hub::settling(Settle::NONE)
+    }
+
+    /// A hub whose speaker lets changes settle as `settle` says.
+    fn settling(settle: Settle) -> Hub {
         let plan = plan::Speaker {
             node: NodeId(0),
             name: "s".to_owned(),
@@ -488,6 +498,7 @@ impl Hub {
         };
         let timers = Timers {
             hold_time: 0,
+            settle,
             ..timers()
         };
         Hub {
@@ -883,4 +894,93 @@ fn connections_before_start_or_from_nowhere_are_refused_and_bad_peers_ignored() 
     // It restarts after the idle hold time, passive: listening again.
     hub.s.handle(secs(2), Input::Tick);
     assert_eq!(hub.s.peer_state(0), Some(PeerState::Passive));
+}
+
+/// The FIB change sets among `outs`.
+fn fib_sets(outs: &[Output]) -> Vec<Vec<(Ipv4Net, NextHops)>> {
+    outs.iter()
+        .filter_map(|o| match o {
+            Output::Fib(routes) => Some(routes.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[test]
+fn a_prefix_heard_from_two_neighbours_within_the_settle_wait_is_installed_once() {
+    let mut hub = Hub::settling(Settle::LAB);
+    hub.start();
+    // The loopback's first flush is due 2 ms after the start.
+    assert_eq!(hub.s.flush_at(), Some(ms(2)));
+    hub.s.flush(ms(2));
+    assert_eq!(hub.s.flush_at(), None);
+    let t = secs(1);
+    let from_x = hub.update(0, &[65101, 64512], &["198.51.100.0/24"]);
+    hub.exchange(t, vec![(0, from_x)]);
+    // Not yet settled: nothing installed, nothing advertised.
+    assert_eq!(hub.s.flush_at(), Some(t + ms(2)));
+    assert!(hub.s.flush(t + ms(1)).is_empty());
+    assert!(hub.s.status(t + ms(1)).fib_pending);
+    // Y's path comes 1 ms later: the wait starts again.
+    let from_y = hub.update(1, &[65102, 64512], &["198.51.100.0/24"]);
+    hub.exchange(t + ms(1), vec![(1, from_y)]);
+    assert!(hub.s.flush(t + ms(2)).is_empty());
+    assert_eq!(hub.s.flush_at(), Some(t + ms(3)));
+    let outs = hub.s.flush(t + ms(3));
+    let sets = fib_sets(&outs);
+    assert_eq!(sets.len(), 1, "{outs:?}");
+    assert_eq!(sets[0].len(), 1);
+    assert_eq!(sets[0][0].1.len(), 2, "both next hops at once");
+    let counters = hub.s.status(t + ms(3)).counters;
+    assert_eq!(counters.set_changes, 1);
+    assert!(!hub.s.status(t + ms(3)).fib_pending);
+}
+
+#[test]
+fn the_settle_window_widens_while_changes_keep_coming_and_narrows_when_they_stop() {
+    let mut hub = Hub::settling(Settle::LAB);
+    hub.start();
+    hub.s.flush(ms(2));
+    // A change every millisecond, for ever: each flush comes when the
+    // window runs out, and the window doubles up to 400 ms.
+    let mut now = secs(1);
+    let mut flushed_after = Vec::new();
+    let mut since = now;
+    for i in 0..3_000u32 {
+        let prefix = format!("198.51.{}.{}/32", 100 + i / 256, i % 256);
+        let bytes = hub.update(0, &[65101, 64512 + i], &[&prefix]);
+        hub.exchange(now, vec![(0, bytes)]);
+        if hub.s.flush_at().is_some_and(|t| t <= now) {
+            assert!(!fib_sets(&hub.s.flush(now)).is_empty());
+            flushed_after.push((now - since).as_millis());
+            since = now + ms(1);
+        }
+        now += ms(1);
+    }
+    assert_eq!(
+        flushed_after[..7],
+        [10, 20, 40, 80, 160, 320, 400],
+        "{flushed_after:?}"
+    );
+    assert!(flushed_after[7..].iter().all(|&w| w == 400));
+    // Then quiet: the last changes go after 2 ms of quiet, and the next
+    // change waits the narrow window again.
+    let last = now - ms(1);
+    assert_eq!(hub.s.flush_at(), Some(last + ms(2)));
+    assert!(!fib_sets(&hub.s.flush(last + ms(2))).is_empty());
+    let t = secs(10);
+    for i in 0..5u32 {
+        let bytes = hub.update(0, &[65101, 64600 + i], &[&format!("203.0.113.{i}/32")]);
+        hub.exchange(t + ms(i.into()), vec![(0, bytes)]);
+    }
+    assert_eq!(hub.s.flush_at(), Some(t + ms(6)), "2 ms after the last");
+    for i in 5..12u32 {
+        let bytes = hub.update(0, &[65101, 64600 + i], &[&format!("203.0.113.{i}/32")]);
+        hub.exchange(t + ms(i.into()), vec![(0, bytes)]);
+    }
+    assert_eq!(hub.s.flush_at(), Some(t + ms(10)), "the narrow window");
 }

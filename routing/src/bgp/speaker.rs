@@ -89,6 +89,46 @@ pub struct Timers {
     /// Delay before a session that went down starts again
     /// (IdleHoldTimer, RFC 4271 §8.1.1).
     pub idle_hold: Duration,
+    /// How long route changes settle before a flush installs and
+    /// advertises them.
+    pub settle: Settle,
+}
+
+/// How long a speaker lets route changes settle before a flush installs
+/// them in the FIB and advertises them: a flush waits until no change has
+/// come for [`Settle::quiet`], but no longer than the window after the
+/// first change it covers. The window starts at [`Settle::least`] and
+/// doubles, up to [`Settle::most`], each time it ran out while changes kept
+/// coming (a converging fabric), and falls back to `least` after a flush
+/// that found the changes settled. While a fabric converges, a prefix's
+/// ECMP set grows a neighbour at a time as their UPDATEs arrive; within
+/// one window the growth is decided, installed and advertised once. This
+/// is BIRD's export settle time (1 ms / 100 ms by default) with the upper
+/// bound adapting to load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settle {
+    /// Quiet time that ends the wait.
+    pub quiet: Duration,
+    /// The window when changes are rare.
+    pub least: Duration,
+    /// The widest window, while changes keep coming.
+    pub most: Duration,
+}
+
+impl Settle {
+    /// No wait: every flush installs and advertises what changed.
+    pub const NONE: Settle = Settle {
+        quiet: Duration::ZERO,
+        least: Duration::ZERO,
+        most: Duration::ZERO,
+    };
+
+    /// The lab's agents: 2 ms quiet, a window of 10 ms to 400 ms.
+    pub const LAB: Settle = Settle {
+        quiet: Duration::from_millis(2),
+        least: Duration::from_millis(10),
+        most: Duration::from_millis(400),
+    };
 }
 
 impl Default for Timers {
@@ -100,19 +140,21 @@ impl Default for Timers {
             keepalive: c.keepalive,
             connect_retry: c.connect_retry,
             idle_hold: c.idle_hold,
+            settle: Settle::NONE,
         }
     }
 }
 
 impl From<&turbonet_topo::BgpTimers> for Timers {
     /// A scenario's timers; sessions restart 100 ms after going down, as
-    /// the lab's agents always did.
+    /// the lab's agents always did; changes settle as [`Settle::LAB`].
     fn from(t: &turbonet_topo::BgpTimers) -> Self {
         Timers {
             hold_time: t.hold_time,
             keepalive: Some(t.keepalive),
             connect_retry: Duration::from_secs(t.connect_retry.into()),
             idle_hold: Duration::from_millis(100),
+            settle: Settle::LAB,
         }
     }
 }
@@ -303,6 +345,34 @@ pub struct Status {
     pub fib_pending: bool,
     /// Its neighbours, in plan order.
     pub neighbours: Vec<NeighbourStatus>,
+    /// What it did since it started.
+    #[serde(default)]
+    pub counters: Counters,
+}
+
+/// What a speaker did since it started: the redundant work a converging
+/// fabric does shows as set changes (and FIB writes) per route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Counters {
+    /// Flushes that installed or advertised changes.
+    pub flushes: u64,
+    /// Prefixes whose next hops a flush changed in the FIB (each
+    /// [`Output::Fib`] entry).
+    pub set_changes: u64,
+    /// Prefixes the FIB was asked to write (a driver that merges change
+    /// sets while a write is in flight writes fewer than `set_changes`).
+    pub fib_writes: u64,
+    /// UPDATE messages sent.
+    pub updates_sent: u64,
+}
+
+impl std::ops::AddAssign for Counters {
+    fn add_assign(&mut self, o: Counters) {
+        self.flushes += o.flushes;
+        self.set_changes += o.set_changes;
+        self.fib_writes += o.fib_writes;
+        self.updates_sent += o.updates_sent;
+    }
 }
 
 impl Status {
@@ -348,7 +418,7 @@ pub struct Speaker {
     ports_down: BTreeSet<String>,
     started: bool,
     /// Loc-RIB prefixes changed since the last flush.
-    changed: BTreeSet<Ipv4Net>,
+    changed: Changed,
     /// Peers owed the whole Loc-RIB at the next flush.
     fresh: BTreeSet<usize>,
     /// Advertisements decided and not yet sent to every peer, oldest
@@ -365,6 +435,14 @@ pub struct Speaker {
     stale: BTreeSet<Ipv4Net>,
     stale_until: Option<Duration>,
     last_change: Duration,
+    settle: Settle,
+    /// The settle window now (see [`Settle`]).
+    window: Duration,
+    /// When the oldest change not yet flushed came.
+    pending_since: Option<Duration>,
+    /// When the latest change not yet flushed came.
+    last_pending: Duration,
+    counters: Counters,
 }
 
 impl Speaker {
@@ -396,7 +474,7 @@ impl Speaker {
             peers,
             ports_down: BTreeSet::new(),
             started: false,
-            changed: BTreeSet::new(),
+            changed: Changed::default(),
             fresh: BTreeSet::new(),
             rounds: std::collections::VecDeque::new(),
             installed: plan::Fib::new(),
@@ -406,6 +484,11 @@ impl Speaker {
             stale: BTreeSet::new(),
             stale_until: None,
             last_change: Duration::ZERO,
+            settle: timers.settle,
+            window: timers.settle.least,
+            pending_since: None,
+            last_pending: Duration::ZERO,
+            counters: Counters::default(),
             plan,
         }
     }
@@ -470,9 +553,40 @@ impl Speaker {
         self.peers.get(peer).map(|p| p.state)
     }
 
-    /// Route changes or advertisements wait for [`Speaker::flush`].
+    /// Route changes or advertisements wait for [`Speaker::flush`] (see
+    /// [`Speaker::flush_at`] for when it will take them).
     pub fn pending(&self) -> bool {
-        !self.changed.is_empty() || !self.fresh.is_empty() || !self.rounds.is_empty()
+        self.changes_pending() || !self.rounds.is_empty()
+    }
+
+    /// When [`Speaker::flush`] has work: now (the speaker's clock is the
+    /// caller's; [`Duration::ZERO`]) for advertisements a flush left over,
+    /// the end of the settle wait for route changes ([`Settle`]), or never.
+    pub fn flush_at(&self) -> Option<Duration> {
+        if !self.rounds.is_empty() {
+            return Some(Duration::ZERO);
+        }
+        self.settled_at()
+    }
+
+    /// When the changes waiting are settled, if any wait.
+    fn settled_at(&self) -> Option<Duration> {
+        let since = self.pending_since?;
+        Some((self.last_pending + self.settle.quiet).min(since + self.window))
+    }
+
+    fn changes_pending(&self) -> bool {
+        !self.changed.is_empty() || !self.fresh.is_empty()
+    }
+
+    /// Notes that route changes may have been recorded at `now`: the
+    /// settle wait starts or goes on.
+    fn note_changes(&mut self, now: Duration, fresh_before: usize) {
+        let touched = mem::take(&mut self.changed.touched);
+        if (touched || self.fresh.len() != fresh_before) && self.changes_pending() {
+            self.pending_since.get_or_insert(now);
+            self.last_pending = now;
+        }
     }
 
     /// The FIB already holds `fib` (a restarted speaker, the kernel table
@@ -483,6 +597,7 @@ impl Speaker {
     /// entries the Loc-RIB has are replaced at the next flush if they
     /// differ.
     pub fn assume_installed(&mut self, fib: plan::Fib, until: Duration) {
+        self.pending_since.get_or_insert(Duration::ZERO);
         self.changed.extend(fib.keys().copied());
         self.changed.extend(self.rib.loc_rib().map(|(p, _)| *p));
         self.stale = fib.keys().copied().collect();
@@ -491,7 +606,8 @@ impl Speaker {
         self.digest = self.compute_digest();
     }
 
-    /// When the next timer expires; feed [`Input::Tick`] then.
+    /// When the next timer expires; feed [`Input::Tick`] then (and call
+    /// [`Speaker::flush`] at [`Speaker::flush_at`]).
     pub fn next_deadline(&self) -> Option<Duration> {
         self.peers
             .iter()
@@ -507,7 +623,8 @@ impl Speaker {
             routes: self.installed.len(),
             fib: self.digest,
             last_change: self.last_change,
-            fib_pending: false,
+            // What waits to settle may change the FIB.
+            fib_pending: self.changes_pending(),
             neighbours: self
                 .peers
                 .iter()
@@ -522,6 +639,7 @@ impl Speaker {
                     external: neighbour.peer.is_none(),
                 })
                 .collect(),
+            counters: self.counters,
         }
     }
 
@@ -529,6 +647,7 @@ impl Speaker {
     /// [`Speaker::flush`].
     pub fn handle(&mut self, now: Duration, input: Input) -> Vec<Output> {
         let mut out = Vec::new();
+        let fresh_before = self.fresh.len();
         match input {
             Input::Start => self.start(now, &mut out),
             Input::Stop => self.stop(now, &mut out),
@@ -544,7 +663,17 @@ impl Speaker {
             Input::Port { ifname, up } => self.port(now, &ifname, up, &mut out),
             Input::Tick => self.tick(now, &mut out),
         }
+        self.note_changes(now, fresh_before);
+        self.count_updates(&out);
         out
+    }
+
+    fn count_updates(&mut self, out: &[Output]) {
+        for o in out {
+            if let Output::Send { bytes, .. } = o {
+                self.counters.updates_sent += count_updates(bytes);
+            }
+        }
     }
 
     /// Installs every prefix changed since the last flush in the FIB (one
@@ -561,14 +690,27 @@ impl Speaker {
     pub fn flush(&mut self, now: Duration) -> Vec<Output> {
         let mut out = Vec::new();
         let mut budget = ADVERTISE_BUDGET;
+        let settled = self.settled_at().is_some_and(|t| t <= now);
+        if settled {
+            // A window that ran out while changes kept coming widens; one
+            // that found them settled narrows back.
+            let quiet = self.last_pending + self.settle.quiet <= now;
+            self.window = if quiet {
+                self.settle.least
+            } else {
+                (self.window * 2).min(self.settle.most)
+            };
+            self.pending_since = None;
+        }
         // Sending can fire a session's timers (a Hold Time expired that the
         // driver had not ticked yet), which takes it down and changes the
         // Loc-RIB again: another round, at most one per session.
-        for _ in 0..=self.peers.len() {
-            if !self.changed.is_empty() || !self.fresh.is_empty() {
-                let changed: Vec<Ipv4Net> = mem::take(&mut self.changed).into_iter().collect();
+        for round in 0..=self.peers.len() {
+            if (settled || round > 0) && self.changes_pending() {
+                let changed = self.changed.take();
                 let exports = self.rib.take_exports();
                 let fresh = mem::take(&mut self.fresh);
+                self.counters.flushes += 1;
                 self.sync_fib(now, &changed, &mut out);
                 if !exports.is_empty() || !fresh.is_empty() {
                     let full = (!fresh.is_empty())
@@ -582,10 +724,17 @@ impl Speaker {
                 }
             }
             budget = self.advertise(now, budget, &mut out);
-            if budget == 0 || (self.changed.is_empty() && self.fresh.is_empty()) {
+            if budget == 0 || !self.changes_pending() || !settled {
                 break;
             }
         }
+        // What came in while flushing (a session taken down) waits anew.
+        if settled && self.changes_pending() {
+            self.pending_since = Some(now);
+            self.last_pending = now;
+        }
+        self.changed.touched = false;
+        self.count_updates(&out);
         out
     }
 
@@ -848,6 +997,7 @@ impl Speaker {
         }
         if !routes.is_empty() {
             self.last_change = now;
+            self.counters.set_changes += routes.len() as u64;
             out.push(Output::Fib(routes));
         }
     }
@@ -1162,4 +1312,45 @@ fn fib_set(set: &[(PeerId, Ipv4Addr)], neighbours: &[plan::Neighbour]) -> FibSet
         addrs: addrs.into(),
         hops: hops.into(),
     }
+}
+
+/// Loc-RIB prefixes changed since the last flush, and whether any was
+/// recorded since the speaker last looked (a prefix that changes again
+/// still restarts the settle wait).
+#[derive(Debug, Clone, Default)]
+struct Changed {
+    prefixes: BTreeSet<Ipv4Net>,
+    touched: bool,
+}
+
+impl Changed {
+    fn extend(&mut self, prefixes: impl IntoIterator<Item = Ipv4Net>) {
+        for p in prefixes {
+            self.prefixes.insert(p);
+            self.touched = true;
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.prefixes.is_empty()
+    }
+
+    /// Every prefix, in order, leaving none.
+    fn take(&mut self) -> Vec<Ipv4Net> {
+        mem::take(&mut self.prefixes).into_iter().collect()
+    }
+}
+
+/// UPDATE messages in one write of whole messages.
+fn count_updates(bytes: &[u8]) -> u64 {
+    let mut at = 0;
+    let mut n = 0;
+    while at + 19 <= bytes.len() {
+        if bytes[at + 18] == 2 {
+            n += 1;
+        }
+        let len = usize::from(u16::from_be_bytes([bytes[at + 16], bytes[at + 17]]));
+        at += len.max(19);
+    }
+    n
 }

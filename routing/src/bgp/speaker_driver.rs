@@ -230,6 +230,7 @@ pub async fn run_speaker<C: Connector, F: Fib>(
             .speaker
             .next_deadline()
             .into_iter()
+            .chain(d.speaker.flush_at())
             .chain(status_due)
             .min()
             .map(|t| epoch + t);
@@ -252,7 +253,7 @@ pub async fn run_speaker<C: Connector, F: Fib>(
             () = sleep_until(deadline) => {}
             // Advertisements left over by a flush (it does a slice at a
             // time): the next flush, after the other tasks had their turn.
-            () = tokio::task::yield_now(), if d.speaker.pending() => {}
+            () = tokio::task::yield_now(), if d.speaker.flush_at().is_some_and(|t| t <= now) => {}
         }
         // Everything else that is ready joins this batch.
         for _ in 0..BATCH_YIELDS {
@@ -311,6 +312,8 @@ struct FibWriter<F> {
     pending: std::collections::BTreeMap<Ipv4Net, NextHops>,
     /// When the last write ended (the speaker's clock).
     last_write: Duration,
+    /// Prefixes handed to writes.
+    written: u64,
 }
 
 impl<F: Fib> FibWriter<F> {
@@ -319,6 +322,7 @@ impl<F: Fib> FibWriter<F> {
             idle: Some(fib),
             pending: std::collections::BTreeMap::new(),
             last_write: Duration::ZERO,
+            written: 0,
         }
     }
 
@@ -334,6 +338,7 @@ impl<F: Fib> FibWriter<F> {
             return None;
         }
         let fib = self.idle.take()?;
+        self.written += self.pending.len() as u64;
         Some((fib, mem::take(&mut self.pending).into_iter().collect()))
     }
 
@@ -346,8 +351,9 @@ impl<F: Fib> FibWriter<F> {
     /// The speaker's `status` with what the FIB has not written yet: the
     /// FIB last changed when its last write ended.
     fn status(&self, mut status: Status) -> Status {
-        status.fib_pending = self.idle.is_none() || !self.pending.is_empty();
+        status.fib_pending |= self.idle.is_none() || !self.pending.is_empty();
         status.last_change = status.last_change.max(self.last_write);
+        status.counters.fib_writes = self.written;
         status
     }
 }

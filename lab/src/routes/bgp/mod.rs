@@ -656,6 +656,7 @@ impl BgpView {
                 sessions,
                 sessions_up,
                 sessions_total,
+                counters: None,
             });
         }
         BgpReport {

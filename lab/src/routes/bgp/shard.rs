@@ -33,7 +33,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
 use turbonet_routing::bgp::dump::RibDump;
 use turbonet_routing::bgp::plan::{self, Speaker};
-use turbonet_routing::bgp::speaker::{PeerState, Status};
+use turbonet_routing::bgp::speaker::{Counters, PeerState, Status};
 use turbonet_routing::bgp::speaker_driver::Control;
 use turbonet_topo::{Agent as AgentKind, Lab, RoutingMode};
 
@@ -207,6 +207,7 @@ struct Progress {
     fib: plan::FibDigest,
     last_change: Duration,
     fib_pending: bool,
+    counters: Counters,
 }
 
 impl Progress {
@@ -217,6 +218,7 @@ impl Progress {
             fib: status.fib,
             last_change: status.last_change,
             fib_pending: status.fib_pending,
+            counters: status.counters,
         }
     }
 
@@ -226,6 +228,7 @@ impl Progress {
         status.fib = self.fib;
         status.last_change = self.last_change;
         status.fib_pending = self.fib_pending;
+        status.counters = self.counters;
     }
 }
 
