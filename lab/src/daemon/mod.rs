@@ -210,6 +210,10 @@ async fn stop_child(child: &mut tokio::process::Child) -> Result<()> {
     }
 }
 
+/// A fresh BGP fabric's route watcher joins when the fabric first
+/// converged, or after this long.
+const WATCH_AT_THE_LATEST: Duration = Duration::from_secs(600);
+
 /// `turbonet daemon --worker LAB`: the daemon proper, the `restarts`-th
 /// since `up` (0: the first, which takes over from `up`; later ones
 /// re-adopt the lab from its input log).
@@ -267,9 +271,12 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
             );
         };
         took("data plane open");
-        // Every switch's table, watched before the agents start, so their
-        // first routes are events too.
-        let _fib_watch = if lab.target == turbonet_topo::Target::Netns {
+        // Every switch's table, watched before the agents start, so that
+        // their first routes are events too; but a fresh BGP fabric's
+        // table is watched from when it first converged (see
+        // `FibWatch::start_when`).
+        let watch_later = fresh && lab.routing.mode == RoutingMode::Bgp;
+        let fib_watch = if lab.target == turbonet_topo::Target::Netns && !watch_later {
             match FibWatch::start(lab.clone(), events.clone()) {
                 Ok(watch) => Some(watch),
                 Err(e) => {
@@ -305,6 +312,30 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
             ))
         } else {
             None
+        };
+        let _fib_watch = match (&agents, fib_watch) {
+            (Some(agents), None) if lab.target == turbonet_topo::Target::Netns && watch_later => {
+                let mut converged = agents.view().converged_once();
+                let join = async move {
+                    // At the latest when `up` would have given up.
+                    let _ =
+                        tokio::time::timeout(WATCH_AT_THE_LATEST, converged.wait_for(|c| *c)).await;
+                };
+                let joined = agents.view().watcher_joins();
+                match FibWatch::start_when(lab.clone(), events.clone(), join, joined) {
+                    Ok(watch) => Some(watch),
+                    Err(e) => {
+                        events.write(
+                            "daemon",
+                            "route-watch",
+                            "watching the switches' routes",
+                            Err(&e.to_string()),
+                        );
+                        None
+                    }
+                }
+            }
+            (_, watch) => watch,
         };
         if let Some(agents) = &agents {
             took("BGP agents started");

@@ -100,23 +100,61 @@ pub(crate) fn ports(lab: &Lab, node: &Node) -> Ports {
     ports
 }
 
+/// A switch's name, ports and a socket that hears its routes.
+type Listening = (String, Ports, std::os::fd::OwnedFd);
+
+/// Opens a listening socket in every switch's namespace of `lab`.
+fn listen(lab: &Lab) -> Result<Vec<Listening>> {
+    let mut sockets = Vec::new();
+    for node in lab.fabric.switches() {
+        let name = names::node_namespace(&lab.name, &node.name);
+        let ns = namespaces::open(&name).with_context(|| format!("opening {name}"))?;
+        let socket = namespaces::in_namespace(&ns, || namespaces::route_socket_listening(GROUPS))
+            .with_context(|| format!("listening to the routes of {}", node.name))?;
+        sockets.push((node.name.clone(), ports(lab, node), socket));
+    }
+    Ok(sockets)
+}
+
 impl FibWatch {
     /// Starts watching the tables of every switch of `lab` (a `netns`
     /// lab's switches each have a namespace): their sockets are opened
     /// before this returns, so no change made after it is missed.
     pub fn start(lab: Arc<Lab>, events: Events) -> Result<FibWatch> {
-        let mut sockets = Vec::new();
+        let sockets = listen(&lab)?;
+        let (tell, is_ready) = std::sync::mpsc::channel();
+        let ready = Ready(Some(Box::new(move |r| {
+            let _ = tell.send(r);
+        })));
+        let watch = Self::spawn(lab, events, Join::Now(sockets), ready)?;
+        is_ready
+            .recv()
+            .map_err(|_| crate::Error::Failed("the route watcher's thread died".to_owned()))??;
+        Ok(watch)
+    }
+
+    /// Starts watching once `join` is ready: what changes before is not
+    /// an event. A listening socket in a switch's namespace makes the
+    /// kernel's every route notification, in every namespace, walk it
+    /// (`netlink_broadcast` walks one list of every listening socket of
+    /// the protocol): a thousand of them while a fabric's first two million
+    /// routes are written cost 35 s of a 90 s `up`. When it joins, the
+    /// watcher writes a `route-watch` event; a failure to, too.
+    /// `joined` is called once the tables are read (or the watcher gave
+    /// up).
+    pub fn start_when(
+        lab: Arc<Lab>,
+        events: Events,
+        join: impl Future<Output = ()> + Send + 'static,
+        joined: impl FnOnce() + Send + 'static,
+    ) -> Result<FibWatch> {
+        let ready = Ready(Some(Box::new(move |_| joined())));
+        Self::spawn(lab, events, Join::When(Box::pin(join)), ready)
+    }
+
+    fn spawn(lab: Arc<Lab>, events: Events, join: Join, mut ready: Ready) -> Result<FibWatch> {
         let flood = flood(lab.fabric.switches().count());
-        for node in lab.fabric.switches() {
-            let name = names::node_namespace(&lab.name, &node.name);
-            let ns = namespaces::open(&name).with_context(|| format!("opening {name}"))?;
-            let socket =
-                namespaces::in_namespace(&ns, || namespaces::route_socket_listening(GROUPS))
-                    .with_context(|| format!("listening to the routes of {}", node.name))?;
-            sockets.push((node.name.clone(), ports(&lab, node), socket));
-        }
-        let (stop, stopped) = oneshot::channel();
-        let (ready, is_ready) = std::sync::mpsc::channel();
+        let (stop, mut stopped) = oneshot::channel();
         let thread = std::thread::Builder::new()
             .name("fib-watch".into())
             .spawn(move || {
@@ -126,11 +164,39 @@ impl FibWatch {
                 {
                     Ok(r) => r,
                     Err(e) => {
-                        let _ = ready.send(Err(e.into()));
+                        ready.say(Err(e.into()));
                         return;
                     }
                 };
                 runtime.block_on(async move {
+                    let sockets = match join {
+                        Join::Now(sockets) => sockets,
+                        Join::When(join) => {
+                            tokio::select! {
+                                () = join => {}
+                                _ = &mut stopped => return,
+                            }
+                            let what = format!(
+                                "watching the routes of {} switches",
+                                lab.fabric.switches().count()
+                            );
+                            match listen(&lab) {
+                                Ok(sockets) => {
+                                    events.write("daemon", "route-watch", &what, Ok(()));
+                                    sockets
+                                }
+                                Err(e) => {
+                                    events.write(
+                                        "daemon",
+                                        "route-watch",
+                                        &what,
+                                        Err(&e.to_string()),
+                                    );
+                                    return;
+                                }
+                            }
+                        }
+                    };
                     // Every switch's table as it is, before the first
                     // change: read all at once (each from its own socket).
                     let switches = futures::future::try_join_all(sockets.into_iter().map(
@@ -161,25 +227,50 @@ impl FibWatch {
                             })
                             .collect(),
                         Err(e) => {
-                            let _ = ready.send(Err(e));
+                            ready.say(Err(e));
                             return;
                         }
                     };
-                    let _ = ready.send(Ok(()));
+                    ready.say(Ok(()));
                     let _ = stopped.await;
                     for task in tasks {
                         task.abort();
                     }
                 });
             })?;
-        is_ready
-            .recv()
-            .map_err(|_| crate::Error::Failed("the route watcher's thread died".to_owned()))??;
         Ok(FibWatch {
             stop: Some(stop),
             thread: Some(thread),
         })
     }
+}
+
+/// Told once whether the watcher holds every table: by the watcher's
+/// thread, or, should it end first, when dropped.
+struct Ready(Option<Box<dyn FnOnce(Result<()>) + Send>>);
+
+impl Ready {
+    fn say(&mut self, result: Result<()>) {
+        if let Some(tell) = self.0.take() {
+            tell(result);
+        }
+    }
+}
+
+impl Drop for Ready {
+    fn drop(&mut self) {
+        self.say(Err(crate::Error::Failed(
+            "the route watcher's thread ended".to_owned(),
+        )));
+    }
+}
+
+/// When the watcher starts listening.
+enum Join {
+    /// At once, on sockets opened already.
+    Now(Vec<Listening>),
+    /// When this is ready.
+    When(std::pin::Pin<Box<dyn Future<Output = ()> + Send>>),
 }
 
 /// One switch's table as the watcher knows it: every route by prefix and

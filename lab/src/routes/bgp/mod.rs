@@ -122,7 +122,15 @@ pub struct BgpView {
     /// Into each built-in speaker, by node, without keeping it running
     /// (the speakers stop when the daemon drops their controls).
     dumps: HashMap<NodeId, mpsc::WeakUnboundedSender<Control>>,
+    /// Whether a report found every switch converged yet.
+    converged_once: watch::Sender<bool>,
+    /// False while a route watcher that joins at convergence has not
+    /// ([`BgpView::watcher_joins`]).
+    watcher_joined: Arc<watch::Sender<bool>>,
 }
+
+/// How long a converged report waits for the route watcher to join.
+const WATCHER_JOINS_WITHIN: Duration = Duration::from_secs(60);
 
 /// What the speakers converge to, since when.
 #[derive(Debug, Default)]
@@ -221,6 +229,8 @@ impl Agents {
                 known,
                 plan: Mutex::new(Plan::default()),
                 dumps: controls.iter().map(|(n, c)| (*n, c.downgrade())).collect(),
+                converged_once: watch::Sender::new(false),
+                watcher_joined: Arc::new(watch::Sender::new(true)),
             }),
             controls,
             watcher: RefCell::new(None),
@@ -659,10 +669,36 @@ impl BgpView {
                 counters: None,
             });
         }
-        BgpReport {
+        let report = BgpReport {
             elapsed: now.as_secs_f64(),
             since_change: epoch.map(|e| e.elapsed().as_secs_f64()),
             speakers,
+        };
+        if node.is_none() && report.converged() {
+            self.converged_once
+                .send_if_modified(|once| !std::mem::replace(once, true));
+            // Not said converged before the route watcher that joins then
+            // holds the tables: a change made after is an event.
+            let mut joined = self.watcher_joined.subscribe();
+            let _ = tokio::time::timeout(WATCHER_JOINS_WITHIN, joined.wait_for(|j| *j)).await;
+        }
+        report
+    }
+
+    /// Becomes true when a report of every switch first finds the fabric
+    /// converged (`up` asks until it does).
+    pub fn converged_once(&self) -> watch::Receiver<bool> {
+        self.converged_once.subscribe()
+    }
+
+    /// A route watcher joins when the fabric first converged: the report
+    /// that first says so waits until the returned call says it joined (or
+    /// gave up).
+    pub fn watcher_joins(&self) -> impl FnOnce() + Send + 'static {
+        self.watcher_joined.send_replace(false);
+        let joined = self.watcher_joined.clone();
+        move || {
+            joined.send_replace(true);
         }
     }
 }
