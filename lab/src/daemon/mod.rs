@@ -210,6 +210,20 @@ async fn stop_child(child: &mut tokio::process::Child) -> Result<()> {
     }
 }
 
+/// The route watcher that started, or none, the failure said as an event.
+fn watching(started: Result<FibWatch>, events: &Events) -> Option<FibWatch> {
+    started
+        .map_err(|e| {
+            events.write(
+                "daemon",
+                "route-watch",
+                "watching the switches' routes",
+                Err(&e.to_string()),
+            );
+        })
+        .ok()
+}
+
 /// A fresh BGP fabric's route watcher joins when the fabric first
 /// converged, or after this long.
 const WATCH_AT_THE_LATEST: Duration = Duration::from_secs(600);
@@ -277,18 +291,7 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
         // `FibWatch::start_when`).
         let watch_later = fresh && lab.routing.mode == RoutingMode::Bgp;
         let fib_watch = if lab.target == turbonet_topo::Target::Netns && !watch_later {
-            match FibWatch::start(lab.clone(), events.clone()) {
-                Ok(watch) => Some(watch),
-                Err(e) => {
-                    events.write(
-                        "daemon",
-                        "route-watch",
-                        "watching the switches' routes",
-                        Err(&e.to_string()),
-                    );
-                    None
-                }
-            }
+            watching(FibWatch::start(lab.clone(), events.clone()), &events)
         } else {
             None
         };
@@ -322,18 +325,10 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
                         tokio::time::timeout(WATCH_AT_THE_LATEST, converged.wait_for(|c| *c)).await;
                 };
                 let joined = agents.view().watcher_joins();
-                match FibWatch::start_when(lab.clone(), events.clone(), join, joined) {
-                    Ok(watch) => Some(watch),
-                    Err(e) => {
-                        events.write(
-                            "daemon",
-                            "route-watch",
-                            "watching the switches' routes",
-                            Err(&e.to_string()),
-                        );
-                        None
-                    }
-                }
+                watching(
+                    FibWatch::start_when(lab.clone(), events.clone(), join, joined),
+                    &events,
+                )
             }
             (_, watch) => watch,
         };

@@ -198,26 +198,26 @@ impl FibWatch {
                         }
                     };
                     // Every switch's table as it is, before the first
-                    // change: read all at once (each from its own socket).
-                    let switches = futures::future::try_join_all(sockets.into_iter().map(
-                        |(node, ports, socket)| {
-                            let events = events.clone();
-                            async move {
-                                let (handle, notifications) =
-                                    namespaces::route_handle_listening(socket)?;
-                                let table = Table::from_routes(read_table(&handle).await?);
-                                let switch = Switch {
-                                    node,
-                                    ports,
-                                    handle,
-                                    table,
-                                    events,
-                                    flood,
-                                };
-                                Ok::<_, crate::Error>((switch, notifications))
-                            }
-                        },
-                    ))
+                    // change, one at a time (a converged pod's 376 tables
+                    // dumped at once held gigabytes of answers).
+                    let switches = async {
+                        let mut switches = Vec::with_capacity(sockets.len());
+                        for (node, ports, socket) in sockets {
+                            let (handle, notifications) =
+                                namespaces::route_handle_listening(socket)?;
+                            let table = Table::from_routes(read_table(&handle).await?);
+                            let switch = Switch {
+                                node,
+                                ports,
+                                handle,
+                                table,
+                                events: events.clone(),
+                                flood,
+                            };
+                            switches.push((switch, notifications));
+                        }
+                        Ok::<_, crate::Error>(switches)
+                    }
                     .await;
                     let tasks: Vec<_> = match switches {
                         Ok(switches) => switches
