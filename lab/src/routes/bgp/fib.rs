@@ -151,11 +151,12 @@ impl Writer {
             .context("making nexthop objects")?;
         let targets = self.groups.commit(&routes, plan, &outcomes);
         let handle = &self.handle;
-        let all_written = std::sync::atomic::AtomicBool::new(true);
-        let all_written = &all_written;
+        let unwritten = std::sync::Mutex::new(Vec::new());
+        let unwritten = &unwritten;
         turbonet_host::kernel::pipelined(routes.into_iter().zip(targets).map(
             |((prefix, hops), target)| async move {
                 let message = match target {
+                    Target::Kept(_) => return Ok(()),
                     Target::Remove => {
                         return turbonet_host::kernel::delete_route_with(
                             handle,
@@ -193,7 +194,10 @@ impl Writer {
                             || (-e.raw_code() == libc::EINVAL
                                 && matches!(target, Target::Object(_))) =>
                     {
-                        all_written.store(false, std::sync::atomic::Ordering::Relaxed);
+                        unwritten
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .push(prefix);
                         Ok(())
                     }
                     Err(e) => turbonet_host::error::Context::with_context(Err(e), || {
@@ -204,11 +208,17 @@ impl Writer {
         ))
         .await?;
         // A route not written may still point at a group thought unused.
-        if all_written.load(std::sync::atomic::Ordering::Relaxed) {
+        let unwritten = unwritten
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .split_off(0);
+        if unwritten.is_empty() {
             let unused = self.groups.unused();
             self.nexthops
                 .execute(&unused)
                 .context("removing unused nexthop groups")?;
+        } else {
+            self.groups.forget(&unwritten);
         }
         Ok(())
     }

@@ -28,6 +28,9 @@ pub(super) enum Target {
     Inline,
     /// Removed.
     Remove,
+    /// Pointing at nexthop object `id` already, which holds the next hops
+    /// wanted (the kernel shrank it when a port went down): not written.
+    Kept(u32),
 }
 
 /// The objects a change set needs made first, and each route's target
@@ -166,12 +169,29 @@ impl Groups {
                 _ => {}
             }
         }
+        // An object made by this change set may reuse the id of one the
+        // kernel removed, with the routes that pointed at it.
+        let made: BTreeSet<u32> = plan
+            .setup
+            .iter()
+            .filter_map(|r| match r {
+                Request::Hop { id, .. } | Request::Group { id, .. } => Some(*id),
+                Request::Delete { .. } => None,
+            })
+            .collect();
         let mut targets = plan.targets;
         for ((prefix, _), target) in routes.iter().zip(&mut targets) {
             if let Target::Object(id) = target
                 && failed.contains(id)
             {
                 *target = Target::Inline;
+            }
+            if let Target::Object(id) = *target
+                && !made.contains(&id)
+                && self.uses.get(prefix) == Some(&id)
+            {
+                *target = Target::Kept(id);
+                continue;
             }
             let now = match target {
                 Target::Object(id) => self.uses.insert(*prefix, *id),
@@ -190,6 +210,22 @@ impl Groups {
             }
         }
         targets
+    }
+
+    /// `prefixes` were not written as planned (the kernel refused): what
+    /// they point at is not known any more, so their next change writes
+    /// them.
+    pub(super) fn forget(&mut self, prefixes: &[Ipv4Net]) {
+        for prefix in prefixes {
+            if let Some(id) = self.uses.remove(prefix)
+                && let Some(n) = self.users.get_mut(&id)
+            {
+                *n -= 1;
+                if *n == 0 {
+                    self.users.remove(&id);
+                }
+            }
+        }
     }
 
     /// The groups this FIB made that no route points at any more, to
@@ -378,5 +414,64 @@ mod tests {
         let plan = groups.plan(&kernel, &gone);
         groups.commit(&gone, plan, &[]);
         assert!(groups.unused().is_empty());
+    }
+
+    #[test]
+    fn a_route_already_on_the_group_the_kernel_shrank_is_not_written_again() {
+        let mut groups = Groups::default();
+        let mut kernel = Objects::default();
+        let three: Vec<_> = (0..10)
+            .map(|i| (net(i), vec![hop(0), hop(1), hop(2)]))
+            .collect();
+        let plan = groups.plan(&kernel, &three);
+        let outcomes = apply(&mut kernel, &plan);
+        let targets = groups.commit(&three, plan, &outcomes);
+        let Target::Object(group) = targets[0] else {
+            panic!("{targets:?}")
+        };
+        // The port of hop 2 goes down: the kernel removes the hop and
+        // shrinks the group; the speaker then asks for two hops.
+        let gone = *kernel.hops.iter().find(|(_, h)| h.ifindex == 12).unwrap().0;
+        kernel.hops.remove(&gone);
+        kernel
+            .groups
+            .get_mut(&group)
+            .unwrap()
+            .retain(|m| *m != gone);
+        let two: Vec<_> = (0..10).map(|i| (net(i), vec![hop(0), hop(1)])).collect();
+        let plan = groups.plan(&kernel, &two);
+        assert!(plan.setup.is_empty(), "{:?}", plan.setup);
+        let outcomes = apply(&mut kernel, &plan);
+        let targets = groups.commit(&two, plan, &outcomes);
+        assert!(
+            targets.iter().all(|t| *t == Target::Kept(group)),
+            "{targets:?}"
+        );
+        // A prefix the kernel refused is written at its next change.
+        groups.forget(&[net(0)]);
+        let plan = groups.plan(&kernel, &two[..1]);
+        let outcomes = apply(&mut kernel, &plan);
+        assert_eq!(
+            groups.commit(&two[..1], plan, &outcomes),
+            [Target::Object(group)]
+        );
+        assert!(groups.unused().is_empty());
+    }
+
+    #[test]
+    fn an_object_made_again_with_an_old_id_is_written_to() {
+        let mut groups = Groups::default();
+        let mut kernel = Objects::default();
+        let routes = vec![(net(0), vec![hop(0)])];
+        let plan = groups.plan(&kernel, &routes);
+        let outcomes = apply(&mut kernel, &plan);
+        let targets = groups.commit(&routes, plan, &outcomes);
+        assert_eq!(targets, [Target::Object(1)]);
+        // The kernel removed hop 1 with the route; the same hop is made
+        // again with the same id.
+        kernel.hops.clear();
+        let plan = groups.plan(&kernel, &routes);
+        let outcomes = apply(&mut kernel, &plan);
+        assert_eq!(groups.commit(&routes, plan, &outcomes), [Target::Object(1)]);
     }
 }
