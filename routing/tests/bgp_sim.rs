@@ -775,6 +775,12 @@ fn cold_start(lab: &Lab, seed: u64, settle: Settle) -> (Phase, usize) {
     let phase = net.run_until_quiet();
     net.check(&Failures::default(), "all up");
     let routes = net.speakers.iter().map(|s| s.installed().len()).sum();
+    // The speakers count what the network saw.
+    let counted = net.speakers.iter().fold((0, 0), |(u, c), s| {
+        let counters = s.status(net.now).counters;
+        (u + counters.updates_sent, c + counters.set_changes)
+    });
+    assert_eq!(counted, (phase.updates, phase.fib_routes));
     (phase, routes)
 }
 

@@ -69,7 +69,7 @@ use super::rib::{
     AttributeGroups, Change, Multipath, PeerId, PeerSummary, Rib, goes_to, pack_updates,
 };
 use super::session::{self, PeerInfo, Reason, Session, SessionConfig, State};
-use super::{Message, PORT};
+use super::{HEADER_LEN, Message, PORT, frame, msg_type};
 use crate::NextHop;
 use crate::intern::ByAddress;
 
@@ -1342,15 +1342,11 @@ impl Changed {
 }
 
 /// UPDATE messages in one write of whole messages.
-fn count_updates(bytes: &[u8]) -> u64 {
-    let mut at = 0;
+fn count_updates(mut bytes: &[u8]) -> u64 {
     let mut n = 0;
-    while at + 19 <= bytes.len() {
-        if bytes[at + 18] == 2 {
-            n += 1;
-        }
-        let len = usize::from(u16::from_be_bytes([bytes[at + 16], bytes[at + 17]]));
-        at += len.max(19);
+    while let Ok(Some(len)) = frame(bytes) {
+        n += u64::from(bytes[HEADER_LEN - 1] == msg_type::UPDATE);
+        bytes = &bytes[len..];
     }
     n
 }

@@ -197,13 +197,8 @@ impl Groups {
                 Target::Object(id) => self.uses.insert(*prefix, *id),
                 _ => self.uses.remove(prefix),
             };
-            if let Some(before) = now
-                && let Some(n) = self.users.get_mut(&before)
-            {
-                *n -= 1;
-                if *n == 0 {
-                    self.users.remove(&before);
-                }
+            if let Some(before) = now {
+                self.unuse(before);
             }
             if let Target::Object(id) = target {
                 *self.users.entry(*id).or_default() += 1;
@@ -217,13 +212,18 @@ impl Groups {
     /// them.
     pub(super) fn forget(&mut self, prefixes: &[Ipv4Net]) {
         for prefix in prefixes {
-            if let Some(id) = self.uses.remove(prefix)
-                && let Some(n) = self.users.get_mut(&id)
-            {
-                *n -= 1;
-                if *n == 0 {
-                    self.users.remove(&id);
-                }
+            if let Some(id) = self.uses.remove(prefix) {
+                self.unuse(id);
+            }
+        }
+    }
+
+    /// One route fewer points at object `id`.
+    fn unuse(&mut self, id: u32) {
+        if let Some(n) = self.users.get_mut(&id) {
+            *n -= 1;
+            if *n == 0 {
+                self.users.remove(&id);
             }
         }
     }
