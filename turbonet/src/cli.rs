@@ -932,8 +932,8 @@ pub(crate) struct BenchArgs {
     )]
     pub links: Vec<usize>,
     /// With --engine: engine shard counts in the capacity grid and the
-    /// scaling part (default: 1 and one per core).
-    #[arg(long, value_delimiter = ',', value_name = "K")]
+    /// scaling part, 1 to 64 (default: 1 and one per core).
+    #[arg(long, value_delimiter = ',', value_name = "K", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
     pub shards: Vec<usize>,
     /// With --engine: the engine the bench labs' impaired links get
     /// (`[lab] engine`): userspace, bpf (the kernel engine: BPF and fq,

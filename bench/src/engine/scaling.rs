@@ -83,8 +83,8 @@ pub(crate) fn scaling(
             receivers: (1..=k).map(|i| format!("b{i}")).collect(),
             engine_links: (1..=k).map(|i| format!("a{i}--s1")).collect(),
         };
-        let blasts = together(k, frames.min(10_000), Some(50_000))?;
-        drop(blasts); // warm: ARP, caches
+        // Warm: ARP, caches.
+        together(k, frames.min(10_000), Some(50_000))?;
         std::thread::sleep(Duration::from_millis(400));
         let before = path.read()?;
         let blasts = together(k, frames, None)?;

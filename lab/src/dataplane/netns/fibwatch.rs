@@ -169,6 +169,9 @@ impl FibWatch {
                     }
                 };
                 runtime.block_on(async move {
+                    // A watcher that joins late says why it could not;
+                    // `start`'s caller says it for the others.
+                    let late = matches!(join, Join::When(_));
                     let sockets = match join {
                         Join::Now(sockets) => sockets,
                         Join::When(join) => {
@@ -227,6 +230,14 @@ impl FibWatch {
                             })
                             .collect(),
                         Err(e) => {
+                            if late {
+                                events.write(
+                                    "daemon",
+                                    "route-watch",
+                                    "reading the switches' tables",
+                                    Err(&e.to_string()),
+                                );
+                            }
                             ready.say(Err(e));
                             return;
                         }
