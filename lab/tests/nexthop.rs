@@ -15,8 +15,25 @@ fn ip(command: &str) {
     assert!(status.success(), "ip {command}");
 }
 
+/// The routes of protocol `bgp` in the calling thread's namespace, as
+/// `ip route` prints their first lines (the next hops a group expands to
+/// follow on lines of their own).
+fn routes() -> Vec<String> {
+    let out = std::process::Command::new("ip")
+        .args(["route", "show", "proto", "bgp"])
+        .output()
+        .expect("ip runs");
+    String::from_utf8(out.stdout)
+        .expect("text")
+        .lines()
+        .filter(|line| !line.starts_with(char::is_whitespace))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// Against the kernel, in a namespace of a thread's own (gone with
-/// the thread): objects made, read back, refused twice, removed.
+/// the thread): objects made, read back, refused twice, removed;
+/// routes to them written and removed in batches, a group regrouped.
 #[test]
 fn objects_round_trip_through_the_kernel() {
     if !nix::unistd::geteuid().is_root() {
@@ -61,6 +78,53 @@ fn objects_round_trip_through_the_kernel() {
             .expect("execute");
         assert_eq!(again, vec![Err(libc::EEXIST), Ok(())]);
         assert!(socket.dump().expect("dump").groups.is_empty());
+
+        // Routes to a group, in batches larger than one sendmsg carries,
+        // with refusals among them attributed to their own requests.
+        let net = |i: u32| ipnet::Ipv4Net::new(Ipv4Addr::from(0x0a64_0000 + (i << 8)), 24).unwrap();
+        let mut requests = vec![Request::Group {
+            id: 6,
+            members: vec![1, 2],
+        }];
+        for i in 0..300 {
+            let id = if i % 100 == 99 { 77 } else { 6 };
+            requests.push(Request::Route {
+                prefix: net(i),
+                id,
+                metric: 20,
+            });
+        }
+        let outcomes = socket.execute(&requests).expect("execute");
+        let refused: Vec<usize> = (0..outcomes.len())
+            .filter(|&i| outcomes[i].is_err())
+            .collect();
+        assert_eq!(refused, vec![100, 200, 300], "the routes to no object");
+        assert_eq!(routes().len(), 297);
+        assert!(routes()[0].contains("nhid 6"), "{}", routes()[0]);
+        // One request moves every route to the group's new members.
+        let outcomes = socket
+            .execute(&[Request::Regroup {
+                id: 6,
+                members: vec![1],
+            }])
+            .expect("execute");
+        assert_eq!(outcomes, vec![Ok(())]);
+        assert_eq!(
+            socket.dump().expect("dump").groups,
+            HashMap::from([(6, vec![1])])
+        );
+        let gone: Vec<Request> = (0..300)
+            .map(|i| Request::Unroute {
+                prefix: net(i),
+                metric: 20,
+            })
+            .collect();
+        let outcomes = socket.execute(&gone).expect("execute");
+        assert_eq!(
+            outcomes.iter().filter(|o| **o == Err(libc::ESRCH)).count(),
+            3
+        );
+        assert!(routes().is_empty());
         // The port goes down: the kernel removes its next hops.
         ip("link set nh0 down");
         assert_eq!(socket.dump().expect("dump"), Objects::default());

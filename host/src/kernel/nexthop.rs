@@ -10,8 +10,11 @@
 //!
 //! netlink-packet-route has no nexthop messages, so they are encoded here
 //! from `linux/nexthop.h` (a `struct nhmsg` header and `NHA_*`
-//! attributes), and exchanged on a `NETLINK_ROUTE` socket of the
-//! namespace ([`NexthopSocket`]). The kernel itself removes a next hop
+//! attributes), byte for byte as iproute2's `ip nexthop` sends them
+//! (checked against its captured requests), and exchanged on a
+//! `NETLINK_ROUTE` socket of the namespace ([`NexthopSocket`]), together
+//! with the routes that point at them: many requests to one `sendmsg`,
+//! answered only when they fail. The kernel itself removes a next hop
 //! whose device goes down, takes it out of its groups and removes a group
 //! left empty (with the routes using it), so callers read what exists
 //! ([`NexthopSocket::dump`]) rather than remember it.
@@ -20,11 +23,14 @@ use std::collections::HashMap;
 use std::io;
 use std::net::Ipv4Addr;
 
+use ipnet::Ipv4Net;
 use rtnetlink::sys::protocols::NETLINK_ROUTE;
 use rtnetlink::sys::{Socket, SocketAddr};
 
 use super::raw::{NLMSG_DONE, NLMSG_ERROR, error_code, messages, put};
 
+const RTM_NEWROUTE: u16 = 24;
+const RTM_DELROUTE: u16 = 25;
 const RTM_NEWNEXTHOP: u16 = 104;
 const RTM_DELNEXTHOP: u16 = 105;
 const RTM_GETNEXTHOP: u16 = 106;
@@ -34,14 +40,25 @@ const NHA_GROUP: u16 = 2;
 const NHA_OIF: u16 = 5;
 const NHA_GATEWAY: u16 = 6;
 
+const RTA_DST: u16 = 1;
+const RTA_PRIORITY: u16 = 6;
+const RTA_NH_ID: u16 = 30;
+
 const NLM_F_REQUEST: u16 = 0x1;
 const NLM_F_ACK: u16 = 0x4;
+const NLM_F_REPLACE: u16 = 0x100;
 const NLM_F_EXCL: u16 = 0x200;
 const NLM_F_CREATE: u16 = 0x400;
 const NLM_F_DUMP: u16 = 0x300;
 
 const AF_UNSPEC: u8 = 0;
 const AF_INET: u8 = 2;
+/// `RT_TABLE_MAIN`.
+const RT_TABLE_MAIN: u8 = 254;
+/// `RT_SCOPE_NOWHERE`: a removal matches routes of any scope.
+const RT_SCOPE_NOWHERE: u8 = 255;
+/// `RTN_UNICAST`.
+const RTN_UNICAST: u8 = 1;
 /// `RTPROT_BGP`: who made the object, as for routes.
 const RTPROT_BGP: u8 = 186;
 /// `RTNH_F_ONLINK`.
@@ -79,7 +96,8 @@ impl Objects {
     }
 }
 
-/// A change to the objects.
+/// A change to the objects, or to a route of the main table that points at
+/// one (protocol `bgp`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
     /// Make next hop `id` (`ip nexthop add id ID via VIA dev DEV [onlink]`).
@@ -97,33 +115,72 @@ pub enum Request {
         /// Its next hops' ids.
         members: Vec<u32>,
     },
+    /// Give group `id` these `members` (`ip nexthop replace id ID group
+    /// A/B/...`): every route that points at it moves at once.
+    Regroup {
+        /// Its id.
+        id: u32,
+        /// Its next hops' ids from now on.
+        members: Vec<u32>,
+    },
     /// Remove object `id` (`ip nexthop del id ID`); routes using it go too.
     Delete {
         /// Its id.
         id: u32,
     },
+    /// Point the route to `prefix` with `metric` at object `id`, made or
+    /// replaced (`ip route replace PREFIX nhid ID metric METRIC proto
+    /// bgp`).
+    Route {
+        /// Where it leads.
+        prefix: Ipv4Net,
+        /// The object it points at.
+        id: u32,
+        /// Its metric.
+        metric: u32,
+    },
+    /// Remove the route to `prefix` with `metric` (`ip route del PREFIX
+    /// metric METRIC proto bgp`).
+    Unroute {
+        /// Where it led.
+        prefix: Ipv4Net,
+        /// Its metric.
+        metric: u32,
+    },
 }
 
 impl Request {
-    /// The request as a netlink message with sequence number `seq`.
-    fn encode(&self, seq: u32) -> Vec<u8> {
-        let mut attrs = Vec::new();
-        let (kind, flags, family, nh_flags, protocol) = match self {
-            Request::Hop { id, hop } => {
-                put(&mut attrs, NHA_ID, &id.to_ne_bytes());
-                put(&mut attrs, NHA_OIF, &hop.ifindex.to_ne_bytes());
-                put(&mut attrs, NHA_GATEWAY, &hop.via.octets());
-                let onlink = if hop.onlink { RTNH_F_ONLINK } else { 0 };
-                (
-                    RTM_NEWNEXTHOP,
-                    NLM_F_CREATE | NLM_F_EXCL,
-                    AF_INET,
-                    onlink,
-                    RTPROT_BGP,
-                )
+    /// Appends the request as a netlink message with sequence number
+    /// `seq` to `out`, to be answered only if refused ([`ask_answer`]
+    /// asks for more).
+    fn encode(&self, seq: u32, out: &mut Vec<u8>) {
+        let start = out.len();
+        // The header, its length written last.
+        out.extend_from_slice(&[0; 4]);
+        let (kind, flags) = match self {
+            Request::Hop { .. } | Request::Group { .. } => {
+                (RTM_NEWNEXTHOP, NLM_F_CREATE | NLM_F_EXCL)
             }
-            Request::Group { id, members } => {
-                put(&mut attrs, NHA_ID, &id.to_ne_bytes());
+            Request::Regroup { .. } => (RTM_NEWNEXTHOP, NLM_F_CREATE | NLM_F_REPLACE),
+            Request::Delete { .. } => (RTM_DELNEXTHOP, 0),
+            Request::Route { .. } => (RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE),
+            Request::Unroute { .. } => (RTM_DELROUTE, 0),
+        };
+        out.extend_from_slice(&kind.to_ne_bytes());
+        out.extend_from_slice(&(NLM_F_REQUEST | flags).to_ne_bytes());
+        out.extend_from_slice(&seq.to_ne_bytes());
+        out.extend_from_slice(&0u32.to_ne_bytes());
+        match self {
+            Request::Hop { id, hop } => {
+                let onlink = if hop.onlink { RTNH_F_ONLINK } else { 0 };
+                nhmsg(out, AF_INET, RTPROT_BGP, onlink);
+                put(out, NHA_ID, &id.to_ne_bytes());
+                put(out, NHA_OIF, &hop.ifindex.to_ne_bytes());
+                put(out, NHA_GATEWAY, &hop.via.octets());
+            }
+            Request::Group { id, members } | Request::Regroup { id, members } => {
+                nhmsg(out, AF_UNSPEC, RTPROT_BGP, 0);
+                put(out, NHA_ID, &id.to_ne_bytes());
                 // struct nexthop_grp: id, weight - 1, two reserved fields.
                 let entries: Vec<u8> = members
                     .iter()
@@ -133,52 +190,59 @@ impl Request {
                         e
                     })
                     .collect();
-                put(&mut attrs, NHA_GROUP, &entries);
-                (
-                    RTM_NEWNEXTHOP,
-                    NLM_F_CREATE | NLM_F_EXCL,
-                    AF_UNSPEC,
-                    0,
-                    RTPROT_BGP,
-                )
+                put(out, NHA_GROUP, &entries);
             }
             Request::Delete { id } => {
-                put(&mut attrs, NHA_ID, &id.to_ne_bytes());
                 // The kernel refuses a removal whose header is not zeros.
-                (RTM_DELNEXTHOP, 0, AF_UNSPEC, 0, 0)
+                nhmsg(out, AF_UNSPEC, 0, 0);
+                put(out, NHA_ID, &id.to_ne_bytes());
             }
-        };
-        let header = NhHeader {
-            family,
-            protocol,
-            flags: nh_flags,
-        };
-        message(kind, NLM_F_REQUEST | NLM_F_ACK | flags, seq, header, &attrs)
+            Request::Route { prefix, id, metric } => {
+                rtmsg(out, *prefix, 0, RTN_UNICAST);
+                put(out, RTA_DST, &prefix.network().octets());
+                put(out, RTA_NH_ID, &id.to_ne_bytes());
+                put(out, RTA_PRIORITY, &metric.to_ne_bytes());
+            }
+            Request::Unroute { prefix, metric } => {
+                rtmsg(out, *prefix, RT_SCOPE_NOWHERE, 0);
+                put(out, RTA_DST, &prefix.network().octets());
+                put(out, RTA_PRIORITY, &metric.to_ne_bytes());
+            }
+        }
+        let len = u32::try_from(out.len() - start).expect("small");
+        out[start..start + 4].copy_from_slice(&len.to_ne_bytes());
     }
 }
 
-/// The fields of a `struct nhmsg` a request sets.
-#[derive(Default)]
-struct NhHeader {
-    family: u8,
-    protocol: u8,
-    flags: u32,
+/// Makes the request `message` starts with ask to be answered when it
+/// succeeds too (`NLM_F_ACK`).
+fn ask_answer(message: &mut [u8]) {
+    let flags = u16::from_ne_bytes([message[6], message[7]]) | NLM_F_ACK;
+    message[6..8].copy_from_slice(&flags.to_ne_bytes());
 }
 
-/// A netlink message: header, `struct nhmsg`, attributes.
-fn message(kind: u16, flags: u16, seq: u32, nh: NhHeader, attrs: &[u8]) -> Vec<u8> {
-    let len = 16 + 8 + attrs.len();
-    let mut out = Vec::with_capacity(len);
-    out.extend_from_slice(&u32::try_from(len).expect("small").to_ne_bytes());
-    out.extend_from_slice(&kind.to_ne_bytes());
+/// Appends a `struct nhmsg`: family, scope (set by the kernel), protocol,
+/// reserved, flags.
+fn nhmsg(out: &mut Vec<u8>, family: u8, protocol: u8, flags: u32) {
+    out.extend_from_slice(&[family, 0, protocol, 0]);
     out.extend_from_slice(&flags.to_ne_bytes());
-    out.extend_from_slice(&seq.to_ne_bytes());
+}
+
+/// Appends the `struct rtmsg` of a main-table `bgp` route to `prefix`:
+/// family, destination and source lengths, tos, table, protocol, scope,
+/// type, flags.
+fn rtmsg(out: &mut Vec<u8>, prefix: Ipv4Net, scope: u8, kind: u8) {
+    out.extend_from_slice(&[
+        AF_INET,
+        prefix.prefix_len(),
+        0,
+        0,
+        RT_TABLE_MAIN,
+        RTPROT_BGP,
+        scope,
+        kind,
+    ]);
     out.extend_from_slice(&0u32.to_ne_bytes());
-    // nh_family, nh_scope, nh_protocol, resvd, nh_flags.
-    out.extend_from_slice(&[nh.family, 0, nh.protocol, 0]);
-    out.extend_from_slice(&nh.flags.to_ne_bytes());
-    out.extend_from_slice(attrs);
-    out
 }
 
 /// The attributes of a payload, as (type, value).
@@ -239,9 +303,10 @@ fn parse_object(payload: &[u8], objects: &mut Objects) {
     }
 }
 
-/// A `NETLINK_ROUTE` socket of one namespace, for its nexthop objects.
-/// Requests are answered while they are sent (the kernel handles a
-/// request in the sender's call), so reads never wait long.
+/// A `NETLINK_ROUTE` socket of one namespace, for its nexthop objects and
+/// the routes that point at them. Requests are answered while they are
+/// sent (the kernel handles them in the sender's call), so reads never
+/// wait long.
 #[derive(Debug)]
 pub struct NexthopSocket {
     socket: Socket,
@@ -254,6 +319,9 @@ impl NexthopSocket {
     pub fn new() -> io::Result<NexthopSocket> {
         let mut socket = Socket::new(NETLINK_ROUTE)?;
         socket.bind_auto()?;
+        // A refusal is answered with its error alone, not the request
+        // echoed back: a batch's refusals all fit the receive buffer.
+        socket.set_cap_ack(true)?;
         Ok(NexthopSocket {
             socket,
             buf: vec![0; 1 << 16],
@@ -271,13 +339,12 @@ impl NexthopSocket {
         let seq = self.next_seq();
         // A dump request's header must be all zeros (the kernel refuses
         // a filter it does not know).
-        let request = message(
-            RTM_GETNEXTHOP,
-            NLM_F_REQUEST | NLM_F_DUMP,
-            seq,
-            NhHeader::default(),
-            &[],
-        );
+        let mut request = Vec::with_capacity(24);
+        request.extend_from_slice(&24u32.to_ne_bytes());
+        request.extend_from_slice(&RTM_GETNEXTHOP.to_ne_bytes());
+        request.extend_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+        request.extend_from_slice(&seq.to_ne_bytes());
+        request.extend_from_slice(&[0; 12]);
         self.socket.send_to(&request, &SocketAddr::new(0, 0), 0)?;
         let mut objects = Objects::default();
         loop {
@@ -303,33 +370,53 @@ impl NexthopSocket {
 
     /// Carries out `requests` in order; each one's outcome: `Ok`, or the
     /// kernel's error number.
+    ///
+    /// They go in batches, each one `sendmsg`, as zebra writes its routes:
+    /// only a batch's last request asks to be answered when it succeeds,
+    /// the others are answered only when refused, and since the kernel
+    /// handles a batch in order, the last one's answer means every refusal
+    /// before it was read.
     pub fn execute(&mut self, requests: &[Request]) -> io::Result<Vec<Result<(), i32>>> {
-        /// Requests in flight at once: their answers fit the socket's
-        /// buffer.
-        const BATCH: usize = 64;
+        /// Requests a batch: even if all are refused, their answers fit
+        /// the socket's default receive buffer.
+        const BATCH: usize = 128;
+        /// A batch's bytes at most (sixty-way groups are 516 each).
+        const BATCH_BYTES: usize = 48 << 10;
         let mut outcomes = Vec::with_capacity(requests.len());
-        for batch in requests.chunks(BATCH) {
-            let first = self.seq.wrapping_add(1);
-            for request in batch {
+        let mut out = Vec::with_capacity(BATCH_BYTES + 1024);
+        let mut rest = requests;
+        while !rest.is_empty() {
+            out.clear();
+            let first = self.seq.wrapping_add(1).max(1);
+            let (mut sent, mut last) = (0, 0);
+            while sent < rest.len() && sent < BATCH && out.len() < BATCH_BYTES {
+                last = out.len();
                 let seq = self.next_seq();
-                self.socket
-                    .send_to(&request.encode(seq), &SocketAddr::new(0, 0), 0)?;
+                rest[sent].encode(seq, &mut out);
+                sent += 1;
             }
-            let mut answers: Vec<Option<Result<(), i32>>> = vec![None; batch.len()];
-            let mut missing = batch.len();
-            while missing > 0 {
+            ask_answer(&mut out[last..]);
+            let fence = self.seq;
+            self.socket.send_to(&out, &SocketAddr::new(0, 0), 0)?;
+            let mut answers: Vec<Result<(), i32>> = vec![Ok(()); sent];
+            'read: loop {
                 let n = self.socket.recv(&mut &mut self.buf[..], 0)?;
                 for m in messages(&self.buf[..n]) {
                     let at = m.seq.wrapping_sub(first) as usize;
-                    if m.kind != NLMSG_ERROR || at >= batch.len() || answers[at].is_some() {
+                    if m.kind != NLMSG_ERROR || at >= sent {
                         continue;
                     }
                     let code = error_code(m.payload);
-                    answers[at] = Some(if code == 0 { Ok(()) } else { Err(code) });
-                    missing -= 1;
+                    if code != 0 {
+                        answers[at] = Err(code);
+                    }
+                    if m.seq == fence {
+                        break 'read;
+                    }
                 }
             }
-            outcomes.extend(answers.into_iter().map(|a| a.expect("every answer read")));
+            outcomes.extend(answers);
+            rest = &rest[sent..];
         }
         Ok(outcomes)
     }
@@ -339,41 +426,130 @@ impl NexthopSocket {
 mod tests {
     use super::*;
 
-    /// `ip nexthop add id 7 via 10.0.0.1 dev <3> onlink proto bgp`:
-    /// header, nhmsg with family AF_INET and the protocol, NHA_ID,
-    /// NHA_OIF, NHA_GATEWAY, the onlink flag.
+    /// The request as iproute2 sends it: answered when it succeeds too.
+    fn acked(request: &Request, seq: u32) -> Vec<u8> {
+        let mut out = Vec::new();
+        request.encode(seq, &mut out);
+        ask_answer(&mut out);
+        out
+    }
+
+    /// The requests iproute2 sent, by command (testdata/ip-nexthop.txt,
+    /// written by scripts/capture-nexthop-requests), with the sequence
+    /// number zeroed, and the index of the device they name.
+    fn iproute2() -> (u32, Vec<(String, Vec<u8>)>) {
+        let text = include_str!("testdata/ip-nexthop.txt");
+        let mut ifindex = None;
+        let mut requests: Vec<(String, Vec<u8>)> = Vec::new();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            if let Some(index) = line.strip_prefix("ifindex d0 ") {
+                ifindex = Some(index.parse().expect("an index"));
+            } else if let Some(command) = line.strip_prefix("$ ") {
+                requests.push((command.to_owned(), Vec::new()));
+            } else {
+                let (_, bytes) = requests.last_mut().expect("a command first");
+                bytes.extend(
+                    line.split(' ')
+                        .map(|b| u8::from_str_radix(b, 16).expect("hex")),
+                );
+            }
+        }
+        for (_, bytes) in &mut requests {
+            bytes[8..12].fill(0);
+        }
+        (ifindex.expect("the device's index"), requests)
+    }
+
+    /// Each captured command, as a request of ours.
+    fn ours(command: &str, ifindex: u32) -> Request {
+        let hop = |via, onlink| Hop {
+            via,
+            ifindex,
+            onlink,
+        };
+        let prefix: Ipv4Net = "10.9.0.0/24".parse().unwrap();
+        match command {
+            "ip nexthop add id 1 dev d0 via 10.0.0.1 onlink proto bgp" => Request::Hop {
+                id: 1,
+                hop: hop(Ipv4Addr::new(10, 0, 0, 1), true),
+            },
+            "ip nexthop add id 2 dev d0 via 10.0.0.3 proto bgp" => Request::Hop {
+                id: 2,
+                hop: hop(Ipv4Addr::new(10, 0, 0, 3), false),
+            },
+            "ip nexthop add id 10 group 1 proto bgp" => Request::Group {
+                id: 10,
+                members: vec![1],
+            },
+            "ip nexthop add id 11 group 1/2 proto bgp" => Request::Group {
+                id: 11,
+                members: vec![1, 2],
+            },
+            c if c.starts_with("ip nexthop add id 300 group 201/202/") => Request::Group {
+                id: 300,
+                members: (201..=260).collect(),
+            },
+            "ip nexthop replace id 11 group 2 proto bgp" => Request::Regroup {
+                id: 11,
+                members: vec![2],
+            },
+            "ip route replace 10.9.0.0/24 nhid 11 metric 20 proto bgp" => Request::Route {
+                prefix,
+                id: 11,
+                metric: 20,
+            },
+            "ip route del 10.9.0.0/24 metric 20 proto bgp" => {
+                Request::Unroute { prefix, metric: 20 }
+            }
+            "ip nexthop del id 10" => Request::Delete { id: 10 },
+            other => panic!("no request of ours for `{other}`"),
+        }
+    }
+
     #[test]
-    fn hop_message_fields() {
+    fn requests_match_iproute2_byte_for_byte() {
+        let (ifindex, captured) = iproute2();
+        assert_eq!(captured.len(), 9, "every capture read");
+        for (command, theirs) in captured {
+            let ours = acked(&ours(&command, ifindex), 0);
+            assert_eq!(ours, theirs, "`{command}`");
+        }
+    }
+
+    #[test]
+    fn objects_read_back_as_made() {
         let hop = Hop {
             via: Ipv4Addr::new(10, 0, 0, 1),
             ifindex: 3,
             onlink: true,
         };
-        let msg = Request::Hop { id: 7, hop }.encode(42);
-        let m = messages(&msg).next().expect("one message");
-        assert_eq!(m.kind, RTM_NEWNEXTHOP);
-        assert_eq!(m.seq, 42);
-        let flags = u16::from_ne_bytes(msg[6..8].try_into().unwrap());
-        assert_eq!(flags, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL);
-        assert_eq!(&m.payload[..4], &[AF_INET, 0, RTPROT_BGP, 0]);
         let mut objects = Objects::default();
-        parse_object(m.payload, &mut objects);
+        for request in [
+            Request::Hop { id: 7, hop },
+            Request::Group {
+                id: 9,
+                members: vec![3, 1, 2],
+            },
+        ] {
+            let msg = acked(&request, 1);
+            let m = messages(&msg).next().expect("one message");
+            assert_eq!(m.kind, RTM_NEWNEXTHOP);
+            parse_object(m.payload, &mut objects);
+        }
         assert_eq!(objects.hops, HashMap::from([(7, hop)]));
+        assert_eq!(objects.groups, HashMap::from([(9, vec![1, 2, 3])]));
+        assert_eq!(objects.max_id(), 9);
     }
 
     #[test]
-    fn group_message_round_trips() {
-        let msg = Request::Group {
-            id: 9,
-            members: vec![3, 1, 2],
-        }
-        .encode(1);
-        let m = messages(&msg).next().expect("one message");
-        assert_eq!(m.payload[0], AF_UNSPEC, "groups have no family");
-        let mut objects = Objects::default();
-        parse_object(m.payload, &mut objects);
-        assert_eq!(objects.groups, HashMap::from([(9, vec![1, 2, 3])]));
-        assert_eq!(objects.max_id(), 9);
+    fn only_a_batchs_last_request_asks_for_an_answer() {
+        let mut out = Vec::new();
+        Request::Delete { id: 1 }.encode(5, &mut out);
+        let flags = |msg: &[u8]| u16::from_ne_bytes([msg[6], msg[7]]);
+        assert_eq!(flags(&out), NLM_F_REQUEST);
+        ask_answer(&mut out);
+        assert_eq!(flags(&out), NLM_F_REQUEST | NLM_F_ACK);
+        assert_eq!(messages(&out).next().expect("one message").seq, 5);
     }
 
     #[test]
@@ -384,7 +560,7 @@ mod tests {
 
     #[test]
     fn truncated_buffers_end_the_walk() {
-        let msg = Request::Delete { id: 1 }.encode(1);
+        let msg = acked(&Request::Delete { id: 1 }, 1);
         assert_eq!(messages(&msg[..msg.len() - 1]).count(), 0);
         assert_eq!(messages(&msg).count(), 1);
     }

@@ -4,13 +4,11 @@
 //! ([`PipelineFib`]).
 
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use ipnet::Ipv4Net;
-use rtnetlink::RouteMessageBuilder;
-use rtnetlink::packet_route::route::{RouteAttribute, RouteProtocol};
+use rtnetlink::packet_route::route::RouteProtocol;
 use turbonet_routing::bgp::config::KERNEL_METRIC;
 use turbonet_routing::bgp::speaker::NextHops;
 use turbonet_routing::bgp::speaker_driver::Fib;
@@ -18,12 +16,13 @@ use turbonet_routing::bgp::speaker_driver::Fib;
 use super::groups::{Groups, Target};
 use crate::dataplane::agent_routes::PipelineRoutes;
 use crate::error::{Context, Result};
-use turbonet_host::kernel::nexthop::NexthopSocket;
+use turbonet_host::kernel::nexthop::{NexthopSocket, Request};
 use turbonet_host::kernel::{KernelHop, KernelRoute};
 
-/// A namespace's main table through rtnetlink: routes as protocol `bgp`
-/// with metric [`KERNEL_METRIC`], pointing at kernel nexthop objects (one
-/// group per distinct set of next hops, [`Groups`]).
+/// A namespace's main table: routes as protocol `bgp` with metric
+/// [`KERNEL_METRIC`], pointing at kernel nexthop objects (one group per
+/// distinct set of next hops, [`Groups`]), written in batches on a
+/// [`NexthopSocket`] (rtnetlink only for the rare inline route).
 ///
 /// The writes run on `runtime`, with the connection's task: a thousand
 /// switches install millions of routes while they converge, half the work
@@ -150,68 +149,78 @@ impl Writer {
             .execute(&plan.setup)
             .context("making nexthop objects")?;
         let targets = self.groups.commit(&routes, plan, &outcomes);
-        let handle = &self.handle;
-        let unwritten = std::sync::Mutex::new(Vec::new());
-        let unwritten = &unwritten;
-        turbonet_host::kernel::pipelined(routes.into_iter().zip(targets).map(
-            |((prefix, hops), target)| async move {
-                let message = match target {
-                    Target::Kept(_) => return Ok(()),
-                    Target::Remove => {
-                        return turbonet_host::kernel::delete_route_with(
-                            handle,
-                            prefix,
-                            RouteProtocol::Bgp,
-                            Some(KERNEL_METRIC),
-                        )
-                        .await;
-                    }
-                    Target::Inline => turbonet_host::kernel::route_message(&KernelRoute {
-                        prefix,
-                        hops: hops.to_vec(),
-                        protocol: RouteProtocol::Bgp,
-                        metric: Some(KERNEL_METRIC),
-                        table: None,
-                    })?,
-                    Target::Object(id) => {
-                        let mut message = RouteMessageBuilder::<Ipv4Addr>::new()
-                            .destination_prefix(prefix.network(), prefix.prefix_len())
-                            .protocol(RouteProtocol::Bgp)
-                            .priority(KERNEL_METRIC)
-                            .build();
-                        message.attributes.push(RouteAttribute::NhId(id));
-                        message
-                    }
-                };
-                match handle.route().add(message).replace().execute().await {
-                    Ok(()) => Ok(()),
-                    // The port went down between the decision and the
-                    // request (the kernel then removed its next hop object,
-                    // so a route to it is invalid): the session's Down
-                    // follows and withdraws the route.
-                    Err(rtnetlink::Error::NetlinkError(e))
-                        if [libc::ENETDOWN, libc::ENETUNREACH].contains(&-e.raw_code())
-                            || (-e.raw_code() == libc::EINVAL
-                                && matches!(target, Target::Object(_))) =>
-                    {
-                        unwritten
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .push(prefix);
-                        Ok(())
-                    }
-                    Err(e) => turbonet_host::error::Context::with_context(Err(e), || {
-                        format!("route {prefix}")
-                    }),
+        // Routes to objects in batches on the nexthop socket; inline ones
+        // (rare: no objects, or a next hop without a gateway) through
+        // rtnetlink.
+        let mut requests = Vec::new();
+        let mut inline = Vec::new();
+        for ((prefix, hops), target) in routes.into_iter().zip(targets) {
+            let metric = KERNEL_METRIC;
+            match target {
+                Target::Kept(_) => {}
+                Target::Remove => requests.push(Request::Unroute { prefix, metric }),
+                Target::Object(id) => requests.push(Request::Route { prefix, id, metric }),
+                Target::Inline => inline.push(KernelRoute {
+                    prefix,
+                    hops: hops.to_vec(),
+                    protocol: RouteProtocol::Bgp,
+                    metric: Some(metric),
+                    table: None,
+                }),
+            }
+        }
+        let outcomes = self.nexthops.execute(&requests).context("writing routes")?;
+        let mut unwritten = Vec::new();
+        for (request, outcome) in requests.iter().zip(outcomes) {
+            match (request, outcome) {
+                (_, Ok(())) => {}
+                // Removed already (with its group, when a port went down).
+                (Request::Unroute { .. }, Err(libc::ESRCH)) => {}
+                // The port went down between the decision and the request
+                // (the kernel then removed its next hop object, so a route
+                // to it is invalid): the session's Down follows and
+                // withdraws the route.
+                (
+                    Request::Route { prefix, .. },
+                    Err(libc::ENETDOWN | libc::ENETUNREACH | libc::EINVAL),
+                ) => unwritten.push(*prefix),
+                (Request::Route { prefix, .. } | Request::Unroute { prefix, .. }, Err(code)) => {
+                    return Err(std::io::Error::from_raw_os_error(code))
+                        .with_context(|| format!("route {prefix}"));
                 }
-            },
-        ))
+                (other, Err(code)) => unreachable!("{other:?} refused ({code}) among routes"),
+            }
+        }
+        let handle = &self.handle;
+        let refused = std::sync::Mutex::new(Vec::new());
+        let refused = &refused;
+        turbonet_host::kernel::pipelined(inline.into_iter().map(|route| async move {
+            let prefix = route.prefix;
+            let message = turbonet_host::kernel::route_message(&route)?;
+            match handle.route().add(message).replace().execute().await {
+                Ok(()) => Ok(()),
+                Err(rtnetlink::Error::NetlinkError(e))
+                    if [libc::ENETDOWN, libc::ENETUNREACH].contains(&-e.raw_code()) =>
+                {
+                    refused
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push(prefix);
+                    Ok(())
+                }
+                Err(e) => turbonet_host::error::Context::with_context(Err(e), || {
+                    format!("route {prefix}")
+                }),
+            }
+        }))
         .await?;
+        unwritten.extend(
+            refused
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .drain(..),
+        );
         // A route not written may still point at a group thought unused.
-        let unwritten = unwritten
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .split_off(0);
         if unwritten.is_empty() {
             let unused = self.groups.unused();
             self.nexthops
