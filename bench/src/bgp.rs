@@ -350,6 +350,7 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
                 )
             };
             let (cpu, rss) = sample(&pids, window)?;
+            let events = crate::events_mib(&dir).map_or("-".into(), |e| format!("{e:.1}"));
             let (steady, busy) = api_latency(&dir, &lab)?;
             Ok(vec![
                 count(lab.fabric.switches().count()),
@@ -363,6 +364,7 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
                 what,
                 format!("{cpu:.1}"),
                 format!("{rss:.0}"),
+                events,
                 format!("{:.1}", steady * 1e3),
                 format!("{:.1}", busy * 1e3),
             ])
@@ -377,7 +379,7 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
                 count(plan_sessions(&planned)),
             ];
             row.extend(["-", "-", "-", "-", "-", "failed (below)"].map(str::to_owned));
-            row.extend(["-"; 4].map(str::to_owned));
+            row.extend(["-"; 5].map(str::to_owned));
             row
         }));
     }
@@ -394,16 +396,18 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
             "measured",
             "CPU % of a core",
             "RSS MiB",
+            "events MiB",
             "API ms steady",
             "API ms re-converging",
         ],
         rows,
-        &[0, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12],
+        &[0, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13],
     );
     out.text(format!(
         "set changes / route: next-hop set changes the built-in speakers decided until \
          converged, per FIB route; FIB writes / route: those handed to the kernel (changes \
-         merged while a write was in flight count once). steady state: CPU over {} s after convergence, keepalives every 1 s (hold 3 s); agents: \
+         merged while a write was in flight count once); events MiB: the lab's event log \
+         (events.jsonl) after the steady-state sample. steady state: CPU over {} s after convergence, keepalives every 1 s (hold 3 s); agents: \
          fat-tree k=8, k=16, leaf-spine 4 x 996. API ms: the slowest of 20 `status` and `show \
          bgp` calls (every switch), at steady state, and in the second after a core or spine \
          switch fails (the fabric re-converging)",

@@ -45,10 +45,20 @@ struct Run {
     phases: Vec<PhaseTime>,
     /// The daemon's peak RSS, MiB, once `up` returned.
     daemon_mib: Option<f64>,
+    /// The size of the lab's event log once `up` returned, MiB.
+    events_mib: Option<f64>,
     /// The kernel's own time per phase.
     kernel: Vec<(String, f64)>,
     /// The kernel's own time to delete the namespaces.
     kernel_down: f64,
+}
+
+/// What a run measures between `up` and `down` (see [`Run`]).
+struct AfterUp {
+    phases: Vec<PhaseTime>,
+    daemon_mib: Option<f64>,
+    events_mib: Option<f64>,
+    check: Option<f64>,
 }
 
 /// `turbonet bench [FILES]`: `runs` runs of each file, medians shown.
@@ -111,10 +121,11 @@ pub(super) fn bench(
             "down s",
             "up MiB",
             "daemon MiB",
+            "events MiB",
             "down MiB",
         ],
         summary,
-        &[1, 2, 3, 4, 5, 6, 7, 8, 9],
+        &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
     );
     let checked = match check {
         Some(Some(k)) => format!("; `check s` probes {k} host(s) behind every edge switch"),
@@ -124,7 +135,8 @@ pub(super) fn bench(
     out.text(format!(
         "median of {runs} run(s){checked}; `up s` is until every route is installed (with BGP, until \
          the agents converged); MiB is peak RSS of the turbonet process, and of the lab \
-         daemon (with its BGP shards, if any) once `up` returned"
+         daemon (with its BGP shards, if any) once `up` returned; events MiB: the lab's event \
+         log (events.jsonl) then"
     ));
     out.table(
         &["lab", "phase", "turbonet s", "kernel s", "ratio", "what"],
@@ -184,7 +196,7 @@ fn with_routing(file: &Path, routing: Option<&str>) -> Result<PathBuf> {
 fn run_turbonet(lab: &Lab, file: &Path, check: Option<Option<usize>>) -> Result<Run> {
     let file_arg = file.display().to_string();
     let up = measure(&["up", "--quiet", &file_arg])?;
-    let after_up = || -> Result<(Vec<PhaseTime>, Option<f64>, Option<f64>)> {
+    let after_up = || -> Result<AfterUp> {
         let dir = LabDir::of(&lab.name);
         let state = dir
             .load()?
@@ -199,6 +211,7 @@ fn run_turbonet(lab: &Lab, file: &Path, check: Option<Option<usize>>) -> Result<
             .ok()
             .and_then(|s| daemon_peak_kib(s.daemon_pid))
             .map(|kib| kib as f64 / 1024.0);
+        let events_mib = crate::events_mib(&dir);
         let check = match check {
             Some(sample) => {
                 let sample = sample.map(|k| k.to_string());
@@ -210,17 +223,28 @@ fn run_turbonet(lab: &Lab, file: &Path, check: Option<Option<usize>>) -> Result<
             }
             None => None,
         };
-        Ok((phases, daemon_mib, check))
+        Ok(AfterUp {
+            phases,
+            daemon_mib,
+            events_mib,
+            check,
+        })
     };
     let measured = after_up();
     let down = measure(&["down", &lab.name])?;
-    let (phases, daemon_mib, check) = measured?;
+    let AfterUp {
+        phases,
+        daemon_mib,
+        events_mib,
+        check,
+    } = measured?;
     Ok(Run {
         up,
         check,
         down,
         phases,
         daemon_mib,
+        events_mib,
         kernel: Vec::new(),
         kernel_down: 0.0,
     })
@@ -368,6 +392,11 @@ fn summary_row(lab: &Lab, runs: &[Run]) -> Vec<String> {
         .iter()
         .filter_map(|r| r.daemon_mib)
         .fold(None, |m, d| Some(m.map_or(d, |m: f64| m.max(d))));
+    let events = runs
+        .iter()
+        .map(|r| r.events_mib)
+        .collect::<Option<Vec<f64>>>()
+        .map(median);
     vec![
         lab.name.clone(),
         count(lab.fabric.switches().count()),
@@ -385,6 +414,7 @@ fn summary_row(lab: &Lab, runs: &[Run]) -> Vec<String> {
         ),
         mib(runs.iter().map(|r| r.up.peak_rss_kib).max().unwrap_or(0)),
         daemon.map_or("-".into(), |d| format!("{d:.1}")),
+        events.map_or("-".into(), |e| format!("{e:.1}")),
         mib(runs.iter().map(|r| r.down.peak_rss_kib).max().unwrap_or(0)),
     ]
 }

@@ -257,6 +257,14 @@ pub(crate) fn measure(args: &[&str]) -> Result<Measured> {
     })
 }
 
+/// The size of the event log of the lab in `dir`, MiB (`None`: none).
+pub(crate) fn events_mib(dir: &turbonet_lab::state::LabDir) -> Option<f64> {
+    let bytes = std::fs::metadata(turbonet_lab::events::events_path(dir))
+        .ok()?
+        .len();
+    Some(bytes as f64 / (1024.0 * 1024.0))
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
