@@ -315,6 +315,11 @@ pub struct NexthopSocket {
 }
 
 impl NexthopSocket {
+    /// Requests a batch of [`NexthopSocket::execute`], one `sendmsg`: even
+    /// if all are refused, their answers fit the socket's default receive
+    /// buffer. A few milliseconds of the kernel's time at most.
+    pub const BATCH: usize = 128;
+
     /// A socket in the calling thread's namespace.
     pub fn new() -> io::Result<NexthopSocket> {
         let mut socket = Socket::new(NETLINK_ROUTE)?;
@@ -377,9 +382,6 @@ impl NexthopSocket {
     /// handles a batch in order, the last one's answer means every refusal
     /// before it was read.
     pub fn execute(&mut self, requests: &[Request]) -> io::Result<Vec<Result<(), i32>>> {
-        /// Requests a batch: even if all are refused, their answers fit
-        /// the socket's default receive buffer.
-        const BATCH: usize = 128;
         /// A batch's bytes at most (sixty-way groups are 516 each).
         const BATCH_BYTES: usize = 48 << 10;
         let mut outcomes = Vec::with_capacity(requests.len());
@@ -389,7 +391,7 @@ impl NexthopSocket {
             out.clear();
             let first = self.seq.wrapping_add(1).max(1);
             let (mut sent, mut last) = (0, 0);
-            while sent < rest.len() && sent < BATCH && out.len() < BATCH_BYTES {
+            while sent < rest.len() && sent < Self::BATCH && out.len() < BATCH_BYTES {
                 last = out.len();
                 let seq = self.next_seq();
                 rest[sent].encode(seq, &mut out);

@@ -169,7 +169,14 @@ impl Writer {
                 }),
             }
         }
-        let outcomes = self.nexthops.execute(&requests).context("writing routes")?;
+        // A batch at a time: the sessions' sockets share this runtime, and
+        // a table of sixty-way routes takes the kernel seconds to write;
+        // their keepalives must not wait for it.
+        let mut outcomes = Vec::with_capacity(requests.len());
+        for batch in requests.chunks(NexthopSocket::BATCH) {
+            outcomes.extend(self.nexthops.execute(batch).context("writing routes")?);
+            tokio::task::yield_now().await;
+        }
         let mut unwritten = Vec::new();
         for (request, outcome) in requests.iter().zip(outcomes) {
             match (request, outcome) {
