@@ -10,6 +10,7 @@ pub mod chip;
 pub mod diag;
 pub mod mapper;
 pub mod model;
+pub mod partition;
 pub mod seed;
 pub mod suggest;
 pub mod summary;
