@@ -8,6 +8,7 @@
 
 pub mod chip;
 pub mod diag;
+pub mod machines;
 pub mod mapper;
 pub mod model;
 pub mod partition;

@@ -47,16 +47,16 @@
 //! (cores, spines, aggregation switches of HPN planes, leaves) is an atom of
 //! its own. A virtual switch weighs the physical ports its virtual ports
 //! need (`max(1 / queues, rate / speed)` each, with the slowest physical
-//! speed). The partitioner ([`crate::partition`]) places atoms heaviest
-//! first, on the physical switch they have the most links to, among those
-//! that stay within 5% above their share of the total weight (shares in
-//! proportion to port counts), ties to the least loaded switch: pods
-//! spread round-robin, cores and spines fill in next to the pods they
-//! connect to and spread once a switch is at its share. Then single
-//! virtual switches move, one at a time, to a switch where more of their
-//! links end whenever that keeps the balance (Kernighan-Lin style
-//! refinement, until nothing moves). Everything is ordered by ids: the
-//! same input gives the same mapping.
+//! speed). The partitioner ([`crate::partition`], which also places a lab
+//! on machines) places atoms heaviest first, on the physical switch they
+//! have the most links to, among those that stay within 5% above their
+//! share of the total weight (shares in proportion to port counts), ties
+//! to the least loaded switch: pods spread round-robin, cores and spines
+//! fill in next to the pods they connect to and spread once a switch is at
+//! its share. Then single virtual switches move, one at a time, to a
+//! switch where more of their links end whenever that keeps the balance
+//! (Kernighan-Lin style refinement, until nothing moves). Everything is
+//! ordered by ids: the same input gives the same mapping.
 //!
 //! # Table estimates
 //!

@@ -1,6 +1,7 @@
-//! The partitioner: places the vertices of a graph on parts of given
-//! shares — virtual switches on physical switches (the P4 mapper,
-//! [`crate::mapper`]) — keeping groups of vertices (atoms) together,
+//! The partitioner both planners share: places the vertices of a graph on
+//! parts of given shares — virtual switches on physical switches (the P4
+//! mapper, [`crate::mapper`]), a lab's nodes on machines
+//! ([`crate::machines`]) — keeping groups of vertices (atoms) together,
 //! every part within a balance bound in every dimension, and few links
 //! between parts. Pure: the same problem gives the same placement.
 //!
