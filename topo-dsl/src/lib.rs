@@ -8,8 +8,10 @@
 
 pub mod chip;
 pub mod diag;
+pub mod machines;
 pub mod mapper;
 pub mod model;
+pub mod partition;
 pub mod seed;
 pub mod suggest;
 pub mod summary;

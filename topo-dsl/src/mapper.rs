@@ -47,13 +47,14 @@
 //! (cores, spines, aggregation switches of HPN planes, leaves) is an atom of
 //! its own. A virtual switch weighs the physical ports its virtual ports
 //! need (`max(1 / queues, rate / speed)` each, with the slowest physical
-//! speed). Atoms are placed heaviest first, on the physical switch they have
-//! the most links to, among those that stay within 5% above their share of
-//! the total weight (shares in proportion to port counts), ties to the
-//! least loaded switch: pods spread round-robin, cores and spines fill in
-//! next to the pods they connect to and spread once a switch is at its
-//! share. Then single virtual switches move, one at a time, to a switch
-//! where more of their links end whenever that keeps the balance
+//! speed). The partitioner ([`crate::partition`], which also places a lab
+//! on machines) places atoms heaviest first, on the physical switch they
+//! have the most links to, among those that stay within 5% above their
+//! share of the total weight (shares in proportion to port counts), ties
+//! to the least loaded switch: pods spread round-robin, cores and spines
+//! fill in next to the pods they connect to and spread once a switch is at
+//! its share. Then single virtual switches move, one at a time, to a
+//! switch where more of their links end whenever that keeps the balance
 //! (Kernighan-Lin style refinement, until nothing moves). Everything is
 //! ordered by ids: the same input gives the same mapping.
 //!
@@ -74,6 +75,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Fabric, LinkId, Role};
+use crate::partition::{self, Atom, Problem};
 use crate::units::Rate;
 
 /// Egress queues per physical port when none is given.
@@ -87,9 +89,6 @@ pub const MAX_PORTS: u32 = 4096;
 
 /// Rate of a virtual link that declares none.
 pub const DEFAULT_RATE: Rate = Rate::from_gbit(1);
-
-/// How far above its share of the weight the partitioner loads a switch.
-const BALANCE_SLACK: f64 = 0.05;
 
 /// Extra switches tried when looking for a configuration that fits.
 const MAX_EXTRA_SWITCHES: usize = 32;
@@ -999,17 +998,10 @@ fn estimate(fabric: &Fabric, node: usize) -> (u64, u32) {
     (lpm, u32::from(spread >= 2) + parallel)
 }
 
-/// Physical switch of every node (`usize::MAX` for hosts).
+/// Physical switch of every node (`usize::MAX` for hosts): the
+/// partitioner ([`crate::partition`]) with one dimension, the physical
+/// ports a virtual switch needs, and shares in proportion to port counts.
 fn partition(fabric: &Fabric, config: &MapConfig, rates: &[(Rate, bool)]) -> Vec<usize> {
-    let nodes = fabric.nodes.len();
-    let mut place = vec![usize::MAX; nodes];
-    let nsw = config.switches.len();
-    if nsw == 1 {
-        for node in fabric.switches() {
-            place[node.id.0 as usize] = 0;
-        }
-        return place;
-    }
     let q = f64::from(config.queues);
     let speed = config
         .switches
@@ -1018,9 +1010,9 @@ fn partition(fabric: &Fabric, config: &MapConfig, rates: &[(Rate, bool)]) -> Vec
         .min()
         .expect("checked: at least one switch") as f64;
     // Weight: physical ports the node's virtual ports need.
-    let mut weight = vec![0.0f64; nodes];
+    let mut weights = vec![0.0f64; fabric.nodes.len()];
     for node in fabric.switches() {
-        weight[node.id.0 as usize] = node
+        weights[node.id.0 as usize] = node
             .links
             .iter()
             .map(|&l| {
@@ -1037,14 +1029,20 @@ fn partition(fabric: &Fabric, config: &MapConfig, rates: &[(Rate, bool)]) -> Vec
             .sum();
     }
     // Switch neighbours of every node, one entry per link.
-    let neighbours = |n: usize| {
-        let me = &fabric.nodes[n];
-        me.links.iter().filter_map(move |&l| {
-            let (_, remote) = fabric.link(l).ends_from(me.id)?;
-            let peer = fabric.node(remote.node);
-            peer.role.is_switch().then_some(peer.id.0 as usize)
+    let neighbours = fabric
+        .nodes
+        .iter()
+        .map(|me| {
+            me.links
+                .iter()
+                .filter_map(|&l| {
+                    let (_, remote) = fabric.link(l).ends_from(me.id)?;
+                    let peer = fabric.node(remote.node);
+                    peer.role.is_switch().then_some(peer.id.0 as usize)
+                })
+                .collect()
         })
-    };
+        .collect();
     let mut atoms: BTreeMap<(u8, u32), Vec<usize>> = BTreeMap::new();
     for node in fabric.switches() {
         // An HPN segment's ToRs, or a fat-tree pod's switches, stay
@@ -1056,86 +1054,20 @@ fn partition(fabric: &Fabric, config: &MapConfig, rates: &[(Rate, bool)]) -> Vec
         };
         atoms.entry(key).or_default().push(node.id.0 as usize);
     }
-    let mut atoms: Vec<(f64, Vec<usize>)> = atoms
-        .into_values()
-        .map(|members| (members.iter().map(|&n| weight[n]).sum(), members))
-        .collect();
-    atoms.sort_by(|x, y| y.0.total_cmp(&x.0));
-
-    let caps: Vec<f64> = config.switches.iter().map(|s| f64::from(s.ports)).collect();
-    let total_cap: f64 = caps.iter().sum();
-    let total: f64 = atoms.iter().map(|a| a.0).sum();
-    let bound: Vec<f64> = caps
-        .iter()
-        .map(|c| total * c / total_cap * (1.0 + BALANCE_SLACK) + 1e-9)
-        .collect();
-    let mut load = vec![0.0f64; nsw];
-
-    for (w, members) in &atoms {
-        let mut conn = vec![0u32; nsw];
-        for &m in members {
-            for peer in neighbours(m) {
-                if place[peer] != usize::MAX {
-                    conn[place[peer]] += 1;
-                }
-            }
-        }
-        let feasible: Vec<usize> = (0..nsw).filter(|&p| load[p] + w <= bound[p]).collect();
-        let best = if feasible.is_empty() {
-            (0..nsw)
-                .min_by(|&x, &y| ((load[x] + w) / caps[x]).total_cmp(&((load[y] + w) / caps[y])))
-                .expect("at least one switch")
-        } else {
-            // Most links to it, then least loaded, then first.
-            let mut best = feasible[0];
-            for &p in &feasible[1..] {
-                let better = conn[p] > conn[best]
-                    || (conn[p] == conn[best] && load[p] / caps[p] < load[best] / caps[best]);
-                if better {
-                    best = p;
-                }
-            }
-            best
-        };
-        for &m in members {
-            place[m] = best;
-        }
-        load[best] += w;
-    }
-
-    // Refinement: move single virtual switches where more of their links
-    // end, within the balance bound, until nothing moves. Every move lowers
-    // the number of inter-switch links, so this ends.
-    loop {
-        let mut moved = false;
-        for node in fabric.switches() {
-            let v = node.id.0 as usize;
-            let mut conn = vec![0i64; nsw];
-            for peer in neighbours(v) {
-                conn[place[peer]] += 1;
-            }
-            let cur = place[v];
-            let mut best = cur;
-            for p in 0..nsw {
-                if p != cur
-                    && load[p] + weight[v] <= bound[p]
-                    && conn[p] - conn[cur] > conn[best] - conn[cur]
-                {
-                    best = p;
-                }
-            }
-            if best != cur {
-                place[v] = best;
-                load[cur] -= weight[v];
-                load[best] += weight[v];
-                moved = true;
-            }
-        }
-        if !moved {
-            break;
-        }
-    }
-    place
+    let problem = Problem {
+        dimensions: 1,
+        weights,
+        neighbours,
+        atoms: atoms.into_values().map(Atom::whole).collect(),
+        // Refinement moves single virtual switches.
+        pieces: fabric.switches().map(|n| vec![n.id.0 as usize]).collect(),
+        keep_parts: false,
+    };
+    let shares: Vec<f64> = config.switches.iter().map(|s| f64::from(s.ports)).collect();
+    partition::partition(&problem, &shares)
+        .into_iter()
+        .map(|p| p.unwrap_or(usize::MAX))
+        .collect()
 }
 
 /// Copies of the largest switch that make the fabric fit, if within

@@ -32,10 +32,28 @@ pub(crate) enum Command {
     Validate(ValidateArgs),
     /// Build the fabric of a scenario and wait until it is routed.
     Up(UpArgs),
-    /// Map a scenario onto physical P4 switches: ports, queues, cables.
+    /// Map a scenario onto P4 switches, or plan it over several machines.
     ///
-    /// Map a scenario onto physical P4 switches: ports, queues, cables.
-    /// Exit 2 if it does not fit.
+    /// Map a scenario onto physical P4 switches (`--switch`): ports,
+    /// queues, cables. Exit 2 if it does not fit.
+    ///
+    /// With `--machines M`, plan a netns lab over M machines instead, one
+    /// turbonet worker each: which nodes each machine runs, the links cut
+    /// between machines (each a VXLAN tunnel with a VNI of its own), which
+    /// machine's link engine carries each impaired cut link (its owner),
+    /// each machine's network namespaces, devices and kernel memory, and
+    /// the partition's hash. The partition is deterministic: every worker
+    /// computes it again from the scenario, and their hashes must agree.
+    /// Pods stay whole where a machine has room for them, HPN segments and
+    /// every switch with its hosts always (a host's first link is never
+    /// cut), each
+    /// machine at most 5% above its share of namespaces, devices and engine
+    /// load (or one such piece above, where they are too coarse). Exit 2
+    /// if the lab cannot be spread over M machines.
+    #[command(after_help = "Examples:
+  turbonet plan scenarios/fat-tree-k8.toml --switch s1=64x100G
+  turbonet plan --machines 2 scenarios/hpn-pod.toml
+  turbonet plan --machines 4 --json scenarios/hpn-pods.toml")]
     Plan(PlanArgs),
     /// Run turbonet's soft switch, a P4Runtime device
     ///
@@ -861,9 +879,22 @@ pub(crate) struct PlanArgs {
     /// Also print every virtual port (one row each; long on large fabrics).
     #[arg(long)]
     pub ports: bool,
-    /// Print JSON (always with every virtual port).
+    /// Print JSON (always with every virtual port; with --machines, every
+    /// machine's nodes and every cut link with its VNI and owner).
     #[arg(long)]
     pub json: bool,
+    /// Plan the lab over M machines instead of P4 switches (a netns lab
+    /// run by M workers); not with the P4 options.
+    #[arg(
+        long,
+        value_name = "M",
+        value_parser = clap::value_parser!(u32).range(1..),
+        conflicts_with_all = [
+            "target", "switches", "queues", "default_rate", "ports", "program",
+            "p4info", "device_config", "token_file",
+        ],
+    )]
+    pub machines: Option<u32>,
     /// Program a physical switch that runs the turbonet pipeline:
     /// NAME=HOST:PORT of its P4Runtime server (device id 1), e.g.
     /// `s1=127.0.0.1:9559`; repeat per switch. turbonet becomes primary,

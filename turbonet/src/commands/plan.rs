@@ -1,18 +1,25 @@
 //! `turbonet plan`: map a scenario onto physical P4 switches, and with
-//! `--program` write the plan to them.
+//! `--program` write the plan to them; or with `--machines` plan a lab
+//! over several machines.
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
 use turbonet_lab::plan;
 use turbonet_topo::Lab;
+use turbonet_topo::machines::{self, MachinePlan};
+use turbonet_topo::units::Bytes;
 
 use super::print_json;
 use crate::cli::PlanArgs;
-use crate::render::{count, table};
+use crate::render::{count, prose_table, table};
 
 /// `turbonet plan`: exit 2 when the fabric does not fit.
 pub(crate) fn run(args: &PlanArgs) -> Result<ExitCode> {
+    if let Some(m) = args.machines {
+        return over_machines(&args.file, m, args.json);
+    }
     /// What `--json` prints: the mapping, or why the fabric does not fit.
     #[derive(serde::Serialize)]
     struct PlanJson<'a> {
@@ -249,4 +256,222 @@ fn report(
         ));
     }
     out
+}
+
+/// `turbonet plan --machines M FILE`: exit 2 when the lab cannot be spread
+/// over M machines.
+fn over_machines(file: &Path, m: u32, json: bool) -> Result<ExitCode> {
+    /// What `--json` prints.
+    #[derive(serde::Serialize)]
+    struct MachinesJson<'a> {
+        lab: &'a str,
+        #[serde(flatten)]
+        plan: &'a MachinePlan,
+    }
+    let (lab, _) = turbonet_lab::up::load(file)?;
+    let plan = match machines::plan(&lab, m) {
+        Ok(plan) => plan,
+        Err(e) => {
+            eprintln!("error: {}: {e}", file.display());
+            return Ok(ExitCode::from(crate::EXIT_INVALID));
+        }
+    };
+    if json {
+        print_json(&MachinesJson {
+            lab: &lab.name,
+            plan: &plan,
+        })?;
+    } else {
+        print!("{}", machines_report(&lab, &plan));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The human report of a plan over machines: what each machine runs, what
+/// is cut by class and by pair of machines, balance, and the random
+/// placement it is compared with.
+fn machines_report(lab: &Lab, plan: &MachinePlan) -> String {
+    let percent = |part: usize, whole: usize| 100.0 * part as f64 / whole.max(1) as f64;
+    let mut out = format!(
+        "lab {}: {} nodes and {} links over {} machine{}, partition {}\n",
+        lab.name,
+        count(plan.nodes),
+        count(plan.links),
+        plan.machines,
+        if plan.machines == 1 { "" } else { "s" },
+        plan.hash,
+    );
+    out.push_str(&prose_table(
+        &[
+            "machine",
+            "holds",
+            "switches",
+            "hosts",
+            "namespaces",
+            "devices",
+            "VXLAN",
+            "engine links",
+            "kernel memory",
+        ],
+        plan.parts.iter().map(|p| {
+            let roles: Vec<String> = p
+                .switches
+                .iter()
+                .map(|r| format!("{} {}", count(r.count), r.role))
+                .collect();
+            vec![
+                p.machine.to_string(),
+                holds(&p.pods, &p.segments),
+                roles.join(", "),
+                count(p.hosts),
+                count(p.namespaces),
+                count(p.devices),
+                count(p.vxlan),
+                count(p.engine_links),
+                memory(p.memory),
+            ]
+        }),
+        &[0, 3, 4, 5, 6, 7, 8],
+        &[1, 2],
+    ));
+    out.push('\n');
+    if plan.cut() == 0 {
+        out.push_str("no link crosses machines\n");
+    } else {
+        out.push_str(&format!(
+            "\ncut links: {} of {} ({:.1}%), each a VXLAN tunnel with a VNI of its own ({}-{}, in \
+             link order):\n",
+            count(plan.cut()),
+            count(plan.links),
+            percent(plan.cut(), plan.links),
+            count(machines::FIRST_VNI as usize),
+            count(machines::FIRST_VNI as usize + plan.cut() - 1),
+        ));
+        out.push_str(&table(
+            &["class", "links", "cut", "cut %"],
+            plan.cut_by_class.iter().map(|c| {
+                vec![
+                    c.class.clone(),
+                    count(c.links),
+                    count(c.cut),
+                    format!("{:.1}%", percent(c.cut, c.links)),
+                ]
+            }),
+            &[1, 2, 3],
+        ));
+        out.push('\n');
+        out.push_str(&table(
+            &["machines", "cut links", "carried by the owner's engine"],
+            plan.cut_by_pair.iter().map(|p| {
+                vec![
+                    format!("{} - {}", p.machines[0], p.machines[1]),
+                    count(p.cut),
+                    count(p.engine),
+                ]
+            }),
+            &[1, 2],
+        ));
+        out.push('\n');
+        out.push_str(&format!(
+            "a random placement of the nodes in the same sizes (seed {}) cuts {} ({:.1}x as many)\n",
+            plan.random.seed,
+            count(plan.random.cut),
+            plan.random.cut as f64 / plan.cut() as f64,
+        ));
+    }
+    let balance: Vec<String> = plan
+        .balance
+        .iter()
+        .map(|b| {
+            format!(
+                "{} at most {} (mean {}, +{:.1}%)",
+                b.dimension,
+                count(b.max),
+                count(b.mean.round() as usize),
+                100.0 * (b.max as f64 / b.mean - 1.0),
+            )
+        })
+        .collect();
+    out.push_str(&format!("balance: {}\n", balance.join("; ")));
+    out.push_str(&format!(
+        "kernel memory: {} KiB a namespace, {} KiB a device (the workers' own, routes and BGP, \
+         comes on top)\n\
+         --json lists every machine's nodes, and every cut link with its machines, VNI and owner \
+         (the machine whose link engine carries it when impaired)\n",
+        machines::NAMESPACE_KIB,
+        machines::DEVICE_KIB,
+    ));
+    out
+}
+
+/// What a machine holds whole: `pods 0-1; segments 4, 6-9`.
+fn holds(pods: &[u32], segments: &[u32]) -> String {
+    let mut out = Vec::new();
+    if !pods.is_empty() {
+        out.push(format!("pod{} {}", plural(pods.len()), ranges(pods)));
+    }
+    if !segments.is_empty() {
+        out.push(format!(
+            "segment{} {}",
+            plural(segments.len()),
+            ranges(segments)
+        ));
+    }
+    out.join("; ")
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// Sorted numbers as ranges: `0-3, 5, 7-8`.
+fn ranges(numbers: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < numbers.len() {
+        let mut j = i;
+        while j + 1 < numbers.len() && numbers[j + 1] == numbers[j] + 1 {
+            j += 1;
+        }
+        out.push(if j == i {
+            numbers[i].to_string()
+        } else {
+            format!("{}-{}", numbers[i], numbers[j])
+        });
+        i = j + 1;
+    }
+    out.join(", ")
+}
+
+/// Memory in the largest binary unit that keeps it above 1: `2.9 GiB`.
+fn memory(bytes: Bytes) -> String {
+    let mut value = bytes.0 as f64;
+    for unit in ["B", "KiB", "MiB"] {
+        if value < 1024.0 {
+            return format!("{value:.0} {unit}");
+        }
+        value /= 1024.0;
+    }
+    format!("{value:.1} GiB")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_as_ranges() {
+        assert_eq!(ranges(&[0, 1, 2, 3, 5, 7, 8]), "0-3, 5, 7-8");
+        assert_eq!(ranges(&[0, 2, 4]), "0, 2, 4");
+        assert_eq!(holds(&[1], &[]), "pod 1");
+        assert_eq!(holds(&[], &[3, 4]), "segments 3-4");
+    }
+
+    #[test]
+    fn memory_reads_in_binary_units() {
+        assert_eq!(memory(Bytes(512)), "512 B");
+        assert_eq!(memory(Bytes(200 << 10)), "200 KiB");
+        assert_eq!(memory(Bytes(300 << 20)), "300 MiB");
+        assert_eq!(memory(Bytes(5 << 30)), "5.0 GiB");
+    }
 }
