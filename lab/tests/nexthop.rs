@@ -33,7 +33,7 @@ fn routes() -> Vec<String> {
 
 /// Against the kernel, in a namespace of a thread's own (gone with
 /// the thread): objects made, read back, refused twice, removed;
-/// routes to them written and removed in batches, a group regrouped.
+/// routes to them written and removed in batches.
 #[test]
 fn objects_round_trip_through_the_kernel() {
     if !nix::unistd::geteuid().is_root() {
@@ -101,18 +101,6 @@ fn objects_round_trip_through_the_kernel() {
         assert_eq!(refused, vec![100, 200, 300], "the routes to no object");
         assert_eq!(routes().len(), 297);
         assert!(routes()[0].contains("nhid 6"), "{}", routes()[0]);
-        // One request moves every route to the group's new members.
-        let outcomes = socket
-            .execute(&[Request::Regroup {
-                id: 6,
-                members: vec![1],
-            }])
-            .expect("execute");
-        assert_eq!(outcomes, vec![Ok(())]);
-        assert_eq!(
-            socket.dump().expect("dump").groups,
-            HashMap::from([(6, vec![1])])
-        );
         let gone: Vec<Request> = (0..300)
             .map(|i| Request::Unroute {
                 prefix: net(i),

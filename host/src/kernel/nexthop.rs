@@ -115,14 +115,6 @@ pub enum Request {
         /// Its next hops' ids.
         members: Vec<u32>,
     },
-    /// Give group `id` these `members` (`ip nexthop replace id ID group
-    /// A/B/...`): every route that points at it moves at once.
-    Regroup {
-        /// Its id.
-        id: u32,
-        /// Its next hops' ids from now on.
-        members: Vec<u32>,
-    },
     /// Remove object `id` (`ip nexthop del id ID`); routes using it go too.
     Delete {
         /// Its id.
@@ -161,7 +153,6 @@ impl Request {
             Request::Hop { .. } | Request::Group { .. } => {
                 (RTM_NEWNEXTHOP, NLM_F_CREATE | NLM_F_EXCL)
             }
-            Request::Regroup { .. } => (RTM_NEWNEXTHOP, NLM_F_CREATE | NLM_F_REPLACE),
             Request::Delete { .. } => (RTM_DELNEXTHOP, 0),
             Request::Route { .. } => (RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE),
             Request::Unroute { .. } => (RTM_DELROUTE, 0),
@@ -178,7 +169,7 @@ impl Request {
                 put(out, NHA_OIF, &hop.ifindex.to_ne_bytes());
                 put(out, NHA_GATEWAY, &hop.via.octets());
             }
-            Request::Group { id, members } | Request::Regroup { id, members } => {
+            Request::Group { id, members } => {
                 nhmsg(out, AF_UNSPEC, RTPROT_BGP, 0);
                 put(out, NHA_ID, &id.to_ne_bytes());
                 // struct nexthop_grp: id, weight - 1, two reserved fields.
@@ -491,10 +482,6 @@ mod tests {
                 id: 300,
                 members: (201..=260).collect(),
             },
-            "ip nexthop replace id 11 group 2 proto bgp" => Request::Regroup {
-                id: 11,
-                members: vec![2],
-            },
             "ip route replace 10.9.0.0/24 nhid 11 metric 20 proto bgp" => Request::Route {
                 prefix,
                 id: 11,
@@ -511,7 +498,7 @@ mod tests {
     #[test]
     fn requests_match_iproute2_byte_for_byte() {
         let (ifindex, captured) = iproute2();
-        assert_eq!(captured.len(), 9, "every capture read");
+        assert_eq!(captured.len(), 8, "every capture read");
         for (command, theirs) in captured {
             let ours = acked(&ours(&command, ifindex), 0);
             assert_eq!(ours, theirs, "`{command}`");

@@ -34,6 +34,14 @@ pub struct NetlinkFib {
     runtime: tokio::runtime::Handle,
 }
 
+/// One batch of route writes at a time in this process, whichever FIB's:
+/// the sessions' sockets share the runtime, and a sixty-way ToR's change
+/// set keeps the kernel busy for seconds, so one worker writes while the
+/// other serves the sessions (their keepalives never wait behind routes),
+/// and change sets that wait merge (a prefix written once, not at every
+/// step).
+static KERNEL_WRITES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+
 /// What a change set is written with; it goes to the write's task and
 /// comes back.
 #[derive(Debug)]
@@ -169,12 +177,11 @@ impl Writer {
                 }),
             }
         }
-        // A batch at a time: the sessions' sockets share this runtime, and
-        // a table of sixty-way routes takes the kernel seconds to write;
-        // their keepalives must not wait for it.
         let mut outcomes = Vec::with_capacity(requests.len());
         for batch in requests.chunks(NexthopSocket::BATCH) {
+            let writing = KERNEL_WRITES.acquire().await.expect("never closed");
             outcomes.extend(self.nexthops.execute(batch).context("writing routes")?);
+            drop(writing);
             tokio::task::yield_now().await;
         }
         let mut unwritten = Vec::new();

@@ -5,10 +5,14 @@
 //! group; when a sixty-first session comes up, every route moves to a new
 //! group, checked once, instead of sixty gateways checked per route.
 //!
-//! A group all of whose routes move to one new set together (a session
-//! went down without its port, so every route it carried loses one next
-//! hop) is given the new members in place, one request instead of a
-//! route write per prefix.
+//! A group is never given new members in place (`ip nexthop replace`),
+//! although that would move all its routes in one request: the kernel
+//! then tells of every route using the group again, each with all its
+//! next hops spelled out (`nexthop_compat_mode`, on in every namespace so
+//! that `ip route` shows them), walking the whole table in one request
+//! under the lock every namespace's route changes share. On the real HPN
+//! pod that held the other switches' writes and sessions long enough for
+//! 185,000 hold timers to expire while it converged.
 //!
 //! Pure: planned against the objects the kernel has now
 //! ([`turbonet_host::kernel::nexthop::Objects`], read before every change set,
@@ -62,8 +66,7 @@ pub(super) struct Groups {
 impl Groups {
     /// The plan for `routes` (next hops by prefix; none: remove) given the
     /// kernel's `objects`: an existing object of the same content is
-    /// reused; otherwise a group of this FIB's whose routes all move to
-    /// the set is given its members, or a new object made with a fresh id.
+    /// reused, a missing one made with a fresh id.
     /// Routes that share one list of next hops (one allocation) are
     /// planned once.
     pub(super) fn plan<H: AsRef<[KernelHop]>>(
@@ -81,7 +84,6 @@ impl Groups {
         let mut setup = Vec::new();
         let mut targets = Vec::with_capacity(routes.len());
         let mut planned: HashMap<*const KernelHop, Target> = HashMap::new();
-        let cohorts = self.cohorts(objects, routes);
         for (_, hops) in routes {
             let hops = hops.as_ref();
             if hops.is_empty() {
@@ -120,24 +122,9 @@ impl Groups {
                 .collect();
             ids.sort_unstable();
             ids.dedup();
-            let cohort = cohorts.get(&key).filter(|_| !by_members.contains_key(&ids));
-            let id = match (cohort, ids.as_slice()) {
-                (Some(&group), _) => {
-                    // Its old members name it no more.
-                    if let Some(old) = objects.groups.get(&group)
-                        && by_members.get(old) == Some(&group)
-                    {
-                        by_members.remove(old);
-                    }
-                    setup.push(Request::Regroup {
-                        id: group,
-                        members: ids.clone(),
-                    });
-                    by_members.insert(ids, group);
-                    group
-                }
-                (None, [one]) => *one,
-                (None, _) => *by_members.entry(ids).or_insert_with_key(|members| {
+            let id = match ids.as_slice() {
+                [one] => *one,
+                _ => *by_members.entry(ids).or_insert_with_key(|members| {
                     setup.push(Request::Group {
                         id: next,
                         members: members.clone(),
@@ -150,45 +137,6 @@ impl Groups {
             targets.push(Target::Object(id));
         }
         Plan { setup, targets }
-    }
-
-    /// The groups of this FIB whose every route moves, in `routes`, to one
-    /// same list of next hops (one allocation), by that list; the lowest
-    /// id when several move to the same list.
-    fn cohorts<H: AsRef<[KernelHop]>>(
-        &self,
-        objects: &Objects,
-        routes: &[(Ipv4Net, H)],
-    ) -> HashMap<*const KernelHop, u32> {
-        // Per group: the one list its movers go to (None: several), and
-        // how many move.
-        let mut moves: HashMap<u32, (Option<*const KernelHop>, usize)> = HashMap::new();
-        for (prefix, hops) in routes {
-            let Some(&group) = self.uses.get(prefix) else {
-                continue;
-            };
-            if !self.made.contains(&group) || !objects.groups.contains_key(&group) {
-                continue;
-            }
-            let hops = hops.as_ref();
-            let to =
-                (!hops.is_empty() && hops.iter().all(|h| h.via.is_some())).then_some(hops.as_ptr());
-            let (list, n) = moves.entry(group).or_insert((to, 0));
-            if *list != to {
-                *list = None;
-            }
-            *n += 1;
-        }
-        let mut cohorts: HashMap<*const KernelHop, u32> = HashMap::new();
-        for (group, (list, n)) in moves {
-            if let Some(list) = list
-                && self.users.get(&group) == Some(&n)
-            {
-                let id = cohorts.entry(list).or_insert(group);
-                *id = (*id).min(group);
-            }
-        }
-        cohorts
     }
 
     /// The plan for `routes` on a kernel without nexthop objects: every
@@ -221,12 +169,7 @@ impl Groups {
         let mut failed = BTreeSet::new();
         for (request, outcome) in plan.setup.iter().zip(outcomes) {
             match (request, outcome) {
-                (
-                    Request::Hop { id, .. }
-                    | Request::Group { id, .. }
-                    | Request::Regroup { id, .. },
-                    Err(_),
-                ) => {
+                (Request::Hop { id, .. } | Request::Group { id, .. }, Err(_)) => {
                     failed.insert(*id);
                 }
                 (Request::Group { id, .. }, Ok(())) => {
@@ -334,7 +277,7 @@ mod tests {
                     Request::Hop { id, hop } => {
                         objects.hops.insert(*id, *hop);
                     }
-                    Request::Group { id, members } | Request::Regroup { id, members } => {
+                    Request::Group { id, members } => {
                         objects.groups.insert(*id, members.clone());
                     }
                     Request::Delete { id } => {
@@ -363,74 +306,31 @@ mod tests {
         assert!(targets.iter().all(|t| *t == Target::Object(4)));
         assert!(groups.unused().is_empty());
 
-        // A fourth session, heard for half the prefixes: they move to a
-        // new group.
-        let four: std::sync::Arc<[KernelHop]> = vec![hop(3), hop(0), hop(1), hop(2)].into();
-        let half: Vec<_> = (0..50).map(|i| (net(i), four.clone())).collect();
-        let plan = groups.plan(&kernel, &half);
-        let new_hop = Request::Hop {
-            id: 5,
-            hop: Hop {
-                via: Ipv4Addr::new(10, 1, 3, 1),
-                ifindex: 13,
-                onlink: true,
-            },
-        };
-        let new_group = Request::Group {
-            id: 6,
-            members: vec![1, 2, 3, 5],
-        };
-        assert_eq!(plan.setup, vec![new_hop.clone(), new_group]);
-        let outcomes = apply(&mut kernel, &plan);
-        let targets = groups.commit(&half, plan, &outcomes);
-        assert!(targets.iter().all(|t| *t == Target::Object(6)));
-        assert!(groups.unused().is_empty());
-
-        // The rest follow: group 4's last routes all move to group 6's set,
-        // and group 4 goes.
-        let rest: Vec<_> = (50..100).map(|i| (net(i), four.clone())).collect();
-        let plan = groups.plan(&kernel, &rest);
-        assert!(plan.setup.is_empty());
-        let targets = groups.commit(&rest, plan, &[]);
-        assert!(targets.iter().all(|t| *t == Target::Object(6)));
-        assert_eq!(groups.unused(), vec![Request::Delete { id: 4 }]);
-    }
-
-    #[test]
-    fn a_group_whose_routes_all_move_together_is_given_its_new_members() {
-        let mut groups = Groups::default();
-        let mut kernel = Objects::default();
-        let three: std::sync::Arc<[KernelHop]> = vec![hop(0), hop(1), hop(2)].into();
-        let routes: Vec<_> = (0..100).map(|i| (net(i), three.clone())).collect();
-        let plan = groups.plan(&kernel, &routes);
-        let outcomes = apply(&mut kernel, &plan);
-        groups.commit(&routes, plan, &outcomes);
-
-        // Session 1 went down, its port stayed up: one request moves them
-        // all, no route is written.
-        let two: std::sync::Arc<[KernelHop]> = vec![hop(0), hop(2)].into();
-        let routes: Vec<_> = (0..100).map(|i| (net(i), two.clone())).collect();
+        // A fourth session: every route moves to a new group; the old one
+        // is unused and goes.
+        let routes: Vec<_> = (0..100)
+            .map(|i| (net(i), vec![hop(3), hop(0), hop(1), hop(2)]))
+            .collect();
         let plan = groups.plan(&kernel, &routes);
         assert_eq!(
             plan.setup,
-            vec![Request::Regroup {
-                id: 4,
-                members: vec![1, 3]
-            }]
+            vec![
+                Request::Hop {
+                    id: 5,
+                    hop: Hop {
+                        via: Ipv4Addr::new(10, 1, 3, 1),
+                        ifindex: 13,
+                        onlink: true
+                    }
+                },
+                Request::Group {
+                    id: 6,
+                    members: vec![1, 2, 3, 5]
+                }
+            ]
         );
         let outcomes = apply(&mut kernel, &plan);
-        let targets = groups.commit(&routes, plan, &outcomes);
-        assert!(targets.iter().all(|t| *t == Target::Kept(4)));
-        assert!(groups.unused().is_empty());
-
-        // Refused: the routes are written inline and the group goes.
-        let plan = groups.plan(&kernel, &routes[..]);
-        let routes_back: Vec<_> = (0..100).map(|i| (net(i), three.clone())).collect();
-        assert!(plan.setup.is_empty(), "nothing changed");
-        let plan = groups.plan(&kernel, &routes_back);
-        assert!(matches!(plan.setup[..], [Request::Regroup { id: 4, .. }]));
-        let targets = groups.commit(&routes_back, plan, &[Err(libc::EINVAL)]);
-        assert!(targets.iter().all(|t| *t == Target::Inline));
+        groups.commit(&routes, plan, &outcomes);
         assert_eq!(groups.unused(), vec![Request::Delete { id: 4 }]);
     }
 
@@ -478,14 +378,14 @@ mod tests {
         kernel.hops.remove(&2);
         kernel.groups.insert(3, vec![1]);
         // The session came back: hop 1 is made again, under a new id, and
-        // group 3, whose one route moves, is given both.
+        // so is a group of both (group 3 no longer is one).
         let plan = groups.plan(&kernel, &routes);
         assert_eq!(plan.setup.len(), 2);
         assert!(matches!(plan.setup[0], Request::Hop { id: 4, .. }));
         assert_eq!(
             plan.setup[1],
-            Request::Regroup {
-                id: 3,
+            Request::Group {
+                id: 5,
                 members: vec![1, 4]
             }
         );
