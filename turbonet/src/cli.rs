@@ -753,6 +753,16 @@ fn positive_seconds(text: &str) -> Result<f64, String> {
     }
 }
 
+/// A count of machines: one or more.
+fn machine_count(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(m) if m >= 1 => Ok(m),
+        _ => Err(format!(
+            "`{text}` is not a number of machines: 1 or more (1 plans the lab on one machine)"
+        )),
+    }
+}
+
 /// `INDEX/COUNT`, the index below the count.
 fn shard_arg(text: &str) -> Result<(usize, usize), String> {
     text.split_once('/')
@@ -888,7 +898,7 @@ pub(crate) struct PlanArgs {
     #[arg(
         long,
         value_name = "M",
-        value_parser = clap::value_parser!(u32).range(1..),
+        value_parser = machine_count,
         conflicts_with_all = [
             "target", "switches", "queues", "default_rate", "ports", "program",
             "p4info", "device_config", "token_file",
