@@ -147,8 +147,6 @@ impl Request {
     /// asks for more).
     fn encode(&self, seq: u32, out: &mut Vec<u8>) {
         let start = out.len();
-        // The header, its length written last.
-        out.extend_from_slice(&[0; 4]);
         let (kind, flags) = match self {
             Request::Hop { .. } | Request::Group { .. } => {
                 (RTM_NEWNEXTHOP, NLM_F_CREATE | NLM_F_EXCL)
@@ -157,10 +155,7 @@ impl Request {
             Request::Route { .. } => (RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE),
             Request::Unroute { .. } => (RTM_DELROUTE, 0),
         };
-        out.extend_from_slice(&kind.to_ne_bytes());
-        out.extend_from_slice(&(NLM_F_REQUEST | flags).to_ne_bytes());
-        out.extend_from_slice(&seq.to_ne_bytes());
-        out.extend_from_slice(&0u32.to_ne_bytes());
+        nlmsghdr(out, kind, NLM_F_REQUEST | flags, seq);
         match self {
             Request::Hop { id, hop } => {
                 let onlink = if hop.onlink { RTNH_F_ONLINK } else { 0 };
@@ -200,9 +195,24 @@ impl Request {
                 put(out, RTA_PRIORITY, &metric.to_ne_bytes());
             }
         }
-        let len = u32::try_from(out.len() - start).expect("small");
-        out[start..start + 4].copy_from_slice(&len.to_ne_bytes());
+        finish(out, start);
     }
+}
+
+/// Appends a `struct nlmsghdr` whose length [`finish`] writes once the
+/// message is whole.
+fn nlmsghdr(out: &mut Vec<u8>, kind: u16, flags: u16, seq: u32) {
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&kind.to_ne_bytes());
+    out.extend_from_slice(&flags.to_ne_bytes());
+    out.extend_from_slice(&seq.to_ne_bytes());
+    out.extend_from_slice(&0u32.to_ne_bytes());
+}
+
+/// Writes the length of the message that starts at `start` of `out`.
+fn finish(out: &mut [u8], start: usize) {
+    let len = u32::try_from(out.len() - start).expect("small");
+    out[start..start + 4].copy_from_slice(&len.to_ne_bytes());
 }
 
 /// Makes the request `message` starts with ask to be answered when it
@@ -308,7 +318,7 @@ pub struct NexthopSocket {
 impl NexthopSocket {
     /// Requests a batch of [`NexthopSocket::execute`], one `sendmsg`: even
     /// if all are refused, their answers fit the socket's default receive
-    /// buffer. A few milliseconds of the kernel's time at most.
+    /// buffer.
     pub const BATCH: usize = 128;
 
     /// A socket in the calling thread's namespace.
@@ -336,11 +346,14 @@ impl NexthopSocket {
         // A dump request's header must be all zeros (the kernel refuses
         // a filter it does not know).
         let mut request = Vec::with_capacity(24);
-        request.extend_from_slice(&24u32.to_ne_bytes());
-        request.extend_from_slice(&RTM_GETNEXTHOP.to_ne_bytes());
-        request.extend_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
-        request.extend_from_slice(&seq.to_ne_bytes());
-        request.extend_from_slice(&[0; 12]);
+        nlmsghdr(
+            &mut request,
+            RTM_GETNEXTHOP,
+            NLM_F_REQUEST | NLM_F_DUMP,
+            seq,
+        );
+        nhmsg(&mut request, AF_UNSPEC, 0, 0);
+        finish(&mut request, 0);
         self.socket.send_to(&request, &SocketAddr::new(0, 0), 0)?;
         let mut objects = Objects::default();
         loop {
@@ -531,7 +544,7 @@ mod tests {
     }
 
     #[test]
-    fn only_a_batchs_last_request_asks_for_an_answer() {
+    fn a_request_asks_to_be_answered_only_when_told() {
         let mut out = Vec::new();
         Request::Delete { id: 1 }.encode(5, &mut out);
         let flags = |msg: &[u8]| u16::from_ne_bytes([msg[6], msg[7]]);

@@ -36,10 +36,10 @@ pub struct NetlinkFib {
 
 /// One batch of route writes at a time in this process, whichever FIB's:
 /// the sessions' sockets share the runtime, and a sixty-way ToR's change
-/// set keeps the kernel busy for seconds, so one worker writes while the
-/// other serves the sessions (their keepalives never wait behind routes),
-/// and change sets that wait merge (a prefix written once, not at every
-/// step).
+/// set is thousands of routes, so one worker writes while the other serves
+/// the sessions (their keepalives never wait behind routes), and change
+/// sets that wait merge (on the pod: 20 set changes a route decided, 5
+/// written).
 static KERNEL_WRITES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
 
 /// What a change set is written with; it goes to the write's task and
