@@ -52,7 +52,10 @@ fn the_pods_over_four_machines_print_a_table_and_json_that_agree() {
 fn what_cannot_be_planned_over_machines_is_refused_with_the_reason() {
     let triangle = scenario("custom-triangle.toml");
     for (args, expected) in [
-        (vec!["--machines", "0"], "invalid value '0'"),
+        (
+            vec!["--machines", "0"],
+            "not a number of machines: 1 or more",
+        ),
         (vec!["--machines", "4"], "use at most 3 machines"),
         (
             vec!["--machines", "2", "--switch", "s1=64x100G"],
