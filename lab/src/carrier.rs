@@ -5,7 +5,7 @@
 //! silently.
 
 use turbonet_injectors::Impairment;
-use turbonet_topo::{EngineChoice, Lab};
+use turbonet_topo::{EngineChoice, Lab, Shaping};
 
 /// True when this kernel has `sch_netem` (loaded, built in, or as a
 /// module on disk): the kernel impairment engine could then carry links.
@@ -160,13 +160,12 @@ pub fn carriers(lab: &Lab, qdiscs: &Qdiscs) -> Result<Vec<Carrier>, String> {
         .iter()
         .map(|link| {
             let imp = Impairment::from_params(&link.params);
-            if imp.is_noop() {
-                return Ok(Carrier::Veth);
-            }
-            if lab.engine != EngineChoice::Userspace
-                && turbonet_host::kernel::tbf::shaper_supports(&imp).is_ok()
-            {
-                return Ok(Carrier::Shaper);
+            match link.params.shaping() {
+                Shaping::None => return Ok(Carrier::Veth),
+                Shaping::Rate if lab.engine != EngineChoice::Userspace => {
+                    return Ok(Carrier::Shaper);
+                }
+                Shaping::Rate | Shaping::Engine => {}
             }
             let netem = || {
                 if qdiscs.netem {
@@ -208,7 +207,7 @@ pub fn link_carriers(lab: &Lab) -> Vec<Carrier> {
             .links
             .iter()
             .map(|l| {
-                if Impairment::from_params(&l.params).is_noop() {
+                if l.params.shaping() == Shaping::None {
                     Carrier::Veth
                 } else {
                     Carrier::Userspace(why.clone())
@@ -283,5 +282,51 @@ mod tests {
             carriers(&lab("bpf", "delay = \"5ms\""), &with_fq()).unwrap(),
             [Carrier::Bpf]
         );
+    }
+
+    /// The engines' own view of a link (nothing to do; what the token
+    /// bucket can shape) is the scenario's rule that `up` and the machine
+    /// plan decide by, parameters written as zero included.
+    #[test]
+    fn the_engines_agree_with_the_scenarios_rule() {
+        use turbonet_topo::units::{Delay, LossProb, QueueLimit, Rate};
+        use turbonet_topo::{LinkParams, Loss};
+        let delays = [None, Some(Delay::ZERO), Some(Delay::from_micros(5))];
+        let probs = [None, Some(LossProb(0.0)), Some(LossProb(0.01))];
+        let mut seen = std::collections::BTreeSet::new();
+        for rate in [None, Some(Rate::from_gbit(1))] {
+            for ecn in [None, Some(QueueLimit::Packets(10))] {
+                for delay in delays {
+                    for jitter in delays {
+                        for loss in probs {
+                            for corrupt in probs {
+                                for duplicate in probs {
+                                    let p = LinkParams {
+                                        rate,
+                                        ecn: ecn.filter(|_| rate.is_some()),
+                                        delay,
+                                        jitter,
+                                        loss: loss.map(Loss::Bernoulli),
+                                        corrupt,
+                                        duplicate,
+                                        ..LinkParams::default()
+                                    };
+                                    let imp = Impairment::from_params(&p);
+                                    let shaping = p.shaping();
+                                    assert_eq!(imp.is_noop(), shaping == Shaping::None, "{p:?}");
+                                    assert_eq!(
+                                        turbonet_host::kernel::tbf::shaper_supports(&imp).is_ok(),
+                                        shaping == Shaping::Rate,
+                                        "{p:?}"
+                                    );
+                                    seen.insert(format!("{shaping:?}"));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(seen.len(), 3, "every kind of link was tried");
     }
 }

@@ -63,7 +63,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::model::{EngineChoice, Fabric, Lab, LinkParams, Role, Target};
+use crate::model::{EngineChoice, Fabric, Lab, LinkParams, Role, Shaping, Target};
 use crate::partition::{self, Atom, Problem};
 use crate::summary::RoleCount;
 use crate::units::Bytes;
@@ -238,23 +238,16 @@ pub struct CutLink {
 }
 
 /// True when a link engine (userspace, or the kernel's BPF engine) carries
-/// the link, as `up` decides from the scenario: a link with impairments,
-/// unless `engine = "kernel"` (netem on both ends) or, outside `engine =
-/// "userspace"`, it only has a rate and a queue (the kernel's token bucket
-/// on both ends).
+/// the link, as `up` decides from the scenario ([`LinkParams::shaping`]):
+/// with `engine = "userspace"` every link that asks for something; with
+/// `"kernel"` none (netem on both ends); otherwise those impaired beyond a
+/// rate and a queue (the kernel's token bucket shapes those on both ends).
 fn engine_carries(params: &LinkParams, engine: EngineChoice) -> bool {
-    let rate_only = params.delay.is_none()
-        && params.jitter.is_none()
-        && params.loss.is_none()
-        && params.corrupt.is_none()
-        && params.duplicate.is_none()
-        && params.ecn.is_none();
-    params.has_impairments()
-        && match engine {
-            EngineChoice::Userspace => true,
-            EngineChoice::Kernel => false,
-            EngineChoice::Auto | EngineChoice::Bpf => !rate_only,
-        }
+    match (params.shaping(), engine) {
+        (Shaping::None, _) | (_, EngineChoice::Kernel) => false,
+        (Shaping::Rate, choice) => choice == EngineChoice::Userspace,
+        (Shaping::Engine, _) => true,
+    }
 }
 
 /// The balance dimensions, in the order of [`Problem::weights`].

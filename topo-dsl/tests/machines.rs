@@ -367,6 +367,9 @@ fn the_engine_carries_impaired_links_and_owners_share_them() {
         ("userspace", "rate = \"1gbit\"", true),
         ("kernel", "delay = \"1ms\"", false),
         ("bpf", "delay = \"1ms\"", true),
+        // Written as zero, a parameter asks for nothing (as `up` has it).
+        ("userspace", "delay = \"0ms\", loss = \"0%\"", false),
+        ("auto", "rate = \"1gbit\", duplicate = \"0%\"", false),
     ] {
         let plan = machines::plan(&line(engine, params), 3).unwrap();
         assert!(

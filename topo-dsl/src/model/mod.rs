@@ -26,7 +26,7 @@ pub use instruments::{
 };
 pub use p4rt::{P4rtConfig, P4rtDevice, P4rtSwitch};
 pub(crate) use params::GE_KEYS;
-pub use params::{JitterDistribution, LinkParams, Loss, ParamProblem};
+pub use params::{JitterDistribution, LinkParams, Loss, ParamProblem, Shaping};
 pub use routing::{Agent, BgpTimers, RoutingConfig, RoutingMode};
 pub use target::{EngineChoice, Target};
 pub use timeline::{Action, ActionDisplay, Event, EventTarget};

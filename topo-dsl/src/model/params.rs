@@ -189,6 +189,26 @@ impl LinkParams {
         out
     }
 
+    /// What a link with these parameters needs to carry it (see
+    /// [`Shaping`]). A parameter written as zero (`delay = "0ms"`, `loss =
+    /// "0%"`) asks for nothing; a queue or ECN threshold only acts with a
+    /// rate.
+    pub fn shaping(&self) -> Shaping {
+        let zero = |p: Option<LossProb>| p.is_none_or(|p| p.0 <= 0.0);
+        let beyond_rate = self.delay.is_some_and(|d| !d.is_zero())
+            || self.jitter.is_some_and(|j| !j.is_zero())
+            || self.loss.is_some_and(|l| !l.is_zero())
+            || !zero(self.corrupt)
+            || !zero(self.duplicate);
+        if beyond_rate || (self.rate.is_some() && self.ecn.is_some()) {
+            Shaping::Engine
+        } else if self.rate.is_some() {
+            Shaping::Rate
+        } else {
+            Shaping::None
+        }
+    }
+
     /// True when some property needs an impairment engine (everything but
     /// MTU; `jitter_distribution` and `reorder` only qualify `jitter`).
     pub fn has_impairments(&self) -> bool {
@@ -201,6 +221,20 @@ impl LinkParams {
             || self.queue.is_some()
             || self.ecn.is_some()
     }
+}
+
+/// What carries a link, by its parameters ([`LinkParams::shaping`]): the
+/// one rule `up` and the machine plan share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shaping {
+    /// Nothing to apply: a plain veth pair.
+    None,
+    /// A rate and a queue, nothing else: the kernel's token bucket can
+    /// shape it on both ends.
+    Rate,
+    /// Delay, jitter, loss, corruption, duplication or ECN marking: a link
+    /// engine (or netem).
+    Engine,
 }
 
 /// Prints the fields that are set as `key=value` pairs in field order,
