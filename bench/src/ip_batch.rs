@@ -16,7 +16,7 @@ use turbonet_host::Result;
 
 use turbonet_host::kernel::{
     Address, External, Kernel, KernelRoute, NamespaceSpec, Ns, PerNs, RULE_PRIORITY, SourceRule,
-    Veth,
+    Veth, Vxlan,
 };
 use turbonet_host::namespaces;
 use turbonet_lab::error::Error;
@@ -272,6 +272,39 @@ impl Kernel for IpBatch {
         let mut peers_up: Vec<(Ns, Vec<String>)> = peers_up.into_iter().collect();
         peers_up.sort_by_key(|(ns, _)| *ns);
         for (ns, lines) in peers_up {
+            self.push(Tool::Ip, Some(self.name(ns)), lines);
+        }
+        Ok(())
+    }
+
+    async fn add_vxlans(&self, vxlans: Vec<Vxlan>) -> Result<()> {
+        // iproute2 cannot bring a device up in the namespace it moves it
+        // into: a second line there.
+        let mut lines = Vec::with_capacity(vxlans.len());
+        let mut up: HashMap<Ns, Vec<String>> = HashMap::new();
+        for v in vxlans {
+            self.learn(v.end.ns, v.end.ifindex, &v.end.name);
+            let mtu = v.mtu.map(|m| format!(" mtu {m}")).unwrap_or_default();
+            lines.push(format!(
+                "link add {}{}{mtu} index {} netns {} type vxlan id {} local {} remote {} \
+                 dstport {} nolearning df set",
+                v.end.name,
+                mac_text(v.end.mac),
+                v.end.ifindex,
+                self.name(v.end.ns),
+                v.vni,
+                v.local,
+                v.remote,
+                v.port,
+            ));
+            up.entry(v.end.ns)
+                .or_default()
+                .push(format!("link set dev {} up", v.end.name));
+        }
+        self.push(Tool::Ip, None, lines);
+        let mut up: Vec<(Ns, Vec<String>)> = up.into_iter().collect();
+        up.sort_by_key(|(ns, _)| *ns);
+        for (ns, lines) in up {
             self.push(Tool::Ip, Some(self.name(ns)), lines);
         }
         Ok(())

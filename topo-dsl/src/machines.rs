@@ -66,7 +66,7 @@ use serde::Serialize;
 use crate::model::{EngineChoice, Fabric, Lab, LinkParams, Role, Shaping, Target};
 use crate::partition::{self, Atom, Problem};
 use crate::summary::RoleCount;
-use crate::units::Bytes;
+use crate::units::{Bytes, Mtu};
 
 /// The VNI of the first cut link; the others follow in link order.
 pub const FIRST_VNI: u32 = 1;
@@ -144,6 +144,26 @@ impl MachinePlan {
     /// Links between machines.
     pub fn cut(&self) -> usize {
         self.cut_links.len()
+    }
+
+    /// Whether every cut link's frames cross an underlay of MTU `underlay`
+    /// whole (its MTU plus [`VXLAN_OVERHEAD`]); the first that would not,
+    /// in link order, otherwise.
+    pub fn fits_underlay(&self, underlay: u32) -> Result<(), UnderlayTooSmall> {
+        match self
+            .cut_links
+            .iter()
+            .find(|c| u32::from(c.mtu) + VXLAN_OVERHEAD > underlay)
+        {
+            None => Ok(()),
+            Some(c) => Err(UnderlayTooSmall {
+                link: c.link.clone(),
+                mtu: c.mtu,
+                needed: u32::from(c.mtu) + VXLAN_OVERHEAD,
+                underlay,
+                fits: underlay.saturating_sub(VXLAN_OVERHEAD),
+            }),
+        }
     }
 }
 
@@ -235,6 +255,34 @@ pub struct CutLink {
     pub owner: u32,
     /// True when a link engine carries it (it is impaired beyond a rate).
     pub engine: bool,
+    /// Its MTU (the link's; Ethernet's when it sets none).
+    pub mtu: u16,
+}
+
+/// Bytes VXLAN adds to a frame on an IPv4 underlay: the outer IPv4 (20),
+/// UDP (8) and VXLAN (8) headers, and the inner frame's Ethernet header
+/// (14).
+pub const VXLAN_OVERHEAD: u32 = 50;
+
+/// A cut link whose frames would not cross the underlay whole (the kernel
+/// would fragment them silently and cache a smaller path MTU).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "link {link} crosses machines with MTU {mtu}: its VXLAN tunnel needs an underlay MTU of \
+     at least {needed}, and the underlay's is {underlay} (raise the underlay's MTU, or set the \
+     link's `mtu` to at most {fits})"
+)]
+pub struct UnderlayTooSmall {
+    /// The link.
+    pub link: String,
+    /// Its MTU.
+    pub mtu: u16,
+    /// The underlay MTU it needs.
+    pub needed: u32,
+    /// The underlay's MTU.
+    pub underlay: u32,
+    /// The largest link MTU the underlay carries whole.
+    pub fits: u32,
 }
 
 /// True when a link engine (userspace, or the kernel's BPF engine) carries
@@ -524,6 +572,7 @@ fn links(
             vni: FIRST_VNI + i as u32,
             owner,
             engine: carried,
+            mtu: link.params.mtu.unwrap_or(Mtu::ETHERNET).bytes(),
         });
     }
     (

@@ -394,3 +394,28 @@ fn kernel_memory_counts_namespaces_and_devices() {
     // About 5.6 GiB, as measured for the whole pod on one machine.
     assert!((5.5..5.7).contains(&((kib as f64) / f64::from(1 << 20))));
 }
+
+#[test]
+fn a_cut_link_needs_an_underlay_its_frames_cross_whole() {
+    // Ethernet's MTU when the link sets none: 1,550 bytes on the underlay.
+    let plain = plan(&line("auto", "delay = \"1ms\""), 3);
+    assert!(plain.cut() > 0);
+    assert_eq!(plain.fits_underlay(1550), Ok(()));
+    let e = plain.fits_underlay(1500).unwrap_err();
+    assert_eq!(e.link, plain.cut_links[0].link, "the first cut link");
+    assert_eq!((e.mtu, e.needed, e.fits), (1500, 1550, 1450));
+
+    let jumbo = plan(&line("auto", "mtu = 9000"), 3);
+    assert!(jumbo.cut_links.iter().all(|c| c.mtu == 9000));
+    assert_eq!(jumbo.fits_underlay(9100), Ok(()));
+    let e = jumbo.fits_underlay(9049).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!(
+            "link {} crosses machines",
+            jumbo.cut_links[0].link
+        )) && e.contains("at least 9050")
+            && e.contains("the underlay's is 9049")
+            && e.contains("at most 8999"),
+        "{e}"
+    );
+}

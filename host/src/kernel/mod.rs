@@ -104,6 +104,33 @@ pub struct Veth {
     pub peer_up: bool,
 }
 
+/// The UDP port of turbonet's cut links (not VXLAN's 4789, which a
+/// machine's own overlay may hold).
+pub const VXLAN_PORT: u16 = 14789;
+
+/// One end of a link cut between machines: a VXLAN device, point to point
+/// (`remote`, no learning, the don't-fragment bit set on the underlay),
+/// created in one request from the namespace the process runs in (the
+/// machine's, where its UDP socket stays, on the underlay) straight into
+/// `end`'s namespace, and brought up there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vxlan {
+    /// What the request is for, for errors ("cut link tor0--agg0").
+    pub what: String,
+    /// The device in the node's (or the link engine's) namespace.
+    pub end: VethEnd,
+    /// The cut link's VXLAN network identifier (24 bits).
+    pub vni: u32,
+    /// This machine's underlay address.
+    pub local: Ipv4Addr,
+    /// The far machine's underlay address.
+    pub remote: Ipv4Addr,
+    /// The UDP port, both ends ([`VXLAN_PORT`]).
+    pub port: u16,
+    /// The link's MTU (default: the kernel's, underlay MTU less 50).
+    pub mtu: Option<u32>,
+}
+
 /// An IPv4 address on an interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Address {
@@ -187,6 +214,9 @@ pub trait Kernel {
 
     /// Creates veth pairs.
     fn add_veths(&self, veths: Vec<Veth>) -> impl Future<Output = Result<()>>;
+
+    /// Creates the VXLAN ends of cut links (see [`Vxlan`]).
+    fn add_vxlans(&self, vxlans: Vec<Vxlan>) -> impl Future<Output = Result<()>>;
 
     /// Creates a bridge `name` with ifindex `ifindex` in `ns`, up.
     fn add_bridge(&self, ns: Ns, name: &str, ifindex: u32) -> impl Future<Output = Result<()>>;

@@ -9,14 +9,16 @@ use std::time::Duration;
 
 use futures::TryStreamExt;
 use futures::stream::{self, StreamExt};
-use rtnetlink::packet_route::link::{InfoData, InfoVeth, LinkFlags};
+use rtnetlink::packet_route::link::{InfoData, InfoVeth, LinkFlags, VxlanDf};
 use rtnetlink::packet_route::route::{RouteProtocol, RouteScope};
 use rtnetlink::{
-    Handle, LinkBridge, LinkUnspec, LinkVeth, RouteMessageBuilder, RouteNextHopBuilder,
+    Handle, LinkBridge, LinkUnspec, LinkVeth, LinkVxlan, RouteMessageBuilder, RouteNextHopBuilder,
 };
 use turbonet_injectors::Impairment;
 
-use super::{Address, External, Kernel, KernelRoute, NamespaceSpec, Ns, PerNs, SourceRule, Veth};
+use super::{
+    Address, External, Kernel, KernelRoute, NamespaceSpec, Ns, PerNs, SourceRule, Veth, Vxlan,
+};
 use crate::error::{Context, Result};
 use crate::namespaces;
 use crate::{bail, err};
@@ -306,6 +308,48 @@ impl Kernel for Netlink {
             .await
         })
         .await?;
+        Ok(())
+    }
+
+    async fn add_vxlans(&self, vxlans: Vec<Vxlan>) -> Result<()> {
+        if vxlans.is_empty() {
+            return Ok(());
+        }
+        // The machine's own namespace: each device's UDP socket lives where
+        // the device is created, and the underlay is here.
+        let handle = connect(namespaces::route_socket()?)?;
+        let requests = vxlans
+            .into_iter()
+            .map(|v| {
+                let into = self.namespace(v.end.ns)?.ns.as_raw_fd();
+                let mut link = LinkVxlan::new(&v.end.name, v.vni)
+                    .index(v.end.ifindex)
+                    .local(v.local)
+                    .remote(v.remote)
+                    .port(v.port)
+                    .learning(false)
+                    .df(VxlanDf::Set)
+                    .setns_by_fd(into)
+                    .up();
+                if let Some(mac) = v.end.mac {
+                    link = link.address(mac.to_vec());
+                }
+                if let Some(mtu) = v.mtu {
+                    link = link.mtu(mtu);
+                }
+                Ok((v.what, handle.link().add(link.build())))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let done = requests.len();
+        pipelined(requests.into_iter().map(|(what, request)| async move {
+            request
+                .execute()
+                .await
+                .with_context(|| format!("creating {what}"))
+        }))
+        .await?;
+        self.finished
+            .fetch_add(done, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use turbonet_injectors::Impairment;
 
-use super::{Address, External, Kernel, KernelRoute, NamespaceSpec, Ns, PerNs, SourceRule, Veth};
+use super::{
+    Address, External, Kernel, KernelRoute, NamespaceSpec, Ns, PerNs, SourceRule, Veth, Vxlan,
+};
 use crate::error::Result;
 
 /// Writes down every request instead of making it: one line each, in the
@@ -75,6 +77,24 @@ impl Kernel for Recorder {
                 v.peer.name,
                 v.peer.ifindex,
                 mac_text(v.peer.mac),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn add_vxlans(&self, vxlans: Vec<Vxlan>) -> Result<()> {
+        for v in vxlans {
+            let mtu = v.mtu.map(|m| format!(" mtu {m}")).unwrap_or_default();
+            self.push(format!(
+                "vxlan {} {}#{}{} vni {} {} -> {} port {}{mtu}",
+                self.name(v.end.ns),
+                v.end.name,
+                v.end.ifindex,
+                mac_text(v.end.mac),
+                v.vni,
+                v.local,
+                v.remote,
+                v.port,
             ));
         }
         Ok(())
