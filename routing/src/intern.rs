@@ -8,8 +8,13 @@
 //! prefix unless equal values are one allocation. An [`Interner`] hands
 //! out one `Arc` per distinct value (a list, or one value); cloning it is a
 //! reference count.
+//!
+//! Their tables hash with foldhash rather than the standard library's
+//! SipHash: a converging speaker interns an entry (its attributes hashed
+//! whole) per prefix it decides, and SipHash was a fifth of the speakers'
+//! thread.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 use std::hash::Hash;
 use std::sync::Arc;
 
@@ -37,7 +42,7 @@ impl<U: ?Sized> Clone for Interner<U> {
 impl<U: ?Sized> Default for Interner<U> {
     fn default() -> Self {
         Interner {
-            values: HashSet::new(),
+            values: HashSet::default(),
             prune_at: PRUNE_FROM,
         }
     }
@@ -100,7 +105,7 @@ pub struct ByAddress<K: ?Sized, V> {
 impl<K: ?Sized, V> Default for ByAddress<K, V> {
     fn default() -> Self {
         ByAddress {
-            map: HashMap::new(),
+            map: HashMap::default(),
         }
     }
 }

@@ -22,7 +22,7 @@
 //! reflection and confederations, iBGP export rules (the fabric is eBGP
 //! only, RFC 7938 §5.1), MP-BGP (IPv6) routes, ADD-PATH.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
@@ -769,8 +769,8 @@ fn advertised(attrs: &PathAttributes, local_as: u32) -> PathAttributes {
 #[derive(Debug, Clone, Default)]
 pub struct AttributeGroups {
     /// By address, with the `Arc` kept so that the address is not reused.
-    by_address: HashMap<usize, (Arc<PathAttributes>, usize)>,
-    by_value: HashMap<Arc<PathAttributes>, usize>,
+    by_address: foldhash::HashMap<usize, (Arc<PathAttributes>, usize)>,
+    by_value: foldhash::HashMap<Arc<PathAttributes>, usize>,
     /// The attributes of each group.
     pub groups: Vec<Arc<PathAttributes>>,
 }
