@@ -191,6 +191,16 @@ impl IpBatch {
         batch.lines.extend(lines);
     }
 
+    /// `link set ... up` lines in the namespaces they are for, in
+    /// namespace order.
+    fn push_ups(&self, ups: HashMap<Ns, Vec<String>>) {
+        let mut ups: Vec<(Ns, Vec<String>)> = ups.into_iter().collect();
+        ups.sort_by_key(|(ns, _)| *ns);
+        for (ns, lines) in ups {
+            self.push(Tool::Ip, Some(self.name(ns)), lines);
+        }
+    }
+
     /// Per-namespace requests, one line each from `line`.
     fn per_ns<T>(
         &self,
@@ -269,11 +279,7 @@ impl Kernel for IpBatch {
             ));
         }
         self.push(Tool::Ip, None, lines);
-        let mut peers_up: Vec<(Ns, Vec<String>)> = peers_up.into_iter().collect();
-        peers_up.sort_by_key(|(ns, _)| *ns);
-        for (ns, lines) in peers_up {
-            self.push(Tool::Ip, Some(self.name(ns)), lines);
-        }
+        self.push_ups(peers_up);
         Ok(())
     }
 
@@ -302,11 +308,7 @@ impl Kernel for IpBatch {
                 .push(format!("link set dev {} up", v.end.name));
         }
         self.push(Tool::Ip, None, lines);
-        let mut up: Vec<(Ns, Vec<String>)> = up.into_iter().collect();
-        up.sort_by_key(|(ns, _)| *ns);
-        for (ns, lines) in up {
-            self.push(Tool::Ip, Some(self.name(ns)), lines);
-        }
+        self.push_ups(up);
         Ok(())
     }
 

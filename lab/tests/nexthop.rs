@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
-use turbonet_host::kernel::nexthop::{Hop, NexthopSocket, Objects, Request};
+use turbonet_host::kernel::nexthop::{
+    GroupRoute, Hop, NexthopSocket, Objects, Protocol, Request, point_at_groups,
+};
 
 /// Runs `command` (an iproute2 line) in the calling thread's namespace.
 fn ip(command: &str) {
@@ -54,7 +56,7 @@ fn objects_round_trip_through_the_kernel() {
             ifindex,
             onlink: last == 3,
         };
-        let mut socket = NexthopSocket::new().expect("socket");
+        let mut socket = NexthopSocket::new(Protocol::Bgp).expect("socket");
         assert_eq!(socket.dump().expect("dump"), Objects::default());
         let made = socket
             .execute(&[
@@ -113,6 +115,49 @@ fn objects_round_trip_through_the_kernel() {
             3
         );
         assert!(routes().is_empty());
+        // Static routes' objects beside the agents': each protocol reads
+        // only its own, and numbers new ones past every id in use.
+        let mut ours = NexthopSocket::new(Protocol::Static).expect("socket");
+        let static_routes = [GroupRoute {
+            prefix: net(1),
+            metric: 0,
+            hops: vec![hop(2), hop(3)],
+        }];
+        let made = point_at_groups(&ours.dump().expect("dump"), &static_routes);
+        assert_eq!(
+            made[0],
+            Request::Hop { id: 7, hop: hop(2) },
+            "past bgp's 1, 2 and 6"
+        );
+        assert!(
+            ours.execute(&made)
+                .expect("execute")
+                .iter()
+                .all(Result::is_ok)
+        );
+        let line = std::process::Command::new("ip")
+            .args(["route", "show", "proto", "static"])
+            .output()
+            .expect("ip runs");
+        let line = String::from_utf8(line.stdout).expect("text");
+        assert!(line.starts_with("10.100.1.0/24 nhid 9 "), "{line}");
+        let theirs = socket.dump().expect("dump");
+        assert_eq!(
+            (theirs.hops.len(), theirs.groups.len(), theirs.highest),
+            (2, 1, 9)
+        );
+        let mine = ours.dump().expect("dump");
+        assert_eq!(
+            (mine.hops.len(), mine.groups.len(), mine.highest),
+            (2, 1, 6)
+        );
+        // Written again (a route replaced at run time): nothing new is made.
+        let again = point_at_groups(&mine, &static_routes);
+        assert!(
+            matches!(again[..], [Request::Route { id: 9, .. }]),
+            "{again:?}"
+        );
+
         // The port goes down: the kernel removes its next hops.
         ip("link set nh0 down");
         assert_eq!(socket.dump().expect("dump"), Objects::default());

@@ -16,6 +16,7 @@ use rtnetlink::{
 };
 use turbonet_injectors::Impairment;
 
+use super::nexthop::{GroupRoute, Hop, NexthopSocket, Protocol, Request, point_at_groups};
 use super::{
     Address, External, Kernel, KernelRoute, NamespaceSpec, Ns, PerNs, SourceRule, Veth, Vxlan,
 };
@@ -478,8 +479,19 @@ impl Kernel for Netlink {
 
     async fn add_routes(&self, routes: PerNs<KernelRoute>, replace: bool) -> Result<()> {
         per_node(&self.finished, routes, |(ns, routes)| async move {
-            let handle = self.namespace(ns)?.handle()?;
-            install(&handle, routes, replace).await
+            let node = self.namespace(ns)?;
+            let mut inline = Vec::with_capacity(routes.len());
+            let mut grouped = Vec::new();
+            for route in routes {
+                match to_group(&route) {
+                    Some(g) => grouped.push(g),
+                    None => inline.push(route),
+                }
+            }
+            if !grouped.is_empty() {
+                write_groups(node, &grouped)?;
+            }
+            install(&node.handle()?, inline, replace).await
         })
         .await?;
         Ok(())
@@ -587,6 +599,60 @@ pub async fn install(handle: &Handle, routes: Vec<KernelRoute>, replace: bool) -
         }
     }))
     .await
+}
+
+/// A static route of the main table through several gateways, as a route
+/// to a nexthop group: the kernel checks a group's gateways once, when it
+/// is made, where a route carrying them is checked whole at every write
+/// (sixty gateways a route on an HPN ToR). Others stay inline.
+fn to_group(route: &KernelRoute) -> Option<GroupRoute> {
+    if route.protocol != RouteProtocol::Static || route.table.is_some() || route.hops.len() < 2 {
+        return None;
+    }
+    let hops = route
+        .hops
+        .iter()
+        .map(|h| {
+            Some(Hop {
+                via: h.via?,
+                ifindex: h.ifindex,
+                onlink: h.onlink,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(GroupRoute {
+        prefix: route.prefix,
+        metric: route.metric.unwrap_or(0),
+        hops,
+    })
+}
+
+/// Writes `routes` to groups in `node`'s namespace, with its static
+/// objects: those it has are used again (a route replaced at run time),
+/// new ones numbered past every id in use. Objects no route uses any more
+/// stay until the namespace goes.
+fn write_groups(node: &NodeNs, routes: &[GroupRoute]) -> Result<()> {
+    let mut socket =
+        namespaces::here_in_namespace(&node.ns, || NexthopSocket::new(Protocol::Static))
+            .context("a nexthop socket")?;
+    let existing = socket.dump().context("reading nexthop objects")?;
+    let requests = point_at_groups(&existing, routes);
+    let outcomes = socket
+        .execute(&requests)
+        .context("writing routes to nexthop groups")?;
+    match requests.iter().zip(outcomes).find(|(_, o)| o.is_err()) {
+        Some((request, Err(errno))) => {
+            let what = match request {
+                Request::Route { prefix, .. } => format!("route {prefix}"),
+                Request::Hop { id, hop } => format!("next hop {} (object {id})", hop.via),
+                Request::Group { id, .. } => format!("nexthop group {id}"),
+                Request::Delete { id } => format!("removing nexthop object {id}"),
+                Request::Unroute { prefix, .. } => format!("removing route {prefix}"),
+            };
+            bail!("{what}: {}", std::io::Error::from_raw_os_error(errno))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The netlink message that installs `route`.

@@ -59,8 +59,27 @@ const RT_TABLE_MAIN: u8 = 254;
 const RT_SCOPE_NOWHERE: u8 = 255;
 /// `RTN_UNICAST`.
 const RTN_UNICAST: u8 = 1;
-/// `RTPROT_BGP`: who made the object, as for routes.
-const RTPROT_BGP: u8 = 186;
+/// Who makes objects and the routes to them (a route's `proto`, shown by
+/// `ip route` and `ip nexthop`). A [`NexthopSocket`] speaks for one: what
+/// it makes carries it, and it reads only objects that carry it, so the
+/// BGP agents and the static routes of one namespace keep apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// `RTPROT_STATIC`: `up`'s routes.
+    Static,
+    /// `RTPROT_BGP`: the built-in BGP agents'.
+    Bgp,
+}
+
+impl Protocol {
+    /// Its `RTPROT_*` number.
+    const fn number(self) -> u8 {
+        match self {
+            Protocol::Static => 4,
+            Protocol::Bgp => 186,
+        }
+    }
+}
 /// `RTNH_F_ONLINK`.
 const RTNH_F_ONLINK: u32 = 4;
 
@@ -82,10 +101,14 @@ pub struct Objects {
     pub hops: HashMap<u32, Hop>,
     /// Groups: their members' ids, ascending.
     pub groups: HashMap<u32, Vec<u32>>,
+    /// The highest id of the namespace's objects of any protocol (ids are
+    /// the namespace's: a new object of one protocol must not take
+    /// another's).
+    pub highest: u32,
 }
 
 impl Objects {
-    /// The highest id in use (0: none).
+    /// The highest id in use, by any protocol (0: none).
     pub fn max_id(&self) -> u32 {
         self.hops
             .keys()
@@ -93,11 +116,73 @@ impl Objects {
             .copied()
             .max()
             .unwrap_or(0)
+            .max(self.highest)
     }
 }
 
+/// A main-table route through several next hops, to be pointed at a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupRoute {
+    /// Where it leads.
+    pub prefix: Ipv4Net,
+    /// Its metric (0: none).
+    pub metric: u32,
+    /// Its next hops.
+    pub hops: Vec<Hop>,
+}
+
+/// The requests that point `routes` at groups: the objects `existing` has
+/// are used again (a next hop, or a group of the same members), new ones
+/// are numbered past the highest id in use; each object is made before
+/// the first route that needs it.
+pub fn point_at_groups(existing: &Objects, routes: &[GroupRoute]) -> Vec<Request> {
+    let mut hops: HashMap<Hop, u32> = existing.hops.iter().map(|(id, h)| (*h, *id)).collect();
+    let mut groups: HashMap<Vec<u32>, u32> = existing
+        .groups
+        .iter()
+        .map(|(id, members)| (members.clone(), *id))
+        .collect();
+    let mut next = existing.max_id() + 1;
+    let mut requests = Vec::new();
+    for route in routes {
+        let mut members: Vec<u32> = route
+            .hops
+            .iter()
+            .map(|hop| {
+                *hops.entry(*hop).or_insert_with(|| {
+                    let id = next;
+                    next += 1;
+                    requests.push(Request::Hop { id, hop: *hop });
+                    id
+                })
+            })
+            .collect();
+        members.sort_unstable();
+        members.dedup();
+        let group = match groups.get(&members) {
+            Some(id) => *id,
+            None => {
+                let id = next;
+                next += 1;
+                requests.push(Request::Group {
+                    id,
+                    members: members.clone(),
+                });
+                groups.insert(members, id);
+                id
+            }
+        };
+        requests.push(Request::Route {
+            prefix: route.prefix,
+            id: group,
+            metric: route.metric,
+        });
+    }
+    requests
+}
+
 /// A change to the objects, or to a route of the main table that points at
-/// one (protocol `bgp`).
+/// one (with the protocol of the socket that sends it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
     /// Make next hop `id` (`ip nexthop add id ID via VIA dev DEV [onlink]`).
@@ -145,7 +230,8 @@ impl Request {
     /// Appends the request as a netlink message with sequence number
     /// `seq` to `out`, to be answered only if refused ([`ask_answer`]
     /// asks for more).
-    fn encode(&self, seq: u32, out: &mut Vec<u8>) {
+    fn encode(&self, seq: u32, protocol: Protocol, out: &mut Vec<u8>) {
+        let protocol = protocol.number();
         let start = out.len();
         let (kind, flags) = match self {
             Request::Hop { .. } | Request::Group { .. } => {
@@ -159,13 +245,13 @@ impl Request {
         match self {
             Request::Hop { id, hop } => {
                 let onlink = if hop.onlink { RTNH_F_ONLINK } else { 0 };
-                nhmsg(out, AF_INET, RTPROT_BGP, onlink);
+                nhmsg(out, AF_INET, protocol, onlink);
                 put(out, NHA_ID, &id.to_ne_bytes());
                 put(out, NHA_OIF, &hop.ifindex.to_ne_bytes());
                 put(out, NHA_GATEWAY, &hop.via.octets());
             }
             Request::Group { id, members } => {
-                nhmsg(out, AF_UNSPEC, RTPROT_BGP, 0);
+                nhmsg(out, AF_UNSPEC, protocol, 0);
                 put(out, NHA_ID, &id.to_ne_bytes());
                 // struct nexthop_grp: id, weight - 1, two reserved fields.
                 let entries: Vec<u8> = members
@@ -184,13 +270,13 @@ impl Request {
                 put(out, NHA_ID, &id.to_ne_bytes());
             }
             Request::Route { prefix, id, metric } => {
-                rtmsg(out, *prefix, 0, RTN_UNICAST);
+                rtmsg(out, *prefix, protocol, 0, RTN_UNICAST);
                 put(out, RTA_DST, &prefix.network().octets());
                 put(out, RTA_NH_ID, &id.to_ne_bytes());
                 put(out, RTA_PRIORITY, &metric.to_ne_bytes());
             }
             Request::Unroute { prefix, metric } => {
-                rtmsg(out, *prefix, RT_SCOPE_NOWHERE, 0);
+                rtmsg(out, *prefix, protocol, RT_SCOPE_NOWHERE, 0);
                 put(out, RTA_DST, &prefix.network().octets());
                 put(out, RTA_PRIORITY, &metric.to_ne_bytes());
             }
@@ -232,14 +318,14 @@ fn nhmsg(out: &mut Vec<u8>, family: u8, protocol: u8, flags: u32) {
 /// Appends the `struct rtmsg` of a main-table `bgp` route to `prefix`:
 /// family, destination and source lengths, tos, table, protocol, scope,
 /// type, flags.
-fn rtmsg(out: &mut Vec<u8>, prefix: Ipv4Net, scope: u8, kind: u8) {
+fn rtmsg(out: &mut Vec<u8>, prefix: Ipv4Net, protocol: u8, scope: u8, kind: u8) {
     out.extend_from_slice(&[
         AF_INET,
         prefix.prefix_len(),
         0,
         0,
         RT_TABLE_MAIN,
-        RTPROT_BGP,
+        protocol,
         scope,
         kind,
     ]);
@@ -261,6 +347,13 @@ fn attributes(mut buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
         buf = &buf[len.next_multiple_of(4).min(buf.len())..];
         Some((kind, value))
     })
+}
+
+/// The id of the object an `RTM_NEWNEXTHOP` payload describes.
+fn object_id(payload: &[u8]) -> Option<u32> {
+    attributes(payload.get(8..)?)
+        .find(|(kind, value)| *kind == NHA_ID && value.len() == 4)
+        .map(|(_, value)| u32::from_ne_bytes(value.try_into().expect("4 bytes")))
 }
 
 /// Adds the object an `RTM_NEWNEXTHOP` payload describes to `objects`
@@ -313,6 +406,7 @@ pub struct NexthopSocket {
     socket: Socket,
     buf: Vec<u8>,
     seq: u32,
+    protocol: Protocol,
 }
 
 impl NexthopSocket {
@@ -321,8 +415,9 @@ impl NexthopSocket {
     /// buffer.
     pub const BATCH: usize = 128;
 
-    /// A socket in the calling thread's namespace.
-    pub fn new() -> io::Result<NexthopSocket> {
+    /// A socket in the calling thread's namespace, for `protocol`'s
+    /// objects and routes.
+    pub fn new(protocol: Protocol) -> io::Result<NexthopSocket> {
         let mut socket = Socket::new(NETLINK_ROUTE)?;
         socket.bind_auto()?;
         // A refusal is answered with its error alone, not the request
@@ -332,6 +427,7 @@ impl NexthopSocket {
             socket,
             buf: vec![0; 1 << 16],
             seq: 0,
+            protocol,
         })
     }
 
@@ -340,7 +436,7 @@ impl NexthopSocket {
         self.seq
     }
 
-    /// Every nexthop object of the namespace.
+    /// The namespace's nexthop objects of the socket's protocol.
     pub fn dump(&mut self) -> io::Result<Objects> {
         let seq = self.next_seq();
         // A dump request's header must be all zeros (the kernel refuses
@@ -370,7 +466,13 @@ impl NexthopSocket {
                         }
                         return Ok(objects);
                     }
-                    RTM_NEWNEXTHOP => parse_object(m.payload, &mut objects),
+                    RTM_NEWNEXTHOP => {
+                        if m.payload.get(2) == Some(&self.protocol.number()) {
+                            parse_object(m.payload, &mut objects);
+                        } else if let Some(id) = object_id(m.payload) {
+                            objects.highest = objects.highest.max(id);
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -398,7 +500,7 @@ impl NexthopSocket {
             while sent < rest.len() && sent < Self::BATCH && out.len() < BATCH_BYTES {
                 last = out.len();
                 let seq = self.next_seq();
-                rest[sent].encode(seq, &mut out);
+                rest[sent].encode(seq, self.protocol, &mut out);
                 sent += 1;
             }
             ask_answer(&mut out[last..]);
@@ -433,9 +535,9 @@ mod tests {
     use super::*;
 
     /// The request as iproute2 sends it: answered when it succeeds too.
-    fn acked(request: &Request, seq: u32) -> Vec<u8> {
+    fn acked(request: &Request, protocol: Protocol, seq: u32) -> Vec<u8> {
         let mut out = Vec::new();
-        request.encode(seq, &mut out);
+        request.encode(seq, protocol, &mut out);
         ask_answer(&mut out);
         out
     }
@@ -504,18 +606,112 @@ mod tests {
                 Request::Unroute { prefix, metric: 20 }
             }
             "ip nexthop del id 10" => Request::Delete { id: 10 },
+            "ip nexthop add id 3 dev d0 via 10.0.0.4 proto static" => Request::Hop {
+                id: 3,
+                hop: hop(Ipv4Addr::new(10, 0, 0, 4), false),
+            },
+            "ip nexthop add id 12 group 2/3 proto static" => Request::Group {
+                id: 12,
+                members: vec![2, 3],
+            },
+            "ip route replace 10.9.1.0/24 nhid 12 metric 0 proto static" => Request::Route {
+                prefix: "10.9.1.0/24".parse().unwrap(),
+                id: 12,
+                metric: 0,
+            },
             other => panic!("no request of ours for `{other}`"),
+        }
+    }
+
+    /// The protocol a captured command names (`bgp` when it names none:
+    /// a removal by id).
+    fn protocol(command: &str) -> Protocol {
+        if command.ends_with("proto static") {
+            Protocol::Static
+        } else {
+            Protocol::Bgp
         }
     }
 
     #[test]
     fn requests_match_iproute2_byte_for_byte() {
         let (ifindex, captured) = iproute2();
-        assert_eq!(captured.len(), 8, "every capture read");
+        assert_eq!(captured.len(), 11, "every capture read");
         for (command, theirs) in captured {
-            let ours = acked(&ours(&command, ifindex), 0);
+            let ours = acked(&ours(&command, ifindex), protocol(&command), 0);
             assert_eq!(ours, theirs, "`{command}`");
         }
+    }
+
+    #[test]
+    fn routes_share_groups_and_reuse_what_exists() {
+        let hop = |last| Hop {
+            via: Ipv4Addr::new(10, 0, 0, last),
+            ifindex: 2,
+            onlink: false,
+        };
+        let route = |prefix: &str, hops: Vec<Hop>| GroupRoute {
+            prefix: prefix.parse().unwrap(),
+            metric: 20,
+            hops,
+        };
+        // Hop .1 exists as object 7; another protocol's objects go up to 99.
+        let existing = Objects {
+            hops: HashMap::from([(7, hop(1))]),
+            groups: HashMap::new(),
+            highest: 99,
+        };
+        let requests = point_at_groups(
+            &existing,
+            &[
+                route("10.1.0.0/24", vec![hop(2), hop(1)]),
+                route("10.2.0.0/24", vec![hop(1), hop(2)]),
+                route("10.3.0.0/24", vec![hop(2), hop(3)]),
+            ],
+        );
+        let routed = |prefix: &str, id| Request::Route {
+            prefix: prefix.parse().unwrap(),
+            id,
+            metric: 20,
+        };
+        assert_eq!(
+            requests,
+            vec![
+                Request::Hop {
+                    id: 100,
+                    hop: hop(2)
+                },
+                Request::Group {
+                    id: 101,
+                    members: vec![7, 100],
+                },
+                routed("10.1.0.0/24", 101),
+                routed("10.2.0.0/24", 101),
+                Request::Hop {
+                    id: 102,
+                    hop: hop(3)
+                },
+                Request::Group {
+                    id: 103,
+                    members: vec![100, 102],
+                },
+                routed("10.3.0.0/24", 103),
+            ]
+        );
+        // Past the highest of the protocol's own when no other is higher.
+        let own = Objects {
+            hops: HashMap::from([(500, hop(1))]),
+            groups: HashMap::new(),
+            highest: 20,
+        };
+        let requests = point_at_groups(&own, &[route("10.1.0.0/24", vec![hop(2)])]);
+        assert_eq!(
+            requests[0],
+            Request::Hop {
+                id: 501,
+                hop: hop(2)
+            }
+        );
     }
 
     #[test]
@@ -533,7 +729,7 @@ mod tests {
                 members: vec![3, 1, 2],
             },
         ] {
-            let msg = acked(&request, 1);
+            let msg = acked(&request, Protocol::Bgp, 1);
             let m = messages(&msg).next().expect("one message");
             assert_eq!(m.kind, RTM_NEWNEXTHOP);
             parse_object(m.payload, &mut objects);
@@ -546,7 +742,7 @@ mod tests {
     #[test]
     fn a_request_asks_to_be_answered_only_when_told() {
         let mut out = Vec::new();
-        Request::Delete { id: 1 }.encode(5, &mut out);
+        Request::Delete { id: 1 }.encode(5, Protocol::Bgp, &mut out);
         let flags = |msg: &[u8]| u16::from_ne_bytes([msg[6], msg[7]]);
         assert_eq!(flags(&out), NLM_F_REQUEST);
         ask_answer(&mut out);
@@ -562,7 +758,7 @@ mod tests {
 
     #[test]
     fn truncated_buffers_end_the_walk() {
-        let msg = acked(&Request::Delete { id: 1 }, 1);
+        let msg = acked(&Request::Delete { id: 1 }, Protocol::Bgp, 1);
         assert_eq!(messages(&msg[..msg.len() - 1]).count(), 0);
         assert_eq!(messages(&msg).count(), 1);
     }

@@ -18,6 +18,7 @@ use turbonet_topo::Lab;
 use super::fib::{AnyFib, NetlinkFib, PipelineFib};
 use crate::dataplane::agent_routes::PipelineRoutes;
 use crate::error::{Context, Result};
+use turbonet_host::kernel::nexthop::{NexthopSocket, Protocol};
 use turbonet_host::namespaces;
 
 /// A switch's namespace, its BGP listener and its FIB.
@@ -66,10 +67,7 @@ impl SwitchSockets {
                     let _entered = connections.enter();
                     turbonet_host::kernel::connect(socket)?
                 },
-                namespaces::here_in_namespace(
-                    &*ns,
-                    turbonet_host::kernel::nexthop::NexthopSocket::new,
-                )?,
+                namespaces::here_in_namespace(&*ns, || NexthopSocket::new(Protocol::Bgp))?,
                 lab.fabric
                     .ports(speaker.node)
                     .enumerate()
