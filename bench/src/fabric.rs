@@ -164,7 +164,7 @@ fn daemon_peak_kib(daemon: u32) -> Option<u64> {
 }
 
 /// `file`, or with `routing` a copy of it in the temporary directory with
-/// that routing mode.
+/// that routing mode (and without BGP's settings, for another mode).
 fn with_routing(file: &Path, routing: Option<&str>) -> Result<PathBuf> {
     let Some(mode) = routing else {
         return Ok(file.to_owned());
@@ -181,6 +181,12 @@ fn with_routing(file: &Path, routing: Option<&str>) -> Result<PathBuf> {
         bail!("{}: `routing` is not a table", file.display());
     };
     section.insert("mode".to_owned(), toml::Value::String(mode.to_owned()));
+    if mode != "bgp" {
+        // The scenario's BGP settings (the pod's timers) would be refused.
+        for key in turbonet_topo::BGP_ONLY_KEYS {
+            section.remove(key);
+        }
+    }
     let stem = file
         .file_stem()
         .map_or("scenario".into(), |s| s.to_string_lossy());

@@ -27,7 +27,7 @@ pub use instruments::{
 pub use p4rt::{P4rtConfig, P4rtDevice, P4rtSwitch};
 pub(crate) use params::GE_KEYS;
 pub use params::{JitterDistribution, LinkParams, Loss, ParamProblem, Shaping};
-pub use routing::{Agent, BgpTimers, RoutingConfig, RoutingMode};
+pub use routing::{Agent, BGP_ONLY_KEYS, BgpTimers, RoutingConfig, RoutingMode};
 pub use target::{EngineChoice, Target};
 pub use timeline::{Action, ActionDisplay, Event, EventTarget};
 pub use topology::{ClosParams, ClosShape, CoreLayer, HpnParams, TopologyKind};

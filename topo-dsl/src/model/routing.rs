@@ -99,6 +99,10 @@ impl Default for BgpTimers {
     }
 }
 
+/// The keys of `[routing]` that only BGP uses: a scenario of another mode
+/// that sets one is refused.
+pub const BGP_ONLY_KEYS: [&str; 5] = ["agent", "agents", "hold_time", "keepalive", "connect_retry"];
+
 /// Control-plane modes (TurboNet vocabulary).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]

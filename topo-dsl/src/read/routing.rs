@@ -11,7 +11,7 @@ use toml::de::DeValue;
 
 use super::reader::{Keys, Keyword, fields_of, key_span, keyword, read_table};
 use crate::diag::{Diags, choices_help};
-use crate::model::{Agent, BgpTimers, Fabric, NodeId, RoutingMode};
+use crate::model::{Agent, BGP_ONLY_KEYS, BgpTimers, Fabric, NodeId, RoutingMode};
 use crate::plan::{self, AsnBase};
 use crate::suggest;
 
@@ -210,17 +210,19 @@ pub(crate) fn read(d: &mut Diags<'_>, v: Option<&Spanned<DeValue<'_>>>) -> Routi
     }
 
     // BGP-only keys, in file order.
-    let mut bgp_keys: Vec<(&str, Range<usize>)> = [
-        ("agent", s.raw.agent.is_some()),
-        ("agents", s.extra.contains_key("agents")),
-        ("hold_time", s.raw.hold_time.is_some()),
-        ("keepalive", s.raw.keepalive.is_some()),
-        ("connect_retry", s.raw.connect_retry.is_some()),
-    ]
-    .into_iter()
-    .filter(|(_, given)| *given)
-    .filter_map(|(k, _)| Some((k, key_span(v, k)?)))
-    .collect();
+    let given = |key: &str| match key {
+        "agent" => s.raw.agent.is_some(),
+        "agents" => s.extra.contains_key("agents"),
+        "hold_time" => s.raw.hold_time.is_some(),
+        "keepalive" => s.raw.keepalive.is_some(),
+        "connect_retry" => s.raw.connect_retry.is_some(),
+        _ => unreachable!("a BGP-only key this reader does not know: {key}"),
+    };
+    let mut bgp_keys: Vec<(&str, Range<usize>)> = BGP_ONLY_KEYS
+        .into_iter()
+        .filter(|k| given(k))
+        .filter_map(|k| Some((k, key_span(v, k)?)))
+        .collect();
     bgp_keys.sort_by_key(|(_, span)| span.start);
     for (key, span) in bgp_keys {
         out.check_bgp_only(d, span, key, "`[routing]`");
