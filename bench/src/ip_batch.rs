@@ -14,6 +14,7 @@ use turbonet_topo::Lab;
 
 use turbonet_host::Result;
 
+use turbonet_host::kernel::nexthop::{Objects, Request, point_at_groups, split_grouped};
 use turbonet_host::kernel::{
     Address, External, Kernel, KernelRoute, NamespaceSpec, Ns, PerNs, RULE_PRIORITY, SourceRule,
     Veth, Vxlan,
@@ -130,6 +131,32 @@ impl IpBatch {
     }
 
     /// `route add` (or `replace`) for `r` in `ns`.
+    /// The `ip` line of a static route's nexthop request.
+    fn nexthop_line(&self, ns: Ns, request: Request) -> Result<String> {
+        Ok(match request {
+            Request::Hop { id, hop } => format!(
+                "nexthop add id {id} via {} dev {}{} proto static",
+                hop.via,
+                self.ifname(ns, hop.ifindex)?,
+                if hop.onlink { " onlink" } else { "" }
+            ),
+            Request::Group { id, members } => {
+                let members: Vec<String> = members.iter().map(u32::to_string).collect();
+                format!(
+                    "nexthop add id {id} group {} proto static",
+                    members.join("/")
+                )
+            }
+            Request::Route { prefix, id, metric } => {
+                format!("route replace {prefix} nhid {id} metric {metric} proto static")
+            }
+            Request::Delete { id } => format!("nexthop del id {id}"),
+            Request::Unroute { prefix, metric } => {
+                format!("route del {prefix} metric {metric} proto static")
+            }
+        })
+    }
+
     fn route_line(&self, ns: Ns, r: &KernelRoute, replace: bool) -> Result<String> {
         let verb = if replace { "replace" } else { "add" };
         let protocol = format!("{:?}", r.protocol).to_lowercase();
@@ -399,8 +426,23 @@ impl Kernel for IpBatch {
         })
     }
 
+    /// As `Netlink` writes them: a static route through several gateways
+    /// to a nexthop group (`ip nexthop add`, then `ip route replace ...
+    /// nhid`), every other route inline.
     async fn add_routes(&self, routes: PerNs<KernelRoute>, replace: bool) -> Result<()> {
-        self.per_ns(Tool::Ip, routes, |ns, r| self.route_line(ns, &r, replace))
+        for (ns, routes) in routes {
+            let (grouped, inline) = split_grouped(routes);
+            // A namespace `up` made has no objects yet.
+            let mut lines = point_at_groups(&Objects::default(), &grouped)
+                .into_iter()
+                .map(|request| self.nexthop_line(ns, request))
+                .collect::<Result<Vec<_>>>()?;
+            for r in inline {
+                lines.push(self.route_line(ns, &r, replace)?);
+            }
+            self.push(Tool::Ip, Some(self.name(ns)), lines);
+        }
+        Ok(())
     }
 
     async fn attach_external(&self, e: &External) -> Result<()> {
@@ -513,12 +555,21 @@ mod tests {
             host.lines
         );
 
-        // ECMP routes name every next hop; NIC tables name theirs.
+        // ECMP routes of the main table go to nexthop groups, made first;
+        // NIC tables' routes stay inline, naming every next hop.
         let routes: Vec<&String> = lines("routes").iter().flat_map(|b| &b.lines).collect();
+        let first = |what: &dyn Fn(&str) -> bool| routes.iter().position(|l| what(l));
+        let hop = first(&|l| l.starts_with("nexthop add id 1 via ")).expect("a next hop");
+        let group =
+            first(&|l| l.starts_with("nexthop add id ") && l.contains(" group ")).expect("a group");
+        let route = first(&|l| l.starts_with("route replace ")).expect("a route to a group");
+        assert!(hop < group && group < route);
+        assert!(routes[route].contains(" nhid "), "{}", routes[route]);
         assert!(
-            routes
-                .iter()
-                .any(|l| l.starts_with("route add ") && l.matches(" nexthop via ").count() >= 2)
+            routes.iter().any(|l| l.starts_with("route add ")
+                && l.contains(" table 100 ")
+                && l.matches(" nexthop via ").count() >= 2),
+            "{routes:?}"
         );
         assert!(routes.iter().any(|l| l.contains(" table 100 ")));
         assert!(routes.iter().all(|l| l.contains(" proto static")));

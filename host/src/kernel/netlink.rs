@@ -16,7 +16,9 @@ use rtnetlink::{
 };
 use turbonet_injectors::Impairment;
 
-use super::nexthop::{GroupRoute, Hop, NexthopSocket, Protocol, Request, point_at_groups};
+use super::nexthop::{
+    GroupRoute, NexthopSocket, Protocol, Request, point_at_groups, split_grouped,
+};
 use super::{
     Address, External, Kernel, KernelRoute, NamespaceSpec, Ns, PerNs, SourceRule, Veth, Vxlan,
 };
@@ -480,14 +482,7 @@ impl Kernel for Netlink {
     async fn add_routes(&self, routes: PerNs<KernelRoute>, replace: bool) -> Result<()> {
         per_node(&self.finished, routes, |(ns, routes)| async move {
             let node = self.namespace(ns)?;
-            let mut inline = Vec::with_capacity(routes.len());
-            let mut grouped = Vec::new();
-            for route in routes {
-                match to_group(&route) {
-                    Some(g) => grouped.push(g),
-                    None => inline.push(route),
-                }
-            }
+            let (grouped, inline) = split_grouped(routes);
             if !grouped.is_empty() {
                 write_groups(node, &grouped)?;
             }
@@ -599,32 +594,6 @@ pub async fn install(handle: &Handle, routes: Vec<KernelRoute>, replace: bool) -
         }
     }))
     .await
-}
-
-/// A static route of the main table through several gateways, as a route
-/// to a nexthop group: the kernel checks a group's gateways once, when it
-/// is made, where a route carrying them is checked whole at every write
-/// (sixty gateways a route on an HPN ToR). Others stay inline.
-fn to_group(route: &KernelRoute) -> Option<GroupRoute> {
-    if route.protocol != RouteProtocol::Static || route.table.is_some() || route.hops.len() < 2 {
-        return None;
-    }
-    let hops = route
-        .hops
-        .iter()
-        .map(|h| {
-            Some(Hop {
-                via: h.via?,
-                ifindex: h.ifindex,
-                onlink: h.onlink,
-            })
-        })
-        .collect::<Option<Vec<_>>>()?;
-    Some(GroupRoute {
-        prefix: route.prefix,
-        metric: route.metric.unwrap_or(0),
-        hops,
-    })
 }
 
 /// Writes `routes` to groups in `node`'s namespace, with its static

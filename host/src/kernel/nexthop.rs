@@ -27,6 +27,9 @@ use ipnet::Ipv4Net;
 use rtnetlink::sys::protocols::NETLINK_ROUTE;
 use rtnetlink::sys::{Socket, SocketAddr};
 
+use rtnetlink::packet_route::route::RouteProtocol;
+
+use super::KernelRoute;
 use super::raw::{NLMSG_DONE, NLMSG_ERROR, error_code, messages, put};
 
 const RTM_NEWROUTE: u16 = 24;
@@ -129,6 +132,50 @@ pub struct GroupRoute {
     pub metric: u32,
     /// Its next hops.
     pub hops: Vec<Hop>,
+}
+
+impl GroupRoute {
+    /// A static route of the main table through several gateways, as a
+    /// route to a group: the kernel checks a group's gateways once, when
+    /// it is made, where a route carrying them is checked whole at every
+    /// write (sixty gateways a route on an HPN ToR). `None` for any other
+    /// route, which stays inline.
+    pub fn of(route: &KernelRoute) -> Option<GroupRoute> {
+        if route.protocol != RouteProtocol::Static || route.table.is_some() || route.hops.len() < 2
+        {
+            return None;
+        }
+        let hops = route
+            .hops
+            .iter()
+            .map(|h| {
+                Some(Hop {
+                    via: h.via?,
+                    ifindex: h.ifindex,
+                    onlink: h.onlink,
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(GroupRoute {
+            prefix: route.prefix,
+            metric: route.metric.unwrap_or(0),
+            hops,
+        })
+    }
+}
+
+/// `routes` apart: those that go to groups ([`GroupRoute::of`]), and the
+/// rest, inline, in order.
+pub fn split_grouped(routes: Vec<KernelRoute>) -> (Vec<GroupRoute>, Vec<KernelRoute>) {
+    let mut grouped = Vec::new();
+    let mut inline = Vec::with_capacity(routes.len());
+    for route in routes {
+        match GroupRoute::of(&route) {
+            Some(g) => grouped.push(g),
+            None => inline.push(route),
+        }
+    }
+    (grouped, inline)
 }
 
 /// The requests that point `routes` at groups: the objects `existing` has
