@@ -611,12 +611,12 @@ fn write_groups(node: &NodeNs, routes: &[GroupRoute]) -> Result<()> {
         .context("writing routes to nexthop groups")?;
     match requests.iter().zip(outcomes).find(|(_, o)| o.is_err()) {
         Some((request, Err(errno))) => {
+            // What `point_at_groups` asks: next hops, groups, routes.
             let what = match request {
                 Request::Route { prefix, .. } => format!("route {prefix}"),
                 Request::Hop { id, hop } => format!("next hop {} (object {id})", hop.via),
                 Request::Group { id, .. } => format!("nexthop group {id}"),
-                Request::Delete { id } => format!("removing nexthop object {id}"),
-                Request::Unroute { prefix, .. } => format!("removing route {prefix}"),
+                other => format!("{other:?}"),
             };
             bail!("{what}: {}", std::io::Error::from_raw_os_error(errno))
         }
