@@ -32,7 +32,8 @@ pub fn random_hex(bytes: usize) -> crate::Result<String> {
     Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Registers an owned descriptor (a TUN device) with tokio's reactor.
+/// Registers an owned descriptor (a TUN device, a netlink socket) with
+/// tokio's reactor.
 pub fn async_fd(
     fd: std::os::fd::OwnedFd,
 ) -> std::io::Result<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>> {

@@ -278,7 +278,7 @@ pub fn node_table(
     let ns_name = node_namespace(lab, node)?;
     let ns = namespaces::open(&ns_name).with_context(|| format!("opening namespace {ns_name}"))?;
     let (table, names) = turbonet_host::kernel::interfaces::with_handle(&ns, async |h| {
-        Ok::<_, crate::Error>((read_table(&h).await?, link_names(&h).await?))
+        Ok::<_, crate::Error>((read_table(&h, &ns).await?, link_names(&h).await?))
     })?;
     Ok((ns_name, table, names))
 }
@@ -297,7 +297,7 @@ pub fn node_lookup(
     let ns = namespaces::open(&ns_name).with_context(|| format!("opening namespace {ns_name}"))?;
     turbonet_host::kernel::interfaces::with_handle(&ns, async |h| {
         Ok((
-            turbonet_host::kernel::table::lookup(&h, to).await?,
+            turbonet_host::kernel::table::lookup(&h, &ns, to).await?,
             link_names(&h).await?,
         ))
     })

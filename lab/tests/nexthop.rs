@@ -165,3 +165,130 @@ fn objects_round_trip_through_the_kernel() {
     .join()
     .expect("the namespace's thread");
 }
+
+/// A namespace whose kernel names only the object a route points at
+/// (`nexthop_compat_mode` 0): its table read back and its notifications
+/// heard with each route's next hops, and an object's removal told.
+#[test]
+fn routes_to_objects_are_resolved_without_compat_mode() {
+    use std::time::Duration;
+    use turbonet_host::kernel::table::{
+        Listener, Nexthops, Notice, ObjectChange, TableHop, read_table,
+    };
+    if !nix::unistd::geteuid().is_root() {
+        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+        assert!(!ci, "cannot run under CI: needs root (a network namespace)");
+        eprintln!("skipped: needs root (a network namespace)");
+        return;
+    }
+    std::thread::spawn(|| {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
+        std::fs::write("/proc/sys/net/ipv4/nexthop_compat_mode", "0").expect("compat mode off");
+        ip("link add nh0 type veth peer name nh1");
+        ip("link set nh1 up");
+        ip("link set nh0 up");
+        ip("addr add 10.9.0.1/24 dev nh0");
+        let ifindex = nix::net::if_::if_nametoindex("nh0").expect("nh0's index");
+        let ns = std::fs::File::open("/proc/thread-self/ns/net").expect("the namespace");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let mut listener =
+                Listener::new(Listener::socket().expect("socket"), Nexthops::default())
+                    .expect("listener");
+            let hop = |last| Hop {
+                via: Ipv4Addr::new(10, 9, 0, last),
+                ifindex,
+                onlink: false,
+            };
+            let mut socket = NexthopSocket::new(Protocol::Bgp).expect("socket");
+            let prefix = "10.8.0.0/24".parse().unwrap();
+            let made = socket
+                .execute(&[
+                    Request::Hop { id: 1, hop: hop(2) },
+                    Request::Hop { id: 2, hop: hop(3) },
+                    Request::Group {
+                        id: 5,
+                        members: vec![1, 2],
+                    },
+                    Request::Route {
+                        prefix,
+                        id: 5,
+                        metric: 20,
+                    },
+                ])
+                .expect("execute");
+            assert!(made.iter().all(Result::is_ok), "{made:?}");
+            let expected: Vec<TableHop> = [2, 3]
+                .map(|last| TableHop {
+                    via: Some(Ipv4Addr::new(10, 9, 0, last)),
+                    ifindex,
+                    down: false,
+                })
+                .into();
+            // Only the group's id is in `ip route`: compat mode is off.
+            let shown = std::process::Command::new("ip")
+                .args(["route", "show", "10.8.0.0/24"])
+                .output()
+                .expect("ip runs");
+            let shown = String::from_utf8(shown.stdout).expect("text");
+            assert_eq!(shown.lines().count(), 1, "{shown}");
+            assert!(shown.starts_with("10.8.0.0/24 nhid 5 proto bgp"), "{shown}");
+
+            // Heard: three objects made, then the route with their hops.
+            let mut heard = Vec::new();
+            while !heard.iter().any(|n| matches!(n, Notice::Route(_))) {
+                heard.extend(
+                    tokio::time::timeout(Duration::from_secs(5), listener.next())
+                        .await
+                        .expect("a notification within 5 s")
+                        .expect("read"),
+                );
+            }
+            let routes: Vec<_> = heard
+                .iter()
+                .filter_map(|n| match n {
+                    Notice::Route(r) => Some(r),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(routes.len(), 1, "{heard:?}");
+            assert_eq!(
+                (routes[0].prefix, routes[0].object, &routes[0].hops[..]),
+                (prefix, Some(5), &expected[..])
+            );
+            assert!(heard.contains(&Notice::Object(ObjectChange::Made(5))));
+
+            // Read back: the same.
+            let handle = turbonet_host::kernel::connect(
+                turbonet_host::namespaces::route_socket().expect("socket"),
+            )
+            .expect("handle");
+            let table = read_table(&handle, &ns).await.expect("read");
+            let read: Vec<_> = table.iter().filter(|r| r.prefix == prefix).collect();
+            assert_eq!(read.len(), 1);
+            assert_eq!(&read[0].hops[..], &expected[..]);
+
+            // The group goes (and its route with it, unsaid): told.
+            let gone = socket
+                .execute(&[Request::Delete { id: 5 }])
+                .expect("execute");
+            assert_eq!(gone, vec![Ok(())]);
+            let mut heard = Vec::new();
+            while !heard.contains(&Notice::Object(ObjectChange::Removed(5))) {
+                heard.extend(
+                    tokio::time::timeout(Duration::from_secs(5), listener.next())
+                        .await
+                        .expect("a notification within 5 s")
+                        .expect("read"),
+                );
+            }
+            let table = read_table(&handle, &ns).await.expect("read");
+            assert!(table.iter().all(|r| r.prefix != prefix), "{table:?}");
+        });
+    })
+    .join()
+    .expect("the namespace's thread");
+}

@@ -244,6 +244,7 @@ fn resolve(d: &mut Diags<'_>, root: &DeTable<'_>) -> Option<Lab> {
             agent: routing.agent?,
             agents: agents?,
             timers: routing.timers?,
+            nexthop_compat: routing.nexthop_compat,
         },
         fabric: fabric?,
         timeline,

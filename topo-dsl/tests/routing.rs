@@ -290,7 +290,10 @@ fn unknown_routing_key_suggests_the_closest() {
     assert_eq!((l, c), (8, 1));
     assert_eq!(msg, "unknown key `hold` in `[routing]`");
     assert!(help.starts_with("did you mean `hold_time`?"), "{help}");
-    assert!(help.contains("agent, hold_time, keepalive, connect_retry, asn, agents"));
+    assert!(
+        help.contains("agent, hold_time, keepalive, connect_retry, nexthop_compat, asn, agents"),
+        "{help}"
+    );
 }
 
 /// A k=4 fat-tree in BGP mode (lines 1-7) with one external port on
@@ -482,4 +485,27 @@ fn documented_examples_parse() {
             asn: Asn(65010)
         })
     );
+}
+
+#[test]
+fn next_hops_are_spelled_out_in_small_fabrics_unless_asked() {
+    use turbonet_topo::RoutingConfig;
+    let lab = ok(&k4(""));
+    assert_eq!(lab.routing.nexthop_compat, None);
+    assert!(lab.routing.spells_out_next_hops(20));
+    assert!(
+        lab.routing
+            .spells_out_next_hops(RoutingConfig::SPELLED_OUT_UP_TO)
+    );
+    assert!(
+        !lab.routing
+            .spells_out_next_hops(RoutingConfig::SPELLED_OUT_UP_TO + 1)
+    );
+    let lab = ok(&k4("[routing]\nnexthop_compat = false\n"));
+    assert!(!lab.routing.spells_out_next_hops(20));
+    let lab = ok(&k4("[routing]\nmode = \"bgp\"\nnexthop_compat = true\n"));
+    assert!(lab.routing.spells_out_next_hops(1_000));
+    let (l, _, msg, _) = one_error(&k4("[routing]\nnexthop_compat = \"no\"\n"));
+    assert_eq!(l, 7);
+    assert!(msg.contains("nexthop_compat"), "{msg}");
 }

@@ -277,7 +277,7 @@ impl Request {
     /// Appends the request as a netlink message with sequence number
     /// `seq` to `out`, to be answered only if refused ([`ask_answer`]
     /// asks for more).
-    fn encode(&self, seq: u32, protocol: Protocol, out: &mut Vec<u8>) {
+    pub(crate) fn encode(&self, seq: u32, protocol: Protocol, out: &mut Vec<u8>) {
         let protocol = protocol.number();
         let start = out.len();
         let (kind, flags) = match self {
@@ -403,16 +403,31 @@ fn object_id(payload: &[u8]) -> Option<u32> {
         .map(|(_, value)| u32::from_ne_bytes(value.try_into().expect("4 bytes")))
 }
 
-/// Adds the object an `RTM_NEWNEXTHOP` payload describes to `objects`
-/// (a blackhole or a next hop without a gateway is left out: this module
-/// makes neither).
-fn parse_object(payload: &[u8], objects: &mut Objects) {
-    if payload.len() < 8 {
-        return;
-    }
-    let nh_flags = u32::from_ne_bytes(payload[4..8].try_into().expect("4 bytes"));
+/// An object as the kernel describes it, whoever made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Described {
+    /// A single next hop.
+    Hop {
+        /// Its gateway (`None`: the destination is on the link).
+        via: Option<Ipv4Addr>,
+        /// Its device.
+        ifindex: u32,
+        /// Its `RTNH_F_*` flags.
+        flags: u32,
+    },
+    /// A group: its members' ids, ascending.
+    Group(Vec<u32>),
+    /// A blackhole, or an object without a device: it forwards nothing.
+    Nothing,
+}
+
+/// The id, protocol and description of the object an `RTM_NEWNEXTHOP`
+/// payload (a dump's answer or a notification) describes.
+pub(crate) fn describe(payload: &[u8]) -> Option<(u32, u8, Described)> {
+    let protocol = *payload.get(2)?;
+    let flags = u32::from_ne_bytes(payload.get(4..8)?.try_into().expect("4 bytes"));
     let (mut id, mut oif, mut via, mut group) = (None, None, None, None);
-    for (kind, value) in attributes(&payload[8..]) {
+    for (kind, value) in attributes(payload.get(8..)?) {
         match (kind, value.len()) {
             (NHA_ID, 4) => id = Some(u32::from_ne_bytes(value.try_into().expect("4 bytes"))),
             (NHA_OIF, 4) => oif = Some(u32::from_ne_bytes(value.try_into().expect("4 bytes"))),
@@ -428,19 +443,96 @@ fn parse_object(payload: &[u8], objects: &mut Objects) {
             _ => {}
         }
     }
-    let Some(id) = id else { return };
-    if let Some(members) = group {
-        objects.groups.insert(id, members);
-    } else if let (Some(ifindex), Some(via)) = (oif, via) {
-        let onlink = nh_flags & RTNH_F_ONLINK != 0;
-        objects.hops.insert(
+    let described = match (group, oif) {
+        (Some(members), _) => Described::Group(members),
+        (None, Some(ifindex)) => Described::Hop {
+            via,
+            ifindex,
+            flags,
+        },
+        (None, None) => Described::Nothing,
+    };
+    Some((id?, protocol, described))
+}
+
+/// Adds the object an `RTM_NEWNEXTHOP` payload describes to `objects`
+/// (a blackhole or a next hop without a gateway is left out: this module
+/// makes neither).
+fn parse_object(payload: &[u8], objects: &mut Objects) {
+    match describe(payload) {
+        Some((id, _, Described::Group(members))) => {
+            objects.groups.insert(id, members);
+        }
+        Some((
             id,
-            Hop {
-                via,
+            _,
+            Described::Hop {
+                via: Some(via),
                 ifindex,
-                onlink,
+                flags,
             },
-        );
+        )) => {
+            let onlink = flags & RTNH_F_ONLINK != 0;
+            objects.hops.insert(
+                id,
+                Hop {
+                    via,
+                    ifindex,
+                    onlink,
+                },
+            );
+        }
+        _ => {}
+    }
+}
+
+/// Every object of the calling thread's namespace, of any protocol, as
+/// the kernel describes it.
+pub(crate) fn describe_every() -> io::Result<Vec<(u32, Described)>> {
+    let mut socket = Socket::new(NETLINK_ROUTE)?;
+    socket.bind_auto()?;
+    let mut every = Vec::new();
+    dump(&socket, &mut vec![0; 1 << 16], 1, |payload| {
+        if let Some((id, _, described)) = describe(payload) {
+            every.push((id, described));
+        }
+    })?;
+    Ok(every)
+}
+
+/// Dumps the nexthop objects of `socket`'s namespace, each answer's
+/// payload to `each`.
+fn dump(socket: &Socket, buf: &mut [u8], seq: u32, mut each: impl FnMut(&[u8])) -> io::Result<()> {
+    // A dump request's header must be all zeros (the kernel refuses
+    // a filter it does not know).
+    let mut request = Vec::with_capacity(24);
+    nlmsghdr(
+        &mut request,
+        RTM_GETNEXTHOP,
+        NLM_F_REQUEST | NLM_F_DUMP,
+        seq,
+    );
+    nhmsg(&mut request, AF_UNSPEC, 0, 0);
+    finish(&mut request, 0);
+    socket.send_to(&request, &SocketAddr::new(0, 0), 0)?;
+    loop {
+        let n = socket.recv(&mut &mut buf[..], 0)?;
+        for m in messages(&buf[..n]) {
+            if m.seq != seq {
+                continue;
+            }
+            match m.kind {
+                NLMSG_ERROR | NLMSG_DONE => {
+                    let code = error_code(m.payload);
+                    if code != 0 {
+                        return Err(io::Error::from_raw_os_error(code));
+                    }
+                    return Ok(());
+                }
+                RTM_NEWNEXTHOP => each(m.payload),
+                _ => {}
+            }
+        }
     }
 }
 
@@ -486,44 +578,16 @@ impl NexthopSocket {
     /// The namespace's nexthop objects of the socket's protocol.
     pub fn dump(&mut self) -> io::Result<Objects> {
         let seq = self.next_seq();
-        // A dump request's header must be all zeros (the kernel refuses
-        // a filter it does not know).
-        let mut request = Vec::with_capacity(24);
-        nlmsghdr(
-            &mut request,
-            RTM_GETNEXTHOP,
-            NLM_F_REQUEST | NLM_F_DUMP,
-            seq,
-        );
-        nhmsg(&mut request, AF_UNSPEC, 0, 0);
-        finish(&mut request, 0);
-        self.socket.send_to(&request, &SocketAddr::new(0, 0), 0)?;
+        let protocol = self.protocol.number();
         let mut objects = Objects::default();
-        loop {
-            let n = self.socket.recv(&mut &mut self.buf[..], 0)?;
-            for m in messages(&self.buf[..n]) {
-                if m.seq != seq {
-                    continue;
-                }
-                match m.kind {
-                    NLMSG_ERROR | NLMSG_DONE => {
-                        let code = error_code(m.payload);
-                        if code != 0 {
-                            return Err(io::Error::from_raw_os_error(code));
-                        }
-                        return Ok(objects);
-                    }
-                    RTM_NEWNEXTHOP => {
-                        if m.payload.get(2) == Some(&self.protocol.number()) {
-                            parse_object(m.payload, &mut objects);
-                        } else if let Some(id) = object_id(m.payload) {
-                            objects.highest = objects.highest.max(id);
-                        }
-                    }
-                    _ => {}
-                }
+        dump(&self.socket, &mut self.buf, seq, |payload| {
+            if payload.get(2) == Some(&protocol) {
+                parse_object(payload, &mut objects);
+            } else if let Some(id) = object_id(payload) {
+                objects.highest = objects.highest.max(id);
             }
-        }
+        })?;
+        Ok(objects)
     }
 
     /// Carries out `requests` in order; each one's outcome: `Ok`, or the

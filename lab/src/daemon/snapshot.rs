@@ -166,7 +166,7 @@ async fn kernel_fibs(
             namespaces::route_socket,
         )?)?;
         let ports = fibwatch::ports(lab, node);
-        let routes = turbonet_host::kernel::table::read_table(&handle)
+        let routes = turbonet_host::kernel::table::read_table(&handle, &ns)
             .await?
             .iter()
             .map(|r| FibRoute {

@@ -21,9 +21,31 @@ pub struct RoutingConfig {
     /// BGP timers for the fabric's sessions ([`BgpTimers::default`]
     /// outside BGP mode).
     pub timers: BgpTimers,
+    /// `nexthop_compat`: whether a switch's kernel spells out the next hops
+    /// of a route that points at a nexthop group, in `ip route` and in its
+    /// route notifications (`None`: [`RoutingConfig::spells_out_next_hops`]
+    /// decides by the fabric's size).
+    pub nexthop_compat: Option<bool>,
 }
 
 impl RoutingConfig {
+    /// The most switches whose kernels spell out a group's next hops in
+    /// every route unless told otherwise.
+    pub const SPELLED_OUT_UP_TO: usize = 256;
+
+    /// Whether the switches' kernels spell out the next hops of routes to
+    /// nexthop groups (`net.ipv4.nexthop_compat_mode`) in a fabric of
+    /// `switches`: as asked, else in fabrics of at most
+    /// [`RoutingConfig::SPELLED_OUT_UP_TO`] switches. Spelled out, `ip route`
+    /// shows each next hop (what a lab's student reads); not, the kernel
+    /// writes a route's notification without encoding its group's next hops
+    /// (sixty a route on an HPN ToR), and `ip route` shows `nhid N`
+    /// (`ip nexthop show id N` lists them).
+    pub fn spells_out_next_hops(&self, switches: usize) -> bool {
+        self.nexthop_compat
+            .unwrap_or(switches <= Self::SPELLED_OUT_UP_TO)
+    }
+
     /// The agent `node` runs: its override in `agents`, else `agent`.
     pub fn agent_of(&self, node: NodeId) -> Agent {
         self.agents.get(&node).copied().unwrap_or(self.agent)

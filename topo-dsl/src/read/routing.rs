@@ -26,6 +26,7 @@ struct RawRouting {
     hold_time: Option<Spanned<toml::Value>>,
     keepalive: Option<Spanned<toml::Value>>,
     connect_retry: Option<Spanned<toml::Value>>,
+    nexthop_compat: Option<bool>,
 }
 
 /// `[routing.asn]`
@@ -58,6 +59,8 @@ pub(crate) struct RoutingRead {
     /// `[routing.agents]`: each node name with its span, and the agent
     /// (`None` when the value is invalid).
     agents: Vec<(String, Range<usize>, Option<Agent>)>,
+    /// `nexthop_compat`, if given.
+    pub nexthop_compat: Option<bool>,
 }
 
 impl RoutingRead {
@@ -72,6 +75,7 @@ impl RoutingRead {
             agent: Some(Agent::default()),
             timers: Some(BgpTimers::default()),
             agents: Vec::new(),
+            nexthop_compat: None,
         }
     }
 
@@ -208,6 +212,8 @@ pub(crate) fn read(d: &mut Diags<'_>, v: Option<&Spanned<DeValue<'_>>>) -> Routi
             };
         }
     }
+
+    out.nexthop_compat = s.raw.nexthop_compat;
 
     // BGP-only keys, in file order.
     let given = |key: &str| match key {

@@ -20,10 +20,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use std::os::fd::OwnedFd;
+
 use ipnet::Ipv4Net;
-use rtnetlink::packet_core::NetlinkPayload;
-use rtnetlink::packet_route::RouteNetlinkMessage;
 use tokio::sync::oneshot;
 use turbonet_routing::intern::Interner;
 use turbonet_topo::{Lab, Node};
@@ -31,11 +30,10 @@ use turbonet_topo::{Lab, Node};
 use crate::error::{Context, Result};
 use crate::events::{About, Change, Events, NextHop, RouteChange};
 use crate::names;
-use turbonet_host::kernel::table::{TableHop, TableRoute, read_table};
+use turbonet_host::kernel::table::{
+    Listener, Nexthops, Notice, ObjectChange, TableHop, TableRoute, read_table_with,
+};
 use turbonet_host::namespaces;
-
-/// `RTMGRP_LINK | RTMGRP_IPV4_ROUTE`.
-const GROUPS: u32 = 0x1 | 0x40;
 
 /// How long the watcher waits for more notifications of the same burst
 /// before it writes what changed.
@@ -100,8 +98,8 @@ pub(crate) fn ports(lab: &Lab, node: &Node) -> Ports {
     ports
 }
 
-/// A switch's name, ports and a socket that hears its routes.
-type Listening = (String, Ports, std::os::fd::OwnedFd);
+/// A switch's name, ports, namespace and a socket that hears its routes.
+type Listening = (String, Ports, OwnedFd, OwnedFd);
 
 /// Opens a listening socket in every switch's namespace of `lab`.
 fn listen(lab: &Lab) -> Result<Vec<Listening>> {
@@ -109,9 +107,9 @@ fn listen(lab: &Lab) -> Result<Vec<Listening>> {
     for node in lab.fabric.switches() {
         let name = names::node_namespace(&lab.name, &node.name);
         let ns = namespaces::open(&name).with_context(|| format!("opening {name}"))?;
-        let socket = namespaces::in_namespace(&ns, || namespaces::route_socket_listening(GROUPS))
+        let socket = namespaces::in_namespace(&ns, Listener::socket)
             .with_context(|| format!("listening to the routes of {}", node.name))?;
-        sockets.push((node.name.clone(), ports(lab, node), socket));
+        sockets.push((node.name.clone(), ports(lab, node), ns, socket));
     }
     Ok(sockets)
 }
@@ -205,19 +203,18 @@ impl FibWatch {
                     // dumped at once held gigabytes of answers).
                     let switches = async {
                         let mut switches = Vec::with_capacity(sockets.len());
-                        for (node, ports, socket) in sockets {
-                            let (handle, notifications) =
-                                namespaces::route_handle_listening(socket)?;
-                            let table = Table::from_routes(read_table(&handle).await?);
+                        for (node, ports, ns, socket) in sockets {
+                            let (nexthops, routes) = read(&ns).await?;
+                            let listener = Listener::new(socket, nexthops)?;
                             let switch = Switch {
                                 node,
                                 ports,
-                                handle,
-                                table,
+                                ns,
+                                table: Table::from_routes(routes),
                                 events: events.clone(),
                                 flood,
                             };
-                            switches.push((switch, notifications));
+                            switches.push((switch, listener));
                         }
                         Ok::<_, crate::Error>(switches)
                     }
@@ -225,9 +222,7 @@ impl FibWatch {
                     let tasks: Vec<_> = match switches {
                         Ok(switches) => switches
                             .into_iter()
-                            .map(|(switch, notifications)| {
-                                tokio::spawn(switch.watch(notifications))
-                            })
+                            .map(|(switch, listener)| tokio::spawn(switch.watch(listener)))
                             .collect(),
                         Err(e) => {
                             if late {
@@ -284,13 +279,26 @@ enum Join {
     When(std::pin::Pin<Box<dyn Future<Output = ()> + Send>>),
 }
 
+/// A switch's nexthop objects and main table, read from its namespace
+/// `ns` (the objects first: a route to an object made after is told again
+/// with the object known).
+async fn read(ns: &OwnedFd) -> Result<(Nexthops, Vec<TableRoute>)> {
+    let nexthops = Nexthops::read_in(ns)?;
+    let handle =
+        turbonet_host::kernel::connect(namespaces::in_namespace(ns, namespaces::route_socket)?)?;
+    let routes = read_table_with(&handle, &nexthops).await?;
+    Ok((nexthops, routes))
+}
+
 /// One switch's table as the watcher knows it: every route by prefix and
 /// metric, equal lists of next hops shared (a converged ToR of the HPN pod
-/// holds sixteen thousand routes over the same sixty).
+/// holds sixteen thousand routes over the same sixty), and how many routes
+/// point at each nexthop object.
 #[derive(Debug, Default)]
 struct Table {
     routes: BTreeMap<(Ipv4Net, u32), TableRoute>,
     sets: Interner<[TableHop]>,
+    uses: HashMap<u32, u32>,
 }
 
 impl Table {
@@ -304,7 +312,73 @@ impl Table {
 
     fn insert(&mut self, mut route: TableRoute) {
         route.hops = self.sets.intern(&route.hops);
-        self.routes.insert((route.prefix, route.metric), route);
+        if let Some(id) = route.object {
+            *self.uses.entry(id).or_default() += 1;
+        }
+        let old = self.routes.insert((route.prefix, route.metric), route);
+        self.unuse(old);
+    }
+
+    fn remove(&mut self, key: &(Ipv4Net, u32)) {
+        let old = self.routes.remove(key);
+        self.unuse(old);
+    }
+
+    fn unuse(&mut self, route: Option<TableRoute>) {
+        if let Some(id) = route.and_then(|r| r.object)
+            && let std::collections::hash_map::Entry::Occupied(mut e) = self.uses.entry(id)
+        {
+            *e.get_mut() -= 1;
+            if *e.get() == 0 {
+                e.remove();
+            }
+        }
+    }
+
+    /// Applies `updates` (a route, or `None`: gone); the routes they
+    /// replaced, and the prefixes they touched.
+    fn update(
+        &mut self,
+        updates: BTreeMap<(Ipv4Net, u32), Option<TableRoute>>,
+    ) -> (Table, BTreeSet<Ipv4Net>) {
+        let (mut before, mut touched) = (Table::default(), BTreeSet::new());
+        for (prefix, _) in updates.keys() {
+            if touched.insert(*prefix) {
+                for (_, r) in self.routes.range((*prefix, 0)..=(*prefix, u32::MAX)) {
+                    before.insert(r.clone());
+                }
+            }
+        }
+        for (key, route) in updates {
+            match route {
+                Some(r) => self.insert(r),
+                None => self.remove(&key),
+            }
+        }
+        (before, touched)
+    }
+
+    /// Undoes [`Table::update`]: the `touched` prefixes' routes back to
+    /// `before`.
+    fn restore(&mut self, before: Table, touched: &BTreeSet<Ipv4Net>) {
+        for prefix in touched {
+            let keys: Vec<_> = self
+                .routes
+                .range((*prefix, 0)..=(*prefix, u32::MAX))
+                .map(|(k, _)| *k)
+                .collect();
+            for key in keys {
+                self.remove(&key);
+            }
+        }
+        for route in before.routes.into_values() {
+            self.insert(route);
+        }
+    }
+
+    /// Some route points at object `id`.
+    fn uses(&self, id: u32) -> bool {
+        self.uses.contains_key(&id)
     }
 
     /// What forwards packets to `prefix`: its route with the lowest
@@ -321,11 +395,21 @@ impl Table {
     }
 }
 
+/// What a burst's notifications did to the table.
+enum Applied {
+    /// The routes of the prefixes they touched as they were, and those
+    /// prefixes.
+    Changed(Table, BTreeSet<Ipv4Net>),
+    /// Nothing: only a read of the table says what changed.
+    Relist,
+}
+
 /// One switch being watched.
 struct Switch {
     node: String,
     ports: Ports,
-    handle: rtnetlink::Handle,
+    /// Its namespace.
+    ns: OwnedFd,
     table: Table,
     events: Events,
     /// Its longest burst while busy ([`flood`]).
@@ -333,11 +417,11 @@ struct Switch {
 }
 
 impl Switch {
-    async fn watch(mut self, mut notifications: namespaces::Notifications) {
+    async fn watch(mut self, mut listener: Listener) {
         use tokio::time::Instant;
         let mut window = BURST;
         let mut last_end: Option<Instant> = None;
-        while let Some(first) = notifications.next().await {
+        while let Ok(first) = listener.next().await {
             let (began, start) = (crate::events::unix_now(), Instant::now());
             // A switch back within a window of its last burst is still
             // busy (converging): its burst is gathered for the whole
@@ -352,7 +436,7 @@ impl Switch {
                 BURST
             };
             let mut burst = Burst::default();
-            burst.take(first.0.payload);
+            burst.take(first);
             let deadline = start + window;
             loop {
                 let until = if busy {
@@ -360,53 +444,60 @@ impl Switch {
                 } else {
                     deadline.min(Instant::now() + QUIET)
                 };
-                match tokio::time::timeout_at(until, notifications.next()).await {
-                    Ok(Some((message, _))) => burst.take(message.payload),
-                    Ok(None) => return,
+                match tokio::time::timeout_at(until, listener.next()).await {
+                    Ok(Ok(notices)) => burst.take(notices),
+                    Ok(Err(_)) => return,
                     Err(_) => break,
                 }
             }
-            self.apply(burst, began).await;
+            self.apply(burst, began, &mut listener).await;
             last_end = Some(Instant::now());
         }
     }
 
     /// Brings the table up to date with a burst whose first notification
     /// came at Unix time `began`, and writes what changed (as of then).
-    async fn apply(&mut self, burst: Burst, began: f64) {
-        let (before, touched): (Table, BTreeSet<Ipv4Net>) = if burst.relist {
-            // The kernel changed routes without saying (a port went down):
-            // read the whole table again.
-            let Ok(routes) = read_table(&self.handle).await else {
-                return;
-            };
-            let before = std::mem::replace(&mut self.table, Table::from_routes(routes));
-            let touched = before
-                .prefixes()
-                .union(&self.table.prefixes())
-                .copied()
-                .collect();
-            (before, touched)
-        } else {
-            let mut before = Table::default();
-            let mut touched = BTreeSet::new();
-            for (prefix, _) in burst.updates.keys() {
-                if touched.insert(*prefix) {
-                    for (k, r) in self.table.routes.range((*prefix, 0)..=(*prefix, u32::MAX)) {
-                        before.routes.insert(*k, r.clone());
-                    }
-                }
+    async fn apply(&mut self, burst: Burst, began: f64, listener: &mut Listener) {
+        let (before, touched) = match self.take(burst) {
+            Applied::Changed(before, touched) => (before, touched),
+            Applied::Relist => {
+                // The kernel changed routes without saying (a port went
+                // down, an object in use changed): read the table again.
+                let Ok((nexthops, routes)) = read(&self.ns).await else {
+                    return;
+                };
+                listener.relearn(nexthops);
+                let before = std::mem::replace(&mut self.table, Table::from_routes(routes));
+                let touched = before
+                    .prefixes()
+                    .union(&self.table.prefixes())
+                    .copied()
+                    .collect();
+                (before, touched)
             }
-            for (key, route) in burst.updates {
-                match route {
-                    Some(r) => self.table.insert(r),
-                    None => {
-                        self.table.routes.remove(&key);
-                    }
-                }
-            }
-            (before, touched)
         };
+        self.write(&before, touched, began);
+    }
+
+    /// Applies a burst's route notifications, unless only a read of the
+    /// table can say what changed.
+    fn take(&mut self, burst: Burst) -> Applied {
+        if burst.relist {
+            return Applied::Relist;
+        }
+        let (before, touched) = self.table.update(burst.updates);
+        // An object that routes point at changed or went, and the kernel
+        // named none of its routes.
+        if burst.objects.iter().any(|id| self.table.uses(*id)) {
+            self.table.restore(before, &touched);
+            return Applied::Relist;
+        }
+        Applied::Changed(before, touched)
+    }
+
+    /// Writes what changed for the `touched` prefixes, whose routes were
+    /// `before`, in an event of Unix time `began`.
+    fn write(&self, before: &Table, touched: BTreeSet<Ipv4Net>, began: f64) {
         // Grouped by what the kernel says (gateways and port indexes),
         // named once a group: a converging ToR compares and groups
         // thousands of sixty-hop routes a burst.
@@ -511,33 +602,32 @@ pub(crate) fn next_hops(ports: &Ports, route: &TableRoute) -> BTreeSet<NextHop> 
 struct Burst {
     /// Routes as the last notification of each left them (`None`: gone).
     updates: BTreeMap<(Ipv4Net, u32), Option<TableRoute>>,
-    /// A link changed: the table must be read again.
+    /// Objects that changed or went.
+    objects: Vec<u32>,
+    /// A link changed, or notifications were lost: the table must be read
+    /// again.
     relist: bool,
 }
 
 impl Burst {
-    fn take(&mut self, payload: NetlinkPayload<RouteNetlinkMessage>) {
-        let NetlinkPayload::InnerMessage(message) = payload else {
-            // An overrun (ENOBUFS) or anything unexpected: start over from
-            // the table itself.
-            self.relist = true;
-            return;
-        };
-        match message {
-            RouteNetlinkMessage::NewRoute(m) => {
-                if let Some(r) = TableRoute::from_message(&m) {
+    fn take(&mut self, notices: Vec<Notice>) {
+        for notice in notices {
+            match notice {
+                // A route to an object the listener has not heard of: only
+                // the table says where it leads.
+                Notice::Route(r) if r.unresolved() => self.relist = true,
+                Notice::Route(r) => {
                     self.updates.insert((r.prefix, r.metric), Some(r));
                 }
-            }
-            RouteNetlinkMessage::DelRoute(m) => {
-                if let Some(r) = TableRoute::from_message(&m) {
+                Notice::Removed(r) => {
                     self.updates.insert((r.prefix, r.metric), None);
                 }
+                Notice::Object(ObjectChange::Altered(id) | ObjectChange::Removed(id)) => {
+                    self.objects.push(id);
+                }
+                Notice::Object(ObjectChange::Made(_)) => {}
+                Notice::Link | Notice::Overrun => self.relist = true,
             }
-            RouteNetlinkMessage::NewLink(_) | RouteNetlinkMessage::DelLink(_) => {
-                self.relist = true;
-            }
-            _ => {}
         }
     }
 }
@@ -617,6 +707,19 @@ mod tests {
                 .collect(),
             protocol: RouteProtocol::Bgp,
             metric,
+            object: None,
+        }
+    }
+
+    impl Switch {
+        /// Applies and writes a burst that needs no read of the table.
+        fn apply_notified(&mut self, burst: Burst) {
+            match self.take(burst) {
+                Applied::Changed(before, touched) => {
+                    self.write(&before, touched, crate::events::unix_now());
+                }
+                Applied::Relist => panic!("the burst asks for a read of the table"),
+            }
         }
     }
 
@@ -627,20 +730,21 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        // A handle that is never used: these tests apply route updates only.
-        let (_, handle, _) = rtnetlink::new_connection().unwrap();
+        // A namespace that is never read: these tests apply notifications
+        // only.
+        let ns = std::fs::File::open("/proc/self/ns/net").unwrap().into();
         Switch {
             node: "edge0-0".to_owned(),
             ports,
-            handle,
+            ns,
             table: Table::from_routes(table),
             events: Events::scratch(),
             flood: flood(20),
         }
     }
 
-    #[tokio::test]
-    async fn a_burst_becomes_one_event_of_every_prefix_that_changed_and_only_those() {
+    #[test]
+    fn a_burst_becomes_one_event_of_every_prefix_that_changed_and_only_those() {
         let mut sw = switch(vec![
             route(
                 "10.0.1.0/24",
@@ -674,7 +778,7 @@ mod tests {
         ] {
             burst.updates.insert((key.parse().unwrap(), 20), r);
         }
-        sw.apply(burst, crate::events::unix_now()).await;
+        sw.apply_notified(burst);
         let all = sw.events.all();
         assert_eq!(all.len(), 1, "{all:?}");
         let e = &all[0];
@@ -723,13 +827,13 @@ mod tests {
             ("10.0.3.0/24".parse().unwrap(), 20),
             Some(route("10.0.3.0/24", 20, &[("10.1.0.3", 3, true)])),
         );
-        sw.apply(burst, crate::events::unix_now()).await;
+        sw.apply_notified(burst);
         let last = sw.events.all().pop().unwrap();
         assert_eq!(last.about.routes[0].change, Change::Withdrawn);
     }
 
-    #[tokio::test]
-    async fn prefixes_that_change_alike_are_listed_once() {
+    #[test]
+    fn prefixes_that_change_alike_are_listed_once() {
         let mut sw = switch(vec![]);
         let mut burst = Burst::default();
         let hops = [("10.1.0.1", 2, false), ("10.1.0.3", 3, false)];
@@ -743,7 +847,7 @@ mod tests {
             ("10.0.9.0/24".parse().unwrap(), 20),
             Some(route("10.0.9.0/24", 20, &hops[..1])),
         );
-        sw.apply(burst, crate::events::unix_now()).await;
+        sw.apply_notified(burst);
         let e = sw.events.all().pop().unwrap();
         let groups: Vec<(Vec<String>, usize)> = e
             .about
@@ -775,6 +879,56 @@ mod tests {
             "edge0-0: 4 routes changed: 10.0.1.0/24 and 2 more added via agg0-0, agg0-1; \
              10.0.9.0/24 added via agg0-0"
         );
+    }
+
+    /// `route` pointing at object `id`.
+    fn to_object(mut route: TableRoute, id: u32) -> TableRoute {
+        route.object = Some(id);
+        route
+    }
+
+    #[test]
+    fn an_object_in_use_that_changes_or_goes_makes_the_table_read_again() {
+        let hops = [("10.1.0.1", 2, false), ("10.1.0.3", 3, false)];
+        let before = vec![
+            to_object(route("10.0.1.0/24", 20, &hops), 7),
+            to_object(route("10.0.2.0/24", 20, &hops), 7),
+        ];
+        let mut sw = switch(before.clone());
+        // Both routes move to group 8 and group 7 goes: said by the kernel,
+        // route by route.
+        let mut burst = Burst::default();
+        burst.take(
+            before
+                .iter()
+                .map(|r| Notice::Route(to_object(r.clone(), 8)))
+                .chain([Notice::Object(ObjectChange::Removed(7))])
+                .collect(),
+        );
+        assert!(matches!(sw.take(burst), Applied::Changed(..)));
+        assert_eq!(sw.table.uses.get(&8), Some(&2));
+        assert!(!sw.table.uses(7));
+        // Group 8 changes in place: its routes changed unsaid. The table is
+        // left as it was, to be read again.
+        let mut burst = Burst::default();
+        burst.take(vec![
+            Notice::Removed(to_object(route("10.0.1.0/24", 20, &[]), 8)),
+            Notice::Object(ObjectChange::Altered(8)),
+        ]);
+        assert!(matches!(sw.take(burst), Applied::Relist));
+        assert_eq!(sw.table.routes.len(), 2);
+        assert_eq!(sw.table.uses.get(&8), Some(&2));
+        // A new object is no change; a route to one the listener does not
+        // know is only known from the table.
+        let mut burst = Burst::default();
+        burst.take(vec![Notice::Object(ObjectChange::Made(9))]);
+        assert!(matches!(sw.take(burst), Applied::Changed(_, t) if t.is_empty()));
+        let mut burst = Burst::default();
+        burst.take(vec![Notice::Route(to_object(
+            route("10.0.3.0/24", 20, &[]),
+            10,
+        ))]);
+        assert!(matches!(sw.take(burst), Applied::Relist));
     }
 
     #[test]

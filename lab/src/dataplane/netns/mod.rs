@@ -41,7 +41,14 @@ pub fn hash_seed(seed: u64, node: &str) -> u32 {
 }
 
 /// Sysctls for a node, set inside its namespace right after creation.
-pub(crate) fn node_sysctls(lab: &Lab, node: &Node, has_seed: bool) -> Vec<(&'static str, String)> {
+/// `spelled_out`: the lab's kernels spell out the next hops of routes to
+/// nexthop groups ([`turbonet_topo::RoutingConfig::spells_out_next_hops`]).
+pub(crate) fn node_sysctls(
+    lab: &Lab,
+    node: &Node,
+    has_seed: bool,
+    spelled_out: bool,
+) -> Vec<(&'static str, String)> {
     let mut s = vec![
         ("net/ipv4/conf/all/rp_filter", "0".to_owned()),
         ("net/ipv4/conf/default/rp_filter", "0".to_owned()),
@@ -52,6 +59,11 @@ pub(crate) fn node_sysctls(lab: &Lab, node: &Node, has_seed: bool) -> Vec<(&'sta
         ("net/ipv6/conf/default/disable_ipv6", "1".to_owned()),
         ("net/ipv6/conf/all/disable_ipv6", "1".to_owned()),
     ];
+    if !spelled_out {
+        // Routes to nexthop groups as `nhid N` alone, in `ip route` and in
+        // the kernel's notifications (the route watcher resolves them).
+        s.push(("net/ipv4/nexthop_compat_mode", "0".to_owned()));
+    }
     if node.role.is_switch() {
         s.push(("net/ipv4/ip_forward", "1".to_owned()));
         if has_seed {
@@ -89,13 +101,16 @@ pub fn has_engine_namespace(lab: &Lab, carriers: &[crate::carrier::Carrier]) -> 
 /// hidden engine namespace last), each with its sysctls. `has_seed`: the
 /// kernel has `fib_multipath_hash_seed`.
 pub fn namespace_specs(lab: &Lab, engine: bool, has_seed: bool) -> Vec<NamespaceSpec> {
+    let spelled_out = lab
+        .routing
+        .spells_out_next_hops(lab.fabric.switches().count());
     let mut specs: Vec<NamespaceSpec> = lab
         .fabric
         .nodes
         .iter()
         .map(|n| NamespaceSpec {
             name: names::node_namespace(&lab.name, &n.name),
-            sysctls: node_sysctls(lab, n, has_seed),
+            sysctls: node_sysctls(lab, n, has_seed, spelled_out),
             for_user: true,
         })
         .collect();

@@ -100,7 +100,8 @@ pub fn namespace_specs(lab: &Lab) -> Vec<NamespaceSpec> {
         .hosts()
         .map(|h| NamespaceSpec {
             name: crate::names::node_namespace(&lab.name, &h.name),
-            sysctls: crate::dataplane::netns::node_sysctls(lab, h, false),
+            // Hosts alone: their kernels spell out next hops as usual.
+            sysctls: crate::dataplane::netns::node_sysctls(lab, h, false, true),
             for_user: true,
         })
         .chain(

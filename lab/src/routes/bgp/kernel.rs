@@ -38,7 +38,7 @@ pub(super) async fn watch_routers(
                     Err(_) => return,
                 },
             };
-            let fib = kernel_fib_of(handle).await;
+            let fib = kernel_fib_of(&handle.0, &handle.1).await;
             if fib.is_ok_and(|fib| {
                 plan::FibDigest::of(fib.iter().filter(|(p, _)| view.known.contains(p))) == expected
             }) {
@@ -56,22 +56,22 @@ pub(super) async fn watch_routers(
 /// (protocol bgp, as FRR's zebra and the built-in agents install them, or
 /// bird): next hops by prefix.
 pub(super) async fn kernel_fib(ns_name: &str) -> Result<plan::Fib> {
-    kernel_fib_of(&namespace_handle(ns_name)?).await
+    let (ns, handle) = namespace_handle(ns_name)?;
+    kernel_fib_of(&ns, &handle).await
 }
 
-/// An rtnetlink handle inside a namespace.
-fn namespace_handle(ns_name: &str) -> Result<rtnetlink::Handle> {
+/// A namespace, and an rtnetlink handle inside it.
+fn namespace_handle(ns_name: &str) -> Result<(std::os::fd::OwnedFd, rtnetlink::Handle)> {
     let ns = namespaces::open(ns_name).with_context(|| format!("opening {ns_name}"))?;
-    Ok(turbonet_host::kernel::connect(namespaces::in_namespace(
-        &ns,
-        namespaces::route_socket,
-    )?)?)
+    let handle =
+        turbonet_host::kernel::connect(namespaces::in_namespace(&ns, namespaces::route_socket)?)?;
+    Ok((ns, handle))
 }
 
-/// [`kernel_fib`] through an open handle.
-async fn kernel_fib_of(handle: &rtnetlink::Handle) -> Result<plan::Fib> {
+/// [`kernel_fib`] through an open handle into namespace `ns`.
+async fn kernel_fib_of(ns: &std::os::fd::OwnedFd, handle: &rtnetlink::Handle) -> Result<plan::Fib> {
     let mut hops: BTreeMap<Ipv4Net, BTreeSet<Ipv4Addr>> = BTreeMap::new();
-    for route in turbonet_host::kernel::table::read_table(handle).await? {
+    for route in turbonet_host::kernel::table::read_table(handle, ns).await? {
         if matches!(route.protocol, RouteProtocol::Bgp | RouteProtocol::Bird) {
             hops.entry(route.prefix)
                 .or_default()
