@@ -31,6 +31,11 @@ pub struct Hello {
     pub partition: u64,
     /// Its address on the underlay, where its cut links' far ends send.
     pub underlay: IpAddr,
+    /// The UDP ports its machine's other labs' cut links use: the kernel
+    /// takes a VXLAN device's VNI and port once per machine, so labs over
+    /// the same machines each take a port of their own.
+    #[serde(default)]
+    pub busy_ports: Vec<u16>,
 }
 
 /// The coordinator's patience.
@@ -44,18 +49,22 @@ pub struct Settings {
     pub missed: u32,
     /// How long a worker has to build its part once told to.
     pub build: Duration,
+    /// The lowest UDP port a lab's cut links may take.
+    pub first_port: u16,
 }
 
 impl Default for Settings {
-    /// Two minutes to gather, a heartbeat a second and three missed, and
+    /// Two minutes to gather, a heartbeat a second and three missed,
     /// twenty minutes to build (the real HPN pod's part under BGP takes
-    /// minutes).
+    /// minutes), ports from 14789 (`turbonet_host::kernel::VXLAN_PORT`:
+    /// not VXLAN's 4789, which a machine's own overlay may hold).
     fn default() -> Self {
         Settings {
             rendezvous: Duration::from_secs(120),
             heartbeat: Duration::from_secs(1),
             missed: 3,
             build: Duration::from_secs(1200),
+            first_port: 14789,
         }
     }
 }
@@ -105,12 +114,14 @@ pub enum Output {
         reason: String,
     },
     /// Tell worker `index` to build its part, with every machine's
-    /// underlay address (by index).
+    /// underlay address (by index) and the lab's UDP port.
     Build {
         /// The worker.
         index: usize,
         /// Every machine's underlay address.
         underlays: Vec<IpAddr>,
+        /// The UDP port of the lab's cut links, on every machine.
+        port: u16,
     },
     /// Tell worker `to` that machine `peer` is now at `underlay` (it came
     /// back from another machine): its cut links to `peer` send there.
@@ -216,6 +227,10 @@ pub struct Coordinator {
     failed: Option<String>,
     /// The phase last said.
     said: Option<Phase>,
+    /// The lab's UDP port, once gathered.
+    port: Option<u16>,
+    /// Each worker's busy ports, as it last said.
+    busy: Vec<Vec<u16>>,
 }
 
 impl Coordinator {
@@ -226,6 +241,8 @@ impl Coordinator {
     /// at `now`; what to tell first (a lab on one machine builds at once).
     pub fn new(own: Hello, settings: Settings, now: Duration) -> (Coordinator, Vec<Output>) {
         let mut workers = vec![Worker::absent(); own.of.max(1)];
+        let mut busy = vec![Vec::new(); workers.len()];
+        busy[0].clone_from(&own.busy_ports);
         workers[0] = Worker {
             conn: Some(Self::OWN),
             underlay: Some(own.underlay),
@@ -242,6 +259,8 @@ impl Coordinator {
             built_once: false,
             failed: None,
             said: None,
+            port: None,
+            busy,
         };
         let mut out = Vec::new();
         coordinator.gather_if_all_here(now, &mut out);
@@ -422,6 +441,7 @@ impl Coordinator {
         w.last_seen = now;
         w.built = false;
         self.conns.insert(conn, index);
+        self.busy[index] = hello.busy_ports;
         if !self.gathered {
             self.gather_if_all_here(now, out);
             return;
@@ -497,6 +517,14 @@ impl Coordinator {
                 hello.index, hello.partition, own.partition
             ));
         }
+        if let Some(port) = self.port
+            && hello.busy_ports.contains(&port)
+        {
+            return Err(format!(
+                "UDP port {port}, lab {}'s, is taken on worker {}'s machine (at {}) by another lab",
+                own.lab, hello.index, hello.underlay
+            ));
+        }
         let w = &self.workers[hello.index];
         if w.conn.is_some() {
             let mut reason = format!(
@@ -516,6 +544,18 @@ impl Coordinator {
         if self.gathered || self.workers.iter().any(|w| w.conn.is_none()) {
             return;
         }
+        let busy: std::collections::BTreeSet<u16> = self.busy.iter().flatten().copied().collect();
+        let Some(port) = (self.settings.first_port..=u16::MAX).find(|p| !busy.contains(p)) else {
+            self.fail(
+                format!(
+                    "every UDP port from {} up is taken by other labs on the machines",
+                    self.settings.first_port
+                ),
+                out,
+            );
+            return;
+        };
+        self.port = Some(port);
         self.gathered = true;
         for index in 0..self.workers.len() {
             self.tell_to_build(index, now, out);
@@ -529,7 +569,11 @@ impl Coordinator {
             .map(|w| w.underlay.unwrap_or(self.own.underlay))
             .collect();
         self.workers[index].building_since = Some(now);
-        out.push(Output::Build { index, underlays });
+        out.push(Output::Build {
+            index,
+            underlays,
+            port: self.port.unwrap_or(self.settings.first_port),
+        });
     }
 
     fn built(&mut self, index: usize, now: Duration, out: &mut Vec<Output>) {

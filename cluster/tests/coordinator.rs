@@ -25,6 +25,7 @@ fn hello(index: usize, of: usize) -> Hello {
         version: "0.1.0 (abc)".to_owned(),
         partition: 0xd2cd_9238_7000_9f9e,
         underlay: underlay(index),
+        busy_ports: Vec::new(),
     }
 }
 
@@ -88,7 +89,8 @@ fn one_machine_builds_at_once() {
         vec![
             Output::Build {
                 index: 0,
-                underlays: vec![underlay(0)]
+                underlays: vec![underlay(0)],
+                port: 14789
             },
             Output::Phase(Phase::Building { waiting: vec![0] })
         ]
@@ -361,7 +363,8 @@ fn a_lost_worker_degrades_the_lab_until_it_is_back_and_built() {
             },
             Output::Build {
                 index: 2,
-                underlays: vec![underlay(0), underlay(1), underlay(9)]
+                underlays: vec![underlay(0), underlay(1), underlay(9)],
+                port: 14789
             },
             Output::Carrier {
                 to: 2,
@@ -427,4 +430,47 @@ fn a_worker_back_that_cannot_build_stays_lost_and_the_lab_runs_on() {
     assert_eq!(c.phase(), Phase::Degraded { lost: vec![1] });
     // Its carrier was said down once, when it was first lost.
     assert!(c.tick(secs(5)).is_empty());
+}
+
+#[test]
+fn a_lab_takes_the_lowest_port_no_machine_of_it_has_taken() {
+    let mut own = hello(0, 3);
+    own.busy_ports = vec![14791];
+    let (mut c, _) = Coordinator::new(own, Settings::default(), Duration::ZERO);
+    let mut one = hello(1, 3);
+    one.busy_ports = vec![14789, 14790];
+    c.handle(
+        secs(1),
+        Input::Hello {
+            conn: 1,
+            hello: one,
+        },
+    );
+    let out = says_hello(&mut c, 1, 2, 2);
+    let ports: Vec<u16> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Build { port, .. } => Some(*port),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ports, vec![14792; 3]);
+    for conn in 0..3 {
+        c.handle(secs(2), Input::Built { conn });
+    }
+    // Worker 2 restarts, and meanwhile another lab took the port there.
+    c.handle(secs(3), Input::Closed { conn: 2 });
+    let mut back = hello(2, 3);
+    back.busy_ports = vec![14792];
+    let out = c.handle(
+        secs(4),
+        Input::Hello {
+            conn: 102,
+            hello: back,
+        },
+    );
+    assert_eq!(
+        refusal(&out),
+        "UDP port 14792, lab pod's, is taken on worker 2's machine (at 198.18.0.12) by another lab"
+    );
 }
