@@ -11,13 +11,14 @@ use turbonet_tests::{
     wait_until, workspace,
 };
 
-/// Brings fat-tree k=4 up under BGP with `agent`; the guard takes it down.
-fn bgp_fat_tree(prefix: &str, agent: &str) -> LabGuard {
+/// Brings fat-tree k=4 up under BGP with `agent` (and the lines `routing`
+/// more in `[routing]`); the guard takes it down.
+fn bgp_fat_tree(prefix: &str, agent: &str, routing: &str) -> LabGuard {
     let lab = unique_lab(prefix);
     let file = scenario_as("fat-tree-k4.toml", &lab, "");
     let text_of = std::fs::read_to_string(&file).unwrap().replace(
         "mode = \"static\"",
-        &format!("mode = \"bgp\"\nagent = \"{agent}\""),
+        &format!("mode = \"bgp\"\nagent = \"{agent}\"\n{routing}"),
     );
     std::fs::write(&file, text_of).unwrap();
     let guard = LabGuard(lab);
@@ -84,8 +85,8 @@ fn events(lab: &str) -> Vec<Value> {
 /// switches whose kernel table differs between before and after) has a
 /// `route-change` event after the `fail` naming the prefixes that changed,
 /// and no other switch has one.
-fn a_fail_is_a_route_change_at_every_affected_switch(agent: &str, prefix: &str) {
-    let lab = bgp_fat_tree(prefix, agent);
+fn a_fail_is_a_route_change_at_every_affected_switch(agent: &str, prefix: &str, routing: &str) {
+    let lab = bgp_fat_tree(prefix, agent, routing);
     let lab = lab.0.as_str();
     assert!(wait_until(Duration::from_secs(30), || converged(lab)));
     let before = tables(lab);
@@ -158,6 +159,13 @@ fn a_fail_is_a_route_change_at_every_affected_switch(agent: &str, prefix: &str) 
         fail["t"].as_f64().unwrap() <= first_change,
         "{fail} after {first_change}"
     );
+    if routing.contains("nexthop_compat = false") {
+        // The kernel names each ECMP route's group alone.
+        let out = run(&["exec", "edge0-1", "--lab", lab, "--", "ip", "route"]);
+        let shown = text(&out);
+        assert!(shown.contains(" nhid "), "{shown}");
+        assert!(!shown.contains("nexthop via"), "{shown}");
+    }
     if agent == "frr" {
         // A snapshot holds the configuration FRR runs on every switch.
         let snap = Snapshot::take(lab);
@@ -183,13 +191,22 @@ fn a_fail_is_a_route_change_at_every_affected_switch(agent: &str, prefix: &str) 
 #[test]
 fn a_fail_is_a_route_change_at_every_affected_switch_with_builtin_agents() {
     require_root!();
-    a_fail_is_a_route_change_at_every_affected_switch("builtin", "ib");
+    a_fail_is_a_route_change_at_every_affected_switch("builtin", "ib", "");
+}
+
+/// The same where the kernels name only a route's nexthop group
+/// (`nexthop_compat_mode` 0): the watcher resolves each route's next hops
+/// from the groups it hears of, and `ip route` shows the group alone.
+#[test]
+fn a_fail_is_a_route_change_at_every_affected_switch_with_routes_told_by_their_groups() {
+    require_root!();
+    a_fail_is_a_route_change_at_every_affected_switch("builtin", "ig", "nexthop_compat = false");
 }
 
 #[test]
 fn a_fail_is_a_route_change_at_every_affected_switch_with_frr() {
     require_root!();
-    a_fail_is_a_route_change_at_every_affected_switch("frr", "if");
+    a_fail_is_a_route_change_at_every_affected_switch("frr", "if", "");
 }
 
 /// A snapshot (`turbonet snapshot DIR`) into a scratch directory, removed
@@ -236,7 +253,7 @@ fn prefixes(routes: &Value, protocol: Option<&str>) -> BTreeSet<String> {
 #[test]
 fn a_snapshot_of_a_bgp_fat_tree_lists_every_prefix_in_every_fib_and_rib() {
     require_root!();
-    let lab = bgp_fat_tree("is", "builtin");
+    let lab = bgp_fat_tree("is", "builtin", "");
     let lab = lab.0.as_str();
     assert!(wait_until(Duration::from_secs(30), || converged(lab)));
     let out = run(&["fail", "link", "edge1-0--agg1-1", "--lab", lab]);
