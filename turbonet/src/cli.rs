@@ -55,6 +55,9 @@ pub(crate) enum Command {
   turbonet plan --machines 2 scenarios/hpn-pod.toml
   turbonet plan --machines 4 --json scenarios/hpn-pods.toml")]
     Plan(PlanArgs),
+    /// Run a lab on a Kubernetes cluster: its workers as Kubernetes objects.
+    #[command(subcommand)]
+    Kube(KubeCommand),
     /// Run turbonet's soft switch, a P4Runtime device
     ///
     /// Run turbonet's soft switch: one P4Runtime device that runs the
@@ -797,6 +800,51 @@ impl LinkSetArgs {
             mtu: None,
         }
     }
+}
+
+/// `turbonet kube ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum KubeCommand {
+    /// Write a lab's workers as Kubernetes objects, for `kubectl apply`.
+    ///
+    /// Write the objects that run a lab over M machines of a Kubernetes
+    /// cluster, one YAML stream: a ConfigMap with the scenario, a Secret
+    /// with the token the workers present to each other, a headless
+    /// Service by which they find worker 0 (the coordinator), a
+    /// StatefulSet of M privileged workers on the machines' own network
+    /// (`hostNetwork`: the lab's namespaces and links are each machine's
+    /// kernel's), at most one a machine, and a PodDisruptionBudget that
+    /// keeps a drain from evicting a worker while the lab runs. Each
+    /// worker computes the partition again from the scenario (`turbonet
+    /// plan --machines M` prints it); its hash is on every object. No
+    /// cluster is contacted and no root is needed.
+    #[command(after_help = "Examples:
+  turbonet kube render scenarios/hpn-pod.toml --machines 4 --image registry.example/turbonet:0.1 > pod.yaml
+  kubectl apply -f pod.yaml
+  kubectl get pods -l app.kubernetes.io/instance=hpnpod")]
+    Render(KubeRenderArgs),
+}
+
+/// Arguments of `kube render`.
+#[derive(Debug, Args)]
+pub(crate) struct KubeRenderArgs {
+    /// Scenario file (TOML).
+    pub file: PathBuf,
+    /// Machines (workers) to spread the lab over.
+    #[arg(long, value_name = "M", value_parser = machine_count)]
+    pub machines: u32,
+    /// The workers' container image: turbonet, and FRR or BIRD if the lab
+    /// runs them.
+    #[arg(long, value_name = "IMAGE")]
+    pub image: String,
+    /// The port the workers listen on for each other, on each machine's
+    /// network: labs whose workers share machines each need their own.
+    #[arg(long, default_value_t = turbonet_kube::WORKER_PORT)]
+    pub port: u16,
+    /// A file holding the token the workers present to each other;
+    /// default a new random one, written into the Secret.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
 }
 
 /// `turbonet link ...`.

@@ -12,6 +12,7 @@ pub(crate) mod exec;
 pub(crate) mod export;
 pub(crate) mod fail;
 pub(crate) mod graph;
+pub(crate) mod kube;
 pub(crate) mod lab;
 pub(crate) mod link;
 pub(crate) mod plan;
