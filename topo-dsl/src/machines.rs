@@ -63,7 +63,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::model::{EngineChoice, Fabric, Lab, LinkParams, Role, Shaping, Target};
+use crate::model::{
+    EngineChoice, Fabric, Lab, Link, LinkId, LinkParams, NodeId, Role, Shaping, Target,
+};
 use crate::partition::{self, Atom, Problem};
 use crate::summary::RoleCount;
 use crate::units::{Bytes, Mtu};
@@ -138,6 +140,9 @@ pub struct MachinePlan {
     pub cut_links: Vec<CutLink>,
     /// The plan's hash: 16 hex digits (see the module docs).
     pub hash: String,
+    /// Each node's machine, by node id.
+    #[serde(skip)]
+    pub place: Vec<u32>,
 }
 
 impl MachinePlan {
@@ -242,6 +247,9 @@ pub struct RandomCut {
 /// A link between two machines.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CutLink {
+    /// The link.
+    #[serde(skip)]
+    pub id: LinkId,
     /// The link's name.
     pub link: String,
     /// Its class: `tor-agg`.
@@ -257,6 +265,114 @@ pub struct CutLink {
     pub engine: bool,
     /// Its MTU (the link's; Ethernet's when it sets none).
     pub mtu: u16,
+}
+
+/// What one machine builds of a lab: the nodes it runs, and for each
+/// link, whether both its ends are here, one (a cut link), or none. The
+/// whole lab on one machine is [`Share::whole`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Share {
+    /// The machine.
+    pub machine: u32,
+    /// How many machines the lab spans.
+    pub machines: u32,
+    /// Each node's machine, by node id.
+    place: Vec<u32>,
+    /// Each cut link with an end here, by link id.
+    cut: BTreeMap<u32, CutEnd>,
+}
+
+/// A cut link's end on this machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CutEnd {
+    /// Which of the link's ends is here (0 or 1, as in `Link::ends`).
+    pub end: usize,
+    /// The machine of the other end.
+    pub far: u32,
+    /// The link's VNI.
+    pub vni: u32,
+    /// The machine whose link engine carries it, if one does; else the
+    /// lower of its machines.
+    pub owner: u32,
+    /// A link engine carries it.
+    pub engine: bool,
+}
+
+/// Where a link is, seen from one machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Both ends are here: a veth pair (or two, through the engine).
+    Local,
+    /// One end is here: a VXLAN device to the other machine.
+    Cut(CutEnd),
+    /// Neither end is here.
+    Away,
+}
+
+impl Share {
+    /// The whole of `fabric` on one machine.
+    pub fn whole(fabric: &Fabric) -> Share {
+        Share {
+            machine: 0,
+            machines: 1,
+            place: vec![0; fabric.nodes.len()],
+            cut: BTreeMap::new(),
+        }
+    }
+
+    /// Machine `machine`'s share of `plan`.
+    pub fn of(plan: &MachinePlan, machine: u32) -> Share {
+        let cut = plan
+            .cut_links
+            .iter()
+            .filter_map(|c| {
+                let end = c.machines.iter().position(|m| *m == machine)?;
+                Some((
+                    c.id.0,
+                    CutEnd {
+                        end,
+                        far: c.machines[1 - end],
+                        vni: c.vni,
+                        owner: c.owner,
+                        engine: c.engine,
+                    },
+                ))
+            })
+            .collect();
+        Share {
+            machine,
+            machines: plan.machines,
+            place: plan.place.clone(),
+            cut,
+        }
+    }
+
+    /// The lab is all here.
+    pub fn is_whole(&self) -> bool {
+        self.machines == 1
+    }
+
+    /// Node `node` runs here.
+    pub fn runs(&self, node: NodeId) -> bool {
+        self.place.get(node.0 as usize) == Some(&self.machine)
+    }
+
+    /// The machine node `node` runs on.
+    pub fn machine_of(&self, node: NodeId) -> u32 {
+        self.place[node.0 as usize]
+    }
+
+    /// Where `link` is, seen from here.
+    pub fn reach(&self, link: &Link) -> Reach {
+        match (self.runs(link.ends[0].node), self.runs(link.ends[1].node)) {
+            (true, true) => Reach::Local,
+            (false, false) => Reach::Away,
+            _ => self
+                .cut
+                .get(&link.id.0)
+                .map_or(Reach::Away, |c| Reach::Cut(*c)),
+        }
+    }
 }
 
 /// Bytes VXLAN adds to a frame on an IPv4 underlay: the outer IPv4 (20),
@@ -433,6 +549,7 @@ fn describe(lab: &Lab, machines: u32, place: &[u32], engine: &[bool]) -> Machine
             cut: cut_size(fabric, &random_placement(&sizes, lab.seed)),
         },
         cut_links,
+        place: place.to_vec(),
     }
 }
 
@@ -566,6 +683,7 @@ fn links(
         count.cut += 1;
         count.engine += usize::from(carried);
         cut_links.push(CutLink {
+            id: link.id,
             link: link.name.clone(),
             class: link.class.to_string(),
             machines: [a, b],

@@ -419,3 +419,77 @@ fn a_cut_link_needs_an_underlay_its_frames_cross_whole() {
         "{e}"
     );
 }
+
+/// Each machine's share of a plan: every node runs on exactly one, every
+/// link is local on one machine or cut with one end on each of two (each
+/// end seeing the other's machine, the plan's VNI and owner), away from
+/// the rest; the whole lab is all local.
+#[test]
+fn shares_split_the_lab_between_machines_as_the_plan_says() {
+    use turbonet_topo::machines::{Reach, Share};
+    for (file, m) in [
+        ("fat-tree-k4.toml", 2),
+        ("hpn.toml", 3),
+        ("custom-triangle.toml", 3),
+    ] {
+        let lab = scenario(file);
+        let whole = Share::whole(&lab.fabric);
+        assert!(whole.is_whole());
+        assert!(lab.fabric.nodes.iter().all(|n| whole.runs(n.id)));
+        assert!(
+            lab.fabric
+                .links
+                .iter()
+                .all(|l| whole.reach(l) == Reach::Local)
+        );
+        let plan = plan(&lab, m);
+        let shares: Vec<Share> = (0..m).map(|i| Share::of(&plan, i)).collect();
+        for node in &lab.fabric.nodes {
+            let runs: Vec<u32> = (0..m)
+                .filter(|i| shares[*i as usize].runs(node.id))
+                .collect();
+            assert_eq!(runs.len(), 1, "{file}: {} runs on {runs:?}", node.name);
+            let part = &plan.parts[runs[0] as usize];
+            assert!(part.nodes.contains(&node.name), "{file}: {}", node.name);
+        }
+        let mut cut = 0;
+        for link in &lab.fabric.links {
+            let reach: Vec<Reach> = shares.iter().map(|s| s.reach(link)).collect();
+            let local = reach.iter().filter(|r| **r == Reach::Local).count();
+            let ends: Vec<(u32, turbonet_topo::machines::CutEnd)> = reach
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| match r {
+                    Reach::Cut(end) => Some((i as u32, *end)),
+                    _ => None,
+                })
+                .collect();
+            match (local, ends.as_slice()) {
+                (1, []) => {}
+                (0, [(a, ea), (b, eb)]) => {
+                    cut += 1;
+                    let planned = plan
+                        .cut_links
+                        .iter()
+                        .find(|c| c.link == link.name)
+                        .unwrap_or_else(|| panic!("{file}: {} is not in the plan", link.name));
+                    assert_eq!((ea.far, eb.far), (*b, *a), "{file}: {}", link.name);
+                    assert_eq!(ea.end + eb.end, 1, "{file}: {}", link.name);
+                    for (machine, end) in [(a, ea), (b, eb)] {
+                        assert_eq!(planned.machines[end.end], *machine);
+                        assert_eq!(
+                            shares[*machine as usize].machine_of(link.ends[end.end].node),
+                            *machine
+                        );
+                        assert_eq!((end.vni, end.owner), (planned.vni, planned.owner));
+                    }
+                }
+                other => panic!("{file}: {} is {other:?} ({reach:?})", link.name),
+            }
+        }
+        assert_eq!(cut, plan.cut(), "{file}");
+        if file == "custom-triangle.toml" {
+            assert_eq!(cut, 3, "every switch link of the triangle is cut");
+        }
+    }
+}
