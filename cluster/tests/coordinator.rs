@@ -35,11 +35,16 @@ fn coordinator(of: usize) -> (Coordinator, Vec<Output>) {
     Coordinator::new(hello(0, of), Settings::default(), Duration::ZERO)
 }
 
-/// Worker `index` says hello on connection `index` (and `100 + index`
-/// when it comes back).
+/// `hello` said on connection `conn` at second `at`.
+fn says(c: &mut Coordinator, at: u64, conn: Conn, hello: Hello) -> Vec<Output> {
+    c.handle(secs(at), Input::Hello { conn, hello })
+}
+
+/// Worker `index` says hello on connection `conn` (`index`, and
+/// `100 + index` when it comes back).
 fn says_hello(c: &mut Coordinator, at: u64, conn: Conn, index: usize) -> Vec<Output> {
     let hello = hello(index, c.workers().len());
-    c.handle(secs(at), Input::Hello { conn, hello })
+    says(c, at, conn, hello)
 }
 
 fn builds(out: &[Output]) -> Vec<usize> {
@@ -235,13 +240,7 @@ fn a_worker_that_disagrees_is_refused_naming_both_sides() {
     says_hello(&mut c, 1, 1, 1);
     let mut twin = hello(1, 3);
     twin.underlay = underlay(7);
-    let out = c.handle(
-        secs(2),
-        Input::Hello {
-            conn: 8,
-            hello: twin,
-        },
-    );
+    let out = says(&mut c, 2, 8, twin);
     assert_eq!(
         refusal(&out),
         "worker 1 (at 198.18.0.17) is connected already from 198.18.0.11"
@@ -346,13 +345,7 @@ fn a_lost_worker_degrades_the_lab_until_it_is_back_and_built() {
     // builds again, its links to worker 1 (still lost) down.
     let mut back = hello(2, 3);
     back.underlay = underlay(9);
-    let out = c.handle(
-        secs(30),
-        Input::Hello {
-            conn: 102,
-            hello: back,
-        },
-    );
+    let out = says(&mut c, 30, 102, back);
     assert_eq!(
         out,
         vec![
@@ -439,13 +432,7 @@ fn a_lab_takes_the_lowest_port_no_machine_of_it_has_taken() {
     let (mut c, _) = Coordinator::new(own, Settings::default(), Duration::ZERO);
     let mut one = hello(1, 3);
     one.busy_ports = vec![14789, 14790];
-    c.handle(
-        secs(1),
-        Input::Hello {
-            conn: 1,
-            hello: one,
-        },
-    );
+    says(&mut c, 1, 1, one);
     let out = says_hello(&mut c, 1, 2, 2);
     let ports: Vec<u16> = out
         .iter()
@@ -462,13 +449,7 @@ fn a_lab_takes_the_lowest_port_no_machine_of_it_has_taken() {
     c.handle(secs(3), Input::Closed { conn: 2 });
     let mut back = hello(2, 3);
     back.busy_ports = vec![14792];
-    let out = c.handle(
-        secs(4),
-        Input::Hello {
-            conn: 102,
-            hello: back,
-        },
-    );
+    let out = says(&mut c, 4, 102, back);
     assert_eq!(
         refusal(&out),
         "UDP port 14792, lab pod's, is taken on worker 2's machine (at 198.18.0.12) by another lab"
