@@ -486,13 +486,18 @@ fn parse_object(payload: &[u8], objects: &mut Objects) {
     }
 }
 
-/// Every object of the calling thread's namespace, of any protocol, as
-/// the kernel describes it.
-pub(crate) fn describe_every() -> io::Result<Vec<(u32, Described)>> {
+/// A socket for [`describe_every`], of the calling thread's namespace.
+pub(crate) fn reading_socket() -> io::Result<Socket> {
     let mut socket = Socket::new(NETLINK_ROUTE)?;
     socket.bind_auto()?;
+    Ok(socket)
+}
+
+/// Every object of `socket`'s namespace, of any protocol, as the kernel
+/// describes it.
+pub(crate) fn describe_every(socket: &Socket) -> io::Result<Vec<(u32, Described)>> {
     let mut every = Vec::new();
-    dump(&socket, &mut vec![0; 1 << 16], 1, |payload| {
+    dump(socket, &mut vec![0; 1 << 16], 1, |payload| {
         if let Some((id, _, described)) = describe(payload) {
             every.push((id, described));
         }

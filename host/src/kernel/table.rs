@@ -157,16 +157,22 @@ pub enum ObjectChange {
 impl Nexthops {
     /// The objects of the calling thread's namespace.
     pub fn read() -> std::io::Result<Nexthops> {
+        Nexthops::read_on(&super::nexthop::reading_socket()?)
+    }
+
+    /// The objects of namespace `ns` (its socket made there, read from
+    /// here).
+    pub fn read_in(ns: &impl AsFd) -> std::io::Result<Nexthops> {
+        let socket = crate::namespaces::here_in_namespace(ns, super::nexthop::reading_socket)?;
+        Nexthops::read_on(&socket)
+    }
+
+    fn read_on(socket: &rtnetlink::sys::Socket) -> std::io::Result<Nexthops> {
         let mut nexthops = Nexthops::default();
-        for (id, described) in super::nexthop::describe_every()? {
+        for (id, described) in super::nexthop::describe_every(socket)? {
             nexthops.put(id, described);
         }
         Ok(nexthops)
-    }
-
-    /// The objects of namespace `ns`.
-    pub fn read_in(ns: &impl AsFd) -> std::io::Result<Nexthops> {
-        crate::namespaces::here_in_namespace(ns, Nexthops::read)
     }
 
     fn put(&mut self, id: u32, described: Described) {
