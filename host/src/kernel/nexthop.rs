@@ -30,13 +30,10 @@ use rtnetlink::sys::{Socket, SocketAddr};
 use rtnetlink::packet_route::route::RouteProtocol;
 
 use super::KernelRoute;
-use super::raw::{NLMSG_DONE, NLMSG_ERROR, error_code, messages, put};
-
-const RTM_NEWROUTE: u16 = 24;
-const RTM_DELROUTE: u16 = 25;
-const RTM_NEWNEXTHOP: u16 = 104;
-const RTM_DELNEXTHOP: u16 = 105;
-const RTM_GETNEXTHOP: u16 = 106;
+use super::raw::{
+    NLMSG_DONE, NLMSG_ERROR, RTM_DELNEXTHOP, RTM_DELROUTE, RTM_GETNEXTHOP, RTM_NEWNEXTHOP,
+    RTM_NEWROUTE, error_code, messages, put,
+};
 
 const NHA_ID: u16 = 1;
 const NHA_GROUP: u16 = 2;
@@ -83,8 +80,12 @@ impl Protocol {
         }
     }
 }
+/// `RTNH_F_DEAD`: the kernel marked the next hop dead.
+pub(super) const RTNH_F_DEAD: u32 = 1;
 /// `RTNH_F_ONLINK`.
 const RTNH_F_ONLINK: u32 = 4;
+/// `RTNH_F_LINKDOWN`: the next hop's port has no carrier.
+pub(super) const RTNH_F_LINKDOWN: u32 = 16;
 
 /// One next hop: a gateway on an interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -111,6 +112,32 @@ pub struct Objects {
 }
 
 impl Objects {
+    /// Adds object `id` as the kernel described it (a blackhole or a next
+    /// hop without a gateway is left out: this module makes neither).
+    fn add(&mut self, id: u32, described: Described) {
+        match described {
+            Described::Group(members) => {
+                self.groups.insert(id, members);
+            }
+            Described::Hop {
+                via: Some(via),
+                ifindex,
+                flags,
+            } => {
+                let onlink = flags & RTNH_F_ONLINK != 0;
+                self.hops.insert(
+                    id,
+                    Hop {
+                        via,
+                        ifindex,
+                        onlink,
+                    },
+                );
+            }
+            Described::Hop { via: None, .. } | Described::Nothing => {}
+        }
+    }
+
     /// The highest id in use, by any protocol (0: none).
     pub fn max_id(&self) -> u32 {
         self.hops
@@ -396,13 +423,6 @@ fn attributes(mut buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     })
 }
 
-/// The id of the object an `RTM_NEWNEXTHOP` payload describes.
-fn object_id(payload: &[u8]) -> Option<u32> {
-    attributes(payload.get(8..)?)
-        .find(|(kind, value)| *kind == NHA_ID && value.len() == 4)
-        .map(|(_, value)| u32::from_ne_bytes(value.try_into().expect("4 bytes")))
-}
-
 /// An object as the kernel describes it, whoever made it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Described {
@@ -453,37 +473,6 @@ pub(crate) fn describe(payload: &[u8]) -> Option<(u32, u8, Described)> {
         (None, None) => Described::Nothing,
     };
     Some((id?, protocol, described))
-}
-
-/// Adds the object an `RTM_NEWNEXTHOP` payload describes to `objects`
-/// (a blackhole or a next hop without a gateway is left out: this module
-/// makes neither).
-fn parse_object(payload: &[u8], objects: &mut Objects) {
-    match describe(payload) {
-        Some((id, _, Described::Group(members))) => {
-            objects.groups.insert(id, members);
-        }
-        Some((
-            id,
-            _,
-            Described::Hop {
-                via: Some(via),
-                ifindex,
-                flags,
-            },
-        )) => {
-            let onlink = flags & RTNH_F_ONLINK != 0;
-            objects.hops.insert(
-                id,
-                Hop {
-                    via,
-                    ifindex,
-                    onlink,
-                },
-            );
-        }
-        _ => {}
-    }
 }
 
 /// A socket for [`describe_every`], of the calling thread's namespace.
@@ -586,10 +575,10 @@ impl NexthopSocket {
         let protocol = self.protocol.number();
         let mut objects = Objects::default();
         dump(&self.socket, &mut self.buf, seq, |payload| {
-            if payload.get(2) == Some(&protocol) {
-                parse_object(payload, &mut objects);
-            } else if let Some(id) = object_id(payload) {
-                objects.highest = objects.highest.max(id);
+            match describe(payload) {
+                Some((id, of, described)) if of == protocol => objects.add(id, described),
+                Some((id, ..)) => objects.highest = objects.highest.max(id),
+                None => {}
             }
         })?;
         Ok(objects)
@@ -848,7 +837,8 @@ mod tests {
             let msg = acked(&request, Protocol::Bgp, 1);
             let m = messages(&msg).next().expect("one message");
             assert_eq!(m.kind, RTM_NEWNEXTHOP);
-            parse_object(m.payload, &mut objects);
+            let (id, _, described) = describe(m.payload).expect("an object");
+            objects.add(id, described);
         }
         assert_eq!(objects.hops, HashMap::from([(7, hop)]));
         assert_eq!(objects.groups, HashMap::from([(9, vec![1, 2, 3])]));

@@ -8,6 +8,15 @@ pub(super) const NLMSG_ERROR: u16 = 2;
 /// `NLMSG_DONE`: the end of a dump.
 pub(super) const NLMSG_DONE: u16 = 3;
 
+/// The `RTM_*` message kinds this crate reads or writes by hand.
+pub(super) const RTM_NEWLINK: u16 = 16;
+pub(super) const RTM_DELLINK: u16 = 17;
+pub(super) const RTM_NEWROUTE: u16 = 24;
+pub(super) const RTM_DELROUTE: u16 = 25;
+pub(super) const RTM_NEWNEXTHOP: u16 = 104;
+pub(super) const RTM_DELNEXTHOP: u16 = 105;
+pub(super) const RTM_GETNEXTHOP: u16 = 106;
+
 /// Appends one netlink attribute (struct nlattr, host order), padded to 4.
 pub(super) fn put(out: &mut Vec<u8>, kind: u16, value: &[u8]) {
     let len = u16::try_from(4 + value.len()).expect("netlink attributes are small");

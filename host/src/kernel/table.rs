@@ -7,13 +7,11 @@ use std::os::fd::{AsFd, AsRawFd};
 use rtnetlink::Handle;
 use rtnetlink::packet_route::route::RouteProtocol;
 
-use super::nexthop::Described;
+use super::nexthop::{Described, RTNH_F_DEAD, RTNH_F_LINKDOWN};
+use super::raw::{
+    RTM_DELLINK, RTM_DELNEXTHOP, RTM_DELROUTE, RTM_NEWLINK, RTM_NEWNEXTHOP, RTM_NEWROUTE,
+};
 use crate::error::Result;
-
-/// `RTNH_F_DEAD`.
-const RTNH_F_DEAD: u32 = 1;
-/// `RTNH_F_LINKDOWN`.
-const RTNH_F_LINKDOWN: u32 = 16;
 
 /// A route as read from a namespace's main table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,18 +207,13 @@ impl Nexthops {
     }
 
     /// Gives `route` the next hops of the object it names, if it carries
-    /// none; `false` when that object is unknown (the route then has no
-    /// next hop).
-    pub fn resolve(&self, route: &mut TableRoute) -> bool {
-        if !route.unresolved() {
-            return true;
-        }
-        match route.object.and_then(|id| self.hops(id)) {
-            Some(hops) => {
-                route.hops = hops.into();
-                true
-            }
-            None => false,
+    /// none (a route to an object unknown here keeps none:
+    /// [`TableRoute::unresolved`]).
+    pub fn resolve(&self, route: &mut TableRoute) {
+        if route.unresolved()
+            && let Some(hops) = route.object.and_then(|id| self.hops(id))
+        {
+            route.hops = hops.into();
         }
     }
 
@@ -316,11 +309,6 @@ impl Listener {
         })
     }
 
-    /// The objects as the notifications so far left them.
-    pub fn nexthops(&self) -> &Nexthops {
-        &self.nexthops
-    }
-
     /// Takes `nexthops` as the namespace's objects (read again with its
     /// table).
     pub fn relearn(&mut self, nexthops: Nexthops) {
@@ -362,12 +350,6 @@ impl Listener {
 fn notice(nexthops: &mut Nexthops, kind: u16, payload: &[u8]) -> Vec<Notice> {
     use rtnetlink::packet_core::Parseable;
     use rtnetlink::packet_route::route::RouteMessage;
-    const RTM_NEWLINK: u16 = 16;
-    const RTM_DELLINK: u16 = 17;
-    const RTM_NEWROUTE: u16 = 24;
-    const RTM_DELROUTE: u16 = 25;
-    const RTM_NEWNEXTHOP: u16 = 104;
-    const RTM_DELNEXTHOP: u16 = 105;
     match kind {
         RTM_NEWLINK | RTM_DELLINK => vec![Notice::Link],
         RTM_NEWROUTE | RTM_DELROUTE => {
@@ -595,7 +577,7 @@ mod tests {
                 metric: 20,
             })
         };
-        let [Notice::Route(known)] = &notice(&mut nexthops, 24, &route(9))[..] else {
+        let [Notice::Route(known)] = &notice(&mut nexthops, RTM_NEWROUTE, &route(9))[..] else {
             panic!("a route");
         };
         assert_eq!(
@@ -604,12 +586,12 @@ mod tests {
         );
         assert_eq!(&known.hops[..], &[table_hop(1), table_hop(2)]);
         assert!(!known.unresolved());
-        let [Notice::Route(unknown)] = &notice(&mut nexthops, 24, &route(10))[..] else {
+        let [Notice::Route(unknown)] = &notice(&mut nexthops, RTM_NEWROUTE, &route(10))[..] else {
             panic!("a route");
         };
         assert!(unknown.unresolved());
         assert_eq!(
-            notice(&mut nexthops, 16, &[0; 16]),
+            notice(&mut nexthops, RTM_NEWLINK, &[0; 16]),
             vec![Notice::Link],
             "a link's notification"
         );

@@ -344,8 +344,10 @@ impl Table {
         let (mut before, mut touched) = (Table::default(), BTreeSet::new());
         for (prefix, _) in updates.keys() {
             if touched.insert(*prefix) {
-                for (_, r) in self.routes.range((*prefix, 0)..=(*prefix, u32::MAX)) {
-                    before.insert(r.clone());
+                // Kept as they are (their hop lists already shared): only
+                // compared, or put back by `restore`.
+                for (k, r) in self.routes.range((*prefix, 0)..=(*prefix, u32::MAX)) {
+                    before.routes.insert(*k, r.clone());
                 }
             }
         }
