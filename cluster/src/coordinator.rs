@@ -562,17 +562,24 @@ impl Coordinator {
         }
     }
 
+    /// Tells worker `index` to build its part (once gathered: every
+    /// worker has said where it is, and the port is chosen).
     fn tell_to_build(&mut self, index: usize, now: Duration, out: &mut Vec<Output>) {
         let underlays = self
             .workers
             .iter()
-            .map(|w| w.underlay.unwrap_or(self.own.underlay))
+            .map(|w| {
+                w.underlay
+                    .expect("every worker said hello before any builds")
+            })
             .collect();
         self.workers[index].building_since = Some(now);
         out.push(Output::Build {
             index,
             underlays,
-            port: self.port.unwrap_or(self.settings.first_port),
+            port: self
+                .port
+                .expect("the port is chosen before any worker builds"),
         });
     }
 
@@ -584,16 +591,7 @@ impl Coordinator {
         w.built = true;
         w.building_since = None;
         w.last_seen = now;
-        if w.carrier_down {
-            w.carrier_down = false;
-            for to in self.others(index) {
-                out.push(Output::Carrier {
-                    to,
-                    peer: index,
-                    up: true,
-                });
-            }
-        }
+        self.mirror_carrier(index, true, out);
         if !self.built_once && self.workers.iter().all(Worker::running) {
             self.built_once = true;
         }
@@ -611,19 +609,26 @@ impl Coordinator {
         w.built = false;
         w.building_since = None;
         w.last_seen = now;
-        if !self.gathered {
-            // Nothing was handed out: it is only missing again.
+        if self.gathered {
+            self.mirror_carrier(index, false, out);
+        }
+        // Before, nothing was handed out: it is only missing again.
+    }
+
+    /// Tells every other connected worker that its cut links to machine
+    /// `index` are up or down, unless they were told so last.
+    fn mirror_carrier(&mut self, index: usize, up: bool, out: &mut Vec<Output>) {
+        let w = &mut self.workers[index];
+        if w.carrier_down != up {
             return;
         }
-        if !w.carrier_down {
-            w.carrier_down = true;
-            for to in self.others(index) {
-                out.push(Output::Carrier {
-                    to,
-                    peer: index,
-                    up: false,
-                });
-            }
+        w.carrier_down = !up;
+        for to in self.others(index) {
+            out.push(Output::Carrier {
+                to,
+                peer: index,
+                up,
+            });
         }
     }
 
