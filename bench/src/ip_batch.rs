@@ -35,7 +35,14 @@ pub fn ip_batches(lab: &Lab) -> turbonet_lab::Result<(Vec<String>, Vec<Batch>)> 
     let mut kernel = IpBatch::new();
     let phases = kernel.phases();
     let hash_seed = namespaces::has_sysctl("net/ipv4/fib_multipath_hash_seed");
-    up::dry_build(&mut kernel, lab, &carriers, hash_seed, &phases)?;
+    up::dry_build(
+        &mut kernel,
+        lab,
+        &turbonet_lab::span::Span::whole(lab),
+        &carriers,
+        hash_seed,
+        &phases,
+    )?;
     let names = kernel.namespaces().to_vec();
     Ok((names, kernel.into_batches()))
 }

@@ -64,6 +64,7 @@ pub mod plan;
 pub mod progress;
 pub mod routes;
 pub mod serve;
+pub mod span;
 pub mod state;
 
 pub mod topology;

@@ -19,6 +19,7 @@ use crate::error::{Context, Error, Result};
 use crate::limits;
 use crate::progress::Progress;
 use crate::routes::bgp;
+use crate::span::Span;
 use crate::state::{LabDir, LabState, Phase, Stopwatch, Timing};
 use turbonet_host::kernel::{Kernel, Netlink};
 use turbonet_host::{namespaces, process};
@@ -320,7 +321,8 @@ pub fn up(options: &Options, progress: &dyn Progress) -> Result<Up> {
         }
     };
     let builder = Builder::of(&lab)?;
-    let namespaces = builder.namespaces(&lab, &carriers);
+    let span = Span::whole(&lab);
+    let namespaces = builder.namespaces(&lab, &span, &carriers);
     let scenario = fs::canonicalize(&options.file).unwrap_or_else(|_| options.file.clone());
     let mut state = LabState::new(&lab.name, scenario, namespaces);
     state.neighbours = neighbours;
@@ -358,7 +360,7 @@ pub fn up(options: &Options, progress: &dyn Progress) -> Result<Up> {
         let mut interrupt = signal(SignalKind::interrupt())?;
         let mut terminate = signal(SignalKind::terminate())?;
         tokio::select! {
-            built = build(&builder, &lab, &carriers, &routes, threads, userns, progress, &dir, &mut state) => built,
+            built = build(&builder, &lab, &span, &carriers, &routes, threads, userns, progress, &dir, &mut state) => built,
             _ = interrupt.recv() => Err(Error::Failed("interrupted".to_owned())),
             _ = terminate.recv() => Err(Error::Failed("terminated".to_owned())),
         }
@@ -403,6 +405,7 @@ fn up_routes(lab: &Lab) -> Vec<Vec<turbonet_routing::Route>> {
 async fn build(
     builder: &Builder,
     lab: &Lab,
+    span: &Span,
     carriers: &[Carrier],
     routes: &[Vec<turbonet_routing::Route>],
     threads: usize,
@@ -418,6 +421,7 @@ async fn build(
     };
     let mut cx = Build {
         lab,
+        span,
         carriers,
         routes,
         host,
@@ -626,12 +630,15 @@ pub fn poll_interval(waited: std::time::Duration) -> std::time::Duration {
     )
 }
 
-/// Runs the kernel side of `up` for `lab` through `kernel`, which writes
-/// requests down rather than making them (nothing is created; a scratch
-/// lab directory stands in for the lab's), on one thread.
+/// Runs the kernel side of `up` for `span`'s part of `lab` through
+/// `kernel`, which writes requests down rather than making them (nothing
+/// is created; a scratch lab directory stands in for the lab's), on one
+/// thread. `carriers`: the lab's ([`Span::carriers`] makes them this
+/// machine's).
 pub fn dry_build<K: Kernel>(
     kernel: &mut K,
     lab: &Lab,
+    span: &Span,
     carriers: &[Carrier],
     hash_seed: bool,
     progress: &dyn Progress,
@@ -647,9 +654,11 @@ pub fn dry_build<K: Kernel>(
     let dir = LabDir::new(&root, &lab.name);
     dir.claim()?;
     let mut state = LabState::new(&lab.name, PathBuf::new(), Vec::new());
+    let carriers = span.carriers(lab, carriers);
     let mut cx = Build {
         lab,
-        carriers,
+        span,
+        carriers: &carriers,
         routes: &routes,
         host: Host {
             threads: 1,
@@ -714,7 +723,15 @@ mod characterisation {
         // As on a machine without netem, with per-namespace hash seeds.
         let carriers = crate::carrier::carriers(&lab, &crate::carrier::Qdiscs::none()).unwrap();
         let mut kernel = Recorder::new();
-        dry_build(&mut kernel, &lab, &carriers, true, &crate::progress::Quiet).unwrap();
+        dry_build(
+            &mut kernel,
+            &lab,
+            &Span::whole(&lab),
+            &carriers,
+            true,
+            &crate::progress::Quiet,
+        )
+        .unwrap();
         kernel.lines()
     }
 
@@ -751,6 +768,158 @@ mod characterisation {
             }
         }
         out
+    }
+
+    /// Machine `i`'s underlay address in these tests.
+    fn underlay(i: u32) -> std::net::Ipv4Addr {
+        std::net::Ipv4Addr::new(198, 18, 0, 1 + i as u8)
+    }
+
+    /// The requests of each machine's part of scenario `text` (read from
+    /// `path`) over `machines` machines, and the plan.
+    fn record_parts(
+        path: &Path,
+        text: &str,
+        machines: u32,
+    ) -> (Vec<Vec<String>>, turbonet_topo::machines::MachinePlan) {
+        let lab = turbonet_topo::parse(&path.display().to_string(), text).unwrap();
+        let carriers = crate::carrier::carriers(&lab, &crate::carrier::Qdiscs::none()).unwrap();
+        let plan = turbonet_topo::machines::plan(&lab, machines).unwrap();
+        let parts = (0..machines)
+            .map(|i| {
+                let span =
+                    Span::of(&lab, &plan, i, (0..machines).map(underlay).collect(), 14790).unwrap();
+                let mut kernel = Recorder::new();
+                let quiet = &crate::progress::Quiet;
+                dry_build(&mut kernel, &lab, &span, &carriers, true, quiet).unwrap();
+                kernel.lines()
+            })
+            .collect();
+        (parts, plan)
+    }
+
+    /// The lines of `lines` of kind `kind` (their first word), sorted.
+    fn of_kind<'a>(lines: impl IntoIterator<Item = &'a String>, kind: &str) -> Vec<&'a str> {
+        let prefix = format!("{kind} ");
+        let mut out: Vec<&str> = (lines.into_iter())
+            .map(String::as_str)
+            .filter(|l| l.starts_with(&prefix))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    #[test]
+    fn a_lab_over_machines_builds_each_node_once_with_the_addresses_and_routes_of_one_machine() {
+        for (file, machines) in [
+            ("fat-tree-k4", 2),
+            ("fat-tree-k4", 3),
+            ("hpn", 2),
+            ("custom-triangle", 3),
+        ] {
+            let path = workspace().join(format!("scenarios/{file}.toml"));
+            let text = std::fs::read_to_string(&path).unwrap();
+            let whole = record(&path);
+            let (parts, plan) = record_parts(&path, &text, machines);
+            let all: Vec<&String> = parts.iter().flatten().collect();
+            let at = format!("{file} over {machines}");
+            // Every node's namespace once, with its sysctls; every address,
+            // loopback, carrier wait and route as on one machine.
+            for kind in ["netns", "addr", "up", "carrier", "route", "rule"] {
+                assert_eq!(
+                    of_kind(all.iter().copied(), kind),
+                    of_kind(&whole, kind),
+                    "{at}: {kind}"
+                );
+            }
+            // A link within a machine is its veth pair there; a cut link
+            // is a VXLAN device at each end instead.
+            let cut: Vec<&str> = plan.cut_links.iter().map(|c| c.link.as_str()).collect();
+            assert!(!cut.is_empty(), "{at}");
+            let veths = of_kind(all.iter().copied(), "veth");
+            let whole_veths = of_kind(&whole, "veth");
+            assert_eq!(veths.len() + cut.len(), whole_veths.len(), "{at}");
+            assert!(veths.iter().all(|v| whole_veths.contains(v)), "{at}");
+            let lab = turbonet_topo::parse("t", &text).unwrap();
+            for c in &plan.cut_links {
+                let link = lab.fabric.links.iter().find(|l| l.name == c.link).unwrap();
+                let ends: Vec<String> = (0..2)
+                    .map(|side| {
+                        let near = &link.ends[side];
+                        let node = &lab.fabric.node(near.node).name;
+                        let port = crate::names::port_index(&lab, near.node, link.id).unwrap();
+                        let [m, f] = [c.machines[side], c.machines[1 - side]];
+                        let line = format!(
+                            "vxlan tn-{}-{node} {}#{port} vni {} {} -> {} port 14790 mtu {}",
+                            lab.name,
+                            near.ifname,
+                            c.vni,
+                            underlay(m),
+                            underlay(f),
+                            c.mtu
+                        );
+                        assert!(parts[m as usize].contains(&line), "{at}: {line}");
+                        assert!(!parts[f as usize].contains(&line), "{at}: {line}");
+                        line
+                    })
+                    .collect();
+                assert_ne!(ends[0], ends[1]);
+            }
+            assert_eq!(
+                of_kind(all.iter().copied(), "vxlan").len(),
+                2 * cut.len(),
+                "{at}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_impaired_cut_link_is_carried_by_its_owner_s_engine_and_is_a_plain_tunnel_at_the_far_end()
+    {
+        let path = workspace().join("scenarios/custom-triangle.toml");
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("mtu = 1500", "mtu = 1500\ndelay = \"1ms\"");
+        let (parts, plan) = record_parts(&path, &text, 3);
+        let lab = turbonet_topo::parse("t", &text).unwrap();
+        assert_eq!(plan.cut_links.len(), 3, "every switch link is cut");
+        for c in &plan.cut_links {
+            assert!(c.engine, "{c:?}");
+            let link = lab.fabric.links.iter().find(|l| l.name == c.link).unwrap();
+            let owner_end = c.machines.iter().position(|m| *m == c.owner).unwrap();
+            let (own, far) = (&link.ends[owner_end], &link.ends[1 - owner_end]);
+            let (owner, other) = (
+                &parts[c.owner as usize],
+                &parts[c.machines[1 - owner_end] as usize],
+            );
+            let node = |e: &turbonet_topo::Endpoint| lab.fabric.node(e.node).name.clone();
+            // At the owner: the node's port paired with an engine port, and
+            // the engine's other port the tunnel.
+            let veth = format!("veth tn-tri-{} {}#", node(own), own.ifname);
+            let paired = owner.iter().find(|l| l.starts_with(&veth)).unwrap();
+            assert!(paired.contains("<-> tn-tri.engine e"), "{paired}");
+            let tunnel = format!("vxlan tn-tri.engine e{}", link.id.0);
+            let tunnel = owner.iter().find(|l| l.starts_with(&tunnel)).unwrap();
+            assert!(tunnel.contains(&format!("vni {}", c.vni)), "{tunnel}");
+            // At the far machine: the node's port is the tunnel, and no
+            // engine carries the link.
+            let plain = format!("vxlan tn-tri-{} {}#", node(far), far.ifname);
+            assert!(other.iter().any(|l| l.starts_with(&plain)), "{other:#?}");
+            assert!(
+                !other
+                    .iter()
+                    .any(|l| l.contains(&format!(" e{}", link.id.0))),
+                "{other:#?}"
+            );
+        }
+        // Every host link stays within its machine, through the engine.
+        for part in &parts {
+            assert!(part.iter().any(|l| l.starts_with("netns tn-tri.engine")));
+            assert!(
+                part.iter()
+                    .any(|l| l.starts_with("offloads-off tn-tri.engine"))
+            );
+        }
     }
 
     #[test]

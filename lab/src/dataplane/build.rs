@@ -16,6 +16,7 @@ use crate::carrier::Carrier;
 use crate::dataplane::mgmt;
 use crate::error::{Error, Result};
 use crate::progress::Progress;
+use crate::span::Span;
 use crate::state::{LabDir, LabState, Stopwatch, Timing};
 use crate::{bail, err};
 
@@ -35,7 +36,9 @@ pub(crate) struct Host {
 pub(crate) struct Build<'a> {
     /// The lab.
     pub(crate) lab: &'a Lab,
-    /// How each link is carried.
+    /// The part of the lab this machine runs.
+    pub(crate) span: &'a Span,
+    /// How each link is carried here ([`Span::carriers`]).
     pub(crate) carriers: &'a [Carrier],
     /// Every node's routes (`up`'s: with BGP, only those outside the
     /// fabric).
@@ -55,7 +58,8 @@ pub(crate) struct Build<'a> {
 pub(crate) trait TargetBuild {
     /// The namespaces its build creates (beside the management network's),
     /// recorded before any is, so that `down` finds them whatever happens.
-    fn namespaces(&self, lab: &Lab, carriers: &[Carrier]) -> Vec<String>;
+    /// `span`: the part of the lab this machine runs.
+    fn namespaces(&self, lab: &Lab, span: &Span, carriers: &[Carrier]) -> Vec<String>;
 
     /// Everything it asks of the kernel, phase by phase, through `kernel`.
     async fn kernel<K: Kernel>(&self, kernel: &mut K, cx: &mut Build<'_>) -> Result<()>;

@@ -90,8 +90,13 @@ impl Builder {
     }
 
     /// Every namespace the build creates, the management network's too.
-    pub(crate) fn namespaces(&self, lab: &Lab, carriers: &[Carrier]) -> Vec<String> {
-        let mut names = each!(self, b => b.namespaces(lab, carriers));
+    pub(crate) fn namespaces(
+        &self,
+        lab: &Lab,
+        span: &crate::span::Span,
+        carriers: &[Carrier],
+    ) -> Vec<String> {
+        let mut names = each!(self, b => b.namespaces(lab, span, carriers));
         names.extend(mgmt::namespace_spec(lab).map(|s| s.name));
         names
     }

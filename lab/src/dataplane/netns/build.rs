@@ -12,6 +12,7 @@ use crate::dataplane::build::{
 };
 use crate::dataplane::netns::{self, externals};
 use crate::error::Result;
+use crate::span::Span;
 use crate::state::Stopwatch;
 
 /// Builds a `netns` lab.
@@ -19,8 +20,9 @@ use crate::state::Stopwatch;
 pub(crate) struct NetnsBuild;
 
 impl TargetBuild for NetnsBuild {
-    fn namespaces(&self, lab: &Lab, carriers: &[Carrier]) -> Vec<String> {
+    fn namespaces(&self, lab: &Lab, span: &Span, carriers: &[Carrier]) -> Vec<String> {
         let mut names: Vec<String> = (lab.fabric.nodes.iter())
+            .filter(|n| span.runs(n.id))
             .map(|n| crate::names::node_namespace(&lab.name, &n.name))
             .collect();
         if netns::has_engine_namespace(lab, carriers) {
@@ -39,46 +41,63 @@ impl TargetBuild for NetnsBuild {
     }
 }
 
-/// The `netns` target: a namespace per node, veth links, the link engine's
-/// side of impaired links (or netem), addresses, kernel routes.
+/// The `netns` target: a namespace per node that runs here, veth links
+/// (VXLAN tunnels for links to other machines), the link engine's side of
+/// impaired links (or netem), addresses, kernel routes.
 async fn build<K: Kernel>(kernel: &mut K, cx: &mut Build<'_>) -> Result<()> {
-    let (lab, carriers, routes, host, progress, dir) =
-        (cx.lab, cx.carriers, cx.routes, cx.host, cx.progress, cx.dir);
+    let (lab, span, carriers, routes, host, progress, dir) = (
+        cx.lab,
+        cx.span,
+        cx.carriers,
+        cx.routes,
+        cx.host,
+        cx.progress,
+        cx.dir,
+    );
     let specs = netns::namespace_specs(
         lab,
+        span,
         netns::has_engine_namespace(lab, carriers),
         host.hash_seed,
     );
+    let here_count = specs.iter().filter(|s| s.for_user).count();
     let (created, hub) = create_namespaces(kernel, cx, specs).await?;
     let state = &mut *cx.state;
-    let (nodes, engine) = created.split_at(lab.fabric.nodes.len());
+    let (nodes, engine) = created.split_at(here_count);
     let engine = engine.first().copied();
-    let veths = netns::veths(lab, nodes, engine, carriers)?;
-    let senders = veths
-        .iter()
+    let here = netns::Here::new(lab, span, nodes);
+    let links = netns::links(lab, &here, engine, carriers)?;
+    let senders = (links.veths.iter())
         .map(|v| v.local.ns)
         .collect::<std::collections::BTreeSet<_>>()
-        .len();
+        .len()
+        + usize::from(!links.vxlans.is_empty());
+    let (pairs, tunnels) = (links.veths.len(), links.vxlans.len());
     let k = &*kernel;
     timed_counted(
         progress,
         state,
         "links",
         (senders, &|| k.finished()),
-        k.add_veths(veths),
-        |()| format!("{} veth pairs", lab.fabric.links.len()),
+        async {
+            k.add_veths(links.veths).await?;
+            k.add_vxlans(links.vxlans).await
+        },
+        |()| match tunnels {
+            0 => format!("{} veth pairs", lab.fabric.links.len()),
+            _ => format!("{pairs} veth pairs, {tunnels} VXLAN tunnels to other machines"),
+        },
     )
     .await?;
     fail_point("links")?;
     if let Some(hub) = hub {
-        let ns_of = |id: turbonet_topo::NodeId| nodes.get(id.0 as usize).copied();
-        build_mgmt(kernel, lab, ns_of, hub, progress, state).await?;
+        build_mgmt(kernel, lab, |id| here.ns(id), hub, progress, state).await?;
     }
 
     if !state.externals.is_empty() {
         progress.start("externals");
         let watch = Stopwatch::start();
-        externals::attach(kernel, lab, nodes, dir, state).await?;
+        externals::attach(kernel, lab, &here, dir, state).await?;
         phase(
             progress,
             "externals",
@@ -89,7 +108,7 @@ async fn build<K: Kernel>(kernel: &mut K, cx: &mut Build<'_>) -> Result<()> {
     }
 
     if let (Some(engine), false) = (engine, lab.mirrors.is_empty()) {
-        let (veths, up) = netns::mirrors::veths(lab, nodes, engine, carriers);
+        let (veths, up) = netns::mirrors::veths(lab, &here, engine, carriers);
         timed(
             progress,
             state,
@@ -106,7 +125,7 @@ async fn build<K: Kernel>(kernel: &mut K, cx: &mut Build<'_>) -> Result<()> {
     if let Some(engine) = engine
         && carriers.iter().any(crate::carrier::Carrier::is_spliced)
     {
-        let (up, offloads) = netns::engine_ports(lab, nodes, engine, carriers);
+        let (up, offloads) = netns::engine_ports(lab, &here, engine, carriers);
         let spliced = up.iter().map(|(_, p)| p.len()).sum::<usize>() / 2;
         timed(
             progress,
@@ -121,7 +140,7 @@ async fn build<K: Kernel>(kernel: &mut K, cx: &mut Build<'_>) -> Result<()> {
         .await?;
     }
 
-    let netem = netns::kernel_engine(lab, nodes, carriers);
+    let netem = netns::kernel_engine(lab, &here, carriers);
     if netem.links > 0 {
         let links = netem.links;
         timed(
@@ -139,7 +158,7 @@ async fn build<K: Kernel>(kernel: &mut K, cx: &mut Build<'_>) -> Result<()> {
         )
         .await?;
     }
-    let (shapers, shaped) = netns::kernel_shapers(lab, nodes, carriers);
+    let (shapers, shaped) = netns::kernel_shapers(lab, &here, carriers);
     if shaped > 0 {
         timed(
             progress,
@@ -150,17 +169,17 @@ async fn build<K: Kernel>(kernel: &mut K, cx: &mut Build<'_>) -> Result<()> {
         )
         .await?;
     }
-    let addresses = netns::addresses(lab, nodes);
+    let addresses = netns::addresses(lab, &here);
     let count: usize = addresses.iter().map(|(_, a)| a.len()).sum();
-    let rules = netns::host_rules(lab, nodes);
+    let rules = netns::host_rules(lab, &here);
     let k = &*kernel;
     timed_counted(
         progress,
         state,
         "addresses",
-        (2 * nodes.len() + rules.len(), &|| k.finished()),
+        (2 * here_count + rules.len(), &|| k.finished()),
         async {
-            k.set_up(netns::loopbacks(nodes)).await?;
+            k.set_up(netns::loopbacks(lab, &here)).await?;
             k.add_addresses(addresses).await?;
             k.add_rules(rules).await
         },
@@ -168,7 +187,7 @@ async fn build<K: Kernel>(kernel: &mut K, cx: &mut Build<'_>) -> Result<()> {
     )
     .await?;
     fail_point("addresses")?;
-    let ports = netns::carrier_ports(lab, nodes);
-    let kernel_routes = netns::kernel_routes(lab, nodes, routes)?;
+    let ports = netns::carrier_ports(lab, &here);
+    let kernel_routes = netns::kernel_routes(lab, &here, routes)?;
     carrier_then_routes(kernel, progress, state, ports, kernel_routes, "").await
 }

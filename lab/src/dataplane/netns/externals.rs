@@ -73,18 +73,22 @@ pub fn plan(lab: &Lab) -> Result<Vec<ExternalState>> {
 pub async fn attach<K: turbonet_host::kernel::Kernel>(
     kernel: &K,
     lab: &Lab,
-    nodes: &[turbonet_host::kernel::Ns],
+    here: &super::Here<'_>,
     dir: &LabDir,
     state: &mut LabState,
 ) -> Result<()> {
     for (i, ext) in lab.fabric.externals.iter().enumerate() {
+        // A lab with externals runs on one machine (`Span::of`).
+        let Some(into) = here.ns(ext.node) else {
+            continue;
+        };
         state.externals[i].attached = true;
         dir.save(state)?;
         kernel
             .attach_external(&turbonet_host::kernel::External {
                 interface: ext.interface.clone(),
                 from: ext.netns.clone(),
-                into: nodes[ext.node.0 as usize],
+                into,
                 ifname: ext.ifname.clone(),
                 alias: crate::names::alias(&lab.name, &format!("external:{}", ext.interface)),
                 addr: ext.addr,

@@ -5,6 +5,7 @@
 
 use turbonet_topo::Lab;
 
+use super::Here;
 use crate::carrier::Carrier;
 use turbonet_host::kernel::{Ns, PerNs, Veth, VethEnd};
 
@@ -17,11 +18,20 @@ pub fn near_end(carriers: &[Carrier], i: usize) -> (String, u32) {
 
 /// Every mirror's veth (created from the monitor's namespace), and the
 /// near ends to bring up.
-pub fn veths(lab: &Lab, nodes: &[Ns], engine: Ns, carriers: &[Carrier]) -> (Vec<Veth>, PerNs<u32>) {
+pub fn veths(
+    lab: &Lab,
+    here: &Here<'_>,
+    engine: Ns,
+    carriers: &[Carrier],
+) -> (Vec<Veth>, PerNs<u32>) {
     let mut at_node = vec![0u32; lab.fabric.nodes.len()];
     let mut veths = Vec::new();
     let mut up = Vec::new();
     for (i, m) in lab.mirrors.iter().enumerate() {
+        // A lab with mirrors runs on one machine (`Span::of`).
+        let Some(ns) = here.ns(m.to) else {
+            continue;
+        };
         let node = lab.fabric.node(m.to);
         // After the node's ports and the management port's slot.
         let ifindex = crate::names::port_ifindex(node.links.len() + 1) + at_node[m.to.0 as usize];
@@ -34,7 +44,7 @@ pub fn veths(lab: &Lab, nodes: &[Ns], engine: Ns, carriers: &[Carrier]) -> (Vec<
                 node.name
             ),
             local: VethEnd {
-                ns: nodes[m.to.0 as usize],
+                ns,
                 name: m.port.clone(),
                 ifindex,
                 mac: None,

@@ -25,14 +25,58 @@ pub use plane::{NetnsPlane, Tapper};
 use ipnet::Ipv4Net;
 use turbonet_injectors::Impairment;
 use turbonet_routing::Route;
-use turbonet_topo::{Lab, Node};
+use turbonet_topo::machines::Reach;
+use turbonet_topo::{Lab, Node, NodeId};
 
 use crate::carrier::Carrier;
 use crate::dataplane::kernel_routes::node_kernel_routes;
 use crate::err;
 use crate::error::Result;
 use crate::names::{self, port_ifindex, port_index};
-use turbonet_host::kernel::{Address, KernelRoute, NamespaceSpec, Ns, PerNs, Veth, VethEnd};
+use crate::span::Span;
+use turbonet_host::kernel::{Address, KernelRoute, NamespaceSpec, Ns, PerNs, Veth, VethEnd, Vxlan};
+
+/// The nodes that run on this machine, each with its namespace, and where
+/// every link is ([`Span`]): what each phase of the build reads.
+#[derive(Debug)]
+pub struct Here<'a> {
+    span: &'a Span,
+    /// Each node's namespace, by node id; `None` for another machine's.
+    ns: Vec<Option<Ns>>,
+}
+
+impl<'a> Here<'a> {
+    /// The nodes of `lab` that `span` runs, in node order, in the
+    /// namespaces `created` (in the same order).
+    pub fn new(lab: &Lab, span: &'a Span, created: &[Ns]) -> Here<'a> {
+        let mut created = created.iter().copied();
+        let ns = (lab.fabric.nodes.iter())
+            .map(|n| span.runs(n.id).then(|| created.next()).flatten())
+            .collect();
+        Here { span, ns }
+    }
+
+    /// Node `node`'s namespace, if it runs here.
+    pub fn ns(&self, node: NodeId) -> Option<Ns> {
+        self.ns.get(node.0 as usize).copied().flatten()
+    }
+
+    /// The nodes of `lab` that run here, with their namespaces, in node
+    /// order.
+    pub fn nodes<'l>(&self, lab: &'l Lab) -> impl Iterator<Item = (&'l Node, Ns)> {
+        (lab.fabric.nodes.iter()).filter_map(|n| Some((n, self.ns(n.id)?)))
+    }
+
+    /// Where this machine is in the lab.
+    pub fn span(&self) -> &'a Span {
+        self.span
+    }
+
+    /// The namespace of node `node`, which runs here.
+    fn of(&self, node: NodeId) -> Ns {
+        self.ns(node).expect("a node of this machine")
+    }
+}
 
 /// The per-switch ECMP hash seed, derived from the scenario seed and the
 /// switch name (never 0: the kernel reads 0 as "random").
@@ -97,10 +141,10 @@ pub fn has_engine_namespace(lab: &Lab, carriers: &[crate::carrier::Carrier]) -> 
     carriers.iter().any(crate::carrier::Carrier::is_spliced) || !lab.mirrors.is_empty()
 }
 
-/// Every node's namespace in node order (and, with `engine`, the lab's
-/// hidden engine namespace last), each with its sysctls. `has_seed`: the
-/// kernel has `fib_multipath_hash_seed`.
-pub fn namespace_specs(lab: &Lab, engine: bool, has_seed: bool) -> Vec<NamespaceSpec> {
+/// The namespace of every node that runs here (`span`), in node order
+/// (and, with `engine`, the lab's hidden engine namespace last), each with
+/// its sysctls. `has_seed`: the kernel has `fib_multipath_hash_seed`.
+pub fn namespace_specs(lab: &Lab, span: &Span, engine: bool, has_seed: bool) -> Vec<NamespaceSpec> {
     let spelled_out = lab
         .routing
         .spells_out_next_hops(lab.fabric.switches().count());
@@ -108,6 +152,7 @@ pub fn namespace_specs(lab: &Lab, engine: bool, has_seed: bool) -> Vec<Namespace
         .fabric
         .nodes
         .iter()
+        .filter(|n| span.runs(n.id))
         .map(|n| NamespaceSpec {
             name: names::node_namespace(&lab.name, &n.name),
             sysctls: node_sysctls(lab, n, has_seed, spelled_out),
@@ -127,24 +172,37 @@ pub fn namespace_specs(lab: &Lab, engine: bool, has_seed: bool) -> Vec<Namespace
     specs
 }
 
-/// Every link's veth pairs: a plain link is one pair with an end in each
-/// node; an impaired link is two, each node's port paired with an
-/// interface in the engine namespace. Both ends get their deterministic
-/// ifindex; each request goes from the namespace of the end it creates
-/// first (where that ifindex is known to be free), so link creation also
-/// spreads over all connections.
-pub fn veths(
+/// The devices of every link with an end here: veth pairs and, for cut
+/// links, VXLAN devices.
+#[derive(Debug, Default)]
+pub struct LinkDevices {
+    /// Veth pairs, grouped by the namespace that sends the request.
+    pub veths: Vec<Veth>,
+    /// Cut links' ends.
+    pub vxlans: Vec<Vxlan>,
+}
+
+/// Every link's devices here. A plain link is one veth pair with an end in
+/// each node; an impaired (spliced) link is two, each node's port paired
+/// with an interface in the engine namespace. A cut link's end here is a
+/// VXLAN device where the far end's veth would be (see [`crate::span`]).
+/// Every port gets its deterministic ifindex; each veth request goes from
+/// the namespace of the end it creates first (where that ifindex is known
+/// to be free), so link creation also spreads over all connections.
+pub fn links(
     lab: &Lab,
-    nodes: &[Ns],
+    here: &Here<'_>,
     engine: Option<Ns>,
     carriers: &[Carrier],
-) -> Result<Vec<Veth>> {
+) -> Result<LinkDevices> {
     let port_of = port_positions(lab);
     let impaired = engine::spliced(carriers);
-    let mut out = Vec::new();
+    let mut out = LinkDevices::default();
     for link in &lab.fabric.links {
-        let [a, b] = &link.ends;
-        let [ia, ib] = port_of[link.id.0 as usize];
+        let reach = here.span().reach(link);
+        if reach == Reach::Away {
+            continue;
+        }
         let mtu = link.params.mtu.map(|m| u32::from(m.0));
         let end = |ns, name: &str, ifindex| VethEnd {
             ns,
@@ -152,32 +210,49 @@ pub fn veths(
             ifindex,
             mac: None,
         };
-        match impaired[link.id.0 as usize] {
-            None => out.push(Veth {
-                what: format!("link {}", link.name),
-                local: end(nodes[a.node.0 as usize], &a.ifname, port_ifindex(ia)),
-                peer: end(nodes[b.node.0 as usize], &b.ifname, port_ifindex(ib)),
-                mtu,
-                peer_up: true,
-            }),
-            Some(k) => {
+        // A node's end `side`: its port.
+        let port = |side: usize| {
+            let e = &link.ends[side];
+            end(
+                here.of(e.node),
+                &e.ifname,
+                port_ifindex(port_of[link.id.0 as usize][side]),
+            )
+        };
+        let veth = |local, peer, peer_up| Veth {
+            what: format!("link {}", link.name),
+            local,
+            peer,
+            mtu,
+            peer_up,
+        };
+        match (reach, impaired[link.id.0 as usize]) {
+            (Reach::Local, None) => out.veths.push(veth(port(0), port(1), true)),
+            (Reach::Cut(cut), None) => out.vxlans.push(here.span().vxlan(link, cut, port(cut.end))),
+            (reach, Some(k)) => {
                 let engine =
                     engine.ok_or_else(|| err!("impaired link {} without an engine", link.name))?;
-                for (side, (e, index)) in [(a, ia), (b, ib)].into_iter().enumerate() {
+                for side in 0..2 {
                     let (name, ifindex) = engine::port(link.id.0, k, side);
-                    out.push(Veth {
-                        what: format!("link {}", link.name),
-                        local: end(nodes[e.node.0 as usize], &e.ifname, port_ifindex(index)),
-                        peer: end(engine, &name, ifindex),
-                        mtu,
-                        peer_up: false,
-                    });
+                    match reach {
+                        // The far node's side of the engine: the tunnel.
+                        Reach::Cut(cut) if cut.end != side => {
+                            out.vxlans.push(here.span().vxlan(
+                                link,
+                                cut,
+                                end(engine, &name, ifindex),
+                            ));
+                        }
+                        _ => out
+                            .veths
+                            .push(veth(port(side), end(engine, &name, ifindex), false)),
+                    }
                 }
             }
+            (Reach::Away, None) => unreachable!("left out above"),
         }
     }
-    // Grouped by the namespace that sends the request, in node order.
-    out.sort_by_key(|v| v.local.ns);
+    out.veths.sort_by_key(|v| v.local.ns);
     Ok(out)
 }
 
@@ -187,7 +262,7 @@ pub fn veths(
 /// writes plain, complete frames.
 pub fn engine_ports(
     lab: &Lab,
-    nodes: &[Ns],
+    here: &Here<'_>,
     engine: Ns,
     carriers: &[Carrier],
 ) -> (PerNs<u32>, PerNs<String>) {
@@ -200,7 +275,9 @@ pub fn engine_ports(
         };
         for (side, end) in link.ends.iter().enumerate() {
             engine_ports.push(engine::port(link.id.0, k, side));
-            node_ports[end.node.0 as usize].push(end.ifname.clone());
+            if here.ns(end.node).is_some() {
+                node_ports[end.node.0 as usize].push(end.ifname.clone());
+            }
         }
     }
     let up = vec![(engine, engine_ports.iter().map(|(_, i)| *i).collect())];
@@ -210,7 +287,7 @@ pub fn engine_ports(
             .into_iter()
             .enumerate()
             .filter(|(_, p)| !p.is_empty())
-            .map(|(node, ports)| (nodes[node], ports)),
+            .map(|(node, ports)| (here.of(NodeId(node as u32)), ports)),
     );
     (up, offloads)
 }
@@ -229,7 +306,7 @@ pub struct KernelEngine {
 }
 
 /// The kernel engine's share of the lab (see [`KernelEngine`]).
-pub fn kernel_engine(lab: &Lab, nodes: &[Ns], carriers: &[Carrier]) -> KernelEngine {
+pub fn kernel_engine(lab: &Lab, here: &Here<'_>, carriers: &[Carrier]) -> KernelEngine {
     let mut plan = KernelEngine {
         offloads: Vec::new(),
         netem: Vec::new(),
@@ -240,8 +317,12 @@ pub fn kernel_engine(lab: &Lab, nodes: &[Ns], carriers: &[Carrier]) -> KernelEng
             continue;
         }
         let imp = Impairment::from_params(&link.params);
+        // Each end here shapes its own direction (a cut link's other end
+        // is the far machine's).
         for (direction, end) in link.ends.iter().enumerate() {
-            let ns = nodes[end.node.0 as usize];
+            let Some(ns) = here.ns(end.node) else {
+                continue;
+            };
             let index = port_index(lab, end.node, link.id).expect("link's end is a port");
             plan.offloads.push((ns, vec![end.ifname.clone()]));
             let seed = turbonet_injectors::direction_seed(lab.seed, &link.name, direction as u8);
@@ -256,7 +337,7 @@ pub fn kernel_engine(lab: &Lab, nodes: &[Ns], carriers: &[Carrier]) -> KernelEng
 /// each direction), by namespace: `(ifindex, tbf)`; and how many links.
 pub fn kernel_shapers(
     lab: &Lab,
-    nodes: &[Ns],
+    here: &Here<'_>,
     carriers: &[Carrier],
 ) -> (PerNs<(u32, turbonet_host::kernel::tbf::Tbf)>, usize) {
     let mut by_ns: std::collections::BTreeMap<Ns, Vec<(u32, turbonet_host::kernel::tbf::Tbf)>> =
@@ -270,11 +351,11 @@ pub fn kernel_shapers(
             continue;
         };
         for end in &link.ends {
+            let Some(ns) = here.ns(end.node) else {
+                continue;
+            };
             let index = port_index(lab, end.node, link.id).expect("link's end is a port");
-            by_ns
-                .entry(nodes[end.node.0 as usize])
-                .or_default()
-                .push((index, tbf));
+            by_ns.entry(ns).or_default().push((index, tbf));
         }
         links += 1;
     }
@@ -291,8 +372,8 @@ pub fn shaper_for(
 
 /// What comes up before addresses go on: every `lo` (a port comes up with
 /// its veth pair, [`Veth::peer_up`]).
-pub fn loopbacks(nodes: &[Ns]) -> PerNs<u32> {
-    nodes.iter().map(|&ns| (ns, vec![1])).collect()
+pub fn loopbacks(lab: &Lab, here: &Here<'_>) -> PerNs<u32> {
+    here.nodes(lab).map(|(_, ns)| (ns, vec![1])).collect()
 }
 
 /// A node's addresses: its loopback on `lo` (switches) and every port's.
@@ -342,15 +423,15 @@ pub fn nics(lab: &Lab, node: &Node) -> Vec<(std::net::Ipv4Addr, u32, Vec<String>
 /// Every multi-port host's rules: a flow from a NIC's address looks its
 /// route up in that NIC's table, so it hashes over that NIC's ports only
 /// (as HPN's NICs hash their connections over their two ports).
-pub fn host_rules(lab: &Lab, nodes: &[Ns]) -> PerNs<turbonet_host::kernel::SourceRule> {
-    lab.fabric
-        .hosts()
-        .map(|n| {
+pub fn host_rules(lab: &Lab, here: &Here<'_>) -> PerNs<turbonet_host::kernel::SourceRule> {
+    here.nodes(lab)
+        .filter(|(n, _)| n.role == turbonet_topo::Role::Host)
+        .map(|(n, ns)| {
             let rules = nics(lab, n)
                 .into_iter()
                 .map(|(from, table, _)| turbonet_host::kernel::SourceRule { from, table })
                 .collect::<Vec<_>>();
-            (nodes[n.id.0 as usize], rules)
+            (ns, rules)
         })
         .filter(|(_, rules)| !rules.is_empty())
         .collect()
@@ -396,31 +477,29 @@ pub fn nic_routes(lab: &Lab, node: &Node, routes: &[Route]) -> Result<Vec<Kernel
 }
 
 /// Every node's addresses.
-pub fn addresses(lab: &Lab, nodes: &[Ns]) -> PerNs<Address> {
-    lab.fabric
-        .nodes
-        .iter()
-        .map(|n| (nodes[n.id.0 as usize], node_addresses(lab, n)))
+pub fn addresses(lab: &Lab, here: &Here<'_>) -> PerNs<Address> {
+    here.nodes(lab)
+        .map(|(n, ns)| (ns, node_addresses(lab, n)))
         .collect()
 }
 
 /// Every node's ports, to wait for carrier on.
-pub fn carrier_ports(lab: &Lab, nodes: &[Ns]) -> Vec<(Ns, String, usize)> {
-    lab.fabric
-        .nodes
-        .iter()
-        .map(|n| (nodes[n.id.0 as usize], n.name.clone(), n.links.len()))
+pub fn carrier_ports(lab: &Lab, here: &Here<'_>) -> Vec<(Ns, String, usize)> {
+    here.nodes(lab)
+        .map(|(n, ns)| (ns, n.name.clone(), n.links.len()))
         .collect()
 }
 
 /// `routes` (by node) as kernel routes of `protocol` with metric
 /// `metric`, in the namespaces `nodes`; nodes without routes are left out.
-pub fn kernel_routes(lab: &Lab, nodes: &[Ns], routes: &[Vec<Route>]) -> Result<PerNs<KernelRoute>> {
-    lab.fabric
-        .nodes
-        .iter()
-        .filter(|n| !routes[n.id.0 as usize].is_empty())
-        .map(|n| {
+pub fn kernel_routes(
+    lab: &Lab,
+    here: &Here<'_>,
+    routes: &[Vec<Route>],
+) -> Result<PerNs<KernelRoute>> {
+    here.nodes(lab)
+        .filter(|(n, _)| !routes[n.id.0 as usize].is_empty())
+        .map(|(n, ns)| {
             let mut mine = node_kernel_routes(
                 lab,
                 n,
@@ -429,7 +508,7 @@ pub fn kernel_routes(lab: &Lab, nodes: &[Ns], routes: &[Vec<Route>]) -> Result<P
                 None,
             )?;
             mine.extend(nic_routes(lab, n, &routes[n.id.0 as usize])?);
-            Ok((nodes[n.id.0 as usize], mine))
+            Ok((ns, mine))
         })
         .collect()
 }

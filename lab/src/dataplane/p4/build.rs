@@ -15,6 +15,7 @@ use crate::dataplane::build::{
 };
 use crate::dataplane::p4::{local as local_build, soft, switches};
 use crate::error::{Context, Error, Result};
+use crate::span::Span;
 use crate::state::Stopwatch;
 
 /// Builds a `soft` lab: the fabric on one soft switch.
@@ -34,7 +35,7 @@ impl SoftBuild {
 }
 
 impl TargetBuild for SoftBuild {
-    fn namespaces(&self, lab: &Lab, _: &[Carrier]) -> Vec<String> {
+    fn namespaces(&self, lab: &Lab, _: &Span, _: &[Carrier]) -> Vec<String> {
         local_build::namespace_names(lab)
     }
 
@@ -76,7 +77,7 @@ impl P4rtBuild {
 }
 
 impl TargetBuild for P4rtBuild {
-    fn namespaces(&self, lab: &Lab, _: &[Carrier]) -> Vec<String> {
+    fn namespaces(&self, lab: &Lab, _: &Span, _: &[Carrier]) -> Vec<String> {
         if self.local {
             local_build::namespace_names(lab)
         } else {

@@ -1,0 +1,129 @@
+//! Where a lab runs: all of it on this machine, or this machine's share of
+//! a lab over several ([`turbonet_topo::machines`]), with the underlay that
+//! carries the links between machines.
+//!
+//! A link with both ends here is built as on one machine. A cut link has
+//! one end here, a VXLAN device to the far machine in place of the veth
+//! end that would be there. When a link engine carries it (the link is
+//! spliced), its owner's engine carries both directions, so its seeded
+//! model decides every frame whatever the partition: there the node's
+//! port is paired with an engine port as on one machine, and the engine's
+//! other port is the VXLAN device; at the far machine the node's port is
+//! the VXLAN device itself. Other cut links (plain, shaped, netem) have a
+//! VXLAN device for a port at both ends, each end shaping its own egress
+//! as on one machine.
+
+use std::net::Ipv4Addr;
+
+use turbonet_host::kernel::{VethEnd, Vxlan};
+use turbonet_topo::machines::{CutEnd, MachinePlan, Reach, Share};
+use turbonet_topo::{Lab, Link, NodeId};
+
+use crate::bail;
+use crate::carrier::Carrier;
+use crate::error::Result;
+
+/// This machine's part of a lab, and how it reaches the others.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Span {
+    /// The nodes that run here and where each link is.
+    pub share: Share,
+    /// Every machine's underlay address, by machine index (none when the
+    /// lab is whole here).
+    pub underlay: Vec<Ipv4Addr>,
+    /// The UDP port of the lab's tunnels on every machine.
+    pub port: u16,
+}
+
+impl Span {
+    /// The whole of `lab` on this machine.
+    pub fn whole(lab: &Lab) -> Span {
+        Span {
+            share: Share::whole(&lab.fabric),
+            underlay: Vec::new(),
+            port: turbonet_host::kernel::VXLAN_PORT,
+        }
+    }
+
+    /// Machine `machine`'s part of `lab` as `plan` places it, the machines
+    /// reached at `underlay` (by index) on UDP port `port`. Refuses what
+    /// does not span machines yet: mirrors and the management network
+    /// (each joins nodes of any machine to one namespace), and interfaces
+    /// of the machine attached to nodes.
+    pub fn of(
+        lab: &Lab,
+        plan: &MachinePlan,
+        machine: u32,
+        underlay: Vec<Ipv4Addr>,
+        port: u16,
+    ) -> Result<Span> {
+        if machine >= plan.machines || underlay.len() != plan.machines as usize {
+            bail!(
+                "machine {machine} of {} with {} underlay addresses",
+                plan.machines,
+                underlay.len()
+            );
+        }
+        if plan.machines > 1 {
+            if !lab.mirrors.is_empty() {
+                bail!("a lab with [[mirror]]s runs on one machine only (for now)");
+            }
+            if !lab.fabric.externals.is_empty() {
+                bail!("a lab with [[external]] interfaces runs on one machine only (for now)");
+            }
+            if lab.mgmt.is_some() {
+                bail!(
+                    "a lab with a management network ([mgmt]) runs on one machine only (for now)"
+                );
+            }
+        }
+        Ok(Span {
+            share: Share::of(plan, machine),
+            underlay,
+            port,
+        })
+    }
+
+    /// Node `node` runs here.
+    pub fn runs(&self, node: NodeId) -> bool {
+        self.share.runs(node)
+    }
+
+    /// Where `link` is, seen from here.
+    pub fn reach(&self, link: &Link) -> Reach {
+        self.share.reach(link)
+    }
+
+    /// How each link is carried here, from how `up` decided it for the
+    /// lab: a spliced cut link is the engine's at its owner only (the far
+    /// end is a plain VXLAN device), and links with no end here are
+    /// nothing's (plain, never built).
+    pub fn carriers(&self, lab: &Lab, carriers: &[Carrier]) -> Vec<Carrier> {
+        lab.fabric
+            .links
+            .iter()
+            .zip(carriers)
+            .map(|(link, carrier)| match self.reach(link) {
+                Reach::Local => carrier.clone(),
+                Reach::Cut(cut) if cut.owner == self.share.machine => carrier.clone(),
+                Reach::Cut(_) if !carrier.is_spliced() => carrier.clone(),
+                Reach::Cut(_) | Reach::Away => Carrier::Veth,
+            })
+            .collect()
+    }
+
+    /// The VXLAN device `end` of cut link `link` (its end `cut.end` is
+    /// here), to the far machine, with the link's MTU (Ethernet's when it
+    /// sets none: the kernel's default would be the underlay's less 50).
+    pub fn vxlan(&self, link: &Link, cut: CutEnd, end: VethEnd) -> Vxlan {
+        Vxlan {
+            what: format!("cut link {}", link.name),
+            end,
+            vni: cut.vni,
+            local: self.underlay[self.share.machine as usize],
+            remote: self.underlay[cut.far as usize],
+            port: self.port,
+            mtu: Some(link.params.mtu.map_or(1500, |m| u32::from(m.0))),
+        }
+    }
+}
