@@ -220,6 +220,7 @@ pub fn run(options: &Options, progress: &dyn Progress) -> Result<Outcome> {
             // `[[capture]]` files land beside the reports.
             captures_in: Some(options.out.clone()),
             owner: None,
+            placement: None,
         },
         progress,
     )?;

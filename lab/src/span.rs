@@ -15,6 +15,8 @@
 
 use std::net::Ipv4Addr;
 
+use serde::{Deserialize, Serialize};
+
 use turbonet_host::kernel::{VethEnd, Vxlan};
 use turbonet_topo::machines::{CutEnd, MachinePlan, Reach, Share};
 use turbonet_topo::{Lab, Link, NodeId};
@@ -22,6 +24,36 @@ use turbonet_topo::{Lab, Link, NodeId};
 use crate::bail;
 use crate::carrier::Carrier;
 use crate::error::Result;
+
+/// Which part of a lab this machine runs, as `up` is asked and the lab's
+/// state records it (the plan itself is computed again from the scenario:
+/// the same on every machine).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    /// This machine's index.
+    pub machine: u32,
+    /// How many machines the lab spans.
+    pub machines: u32,
+    /// Every machine's underlay address, by index.
+    pub underlay: Vec<Ipv4Addr>,
+    /// The UDP port of the lab's tunnels.
+    pub port: u16,
+}
+
+impl Placement {
+    /// The span it places this machine's part of `lab` in.
+    pub fn span(&self, lab: &Lab) -> Result<Span> {
+        let plan = turbonet_topo::machines::plan(lab, self.machines)
+            .map_err(|e| crate::Error::Invalid(e.to_string()))?;
+        Span::of(lab, &plan, self.machine, self.underlay.clone(), self.port)
+    }
+
+    /// The span of a lab whose state records `placement` (none: the whole
+    /// lab here).
+    pub fn span_of(placement: Option<&Placement>, lab: &Lab) -> Result<Span> {
+        placement.map_or_else(|| Ok(Span::whole(lab)), |p| p.span(lab))
+    }
+}
 
 /// This machine's part of a lab, and how it reaches the others.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +97,12 @@ impl Span {
             );
         }
         if plan.machines > 1 {
+            if lab.routing.mode == turbonet_topo::RoutingMode::Bgp {
+                bail!(
+                    "a lab whose switches speak BGP runs on one machine only (for now): \
+                     routing = \"static\" or \"controller\" spans machines"
+                );
+            }
             if !lab.mirrors.is_empty() {
                 bail!("a lab with [[mirror]]s runs on one machine only (for now)");
             }

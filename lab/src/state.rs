@@ -137,6 +137,10 @@ pub struct LabState {
     /// A P4 lab's mapping onto its physical switches, as `up` computed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mapping: Option<turbonet_topo::mapper::Mapping>,
+    /// The part of a lab over several machines this machine runs (none:
+    /// all of it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::span::Placement>,
 }
 
 /// A routing daemon a lab started in a switch's namespace.
@@ -173,6 +177,7 @@ impl LabState {
             captures: Vec::new(),
             carriers: Vec::new(),
             mapping: None,
+            placement: None,
         }
     }
 }

@@ -222,6 +222,9 @@ pub struct Options {
     /// root: recorded before anything is created, and the owner of a user
     /// namespace of the lab's that owns its nodes' namespaces.
     pub owner: Option<Owner>,
+    /// The part of a lab over several machines to build here (none: all
+    /// of it).
+    pub placement: Option<crate::span::Placement>,
 }
 
 /// A user a lab is started for, and their primary group.
@@ -247,7 +250,10 @@ pub struct Up {
 /// removes everything created so far ([`Error::RolledBack`]).
 pub fn up(options: &Options, progress: &dyn Progress) -> Result<Up> {
     let (lab, text) = load(&options.file)?;
+    let span = crate::span::Placement::span_of(options.placement.as_ref(), &lab)
+        .map_err(|e| Error::Invalid(format!("{}: {e}", options.file.display())))?;
     let carriers = runnable_for(&lab, options.owner.is_some())
+        .map(|c| span.carriers(&lab, &c))
         .map_err(|reason| Error::Invalid(format!("{}: {reason}", options.file.display())))?;
     let dir = LabDir::of(&lab.name);
     if dir.exists() {
@@ -321,12 +327,12 @@ pub fn up(options: &Options, progress: &dyn Progress) -> Result<Up> {
         }
     };
     let builder = Builder::of(&lab)?;
-    let span = Span::whole(&lab);
     let namespaces = builder.namespaces(&lab, &span, &carriers);
     let scenario = fs::canonicalize(&options.file).unwrap_or_else(|_| options.file.clone());
     let mut state = LabState::new(&lab.name, scenario, namespaces);
     state.neighbours = neighbours;
     state.carriers = carriers.clone();
+    state.placement = options.placement.clone();
     state.mapping = builder.mapping().cloned();
     state.externals = externals::plan(&lab)?;
     let base = match &options.captures_in {

@@ -54,6 +54,7 @@ fn record(file: &str, changes: &[(&str, Failures, Vec<LinkParams>)]) -> String {
     let mut plane = NetnsPlane::with_kernel(
         Recorder::default(),
         lab.clone(),
+        turbonet_topo::machines::Share::whole(&lab.fabric),
         &carriers,
         Some(routes),
         &events,

@@ -290,8 +290,12 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
         // table is watched from when it first converged (see
         // `FibWatch::start_when`).
         let watch_later = fresh && lab.routing.mode == RoutingMode::Bgp;
+        let share = crate::span::Placement::span_of(state.placement.as_ref(), &lab)?.share;
         let fib_watch = if lab.target == turbonet_topo::Target::Netns && !watch_later {
-            watching(FibWatch::start(lab.clone(), events.clone()), &events)
+            watching(
+                FibWatch::start(lab.clone(), share.clone(), events.clone()),
+                &events,
+            )
         } else {
             None
         };
@@ -326,7 +330,7 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
                 };
                 let joined = agents.view().watcher_joins();
                 watching(
-                    FibWatch::start_when(lab.clone(), events.clone(), join, joined),
+                    FibWatch::start_when(lab.clone(), share, events.clone(), join, joined),
                     &events,
                 )
             }

@@ -140,6 +140,7 @@ pub async fn open(
     Ok(match lab.target {
         Target::Netns => Box::new(netns::NetnsPlane::open(
             lab.clone(),
+            crate::span::Placement::span_of(state.placement.as_ref(), lab)?.share,
             &crate::carrier::recorded(lab, &state.carriers),
             routes.map(<[_]>::to_vec),
             events,

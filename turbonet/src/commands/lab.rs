@@ -123,6 +123,7 @@ fn start_course(found: &turbonet_course::CourseLab, seed: Option<u64>, quiet: bo
         // A member's lab is theirs from its first step, its nodes in a
         // user namespace of theirs.
         owner: students::owner(),
+        placement: None,
     };
     let up = match up::up(&options, &Terminal::new(quiet)) {
         Ok(up) => up,

@@ -16,6 +16,7 @@ pub(crate) fn run(args: UpArgs) -> Result<()> {
         threads: args.threads,
         captures_in: None,
         owner: None,
+        placement: None,
     };
     let lab = up::up(&options, &Terminal::new(args.quiet))?;
     if !args.quiet {

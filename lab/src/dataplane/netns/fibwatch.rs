@@ -25,6 +25,7 @@ use std::os::fd::OwnedFd;
 use ipnet::Ipv4Net;
 use tokio::sync::oneshot;
 use turbonet_routing::intern::Interner;
+use turbonet_topo::machines::Share;
 use turbonet_topo::{Lab, Node};
 
 use crate::error::{Context, Result};
@@ -101,10 +102,11 @@ pub(crate) fn ports(lab: &Lab, node: &Node) -> Ports {
 /// A switch's name, ports, namespace and a socket that hears its routes.
 type Listening = (String, Ports, OwnedFd, OwnedFd);
 
-/// Opens a listening socket in every switch's namespace of `lab`.
-fn listen(lab: &Lab) -> Result<Vec<Listening>> {
+/// Opens a listening socket in the namespace of every switch of `lab`
+/// that runs here (`share`).
+fn listen(lab: &Lab, share: &Share) -> Result<Vec<Listening>> {
     let mut sockets = Vec::new();
-    for node in lab.fabric.switches() {
+    for node in lab.fabric.switches().filter(|n| share.runs(n.id)) {
         let name = names::node_namespace(&lab.name, &node.name);
         let ns = namespaces::open(&name).with_context(|| format!("opening {name}"))?;
         let socket = namespaces::in_namespace(&ns, Listener::socket)
@@ -115,16 +117,17 @@ fn listen(lab: &Lab) -> Result<Vec<Listening>> {
 }
 
 impl FibWatch {
-    /// Starts watching the tables of every switch of `lab` (a `netns`
-    /// lab's switches each have a namespace): their sockets are opened
-    /// before this returns, so no change made after it is missed.
-    pub fn start(lab: Arc<Lab>, events: Events) -> Result<FibWatch> {
-        let sockets = listen(&lab)?;
+    /// Starts watching the tables of every switch of `lab` that runs here
+    /// (`share`; a `netns` lab's switches each have a namespace): their
+    /// sockets are opened before this returns, so no change made after it
+    /// is missed.
+    pub fn start(lab: Arc<Lab>, share: Share, events: Events) -> Result<FibWatch> {
+        let sockets = listen(&lab, &share)?;
         let (tell, is_ready) = std::sync::mpsc::channel();
         let ready = Ready(Some(Box::new(move |r| {
             let _ = tell.send(r);
         })));
-        let watch = Self::spawn(lab, events, Join::Now(sockets), ready)?;
+        let watch = Self::spawn(lab, share, events, Join::Now(sockets), ready)?;
         is_ready
             .recv()
             .map_err(|_| crate::Error::Failed("the route watcher's thread died".to_owned()))??;
@@ -142,15 +145,22 @@ impl FibWatch {
     /// up).
     pub fn start_when(
         lab: Arc<Lab>,
+        share: Share,
         events: Events,
         join: impl Future<Output = ()> + Send + 'static,
         joined: impl FnOnce() + Send + 'static,
     ) -> Result<FibWatch> {
         let ready = Ready(Some(Box::new(move |_| joined())));
-        Self::spawn(lab, events, Join::When(Box::pin(join)), ready)
+        Self::spawn(lab, share, events, Join::When(Box::pin(join)), ready)
     }
 
-    fn spawn(lab: Arc<Lab>, events: Events, join: Join, mut ready: Ready) -> Result<FibWatch> {
+    fn spawn(
+        lab: Arc<Lab>,
+        share: Share,
+        events: Events,
+        join: Join,
+        mut ready: Ready,
+    ) -> Result<FibWatch> {
         let flood = flood(lab.fabric.switches().count());
         let (stop, mut stopped) = oneshot::channel();
         let thread = std::thread::Builder::new()
@@ -181,7 +191,7 @@ impl FibWatch {
                                 "watching the routes of {} switches",
                                 lab.fabric.switches().count()
                             );
-                            match listen(&lab) {
+                            match listen(&lab, &share) {
                                 Ok(sockets) => {
                                     events.write("daemon", "route-watch", &what, Ok(()));
                                     sockets

@@ -12,6 +12,7 @@ use ipnet::Ipv4Net;
 use turbonet_injectors::{Impairment, direction_seed};
 use turbonet_packetio::{Clock, PacketSocket};
 use turbonet_routing::Route;
+use turbonet_topo::machines::{Reach, Share};
 use turbonet_topo::{Lab, Link, LinkId, LinkParams, NodeId};
 
 use super::engine::{self, EngineLink, TapAt};
@@ -70,20 +71,28 @@ pub struct NetnsPlane<K: Kernel = Netlink> {
     /// Where the counters of the links outside the engine are read: per
     /// node, its ports (link, ifindex, which end of the link it is).
     veth_reads: BTreeMap<NodeId, Vec<(LinkId, u32, usize)>>,
+    /// The nodes that run on this machine.
+    share: Arc<Share>,
     applied: Current,
 }
 
 /// For every link no engine carries, the end whose veth counts it: a
 /// switch's, the upper one where both are, so that few namespaces are
-/// asked.
-fn veth_reads(lab: &Lab, carriers: &[Carrier]) -> BTreeMap<NodeId, Vec<(LinkId, u32, usize)>> {
+/// asked; of a link to another machine, the end here.
+fn veth_reads(
+    lab: &Lab,
+    share: &Share,
+    carriers: &[Carrier],
+) -> BTreeMap<NodeId, Vec<(LinkId, u32, usize)>> {
     let fabric = &lab.fabric;
     let mut read: BTreeMap<NodeId, Vec<(LinkId, u32, usize)>> = BTreeMap::new();
     for (link, carrier) in fabric.links.iter().zip(carriers) {
-        if carrier.is_spliced() {
-            continue;
-        }
-        let side = watched_end(lab, link);
+        let side = match share.reach(link) {
+            _ if carrier.is_spliced() => continue,
+            Reach::Away => continue,
+            Reach::Local => watched_end(lab, link),
+            Reach::Cut(cut) => cut.end,
+        };
         let node = link.ends[side].node;
         let index = names::port_index(lab, node, link.id).expect("link's end is a port");
         read.entry(node).or_default().push((link.id, index, side));
@@ -163,11 +172,12 @@ impl NetnsPlane<Netlink> {
     /// rtnetlink (see [`NetnsPlane::with_kernel`]).
     pub fn open(
         lab: Arc<Lab>,
+        share: Share,
         carriers: &[Carrier],
         routes: Option<Vec<Vec<Route>>>,
         events: &Events,
     ) -> Result<NetnsPlane> {
-        NetnsPlane::with_kernel(Netlink::new(), lab, carriers, routes, events)
+        NetnsPlane::with_kernel(Netlink::new(), lab, share, carriers, routes, events)
     }
 }
 
@@ -177,10 +187,13 @@ impl<K: Kernel> NetnsPlane<K> {
     /// scenario's parameters, and the kernel engine on the links it
     /// carries, and knows the fabric as `up` left it: every
     /// link up, `routes` installed (`None`: not known; the first
-    /// [`DataPlane::apply`] writes them all).
+    /// [`DataPlane::apply`] writes them all). Of a lab over several
+    /// machines it runs `share`'s nodes and their ends of links, `carriers`
+    /// as they are here ([`crate::span::Span::carriers`]).
     pub(crate) fn with_kernel(
         kernel: K,
         lab: Arc<Lab>,
+        share: Share,
         carriers: &[Carrier],
         routes: Option<Vec<Vec<Route>>>,
         events: &Events,
@@ -275,7 +288,8 @@ impl<K: Kernel> NetnsPlane<K> {
                 params: lab.fabric.links.iter().map(|l| l.params.clone()).collect(),
                 routes,
             },
-            veth_reads: veth_reads(&lab, carriers),
+            veth_reads: veth_reads(&lab, &share, carriers),
+            share: Arc::new(share),
             carriers: carriers.to_vec(),
             engine,
             kernel,
@@ -331,7 +345,8 @@ impl<K: Kernel> NetnsPlane<K> {
     async fn set_link(&mut self, link: LinkId, up: bool) -> Result<()> {
         let lab = self.lab.clone();
         let link = lab.fabric.link(link);
-        for end in &link.ends {
+        let share = self.share.clone();
+        for end in link.ends.iter().filter(|e| share.runs(e.node)) {
             let index = names::port_index(&lab, end.node, link.id).expect("link's end is a port");
             let port = vec![(self.namespace(end.node)?, vec![index])];
             let done = if up {
@@ -368,7 +383,11 @@ impl<K: Kernel> NetnsPlane<K> {
         let impairment = Impairment::from_params(params);
         match &self.carriers[link.id.0 as usize] {
             Carrier::Kernel => {
+                let share = self.share.clone();
                 for (direction, end) in link.ends.iter().enumerate() {
+                    if !share.runs(end.node) {
+                        continue;
+                    }
                     let (ns, index, node) = self.end_port(link, end)?;
                     let seed = direction_seed(self.lab.seed, &link.name, direction as u8);
                     self.kernel
@@ -379,7 +398,8 @@ impl<K: Kernel> NetnsPlane<K> {
             }
             Carrier::Shaper => {
                 let tbf = super::shaper_for(params).map_err(|e| Error::Invalid(e.to_string()))?;
-                for end in &link.ends {
+                let share = self.share.clone();
+                for end in link.ends.iter().filter(|e| share.runs(e.node)) {
                     let (ns, index, node) = self.end_port(link, end)?;
                     self.kernel
                         .set_shapers(vec![(ns, vec![(index, tbf)])])
@@ -567,7 +587,8 @@ impl<K: Kernel + std::fmt::Debug + 'static> DataPlane for NetnsPlane<K> {
             // Not known what the kernel holds (after a restart): every
             // route is written once.
             let known = self.applied.routes.take();
-            for node in &lab.fabric.nodes {
+            let share = self.share.clone();
+            for node in lab.fabric.nodes.iter().filter(|n| share.runs(n.id)) {
                 let i = node.id.0 as usize;
                 let before: &[Route] = known.as_ref().map_or(&[][..], |h| &h[i]);
                 // On a failure what was written is unknown: start over.
