@@ -1,17 +1,22 @@
 //! Compiles the control API (`proto/turbonet/v1/lab.proto`, in this
-//! crate) for prost and tonic with `protox`, a protobuf compiler
-//! in Rust: no system `protoc`. The well-known types
+//! crate) and the workers' (`workers.proto`) for prost and tonic with
+//! `protox`, a protobuf compiler in Rust: no system `protoc`. The well-known types
 //! (`google.protobuf.Duration`) come with protox and map to `prost-types`.
 
 use std::env;
 use std::fs;
 use std::path::PathBuf;
 
-const PROTO: &str = "proto/turbonet/v1/lab.proto";
+const PROTOS: [&str; 2] = [
+    "proto/turbonet/v1/lab.proto",
+    "proto/turbonet/v1/workers.proto",
+];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    println!("cargo:rerun-if-changed={PROTO}");
-    let fds = protox::compile([PROTO], ["proto"]).map_err(|e| format!("{e:?}"))?;
+    for proto in PROTOS {
+        println!("cargo:rerun-if-changed={proto}");
+    }
+    let fds = protox::compile(PROTOS, ["proto"]).map_err(|e| format!("{e:?}"))?;
     let out_dir = PathBuf::from(env::var("OUT_DIR")?);
     // Kept for gRPC reflection and for clients that want the schema.
     fs::write(

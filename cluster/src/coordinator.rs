@@ -148,7 +148,7 @@ pub enum Output {
 }
 
 /// Where the lab stands.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "phase")]
 pub enum Phase {
     /// Waiting for these workers to connect.

@@ -70,6 +70,7 @@ pub mod state;
 pub mod topology;
 pub mod up;
 pub mod watch;
+pub mod workers;
 pub mod workload;
 
 pub use error::{Error, Result};

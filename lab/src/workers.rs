@@ -1,0 +1,431 @@
+//! A lab over several machines, on the wire: worker 0 serves the
+//! `turbonet.v1.Workers` service on the underlay and drives the
+//! coordinator ([`turbonet_cluster::Coordinator`]) with what its workers
+//! say; every worker attends it through one stream ([`Attendance`]),
+//! worker 0's own in-process. Every call carries the lab's token.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+use turbonet_api::proto::coordinator_says::Says as CoordinatorMessage;
+use turbonet_api::proto::worker_says::Says as WorkerMessage;
+use turbonet_api::proto::workers_client::WorkersClient;
+use turbonet_api::proto::workers_server::{Workers, WorkersServer};
+use turbonet_api::proto::{
+    BuildPart, CoordinatorSays, Empty, PeerCarrier, Repoint, WorkerHello, WorkerSays,
+};
+use turbonet_cluster::{Conn, Coordinator, Hello, Input, Output, Phase, Settings};
+
+use crate::error::{Error, Result};
+
+/// What the coordinator tells a worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Told {
+    /// Build your part, with every machine's underlay address (by index)
+    /// and the lab's UDP port.
+    Build {
+        /// Every machine's underlay address.
+        underlays: Vec<IpAddr>,
+        /// The lab's UDP port.
+        port: u16,
+    },
+    /// Machine `peer` is now at `underlay`.
+    Repoint {
+        /// The machine.
+        peer: usize,
+        /// Its new address.
+        underlay: IpAddr,
+    },
+    /// Take the cut links to machine `peer` down, or back up.
+    Carrier {
+        /// The machine.
+        peer: usize,
+        /// Up or down.
+        up: bool,
+    },
+    /// The lab's phase.
+    Phase(Phase),
+    /// Refused, and why: the stream ends.
+    Refused(String),
+}
+
+/// What a worker tells the coordinator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tell {
+    /// It built its part.
+    Built,
+    /// It could not, and why.
+    BuildFailed(String),
+    /// It is alive.
+    Heartbeat,
+}
+
+/// A worker's stream to the coordinator: what it is told, and where it
+/// tells. It ends (`told` yields `None`) when the coordinator goes.
+#[derive(Debug)]
+pub struct Attendance {
+    /// What the coordinator tells it, in order.
+    pub told: mpsc::Receiver<Told>,
+    /// What it tells the coordinator.
+    pub tell: mpsc::Sender<Tell>,
+}
+
+/// The coordinator, running: where it listens, and the lab's phase.
+#[derive(Debug)]
+pub struct Coordinating {
+    /// The address it serves on.
+    pub addr: SocketAddr,
+    /// The lab's phase, as the coordinator last said.
+    pub phase: watch::Receiver<Phase>,
+    task: tokio::task::JoinHandle<()>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Coordinating {
+    fn drop(&mut self) {
+        self.task.abort();
+        self.server.abort();
+    }
+}
+
+/// What reaches the coordinator's loop.
+enum Event {
+    /// A connection opened, to be told through `to`.
+    Open { conn: Conn, to: mpsc::Sender<Told> },
+    /// A connection said something.
+    Said(Input),
+}
+
+/// Starts the coordinator of a lab over `own.of` machines on `listener`,
+/// refusing calls without `token`; `own` is worker 0's hello, whose
+/// attendance (in-process) comes back with it.
+pub fn coordinate(
+    listener: tokio::net::TcpListener,
+    token: String,
+    own: Hello,
+    settings: Settings,
+) -> Result<(Coordinating, Attendance)> {
+    let addr = listener.local_addr()?;
+    let origin = Instant::now();
+    let (coordinator, first) = Coordinator::new(own, settings, Duration::ZERO);
+    let (events, mut heard) = mpsc::channel::<Event>(1024);
+    let (phase_tx, phase) = watch::channel(coordinator.phase());
+
+    // Worker 0's own attendance: channels into the loop.
+    let (own_to, told) = mpsc::channel(64);
+    let (tell, mut told_by_own) = mpsc::channel::<Tell>(64);
+    {
+        let events = events.clone();
+        tokio::spawn(async move {
+            let conn = Coordinator::OWN;
+            while let Some(t) = told_by_own.recv().await {
+                if events.send(Event::Said(input(conn, t))).await.is_err() {
+                    return;
+                }
+            }
+            let _ = events.send(Event::Said(Input::Closed { conn })).await;
+        });
+    }
+
+    let task = tokio::spawn(async move {
+        let mut coordinator = coordinator;
+        let mut conns: HashMap<Conn, mpsc::Sender<Told>> =
+            HashMap::from([(Coordinator::OWN, own_to)]);
+        let mut outputs = first;
+        loop {
+            deliver(&coordinator, &mut conns, std::mem::take(&mut outputs)).await;
+            let _ = phase_tx.send_if_modified(|p| {
+                let now = coordinator.phase();
+                (*p != now).then(|| *p = now).is_some()
+            });
+            let deadline = coordinator.next_deadline().map_or_else(
+                || Instant::now() + Duration::from_secs(3600),
+                |d| origin + d,
+            );
+            tokio::select! {
+                event = heard.recv() => match event {
+                    None => return,
+                    Some(Event::Open { conn, to }) => {
+                        conns.insert(conn, to);
+                    }
+                    Some(Event::Said(said)) => {
+                        if let Input::Closed { conn } = &said {
+                            conns.remove(conn);
+                        }
+                        outputs = coordinator.handle(origin.elapsed(), said);
+                    }
+                },
+                () = tokio::time::sleep_until(deadline) => {
+                    outputs = coordinator.tick(origin.elapsed());
+                }
+            }
+        }
+    });
+
+    let service = Service {
+        token: Arc::new(token),
+        events,
+        next: Arc::new(AtomicU64::new(Coordinator::OWN + 1)),
+    };
+    let server = tokio::spawn(async move {
+        let _ = tonic::transport::Server::builder()
+            .add_service(WorkersServer::new(service))
+            .serve_with_incoming(TcpListenerStream::new(listener))
+            .await;
+    });
+    Ok((
+        Coordinating {
+            addr,
+            phase,
+            task,
+            server,
+        },
+        Attendance { told, tell },
+    ))
+}
+
+/// Sends `outputs` to the connections they are for.
+async fn deliver(
+    coordinator: &Coordinator,
+    conns: &mut HashMap<Conn, mpsc::Sender<Told>>,
+    outputs: Vec<Output>,
+) {
+    let conn_of = |index: usize| coordinator.workers().get(index).and_then(|w| w.conn);
+    for output in outputs {
+        let (conn, told) = match output {
+            Output::Refuse { conn, reason } => {
+                if let Some(to) = conns.remove(&conn) {
+                    let _ = to.send(Told::Refused(reason)).await;
+                }
+                continue;
+            }
+            Output::Build {
+                index,
+                underlays,
+                port,
+            } => (conn_of(index), Told::Build { underlays, port }),
+            Output::Repoint { to, peer, underlay } => {
+                (conn_of(to), Told::Repoint { peer, underlay })
+            }
+            Output::Carrier { to, peer, up } => (conn_of(to), Told::Carrier { peer, up }),
+            Output::Phase(phase) => {
+                for to in conns.values() {
+                    let _ = to.send(Told::Phase(phase.clone())).await;
+                }
+                continue;
+            }
+        };
+        if let Some(to) = conn.and_then(|c| conns.get(&c)) {
+            let _ = to.send(told).await;
+        }
+    }
+}
+
+/// What a worker's message is to the coordinator.
+fn input(conn: Conn, tell: Tell) -> Input {
+    match tell {
+        Tell::Built => Input::Built { conn },
+        Tell::BuildFailed(error) => Input::BuildFailed { conn, error },
+        Tell::Heartbeat => Input::Alive { conn },
+    }
+}
+
+/// The `Workers` service: each stream is a connection of the coordinator.
+struct Service {
+    token: Arc<String>,
+    events: mpsc::Sender<Event>,
+    next: Arc<AtomicU64>,
+}
+
+/// The metadata key of the lab's token.
+const AUTHORIZATION: &str = "authorization";
+
+/// True when `given` is `Bearer <token>`, compared in constant time.
+fn token_matches(given: &[u8], token: &str) -> bool {
+    let want = format!("Bearer {token}");
+    given.len() == want.len()
+        && given
+            .iter()
+            .zip(want.as_bytes())
+            .fold(0u8, |d, (a, b)| d | (a ^ b))
+            == 0
+}
+
+type Says = Pin<Box<dyn Stream<Item = std::result::Result<CoordinatorSays, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Workers for Service {
+    type AttendStream = Says;
+
+    async fn attend(
+        &self,
+        request: Request<Streaming<WorkerSays>>,
+    ) -> std::result::Result<Response<Says>, Status> {
+        let authorized = (request.metadata().get(AUTHORIZATION))
+            .is_some_and(|v| token_matches(v.as_bytes(), &self.token));
+        if !authorized {
+            return Err(Status::unauthenticated(
+                "this lab's token is needed (authorization: Bearer <token>)",
+            ));
+        }
+        let conn = self.next.fetch_add(1, Ordering::Relaxed);
+        let (to, from) = mpsc::channel(64);
+        let events = self.events.clone();
+        events
+            .send(Event::Open { conn, to })
+            .await
+            .map_err(|_| Status::unavailable("the coordinator stopped"))?;
+        let mut said = request.into_inner();
+        tokio::spawn(async move {
+            while let Ok(Some(message)) = said.message().await {
+                let input = match message.says {
+                    Some(WorkerMessage::Hello(hello)) => match hello_from_wire(hello) {
+                        Ok(hello) => Input::Hello { conn, hello },
+                        Err(_) => break,
+                    },
+                    Some(WorkerMessage::Built(Empty {})) => Input::Built { conn },
+                    Some(WorkerMessage::BuildFailed(error)) => Input::BuildFailed { conn, error },
+                    Some(WorkerMessage::Heartbeat(Empty {})) | None => Input::Alive { conn },
+                };
+                if events.send(Event::Said(input)).await.is_err() {
+                    return;
+                }
+            }
+            let _ = events.send(Event::Said(Input::Closed { conn })).await;
+        });
+        let says = ReceiverStream::new(from).map(told_to_wire);
+        Ok(Response::new(Box::pin(says)))
+    }
+}
+
+/// Attends the coordinator at `endpoint` (`http://host:port`) with the
+/// lab's `token`, saying `hello` first.
+pub async fn attend(endpoint: &str, token: &str, hello: &Hello) -> Result<Attendance> {
+    let channel = tonic::transport::Endpoint::from_shared(endpoint.to_owned())
+        .map_err(|e| Error::Invalid(format!("coordinator address {endpoint}: {e}")))?
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .map_err(|e| Error::Failed(format!("reaching the coordinator at {endpoint}: {e}")))?;
+    let (tell, telling) = mpsc::channel::<Tell>(64);
+    let first = WorkerSays {
+        says: Some(WorkerMessage::Hello(hello_to_wire(hello))),
+    };
+    let outbound = tokio_stream::once(first).chain(ReceiverStream::new(telling).map(tell_to_wire));
+    let mut request = Request::new(outbound);
+    let bearer = format!("Bearer {token}")
+        .parse()
+        .map_err(|_| Error::Invalid("the token is not ASCII text".to_owned()))?;
+    request.metadata_mut().insert(AUTHORIZATION, bearer);
+    let mut inbound = WorkersClient::new(channel)
+        .attend(request)
+        .await
+        .map_err(|s| Error::Failed(format!("the coordinator at {endpoint}: {}", s.message())))?
+        .into_inner();
+    let (told_tx, told) = mpsc::channel(64);
+    tokio::spawn(async move {
+        loop {
+            let told = match inbound.message().await {
+                Ok(Some(says)) => match told_from_wire(says) {
+                    Some(t) => t,
+                    None => continue,
+                },
+                Ok(None) => return,
+                Err(status) => Told::Refused(status.message().to_owned()),
+            };
+            let last = matches!(told, Told::Refused(_));
+            if told_tx.send(told).await.is_err() || last {
+                return;
+            }
+        }
+    });
+    Ok(Attendance { told, tell })
+}
+
+/// What a worker's message is on the wire.
+fn tell_to_wire(tell: Tell) -> WorkerSays {
+    WorkerSays {
+        says: Some(match tell {
+            Tell::Built => WorkerMessage::Built(Empty {}),
+            Tell::BuildFailed(error) => WorkerMessage::BuildFailed(error),
+            Tell::Heartbeat => WorkerMessage::Heartbeat(Empty {}),
+        }),
+    }
+}
+
+fn hello_to_wire(h: &Hello) -> WorkerHello {
+    WorkerHello {
+        lab: h.lab.clone(),
+        index: h.index as u32,
+        of: h.of as u32,
+        version: h.version.clone(),
+        partition: h.partition,
+        underlay: h.underlay.to_string(),
+        busy_ports: h.busy_ports.iter().map(|p| u32::from(*p)).collect(),
+    }
+}
+
+fn hello_from_wire(h: WorkerHello) -> std::result::Result<Hello, String> {
+    Ok(Hello {
+        lab: h.lab,
+        index: h.index as usize,
+        of: h.of as usize,
+        version: h.version,
+        partition: h.partition,
+        underlay: h.underlay.parse().map_err(|e| format!("underlay: {e}"))?,
+        busy_ports: (h.busy_ports.iter())
+            .filter_map(|p| u16::try_from(*p).ok())
+            .collect(),
+    })
+}
+
+/// What the coordinator's message is on the wire: a refusal is a status
+/// that ends the stream.
+fn told_to_wire(t: Told) -> std::result::Result<CoordinatorSays, Status> {
+    let says = match t {
+        Told::Build { underlays, port } => CoordinatorMessage::Build(BuildPart {
+            underlays: underlays.iter().map(ToString::to_string).collect(),
+            port: u32::from(port),
+        }),
+        Told::Repoint { peer, underlay } => CoordinatorMessage::Repoint(Repoint {
+            peer: peer as u32,
+            underlay: underlay.to_string(),
+        }),
+        Told::Carrier { peer, up } => CoordinatorMessage::Carrier(PeerCarrier {
+            peer: peer as u32,
+            up,
+        }),
+        Told::Phase(phase) => {
+            CoordinatorMessage::Phase(serde_json::to_string(&phase).unwrap_or_default())
+        }
+        Told::Refused(reason) => return Err(Status::failed_precondition(reason)),
+    };
+    Ok(CoordinatorSays { says: Some(says) })
+}
+
+fn told_from_wire(says: CoordinatorSays) -> Option<Told> {
+    Some(match says.says? {
+        CoordinatorMessage::Build(b) => Told::Build {
+            underlays: b.underlays.iter().filter_map(|u| u.parse().ok()).collect(),
+            port: u16::try_from(b.port).ok()?,
+        },
+        CoordinatorMessage::Repoint(r) => Told::Repoint {
+            peer: r.peer as usize,
+            underlay: r.underlay.parse().ok()?,
+        },
+        CoordinatorMessage::Carrier(c) => Told::Carrier {
+            peer: c.peer as usize,
+            up: c.up,
+        },
+        CoordinatorMessage::Phase(p) => Told::Phase(serde_json::from_str(&p).ok()?),
+    })
+}
