@@ -4,64 +4,19 @@
 //! it. Every host then reaches every other with packets of the links' MTU,
 //! across machines too, and the underlay fragments nothing.
 
-use std::net::Ipv4Addr;
+mod machines;
+
 use std::process::Command;
+
+use machines::{Namespaces, fragments_made};
 
 use turbonet_host::kernel::Netlink;
 use turbonet_host::namespaces;
 use turbonet_lab::span::Span;
 
-/// Runs `ip ARGS` (in namespace `ns` when given); fails on an error.
-fn ip(ns: Option<&str>, args: &str) {
-    let mut command = Command::new("ip");
-    if let Some(ns) = ns {
-        command.args(["-n", ns]);
-    }
-    let out = command
-        .args(args.split_whitespace())
-        .output()
-        .expect("ip runs");
-    assert!(
-        out.status.success(),
-        "ip {args}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A counter of namespace `ns`'s `/proc/net/snmp` `Ip:` line.
-fn ip_counter(ns: &str, name: &str) -> u64 {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns, "cat", "/proc/net/snmp"])
-        .output()
-        .expect("cat runs");
-    let text = String::from_utf8(out.stdout).expect("text");
-    let mut ip = text.lines().filter(|l| l.starts_with("Ip:"));
-    let (names, values) = (ip.next().expect("names"), ip.next().expect("values"));
-    names
-        .split_whitespace()
-        .zip(values.split_whitespace())
-        .find(|(n, _)| *n == name)
-        .and_then(|(_, v)| v.parse().ok())
-        .expect("the counter")
-}
-
-/// Named namespaces of the test's own, deleted when it ends, failed or not.
-struct Namespaces(Vec<String>);
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        for name in &self.0 {
-            let _ = Command::new("ip").args(["netns", "del", name]).status();
-        }
-    }
-}
-
 #[test]
 fn hosts_reach_each_other_across_machines_with_packets_of_the_links_mtu() {
-    if !nix::unistd::geteuid().is_root() {
-        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
-        assert!(!ci, "cannot run under CI: needs root (network namespaces)");
-        eprintln!("skipped: needs root (network namespaces)");
+    if !machines::can_run() {
         return;
     }
     let name = format!("sh{}", std::process::id() % 1_000_000);
@@ -71,31 +26,17 @@ fn hosts_reach_each_other_across_machines_with_packets_of_the_links_mtu() {
         .replace("name = \"k4\"", &format!("name = \"{name}\""));
     let lab = turbonet_topo::parse(path, &text).expect("a valid scenario");
     let plan = turbonet_topo::machines::plan(&lab, 2).expect("a plan");
-    let machines = [0, 1].map(|i| format!("tnm-{name}-{i}"));
+    let machine_names = [0, 1].map(|i| format!("tnm-{name}-{i}"));
     let mut ours: Vec<String> = (lab.fabric.nodes.iter())
         .map(|n| turbonet_lab::names::node_namespace(&name, &n.name))
         .collect();
-    ours.extend(machines.iter().cloned());
+    ours.extend(machine_names.iter().cloned());
     let _guard = Namespaces(ours);
-    for m in &machines {
-        ip(None, &format!("netns add {m}"));
-    }
-    ip(
-        Some(&machines[0]),
-        &format!(
-            "link add u0 mtu 1550 type veth peer name u1 mtu 1550 netns {}",
-            machines[1]
-        ),
-    );
-    let underlay = [Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2)];
-    for (i, m) in machines.iter().enumerate() {
-        ip(Some(m), &format!("addr add {}/24 dev u{i}", underlay[i]));
-        ip(Some(m), &format!("link set u{i} up"));
-    }
+    let underlay = machines::underlay(&machine_names, 1550);
 
     let carriers = turbonet_lab::carrier::carriers(&lab, &turbonet_lab::carrier::Qdiscs::none())
         .expect("carriers");
-    for (i, m) in machines.iter().enumerate() {
+    for (i, m) in machine_names.iter().enumerate() {
         let span = Span::of(&lab, &plan, i as u32, underlay.to_vec(), 14789).expect("a span");
         let machine = namespaces::open(m).expect("the machine's namespace");
         namespaces::in_namespace(&machine, || {
@@ -134,7 +75,7 @@ fn hosts_reach_each_other_across_machines_with_packets_of_the_links_mtu() {
         }
     }
     assert!(across > 0, "some pairs cross machines");
-    for m in &machines {
-        assert_eq!(ip_counter(m, "FragCreates"), 0, "{m} fragmented nothing");
+    for m in &machine_names {
+        assert_eq!(fragments_made(m), 0, "{m} fragmented nothing");
     }
 }

@@ -4,29 +4,14 @@
 //! created from their machine's namespace and carry frames of the link's
 //! MTU whole, with the don't-fragment bit, and refuse larger ones.
 
-use std::net::Ipv4Addr;
+mod machines;
+
 use std::process::Command;
+
+use machines::{Namespaces, fragments_made, ip};
 
 use turbonet_host::kernel::{Kernel, Netlink, VXLAN_PORT, VethEnd, Vxlan};
 use turbonet_host::namespaces;
-
-/// Runs `ip ARGS` (in namespace `ns` when given); fails on an error.
-fn ip(ns: Option<&str>, args: &str) -> String {
-    let mut command = Command::new("ip");
-    if let Some(ns) = ns {
-        command.args(["-n", ns]);
-    }
-    let out = command
-        .args(args.split_whitespace())
-        .output()
-        .expect("ip runs");
-    assert!(
-        out.status.success(),
-        "ip {args}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("text")
-}
 
 /// Whether `ping` of `size` bytes with the don't-fragment bit goes from
 /// `ns` to `to`.
@@ -42,26 +27,6 @@ fn ping(ns: &str, to: &str, size: usize) -> bool {
         .success()
 }
 
-/// IPv4 fragments namespace `ns` has made (`FragCreates`).
-fn fragments_made(ns: &str) -> u64 {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns, "cat", "/proc/net/snmp"])
-        .output()
-        .expect("cat runs");
-    let text = String::from_utf8(out.stdout).expect("text");
-    let mut ip = text.lines().filter(|l| l.starts_with("Ip:"));
-    let (names, values) = (
-        ip.next().expect("Ip: names"),
-        ip.next().expect("Ip: values"),
-    );
-    names
-        .split_whitespace()
-        .zip(values.split_whitespace())
-        .find(|(name, _)| *name == "FragCreates")
-        .and_then(|(_, value)| value.parse().ok())
-        .expect("FragCreates")
-}
-
 /// Creates `vxlans` from namespace `machine`, as a worker on that
 /// machine would, into namespaces `kernel` opened.
 fn add_from(machine: &str, kernel: &Netlink, vxlans: Vec<Vxlan>) -> turbonet_host::Result<()> {
@@ -75,42 +40,20 @@ fn add_from(machine: &str, kernel: &Netlink, vxlans: Vec<Vxlan>) -> turbonet_hos
     .expect("a runtime")
 }
 
-/// Named namespaces of the test's own, deleted when it ends, failed or not.
-struct Namespaces(Vec<String>);
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        for name in &self.0 {
-            let _ = Command::new("ip").args(["netns", "del", name]).status();
-        }
-    }
-}
-
 #[test]
 fn cut_link_ends_carry_the_links_mtu_between_machines() {
-    if !nix::unistd::geteuid().is_root() {
-        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
-        assert!(!ci, "cannot run under CI: needs root (network namespaces)");
-        eprintln!("skipped: needs root (network namespaces)");
+    if !machines::can_run() {
         return;
     }
     let id = std::process::id();
     let [m1, m2, n1, n2] = ["m1", "m2", "n1", "n2"].map(|n| format!("tn-vx{id}-{n}"));
     let _guard = Namespaces(vec![m1.clone(), m2.clone(), n1.clone(), n2.clone()]);
-    for ns in [&m1, &m2, &n1, &n2] {
+    for ns in [&n1, &n2] {
         ip(None, &format!("netns add {ns}"));
     }
     // The underlay: a veth pair between the machines, room for the
     // link's MTU and VXLAN's 50 bytes.
-    ip(
-        Some(&m1),
-        &format!("link add u0 mtu 1550 type veth peer name u1 mtu 1550 netns {m2}"),
-    );
-    ip(Some(&m1), "addr add 198.18.0.1/24 dev u0");
-    ip(Some(&m2), "addr add 198.18.0.2/24 dev u1");
-    ip(Some(&m1), "link set u0 up");
-    ip(Some(&m2), "link set u1 up");
-    let underlay = [Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2)];
+    let underlay = machines::underlay(&[m1.clone(), m2.clone()], 1550);
 
     for (i, (machine, node)) in [(&m1, &n1), (&m2, &n2)].into_iter().enumerate() {
         let mut kernel = Netlink::new();
