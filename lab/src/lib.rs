@@ -15,10 +15,11 @@
 //! Layers, lowest first (a module uses only those above it in this list):
 //!
 //! - [`error`], [`names`], [`lookup`], [`hostnames`], [`topology`],
-//!   [`pcapng`], [`carrier`]: the error type, how turbonet names what it
-//!   creates, finding what users name, how programs in a lab find nodes by
-//!   name, the fabric as data for tools outside turbonet, captures as
-//!   files, and how each link is carried;
+//!   [`pcapng`], [`carrier`], [`span`]: the error type, how turbonet names
+//!   what it creates, finding what users name, how programs in a lab find
+//!   nodes by name, the fabric as data for tools outside turbonet, captures
+//!   as files, how each link is carried, and which part of a lab over
+//!   several machines runs here;
 //! - [`state`], [`limits`], [`progress`]: a lab's directory and its record
 //!   of ownership; the machine-wide limits every lab that is up shares; how
 //!   long commands report as they go;
@@ -27,8 +28,9 @@
 //! - [`routes`]: route sources, the BGP agents among them;
 //! - [`workload`]: workloads (flows, collectives, commands) run in the
 //!   hosts' namespaces;
-//! - [`daemon`]: the per-lab daemon, serving the control API
-//!   (`turbonet-api`);
+//! - [`daemon`], [`workers`]: the per-lab daemon, serving the control API
+//!   (`turbonet-api`); a lab over several machines on the wire (the
+//!   coordinator's service, a worker's attendance);
 //! - the verbs: [`up`], [`down`], [`inspect`], [`check`], [`exec`] (with
 //!   [`mpi`]), [`plan`], [`watch`] (with [`graph`]), [`capture`],
 //!   [`serve`] (labs for a group's members without root).
