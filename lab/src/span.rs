@@ -151,8 +151,8 @@ impl Span {
     }
 
     /// The VXLAN device `end` of cut link `link` (its end `cut.end` is
-    /// here), to the far machine, with the link's MTU (Ethernet's when it
-    /// sets none: the kernel's default would be the underlay's less 50).
+    /// here), to the far machine, with the link's MTU (said always: the
+    /// kernel's default would be the underlay's less 50).
     pub fn vxlan(&self, link: &Link, cut: CutEnd, end: VethEnd) -> Vxlan {
         Vxlan {
             what: format!("cut link {}", link.name),
@@ -161,7 +161,7 @@ impl Span {
             local: self.underlay[self.share.machine as usize],
             remote: self.underlay[cut.far as usize],
             port: self.port,
-            mtu: Some(link.params.mtu.map_or(1500, |m| u32::from(m.0))),
+            mtu: Some(u32::from(cut.mtu)),
         }
     }
 }

@@ -637,10 +637,10 @@ pub fn poll_interval(waited: std::time::Duration) -> std::time::Duration {
 }
 
 /// Runs the kernel side of `up` for `span`'s part of `lab` through
-/// `kernel`, which writes requests down rather than making them (nothing
-/// is created; a scratch lab directory stands in for the lab's), on one
-/// thread. `carriers`: the lab's ([`Span::carriers`] makes them this
-/// machine's).
+/// `kernel`, on one thread, with a scratch lab directory standing in for
+/// the lab's and no daemon: a recorder writes the requests down (nothing
+/// is created); a real kernel makes them (the tests of shares build so).
+/// `carriers`: the lab's ([`Span::carriers`] makes them this machine's).
 pub fn dry_build<K: Kernel>(
     kernel: &mut K,
     lab: &Lab,
@@ -782,12 +782,12 @@ mod characterisation {
     }
 
     /// The requests of each machine's part of scenario `text` (read from
-    /// `path`) over `machines` machines, and the plan.
+    /// `path`) over `machines` machines, the plan and the lab.
     fn record_parts(
         path: &Path,
         text: &str,
         machines: u32,
-    ) -> (Vec<Vec<String>>, turbonet_topo::machines::MachinePlan) {
+    ) -> (Vec<Vec<String>>, turbonet_topo::machines::MachinePlan, Lab) {
         let lab = turbonet_topo::parse(&path.display().to_string(), text).unwrap();
         let carriers = crate::carrier::carriers(&lab, &crate::carrier::Qdiscs::none()).unwrap();
         let plan = turbonet_topo::machines::plan(&lab, machines).unwrap();
@@ -801,7 +801,7 @@ mod characterisation {
                 kernel.lines()
             })
             .collect();
-        (parts, plan)
+        (parts, plan, lab)
     }
 
     /// The lines of `lines` of kind `kind` (their first word), sorted.
@@ -826,7 +826,7 @@ mod characterisation {
             let path = workspace().join(format!("scenarios/{file}.toml"));
             let text = std::fs::read_to_string(&path).unwrap();
             let whole = record(&path);
-            let (parts, plan) = record_parts(&path, &text, machines);
+            let (parts, plan, lab) = record_parts(&path, &text, machines);
             let all: Vec<&String> = parts.iter().flatten().collect();
             let at = format!("{file} over {machines}");
             // Every node's namespace once, with its sysctls; every address,
@@ -846,30 +846,26 @@ mod characterisation {
             let whole_veths = of_kind(&whole, "veth");
             assert_eq!(veths.len() + cut.len(), whole_veths.len(), "{at}");
             assert!(veths.iter().all(|v| whole_veths.contains(v)), "{at}");
-            let lab = turbonet_topo::parse("t", &text).unwrap();
+            assert!(veths.windows(2).all(|w| w[0] != w[1]), "{at}: a veth twice");
             for c in &plan.cut_links {
                 let link = lab.fabric.links.iter().find(|l| l.name == c.link).unwrap();
-                let ends: Vec<String> = (0..2)
-                    .map(|side| {
-                        let near = &link.ends[side];
-                        let node = &lab.fabric.node(near.node).name;
-                        let port = crate::names::port_index(&lab, near.node, link.id).unwrap();
-                        let [m, f] = [c.machines[side], c.machines[1 - side]];
-                        let line = format!(
-                            "vxlan tn-{}-{node} {}#{port} vni {} {} -> {} port 14790 mtu {}",
-                            lab.name,
-                            near.ifname,
-                            c.vni,
-                            underlay(m),
-                            underlay(f),
-                            c.mtu
-                        );
-                        assert!(parts[m as usize].contains(&line), "{at}: {line}");
-                        assert!(!parts[f as usize].contains(&line), "{at}: {line}");
-                        line
-                    })
-                    .collect();
-                assert_ne!(ends[0], ends[1]);
+                for side in 0..2 {
+                    let near = &link.ends[side];
+                    let node = &lab.fabric.node(near.node).name;
+                    let port = crate::names::port_index(&lab, near.node, link.id).unwrap();
+                    let [m, f] = [c.machines[side], c.machines[1 - side]];
+                    let line = format!(
+                        "vxlan tn-{}-{node} {}#{port} vni {} {} -> {} port 14790 mtu {}",
+                        lab.name,
+                        near.ifname,
+                        c.vni,
+                        underlay(m),
+                        underlay(f),
+                        c.mtu
+                    );
+                    assert!(parts[m as usize].contains(&line), "{at}: {line}");
+                    assert!(!parts[f as usize].contains(&line), "{at}: {line}");
+                }
             }
             assert_eq!(
                 of_kind(all.iter().copied(), "vxlan").len(),
@@ -886,8 +882,7 @@ mod characterisation {
         let text = std::fs::read_to_string(&path)
             .unwrap()
             .replace("mtu = 1500", "mtu = 1500\ndelay = \"1ms\"");
-        let (parts, plan) = record_parts(&path, &text, 3);
-        let lab = turbonet_topo::parse("t", &text).unwrap();
+        let (parts, plan, lab) = record_parts(&path, &text, 3);
         assert_eq!(plan.cut_links.len(), 3, "every switch link is cut");
         for c in &plan.cut_links {
             assert!(c.engine, "{c:?}");

@@ -296,6 +296,8 @@ pub struct CutEnd {
     pub owner: u32,
     /// A link engine carries it.
     pub engine: bool,
+    /// Its MTU (the link's; Ethernet's when it sets none).
+    pub mtu: u16,
 }
 
 /// Where a link is, seen from one machine.
@@ -335,6 +337,7 @@ impl Share {
                         vni: c.vni,
                         owner: c.owner,
                         engine: c.engine,
+                        mtu: c.mtu,
                     },
                 ))
             })

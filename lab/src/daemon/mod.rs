@@ -260,15 +260,25 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
         // the plane reads it back or writes it again. A fresh P4 plane
         // adopts its switches knowing what `up` wrote (small labs).
         let fresh = restarts == 0;
+        // This machine's nodes (all of them but in a lab over machines).
+        let share = crate::span::Placement::span_of(state.placement.as_ref(), &lab)?.share;
         let (plane, start_routes) = if fresh && lab.target != turbonet_topo::Target::Netns {
             let intact = intact.await?;
             let plane =
-                crate::dataplane::open(&lab, &dir, &state, Some(&intact[..]), 1, &events).await?;
+                crate::dataplane::open(&lab, &share, &dir, &state, Some(&intact[..]), 1, &events)
+                    .await?;
             (plane, StartRoutes::Known(intact))
         } else {
-            let plane =
-                crate::dataplane::open(&lab, &dir, &state, None, 1 + u128::from(restarts), &events)
-                    .await?;
+            let plane = crate::dataplane::open(
+                &lab,
+                &share,
+                &dir,
+                &state,
+                None,
+                1 + u128::from(restarts),
+                &events,
+            )
+            .await?;
             (
                 plane,
                 StartRoutes::Computing {
@@ -290,7 +300,6 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
         // table is watched from when it first converged (see
         // `FibWatch::start_when`).
         let watch_later = fresh && lab.routing.mode == RoutingMode::Bgp;
-        let share = crate::span::Placement::span_of(state.placement.as_ref(), &lab)?.share;
         let fib_watch = if lab.target == turbonet_topo::Target::Netns && !watch_later {
             watching(
                 FibWatch::start(lab.clone(), share.clone(), events.clone()),

@@ -128,9 +128,11 @@ impl Builder {
 /// engine starts; on the P4 targets the daemon becomes primary controller
 /// of the switches under `election_id`. The fabric holds what `up` built
 /// with `routes` (`None`: not known, after a daemon died; it is read back
-/// or written again).
+/// or written again). A `netns` plane keeps to `share`'s nodes (this
+/// machine's part of a lab over several).
 pub async fn open(
     lab: &Arc<Lab>,
+    share: &turbonet_topo::machines::Share,
     dir: &LabDir,
     state: &LabState,
     routes: Option<&[Vec<turbonet_routing::Route>]>,
@@ -140,7 +142,7 @@ pub async fn open(
     Ok(match lab.target {
         Target::Netns => Box::new(netns::NetnsPlane::open(
             lab.clone(),
-            crate::span::Placement::span_of(state.placement.as_ref(), lab)?.share,
+            share.clone(),
             &crate::carrier::recorded(lab, &state.carriers),
             routes.map(<[_]>::to_vec),
             events,

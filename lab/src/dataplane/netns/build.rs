@@ -60,12 +60,10 @@ async fn build<K: Kernel>(kernel: &mut K, cx: &mut Build<'_>) -> Result<()> {
         netns::has_engine_namespace(lab, carriers),
         host.hash_seed,
     );
-    let here_count = specs.iter().filter(|s| s.for_user).count();
     let (created, hub) = create_namespaces(kernel, cx, specs).await?;
     let state = &mut *cx.state;
-    let (nodes, engine) = created.split_at(here_count);
+    let (here, engine) = netns::Here::split(lab, span, &created);
     let engine = engine.first().copied();
-    let here = netns::Here::new(lab, span, nodes);
     let links = netns::links(lab, &here, engine, carriers)?;
     let senders = (links.veths.iter())
         .map(|v| v.local.ns)
@@ -177,7 +175,7 @@ async fn build<K: Kernel>(kernel: &mut K, cx: &mut Build<'_>) -> Result<()> {
         progress,
         state,
         "addresses",
-        (2 * here_count + rules.len(), &|| k.finished()),
+        (2 * here.count() + rules.len(), &|| k.finished()),
         async {
             k.set_up(netns::loopbacks(lab, &here)).await?;
             k.add_addresses(addresses).await?;

@@ -46,14 +46,24 @@ pub struct Here<'a> {
 }
 
 impl<'a> Here<'a> {
-    /// The nodes of `lab` that `span` runs, in node order, in the
-    /// namespaces `created` (in the same order).
-    pub fn new(lab: &Lab, span: &'a Span, created: &[Ns]) -> Here<'a> {
-        let mut created = created.iter().copied();
+    /// The nodes of `lab` that `span` runs, in the first of the namespaces
+    /// `created` (in node order, as [`namespace_specs`] lists them); and
+    /// the namespaces created after them.
+    pub fn split(lab: &Lab, span: &'a Span, created: &'a [Ns]) -> (Here<'a>, &'a [Ns]) {
+        let mut taken = 0;
         let ns = (lab.fabric.nodes.iter())
-            .map(|n| span.runs(n.id).then(|| created.next()).flatten())
+            .map(|n| {
+                let ns = span.runs(n.id).then(|| created.get(taken)).flatten();
+                taken += usize::from(ns.is_some());
+                ns.copied()
+            })
             .collect();
-        Here { span, ns }
+        (Here { span, ns }, &created[taken..])
+    }
+
+    /// How many nodes run here.
+    pub fn count(&self) -> usize {
+        self.ns.iter().flatten().count()
     }
 
     /// Node `node`'s namespace, if it runs here.
@@ -200,9 +210,6 @@ pub fn links(
     let mut out = LinkDevices::default();
     for link in &lab.fabric.links {
         let reach = here.span().reach(link);
-        if reach == Reach::Away {
-            continue;
-        }
         let mtu = link.params.mtu.map(|m| u32::from(m.0));
         let end = |ns, name: &str, ifindex| VethEnd {
             ns,
@@ -227,9 +234,10 @@ pub fn links(
             peer_up,
         };
         match (reach, impaired[link.id.0 as usize]) {
+            (Reach::Away, _) => {}
             (Reach::Local, None) => out.veths.push(veth(port(0), port(1), true)),
             (Reach::Cut(cut), None) => out.vxlans.push(here.span().vxlan(link, cut, port(cut.end))),
-            (reach, Some(k)) => {
+            (Reach::Local | Reach::Cut(_), Some(k)) => {
                 let engine =
                     engine.ok_or_else(|| err!("impaired link {} without an engine", link.name))?;
                 for side in 0..2 {
@@ -249,7 +257,6 @@ pub fn links(
                     }
                 }
             }
-            (Reach::Away, None) => unreachable!("left out above"),
         }
     }
     out.veths.sort_by_key(|v| v.local.ns);

@@ -72,7 +72,7 @@ pub struct NetnsPlane<K: Kernel = Netlink> {
     /// node, its ports (link, ifindex, which end of the link it is).
     veth_reads: BTreeMap<NodeId, Vec<(LinkId, u32, usize)>>,
     /// The nodes that run on this machine.
-    share: Arc<Share>,
+    share: Share,
     applied: Current,
 }
 
@@ -289,7 +289,7 @@ impl<K: Kernel> NetnsPlane<K> {
                 routes,
             },
             veth_reads: veth_reads(&lab, &share, carriers),
-            share: Arc::new(share),
+            share,
             carriers: carriers.to_vec(),
             engine,
             kernel,
@@ -345,8 +345,10 @@ impl<K: Kernel> NetnsPlane<K> {
     async fn set_link(&mut self, link: LinkId, up: bool) -> Result<()> {
         let lab = self.lab.clone();
         let link = lab.fabric.link(link);
-        let share = self.share.clone();
-        for end in link.ends.iter().filter(|e| share.runs(e.node)) {
+        let here: Vec<_> = (link.ends.iter())
+            .filter(|e| self.share.runs(e.node))
+            .collect();
+        for end in here {
             let index = names::port_index(&lab, end.node, link.id).expect("link's end is a port");
             let port = vec![(self.namespace(end.node)?, vec![index])];
             let done = if up {
@@ -383,11 +385,10 @@ impl<K: Kernel> NetnsPlane<K> {
         let impairment = Impairment::from_params(params);
         match &self.carriers[link.id.0 as usize] {
             Carrier::Kernel => {
-                let share = self.share.clone();
-                for (direction, end) in link.ends.iter().enumerate() {
-                    if !share.runs(end.node) {
-                        continue;
-                    }
+                let here: Vec<_> = (link.ends.iter().enumerate())
+                    .filter(|(_, e)| self.share.runs(e.node))
+                    .collect();
+                for (direction, end) in here {
                     let (ns, index, node) = self.end_port(link, end)?;
                     let seed = direction_seed(self.lab.seed, &link.name, direction as u8);
                     self.kernel
@@ -398,8 +399,10 @@ impl<K: Kernel> NetnsPlane<K> {
             }
             Carrier::Shaper => {
                 let tbf = super::shaper_for(params).map_err(|e| Error::Invalid(e.to_string()))?;
-                let share = self.share.clone();
-                for end in link.ends.iter().filter(|e| share.runs(e.node)) {
+                let here: Vec<_> = (link.ends.iter())
+                    .filter(|e| self.share.runs(e.node))
+                    .collect();
+                for end in here {
                     let (ns, index, node) = self.end_port(link, end)?;
                     self.kernel
                         .set_shapers(vec![(ns, vec![(index, tbf)])])
@@ -587,8 +590,10 @@ impl<K: Kernel + std::fmt::Debug + 'static> DataPlane for NetnsPlane<K> {
             // Not known what the kernel holds (after a restart): every
             // route is written once.
             let known = self.applied.routes.take();
-            let share = self.share.clone();
-            for node in lab.fabric.nodes.iter().filter(|n| share.runs(n.id)) {
+            let here: Vec<_> = (lab.fabric.nodes.iter())
+                .filter(|n| self.share.runs(n.id))
+                .collect();
+            for node in here {
                 let i = node.id.0 as usize;
                 let before: &[Route] = known.as_ref().map_or(&[][..], |h| &h[i]);
                 // On a failure what was written is unknown: start over.
