@@ -121,7 +121,7 @@ pub fn coordinate(
     let (phase_tx, phase) = watch::channel(coordinator.phase());
 
     // Worker 0's own attendance: channels into the loop.
-    let (own_to, told) = mpsc::channel(64);
+    let (own_to, told) = mpsc::channel(WAITING);
     let (tell, mut told_by_own) = mpsc::channel::<Tell>(64);
     {
         let events = events.clone();
@@ -142,11 +142,14 @@ pub fn coordinate(
             HashMap::from([(Coordinator::OWN, own_to)]);
         let mut outputs = first;
         loop {
-            deliver(&coordinator, &mut conns, std::mem::take(&mut outputs)).await;
-            let _ = phase_tx.send_if_modified(|p| {
-                let now = coordinator.phase();
-                (*p != now).then(|| *p = now).is_some()
-            });
+            // A worker that does not read what it is told is closed: the
+            // coordinator never waits on one.
+            let mut stalled = deliver(&coordinator, &mut conns, &phase_tx, outputs);
+            while let Some(conn) = stalled.pop() {
+                let more = coordinator.handle(origin.elapsed(), Input::Closed { conn });
+                stalled.extend(deliver(&coordinator, &mut conns, &phase_tx, more));
+            }
+            outputs = Vec::new();
             let deadline = coordinator.next_deadline().map_or_else(
                 || Instant::now() + Duration::from_secs(3600),
                 |d| origin + d,
@@ -193,19 +196,35 @@ pub fn coordinate(
     ))
 }
 
-/// Sends `outputs` to the connections they are for.
-async fn deliver(
+/// How many messages a connection may have waiting before it counts as
+/// stalled.
+const WAITING: usize = 64;
+
+/// Sends `outputs` to the connections they are for, and the lab's phase
+/// to `phase` too; returns the connections that had [`WAITING`] messages
+/// unread (they are dropped: their streams end).
+fn deliver(
     coordinator: &Coordinator,
     conns: &mut HashMap<Conn, mpsc::Sender<Told>>,
+    phase: &watch::Sender<Phase>,
     outputs: Vec<Output>,
-) {
+) -> Vec<Conn> {
     let conn_of = |index: usize| coordinator.workers().get(index).and_then(|w| w.conn);
+    let mut stalled = Vec::new();
+    let mut send = |conns: &mut HashMap<Conn, mpsc::Sender<Told>>, conn: Conn, told: Told| {
+        let full = conns
+            .get(&conn)
+            .is_some_and(|to| matches!(to.try_send(told), Err(mpsc::error::TrySendError::Full(_))));
+        if full {
+            conns.remove(&conn);
+            stalled.push(conn);
+        }
+    };
     for output in outputs {
         let (conn, told) = match output {
             Output::Refuse { conn, reason } => {
-                if let Some(to) = conns.remove(&conn) {
-                    let _ = to.send(Told::Refused(reason)).await;
-                }
+                send(conns, conn, Told::Refused(reason));
+                conns.remove(&conn);
                 continue;
             }
             Output::Build {
@@ -217,17 +236,20 @@ async fn deliver(
                 (conn_of(to), Told::Repoint { peer, underlay })
             }
             Output::Carrier { to, peer, up } => (conn_of(to), Told::Carrier { peer, up }),
-            Output::Phase(phase) => {
-                for to in conns.values() {
-                    let _ = to.send(Told::Phase(phase.clone())).await;
+            Output::Phase(now) => {
+                phase.send_replace(now.clone());
+                let all: Vec<Conn> = conns.keys().copied().collect();
+                for conn in all {
+                    send(conns, conn, Told::Phase(now.clone()));
                 }
                 continue;
             }
         };
-        if let Some(to) = conn.and_then(|c| conns.get(&c)) {
-            let _ = to.send(told).await;
+        if let Some(conn) = conn {
+            send(conns, conn, told);
         }
     }
+    stalled
 }
 
 /// What a worker's message is to the coordinator.
@@ -274,11 +296,13 @@ impl Workers for Service {
             .is_some_and(|v| token_matches(v.as_bytes(), &self.token));
         if !authorized {
             return Err(Status::unauthenticated(
-                "this lab's token is needed (authorization: Bearer <token>)",
+                "the call did not carry this lab's token (authorization: Bearer <token>, the \
+                 token of the worker's --token-file)",
             ));
         }
         let conn = self.next.fetch_add(1, Ordering::Relaxed);
-        let (to, from) = mpsc::channel(64);
+        let (to, from) = mpsc::channel(WAITING);
+        let refuse = to.clone();
         let events = self.events.clone();
         events
             .send(Event::Open { conn, to })
@@ -290,7 +314,10 @@ impl Workers for Service {
                 let input = match message.says {
                     Some(WorkerMessage::Hello(hello)) => match hello_from_wire(hello) {
                         Ok(hello) => Input::Hello { conn, hello },
-                        Err(_) => break,
+                        Err(e) => {
+                            let _ = refuse.send(Told::Refused(format!("its hello: {e}"))).await;
+                            break;
+                        }
                     },
                     Some(WorkerMessage::Built(Empty {})) => Input::Built { conn },
                     Some(WorkerMessage::BuildFailed(error)) => Input::BuildFailed { conn, error },
@@ -415,7 +442,10 @@ fn told_to_wire(t: Told) -> std::result::Result<CoordinatorSays, Status> {
 fn told_from_wire(says: CoordinatorSays) -> Option<Told> {
     Some(match says.says? {
         CoordinatorMessage::Build(b) => Told::Build {
-            underlays: b.underlays.iter().filter_map(|u| u.parse().ok()).collect(),
+            // Every address or none: an index must not shift.
+            underlays: (b.underlays.iter())
+                .map(|u| u.parse().ok())
+                .collect::<Option<_>>()?,
             port: u16::try_from(b.port).ok()?,
         },
         CoordinatorMessage::Repoint(r) => Told::Repoint {
@@ -428,4 +458,39 @@ fn told_from_wire(says: CoordinatorSays) -> Option<Told> {
         },
         CoordinatorMessage::Phase(p) => Told::Phase(serde_json::from_str(&p).ok()?),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_that_reads_nothing_is_dropped_not_waited_on() {
+        let own = Hello {
+            lab: "wire".to_owned(),
+            index: 0,
+            of: 2,
+            version: "turbonet test".to_owned(),
+            partition: 1,
+            underlay: "198.18.0.1".parse().unwrap(),
+            busy_ports: Vec::new(),
+        };
+        let (coordinator, _) = Coordinator::new(own, Settings::default(), Duration::ZERO);
+        // Connection 7 has left a message unread and has room for no more.
+        let (slow, _unread) = mpsc::channel(1);
+        slow.try_send(Told::Phase(Phase::Running)).unwrap();
+        let (reading, mut read) = mpsc::channel(8);
+        let mut conns = HashMap::from([(7, slow), (8, reading)]);
+        let (phase, watched) = watch::channel(coordinator.phase());
+        let stalled = deliver(
+            &coordinator,
+            &mut conns,
+            &phase,
+            vec![Output::Phase(Phase::Running)],
+        );
+        assert_eq!(stalled, vec![7]);
+        assert!(!conns.contains_key(&7) && conns.contains_key(&8));
+        assert_eq!(read.try_recv().unwrap(), Told::Phase(Phase::Running));
+        assert_eq!(*watched.borrow(), Phase::Running);
+    }
 }
