@@ -74,6 +74,12 @@ pub enum Error {
         "no container image: name one with turbonet in it (and FRR or BIRD if the lab runs them)"
     )]
     NoImage,
+    /// The image is not an image reference.
+    #[error(
+        "container image {0:?} is not an image reference: no spaces or control characters \
+         (registry/name:tag, or name@sha256:digest)"
+    )]
+    BadImage(String),
     /// The token is not one a worker can read back.
     #[error("the token must be printable ASCII without spaces, 16 to 256 characters")]
     BadToken,
@@ -135,6 +141,9 @@ pub fn render(r: &Request<'_>) -> Result<Objects, Error> {
     }
     if r.image.trim().is_empty() {
         return Err(Error::NoImage);
+    }
+    if !r.image.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(Error::BadImage(r.image.to_owned()));
     }
     if !(16..=256).contains(&r.token.len()) || !r.token.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(Error::BadToken);

@@ -88,6 +88,11 @@ fn refusals_say_what_would_do() {
             .contains("no container image")
     );
     assert!(
+        request(&text, "bad image!", token)
+            .unwrap_err()
+            .contains("\"bad image!\" is not an image reference")
+    );
+    assert!(
         request(&text, "i", "short")
             .unwrap_err()
             .contains("16 to 256")
