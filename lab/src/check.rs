@@ -45,6 +45,10 @@ pub struct Failure {
 pub struct Report {
     /// The lab.
     pub lab: String,
+    /// On one machine of a lab over several, which (`machine 1 of 2`):
+    /// the hosts probed from are those that run here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub part: Option<String>,
     /// Hosts probed from.
     pub hosts: usize,
     /// Probes sent (one per host pair and address).
@@ -84,7 +88,12 @@ pub fn check_sampled(running: &Running, timeout: f64, sample: Option<usize>) -> 
     let hosts: Vec<_> = lab.fabric.hosts().collect();
     let addrs: Vec<Vec<Ipv4Addr>> = hosts.iter().map(|h| addresses(lab, h.id)).collect();
     let targets = targets(lab, &hosts, sample);
+    // On one machine of several, from the hosts that run here.
+    let placement = running.dir.load()?.and_then(|st| st.placement);
+    let span = crate::span::Placement::span_of(placement.as_ref(), lab)?;
+    let part = placement.map(|p| format!("machine {} of {}", p.machine, p.machines));
     let probes: Vec<Probe> = (0..hosts.len())
+        .filter(|&from| span.runs(hosts[from].id))
         .flat_map(|from| {
             let addrs = &addrs;
             targets(from)
@@ -94,8 +103,14 @@ pub fn check_sampled(running: &Running, timeout: f64, sample: Option<usize>) -> 
         })
         .collect();
     let start = Instant::now();
-    let senders: Vec<turbonet_topo::NodeId> = hosts.iter().map(|h| h.id).collect();
-    let wanted: Vec<(usize, Ipv4Addr)> = probes.iter().map(|p| (p.from, p.addr)).collect();
+    // The senders here, by the index of their probes.
+    let here: Vec<usize> = (0..hosts.len())
+        .filter(|&h| span.runs(hosts[h].id))
+        .collect();
+    let senders: Vec<turbonet_topo::NodeId> = here.iter().map(|&h| hosts[h].id).collect();
+    let wanted: Vec<(usize, Ipv4Addr)> = (probes.iter())
+        .map(|p| (here.binary_search(&p.from).unwrap_or_default(), p.addr))
+        .collect();
     let answered = probe(lab, &senders, &wanted, timeout)?;
 
     let failures: Vec<Failure> = probes
@@ -110,7 +125,8 @@ pub fn check_sampled(running: &Running, timeout: f64, sample: Option<usize>) -> 
         .collect();
     Ok(Report {
         lab: lab.name.clone(),
-        hosts: hosts.len(),
+        part,
+        hosts: senders.len(),
         probes: probes.len(),
         reachable: probes.len() - failures.len(),
         sample,

@@ -33,7 +33,9 @@
 //!   coordinator's service, a worker's attendance);
 //! - the verbs: [`up`], [`down`], [`inspect`], [`check`], [`exec`] (with
 //!   [`mpi`]), [`plan`], [`watch`] (with [`graph`]), [`capture`],
-//!   [`serve`] (labs for a group's members without root).
+//!   [`serve`] (labs for a group's members without root);
+//! - [`worker`]: `turbonet worker`, this machine's part of a lab over
+//!   several, built and taken down as the coordinator says.
 //!
 //! Above it, each in a crate of its own: experiments (`turbonet-experiment`),
 //! graded labs (`turbonet-course`), the web view (`turbonet-ui`) and the
@@ -72,6 +74,7 @@ pub mod state;
 pub mod topology;
 pub mod up;
 pub mod watch;
+pub mod worker;
 pub mod workers;
 pub mod workload;
 

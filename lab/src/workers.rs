@@ -335,7 +335,9 @@ impl Workers for Service {
 }
 
 /// Attends the coordinator at `endpoint` (`http://host:port`) with the
-/// lab's `token`, saying `hello` first.
+/// lab's `token`, saying `hello` first. An error is [`Error::Failed`] when
+/// the coordinator could not be reached (worth trying again), and
+/// [`Error::Refused`] when it answered no.
 pub async fn attend(endpoint: &str, token: &str, hello: &Hello) -> Result<Attendance> {
     let channel = tonic::transport::Endpoint::from_shared(endpoint.to_owned())
         .map_err(|e| Error::Invalid(format!("coordinator address {endpoint}: {e}")))?
@@ -356,7 +358,15 @@ pub async fn attend(endpoint: &str, token: &str, hello: &Hello) -> Result<Attend
     let mut inbound = WorkersClient::new(channel)
         .attend(request)
         .await
-        .map_err(|s| Error::Failed(format!("the coordinator at {endpoint}: {}", s.message())))?
+        .map_err(|s| {
+            let said = format!("the coordinator at {endpoint}: {}", s.message());
+            // Unreachable is worth trying again; anything it says is final.
+            if s.code() == tonic::Code::Unavailable {
+                Error::Failed(said)
+            } else {
+                Error::Refused(said)
+            }
+        })?
         .into_inner();
     let (told_tx, told) = mpsc::channel(64);
     tokio::spawn(async move {
@@ -367,7 +377,10 @@ pub async fn attend(endpoint: &str, token: &str, hello: &Hello) -> Result<Attend
                     None => continue,
                 },
                 Ok(None) => return,
-                Err(status) => Told::Refused(status.message().to_owned()),
+                // A refusal ends the stream with a status of its own; any
+                // other error is the connection's: the stream just ends.
+                Err(status) if refusal(status.code()) => Told::Refused(status.message().to_owned()),
+                Err(_) => return,
             };
             let last = matches!(told, Told::Refused(_));
             if told_tx.send(told).await.is_err() || last {
@@ -376,6 +389,18 @@ pub async fn attend(endpoint: &str, token: &str, hello: &Hello) -> Result<Attend
         }
     });
     Ok(Attendance { told, tell })
+}
+
+/// A status the coordinator ends a stream with when it refuses a worker
+/// (not one of a broken connection).
+fn refusal(code: tonic::Code) -> bool {
+    matches!(
+        code,
+        tonic::Code::FailedPrecondition
+            | tonic::Code::Unauthenticated
+            | tonic::Code::PermissionDenied
+            | tonic::Code::InvalidArgument
+    )
 }
 
 /// What a worker's message is on the wire.

@@ -5,6 +5,7 @@
 //! the test panics.
 
 pub mod browser;
+pub mod machines;
 pub mod service;
 
 use std::path::{Path, PathBuf};

@@ -58,6 +58,31 @@ pub(crate) enum Command {
     /// Run a lab on a Kubernetes cluster: its workers as Kubernetes objects.
     #[command(subcommand)]
     Kube(KubeCommand),
+    /// Run this machine's part of a lab over several machines.
+    ///
+    /// Run this machine's part of a lab over M machines: one worker per
+    /// machine, each started with the same scenario, its index and M.
+    /// Each computes the partition (`turbonet plan --machines M`) and says
+    /// its hash; worker 0 coordinates, listening for the others, which
+    /// connect to it (`--coordinator`) with the lab's token, trying again
+    /// until it answers. Once all M are there, each builds its part: the
+    /// nodes it runs, and a VXLAN tunnel to the far machine for each link
+    /// cut between machines. The underlay (each machine's address toward
+    /// worker 0, or `--underlay`) must carry every cut link's MTU plus 50
+    /// bytes, or the worker refuses to start. A machine lost (its worker
+    /// silent for 3 s) has its cut links taken down at the others; back,
+    /// they come up again. A worker started again over its part keeps it.
+    /// Runs until SIGTERM or Ctrl-C, then takes its part down. The lab's
+    /// control API is each machine's, for the nodes it runs (`turbonet
+    /// check` there pings from its hosts to every host).
+    #[command(
+        after_help = "Examples (a lab over two machines at 10.0.0.1 and 10.0.0.2):
+  head -c 32 /dev/urandom | base64 > token && chmod 600 token   # copied to both
+  10.0.0.1# turbonet worker --index 0 --of 2 --coordinator 10.0.0.1:7789 --token-file token lab.toml
+  10.0.0.2# turbonet worker --index 1 --of 2 --coordinator 10.0.0.1:7789 --token-file token lab.toml
+  turbonet kube render lab.toml --machines 2 --image IMAGE   # the same, on Kubernetes"
+    )]
+    Worker(WorkerArgs),
     /// Run turbonet's soft switch, a P4Runtime device
     ///
     /// Run turbonet's soft switch: one P4Runtime device that runs the
@@ -845,6 +870,45 @@ pub(crate) struct KubeRenderArgs {
     /// default a new random one, written into the Secret.
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+}
+
+/// Arguments of `worker`.
+#[derive(Debug, Args)]
+pub(crate) struct WorkerArgs {
+    /// Scenario file (TOML), the same on every machine.
+    pub file: PathBuf,
+    /// This machine's index, from 0 (worker 0 coordinates the others).
+    #[arg(long, value_name = "I")]
+    pub index: u32,
+    /// How many machines the lab spans.
+    #[arg(long, value_name = "M", value_parser = machine_count)]
+    pub of: u32,
+    /// Where worker 0 listens for the others, `HOST:PORT` (retried until
+    /// the name resolves and the worker answers).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub coordinator: String,
+    /// Where worker 0 listens (default: every address, on the port of
+    /// `--coordinator`).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// A file holding the lab's token (one word; no one but its owner may
+    /// read it), the same on every machine.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: PathBuf,
+    /// This machine's underlay address, where the other machines send its
+    /// cut links' frames (default: its address toward the coordinator).
+    #[arg(long, value_name = "IPV4")]
+    pub underlay: Option<std::net::Ipv4Addr>,
+    /// Seconds worker 0 waits for every worker to connect (others: to
+    /// reach worker 0) before it gives up.
+    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
+    pub rendezvous: u64,
+    /// Threads that create namespaces (default: one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Print nothing but errors.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// `turbonet link ...`.

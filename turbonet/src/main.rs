@@ -125,6 +125,7 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Up(args) => commands::up::run(args).map(success),
         Command::Plan(args) => commands::plan::run(&args),
         Command::Kube(command) => commands::kube::run(&command),
+        Command::Worker(args) => commands::worker::run(args).map(success),
         Command::Softswitch(args) => commands::softswitch::run(args).map(success),
         Command::Down(args) => commands::down::run(args).map(success),
         Command::Serve(args) => commands::serve::run(args),

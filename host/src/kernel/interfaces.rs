@@ -2,15 +2,17 @@
 //! a node and back, in the namespace they live in.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use futures::TryStreamExt;
 use ipnet::Ipv4Net;
 use rtnetlink::packet_route::AddressFamily;
 use rtnetlink::packet_route::address::AddressAttribute;
-use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
-use rtnetlink::{Handle, LinkUnspec};
+use rtnetlink::packet_route::link::{
+    InfoData, InfoVxlan, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
+};
+use rtnetlink::{Handle, LinkUnspec, LinkVxlan};
 
 use super::{External, NodeNs};
 use crate::err;
@@ -67,6 +69,80 @@ pub fn mtu_of(link: &LinkMessage) -> u32 {
             _ => None,
         })
         .unwrap_or(1500)
+}
+
+/// The interface that holds address `addr`, by name, with its MTU: the
+/// underlay a machine's cut links cross.
+pub async fn holding(handle: &Handle, addr: Ipv4Addr) -> Result<Option<(String, u32)>> {
+    let mut index = None;
+    let mut addrs = handle.address().get().execute();
+    while let Some(msg) = addrs.try_next().await? {
+        let here = msg.attributes.iter().any(|a| {
+            matches!(a, AddressAttribute::Local(IpAddr::V4(ip))
+                | AddressAttribute::Address(IpAddr::V4(ip)) if *ip == addr)
+        });
+        if here && index.is_none() {
+            index = Some(msg.header.index);
+        }
+    }
+    let Some(index) = index else {
+        return Ok(None);
+    };
+    let mut links = handle.link().get().match_index(index).execute();
+    let Some(link) = links.try_next().await? else {
+        return Ok(None);
+    };
+    let name = link.attributes.iter().find_map(|a| match a {
+        LinkAttribute::IfName(n) => Some(n.clone()),
+        _ => None,
+    });
+    Ok(Some((
+        name.unwrap_or_else(|| format!("#{index}")),
+        mtu_of(&link),
+    )))
+}
+
+/// Points every VXLAN device of the namespace `handle` talks to that sends
+/// to `from` at `to` instead (the far machine of cut links moved); how many.
+pub async fn repoint_vxlans(handle: &Handle, from: Ipv4Addr, to: Ipv4Addr) -> Result<usize> {
+    let mut moved = Vec::new();
+    let mut links = handle.link().get().execute();
+    while let Some(link) = links.try_next().await? {
+        let mut name = None;
+        let mut vxlan = None;
+        for a in &link.attributes {
+            match a {
+                LinkAttribute::IfName(n) => name = Some(n.clone()),
+                LinkAttribute::LinkInfo(infos) => {
+                    vxlan = infos.iter().find_map(|i| match i {
+                        LinkInfo::Data(InfoData::Vxlan(v)) => Some(v),
+                        _ => None,
+                    });
+                }
+                _ => {}
+            }
+        }
+        let Some(info) = vxlan else { continue };
+        let vni = info.iter().find_map(|v| match v {
+            InfoVxlan::Id(id) => Some(*id),
+            _ => None,
+        });
+        let sends_to_from = info
+            .iter()
+            .any(|v| matches!(v, InfoVxlan::Group(ip) if *ip == from));
+        if let (Some(name), Some(vni), true) = (name, vni, sends_to_from) {
+            moved.push((name, vni));
+        }
+    }
+    for (name, vni) in &moved {
+        handle
+            .link()
+            .change(LinkVxlan::new(name, *vni).remote(to).build())
+            .execute()
+            .await
+            .with_context(|| format!("pointing {name} at {to}"))?;
+    }
+    Ok(moved.len())
 }
 
 /// How a port stands, as a lab's link checks read it.

@@ -40,11 +40,19 @@ fn print(report: &check::Report, as_json: bool) -> Result<()> {
         "FAILED"
     };
     println!(
-        "check {verdict}: {}/{} probes answered between {} hosts of lab {}{} in {:.2} s",
+        "check {verdict}: {}/{} probes answered {} {} hosts of lab {}{}{} in {:.2} s",
         count(report.reachable),
         count(report.probes),
+        if report.part.is_some() {
+            "from"
+        } else {
+            "between"
+        },
         count(report.hosts),
         report.lab,
+        report.part.as_ref().map_or(String::new(), |p| format!(
+            " ({p}: its hosts, to every host)"
+        )),
         report.sample.map_or(String::new(), |k| format!(
             " ({k} sampled behind every ToR, edge or leaf)"
         )),

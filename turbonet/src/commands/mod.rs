@@ -26,6 +26,7 @@ pub(crate) mod ui;
 pub(crate) mod up;
 pub(crate) mod validate;
 pub(crate) mod watch;
+pub(crate) mod worker;
 pub(crate) mod workload;
 
 use anyhow::Result;
