@@ -2,10 +2,15 @@
 //! network namespace with mounts of its own ([`turbonet_tests::machines`])
 //! running an unmodified `turbonet worker` (root).
 
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 use turbonet_tests::machines::Machines;
-use turbonet_tests::{require_root, scenario_as, text, unique_lab};
+use turbonet_tests::{
+    LabGuard, require_root, run, scenario_as, text, unique_lab, workspace, write_scenario,
+};
 
 /// How long a lab over machines may take to come up here.
 const UP: Duration = Duration::from_secs(240);
@@ -55,4 +60,290 @@ fn a_fat_tree_over_two_machines_reaches_every_host_pair() {
             text(&left)
         );
     }
+}
+
+/// Every node's routes (main table) on machine `i` of a lab over several,
+/// or with `i` none on this machine, by node: `ip route` of each of the
+/// lab's namespaces there, its lines sorted.
+fn tables(machines: Option<(&Machines, usize)>, lab: &str) -> BTreeMap<String, Vec<String>> {
+    let run = |args: &[&str]| -> String {
+        let out = match machines {
+            Some((m, i)) => m.on(i, args[0]).args(&args[1..]).output(),
+            None => Command::new(args[0]).args(&args[1..]).output(),
+        }
+        .expect("runs");
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        String::from_utf8(out.stdout).expect("text")
+    };
+    let prefix = format!("tn-{lab}-");
+    run(&["ls", "/run/netns"])
+        .split_whitespace()
+        .filter_map(|ns| Some((ns, ns.strip_prefix(&prefix)?)))
+        .map(|(ns, node)| {
+            let mut lines: Vec<String> = run(&["ip", "-n", ns, "route", "show"])
+                .lines()
+                .map(str::to_owned)
+                .collect();
+            lines.sort();
+            (node.to_owned(), lines)
+        })
+        .collect()
+}
+
+/// Asserts that the tables of the lab over machines, taken machine by
+/// machine, are those of the same scenario on one machine, node by node.
+fn same_tables(over: &[BTreeMap<String, Vec<String>>], one: &BTreeMap<String, Vec<String>>) {
+    let mut all = BTreeMap::new();
+    for part in over {
+        for (node, lines) in part {
+            assert!(
+                all.insert(node.clone(), lines.clone()).is_none(),
+                "{node} runs on one machine only"
+            );
+        }
+    }
+    assert_eq!(
+        all.keys().collect::<Vec<_>>(),
+        one.keys().collect::<Vec<_>>(),
+        "the same nodes"
+    );
+    for (node, lines) in &all {
+        assert_eq!(
+            lines, &one[node],
+            "{node}'s routes over machines and on one"
+        );
+    }
+}
+
+/// Brings `file` up on this machine as lab `lab`; the guard takes it down.
+fn up_here(lab: &str, file: &Path) -> LabGuard {
+    let guard = LabGuard(lab.to_owned());
+    let up = run(&["up", "--quiet", file.to_str().unwrap()]);
+    assert!(up.status.success(), "up {lab}: {}", text(&up));
+    guard
+}
+
+/// `ping` from host `from` (its namespace `tn-LAB-FROM`) to `to`, on
+/// machine `i`: how many of `count` were answered.
+fn pings(machines: &Machines, i: usize, lab: &str, from: &str, to: &str, args: &[&str]) -> u32 {
+    let ns = format!("tn-{lab}-{from}");
+    let out = machines
+        .on(i, "ip")
+        .args(["netns", "exec", &ns, "ping", "-q"])
+        .args(args)
+        .arg(to)
+        .output()
+        .expect("ping runs");
+    received(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// The number of replies in ping's summary.
+fn received(summary: &str) -> u32 {
+    summary
+        .lines()
+        .find_map(|l| {
+            let (_, rest) = l.split_once(" transmitted, ")?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// A link's counters from `link show LINK --json`: per direction, frames
+/// passed and dropped.
+fn drops(out: &std::process::Output, link: &str) -> serde_json::Value {
+    assert!(out.status.success(), "link show {link}: {}", text(out));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    rows.as_array()
+        .and_then(|r| r.iter().find(|l| l["link"] == link || l["name"] == link))
+        .cloned()
+        .unwrap_or_else(|| panic!("{link} in {rows}"))
+}
+
+/// What a link's model decided, per direction: frames in and out, and
+/// dropped by cause (not the machine's timing).
+fn model(counters: &serde_json::Value) -> Vec<BTreeMap<&str, u64>> {
+    let fields = [
+        "rx_packets",
+        "tx_packets",
+        "dropped_loss",
+        "dropped_queue",
+        "corrupted",
+    ];
+    (counters["directions"]
+        .as_array()
+        .expect("directions")
+        .iter())
+    .map(|d| {
+        fields
+            .iter()
+            .map(|f| (*f, d[*f].as_u64().unwrap_or(0)))
+            .collect()
+    })
+    .collect()
+}
+
+/// The triangle of switches, each with a host, over three machines: every
+/// switch link is cut. The links between switches are impaired (carried by
+/// a link engine at one end), one with seeded loss.
+#[test]
+fn a_triangle_over_three_machines_cuts_every_switch_link_and_keeps_its_model() {
+    require_root!();
+    let lab = unique_lab("wt");
+    let impair = |text: String| {
+        text.replace("seed", "#")
+            .replace("name = \"tri\"", "name = \"tri\"\nseed = 3")
+            .replace(
+                "a = \"r1\"\nb = \"r2\"",
+                "a = \"r1\"\nb = \"r2\"\ndelay = \"1ms\"\nloss = \"20%\"",
+            )
+            .replace(
+                "a = \"r2\"\nb = \"r3\"",
+                "a = \"r2\"\nb = \"r3\"\ndelay = \"2ms\"",
+            )
+    };
+    let original = workspace().join("scenarios/custom-triangle.toml");
+    let text = impair(std::fs::read_to_string(&original).unwrap());
+    assert!(text.contains("loss = \"20%\"") && text.contains("seed = 3"));
+    let file = write_scenario(
+        &lab,
+        &text.replace("name = \"tri\"", &format!("name = \"{lab}\"")),
+    );
+
+    let mut machines = Machines::new(&lab, 3);
+    for i in 0..3 {
+        machines.start_worker(i, &lab, &file);
+    }
+    for i in 0..3 {
+        machines.wait_for(i, "the lab runs on all 3 machines", UP);
+    }
+    // Which machine runs which host: the one whose namespaces hold it.
+    let over: Vec<_> = (0..3).map(|i| tables(Some((&machines, i)), &lab)).collect();
+    let machine_of = |node: &str| (0..3).find(|i| over[*i].contains_key(node)).unwrap();
+
+    // The lossy link's model: 40 pings h1 -> h2 across r1--r2.
+    let lossy = ["-c", "40", "-i", "0.02", "-W", "1"];
+    let h2 = host_address(&machines, machine_of("h2"), &lab, "h2");
+    let answered = pings(&machines, machine_of("h1"), &lab, "h1", &h2, &lossy);
+    let owner = (0..3)
+        .map(|i| machines.turbonet(i, &["link", "show", "r1--r2", "--lab", &lab, "--json"]))
+        .find(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains("drop"))
+        .expect("the link's owner counts it");
+    let over_model = drops(&owner, "r1--r2");
+
+    // Packets of the links' MTU cross every cut link whole.
+    for (from, to) in [("h1", "h2"), ("h2", "h3"), ("h3", "h1")] {
+        let addr = host_address(&machines, machine_of(to), &lab, to);
+        let got = pings(
+            &machines,
+            machine_of(from),
+            &lab,
+            from,
+            &addr,
+            &[
+                "-c", "10", "-i", "0.05", "-W", "1", "-M", "do", "-s", "1472",
+            ],
+        );
+        assert!(got > 0, "{from} -> {to}: no 1,500-byte packet crossed");
+    }
+    for i in 0..3 {
+        assert_eq!(
+            fragments_made(&machines, i),
+            0,
+            "machine {i} fragmented nothing"
+        );
+    }
+
+    // The same scenario on one machine: the same tables, the same drops.
+    let one = unique_lab("wo");
+    let one_file = write_scenario(
+        &one,
+        &text.replace("name = \"tri\"", &format!("name = \"{one}\"")),
+    );
+    let _guard = up_here(&one, &one_file);
+    let h2_one = first_address(&String::from_utf8_lossy(
+        &Command::new("ip")
+            .args([
+                "-n",
+                &format!("tn-{one}-h2"),
+                "-4",
+                "-o",
+                "addr",
+                "show",
+                "scope",
+                "global",
+            ])
+            .output()
+            .unwrap()
+            .stdout,
+    ));
+    assert_eq!(h2_one, h2, "h2's address");
+    let answered_one = received(&String::from_utf8_lossy(
+        &Command::new("ip")
+            .args(["netns", "exec", &format!("tn-{one}-h1"), "ping", "-q"])
+            .args(lossy)
+            .arg(&h2_one)
+            .output()
+            .unwrap()
+            .stdout,
+    ));
+    let one_model = drops(
+        &run(&["link", "show", "r1--r2", "--lab", &one, "--json"]),
+        "r1--r2",
+    );
+    assert_eq!(answered, answered_one, "the same pings answered");
+    assert_eq!(
+        model(&over_model),
+        model(&one_model),
+        "the same model's counts"
+    );
+    assert!(
+        answered > 0 && model(&over_model).iter().any(|d| d["dropped_loss"] > 0),
+        "some pings crossed, some frames were lost: {over_model}"
+    );
+    let renamed: BTreeMap<String, Vec<String>> = tables(None, &one);
+    same_tables(&over, &renamed);
+}
+
+/// Host `host`'s address (its first, global) on machine `i`.
+fn host_address(machines: &Machines, i: usize, lab: &str, host: &str) -> String {
+    let out = machines
+        .on(i, "ip")
+        .args([
+            "-n",
+            &format!("tn-{lab}-{host}"),
+            "-4",
+            "-o",
+            "addr",
+            "show",
+            "scope",
+            "global",
+        ])
+        .output()
+        .expect("ip runs");
+    assert!(out.status.success(), "{host}'s address: {}", text(&out));
+    first_address(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// The first address of `ip -o addr` output, without its prefix length.
+fn first_address(listing: &str) -> String {
+    let field = listing.split_whitespace().nth(3).expect("an address");
+    field.split('/').next().expect("address/len").to_owned()
+}
+
+/// IPv4 fragments machine `i` has made (`FragCreates`): its underlay's.
+fn fragments_made(machines: &Machines, i: usize) -> u64 {
+    let out = machines
+        .on(i, "cat")
+        .arg("/proc/net/snmp")
+        .output()
+        .expect("cat runs");
+    let snmp = String::from_utf8_lossy(&out.stdout);
+    let mut ip = snmp.lines().filter(|l| l.starts_with("Ip:"));
+    let (names, values) = (ip.next().expect("names"), ip.next().expect("values"));
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(name, _)| *name == "FragCreates")
+        .and_then(|(_, v)| v.parse().ok())
+        .expect("FragCreates")
 }
