@@ -40,6 +40,8 @@ pub struct Machines {
 struct Worker {
     child: Child,
     said: Arc<Mutex<Vec<String>>>,
+    /// Lines before this one were matched by [`Machines::wait_for`].
+    read: usize,
 }
 
 fn ip(args: &[&str]) {
@@ -172,22 +174,25 @@ impl Machines {
                 heard.lock().expect("not poisoned").push(line);
             }
         });
-        self.workers[i] = Some(Worker { child, said });
+        self.workers[i] = Some(Worker {
+            child,
+            said,
+            read: 0,
+        });
     }
 
-    /// Waits until worker `i` has said a line containing `text` (since it
-    /// started), failing after `timeout` with what it said.
+    /// Waits until worker `i` says a line containing `text` (after the
+    /// line the last wait matched), failing after `timeout` with what it
+    /// said.
     pub fn wait_for(&mut self, i: usize, text: &str, timeout: Duration) {
         let start = Instant::now();
         loop {
             let worker = self.workers[i].as_mut().expect("worker started");
-            if worker
-                .said
-                .lock()
-                .expect("not poisoned")
-                .iter()
-                .any(|l| l.contains(text))
-            {
+            let found = (worker.said.lock().expect("not poisoned").iter())
+                .skip(worker.read)
+                .position(|l| l.contains(text));
+            if let Some(at) = found {
+                worker.read += at + 1;
                 return;
             }
             if let Ok(Some(status)) = worker.child.try_wait() {

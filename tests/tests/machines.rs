@@ -22,6 +22,22 @@ fn check_on(machines: &Machines, i: usize, lab: &str) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("check's JSON")
 }
 
+/// `turbonet check --json` on machine `i` where it is to fail: how many
+/// probes went unanswered.
+fn check_on_failing(machines: &Machines, i: usize, lab: &str) -> usize {
+    let out = machines.turbonet(i, &["check", "--lab", lab, "--json", "--timeout", "2"]);
+    assert!(
+        !out.status.success(),
+        "check on machine {i}: {}",
+        text(&out)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("check's JSON");
+    report["failures"].as_array().expect("failures").len()
+}
+
+/// A fat-tree over two machines: every pair of hosts reaches each other,
+/// every node's routes are as on one machine; a worker killed and started
+/// again keeps its part, its cut links down meanwhile.
 #[test]
 fn a_fat_tree_over_two_machines_reaches_every_host_pair() {
     require_root!();
@@ -46,6 +62,30 @@ fn a_fat_tree_over_two_machines_reaches_every_host_pair() {
     }
     assert_eq!(hosts, 16, "every host probed from, once");
     assert_eq!(probes, 16 * 15, "every ordered pair of hosts");
+
+    // Every node's routes as on one machine.
+    let over: Vec<_> = (0..2).map(|i| tables(Some((&machines, i)), &lab)).collect();
+    {
+        let one = unique_lab("wo");
+        let _guard = up_here(&one, &scenario_as("fat-tree-k4.toml", &one, ""));
+        same_tables(&over, &tables(None, &one));
+    }
+
+    // Worker 1 killed: its part stays up, machine 0 takes its cut links
+    // to it down; started again, it keeps its part and the links come back.
+    machines.kill_worker(1);
+    machines.wait_for(0, "machine 1 is lost: its 8 cut links down", UP);
+    machines.wait_for(0, "degraded: machine(s) 1 lost", UP);
+    let cut_off = check_on_failing(&machines, 0, &lab);
+    assert!(cut_off > 0, "hosts on machine 1 unreachable from machine 0");
+    machines.start_worker(1, &lab, &file);
+    machines.wait_for(1, "up already, as placed: kept", UP);
+    machines.wait_for(0, "machine 1 is back: its 8 cut links up again", UP);
+    machines.wait_for(0, "the lab runs on all 2 machines", UP);
+    for i in 0..2 {
+        let report = check_on(&machines, i, &lab);
+        assert_eq!(report["failures"].as_array().unwrap().len(), 0, "{report}");
+    }
     for i in 0..2 {
         let status = machines.stop_worker(i).expect("a worker to stop");
         assert!(
@@ -62,7 +102,7 @@ fn a_fat_tree_over_two_machines_reaches_every_host_pair() {
     }
 }
 
-/// Every node's routes (main table) on machine `i` of a lab over several,
+/// Every node's IPv4 routes (every table) on machine `i` of a lab over several,
 /// or with `i` none on this machine, by node: `ip route` of each of the
 /// lab's namespaces there, its lines sorted.
 fn tables(machines: Option<(&Machines, usize)>, lab: &str) -> BTreeMap<String, Vec<String>> {
@@ -80,10 +120,11 @@ fn tables(machines: Option<(&Machines, usize)>, lab: &str) -> BTreeMap<String, V
         .split_whitespace()
         .filter_map(|ns| Some((ns, ns.strip_prefix(&prefix)?)))
         .map(|(ns, node)| {
-            let mut lines: Vec<String> = run(&["ip", "-n", ns, "route", "show"])
-                .lines()
-                .map(str::to_owned)
-                .collect();
+            let mut lines: Vec<String> =
+                run(&["ip", "-4", "-n", ns, "route", "show", "table", "all"])
+                    .lines()
+                    .map(str::to_owned)
+                    .collect();
             lines.sort();
             (node.to_owned(), lines)
         })
@@ -346,4 +387,39 @@ fn fragments_made(machines: &Machines, i: usize) -> u64 {
         .find(|(name, _)| *name == "FragCreates")
         .and_then(|(_, v)| v.parse().ok())
         .expect("FragCreates")
+}
+
+/// HPN's two segments over two machines: every pair of hosts (each with
+/// two ports, to two ToRs) reaches each other, every node's routes as on
+/// one machine.
+#[test]
+fn hpn_over_two_machines_reaches_every_host_pair() {
+    require_root!();
+    let lab = unique_lab("wh");
+    let file = scenario_as("hpn.toml", &lab, "");
+    let mut machines = Machines::new(&lab, 2);
+    for i in 0..2 {
+        machines.start_worker(i, &lab, &file);
+    }
+    for i in 0..2 {
+        machines.wait_for(i, "the lab runs on all 2 machines", UP);
+    }
+    let mut probes = 0;
+    for i in 0..2 {
+        let report = check_on(&machines, i, &lab);
+        assert_eq!(report["failures"].as_array().unwrap().len(), 0, "{report}");
+        probes += report["probes"].as_u64().unwrap();
+    }
+    let over: Vec<_> = (0..2).map(|i| tables(Some((&machines, i)), &lab)).collect();
+    let one = unique_lab("wo");
+    let _guard = up_here(&one, &scenario_as("hpn.toml", &one, ""));
+    let whole = run(&["check", "--lab", &one, "--json"]);
+    assert!(whole.status.success(), "{}", text(&whole));
+    let whole: serde_json::Value = serde_json::from_slice(&whole.stdout).unwrap();
+    assert_eq!(
+        probes,
+        whole["probes"].as_u64().unwrap(),
+        "the same probes in all"
+    );
+    same_tables(&over, &tables(None, &one));
 }
