@@ -85,6 +85,13 @@ pub fn work(options: &Options, progress: &(dyn Progress + Sync)) -> Result<()> {
         Some(u) => u,
         None => source_toward(coordinator)?,
     };
+    if underlay.is_loopback() && options.of > 1 {
+        return Err(Error::Invalid(format!(
+            "underlay address {underlay} is this machine's loopback, which no other machine \
+             reaches: --coordinator names worker 0 by an address of the network between the \
+             machines (or say --underlay)"
+        )));
+    }
     check_underlay(&plan, underlay)?;
     let hello = Hello {
         lab: lab.name.clone(),
