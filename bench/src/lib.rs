@@ -20,6 +20,7 @@ pub mod engine;
 mod fabric;
 pub mod instruments;
 pub mod ip_batch;
+pub mod machines;
 pub mod report;
 pub mod soft;
 pub mod workloads;
@@ -59,6 +60,17 @@ pub enum Bench {
     Instruments {
         /// Frames per forwarding-rate measurement.
         frames: u64,
+    },
+    /// A lab over machines emulated as namespaces: each worker's objects
+    /// and CPU over each count of machines, and the delay across an
+    /// impaired cut link.
+    Machines {
+        /// The scenario.
+        file: PathBuf,
+        /// The counts of machines.
+        counts: Vec<u32>,
+        /// Delay probes on each side.
+        probes: usize,
     },
     /// The soft switch's forwarding rate beside the netns target.
     Soft {
@@ -293,6 +305,11 @@ fn bench_one(which: &Bench, progress: &dyn Progress) -> Result<Report> {
         Bench::Engine(options) => engine::bench(options, progress),
         Bench::Bgp { density, agents } => bgp::bench(*density, agents, progress),
         Bench::Soft { frames } => soft::bench(*frames, progress),
+        Bench::Machines {
+            file,
+            counts,
+            probes,
+        } => machines::bench(file, counts, *probes, progress),
         Bench::Workloads => workloads::bench(progress),
         Bench::Instruments { frames } => instruments::bench(*frames, progress),
     }

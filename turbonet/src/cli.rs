@@ -1110,6 +1110,18 @@ pub(crate) struct BenchArgs {
     /// 1,000 built-in agents at steady state; FRR on k=8 for comparison).
     #[arg(long, requires = "bgp")]
     pub density: bool,
+    /// Measure a lab over several machines instead, the machines emulated
+    /// as network namespaces of this kernel (each with its own /run, an
+    /// unmodified `turbonet worker` in it): each worker's nodes,
+    /// namespaces, devices, tunnels and CPU seconds over each of
+    /// `--counts` machines (the first FILE, default fat-tree k=8), and the
+    /// one-way delay across an impaired cut link beside the same link on
+    /// one machine (`--probes`, at most 2,000).
+    #[arg(long)]
+    pub machines: bool,
+    /// With --machines: the counts of machines.
+    #[arg(long, value_delimiter = ',', value_name = "M", default_value = "1,2,4", requires = "machines", value_parser = machine_count)]
+    pub counts: Vec<u32>,
     /// Measure the soft switch instead: its forwarding rate through a
     /// 5-hop fat-tree path, beside the netns target and (when
     /// simple_switch_grpc is on PATH) one BMv2 on the same path, and the

@@ -26,7 +26,7 @@ mod capacity;
 mod load;
 mod scaling;
 mod stages;
-mod traffic;
+pub(crate) mod traffic;
 
 use crate::report::{Report, count};
 use turbonet_lab::progress::Progress;
@@ -87,11 +87,25 @@ fn realtime_ns() -> i128 {
 /// Sends `n` probes from h1 to h2, one per `gap`, and returns each
 /// received probe's one-way delay (ns), kernel-timestamped on receipt.
 fn one_way_delays(lab: &BenchLab, n: usize, gap: Duration) -> Result<Vec<i64>> {
-    let rx = udp_in("h2", Some(SocketAddrV4::new(lab.h2, PORT)))?;
+    let to = SocketAddrV4::new(lab.h2, PORT);
+    let rx = udp_in("h2", Some(to))?;
+    let tx = udp_in("h1", None)?;
+    one_way(&tx, rx, to, n, gap)
+}
+
+/// Sends `n` probes from `tx` to `to`, where `rx` is bound, one per `gap`,
+/// and returns each received probe's one-way delay (ns), kernel-timestamped
+/// on receipt (both ends on this machine's clock).
+pub(crate) fn one_way(
+    tx: &Socket,
+    rx: Socket,
+    to: SocketAddrV4,
+    n: usize,
+    gap: Duration,
+) -> Result<Vec<i64>> {
     turbonet_packetio::timestamp::enable(&rx)?;
     rx.set_read_timeout(Some(Duration::from_secs(2)))?;
-    let tx = udp_in("h1", None)?;
-    let to = SocketAddrV4::new(lab.h2, PORT).into();
+    let to = to.into();
     // Warm up until a probe gets through: ARP along the path is resolved
     // (through a 100 ms link that takes a while) before measuring.
     let mut buf = [MaybeUninit::<u8>::uninit(); 64];
@@ -144,14 +158,14 @@ fn recv_timestamped(socket: &Socket) -> io::Result<Option<(i128, i128)>> {
     Ok(received.map(|received| (sent, received)))
 }
 
-fn percentile(sorted: &[i64], p: f64) -> i64 {
+pub(crate) fn percentile(sorted: &[i64], p: f64) -> i64 {
     if sorted.is_empty() {
         return 0;
     }
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-fn us(ns: i64) -> String {
+pub(crate) fn us(ns: i64) -> String {
     format!("{:.1}", ns as f64 / 1000.0)
 }
 

@@ -29,7 +29,15 @@ pub(crate) fn payload_of(size: usize) -> usize {
 /// A UDP socket created inside node `node` of lab `lab`.
 pub(crate) fn udp_in(lab: &str, node: &str, bind: Option<SocketAddrV4>) -> Result<Socket> {
     let ns = namespaces::open(&turbonet_lab::names::node_namespace(lab, node))?;
-    let socket = namespaces::in_namespace(&ns, || {
+    udp_in_namespace(&ns, bind)
+}
+
+/// A UDP socket created inside namespace `ns`, bound to `bind` if given.
+pub(crate) fn udp_in_namespace(
+    ns: &std::os::fd::OwnedFd,
+    bind: Option<SocketAddrV4>,
+) -> Result<Socket> {
+    let socket = namespaces::in_namespace(ns, || {
         let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
         if let Some(addr) = bind {
             s.bind(&addr.into())?;

@@ -37,6 +37,13 @@ pub(crate) fn run(args: BenchArgs) -> Result<()> {
             density: args.density,
             agents: args.agents,
         }
+    } else if args.machines {
+        bench::Bench::Machines {
+            file: (args.files.first().cloned())
+                .unwrap_or_else(|| "scenarios/fat-tree-k8.toml".into()),
+            counts: args.counts,
+            probes: args.probes.min(2_000),
+        }
     } else if args.soft {
         bench::Bench::Soft {
             frames: args.frames,
