@@ -906,6 +906,12 @@ mod characterisation {
             // engine carries the link.
             let plain = format!("vxlan tn-tri-{} {}#", node(far), far.ifname);
             assert!(other.iter().any(|l| l.starts_with(&plain)), "{other:#?}");
+            // Its offloads off: the owner's engine reads its frames as sent.
+            let off = format!("offloads-off tn-tri-{} ", node(far));
+            assert!(
+                (other.iter()).any(|l| l.starts_with(&off) && l.contains(&far.ifname)),
+                "{other:#?}"
+            );
             assert!(
                 !other
                     .iter()

@@ -293,6 +293,15 @@ fn a_triangle_over_three_machines_cuts_every_switch_link_and_keeps_its_model() {
             "machine {i} fragmented nothing"
         );
     }
+    // TCP (segments the size the kernel offloads) through the engine of
+    // the cut link r2--r3, whose far-side port is a VXLAN device.
+    let moved = tcp_bytes(
+        &machines,
+        &lab,
+        ("h2", machine_of("h2")),
+        ("h3", machine_of("h3")),
+    );
+    assert!(moved > 1_000_000, "TCP h2 -> h3 moved {moved} bytes");
 
     // The same scenario on one machine: the same tables, the same drops.
     let one = unique_lab("wo");
@@ -422,4 +431,42 @@ fn hpn_over_two_machines_reaches_every_host_pair() {
         "the same probes in all"
     );
     same_tables(&over, &tables(None, &one));
+}
+
+/// Bytes iperf3 moved in 2 s from host `from` to host `to` (each on its
+/// machine), the server started first and the client tried until it
+/// answers.
+fn tcp_bytes(machines: &Machines, lab: &str, from: (&str, usize), to: (&str, usize)) -> u64 {
+    let addr = host_address(machines, to.1, lab, to.0);
+    let mut server = machines
+        .on(to.1, "ip")
+        .args(["netns", "exec", &format!("tn-{lab}-{}", to.0)])
+        .args(["iperf3", "-s", "-1", "-p", "5201"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("iperf3 -s starts");
+    let start = std::time::Instant::now();
+    let report = loop {
+        let out = machines
+            .on(from.1, "ip")
+            .args(["netns", "exec", &format!("tn-{lab}-{}", from.0)])
+            .args(["iperf3", "-c", &addr, "-p", "5201", "-t", "2", "-J"])
+            .output()
+            .expect("iperf3 -c runs");
+        if out.status.success() {
+            break serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("iperf3's JSON");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "iperf3 {} -> {}: {}",
+            from.0,
+            to.0,
+            text(&out)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let _ = server.kill();
+    let _ = server.wait();
+    report["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0)
 }

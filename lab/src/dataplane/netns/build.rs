@@ -138,6 +138,24 @@ async fn build<K: Kernel>(kernel: &mut K, cx: &mut Build<'_>) -> Result<()> {
         .await?;
     }
 
+    let far = netns::far_engine_ends(lab, &here);
+    if !far.is_empty() {
+        let ends = far.iter().map(|(_, p)| p.len()).sum::<usize>();
+        timed(
+            progress,
+            state,
+            "far ends",
+            async { kernel.disable_offloads(far) },
+            |()| {
+                format!(
+                    "{ends} cut link{} another machine's link engine carries",
+                    if ends == 1 { "" } else { "s" }
+                )
+            },
+        )
+        .await?;
+    }
+
     let netem = netns::kernel_engine(lab, &here, carriers);
     if netem.links > 0 {
         let links = netem.links;

@@ -263,6 +263,29 @@ pub fn links(
     Ok(out)
 }
 
+/// The far ends of cut links another machine's link engine carries: the
+/// node's port here is a plain VXLAN device, whose frames that engine
+/// reads and writes as they are, so its offloads (checksum, segmentation)
+/// go off as a spliced veth's would. A frame sent with its checksum left
+/// to the device would otherwise reach the far node still without one.
+pub fn far_engine_ends(lab: &Lab, here: &Here<'_>) -> PerNs<String> {
+    let machine = here.span().share.machine;
+    let mut ports: Vec<Vec<String>> = vec![Vec::new(); lab.fabric.nodes.len()];
+    for link in &lab.fabric.links {
+        if let turbonet_topo::machines::Reach::Cut(cut) = here.span().reach(link)
+            && cut.engine
+            && cut.owner != machine
+        {
+            let end = &link.ends[cut.end];
+            ports[end.node.0 as usize].push(end.ifname.clone());
+        }
+    }
+    (ports.into_iter().enumerate())
+        .filter(|(_, p)| !p.is_empty())
+        .map(|(node, ports)| (here.of(NodeId(node as u32)), ports))
+        .collect()
+}
+
 /// The engine's side of impaired links: the engine-side interfaces to
 /// bring up, and the interfaces on both sides of every spliced veth whose
 /// offloads (segmentation, checksum) go off, so the engine reads and
