@@ -398,8 +398,9 @@ fn rename(text: &str, name: &str) -> String {
 }
 
 /// The triangle whose switch links are all cut over three machines, its
-/// link r1--r2 impaired (a 1 ms delay, carried by its owner's engine).
-fn triangle(name: &str) -> String {
+/// link r1--r2 `impaired` (a 1 ms delay, carried by its owner's engine) or
+/// plain (a veth pair on one machine, a tunnel over three).
+fn triangle(name: &str, impaired: bool) -> String {
     let mut s = format!("[lab]\nname = \"{name}\"\nseed = 1\n[topology]\nkind = \"custom\"\n");
     for (node, role) in [
         ("r1", "switch"),
@@ -413,8 +414,9 @@ fn triangle(name: &str) -> String {
             "[[topology.nodes]]\nname = \"{node}\"\nrole = \"{role}\"\n"
         ));
     }
+    let delay = if impaired { "delay = \"1ms\"\n" } else { "" };
     for (a, b, extra) in [
-        ("r1", "r2", "delay = \"1ms\"\n"),
+        ("r1", "r2", delay),
         ("r2", "r3", ""),
         ("r3", "r1", ""),
         ("h1", "r1", ""),
@@ -429,66 +431,108 @@ fn triangle(name: &str) -> String {
     s
 }
 
-/// One-way delay h1 -> h2 across r1--r2 (1 ms, impaired), on one machine
-/// and cut between machines.
-fn delay(report: &mut Report, probes: usize, progress: &dyn Progress) -> Result<()> {
-    progress.start("cut-link delay");
+/// One-way delays (ns, sorted) h1 -> h2 across r1--r2 of the triangle, on
+/// one machine (`machines` 1) or with every switch link cut over three.
+fn triangle_delays(impaired: bool, machines: u32, probes: usize) -> Result<Vec<i64>> {
     let gap = Duration::from_millis(2);
-    let one = crate::UpLab::up("tnbm1d", &triangle("tnbm1d"))?;
-    let h2 = one.address("h2")?;
-    let to = SocketAddrV4::new(h2, crate::engine::traffic::PORT);
-    let rx = crate::engine::traffic::udp_in("tnbm1d", "h2", Some(to))?;
-    let tx = crate::engine::traffic::udp_in("tnbm1d", "h1", None)?;
-    let mut here = crate::engine::one_way(&tx, rx, to, probes, gap)?;
-    drop(one);
-
-    let path = std::env::temp_dir().join("turbonet-bench-tnbm3d.toml");
-    let text = triangle("tnbm3d");
-    std::fs::write(&path, &text)?;
-    let lab = turbonet_topo::parse(&path.display().to_string(), &text)
-        .map_err(|e| turbonet_lab::Error::Invalid(e.to_string()))?;
-    let plan = turbonet_topo::machines::plan(&lab, 3)
-        .map_err(|e| turbonet_lab::Error::Invalid(e.to_string()))?;
-    let machine_of = |node: &str| {
-        let n = lab.fabric.node_by_name(node).expect("the triangle's node");
-        plan.place[n.id.0 as usize] as usize
+    let name = format!("tnbd{}{machines}", u8::from(impaired));
+    let text = triangle(&name, impaired);
+    let port = crate::engine::traffic::PORT;
+    let mut delays = if machines == 1 {
+        let one = crate::UpLab::up(&name, &text)?;
+        let to = SocketAddrV4::new(one.address("h2")?, port);
+        let rx = crate::engine::traffic::udp_in(&name, "h2", Some(to))?;
+        let tx = crate::engine::traffic::udp_in(&name, "h1", None)?;
+        crate::engine::one_way(&tx, rx, to, probes, gap)?
+    } else {
+        let path = std::env::temp_dir().join(format!("turbonet-bench-{name}.toml"));
+        std::fs::write(&path, &text)?;
+        let lab = turbonet_topo::parse(&path.display().to_string(), &text)
+            .map_err(|e| turbonet_lab::Error::Invalid(e.to_string()))?;
+        let plan = turbonet_topo::machines::plan(&lab, machines)
+            .map_err(|e| turbonet_lab::Error::Invalid(e.to_string()))?;
+        let machine_of = |node: &str| {
+            lab.fabric
+                .node_by_name(node)
+                .map_or(0, |n| plan.place[n.id.0 as usize] as usize)
+        };
+        let h2 = (lab.fabric.node_by_name("h2"))
+            .and_then(|n| lab.fabric.ports(n.id).next())
+            .map(|(_, local, _)| local.addr.addr())
+            .context("h2's address")?;
+        let to = SocketAddrV4::new(h2, port);
+        let (spread, _) = Spread::up(
+            &format!("d{}", u8::from(impaired)),
+            &name,
+            &path,
+            machines as usize,
+        )?;
+        let rx = spread.udp_in(machine_of("h2"), "h2", Some(to))?;
+        let tx = spread.udp_in(machine_of("h1"), "h1", None)?;
+        let delays = crate::engine::one_way(&tx, rx, to, probes, gap);
+        drop(spread);
+        let _ = std::fs::remove_file(&path);
+        delays?
     };
-    let (spread, _) = Spread::up("b3d", "tnbm3d", &path, 3)?;
-    let rx = spread.udp_in(machine_of("h2"), "h2", Some(to))?;
-    let tx = spread.udp_in(machine_of("h1"), "h1", None)?;
-    let mut over = crate::engine::one_way(&tx, rx, to, probes, gap)?;
-    drop(spread);
-    let _ = std::fs::remove_file(&path);
+    delays.sort_unstable();
+    Ok(delays)
+}
 
-    here.sort_unstable();
-    over.sort_unstable();
+/// One-way delay h1 -> h2 across r1--r2, impaired (1 ms, a link engine)
+/// and plain (the kernel's own cost of the machines' underlay), on one
+/// machine and cut between machines.
+fn delay(report: &mut Report, probes: usize, progress: &dyn Progress) -> Result<()> {
     let p = crate::engine::percentile;
     let us = crate::engine::us;
-    let rows = [("one machine", &here), ("cut, over 3 machines", &over)].map(|(what, d)| {
-        vec![
-            what.to_owned(),
-            count(d.len()),
-            us(p(d, 0.5)),
-            us(p(d, 0.99)),
-            us(p(d, 0.5) - p(&here, 0.5)),
-        ]
-    });
+    let mut rows = Vec::new();
+    let mut medians = [[0i64; 2]; 2];
+    for (k, impaired) in [true, false].into_iter().enumerate() {
+        for (j, machines) in [1, 3].into_iter().enumerate() {
+            progress.start(&format!(
+                "delay {} over {machines}",
+                if impaired { "impaired" } else { "plain" }
+            ));
+            let d = triangle_delays(impaired, machines, probes)?;
+            medians[k][j] = p(&d, 0.5);
+            rows.push(vec![
+                if impaired {
+                    "1 ms, link engine"
+                } else {
+                    "plain"
+                }
+                .to_owned(),
+                if machines == 1 {
+                    "one machine".to_owned()
+                } else {
+                    "cut, over 3 machines".to_owned()
+                },
+                count(d.len()),
+                us(p(&d, 0.5)),
+                us(p(&d, 0.99)),
+                us(p(&d, 0.5) - medians[k][0]),
+            ]);
+        }
+    }
     report.text(format!(
-        "one-way delay h1 -> h2 across r1--r2 (delay 1 ms, carried by a link engine), {probes} \
-         probes {} ms apart, on one machine and with every switch link cut over three:",
-        gap.as_millis()
+        "one-way delay h1 -> h2 across r1--r2, {probes} probes 2 ms apart, on one machine and \
+         with every switch link cut over three (the plain link's difference is the underlay's \
+         own cost here: two more veths, a bridge, VXLAN in and out):"
     ));
     report.table(
         &[
             "r1--r2",
+            "where",
             "probes",
             "median us",
             "p99 us",
             "median - one machine us",
         ],
         rows,
-        &[1, 2, 3, 4],
+        &[2, 3, 4, 5],
     );
-    progress.update("cut-link delay", "done");
+    report.text(format!(
+        "the cut impaired link beyond the underlay's own cost: {} us",
+        us((medians[0][1] - medians[0][0]) - (medians[1][1] - medians[1][0]))
+    ));
     Ok(())
 }
