@@ -97,12 +97,6 @@ impl Span {
             );
         }
         if plan.machines > 1 {
-            if lab.routing.mode == turbonet_topo::RoutingMode::Bgp {
-                bail!(
-                    "a lab whose switches speak BGP runs on one machine only (for now): \
-                     routing = \"static\" or \"controller\" spans machines"
-                );
-            }
             if !lab.mirrors.is_empty() {
                 bail!("a lab with [[mirror]]s runs on one machine only (for now)");
             }

@@ -323,6 +323,7 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
                             carriers.iter().filter(|c| c.is_userspace()).count(),
                         ),
                     ),
+                    &share,
                 )
                 .await?,
             ))

@@ -89,9 +89,11 @@ pub fn start(lab: &Lab, dir: &LabDir, state: &mut LabState) -> Result<(usize, us
     let mut staged = Vec::new();
     // The lab's FRR daemons' own user, claimed with the first of them.
     let mut daemons: Option<DaemonUser> = None;
+    // On one machine of several, the switches here.
+    let span = crate::span::Placement::span_of(state.placement.as_ref(), lab)?;
     for speaker in plan::speakers(&lab.fabric) {
         let kind = lab.routing.agent_of(speaker.node);
-        if kind == Agent::Builtin {
+        if kind == Agent::Builtin || !span.runs(speaker.node) {
             continue;
         }
         let home = router_dir(dir, &speaker.name);

@@ -110,6 +110,9 @@ pub struct BgpView {
     lab: String,
     speakers: Vec<Speaker>,
     kinds: Vec<AgentKind>,
+    /// Which speakers run on this machine (all, unless the lab spans
+    /// machines): what reports and convergence are of.
+    here: Vec<bool>,
     /// The status each built-in speaker published last, by speaker
     /// position (`None`: FRR or BIRD).
     statuses: Vec<Option<watch::Receiver<Status>>>,
@@ -167,6 +170,7 @@ impl Agents {
         pipeline: Option<&Rc<crate::dataplane::agent_routes::PipelineRoutes>>,
         restarted: bool,
         shards: usize,
+        share: &turbonet_topo::machines::Share,
     ) -> Result<Agents> {
         let speakers = plan::speakers(&lab.fabric);
         let kinds: Vec<AgentKind> = speakers
@@ -190,7 +194,11 @@ impl Agents {
             let _ = plan_tx.send(digests);
         });
         let known = Arc::new(plan::known_prefixes(&speakers));
-        let run: Vec<bool> = kinds.iter().map(|k| *k == AgentKind::Builtin).collect();
+        // On one machine of several, the speakers of the switches here.
+        let here: Vec<bool> = speakers.iter().map(|s| share.runs(s.node)).collect();
+        let run: Vec<bool> = (kinds.iter().zip(&here))
+            .map(|(k, here)| *here && *k == AgentKind::Builtin)
+            .collect();
         // No threads for connections when FRR or BIRD run every switch.
         let connections = run.contains(&true).then(Connections::start).transpose()?;
         let handle = connections
@@ -224,6 +232,7 @@ impl Agents {
                 lab: lab.name.clone(),
                 speakers,
                 kinds,
+                here,
                 statuses,
                 started,
                 known,
@@ -621,7 +630,7 @@ impl BgpView {
         let now = self.started.elapsed();
         let mut speakers = Vec::new();
         for (i, (speaker, kind)) in self.speakers.iter().zip(&self.kinds).enumerate() {
-            if node.is_some_and(|n| n != speaker.node) {
+            if node.is_some_and(|n| n != speaker.node) || !self.here[i] {
                 continue;
             }
             // No plan yet: not converged.
