@@ -202,9 +202,15 @@ impl Client {
 
     /// Takes `target` down.
     pub fn fail(&mut self, target: &Target) -> Result<String> {
+        self.fail_as(target, false)
+    }
+
+    /// Takes `target` down, `mirrored` from another machine of a lab over
+    /// several (its event's source is `machines`).
+    pub fn fail_as(&mut self, target: &Target, mirrored: bool) -> Result<String> {
         let target = Some(target_to_proto(target));
         self.call(CHANGE_TIMEOUT, |mut rpc| async move {
-            rpc.fail(proto::FailRequest { target }).await
+            rpc.fail(proto::FailRequest { target, mirrored }).await
         })
         .map(|c| c.message)
     }
@@ -250,9 +256,15 @@ impl Client {
 
     /// Brings `target` back.
     pub fn restore(&mut self, target: &Target) -> Result<String> {
+        self.restore_as(target, false)
+    }
+
+    /// Brings `target` back, `mirrored` as in [`Client::fail_as`].
+    pub fn restore_as(&mut self, target: &Target, mirrored: bool) -> Result<String> {
         let target = Some(target_to_proto(target));
         self.call(CHANGE_TIMEOUT, |mut rpc| async move {
-            rpc.restore(proto::RestoreRequest { target }).await
+            rpc.restore(proto::RestoreRequest { target, mirrored })
+                .await
         })
         .map(|c| c.message)
     }

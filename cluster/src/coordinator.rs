@@ -38,6 +38,17 @@ pub struct Hello {
     pub busy_ports: Vec<u16>,
 }
 
+/// A link or node failed (`up` false) or restored at one machine.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Change {
+    /// A node (else a link).
+    pub node: bool,
+    /// Its name.
+    pub name: String,
+    /// Restored (else failed).
+    pub up: bool,
+}
+
 /// The coordinator's patience.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
@@ -91,6 +102,14 @@ pub enum Input {
         /// Why, in the worker's words.
         error: String,
     },
+    /// A link or node was failed or restored at its worker's machine:
+    /// every other machine is to follow.
+    Change {
+        /// The connection.
+        conn: Conn,
+        /// What changed.
+        change: Change,
+    },
     /// Anything else, a heartbeat included: it is alive.
     Alive {
         /// The connection.
@@ -142,6 +161,15 @@ pub enum Output {
         peer: usize,
         /// Up (the far end is back) or down (it is lost).
         up: bool,
+    },
+    /// Tell worker `to` that a link or node was failed or restored at
+    /// another machine: its part follows (every running worker but the
+    /// one it happened at is told), so every part knows the same failures.
+    Change {
+        /// The worker told.
+        to: usize,
+        /// What changed.
+        change: Change,
     },
     /// The lab's phase is now this.
     Phase(Phase),
@@ -401,6 +429,17 @@ impl Coordinator {
             Input::Alive { conn } => {
                 if let Some(index) = self.known(conn, &mut out) {
                     self.workers[index].last_seen = now;
+                }
+            }
+            Input::Change { conn, change } => {
+                if let Some(index) = self.known(conn, &mut out) {
+                    self.workers[index].last_seen = now;
+                    for to in (0..self.workers.len()).filter(|&w| w != index) {
+                        if self.workers[to].running() {
+                            let change = change.clone();
+                            out.push(Output::Change { to, change });
+                        }
+                    }
                 }
             }
             Input::Closed { conn } => {

@@ -21,4 +21,4 @@
 
 pub mod coordinator;
 
-pub use coordinator::{Conn, Coordinator, Hello, Input, Output, Phase, Settings, Worker};
+pub use coordinator::{Change, Conn, Coordinator, Hello, Input, Output, Phase, Settings, Worker};

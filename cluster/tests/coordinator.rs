@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use turbonet_cluster::coordinator::Conn;
-use turbonet_cluster::{Coordinator, Hello, Input, Output, Phase, Settings};
+use turbonet_cluster::{Change, Coordinator, Hello, Input, Output, Phase, Settings};
 
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
@@ -453,5 +453,44 @@ fn a_lab_takes_the_lowest_port_no_machine_of_it_has_taken() {
     assert_eq!(
         refusal(&out),
         "UDP port 14792, lab pod's, is taken on worker 2's machine (at 198.18.0.12) by another lab"
+    );
+}
+
+#[test]
+fn a_failure_at_one_machine_is_told_to_every_other_running_worker() {
+    let mut c = running(4);
+    // Worker 3 is lost: it is not told.
+    c.handle(secs(2), Input::Closed { conn: 3 });
+    let failed = Change {
+        node: false,
+        name: "tor0--agg0".to_owned(),
+        up: false,
+    };
+    let out = c.handle(
+        secs(2),
+        Input::Change {
+            conn: 1,
+            change: failed.clone(),
+        },
+    );
+    let told: Vec<(usize, &Change)> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Change { to, change } => Some((*to, change)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(told, vec![(0, &failed), (2, &failed)]);
+    // From a connection that said no hello: refused, no one told.
+    let out = c.handle(
+        secs(2),
+        Input::Change {
+            conn: 9,
+            change: failed,
+        },
+    );
+    assert!(
+        !out.iter().any(|o| matches!(o, Output::Change { .. })),
+        "{out:?}"
     );
 }

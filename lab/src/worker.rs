@@ -18,8 +18,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use tokio::sync::oneshot;
-use turbonet_cluster::{Hello, Phase, Settings};
+use tokio::sync::{mpsc, oneshot};
+use turbonet_cluster::{Change, Hello, Phase, Settings};
 use turbonet_host::process;
 use turbonet_topo::Lab;
 use turbonet_topo::machines::{MachinePlan, Reach};
@@ -188,6 +188,9 @@ impl<'a> Worker<'a> {
 
         let mut part = Part::default();
         let mut building: Option<oneshot::Receiver<Result<Placement>>> = None;
+        // Failures and restores made here (by a client, a flap).
+        let (changed, mut changes) = mpsc::channel::<Change>(256);
+        let mut following: Option<tokio::task::JoinHandle<()>> = None;
         let mut phase: Option<Phase> = None;
         let mut heartbeat = tokio::time::interval(self.settings().heartbeat);
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -202,6 +205,11 @@ impl<'a> Worker<'a> {
                     building = None;
                     let tell = match built.unwrap_or_else(|_| Err(Error::Failed("the build thread ended".to_owned()))) {
                         Ok(placement) => {
+                            if let Some(f) = following.take() {
+                                f.abort();
+                            }
+                            following =
+                                Some(tokio::spawn(follow(self.lab.name.clone(), changed.clone())));
                             part.built = Some(placement);
                             let lost: Vec<usize> = part.lost.iter().copied().collect();
                             for peer in lost {
@@ -215,6 +223,9 @@ impl<'a> Worker<'a> {
                         }
                     };
                     let _ = attendance.tell.send(tell).await;
+                }
+                Some(change) = changes.recv() => {
+                    let _ = attendance.tell.send(Tell::Change(change)).await;
                 }
                 told = attendance.told.recv() => match told {
                     Some(Told::Build { underlays, port }) => {
@@ -236,6 +247,11 @@ impl<'a> Worker<'a> {
                         }
                         if part.built.is_some() {
                             self.carrier(&mut part, peer, up).await;
+                        }
+                    }
+                    Some(Told::Change(change)) => {
+                        if part.built.is_some() {
+                            self.mirror(change).await;
                         }
                     }
                     Some(Told::Repoint { peer, underlay }) => {
@@ -278,6 +294,9 @@ impl<'a> Worker<'a> {
             && let Ok(Ok(placement)) = build.await
         {
             part.built = Some(placement);
+        }
+        if let Some(f) = following.take() {
+            f.abort();
         }
         let down = self.take_down(scope).await;
         match (ended, down) {
@@ -405,6 +424,33 @@ impl<'a> Worker<'a> {
         }
     }
 
+    /// Makes a failure or restore made at another machine here too, so
+    /// that every part knows the same failures (a cut link's end here goes
+    /// down or up with the far one; routes avoid what failed).
+    async fn mirror(&self, change: Change) {
+        let dir = LabDir::of(&self.lab.name);
+        let what = describe_change(&change);
+        let done = off_runtime(move || {
+            let mut client = turbonet_api::Client::connect(&dir)?;
+            let target = if change.node {
+                turbonet_api::Target::Node(change.name)
+            } else {
+                turbonet_api::Target::Link(change.name)
+            };
+            if change.up {
+                client.restore_as(&target, true)?;
+            } else {
+                client.fail_as(&target, true)?;
+            }
+            Ok(())
+        })
+        .await;
+        if let Err(e) = done {
+            self.progress
+                .note(&format!("could not follow another machine's {what}: {e}"));
+        }
+    }
+
     /// Points the cut links to machine `peer` at its new address.
     async fn repoint(&self, part: &mut Part, peer: usize, underlay: IpAddr) {
         let IpAddr::V4(to) = underlay else { return };
@@ -518,6 +564,66 @@ fn build_part(
         progress,
     )?;
     Ok(())
+}
+
+/// A change as `turbonet` says it (`fail link a--b`).
+fn describe_change(change: &Change) -> String {
+    format!(
+        "{} {} {}",
+        if change.up { "restore" } else { "fail" },
+        if change.node { "node" } else { "link" },
+        change.name
+    )
+}
+
+/// Follows the daemon of lab `lab` here and sends the failures and
+/// restores made here from now on (by a client, a flap; not the timeline,
+/// which every machine's daemon runs, nor those mirrored from another
+/// machine) to `changed`; follows a restarted daemon again.
+async fn follow(lab: String, changed: mpsc::Sender<Change>) {
+    let dir = LabDir::of(&lab);
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    loop {
+        if let Ok(mut rpc) = turbonet_api::client::connect(&dir).await
+            && let Ok(stream) = rpc
+                .events(turbonet_api::proto::EventsRequest { follow: true })
+                .await
+        {
+            let mut stream = stream.into_inner();
+            while let Ok(Some(event)) = stream.message().await {
+                if let Some(change) = made_here(&event, since)
+                    && changed.send(change).await.is_err()
+                {
+                    return;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The failure or restore `event` says was made on this machine since
+/// `since` (Unix seconds), if it does.
+fn made_here(event: &turbonet_api::proto::Event, since: f64) -> Option<Change> {
+    if event.unix < since
+        || event.result != "ok"
+        || !matches!(event.source.as_str(), "api" | "flap")
+    {
+        return None;
+    }
+    let up = match event.kind.as_str() {
+        "fail" => false,
+        "restore" => true,
+        _ => return None,
+    };
+    let (node, name) = match (event.link.is_empty(), event.node.is_empty()) {
+        (false, _) => (false, event.link.clone()),
+        (true, false) => (true, event.node.clone()),
+        (true, true) => return None,
+    };
+    Some(Change { node, name, up })
 }
 
 /// Fails (`up`: restores) `links` through the lab's daemon; how many.

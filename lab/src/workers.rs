@@ -21,9 +21,9 @@ use turbonet_api::proto::worker_says::Says as WorkerMessage;
 use turbonet_api::proto::workers_client::WorkersClient;
 use turbonet_api::proto::workers_server::{Workers, WorkersServer};
 use turbonet_api::proto::{
-    BuildPart, CoordinatorSays, Empty, PeerCarrier, Repoint, WorkerHello, WorkerSays,
+    self as wire, BuildPart, CoordinatorSays, Empty, PeerCarrier, Repoint, WorkerHello, WorkerSays,
 };
-use turbonet_cluster::{Conn, Coordinator, Hello, Input, Output, Phase, Settings};
+use turbonet_cluster::{Change, Conn, Coordinator, Hello, Input, Output, Phase, Settings};
 
 use crate::error::{Error, Result};
 
@@ -52,6 +52,9 @@ pub enum Told {
         /// Up or down.
         up: bool,
     },
+    /// A link or node was failed or restored at another machine: do the
+    /// same here.
+    Change(Change),
     /// The lab's phase.
     Phase(Phase),
     /// Refused, and why: the stream ends.
@@ -67,6 +70,9 @@ pub enum Tell {
     BuildFailed(String),
     /// It is alive.
     Heartbeat,
+    /// A link or node was failed or restored here: the other machines
+    /// are to follow.
+    Change(Change),
 }
 
 /// A worker's stream to the coordinator: what it is told, and where it
@@ -236,6 +242,7 @@ fn deliver(
                 (conn_of(to), Told::Repoint { peer, underlay })
             }
             Output::Carrier { to, peer, up } => (conn_of(to), Told::Carrier { peer, up }),
+            Output::Change { to, change } => (conn_of(to), Told::Change(change)),
             Output::Phase(now) => {
                 phase.send_replace(now.clone());
                 let all: Vec<Conn> = conns.keys().copied().collect();
@@ -258,6 +265,7 @@ fn input(conn: Conn, tell: Tell) -> Input {
         Tell::Built => Input::Built { conn },
         Tell::BuildFailed(error) => Input::BuildFailed { conn, error },
         Tell::Heartbeat => Input::Alive { conn },
+        Tell::Change(change) => Input::Change { conn, change },
     }
 }
 
@@ -321,6 +329,10 @@ impl Workers for Service {
                     },
                     Some(WorkerMessage::Built(Empty {})) => Input::Built { conn },
                     Some(WorkerMessage::BuildFailed(error)) => Input::BuildFailed { conn, error },
+                    Some(WorkerMessage::Change(c)) => Input::Change {
+                        conn,
+                        change: change_from_wire(c),
+                    },
                     Some(WorkerMessage::Heartbeat(Empty {})) | None => Input::Alive { conn },
                 };
                 if events.send(Event::Said(input)).await.is_err() {
@@ -410,7 +422,24 @@ fn tell_to_wire(tell: Tell) -> WorkerSays {
             Tell::Built => WorkerMessage::Built(Empty {}),
             Tell::BuildFailed(error) => WorkerMessage::BuildFailed(error),
             Tell::Heartbeat => WorkerMessage::Heartbeat(Empty {}),
+            Tell::Change(c) => WorkerMessage::Change(change_to_wire(c)),
         }),
+    }
+}
+
+fn change_to_wire(c: Change) -> wire::TargetChange {
+    wire::TargetChange {
+        node: c.node,
+        name: c.name,
+        up: c.up,
+    }
+}
+
+fn change_from_wire(c: wire::TargetChange) -> Change {
+    Change {
+        node: c.node,
+        name: c.name,
+        up: c.up,
     }
 }
 
@@ -456,6 +485,7 @@ fn told_to_wire(t: Told) -> std::result::Result<CoordinatorSays, Status> {
             peer: peer as u32,
             up,
         }),
+        Told::Change(c) => CoordinatorMessage::Change(change_to_wire(c)),
         Told::Phase(phase) => {
             CoordinatorMessage::Phase(serde_json::to_string(&phase).unwrap_or_default())
         }
@@ -481,6 +511,7 @@ fn told_from_wire(says: CoordinatorSays) -> Option<Told> {
             peer: c.peer as usize,
             up: c.up,
         },
+        CoordinatorMessage::Change(c) => Told::Change(change_from_wire(c)),
         CoordinatorMessage::Phase(p) => Told::Phase(serde_json::from_str(&p).ok()?),
     })
 }

@@ -2,14 +2,15 @@
 //! network namespace with mounts of its own ([`turbonet_tests::machines`])
 //! running an unmodified `turbonet worker` (root).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use turbonet_tests::machines::Machines;
 use turbonet_tests::{
-    LabGuard, require_root, run, scenario_as, text, unique_lab, workspace, write_scenario,
+    LabGuard, require_root, run, scenario_as, text, unique_lab, wait_until, workspace,
+    write_scenario,
 };
 
 /// How long a lab over machines may take to come up here.
@@ -65,11 +66,9 @@ fn a_fat_tree_over_two_machines_reaches_every_host_pair() {
 
     // Every node's routes as on one machine.
     let over: Vec<_> = (0..2).map(|i| tables(Some((&machines, i)), &lab)).collect();
-    {
-        let one = unique_lab("wo");
-        let _guard = up_here(&one, &scenario_as("fat-tree-k4.toml", &one, ""));
-        same_tables(&over, &tables(None, &one));
-    }
+    let one = unique_lab("wo");
+    let _one = up_here(&one, &scenario_as("fat-tree-k4.toml", &one, ""));
+    same_tables(&over, &tables(None, &one));
 
     // Worker 1 killed: its part stays up, machine 0 takes its cut links
     // to it down; started again, it keeps its part and the links come back.
@@ -86,6 +85,71 @@ fn a_fat_tree_over_two_machines_reaches_every_host_pair() {
         let report = check_on(&machines, i, &lab);
         assert_eq!(report["failures"].as_array().unwrap().len(), 0, "{report}");
     }
+
+    // A cut link failed at one machine goes down at the other too: every
+    // node's routes and every unanswered probe are those of the same link
+    // failed on one machine. Restored at the other machine, it is back at
+    // both, the routes too.
+    let plan = run(&["plan", "--machines", "2", "--json", file.to_str().unwrap()]);
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).expect("the plan");
+    let cut = &plan["cut_links"][0];
+    let link = cut["link"].as_str().unwrap();
+    let (a, b) = link.split_once("--").unwrap();
+    let on = |end: usize| cut["machines"][end].as_u64().unwrap() as usize;
+    let failed = machines.turbonet(on(0), &["fail", "--lab", &lab, "link", link]);
+    assert!(failed.status.success(), "{}", text(&failed));
+    assert!(
+        wait_until(UP, || !port_up(&machines, on(1), &lab, b, a)),
+        "{b}'s end of {link} did not go down on machine {}",
+        on(1)
+    );
+    let failed_one = run(&["fail", "--lab", &one, "link", link]);
+    assert!(failed_one.status.success(), "{}", text(&failed_one));
+    let as_on_one = |machines: &Machines| {
+        let over: Vec<_> = (0..2).map(|i| tables(Some((machines, i)), &lab)).collect();
+        differences(&over, &tables(None, &one))
+    };
+    assert!(
+        wait_until(UP, || as_on_one(&machines).is_none()),
+        "routes with {link} failed: {}",
+        as_on_one(&machines).unwrap_or_default()
+    );
+    let unanswered_over: BTreeSet<_> = (0..2)
+        .flat_map(|i| {
+            unanswered(&check_json(
+                machines.turbonet(i, &["check", "--lab", &lab, "--json"]),
+            ))
+        })
+        .collect();
+    let unanswered_one = unanswered(&check_json(run(&["check", "--lab", &one, "--json"])));
+    assert!(
+        !unanswered_one.is_empty(),
+        "static routes adjust at the link's ends only"
+    );
+    assert_eq!(
+        unanswered_over, unanswered_one,
+        "the same probes unanswered"
+    );
+
+    let restored = machines.turbonet(on(1), &["restore", "--lab", &lab, "link", link]);
+    assert!(restored.status.success(), "{}", text(&restored));
+    assert!(
+        wait_until(UP, || port_up(&machines, on(0), &lab, a, b)),
+        "{a}'s end of {link} did not come back on machine {}",
+        on(0)
+    );
+    let restored_one = run(&["restore", "--lab", &one, "link", link]);
+    assert!(restored_one.status.success(), "{}", text(&restored_one));
+    assert!(
+        wait_until(UP, || as_on_one(&machines).is_none()),
+        "routes with {link} restored: {}",
+        as_on_one(&machines).unwrap_or_default()
+    );
+    for i in 0..2 {
+        let report = check_on(&machines, i, &lab);
+        assert_eq!(report["failures"].as_array().unwrap().len(), 0, "{report}");
+    }
+
     for i in 0..2 {
         let status = machines.stop_worker(i).expect("a worker to stop");
         assert!(
@@ -136,26 +200,56 @@ fn tables(machines: Option<(&Machines, usize)>, lab: &str) -> BTreeMap<String, V
 /// Asserts that the tables of the lab over machines, taken machine by
 /// machine, are those of the same scenario on one machine, node by node.
 fn same_tables(over: &[BTreeMap<String, Vec<String>>], one: &BTreeMap<String, Vec<String>>) {
+    if let Some(differ) = differences(over, one) {
+        panic!("{differ}");
+    }
+}
+
+/// How the tables of the lab over machines differ from those of the same
+/// scenario on one machine, if they do.
+fn differences(
+    over: &[BTreeMap<String, Vec<String>>],
+    one: &BTreeMap<String, Vec<String>>,
+) -> Option<String> {
     let mut all = BTreeMap::new();
     for part in over {
         for (node, lines) in part {
-            assert!(
-                all.insert(node.clone(), lines.clone()).is_none(),
-                "{node} runs on one machine only"
-            );
+            if all.insert(node.clone(), lines.clone()).is_some() {
+                return Some(format!("{node} runs on two machines"));
+            }
         }
     }
-    assert_eq!(
-        all.keys().collect::<Vec<_>>(),
-        one.keys().collect::<Vec<_>>(),
-        "the same nodes"
-    );
-    for (node, lines) in &all {
-        assert_eq!(
-            lines, &one[node],
-            "{node}'s routes over machines and on one"
-        );
+    if !all.keys().eq(one.keys()) {
+        return Some(format!(
+            "nodes {:?} over machines, {:?} on one",
+            all.keys().collect::<Vec<_>>(),
+            one.keys().collect::<Vec<_>>()
+        ));
     }
+    all.iter()
+        .find(|(node, lines)| *lines != &one[*node])
+        .map(|(node, lines)| {
+            format!(
+                "{node}'s routes over machines:\n{}\non one:\n{}",
+                lines.join("\n"),
+                one[node].join("\n")
+            )
+        })
+}
+
+/// `turbonet check --json`'s report, whatever its verdict.
+fn check_json(out: std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("check's JSON: {}", text(&out)))
+}
+
+/// The probes a check's report says went unanswered: (from, to, address).
+fn unanswered(report: &serde_json::Value) -> BTreeSet<(String, String, String)> {
+    (report["failures"].as_array().expect("failures").iter())
+        .map(|f| {
+            let field = |k: &str| f[k].as_str().unwrap_or_default().to_owned();
+            (field("from"), field("to"), field("address"))
+        })
+        .collect()
 }
 
 /// Brings `file` up on this machine as lab `lab`; the guard takes it down.
@@ -553,4 +647,27 @@ fn without_object_ids(line: &str) -> String {
     let mut parts: Vec<String> = parts.iter().map(|p| p.join(" ")).collect();
     parts[1..].sort();
     parts.join(" | ")
+}
+
+/// Node `node`'s port toward `peer` (named after it) is up, on machine `i`.
+fn port_up(machines: &Machines, i: usize, lab: &str, node: &str, peer: &str) -> bool {
+    let out = machines
+        .on(i, "ip")
+        .args([
+            "-o",
+            "-n",
+            &format!("tn-{lab}-{node}"),
+            "link",
+            "show",
+            "dev",
+            peer,
+        ])
+        .output()
+        .expect("ip runs");
+    let line = String::from_utf8_lossy(&out.stdout);
+    let flags = line
+        .split_once('<')
+        .and_then(|(_, rest)| rest.split_once('>'))
+        .map_or("", |(flags, _)| flags);
+    flags.split(',').any(|f| f == "UP")
 }

@@ -23,6 +23,9 @@ pub enum Source {
     Flap,
     /// The BGP agents.
     Bgp,
+    /// Another machine of a lab over several, whose workers mirror a
+    /// failure or restore made there.
+    Machines,
 }
 
 impl Source {
@@ -33,6 +36,7 @@ impl Source {
             Source::Timeline => "timeline",
             Source::Flap => "flap",
             Source::Bgp => "bgp",
+            Source::Machines => "machines",
         }
     }
 }

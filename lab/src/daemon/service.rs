@@ -29,10 +29,15 @@ fn status(e: &Error) -> Status {
 impl Shared {
     /// Sends a change to the actor and waits for what it did.
     async fn change(&self, command: Command) -> Result<proto::Change, Status> {
+        self.change_from(Source::Api, command).await
+    }
+
+    /// [`Service::change`], from `source`.
+    async fn change_from(&self, source: Source, command: Command) -> Result<proto::Change, Status> {
         let (reply, answer) = oneshot::channel();
         self.queue
             .send(Envelope {
-                source: Source::Api,
+                source,
                 command,
                 reply: Some(reply),
             })
@@ -262,8 +267,14 @@ impl LabService for Shared {
         &self,
         request: Request<proto::FailRequest>,
     ) -> Result<Response<proto::Change>, Status> {
-        let target = target(request.into_inner().target)?;
-        self.change(Command::Fail { target })
+        let request = request.into_inner();
+        let source = if request.mirrored {
+            Source::Machines
+        } else {
+            Source::Api
+        };
+        let target = target(request.target)?;
+        self.change_from(source, Command::Fail { target })
             .await
             .map(Response::new)
     }
@@ -324,8 +335,14 @@ impl LabService for Shared {
         &self,
         request: Request<proto::RestoreRequest>,
     ) -> Result<Response<proto::Change>, Status> {
-        let target = target(request.into_inner().target)?;
-        self.change(Command::Restore { target })
+        let request = request.into_inner();
+        let source = if request.mirrored {
+            Source::Machines
+        } else {
+            Source::Api
+        };
+        let target = target(request.target)?;
+        self.change_from(source, Command::Restore { target })
             .await
             .map(Response::new)
     }
