@@ -10,7 +10,7 @@ pub struct LoggedEvent {
     pub t: f64,
     /// Unix time, seconds.
     pub unix: f64,
-    /// Who: `api`, `timeline`, `flap`, `bgp`, `kernel`, `engine`,
+    /// Who: `api`, `timeline`, `flap`, `machines`, `bgp`, `kernel`, `engine`,
     /// `workload`, `daemon`.
     pub source: String,
     /// What kind (`fail`, `link-set`, `session-down`, `route-change`, ...).
