@@ -503,7 +503,7 @@ impl<'a> Worker<'a> {
         } = down
         {
             self.progress.note(&format!(
-                "lab {}'s part here is down: {namespaces} namespaces removed in {seconds:.1} s",
+                "lab {}'s part here is down: {namespaces} namespaces removed in {seconds:.2} s",
                 self.lab.name
             ));
         }

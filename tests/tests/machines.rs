@@ -496,7 +496,8 @@ fn fragments_made(machines: &Machines, i: usize) -> u64 {
 
 /// HPN's two segments over two machines: every pair of hosts (each with
 /// two ports, to two ToRs) reaches each other, every node's routes as on
-/// one machine.
+/// one machine; worker 0 (the coordinator) killed, the lab runs on, and
+/// started again it gathers the other, each keeping its part.
 #[test]
 fn hpn_over_two_machines_reaches_every_host_pair() {
     require_root!();
@@ -527,6 +528,20 @@ fn hpn_over_two_machines_reaches_every_host_pair() {
         "the same probes in all"
     );
     same_tables(&over, &tables(None, &one));
+
+    machines.kill_worker(0);
+    machines.wait_for(1, "lost the coordinator", UP);
+    let report = check_on(&machines, 1, &lab);
+    assert_eq!(report["failures"].as_array().unwrap().len(), 0, "{report}");
+    machines.start_worker(0, &lab, &file);
+    machines.wait_for(0, "up already, as placed: kept", UP);
+    for i in 0..2 {
+        machines.wait_for(i, "the lab runs on all 2 machines", UP);
+    }
+    for i in 0..2 {
+        let report = check_on(&machines, i, &lab);
+        assert_eq!(report["failures"].as_array().unwrap().len(), 0, "{report}");
+    }
 }
 
 /// Bytes iperf3 moved in 2 s from host `from` to host `to` (each on its
