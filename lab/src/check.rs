@@ -30,7 +30,7 @@ struct Probe {
 }
 
 /// A probe that got no answer.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Failure {
     /// The host it was sent from.
     pub from: String,
@@ -41,7 +41,7 @@ pub struct Failure {
 }
 
 /// What `check` found.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Report {
     /// The lab.
     pub lab: String,
@@ -61,6 +61,10 @@ pub struct Report {
     pub seconds: f64,
     /// Every probe not answered.
     pub failures: Vec<Failure>,
+    /// On a lab over several machines, the machines whose workers did not
+    /// answer (their hosts' probes are not in the report), and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
 }
 
 /// `turbonet check`: every host pings every address of every other host
@@ -132,7 +136,74 @@ pub fn check_sampled(running: &Running, timeout: f64, sample: Option<usize>) -> 
         sample,
         seconds: start.elapsed().as_secs_f64(),
         failures,
+        missing: Vec::new(),
     })
+}
+
+/// [`check_sampled`] of the whole lab: on one machine of a lab over several
+/// (whose worker recorded how to reach the others), from this machine's
+/// hosts and, through each other machine's worker, from its hosts, at
+/// once; a machine whose worker does not answer is said in `missing`.
+pub fn check_lab(running: &Running, timeout: f64, sample: Option<usize>) -> Result<Report> {
+    let placement = running.dir.load()?.and_then(|st| st.placement);
+    let reach = crate::workers::Reach::load(&running.dir);
+    let (Some(placement), Some(reach)) = (placement, reach) else {
+        return check_sampled(running, timeout, sample);
+    };
+    let others: Vec<(u32, String)> = (0..placement.machines)
+        .filter(|m| *m != placement.machine)
+        .filter_map(|m| {
+            let at = placement.underlay.get(m as usize)?;
+            Some((m, format!("http://{at}:{}", reach.port)))
+        })
+        .collect();
+    let lab = running.lab.name.clone();
+    let (here, there) = std::thread::scope(|scope| {
+        let here = scope.spawn(|| check_sampled(running, timeout, sample));
+        let there = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map(|runtime| {
+                runtime.block_on(futures::future::join_all(others.iter().map(
+                    |(m, endpoint)| {
+                        let (lab, token) = (&lab, &reach.token);
+                        async move {
+                            let said = tokio::time::timeout(
+                                Duration::from_secs_f64(timeout * 5.0 + 30.0),
+                                crate::workers::part_check(endpoint, token, lab, timeout, sample),
+                            )
+                            .await
+                            .unwrap_or_else(|_| {
+                                Err(Error::Failed(format!(
+                                    "the worker at {endpoint} did not answer"
+                                )))
+                            });
+                            (*m, said)
+                        }
+                    },
+                )))
+            });
+        (here.join(), there)
+    });
+    let mut report = here.map_err(|_| Error::Failed("the check thread panicked".to_owned()))??;
+    report.part = Some(format!("all {} machines", placement.machines));
+    for (m, said) in there? {
+        let theirs = said.and_then(|json| {
+            serde_json::from_str::<Report>(&json)
+                .map_err(|e| Error::Failed(format!("its report: {e}")))
+        });
+        match theirs {
+            Ok(r) => {
+                report.hosts += r.hosts;
+                report.probes += r.probes;
+                report.reachable += r.reachable;
+                report.seconds = report.seconds.max(r.seconds);
+                report.failures.extend(r.failures);
+            }
+            Err(e) => report.missing.push(format!("machine {m}: {e}")),
+        }
+    }
+    Ok(report)
 }
 
 /// Every address of `node`'s ports, ascending, once each: what a probe

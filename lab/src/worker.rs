@@ -162,25 +162,32 @@ impl<'a> Worker<'a> {
         use tokio::signal::unix::{SignalKind, signal};
         let mut interrupt = signal(SignalKind::interrupt())?;
         let mut terminate = signal(SignalKind::terminate())?;
-        // Worker 0 serves the others; its own attendance is in-process.
-        let (_coordinating, mut attendance) = if self.hello.index == 0 {
-            let listen = self
-                .options
-                .listen
-                .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], self.coordinator.port())));
-            let listener = tokio::net::TcpListener::bind(listen)
-                .await
-                .with_context(|| format!("listening for the workers on {listen}"))?;
+        // Every worker serves its part to the others (and to the lab's
+        // commands on any machine); worker 0 coordinates on the same port,
+        // its own attendance in-process.
+        let listen = self.listen();
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("listening for the workers on {listen}"))?;
+        let parts = crate::workers::parts(
+            PartService {
+                lab: self.lab.name.clone(),
+            },
+            self.token.clone(),
+        );
+        let (_coordinating, _serving, mut attendance) = if self.hello.index == 0 {
             let (c, a) = crate::workers::coordinate(
                 listener,
                 self.token.clone(),
                 self.hello.clone(),
                 self.settings(),
+                Some(parts),
             )?;
-            (Some(c), a)
+            (Some(c), None, a)
         } else {
+            let serving = crate::workers::serve_parts(listener, parts);
             tokio::select! {
-                a = self.attend(self.options.rendezvous) => (None, a?),
+                a = self.attend(self.options.rendezvous) => (None, Some(serving), a?),
                 _ = interrupt.recv() => return Ok(()),
                 _ = terminate.recv() => return Ok(()),
             }
@@ -205,6 +212,15 @@ impl<'a> Worker<'a> {
                     building = None;
                     let tell = match built.unwrap_or_else(|_| Err(Error::Failed("the build thread ended".to_owned()))) {
                         Ok(placement) => {
+                            let reach = crate::workers::Reach {
+                                port: self.listen().port(),
+                                token: self.token.clone(),
+                            };
+                            if let Err(e) = reach.save(&LabDir::of(&self.lab.name)) {
+                                self.progress.note(&format!(
+                                    "could not record how the lab's commands here reach the other machines: {e}"
+                                ));
+                            }
                             if let Some(f) = following.take() {
                                 f.abort();
                             }
@@ -303,6 +319,14 @@ impl<'a> Worker<'a> {
             (Err(e), _) | (Ok(()), Err(e)) => Err(e),
             (Ok(()), Ok(())) => Ok(()),
         }
+    }
+
+    /// Where this worker listens: `--listen`, else every address on the
+    /// coordinator's port (every worker on the same port, each on its own
+    /// machine).
+    fn listen(&self) -> SocketAddr {
+        (self.options.listen)
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], self.coordinator.port())))
     }
 
     /// The coordinator's patience: the defaults, and this rendezvous.
@@ -564,6 +588,44 @@ fn build_part(
         progress,
     )?;
     Ok(())
+}
+
+/// A worker's part of the lab, to the others and the lab's commands on any
+/// machine.
+struct PartService {
+    lab: String,
+}
+
+#[tonic::async_trait]
+impl turbonet_api::proto::parts_server::Parts for PartService {
+    async fn check(
+        &self,
+        request: tonic::Request<turbonet_api::proto::PartCheckRequest>,
+    ) -> std::result::Result<tonic::Response<turbonet_api::proto::PartCheckReport>, tonic::Status>
+    {
+        let r = request.into_inner();
+        if r.lab != self.lab {
+            return Err(tonic::Status::not_found(format!(
+                "this worker runs lab {}, not {}",
+                self.lab, r.lab
+            )));
+        }
+        let lab = self.lab.clone();
+        let sample = (r.sample > 0).then_some(r.sample as usize);
+        let timeout = r.timeout.clamp(0.1, 60.0);
+        let report = tokio::task::spawn_blocking(move || {
+            let running = crate::inspect::running(Some(&lab))?;
+            crate::check::check_sampled(&running, timeout, sample)
+        })
+        .await
+        .map_err(|e| tonic::Status::internal(e.to_string()))?
+        .map_err(|e| tonic::Status::failed_precondition(e.to_string()))?;
+        let json =
+            serde_json::to_string(&report).map_err(|e| tonic::Status::internal(e.to_string()))?;
+        Ok(tonic::Response::new(turbonet_api::proto::PartCheckReport {
+            json,
+        }))
+    }
 }
 
 /// A change as `turbonet` says it (`fail link a--b`).

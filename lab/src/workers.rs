@@ -17,11 +17,14 @@ use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 use turbonet_api::proto::coordinator_says::Says as CoordinatorMessage;
+use turbonet_api::proto::parts_client::PartsClient;
+use turbonet_api::proto::parts_server::{Parts, PartsServer};
 use turbonet_api::proto::worker_says::Says as WorkerMessage;
 use turbonet_api::proto::workers_client::WorkersClient;
 use turbonet_api::proto::workers_server::{Workers, WorkersServer};
 use turbonet_api::proto::{
-    self as wire, BuildPart, CoordinatorSays, Empty, PeerCarrier, Repoint, WorkerHello, WorkerSays,
+    self as wire, BuildPart, CoordinatorSays, Empty, PartCheckRequest, PeerCarrier, Repoint,
+    WorkerHello, WorkerSays,
 };
 use turbonet_cluster::{Change, Conn, Coordinator, Hello, Input, Output, Phase, Settings};
 
@@ -113,12 +116,14 @@ enum Event {
 
 /// Starts the coordinator of a lab over `own.of` machines on `listener`,
 /// refusing calls without `token`; `own` is worker 0's hello, whose
-/// attendance (in-process) comes back with it.
+/// attendance (in-process) comes back with it. `also` are services the
+/// same server offers beside (a worker's [`parts`]).
 pub fn coordinate(
     listener: tokio::net::TcpListener,
     token: String,
     own: Hello,
     settings: Settings,
+    also: Option<tonic::service::Routes>,
 ) -> Result<(Coordinating, Attendance)> {
     let addr = listener.local_addr()?;
     let origin = Instant::now();
@@ -185,12 +190,11 @@ pub fn coordinate(
         events,
         next: Arc::new(AtomicU64::new(Coordinator::OWN + 1)),
     };
-    let server = tokio::spawn(async move {
-        let _ = tonic::transport::Server::builder()
-            .add_service(WorkersServer::new(service))
-            .serve_with_incoming(TcpListenerStream::new(listener))
-            .await;
-    });
+    let routes = match also {
+        Some(routes) => routes.add_service(WorkersServer::new(service)),
+        None => tonic::service::Routes::new(WorkersServer::new(service)),
+    };
+    let server = tokio::spawn(serve(listener, routes));
     Ok((
         Coordinating {
             addr,
@@ -200,6 +204,120 @@ pub fn coordinate(
         },
         Attendance { told, tell },
     ))
+}
+
+/// Serves `routes` on `listener` until aborted.
+async fn serve(listener: tokio::net::TcpListener, routes: tonic::service::Routes) {
+    let _ = tonic::transport::Server::builder()
+        .add_routes(routes)
+        .serve_with_incoming(TcpListenerStream::new(listener))
+        .await;
+}
+
+/// The `Parts` service every worker offers the others (and the lab's
+/// commands on any machine), `parts`, refusing calls without `token`.
+pub fn parts<P: Parts>(parts: P, token: String) -> tonic::service::Routes {
+    let token = Arc::new(token);
+    tonic::service::Routes::new(PartsServer::with_interceptor(
+        parts,
+        move |request: Request<()>| {
+            let authorized = (request.metadata().get(AUTHORIZATION))
+                .is_some_and(|v| token_matches(v.as_bytes(), &token));
+            if authorized {
+                Ok(request)
+            } else {
+                Err(Status::unauthenticated(
+                    "the call did not carry this lab's token (authorization: Bearer <token>)",
+                ))
+            }
+        },
+    ))
+}
+
+/// Serves `routes` (a worker's [`parts`]) on `listener`, for a worker
+/// other than the coordinator; stops when the handle is dropped.
+pub fn serve_parts(listener: tokio::net::TcpListener, routes: tonic::service::Routes) -> Serving {
+    Serving(tokio::spawn(serve(listener, routes)))
+}
+
+/// A server running; stopped when dropped.
+#[derive(Debug)]
+pub struct Serving(tokio::task::JoinHandle<()>);
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// How the lab's commands on a machine reach the other machines' workers:
+/// the port every worker listens on (each on its own machine, at its
+/// underlay address) and the lab's token. A worker records it in its lab's
+/// directory (root's only) once its part is up.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Reach {
+    /// The port.
+    pub port: u16,
+    /// The lab's token.
+    pub token: String,
+}
+
+impl Reach {
+    /// Where it is kept.
+    fn path(dir: &crate::state::LabDir) -> std::path::PathBuf {
+        dir.path().join("workers.json")
+    }
+
+    /// Records it in `dir` (mode 0600).
+    pub fn save(&self, dir: &crate::state::LabDir) -> Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(Self::path(dir))?;
+        file.write_all(&serde_json::to_vec(self).map_err(|e| Error::Failed(e.to_string()))?)?;
+        Ok(())
+    }
+
+    /// What `dir` records, if a worker recorded it.
+    pub fn load(dir: &crate::state::LabDir) -> Option<Reach> {
+        serde_json::from_slice(&std::fs::read(Self::path(dir)).ok()?).ok()
+    }
+}
+
+/// Asks the worker at `endpoint` (`http://host:port`) for its machine's
+/// check of lab `lab`: from its hosts to every host, as
+/// `turbonet check --json` reports it.
+pub async fn part_check(
+    endpoint: &str,
+    token: &str,
+    lab: &str,
+    timeout: f64,
+    sample: Option<usize>,
+) -> Result<String> {
+    let channel = tonic::transport::Endpoint::from_shared(endpoint.to_owned())
+        .map_err(|e| Error::Invalid(format!("worker address {endpoint}: {e}")))?
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .map_err(|e| Error::Failed(format!("reaching the worker at {endpoint}: {e}")))?;
+    let mut request = Request::new(PartCheckRequest {
+        lab: lab.to_owned(),
+        timeout,
+        sample: sample.map_or(0, |k| u32::try_from(k).unwrap_or(u32::MAX)),
+    });
+    let bearer = format!("Bearer {token}")
+        .parse()
+        .map_err(|_| Error::Invalid("the token is not ASCII text".to_owned()))?;
+    request.metadata_mut().insert(AUTHORIZATION, bearer);
+    let report = PartsClient::new(channel)
+        .check(request)
+        .await
+        .map_err(|s| Error::Failed(format!("the worker at {endpoint}: {}", s.message())))?;
+    Ok(report.into_inner().json)
 }
 
 /// How many messages a connection may have waiting before it counts as

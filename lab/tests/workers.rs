@@ -44,6 +44,7 @@ async fn start() -> (turbonet_lab::workers::Coordinating, Attendance, String) {
         TOKEN.to_owned(),
         hello(0, "198.18.0.1"),
         Settings::default(),
+        None,
     )
     .unwrap();
     let endpoint = format!("http://{}", coordinating.addr);

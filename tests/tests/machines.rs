@@ -51,18 +51,15 @@ fn a_fat_tree_over_two_machines_reaches_every_host_pair() {
     for i in 0..2 {
         machines.wait_for(i, "the lab runs on all 2 machines", UP);
     }
-    // Each machine checks from its hosts; together every ordered pair.
-    let mut hosts = 0;
-    let mut probes = 0;
+    // `check` on either machine checks every ordered pair: from its hosts,
+    // and through the other machine's worker from that one's.
     for i in 0..2 {
         let report = check_on(&machines, i, &lab);
         assert_eq!(report["failures"].as_array().unwrap().len(), 0, "{report}");
-        assert_eq!(report["part"], format!("machine {i} of 2"));
-        hosts += report["hosts"].as_u64().unwrap();
-        probes += report["probes"].as_u64().unwrap();
+        assert_eq!(report["part"], "all 2 machines");
+        assert_eq!(report["hosts"], 16, "every host probed from, once");
+        assert_eq!(report["probes"], 16 * 15, "every ordered pair of hosts");
     }
-    assert_eq!(hosts, 16, "every host probed from, once");
-    assert_eq!(probes, 16 * 15, "every ordered pair of hosts");
 
     // Every node's routes as on one machine.
     let over: Vec<_> = (0..2).map(|i| tables(Some((&machines, i)), &lab)).collect();
@@ -510,11 +507,11 @@ fn hpn_over_two_machines_reaches_every_host_pair() {
     for i in 0..2 {
         machines.wait_for(i, "the lab runs on all 2 machines", UP);
     }
-    let mut probes = 0;
+    let mut probes = Vec::new();
     for i in 0..2 {
         let report = check_on(&machines, i, &lab);
         assert_eq!(report["failures"].as_array().unwrap().len(), 0, "{report}");
-        probes += report["probes"].as_u64().unwrap();
+        probes.push(report["probes"].as_u64().unwrap());
     }
     let over: Vec<_> = (0..2).map(|i| tables(Some((&machines, i)), &lab)).collect();
     let one = unique_lab("wo");
@@ -524,15 +521,23 @@ fn hpn_over_two_machines_reaches_every_host_pair() {
     let whole: serde_json::Value = serde_json::from_slice(&whole.stdout).unwrap();
     assert_eq!(
         probes,
-        whole["probes"].as_u64().unwrap(),
-        "the same probes in all"
+        vec![whole["probes"].as_u64().unwrap(); 2],
+        "the same probes from either machine as on one"
     );
     same_tables(&over, &tables(None, &one));
 
+    // Its part still up, machine 0's hosts answer; its worker does not.
     machines.kill_worker(0);
     machines.wait_for(1, "lost the coordinator", UP);
-    let report = check_on(&machines, 1, &lab);
+    let report = check_json(machines.turbonet(1, &["check", "--lab", &lab, "--json"]));
     assert_eq!(report["failures"].as_array().unwrap().len(), 0, "{report}");
+    let missing = report["missing"]
+        .as_array()
+        .expect("machines not checked from");
+    assert!(
+        missing.len() == 1 && missing[0].as_str().unwrap().starts_with("machine 0:"),
+        "{report}"
+    );
     machines.start_worker(0, &lab, &file);
     machines.wait_for(0, "up already, as placed: kept", UP);
     for i in 0..2 {

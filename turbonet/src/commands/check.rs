@@ -19,9 +19,9 @@ pub(crate) fn run(args: CheckArgs) -> Result<ExitCode> {
         json,
     } = args;
     let running = inspect::running(lab.lab.as_deref())?;
-    let report = check::check_sampled(&running, timeout, sample)?;
+    let report = check::check_lab(&running, timeout, sample)?;
     print(&report, json)?;
-    if !report.failures.is_empty() {
+    if !report.failures.is_empty() || !report.missing.is_empty() {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
@@ -34,7 +34,7 @@ fn print(report: &check::Report, as_json: bool) -> Result<()> {
         return print_json(report);
     }
 
-    let verdict = if report.failures.is_empty() {
+    let verdict = if report.failures.is_empty() && report.missing.is_empty() {
         "ok"
     } else {
         "FAILED"
@@ -43,21 +43,28 @@ fn print(report: &check::Report, as_json: bool) -> Result<()> {
         "check {verdict}: {}/{} probes answered {} {} hosts of lab {}{}{} in {:.2} s",
         count(report.reachable),
         count(report.probes),
-        if report.part.is_some() {
+        if report.part.as_ref().is_some_and(|p| !p.starts_with("all")) {
             "from"
         } else {
             "between"
         },
         count(report.hosts),
         report.lab,
-        report.part.as_ref().map_or(String::new(), |p| format!(
-            " ({p}: its hosts, to every host)"
-        )),
+        report.part.as_ref().map_or(String::new(), |p| {
+            if p.starts_with("all") {
+                format!(" (from {p})")
+            } else {
+                format!(" ({p}: its hosts, to every host)")
+            }
+        }),
         report.sample.map_or(String::new(), |k| format!(
             " ({k} sampled behind every ToR, edge or leaf)"
         )),
         report.seconds
     );
+    for missing in &report.missing {
+        println!("not checked from {missing}");
+    }
     if !report.failures.is_empty() {
         let shown = report.failures.iter().take(20);
         println!(
