@@ -20,6 +20,7 @@ use turbonet_lab::bail;
 use turbonet_lab::error::{Context, Result};
 use turbonet_lab::progress::Progress;
 
+use crate::engine::backends::ip;
 use crate::report::{Report, count};
 
 /// The port worker 0 listens on, in its machine's namespace.
@@ -43,19 +44,6 @@ pub struct Emulated {
     names: Vec<String>,
     holders: Vec<Child>,
     token: PathBuf,
-}
-
-/// Runs `ip ARGS`; an error names the command.
-fn ip(args: &[&str]) -> Result<()> {
-    let out = Command::new("ip").args(args).output()?;
-    if !out.status.success() {
-        bail!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
 }
 
 impl Emulated {

@@ -86,6 +86,18 @@ impl Machines {
         });
     }
 
+    /// Starts every machine's worker of lab `lab` (its scenario at
+    /// `file`) and waits until each says the lab runs on them all.
+    pub fn run_lab(&mut self, lab: &str, file: &Path, timeout: Duration) {
+        let all = self.workers.len();
+        for i in 0..all {
+            self.start_worker(i, lab, file);
+        }
+        for i in 0..all {
+            self.wait_for(i, &format!("the lab runs on all {all} machines"), timeout);
+        }
+    }
+
     /// Waits until worker `i` says a line containing `text` (after the
     /// line the last wait matched), failing after `timeout` with what it
     /// said.

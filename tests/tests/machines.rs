@@ -45,12 +45,7 @@ fn a_fat_tree_over_two_machines_reaches_every_host_pair() {
     let lab = unique_lab("wk");
     let file = scenario_as("fat-tree-k4.toml", &lab, "");
     let mut machines = Machines::new(&lab, 2);
-    for i in 0..2 {
-        machines.start_worker(i, &lab, &file);
-    }
-    for i in 0..2 {
-        machines.wait_for(i, "the lab runs on all 2 machines", UP);
-    }
+    machines.run_lab(&lab, &file, UP);
     // `check` on either machine checks every ordered pair: from its hosts,
     // and through the other machine's worker from that one's.
     for i in 0..2 {
@@ -344,12 +339,7 @@ fn a_triangle_over_three_machines_cuts_every_switch_link_and_keeps_its_model() {
     );
 
     let mut machines = Machines::new(&lab, 3);
-    for i in 0..3 {
-        machines.start_worker(i, &lab, &file);
-    }
-    for i in 0..3 {
-        machines.wait_for(i, "the lab runs on all 3 machines", UP);
-    }
+    machines.run_lab(&lab, &file, UP);
     // Which machine runs which host: the one whose namespaces hold it.
     let over: Vec<_> = (0..3).map(|i| tables(Some((&machines, i)), &lab)).collect();
     let machine_of = |node: &str| (0..3).find(|i| over[*i].contains_key(node)).unwrap();
@@ -501,12 +491,7 @@ fn hpn_over_two_machines_reaches_every_host_pair() {
     let lab = unique_lab("wh");
     let file = scenario_as("hpn.toml", &lab, "");
     let mut machines = Machines::new(&lab, 2);
-    for i in 0..2 {
-        machines.start_worker(i, &lab, &file);
-    }
-    for i in 0..2 {
-        machines.wait_for(i, "the lab runs on all 2 machines", UP);
-    }
+    machines.run_lab(&lab, &file, UP);
     let mut probes = Vec::new();
     for i in 0..2 {
         let report = check_on(&machines, i, &lab);
@@ -609,11 +594,8 @@ fn bgp_over_two_machines(prefix: &str, agents: &str) {
     };
     let file = bgp(&lab);
     let mut machines = Machines::new(&lab, 2);
+    machines.run_lab(&lab, &file, UP);
     for i in 0..2 {
-        machines.start_worker(i, &lab, &file);
-    }
-    for i in 0..2 {
-        machines.wait_for(i, "the lab runs on all 2 machines", UP);
         assert!(
             machines.said(i).contains("converged in"),
             "machine {i}'s switches converged: {}",

@@ -49,7 +49,8 @@ struct Pair {
     ns: String,
 }
 
-fn ip(args: &[&str]) -> Result<()> {
+/// Runs `ip ARGS` (iproute2); an error names the command.
+pub(crate) fn ip(args: &[&str]) -> Result<()> {
     let out = Command::new("ip")
         .args(args)
         .output()

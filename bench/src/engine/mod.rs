@@ -21,7 +21,7 @@ use socket2::Socket;
 use turbonet_lab::bail;
 use turbonet_lab::error::{Context, Result};
 
-mod backends;
+pub(crate) mod backends;
 mod capacity;
 mod load;
 mod scaling;

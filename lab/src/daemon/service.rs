@@ -56,6 +56,16 @@ impl Shared {
     }
 }
 
+/// Who a failure or restore comes from: a client, or another machine of a
+/// lab over several (`mirrored`).
+fn source_of(mirrored: bool) -> Source {
+    if mirrored {
+        Source::Machines
+    } else {
+        Source::Api
+    }
+}
+
 fn target(t: Option<proto::Target>) -> Result<Target, Status> {
     match t.and_then(|t| t.target) {
         Some(proto::target::Target::Link(l)) => Ok(Target::Link(l)),
@@ -268,11 +278,7 @@ impl LabService for Shared {
         request: Request<proto::FailRequest>,
     ) -> Result<Response<proto::Change>, Status> {
         let request = request.into_inner();
-        let source = if request.mirrored {
-            Source::Machines
-        } else {
-            Source::Api
-        };
+        let source = source_of(request.mirrored);
         let target = target(request.target)?;
         self.change_from(source, Command::Fail { target })
             .await
@@ -336,11 +342,7 @@ impl LabService for Shared {
         request: Request<proto::RestoreRequest>,
     ) -> Result<Response<proto::Change>, Status> {
         let request = request.into_inner();
-        let source = if request.mirrored {
-            Source::Machines
-        } else {
-            Source::Api
-        };
+        let source = source_of(request.mirrored);
         let target = target(request.target)?;
         self.change_from(source, Command::Restore { target })
             .await

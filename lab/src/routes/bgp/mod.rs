@@ -628,9 +628,28 @@ impl BgpView {
         };
         let since_epoch = epoch.map_or(Duration::ZERO, |e| e.duration_since(self.started));
         let now = self.started.elapsed();
+        let asked = |i: usize| self.here[i] && node.is_none_or(|n| n == self.speakers[i].node);
+        // FRR and BIRD switches: their tables and daemons read all at once
+        // (each daemon is given a second to answer).
+        let mut read: HashMap<usize, (plan::Fib, Vec<SessionStatus>)> = futures::future::join_all(
+            (0..self.speakers.len())
+                .filter(|&i| asked(i) && self.statuses[i].is_none())
+                .map(|i| async move {
+                    let speaker = &self.speakers[i];
+                    let ns = crate::names::node_namespace(&self.lab, &speaker.name);
+                    let (fib, sessions) = futures::join!(
+                        kernel_fib(&ns),
+                        kernel::router_sessions(&self.lab, speaker, self.kinds[i])
+                    );
+                    (i, (fib.unwrap_or_default(), sessions))
+                }),
+        )
+        .await
+        .into_iter()
+        .collect();
         let mut speakers = Vec::new();
         for (i, (speaker, kind)) in self.speakers.iter().zip(&self.kinds).enumerate() {
-            if node.is_some_and(|n| n != speaker.node) || !self.here[i] {
+            if !asked(i) {
                 continue;
             }
             // No plan yet: not converged.
@@ -646,8 +665,9 @@ impl BgpView {
                 ));
                 continue;
             }
-            let ns = crate::names::node_namespace(&self.lab, &speaker.name);
-            let mut fib = kernel_fib(&ns).await.unwrap_or_default();
+            let Some((mut fib, mut sessions)) = read.remove(&i) else {
+                continue;
+            };
             let routes = fib.len();
             fib.retain(|p, _| self.known.contains(p));
             let converged = expected == Some(plan::FibDigest::of(&fib));
@@ -657,7 +677,6 @@ impl BgpView {
             } else {
                 None
             };
-            let mut sessions = kernel::router_sessions(&self.lab, speaker, *kind).await;
             let sessions_up = sessions.iter().filter(|s| s.state == "established").count();
             let sessions_total = sessions.len();
             if summary {
