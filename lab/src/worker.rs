@@ -314,7 +314,7 @@ impl<'a> Worker<'a> {
         if let Some(f) = following.take() {
             f.abort();
         }
-        let down = self.take_down(scope).await;
+        let down = self.take_down().await;
         match (ended, down) {
             (Err(e), _) | (Ok(()), Err(e)) => Err(e),
             (Ok(()), Ok(())) => Ok(()),
@@ -420,18 +420,14 @@ impl<'a> Worker<'a> {
             return;
         }
         let dir = LabDir::of(&self.lab.name);
-        let changed = off_runtime({
-            let links = links.clone();
-            move || set_links(&dir, &links, up)
-        })
-        .await;
-        match changed {
-            Ok(n) => {
-                for l in &links {
+        match off_runtime(move || set_links(&dir, &links, up)).await {
+            Ok(changed) => {
+                let n = changed.len();
+                for l in changed {
                     if up {
-                        part.downed.remove(l);
+                        part.downed.remove(&l);
                     } else {
-                        part.downed.insert(l.clone());
+                        part.downed.insert(l);
                     }
                 }
                 self.progress.note(&format!(
@@ -503,23 +499,14 @@ impl<'a> Worker<'a> {
     }
 
     /// Takes this machine's part down, if one is up.
-    async fn take_down<'s>(&self, scope: &'s std::thread::Scope<'s, '_>) -> Result<()>
-    where
-        'a: 's,
-    {
+    async fn take_down(&self) -> Result<()> {
         let name = self.lab.name.clone();
         if !LabDir::of(&name).exists() {
             return Ok(());
         }
         self.progress
             .note(&format!("taking lab {name}'s part here down ..."));
-        let (done, result) = oneshot::channel();
-        scope.spawn(move || {
-            let _ = done.send(crate::down::down(Some(&name)));
-        });
-        let down = result
-            .await
-            .unwrap_or_else(|_| Err(Error::Failed("the down thread ended".to_owned())))?;
+        let down = off_runtime(move || crate::down::down(Some(&name))).await?;
         if let crate::down::Down::Removed {
             namespaces,
             seconds,
@@ -688,18 +675,30 @@ fn made_here(event: &turbonet_api::proto::Event, since: f64) -> Option<Change> {
     Some(Change { node, name, up })
 }
 
-/// Fails (`up`: restores) `links` through the lab's daemon; how many.
-fn set_links(dir: &LabDir, links: &[String], up: bool) -> Result<usize> {
+/// Fails (`up`: restores) `links` through the lab's daemon; the links it
+/// changed. Only links that are up are failed: one down already (a user
+/// failed it) is not this worker's to bring back later.
+fn set_links(dir: &LabDir, links: &[String], up: bool) -> Result<Vec<String>> {
     let mut client = turbonet_api::Client::connect(dir)?;
-    for link in links {
+    let down: BTreeSet<String> = if up {
+        BTreeSet::new()
+    } else {
+        (client.links(None)?.into_iter())
+            .filter(|l| l.down)
+            .map(|l| l.name)
+            .collect()
+    };
+    let mut changed = Vec::new();
+    for link in links.iter().filter(|l| !down.contains(*l)) {
         let target = turbonet_api::Target::Link(link.clone());
         if up {
             client.restore(&target)?;
         } else {
             client.fail(&target)?;
         }
+        changed.push(link.clone());
     }
-    Ok(links.len())
+    Ok(changed)
 }
 
 /// Points this machine's cut-link ends that send to `from` at `to`, in

@@ -163,11 +163,10 @@ fn a_fat_tree_over_two_machines_reaches_every_host_pair() {
 /// lab's namespaces there, its lines sorted.
 fn tables(machines: Option<(&Machines, usize)>, lab: &str) -> BTreeMap<String, Vec<String>> {
     let run = |args: &[&str]| -> String {
-        let out = match machines {
-            Some((m, i)) => m.on(i, args[0]).args(&args[1..]).output(),
-            None => Command::new(args[0]).args(&args[1..]).output(),
-        }
-        .expect("runs");
+        let out = at(machines, args[0])
+            .args(&args[1..])
+            .output()
+            .expect("runs");
         assert!(out.status.success(), "{args:?}: {}", text(&out));
         String::from_utf8(out.stdout).expect("text")
     };
@@ -254,10 +253,23 @@ fn up_here(lab: &str, file: &Path) -> LabGuard {
 
 /// `ping` from host `from` (its namespace `tn-LAB-FROM`) to `to`, on
 /// machine `i`: how many of `count` were answered.
-fn pings(machines: &Machines, i: usize, lab: &str, from: &str, to: &str, args: &[&str]) -> u32 {
+/// `program` run on machine `i` of `machines`, or on this one.
+fn at(machines: Option<(&Machines, usize)>, program: &str) -> Command {
+    match machines {
+        Some((m, i)) => m.on(i, program),
+        None => Command::new(program),
+    }
+}
+
+fn pings(
+    machines: Option<(&Machines, usize)>,
+    lab: &str,
+    from: &str,
+    to: &str,
+    args: &[&str],
+) -> u32 {
     let ns = format!("tn-{lab}-{from}");
-    let out = machines
-        .on(i, "ip")
+    let out = at(machines, "ip")
         .args(["netns", "exec", &ns, "ping", "-q"])
         .args(args)
         .arg(to)
@@ -346,8 +358,8 @@ fn a_triangle_over_three_machines_cuts_every_switch_link_and_keeps_its_model() {
 
     // The lossy link's model: 40 pings h1 -> h2 across r1--r2.
     let lossy = ["-c", "40", "-i", "0.02", "-W", "1"];
-    let h2 = host_address(&machines, machine_of("h2"), &lab, "h2");
-    let answered = pings(&machines, machine_of("h1"), &lab, "h1", &h2, &lossy);
+    let h2 = host_address(Some((&machines, machine_of("h2"))), &lab, "h2");
+    let answered = pings(Some((&machines, machine_of("h1"))), &lab, "h1", &h2, &lossy);
     let owner = (0..3)
         .map(|i| machines.turbonet(i, &["link", "show", "r1--r2", "--lab", &lab, "--json"]))
         .find(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains("drop"))
@@ -356,10 +368,9 @@ fn a_triangle_over_three_machines_cuts_every_switch_link_and_keeps_its_model() {
 
     // Packets of the links' MTU cross every cut link whole.
     for (from, to) in [("h1", "h2"), ("h2", "h3"), ("h3", "h1")] {
-        let addr = host_address(&machines, machine_of(to), &lab, to);
+        let addr = host_address(Some((&machines, machine_of(to))), &lab, to);
         let got = pings(
-            &machines,
-            machine_of(from),
+            Some((&machines, machine_of(from))),
             &lab,
             from,
             &addr,
@@ -393,32 +404,9 @@ fn a_triangle_over_three_machines_cuts_every_switch_link_and_keeps_its_model() {
         &text.replace("name = \"tri\"", &format!("name = \"{one}\"")),
     );
     let _guard = up_here(&one, &one_file);
-    let h2_one = first_address(&String::from_utf8_lossy(
-        &Command::new("ip")
-            .args([
-                "-n",
-                &format!("tn-{one}-h2"),
-                "-4",
-                "-o",
-                "addr",
-                "show",
-                "scope",
-                "global",
-            ])
-            .output()
-            .unwrap()
-            .stdout,
-    ));
+    let h2_one = host_address(None, &one, "h2");
     assert_eq!(h2_one, h2, "h2's address");
-    let answered_one = received(&String::from_utf8_lossy(
-        &Command::new("ip")
-            .args(["netns", "exec", &format!("tn-{one}-h1"), "ping", "-q"])
-            .args(lossy)
-            .arg(&h2_one)
-            .output()
-            .unwrap()
-            .stdout,
-    ));
+    let answered_one = pings(None, &one, "h1", &h2_one, &lossy);
     let one_model = drops(
         &run(&["link", "show", "r1--r2", "--lab", &one, "--json"]),
         "r1--r2",
@@ -438,19 +426,10 @@ fn a_triangle_over_three_machines_cuts_every_switch_link_and_keeps_its_model() {
 }
 
 /// Host `host`'s address (its first, global) on machine `i`.
-fn host_address(machines: &Machines, i: usize, lab: &str, host: &str) -> String {
-    let out = machines
-        .on(i, "ip")
-        .args([
-            "-n",
-            &format!("tn-{lab}-{host}"),
-            "-4",
-            "-o",
-            "addr",
-            "show",
-            "scope",
-            "global",
-        ])
+fn host_address(machines: Option<(&Machines, usize)>, lab: &str, host: &str) -> String {
+    let out = at(machines, "ip")
+        .args(["-n", &format!("tn-{lab}-{host}"), "-4", "-o", "addr"])
+        .args(["show", "scope", "global"])
         .output()
         .expect("ip runs");
     assert!(out.status.success(), "{host}'s address: {}", text(&out));
@@ -538,7 +517,7 @@ fn hpn_over_two_machines_reaches_every_host_pair() {
 /// machine), the server started first and the client tried until it
 /// answers.
 fn tcp_bytes(machines: &Machines, lab: &str, from: (&str, usize), to: (&str, usize)) -> u64 {
-    let addr = host_address(machines, to.1, lab, to.0);
+    let addr = host_address(Some((machines, to.1)), lab, to.0);
     let mut server = machines
         .on(to.1, "ip")
         .args(["netns", "exec", &format!("tn-{lab}-{}", to.0)])
