@@ -780,6 +780,67 @@ fn a_large_table_is_advertised_over_several_flushes() {
 }
 
 #[test]
+fn advertisements_that_wait_are_one_round_however_many_flushes_queue_them() {
+    use turbonet_routing::bgp::speaker::ADVERTISE_BUDGET;
+    let mut hub = Hub::new();
+    hub.start();
+    let now = secs(1);
+    let prefix = |i: usize| format!("10.{}.{}.0/24", 64 + i / 256, i % 256);
+    // Each flush has a budget's worth of new routes and a new path for
+    // every route before: the speaker learns faster than it advertises.
+    let batches = 6;
+    let mut path = 100_000;
+    let mut sent = 0;
+    for batch in 1..=batches {
+        for i in 0..ADVERTISE_BUDGET * batch {
+            path += 1;
+            let bytes = hub.update(0, &[65101, path], &[&prefix(i)]);
+            hub.s.handle(
+                now,
+                Input::Bytes {
+                    peer: 0,
+                    data: bytes,
+                },
+            );
+        }
+        sent += announced_to_y(&hub.s.flush(now));
+        assert!(
+            hub.s.rounds_waiting() <= 2,
+            "{} rounds wait after flush {batch}",
+            hub.s.rounds_waiting()
+        );
+    }
+    let mut flushes = 0;
+    while hub.s.pending() {
+        flushes += 1;
+        assert!(flushes < 100, "the flushes never end");
+        sent += announced_to_y(&hub.s.flush(now));
+    }
+    // Every route reached Y at least once, and a route that changed while
+    // it waited was not sent once per path it had.
+    let routes = ADVERTISE_BUDGET * batches;
+    assert!(
+        (routes..routes + ADVERTISE_BUDGET * 3).contains(&sent),
+        "{sent} prefixes sent for {routes} routes"
+    );
+}
+
+/// How many prefixes `outs` announce to peer 1 (Y).
+fn announced_to_y(outs: &[Output]) -> usize {
+    outs.iter()
+        .filter_map(|o| match o {
+            Output::Send { peer: 1, bytes } => Some(messages(bytes)),
+            _ => None,
+        })
+        .flatten()
+        .map(|m| match m {
+            Message::Update(u) => u.nlri.len(),
+            _ => 0,
+        })
+        .sum()
+}
+
+#[test]
 fn a_restarted_speaker_emits_only_differences_from_the_fib_it_finds() {
     let mut hub = Hub::new();
     // What the kernel still holds from the previous run.

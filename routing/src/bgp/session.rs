@@ -606,9 +606,17 @@ impl Session {
             return;
         }
         // Whole messages are handled where they lie; only the start of an
-        // incomplete one stays for the next read.
-        let mut buf = mem::take(&mut self.buf);
-        buf.extend_from_slice(bytes);
+        // incomplete one stays for the next read, in a buffer of its own
+        // size: fifteen thousand sessions keep no read-sized buffer each.
+        let joined;
+        let buf = if self.buf.is_empty() {
+            bytes
+        } else {
+            let mut start = mem::take(&mut self.buf);
+            start.extend_from_slice(bytes);
+            joined = start;
+            &joined[..]
+        };
         let mut at = 0;
         while self.tcp_up() {
             match frame(&buf[at..]) {
@@ -621,8 +629,7 @@ impl Session {
             }
         }
         if self.tcp_up() {
-            buf.drain(..at);
-            self.buf = buf;
+            self.buf = buf[at..].to_vec();
         }
     }
 

@@ -713,14 +713,7 @@ impl Speaker {
                 self.counters.flushes += 1;
                 self.sync_fib(now, &changed, &mut out);
                 if !exports.is_empty() || !fresh.is_empty() {
-                    let full = (!fresh.is_empty())
-                        .then(|| Exports::new(&self.rib, self.rib.loc_rib().map(|(p, _)| *p)));
-                    self.rounds.push_back(Round {
-                        changed: Exports::new(&self.rib, exports),
-                        full,
-                        fresh,
-                        next: 0,
-                    });
+                    self.queue_round(exports, fresh);
                 }
             }
             budget = self.advertise(now, budget, &mut out);
@@ -1000,6 +993,37 @@ impl Speaker {
             self.counters.set_changes += routes.len() as u64;
             out.push(Output::Fib(routes));
         }
+    }
+
+    /// Rounds of advertisements not yet sent to every peer: one in
+    /// progress and one waiting at most (see [`Speaker::flush`]).
+    pub fn rounds_waiting(&self) -> usize {
+        self.rounds.len()
+    }
+
+    /// Queues a flush's advertisements: what changed (`exports`) for
+    /// every Established peer, the whole Loc-RIB for the peers of `fresh`.
+    /// A round that no peer has been served from yet takes them in
+    /// instead, made anew from the RIB as it is now (what it held of the
+    /// RIB before would only be skipped as changed): a speaker whose RIB
+    /// changes faster than it advertises keeps one round in progress and
+    /// one waiting, not one a flush (a converging switch of the HPN pod
+    /// queued hundreds, each holding a copy of its Loc-RIB's adverts).
+    fn queue_round(&mut self, mut exports: BTreeSet<Ipv4Net>, mut fresh: BTreeSet<usize>) {
+        if self.rounds.back().is_some_and(|r| r.next == 0)
+            && let Some(waiting) = self.rounds.pop_back()
+        {
+            exports.extend(waiting.changed.prefixes.iter().map(|e| e.prefix));
+            fresh.extend(waiting.fresh);
+        }
+        let full = (!fresh.is_empty())
+            .then(|| Exports::new(&self.rib, self.rib.loc_rib().map(|(p, _)| *p)));
+        self.rounds.push_back(Round {
+            changed: Exports::new(&self.rib, exports),
+            full,
+            fresh,
+            next: 0,
+        });
     }
 
     /// The UPDATE part of flushes (RFC 4271 §9.2): each round's changes

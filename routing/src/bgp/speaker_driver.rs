@@ -757,6 +757,10 @@ async fn read_loop(
     }
 }
 
+/// The largest write buffer a connection keeps between writes: a few
+/// messages (keepalives, a small UPDATE).
+const KEPT_WRITE_BUFFER: usize = 4096;
+
 async fn write_loop(
     peer: usize,
     conn_id: u64,
@@ -789,7 +793,13 @@ async fn write_loop(
             let _ = events.send(IoEvent::Closed { peer, conn_id });
             return;
         }
-        pending.clear();
+        // A burst's buffer is not kept: thirteen thousand sessions that
+        // each once sent a table would hold their largest write for good.
+        if pending.capacity() > KEPT_WRITE_BUFFER {
+            pending = Vec::new();
+        } else {
+            pending.clear();
+        }
         last_write = Instant::now();
     }
     // Let the peer read a NOTIFICATION before the FIN.
