@@ -94,6 +94,27 @@ impl BgpReport {
             .try_fold(0.0f64, |max, t| t.map(|t| max.max(t)))
     }
 
+    /// Routes in every switch's FIB.
+    pub fn routes(&self) -> usize {
+        self.speakers.iter().map(|s| s.routes).sum()
+    }
+
+    /// A built-in speakers' counter per FIB route (`None` without
+    /// built-in speakers or routes): how much work each route cost.
+    pub fn per_route(&self, counter: impl Fn(&Counters) -> u64) -> Option<f64> {
+        let counters: Vec<&Counters> = self
+            .speakers
+            .iter()
+            .filter_map(|s| s.counters.as_ref())
+            .collect();
+        let routes = self.routes();
+        if counters.is_empty() || routes == 0 {
+            return None;
+        }
+        let n: u64 = counters.into_iter().map(counter).sum();
+        Some(n as f64 / routes as f64)
+    }
+
     /// Sessions up, of all sessions.
     pub fn sessions(&self) -> (usize, usize) {
         self.speakers.iter().fold((0, 0), |(up, all), s| {

@@ -235,17 +235,9 @@ pub(crate) fn rss_mib(pid: u32) -> Result<f64> {
 /// `counter` of the built-in speakers, summed, per FIB route (`-` for
 /// other agents).
 fn per_route(report: &BgpReport, counter: impl Fn(&Counters) -> u64) -> String {
-    let routes: usize = report.speakers.iter().map(|s| s.routes).sum();
-    let speakers: Vec<&Counters> = report
-        .speakers
-        .iter()
-        .filter_map(|s| s.counters.as_ref())
-        .collect();
-    if speakers.is_empty() || routes == 0 {
-        return "-".into();
-    }
-    let n: u64 = speakers.into_iter().map(counter).sum();
-    format!("{:.2}", n as f64 / routes as f64)
+    report
+        .per_route(counter)
+        .map_or_else(|| "-".into(), |n| format!("{n:.2}"))
 }
 
 /// CPU share of one core and resident memory of `pids` together, over
@@ -336,7 +328,7 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
             let lab = dir.saved_lab()?;
             let state: LabState = dir.load()?.context("lab state")?;
             let report = report(&dir)?;
-            let routes: usize = report.speakers.iter().map(|s| s.routes).sum();
+            let routes = report.routes();
             // Settle: the first keepalive rounds and route installs done.
             std::thread::sleep(Duration::from_secs(3));
             let (pids, what) = if agent == "builtin" {

@@ -140,6 +140,11 @@ impl IpBatch {
     /// `route add` (or `replace`) for `r` in `ns`.
     /// The `ip` line of a static route's nexthop request.
     fn nexthop_line(&self, ns: Ns, request: Request) -> Result<String> {
+        let verb = if matches!(request, Request::Regroup { .. }) {
+            "replace"
+        } else {
+            "add"
+        };
         Ok(match request {
             Request::Hop { id, hop } => format!(
                 "nexthop add id {id} via {} dev {}{} proto static",
@@ -147,10 +152,10 @@ impl IpBatch {
                 self.ifname(ns, hop.ifindex)?,
                 if hop.onlink { " onlink" } else { "" }
             ),
-            Request::Group { id, members } => {
+            Request::Group { id, members } | Request::Regroup { id, members } => {
                 let members: Vec<String> = members.iter().map(u32::to_string).collect();
                 format!(
-                    "nexthop add id {id} group {} proto static",
+                    "nexthop {verb} id {id} group {} proto static",
                     members.join("/")
                 )
             }

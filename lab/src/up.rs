@@ -489,16 +489,21 @@ async fn build(
         let watch = Stopwatch::start();
         let report = wait_converged(lab, dir, progress).await?;
         let (up, sessions) = report.sessions();
-        let routes: usize = report.speakers.iter().map(|s| s.routes).sum();
+        let routes = report.routes();
         let established = if sessions > 0 {
             format!(", {up}/{sessions} sessions established")
         } else {
             String::new()
         };
+        // What the built-in agents wrote to reach it.
+        let writes = report
+            .per_route(|c| c.fib_writes)
+            .map(|n| format!(", {n:.2} FIB writes a route"))
+            .unwrap_or_default();
         phase(
             "bgp",
             format!(
-                "converged in {:.2} s: {routes} routes in {} switches{established}",
+                "converged in {:.2} s: {routes} routes in {} switches{established}{writes}",
                 report.convergence_time().unwrap_or(report.elapsed),
                 report.speakers.len()
             ),

@@ -151,6 +151,110 @@ fn fat_tree_converges_and_reconverges_around_a_link_and_a_core() {
     assert_eq!(sessions(&bgp(lab)), (64, 64));
 }
 
+/// The nexthop object `node`'s route to `prefix` points at (`ip route`
+/// names it alone where the kernel does not spell out groups).
+fn object_of(lab: &str, node: &str, prefix: &str) -> u32 {
+    let out = run(&[
+        "exec", node, "--lab", lab, "--", "ip", "route", "show", prefix,
+    ]);
+    let shown = text(&out);
+    let id = shown
+        .split_whitespace()
+        .skip_while(|w| *w != "nhid")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no nhid in `{shown}`"));
+    id.parse().unwrap()
+}
+
+/// Where the kernel names a route's group alone (`nexthop_compat =
+/// false`), a set of next hops that shrinks and grows back for every route
+/// of its group is a change of that group, in place: the routes keep
+/// pointing at it (nothing rewritten), and the route watcher still tells
+/// of every route that changed, with its next hops.
+#[test]
+fn a_set_that_grows_back_is_its_group_changed_in_place_and_told_route_by_route() {
+    require_root!();
+    let lab = unique_lab("gp");
+    let file = write_scenario(
+        &lab,
+        &format!(
+            "[lab]\nname = \"{lab}\"\n\n[topology]\nkind = \"leaf-spine\"\nspines = 3\n\
+             leaves = 3\nhosts_per_leaf = 1\nuplinks = 1\n\n[routing]\nmode = \"bgp\"\n\
+             nexthop_compat = false\n"
+        ),
+    );
+    let guard = LabGuard(lab);
+    let lab = guard.0.as_str();
+    let out = run(&["up", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    // leaf0's routes over all three spines: the other leaves' prefixes.
+    let routes: Value =
+        serde_json::from_slice(&run(&["show", "routes", "leaf0", "--lab", lab, "--json"]).stdout)
+            .unwrap();
+    let wide: Vec<String> = routes
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["nexthops"].as_array().is_some_and(|h| h.len() == 3))
+        .map(|r| r["prefix"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(wide.len() >= 2, "{routes}");
+    let groups: Vec<u32> = wide.iter().map(|p| object_of(lab, "leaf0", p)).collect();
+    let logged = run_json(&["events", "--lab", lab, "--json"]).len();
+
+    change(lab, "fail", "node", "spine0");
+    for prefix in &wide {
+        assert_eq!(nexthops(lab, "leaf0", prefix).matches("spine").count(), 2);
+    }
+    change(lab, "restore", "node", "spine0");
+    for (prefix, group) in wide.iter().zip(&groups) {
+        assert!(
+            nexthops(lab, "leaf0", prefix).contains("spine0"),
+            "{prefix}"
+        );
+        assert_eq!(
+            object_of(lab, "leaf0", prefix),
+            *group,
+            "{prefix} was rewritten"
+        );
+    }
+    // Each route's last change at leaf0 says it is back over three spines.
+    let told = wait_until(Duration::from_secs(5), || {
+        let events = run_json(&["events", "--lab", lab, "--json"]);
+        wide.iter().all(|prefix| {
+            events[logged..]
+                .iter()
+                .filter(|e| e["kind"] == "route-change" && e["node"] == "leaf0")
+                .flat_map(|e| e["routes"].as_array().unwrap().iter())
+                .filter(|r| {
+                    r["prefixes"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|p| p == prefix.as_str())
+                })
+                .last()
+                .is_some_and(|r| r["next_hops"].as_array().is_some_and(|h| h.len() == 3))
+        })
+    });
+    assert!(
+        told,
+        "{}",
+        text(&run(&["events", "--lab", lab, "--kind", "route-change"]))
+    );
+}
+
+/// `turbonet ARGS` printing a JSON array.
+fn run_json(args: &[&str]) -> Vec<Value> {
+    let out = run(args);
+    assert!(out.status.success(), "{}", text(&out));
+    serde_json::from_slice::<Value>(&out.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
 #[test]
 fn speakers_sharded_over_processes_converge_and_survive_a_shard_dying() {
     require_root!();

@@ -274,6 +274,16 @@ pub enum Request {
         /// Its next hops' ids.
         members: Vec<u32>,
     },
+    /// Give group `id` other `members`, equal weights, in place (`ip
+    /// nexthop replace id ID group A/B/...`): every route that points at
+    /// it forwards by them at once. With `nexthop_compat_mode` off the
+    /// kernel tells nothing of those routes; on, it tells each again.
+    Regroup {
+        /// Its id.
+        id: u32,
+        /// Its next hops' ids.
+        members: Vec<u32>,
+    },
     /// Remove object `id` (`ip nexthop del id ID`); routes using it go too.
     Delete {
         /// Its id.
@@ -311,6 +321,7 @@ impl Request {
             Request::Hop { .. } | Request::Group { .. } => {
                 (RTM_NEWNEXTHOP, NLM_F_CREATE | NLM_F_EXCL)
             }
+            Request::Regroup { .. } => (RTM_NEWNEXTHOP, NLM_F_CREATE | NLM_F_REPLACE),
             Request::Delete { .. } => (RTM_DELNEXTHOP, 0),
             Request::Route { .. } => (RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE),
             Request::Unroute { .. } => (RTM_DELROUTE, 0),
@@ -324,7 +335,7 @@ impl Request {
                 put(out, NHA_OIF, &hop.ifindex.to_ne_bytes());
                 put(out, NHA_GATEWAY, &hop.via.octets());
             }
-            Request::Group { id, members } => {
+            Request::Group { id, members } | Request::Regroup { id, members } => {
                 nhmsg(out, AF_UNSPEC, protocol, 0);
                 put(out, NHA_ID, &id.to_ne_bytes());
                 // struct nexthop_grp: id, weight - 1, two reserved fields.
@@ -702,6 +713,10 @@ mod tests {
                 id: 300,
                 members: (201..=260).collect(),
             },
+            "ip nexthop replace id 11 group 1/2/201 proto bgp" => Request::Regroup {
+                id: 11,
+                members: vec![1, 2, 201],
+            },
             "ip route replace 10.9.0.0/24 nhid 11 metric 20 proto bgp" => Request::Route {
                 prefix,
                 id: 11,
@@ -741,7 +756,7 @@ mod tests {
     #[test]
     fn requests_match_iproute2_byte_for_byte() {
         let (ifindex, captured) = iproute2();
-        assert_eq!(captured.len(), 11, "every capture read");
+        assert_eq!(captured.len(), 12, "every capture read");
         for (command, theirs) in captured {
             let ours = acked(&ours(&command, ifindex), protocol(&command), 0);
             assert_eq!(ours, theirs, "`{command}`");

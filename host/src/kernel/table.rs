@@ -192,6 +192,19 @@ impl Nexthops {
         }
     }
 
+    /// Knows next hop `id` as `hop` (as a notification or a read would
+    /// tell it).
+    pub fn put_hop(&mut self, id: u32, hop: TableHop) {
+        self.groups.remove(&id);
+        self.hops.insert(id, hop);
+    }
+
+    /// Knows group `id` of `members`.
+    pub fn put_group(&mut self, id: u32, members: Vec<u32>) {
+        self.hops.remove(&id);
+        self.groups.insert(id, members);
+    }
+
     /// The next hops object `id` forwards by (`None`: no such object).
     pub fn hops(&self, id: u32) -> Option<Vec<TableHop>> {
         if let Some(hop) = self.hops.get(&id) {
@@ -313,6 +326,11 @@ impl Listener {
     /// table).
     pub fn relearn(&mut self, nexthops: Nexthops) {
         self.nexthops = nexthops;
+    }
+
+    /// The namespace's objects as the notifications read so far left them.
+    pub fn nexthops(&self) -> &Nexthops {
+        &self.nexthops
     }
 
     /// The next notifications (one read's worth, in order; cancel-safe).

@@ -393,6 +393,53 @@ impl Table {
         self.uses.contains_key(&id)
     }
 
+    /// Gives the routes that point at an `altered` object its next hops
+    /// as `nexthops` has them now (a group given other members in place:
+    /// the kernel names none of its routes), adding their prefixes to
+    /// `touched` and their routes as they were to `before`. False, and
+    /// nothing done, if an object is not known.
+    fn follow(
+        &mut self,
+        altered: &BTreeSet<u32>,
+        nexthops: &Nexthops,
+        before: &mut Table,
+        touched: &mut BTreeSet<Ipv4Net>,
+    ) -> bool {
+        let mut hops = HashMap::new();
+        for &id in altered.iter().filter(|id| self.uses(**id)) {
+            let Some(now) = nexthops.hops(id) else {
+                return false;
+            };
+            hops.insert(id, now);
+        }
+        if hops.is_empty() {
+            return true;
+        }
+        let moved: Vec<TableRoute> = self
+            .routes
+            .values()
+            .filter_map(|r| {
+                let now = hops.get(&r.object?)?;
+                Some(TableRoute {
+                    hops: now[..].into(),
+                    ..r.clone()
+                })
+            })
+            .collect();
+        for route in moved {
+            if touched.insert(route.prefix) {
+                for (k, r) in self
+                    .routes
+                    .range((route.prefix, 0)..=(route.prefix, u32::MAX))
+                {
+                    before.routes.insert(*k, r.clone());
+                }
+            }
+            self.insert(route);
+        }
+        true
+    }
+
     /// What forwards packets to `prefix`: its route with the lowest
     /// metric that has a usable next hop.
     fn effective(&self, prefix: Ipv4Net) -> Option<&TableRoute> {
@@ -470,7 +517,7 @@ impl Switch {
     /// Brings the table up to date with a burst whose first notification
     /// came at Unix time `began`, and writes what changed (as of then).
     async fn apply(&mut self, burst: Burst, began: f64, listener: &mut Listener) {
-        let (before, touched) = match self.take(burst) {
+        let (before, touched) = match self.take(burst, listener.nexthops()) {
             Applied::Changed(before, touched) => (before, touched),
             Applied::Relist => {
                 // The kernel changed routes without saying (a port went
@@ -491,16 +538,21 @@ impl Switch {
         self.write(&before, touched, began);
     }
 
-    /// Applies a burst's route notifications, unless only a read of the
-    /// table can say what changed.
-    fn take(&mut self, burst: Burst) -> Applied {
+    /// Applies a burst's route notifications and the objects they point
+    /// at as `nexthops` has them now, unless only a read of the table can
+    /// say what changed.
+    fn take(&mut self, burst: Burst, nexthops: &Nexthops) -> Applied {
         if burst.relist {
             return Applied::Relist;
         }
-        let (before, touched) = self.table.update(burst.updates);
-        // An object that routes point at changed or went, and the kernel
-        // named none of its routes.
-        if burst.objects.iter().any(|id| self.table.uses(*id)) {
+        let (mut before, mut touched) = self.table.update(burst.updates);
+        // An object that routes point at went, and the kernel named none of
+        // its routes; or one changed that the listener does not know.
+        if burst.removed.iter().any(|id| self.table.uses(*id))
+            || !self
+                .table
+                .follow(&burst.altered, nexthops, &mut before, &mut touched)
+        {
             self.table.restore(before, &touched);
             return Applied::Relist;
         }
@@ -614,8 +666,11 @@ pub(crate) fn next_hops(ports: &Ports, route: &TableRoute) -> BTreeSet<NextHop> 
 struct Burst {
     /// Routes as the last notification of each left them (`None`: gone).
     updates: BTreeMap<(Ipv4Net, u32), Option<TableRoute>>,
-    /// Objects that changed or went.
-    objects: Vec<u32>,
+    /// Objects that forward otherwise now (the routes that point at them
+    /// with them).
+    altered: BTreeSet<u32>,
+    /// Objects that went (with the routes that pointed at them).
+    removed: Vec<u32>,
     /// A link changed, or notifications were lost: the table must be read
     /// again.
     relist: bool,
@@ -634,8 +689,11 @@ impl Burst {
                 Notice::Removed(r) => {
                     self.updates.insert((r.prefix, r.metric), None);
                 }
-                Notice::Object(ObjectChange::Altered(id) | ObjectChange::Removed(id)) => {
-                    self.objects.push(id);
+                Notice::Object(ObjectChange::Altered(id)) => {
+                    self.altered.insert(id);
+                }
+                Notice::Object(ObjectChange::Removed(id)) => {
+                    self.removed.push(id);
                 }
                 Notice::Object(ObjectChange::Made(_)) => {}
                 Notice::Link | Notice::Overrun => self.relist = true,
@@ -725,8 +783,8 @@ mod tests {
 
     impl Switch {
         /// Applies and writes a burst that needs no read of the table.
-        fn apply_notified(&mut self, burst: Burst) {
-            match self.take(burst) {
+        fn apply_notified(&mut self, burst: Burst, nexthops: &Nexthops) {
+            match self.take(burst, nexthops) {
                 Applied::Changed(before, touched) => {
                     self.write(&before, touched, crate::events::unix_now());
                 }
@@ -790,7 +848,7 @@ mod tests {
         ] {
             burst.updates.insert((key.parse().unwrap(), 20), r);
         }
-        sw.apply_notified(burst);
+        sw.apply_notified(burst, &Nexthops::default());
         let all = sw.events.all();
         assert_eq!(all.len(), 1, "{all:?}");
         let e = &all[0];
@@ -839,7 +897,7 @@ mod tests {
             ("10.0.3.0/24".parse().unwrap(), 20),
             Some(route("10.0.3.0/24", 20, &[("10.1.0.3", 3, true)])),
         );
-        sw.apply_notified(burst);
+        sw.apply_notified(burst, &Nexthops::default());
         let last = sw.events.all().pop().unwrap();
         assert_eq!(last.about.routes[0].change, Change::Withdrawn);
     }
@@ -859,7 +917,7 @@ mod tests {
             ("10.0.9.0/24".parse().unwrap(), 20),
             Some(route("10.0.9.0/24", 20, &hops[..1])),
         );
-        sw.apply_notified(burst);
+        sw.apply_notified(burst, &Nexthops::default());
         let e = sw.events.all().pop().unwrap();
         let groups: Vec<(Vec<String>, usize)> = e
             .about
@@ -899,14 +957,31 @@ mod tests {
         route
     }
 
+    /// Objects as a listener would know them: hops 1 to 3 (agg0-0 by
+    /// port 2, agg0-1 by port 3, and agg0-1 again by another gateway), and
+    /// `groups`.
+    fn nexthops(groups: &[(u32, &[u32])]) -> Nexthops {
+        let mut nexthops = Nexthops::default();
+        for (id, via, ifindex) in [(1, "10.1.0.1", 2), (2, "10.1.0.3", 3), (3, "10.1.0.5", 3)] {
+            let via = Some(via.parse().unwrap());
+            let down = false;
+            nexthops.put_hop(id, TableHop { via, ifindex, down });
+        }
+        for (id, members) in groups {
+            nexthops.put_group(*id, members.to_vec());
+        }
+        nexthops
+    }
+
     #[test]
-    fn an_object_in_use_that_changes_or_goes_makes_the_table_read_again() {
+    fn a_group_changed_in_place_changes_its_routes_and_one_that_goes_reads_the_table() {
         let hops = [("10.1.0.1", 2, false), ("10.1.0.3", 3, false)];
         let before = vec![
             to_object(route("10.0.1.0/24", 20, &hops), 7),
             to_object(route("10.0.2.0/24", 20, &hops), 7),
         ];
         let mut sw = switch(before.clone());
+        let objects = nexthops(&[(8, &[1, 2])]);
         // Both routes move to group 8 and group 7 goes: said by the kernel,
         // route by route.
         let mut burst = Burst::default();
@@ -917,30 +992,46 @@ mod tests {
                 .chain([Notice::Object(ObjectChange::Removed(7))])
                 .collect(),
         );
-        assert!(matches!(sw.take(burst), Applied::Changed(..)));
+        assert!(matches!(sw.take(burst, &objects), Applied::Changed(..)));
         assert_eq!(sw.table.uses.get(&8), Some(&2));
         assert!(!sw.table.uses(7));
-        // Group 8 changes in place: its routes changed unsaid. The table is
-        // left as it was, to be read again.
+        // Group 8 is given a third member in place: the kernel says so of
+        // the group alone, and both routes forward by three hops.
+        let objects = nexthops(&[(8, &[1, 2, 3])]);
         let mut burst = Burst::default();
-        burst.take(vec![
-            Notice::Removed(to_object(route("10.0.1.0/24", 20, &[]), 8)),
-            Notice::Object(ObjectChange::Altered(8)),
-        ]);
-        assert!(matches!(sw.take(burst), Applied::Relist));
-        assert_eq!(sw.table.routes.len(), 2);
+        burst.take(vec![Notice::Object(ObjectChange::Altered(8))]);
+        sw.apply_notified(burst, &objects);
+        let e = sw.events.all().pop().unwrap();
+        assert_eq!(e.about.routes.len(), 1, "{:?}", e.about.routes);
+        let change = &e.about.routes[0];
+        assert_eq!(change.change, Change::Changed);
+        assert_eq!(change.prefixes.len(), 2);
+        assert_eq!(change.next_hops.len(), 3);
         assert_eq!(sw.table.uses.get(&8), Some(&2));
+        // A group in use that goes took its routes unsaid; one changed that
+        // the listener does not know: the table is left as it was, to be
+        // read again.
+        for notice in [ObjectChange::Removed(8), ObjectChange::Altered(8)] {
+            let mut burst = Burst::default();
+            burst.take(vec![
+                Notice::Removed(to_object(route("10.0.1.0/24", 20, &[]), 8)),
+                Notice::Object(notice),
+            ]);
+            assert!(matches!(sw.take(burst, &nexthops(&[])), Applied::Relist));
+            assert_eq!(sw.table.routes.len(), 2);
+            assert_eq!(sw.table.uses.get(&8), Some(&2));
+        }
         // A new object is no change; a route to one the listener does not
         // know is only known from the table.
         let mut burst = Burst::default();
         burst.take(vec![Notice::Object(ObjectChange::Made(9))]);
-        assert!(matches!(sw.take(burst), Applied::Changed(_, t) if t.is_empty()));
+        assert!(matches!(sw.take(burst, &objects), Applied::Changed(_, t) if t.is_empty()));
         let mut burst = Burst::default();
         burst.take(vec![Notice::Route(to_object(
             route("10.0.3.0/24", 20, &[]),
             10,
         ))]);
-        assert!(matches!(sw.take(burst), Applied::Relist));
+        assert!(matches!(sw.take(burst, &objects), Applied::Relist));
     }
 
     #[test]

@@ -59,18 +59,26 @@ impl NetlinkFib {
     /// task runs on `runtime`) and `nexthops` (a socket of the same
     /// namespace), whose fabric ports are named by `ifindex`; other
     /// interfaces (external ports, whose index the kernel chose) are
-    /// looked up when first used.
+    /// looked up when first used. `quiet_groups`: the namespace's kernel
+    /// tells nothing of the routes of a group given new members
+    /// (`nexthop_compat_mode` off), so sets that grow or shrink are
+    /// changed in place ([`Groups::in_place`]).
     pub fn new(
         handle: rtnetlink::Handle,
         nexthops: NexthopSocket,
         ifindex: HashMap<String, u32>,
         runtime: tokio::runtime::Handle,
+        quiet_groups: bool,
     ) -> NetlinkFib {
         NetlinkFib {
             writer: Some(Box::new(Writer {
                 handle,
                 nexthops,
-                groups: Groups::default(),
+                groups: if quiet_groups {
+                    Groups::in_place()
+                } else {
+                    Groups::default()
+                },
                 ifindex,
             })),
             runtime,

@@ -5,14 +5,17 @@
 //! group; when a sixty-first session comes up, every route moves to a new
 //! group, checked once, instead of sixty gateways checked per route.
 //!
-//! A group is never given new members in place (`ip nexthop replace`),
-//! although that would move all its routes in one request: the kernel
-//! then tells of every route using the group again, each with all its
-//! next hops spelled out (`nexthop_compat_mode`, on in every namespace so
-//! that `ip route` shows them), walking the whole table in one request
-//! under the lock every namespace's route changes share. On the real HPN
-//! pod that held the other switches' writes and sessions long enough for
-//! 185,000 hold timers to expire while it converged.
+//! Where the kernel spells out each route's next hops
+//! (`nexthop_compat_mode` on, so that `ip route` shows them), a group is
+//! never given new members in place (`ip nexthop replace`): the kernel
+//! then tells of every route using the group again, walking the whole
+//! table in one request under the lock every namespace's route changes
+//! share (on the real HPN pod that held the other switches' writes and
+//! sessions long enough for 185,000 hold timers to expire). With it off
+//! the kernel tells nothing of those routes, and a set that grows or
+//! shrinks for every route of a group is one request, not one a route
+//! ([`Groups::in_place`]): while a fabric converges a top-of-rack
+//! switch's prefix sets grow one uplink at a time.
 //!
 //! Pure: planned against the objects the kernel has now
 //! ([`turbonet_host::kernel::nexthop::Objects`], read before every change set,
@@ -20,6 +23,7 @@
 //! its groups on its own), remembering only which prefix points where.
 
 use std::collections::{BTreeSet, HashMap};
+use std::rc::Rc;
 
 use ipnet::Ipv4Net;
 
@@ -59,84 +63,194 @@ pub(super) struct Groups {
     users: HashMap<u32, usize>,
     /// The groups this FIB made: the only ones it removes once unused
     /// (a restarted agent's predecessor's groups still carry its stale
-    /// routes).
+    /// routes), and the only ones it gives new members.
     made: BTreeSet<u32>,
+    /// Whether a group whose every route moves to one other set of next
+    /// hops is given them in place ([`Groups::in_place`]).
+    in_place: bool,
+}
+
+/// What a route of a change set asks for.
+#[derive(Debug, Clone)]
+enum Want {
+    /// To be removed.
+    Remove,
+    /// Its next hops in the route ([`Target::Inline`]).
+    Inline,
+    /// To forward by these objects (ascending): one next hop is its own
+    /// object, more a group's members.
+    Members(Rc<[u32]>),
+}
+
+/// What a route with `hops` asks for, `object` giving (or making) a next
+/// hop's object.
+fn want(hops: &[KernelHop], mut object: impl FnMut(Hop) -> u32) -> Want {
+    if hops.is_empty() {
+        return Want::Remove;
+    }
+    let Some(hops) = hops
+        .iter()
+        .map(|h| {
+            h.via.map(|via| Hop {
+                via,
+                ifindex: h.ifindex,
+                onlink: h.onlink,
+            })
+        })
+        .collect::<Option<Vec<Hop>>>()
+    else {
+        return Want::Inline;
+    };
+    let mut ids: Vec<u32> = hops.into_iter().map(&mut object).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    Want::Members(ids.into())
 }
 
 impl Groups {
+    /// Groups that give every route of theirs new members in place
+    /// ([`Groups::plan`]): for a kernel that then tells nothing of those
+    /// routes (`nexthop_compat_mode` off).
+    pub(super) fn in_place() -> Groups {
+        Groups {
+            in_place: true,
+            ..Groups::default()
+        }
+    }
+
     /// The plan for `routes` (next hops by prefix; none: remove) given the
     /// kernel's `objects`: an existing object of the same content is
     /// reused, a missing one made with a fresh id.
+    ///
+    /// [`Groups::in_place`]: a group of this FIB's whose every route moves
+    /// to the same other next hops (a set that grows or shrinks by a
+    /// session) is given them in place, one request for all its routes,
+    /// which stay as they are. So that a prefix's set can grow that way
+    /// while a fabric converges, routes that reach a set together keep a
+    /// group of their own: another group of this FIB's with the same
+    /// members is not shared (a top-of-rack switch hears each remote rack's
+    /// prefixes from its sixty uplinks one uplink at a time, and each
+    /// rack's at its own pace).
+    ///
     /// Routes that share one list of next hops (one allocation) are
-    /// planned once.
+    /// planned together.
     pub(super) fn plan<H: AsRef<[KernelHop]>>(
         &self,
         objects: &Objects,
         routes: &[(Ipv4Net, H)],
     ) -> Plan {
         let mut by_hop: HashMap<Hop, u32> = objects.hops.iter().map(|(&id, &h)| (h, id)).collect();
-        let mut by_members: HashMap<Vec<u32>, u32> = objects
-            .groups
-            .iter()
-            .map(|(&id, members)| (members.clone(), id))
-            .collect();
         let mut next = objects.max_id() + 1;
         let mut setup = Vec::new();
-        let mut targets = Vec::with_capacity(routes.len());
-        let mut planned: HashMap<*const KernelHop, Target> = HashMap::new();
-        for (_, hops) in routes {
-            let hops = hops.as_ref();
-            if hops.is_empty() {
-                targets.push(Target::Remove);
-                continue;
-            }
-            if let Some(target) = planned.get(&hops.as_ptr()) {
-                targets.push(*target);
-                continue;
-            }
-            let key = hops.as_ptr();
-            let Some(hops) = hops
-                .iter()
-                .map(|h| {
-                    h.via.map(|via| Hop {
-                        via,
-                        ifindex: h.ifindex,
-                        onlink: h.onlink,
+        // What each route wants, each distinct list worked out once.
+        let mut members: HashMap<*const KernelHop, Want> = HashMap::new();
+        let wants: Vec<Want> = routes
+            .iter()
+            .map(|(_, hops)| {
+                let hops = hops.as_ref();
+                members
+                    .entry(hops.as_ptr())
+                    .or_insert_with(|| {
+                        want(hops, |hop| {
+                            *by_hop.entry(hop).or_insert_with(|| {
+                                setup.push(Request::Hop { id: next, hop });
+                                next += 1;
+                                next - 1
+                            })
+                        })
                     })
-                })
-                .collect::<Option<Vec<Hop>>>()
-            else {
-                planned.insert(key, Target::Inline);
-                targets.push(Target::Inline);
-                continue;
-            };
-            let mut ids: Vec<u32> = hops
-                .into_iter()
-                .map(|hop| {
-                    *by_hop.entry(hop).or_insert_with(|| {
-                        setup.push(Request::Hop { id: next, hop });
-                        next += 1;
-                        next - 1
-                    })
-                })
-                .collect();
-            ids.sort_unstable();
-            ids.dedup();
-            let id = match ids.as_slice() {
-                [one] => *one,
-                _ => *by_members.entry(ids).or_insert_with_key(|members| {
+                    .clone()
+            })
+            .collect();
+        let regroup = if self.in_place {
+            self.regroups(objects, routes, &wants)
+        } else {
+            HashMap::new()
+        };
+        for (&id, members) in &regroup {
+            setup.push(Request::Regroup {
+                id,
+                members: members.to_vec(),
+            });
+        }
+        // Groups shared by content: this plan's own, and in place or not
+        // the groups this FIB did not make (a restarted agent's
+        // predecessor's); others' too when not in place.
+        let mut by_members: HashMap<Rc<[u32]>, u32> = objects
+            .groups
+            .iter()
+            .filter(|(id, _)| !self.in_place || !self.made.contains(id))
+            .map(|(&id, members)| (members.as_slice().into(), id))
+            .collect();
+        let targets = routes
+            .iter()
+            .zip(wants)
+            .map(|((prefix, _), want)| {
+                let ids = match want {
+                    Want::Remove => return Target::Remove,
+                    Want::Inline => return Target::Inline,
+                    Want::Members(ids) => ids,
+                };
+                if let [one] = *ids {
+                    return Target::Object(one);
+                }
+                // Its group holds them already, or will.
+                if let Some(&id) = self.uses.get(prefix)
+                    && (regroup.get(&id) == Some(&ids)
+                        || objects.groups.get(&id).is_some_and(|m| **m == *ids))
+                {
+                    return Target::Object(id);
+                }
+                Target::Object(*by_members.entry(ids).or_insert_with_key(|members| {
                     setup.push(Request::Group {
                         id: next,
-                        members: members.clone(),
+                        members: members.to_vec(),
                     });
                     next += 1;
                     next - 1
-                }),
-            };
-            planned.insert(key, Target::Object(id));
-            targets.push(Target::Object(id));
-        }
+                }))
+            })
+            .collect();
         Plan { setup, targets }
+    }
+
+    /// The groups of this FIB's whose every route `wants` the same other
+    /// members, at least two: given them in place.
+    fn regroups<H>(
+        &self,
+        objects: &Objects,
+        routes: &[(Ipv4Net, H)],
+        wants: &[Want],
+    ) -> HashMap<u32, Rc<[u32]>> {
+        // Per group: its routes here, and the members they all want
+        // (`None`: they want different things).
+        type Moving = (usize, Option<Rc<[u32]>>);
+        let mut moving: HashMap<u32, Moving> = HashMap::new();
+        for ((prefix, _), want) in routes.iter().zip(wants) {
+            let Some(&id) = self.uses.get(prefix) else {
+                continue;
+            };
+            if !self.made.contains(&id) {
+                continue;
+            }
+            let wanted = match want {
+                Want::Members(ids) if ids.len() > 1 => Some(ids.clone()),
+                _ => None,
+            };
+            let (count, agreed) = moving.entry(id).or_insert((0, wanted.clone()));
+            *count += 1;
+            if *agreed != wanted {
+                *agreed = None;
+            }
+        }
+        moving
+            .into_iter()
+            .filter_map(|(id, (count, agreed))| {
+                let members = agreed?;
+                let now = objects.groups.get(&id)?;
+                (self.users.get(&id) == Some(&count) && **now != *members).then_some((id, members))
+            })
+            .collect()
     }
 
     /// The plan for `routes` on a kernel without nexthop objects: every
@@ -170,6 +284,9 @@ impl Groups {
         for (request, outcome) in plan.setup.iter().zip(outcomes) {
             match (request, outcome) {
                 (Request::Hop { id, .. } | Request::Group { id, .. }, Err(_)) => {
+                    failed.insert(*id);
+                }
+                (Request::Regroup { id, .. }, Err(_)) => {
                     failed.insert(*id);
                 }
                 (Request::Group { id, .. }, Ok(())) => {
@@ -277,7 +394,7 @@ mod tests {
                     Request::Hop { id, hop } => {
                         objects.hops.insert(*id, *hop);
                     }
-                    Request::Group { id, members } => {
+                    Request::Group { id, members } | Request::Regroup { id, members } => {
                         objects.groups.insert(*id, members.clone());
                     }
                     Request::Delete { id } => {
@@ -332,6 +449,103 @@ mod tests {
         let outcomes = apply(&mut kernel, &plan);
         groups.commit(&routes, plan, &outcomes);
         assert_eq!(groups.unused(), vec![Request::Delete { id: 4 }]);
+    }
+
+    /// `count` routes from `first` on, each over hops `0..width`.
+    fn spread(first: u8, count: u8, width: u8) -> Vec<(Ipv4Net, Vec<KernelHop>)> {
+        (first..first + count)
+            .map(|i| (net(i), (0..width).map(hop).collect()))
+            .collect()
+    }
+
+    /// Plans `routes`, carries the plan out in `kernel` and commits it.
+    fn write(
+        groups: &mut Groups,
+        kernel: &mut Objects,
+        routes: &[(Ipv4Net, Vec<KernelHop>)],
+    ) -> (Vec<Request>, Vec<Target>) {
+        let plan = groups.plan(kernel, routes);
+        let setup = plan.setup.clone();
+        let outcomes = apply(kernel, &plan);
+        (setup, groups.commit(routes, plan, &outcomes))
+    }
+
+    #[test]
+    fn in_place_a_set_that_grows_for_all_its_routes_is_one_request_and_no_route() {
+        let mut groups = Groups::in_place();
+        let mut kernel = Objects::default();
+        // Two racks' prefixes heard from two uplinks: one group each (a
+        // group of the same members is not shared in place).
+        let (_, a) = write(&mut groups, &mut kernel, &spread(0, 10, 2));
+        let (_, b) = write(&mut groups, &mut kernel, &spread(10, 10, 2));
+        let (Target::Object(ga), Target::Object(gb)) = (a[0], b[0]) else {
+            panic!("{a:?} {b:?}")
+        };
+        assert_ne!(ga, gb);
+        // The first rack's prefixes heard from a third uplink: its group
+        // is given the third hop in place, its routes are not written.
+        let (setup, targets) = write(&mut groups, &mut kernel, &spread(0, 10, 3));
+        let [
+            Request::Hop { id: third, .. },
+            Request::Regroup { id, members },
+        ] = &setup[..]
+        else {
+            panic!("{setup:?}")
+        };
+        assert_eq!((*id, members.len()), (ga, 3));
+        assert!(members.contains(third));
+        assert!(
+            targets.iter().all(|t| *t == Target::Kept(ga)),
+            "{targets:?}"
+        );
+        assert_eq!(
+            kernel.groups[&gb].len(),
+            2,
+            "the other rack's group is as it was"
+        );
+        // Half of the second rack's prefixes grow: their group cannot
+        // change under the other half, so they move to a new one.
+        let (setup, targets) = write(&mut groups, &mut kernel, &spread(10, 5, 3));
+        let [Request::Group { id: fresh, .. }] = &setup[..] else {
+            panic!("{setup:?}")
+        };
+        assert!(
+            targets.iter().all(|t| *t == Target::Object(*fresh)),
+            "{targets:?}"
+        );
+        // A set that shrinks for every route of its group: in place too.
+        let (setup, targets) = write(&mut groups, &mut kernel, &spread(0, 10, 2));
+        assert!(matches!(&setup[..], [Request::Regroup { id, .. }] if *id == ga));
+        assert!(targets.iter().all(|t| *t == Target::Kept(ga)));
+        assert!(groups.unused().is_empty());
+        // Not in place (the kernel would tell each route again): the
+        // routes move to a group of the members wanted.
+        let mut shared = Groups::default();
+        let mut kernel = Objects::default();
+        write(&mut shared, &mut kernel, &spread(0, 10, 2));
+        let (setup, targets) = write(&mut shared, &mut kernel, &spread(0, 10, 3));
+        assert!(matches!(
+            &setup[..],
+            [Request::Hop { .. }, Request::Group { .. }]
+        ));
+        assert!(targets.iter().all(|t| matches!(t, Target::Object(_))));
+    }
+
+    #[test]
+    fn a_group_not_given_its_members_has_its_routes_written_inline() {
+        let mut groups = Groups::in_place();
+        let mut kernel = Objects::default();
+        let (_, targets) = write(&mut groups, &mut kernel, &spread(0, 4, 2));
+        let Target::Object(group) = targets[0] else {
+            panic!("{targets:?}")
+        };
+        let routes = spread(0, 4, 3);
+        let plan = groups.plan(&kernel, &routes);
+        assert!(matches!(plan.setup[1], Request::Regroup { id, .. } if id == group));
+        // The kernel made the hop and refused the new members.
+        let targets = groups.commit(&routes, plan, &[Ok(()), Err(libc::EINVAL)]);
+        assert!(targets.iter().all(|t| *t == Target::Inline), "{targets:?}");
+        assert_eq!(groups.unused(), vec![Request::Delete { id: group }]);
     }
 
     #[test]

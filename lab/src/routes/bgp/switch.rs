@@ -76,6 +76,8 @@ impl SwitchSockets {
                     })
                     .collect(),
                 connections.clone(),
+                !lab.routing
+                    .spells_out_next_hops(lab.fabric.switches().count()),
             )),
         };
         let listener = {
