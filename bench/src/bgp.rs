@@ -332,9 +332,15 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
             // Settle: the first keepalive rounds and route installs done.
             std::thread::sleep(Duration::from_secs(3));
             let (pids, what) = if agent == "builtin" {
-                // The daemon proper (the supervisor only waits on it).
+                // The daemon proper (the supervisor only waits on it), and
+                // the processes its speakers run in, if several.
                 let daemon = Client::connect(&dir)?.status()?.daemon_pid;
-                (vec![daemon], "turbonet daemon".to_owned())
+                let shards = crate::fabric::bgp_shards(daemon);
+                let what = match shards.len() {
+                    0 => "turbonet daemon".to_owned(),
+                    n => format!("turbonet daemon, {n} shards"),
+                };
+                ([vec![daemon], shards].concat(), what)
             } else {
                 (
                     state.routers.iter().map(|r| r.pid).collect(),

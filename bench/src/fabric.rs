@@ -155,12 +155,19 @@ pub(super) fn bench(
 /// The peak RSS of the lab daemon and of the processes its BGP speakers
 /// run in, if it has them in several ([`turbonet_lab::routes::bgp::shard`]).
 fn daemon_peak_kib(daemon: u32) -> Option<u64> {
-    use turbonet_host::process::{children, peak_rss_kib};
-    let shards = children(daemon)
+    use turbonet_host::process::peak_rss_kib;
+    let shards = bgp_shards(daemon).into_iter().filter_map(peak_rss_kib);
+    Some(peak_rss_kib(daemon)? + shards.sum::<u64>())
+}
+
+/// The processes the lab daemon `daemon` runs its BGP speakers in, if
+/// several ([`turbonet_lab::routes::bgp::shard`]).
+pub(crate) fn bgp_shards(daemon: u32) -> Vec<u32> {
+    turbonet_host::process::children(daemon)
         .into_iter()
         .filter(|(_, cmdline)| cmdline.contains("--bgp-shard"))
-        .filter_map(|(pid, _)| peak_rss_kib(pid));
-    Some(peak_rss_kib(daemon)? + shards.sum::<u64>())
+        .map(|(pid, _)| pid)
+        .collect()
 }
 
 /// `file`, or with `routing` a copy of it in the temporary directory with

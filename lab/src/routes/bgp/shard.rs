@@ -7,7 +7,8 @@
 //! only so many (its hard `nofile` limit, which root without
 //! `CAP_SYS_RESOURCE` cannot raise): the HPN pod's 15,360 sessions need
 //! about 32,000 descriptors. Shards also spread the speakers' work over
-//! the machine's cores.
+//! the machine's cores: a large fabric runs a shard a core whatever its
+//! open files ([`count`]).
 //!
 //! The daemon keeps its view of every speaker as if they ran inside it:
 //! each sharded speaker has a control sender and a status receiver there,
@@ -100,10 +101,21 @@ pub fn fds(lab: &Lab) -> usize {
     loads(lab).iter().sum()
 }
 
+/// Sessions from which the built-in speakers are spread over the
+/// machine's cores, a shard a core. Measured on two cores: the pod cut to
+/// six segments (6,720 sessions) converged in 22 s as two shards, 30 s in
+/// the daemon alone; the 1,000-agent leaf-spine (3,984) in 25.5 s as two,
+/// 26.4 s as one; fat-tree k=16 (2,048) in 2.3 s as two, 1.7 s as one,
+/// and at steady state each shard's own keepalives and statuses cost it
+/// more of a core.
+const SPREAD_FROM_SESSIONS: usize = 5_000;
+
 /// How many shards run `lab`'s built-in speakers when the daemon's other
 /// open files (the link engine's sockets, its namespaces) are `others`
-/// and a process may hold `hard` at most: one (the daemon itself) when all
-/// fit, else the fewest whose every share fits. [`ENV`] overrides.
+/// and a process may hold `hard` at most: one (the daemon itself) for a
+/// small fabric whose speakers all fit, else as many as the machine has
+/// cores ([`SPREAD_FROM_SESSIONS`]), or more if their open files need
+/// more. [`ENV`] overrides.
 pub fn count(lab: &Lab, others: usize) -> usize {
     if let Some(n) = std::env::var(ENV)
         .ok()
@@ -111,7 +123,21 @@ pub fn count(lab: &Lab, others: usize) -> usize {
     {
         return n.max(1);
     }
-    count_for(&loads(lab), others, limits::hard_fd_limit())
+    let loads = loads(lab);
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    count_for(&loads, others, limits::hard_fd_limit()).max(by_cores(&loads, cores))
+}
+
+/// The shards that spread speakers holding `loads` open files over
+/// `cores` (one when there are few sessions).
+fn by_cores(loads: &[usize], cores: usize) -> usize {
+    // Each session is a socket at both ends.
+    let sessions = loads.iter().map(|l| l - speaker_fds(0)).sum::<usize>() / 2;
+    if sessions < SPREAD_FROM_SESSIONS {
+        1
+    } else {
+        cores.clamp(1, loads.len())
+    }
 }
 
 /// [`count`] for speakers holding `loads` open files each.
@@ -798,6 +824,29 @@ mod tests {
         assert!(worst(&loads, &shards, n) + limits::SPARE_FDS <= 20_000);
         // Balanced: the fullest within one speaker of the mean.
         assert!(worst(&loads, &shards, n) <= total / n + speaker_fds(136));
+    }
+
+    #[test]
+    fn a_large_fabric_is_spread_over_the_cores_a_small_one_is_not() {
+        // Fat-tree k=8: 80 speakers, 256 sessions.
+        let k8 = [vec![speaker_fds(8); 48], vec![speaker_fds(4); 32]].concat();
+        assert_eq!(by_cores(&k8, 2), 1);
+        // 4 spines and 996 leaves: 3,984 sessions.
+        let leaf_spine = [vec![speaker_fds(996); 4], vec![speaker_fds(4); 996]].concat();
+        assert_eq!(by_cores(&leaf_spine, 2), 1);
+        // The pod cut to six segments: 96 ToRs of 60 uplinks, 120
+        // aggregation switches of 48 ToRs and 8 cores, 16 cores of 60.
+        let pod6 = [
+            vec![speaker_fds(60); 96],
+            vec![speaker_fds(56); 120],
+            vec![speaker_fds(60); 16],
+        ]
+        .concat();
+        assert_eq!(by_cores(&pod6, 2), 2);
+        assert_eq!(by_cores(&pod6, 64), 64);
+        assert_eq!(by_cores(&pod6, 1), 1);
+        let three = [speaker_fds(4_000); 3];
+        assert_eq!(by_cores(&three, 64), 3, "a shard has a speaker");
     }
 
     #[test]
