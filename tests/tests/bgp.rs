@@ -226,14 +226,13 @@ fn a_set_that_grows_back_is_its_group_changed_in_place_and_told_route_by_route()
                 .iter()
                 .filter(|e| e["kind"] == "route-change" && e["node"] == "leaf0")
                 .flat_map(|e| e["routes"].as_array().unwrap().iter())
-                .filter(|r| {
+                .rfind(|r| {
                     r["prefixes"]
                         .as_array()
                         .unwrap()
                         .iter()
                         .any(|p| p == prefix.as_str())
                 })
-                .last()
                 .is_some_and(|r| r["next_hops"].as_array().is_some_and(|h| h.len() == 3))
         })
     });
