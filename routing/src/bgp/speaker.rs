@@ -408,6 +408,8 @@ pub struct Speaker {
     plan: plan::Speaker,
     rib: Rib,
     peers: Vec<Peer>,
+    /// Each peer's next timer, in order.
+    deadlines: Deadlines,
     /// What each session was sent of each prefix. A prefix whose outgoing
     /// attributes did not change is not sent again, and one never
     /// advertised is not withdrawn: while a fabric converges a prefix's
@@ -468,10 +470,15 @@ impl Speaker {
                 }
             })
             .collect();
+        let mut deadlines = Deadlines::default();
+        for (n, peer) in peers.iter().enumerate() {
+            deadlines.set(n, peer.session.next_deadline());
+        }
         Speaker {
             rib: Rib::new(plan.asn, plan.router_id, Multipath::Relax),
             adj_out: AdjRibsOut::new(peers.len()),
             peers,
+            deadlines,
             ports_down: BTreeSet::new(),
             started: false,
             changed: Changed::default(),
@@ -534,9 +541,15 @@ impl Speaker {
     /// [`Event::Established`]'s [`PeerInfo::keepalive`]. Call it before
     /// [`Input::Start`].
     pub fn set_keepalives_by_driver(&mut self) {
-        for peer in &mut self.peers {
-            peer.session.set_keepalives_by_driver();
+        for n in 0..self.peers.len() {
+            self.peers[n].session.set_keepalives_by_driver();
+            self.timed(n);
         }
+    }
+
+    /// Peer `n`'s session may have set its timers otherwise.
+    fn timed(&mut self, n: usize) {
+        self.deadlines.set(n, self.peers[n].session.next_deadline());
     }
 
     /// The neighbour whose address on the link is `addr`: where a
@@ -609,9 +622,9 @@ impl Speaker {
     /// When the next timer expires; feed [`Input::Tick`] then (and call
     /// [`Speaker::flush`] at [`Speaker::flush_at`]).
     pub fn next_deadline(&self) -> Option<Duration> {
-        self.peers
-            .iter()
-            .filter_map(|p| p.session.next_deadline())
+        self.deadlines
+            .first()
+            .into_iter()
             .chain(self.stale_until)
             .min()
     }
@@ -801,7 +814,10 @@ impl Speaker {
     }
 
     fn tick(&mut self, now: Duration, out: &mut Vec<Output>) {
-        for n in 0..self.peers.len() {
+        // In the peers' order, each still due when its turn comes.
+        let mut due = self.deadlines.due(now);
+        due.sort_unstable();
+        for n in due {
             if self.peers[n]
                 .session
                 .next_deadline()
@@ -834,6 +850,7 @@ impl Speaker {
         };
         let before = p.session.state();
         let outs = p.session.handle(now, input);
+        self.timed(peer);
         self.session_outputs(now, peer, before, outs, port_down, out);
     }
 
@@ -1123,6 +1140,7 @@ impl Speaker {
         let updates = pack_updates(withdrawn, groups, self.plan.neighbours[n].local_addr);
         let before = self.peers[n].session.state();
         let outs = self.peers[n].session.send_updates(now, updates);
+        self.timed(n);
         self.session_outputs(now, n, before, outs, false, out);
         cost
     }
@@ -1134,6 +1152,49 @@ impl Speaker {
                 .iter()
                 .filter(|(p, _)| known.is_none_or(|k| k.contains(p))),
         )
+    }
+}
+
+/// Each peer's next timer, kept in order: the driver asks for the
+/// earliest after every event it hands the speaker, and a spine of a
+/// thousand sessions walked them all each time (at steady state a
+/// thousand keepalives a second, each a walk of a thousand timers).
+#[derive(Debug, Clone, Default)]
+struct Deadlines {
+    of: Vec<Option<Duration>>,
+    ordered: BTreeSet<(Duration, usize)>,
+}
+
+impl Deadlines {
+    /// Peer `peer`'s next timer is `at` (none: no timer runs).
+    fn set(&mut self, peer: usize, at: Option<Duration>) {
+        if self.of.len() <= peer {
+            self.of.resize(peer + 1, None);
+        }
+        if self.of[peer] == at {
+            return;
+        }
+        if let Some(old) = self.of[peer] {
+            self.ordered.remove(&(old, peer));
+        }
+        if let Some(new) = at {
+            self.ordered.insert((new, peer));
+        }
+        self.of[peer] = at;
+    }
+
+    /// The earliest timer.
+    fn first(&self) -> Option<Duration> {
+        self.ordered.first().map(|(at, _)| *at)
+    }
+
+    /// The peers whose timer is due at `now`.
+    fn due(&self, now: Duration) -> Vec<usize> {
+        self.ordered
+            .iter()
+            .take_while(|(at, _)| *at <= now)
+            .map(|(_, peer)| *peer)
+            .collect()
     }
 }
 
@@ -1373,4 +1434,29 @@ fn count_updates(mut bytes: &[u8]) -> u64 {
         bytes = &bytes[len..];
     }
     n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadlines_keep_each_peers_latest_timer_in_order() {
+        let ms = Duration::from_millis;
+        let mut d = Deadlines::default();
+        assert_eq!(d.first(), None);
+        d.set(2, Some(ms(30)));
+        d.set(0, Some(ms(10)));
+        d.set(1, Some(ms(20)));
+        assert_eq!(d.first(), Some(ms(10)));
+        assert_eq!(d.due(ms(20)), vec![0, 1]);
+        // A peer's timer moves: its old one is forgotten.
+        d.set(0, Some(ms(40)));
+        assert_eq!(d.first(), Some(ms(20)));
+        assert_eq!(d.due(ms(35)), vec![1, 2]);
+        d.set(1, None);
+        d.set(2, Some(ms(30)));
+        assert_eq!(d.due(ms(100)), vec![2, 0]);
+        assert_eq!(d.ordered.len(), 2);
+    }
 }

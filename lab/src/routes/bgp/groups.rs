@@ -22,7 +22,7 @@
 //! since the kernel removes a next hop whose port goes down and shrinks
 //! its groups on its own), remembering only which prefix points where.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
 
 use ipnet::Ipv4Net;
@@ -165,7 +165,7 @@ impl Groups {
         let regroup = if self.in_place {
             self.regroups(objects, routes, &wants)
         } else {
-            HashMap::new()
+            BTreeMap::new()
         };
         for (&id, members) in &regroup {
             setup.push(Request::Regroup {
@@ -221,7 +221,7 @@ impl Groups {
         objects: &Objects,
         routes: &[(Ipv4Net, H)],
         wants: &[Want],
-    ) -> HashMap<u32, Rc<[u32]>> {
+    ) -> BTreeMap<u32, Rc<[u32]>> {
         // Per group: its routes here, and the members they all want
         // (`None`: they want different things).
         type Moving = (usize, Option<Rc<[u32]>>);
