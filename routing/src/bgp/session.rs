@@ -612,9 +612,7 @@ impl Session {
         let buf = if self.buf.is_empty() {
             bytes
         } else {
-            let mut start = mem::take(&mut self.buf);
-            start.extend_from_slice(bytes);
-            joined = start;
+            joined = [mem::take(&mut self.buf).as_slice(), bytes].concat();
             &joined[..]
         };
         let mut at = 0;

@@ -470,15 +470,12 @@ impl Speaker {
                 }
             })
             .collect();
-        let mut deadlines = Deadlines::default();
-        for (n, peer) in peers.iter().enumerate() {
-            deadlines.set(n, peer.session.next_deadline());
-        }
         Speaker {
             rib: Rib::new(plan.asn, plan.router_id, Multipath::Relax),
             adj_out: AdjRibsOut::new(peers.len()),
             peers,
-            deadlines,
+            // A new session times nothing until it starts.
+            deadlines: Deadlines::default(),
             ports_down: BTreeSet::new(),
             started: false,
             changed: Changed::default(),

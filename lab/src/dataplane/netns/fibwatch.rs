@@ -353,13 +353,7 @@ impl Table {
     ) -> (Table, BTreeSet<Ipv4Net>) {
         let (mut before, mut touched) = (Table::default(), BTreeSet::new());
         for (prefix, _) in updates.keys() {
-            if touched.insert(*prefix) {
-                // Kept as they are (their hop lists already shared): only
-                // compared, or put back by `restore`.
-                for (k, r) in self.routes.range((*prefix, 0)..=(*prefix, u32::MAX)) {
-                    before.routes.insert(*k, r.clone());
-                }
-            }
+            self.remember(*prefix, &mut before, &mut touched);
         }
         for (key, route) in updates {
             match route {
@@ -368,6 +362,17 @@ impl Table {
             }
         }
         (before, touched)
+    }
+
+    /// Keeps `prefix`'s routes as they are in `before`, the first time it
+    /// is `touched`: kept as they are (their hop lists already shared),
+    /// only compared, or put back by [`Table::restore`].
+    fn remember(&self, prefix: Ipv4Net, before: &mut Table, touched: &mut BTreeSet<Ipv4Net>) {
+        if touched.insert(prefix) {
+            for (k, r) in self.routes.range((prefix, 0)..=(prefix, u32::MAX)) {
+                before.routes.insert(*k, r.clone());
+            }
+        }
     }
 
     /// Undoes [`Table::update`]: the `touched` prefixes' routes back to
@@ -405,12 +410,12 @@ impl Table {
         before: &mut Table,
         touched: &mut BTreeSet<Ipv4Net>,
     ) -> bool {
-        let mut hops = HashMap::new();
+        let mut hops: HashMap<u32, Arc<[TableHop]>> = HashMap::new();
         for &id in altered.iter().filter(|id| self.uses(**id)) {
             let Some(now) = nexthops.hops(id) else {
                 return false;
             };
-            hops.insert(id, now);
+            hops.insert(id, now.into());
         }
         if hops.is_empty() {
             return true;
@@ -419,22 +424,14 @@ impl Table {
             .routes
             .values()
             .filter_map(|r| {
-                let now = hops.get(&r.object?)?;
                 Some(TableRoute {
-                    hops: now[..].into(),
+                    hops: hops.get(&r.object?)?.clone(),
                     ..r.clone()
                 })
             })
             .collect();
         for route in moved {
-            if touched.insert(route.prefix) {
-                for (k, r) in self
-                    .routes
-                    .range((route.prefix, 0)..=(route.prefix, u32::MAX))
-                {
-                    before.routes.insert(*k, r.clone());
-                }
-            }
+            self.remember(route.prefix, before, touched);
             self.insert(route);
         }
         true
