@@ -372,6 +372,7 @@ pub fn bgp_to_proto(r: &BgpReport) -> proto::BgpReport {
                     flushes: c.flushes,
                     set_changes: c.set_changes,
                     fib_writes: c.fib_writes,
+                    fib_requests: c.fib_requests,
                     updates_sent: c.updates_sent,
                 }),
                 sessions: s
@@ -419,6 +420,7 @@ pub fn bgp_from_proto(r: &proto::BgpReport) -> BgpReport {
                     flushes: c.flushes,
                     set_changes: c.set_changes,
                     fib_writes: c.fib_writes,
+                    fib_requests: c.fib_requests,
                     updates_sent: c.updates_sent,
                 }),
                 sessions: s

@@ -495,10 +495,12 @@ async fn build(
         } else {
             String::new()
         };
-        // What the built-in agents wrote to reach it.
+        // What the built-in agents wrote to reach it, and what that cost
+        // where the routes are kept.
         let writes = report
             .per_route(|c| c.fib_writes)
-            .map(|n| format!(", {n:.2} FIB writes a route"))
+            .zip(report.per_route(|c| c.fib_requests))
+            .map(|(w, r)| format!(", {w:.2} FIB writes ({r:.2} requests) a route"))
             .unwrap_or_default();
         phase(
             "bgp",

@@ -300,6 +300,38 @@ fn keepalives_left_to_the_driver_are_not_sent_by_the_session() {
     );
 }
 
+/// KEEPALIVEs a driver read and kept count when it tells them: the Hold
+/// timer runs from when they were read, never back from a later start;
+/// before Established they count for nothing (the KEEPALIVE that
+/// completes OpenConfirm must reach the session itself).
+#[test]
+fn keepalives_heard_by_the_driver_restart_the_hold_timer_from_when_they_were_read() {
+    let mut s = in_open_sent(config_a());
+    let outs = s.handle(
+        secs(1),
+        Input::Bytes(encode(Message::Open(peer_open(AS_B, 9)))),
+    );
+    assert!(downs(&outs).is_empty());
+    assert_eq!(s.state(), State::OpenConfirm);
+    let in_open_confirm = s.next_deadline();
+    s.handle(secs(2), Input::Heard(secs(2)));
+    assert_eq!(s.next_deadline(), in_open_confirm);
+    s.handle(secs(2), Input::Bytes(encode(Message::Keepalive)));
+    assert_eq!(s.state(), State::Established);
+    assert_eq!(s.peer().map(|p| p.hold_time), Some(9));
+
+    // Read at 8 s, told at 10.5 s: the Hold timer expires at 17 s.
+    let outs = s.handle(secs(10) + Duration::from_millis(500), Input::Heard(secs(8)));
+    assert!(downs(&outs).is_empty());
+    let outs = s.handle(secs(17) - Duration::from_millis(1), Input::Tick);
+    assert!(downs(&outs).is_empty(), "{outs:?}");
+    // Told of an older read: nothing moves back.
+    s.handle(secs(16), Input::Heard(secs(5)));
+    let outs = s.handle(secs(17), Input::Tick);
+    assert_eq!(downs(&outs), vec![Reason::HoldTimerExpired]);
+    assert_eq!(s.state(), State::Idle);
+}
+
 #[test]
 fn silent_peer_hold_timer_expires_then_sessions_come_back() {
     let mut p = Pipe::new(config_a(), config_b());
@@ -580,7 +612,8 @@ fn random_inputs_never_panic_nor_send_without_a_connection() {
             1 => Input::Stop,
             2 => Input::TcpConnected,
             3 => Input::TcpFailed,
-            4 | 5 => Input::Tick,
+            4 => Input::Tick,
+            5 => Input::Heard(now.saturating_sub(Duration::from_millis(rng.below(5_000)))),
             6 => Input::Bytes(encode(Message::Open(peer_open(
                 [AS_A, AS_B, 65000][rng.below(3) as usize],
                 [0, 3, 9, 90][rng.below(4) as usize],

@@ -2,7 +2,8 @@
 //! and 127.0.0.2, one listener each, the connector mapping port 179 to
 //! them) establish, install each other's routes in their FIBs, follow a
 //! port going down and up, and stop; and keep their sessions up while
-//! their thread is busy for longer than the Hold Time.
+//! their thread is busy for longer than the Hold Time. A peer by hand that
+//! sends only KEEPALIVEs keeps its session up, then lets it expire.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -11,15 +12,18 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 use ipnet::Ipv4Net;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, timeout};
 use turbonet_routing::NextHop;
 use turbonet_routing::bgp::plan::{self, Neighbour, Origination};
+use turbonet_routing::bgp::session::Reason;
 use turbonet_routing::bgp::speaker::{Cause, Event, NextHops, PeerState, Speaker, Status, Timers};
 use turbonet_routing::bgp::speaker_driver::{
     Connector, Control, Fib, Report, SpeakerIo, accept_loop, run_speaker,
 };
+use turbonet_routing::bgp::{AfiSafi, Capability, Context, Message, Open};
 use turbonet_topo::NodeId;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -47,14 +51,15 @@ impl Connector for Loopback {
     }
 }
 
-/// A FIB in memory, watched by the test.
+/// A FIB in memory, watched by the test; a request a route.
 #[derive(Debug)]
-struct MemFib(watch::Sender<BTreeMap<Ipv4Net, Vec<NextHop>>>);
+struct MemFib(watch::Sender<BTreeMap<Ipv4Net, Vec<NextHop>>>, u64);
 
 impl Fib for MemFib {
     type Error = String;
 
     async fn apply(&mut self, routes: Vec<(Ipv4Net, NextHops)>) -> Result<(), String> {
+        self.1 += routes.len() as u64;
         self.0.send_modify(|fib| {
             for (prefix, hops) in routes {
                 if hops.is_empty() {
@@ -65,6 +70,10 @@ impl Fib for MemFib {
             }
         });
         Ok(())
+    }
+
+    fn requests(&self) -> u64 {
+        self.1
     }
 }
 
@@ -143,6 +152,14 @@ impl Running {
     }
 }
 
+/// A listener on `addr`, and its port.
+fn listen(addr: Ipv4Addr) -> (std::net::TcpListener, u16) {
+    let listener = std::net::TcpListener::bind((addr, 0)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    (listener, port)
+}
+
 /// Starts the two speakers with their tasks spawned on `speakers` and
 /// their connections on `connections`.
 async fn start_two(
@@ -153,49 +170,66 @@ async fn start_two(
     let mut ports = BTreeMap::new();
     for i in 0..2u8 {
         let addr = Ipv4Addr::new(127, 0, 0, 1 + i);
-        let listener = std::net::TcpListener::bind((addr, 0)).unwrap();
-        listener.set_nonblocking(true).unwrap();
-        ports.insert(addr, listener.local_addr().unwrap().port());
+        let (listener, port) = listen(addr);
+        ports.insert(addr, port);
         listeners.push(listener);
     }
     let epoch = Instant::now();
-    let mut running = Vec::new();
-    for (i, listener) in listeners.into_iter().enumerate() {
-        let (accepted_tx, accepted) = mpsc::unbounded_channel();
-        let listener = {
-            let _entered = connections.enter();
-            TcpListener::from_std(listener).unwrap()
-        };
-        connections.spawn(accept_loop(listener, accepted_tx));
-        let (control, control_rx) = mpsc::unbounded_channel();
-        let (status_tx, status) = watch::channel(Status::default());
-        let (fib_tx, fib) = watch::channel(BTreeMap::new());
-        let (report_tx, reports) = mpsc::unbounded_channel();
-        let speaker = Speaker::new(
-            plan_for(i as u8),
-            Timers::from(&turbonet_topo::BgpTimers::default()),
-        );
-        let io = SpeakerIo {
-            connector: Loopback {
-                ports: ports.clone(),
-            },
-            accepted,
-            fib: MemFib(fib_tx),
-            control: control_rx,
-            status: status_tx,
-            epoch,
-            runtime: connections.clone(),
-        };
-        let task = speakers.spawn(run_speaker(speaker, io, move |r| drop(report_tx.send(r))));
-        running.push(Running {
-            control,
-            status,
-            fib,
-            reports,
-            task: Some(task),
-        });
-    }
+    let running = listeners
+        .into_iter()
+        .enumerate()
+        .map(|(i, listener)| {
+            let on = (speakers, connections);
+            start(i as u8, listener, &ports, epoch, on)
+        })
+        .collect();
     (running, epoch)
+}
+
+/// Starts speaker `i` of [`plan_for`], listening on `listener`, its
+/// neighbours' ports in `ports`; its task spawned on `on.0`, its
+/// connections on `on.1`.
+fn start(
+    i: u8,
+    listener: std::net::TcpListener,
+    ports: &BTreeMap<Ipv4Addr, u16>,
+    epoch: Instant,
+    on: (&tokio::runtime::Handle, &tokio::runtime::Handle),
+) -> Running {
+    let (speakers, connections) = on;
+    let (accepted_tx, accepted) = mpsc::unbounded_channel();
+    let listener = {
+        let _entered = connections.enter();
+        TcpListener::from_std(listener).unwrap()
+    };
+    connections.spawn(accept_loop(listener, accepted_tx));
+    let (control, control_rx) = mpsc::unbounded_channel();
+    let (status_tx, status) = watch::channel(Status::default());
+    let (fib_tx, fib) = watch::channel(BTreeMap::new());
+    let (report_tx, reports) = mpsc::unbounded_channel();
+    let speaker = Speaker::new(
+        plan_for(i),
+        Timers::from(&turbonet_topo::BgpTimers::default()),
+    );
+    let io = SpeakerIo {
+        connector: Loopback {
+            ports: ports.clone(),
+        },
+        accepted,
+        fib: MemFib(fib_tx, 0),
+        control: control_rx,
+        status: status_tx,
+        epoch,
+        runtime: connections.clone(),
+    };
+    let task = speakers.spawn(run_speaker(speaker, io, move |r| drop(report_tx.send(r))));
+    Running {
+        control,
+        status,
+        fib,
+        reports,
+        task: Some(task),
+    }
 }
 
 #[tokio::test]
@@ -325,4 +359,88 @@ async fn sessions_stay_up_while_the_speakers_thread_is_busy() {
         }
     }
     speakers.shutdown_background();
+}
+
+/// A peer by hand that sends nothing but KEEPALIVEs once Established
+/// (which the connection's reader keeps rather than wake the speaker for
+/// each) holds the session up for several Hold Times; once it falls
+/// silent the session is reset by its Hold timer, on time.
+#[tokio::test]
+async fn keepalives_kept_by_the_reader_hold_a_session_up_and_silence_still_resets_it() {
+    let here = tokio::runtime::Handle::current();
+    let peer_addr = Ipv4Addr::new(127, 0, 0, 2);
+    let (mine, _) = listen(Ipv4Addr::new(127, 0, 0, 1));
+    let (theirs, their_port) = listen(peer_addr);
+    let ports = BTreeMap::from([(peer_addr, their_port)]);
+    let epoch = Instant::now();
+    let mut a = start(0, mine, &ports, epoch, (&here, &here));
+
+    // The peer: answers A's OPEN, then only KEEPALIVEs, one a second,
+    // while it reads (and drops) what A sends.
+    let theirs = TcpListener::from_std(theirs).unwrap();
+    let (stream, _) = timeout(TIMEOUT, theirs.accept()).await.unwrap().unwrap();
+    stream.set_nodelay(true).unwrap();
+    let (mut r, mut w) = stream.into_split();
+    let ctx = Context::FOUR_OCTET_AS;
+    let open = Open {
+        version: 4,
+        my_as: 65002,
+        hold_time: 3,
+        bgp_id: Ipv4Addr::new(10, 0, 0, 2),
+        capabilities: vec![
+            Capability::Multiprotocol(AfiSafi::IPV4_UNICAST),
+            Capability::FourOctetAs(65002),
+        ],
+    };
+    w.write_all(&Message::Open(open).encode(&ctx))
+        .await
+        .unwrap();
+    w.write_all(&Message::Keepalive.encode(&ctx)).await.unwrap();
+    let drain = tokio::spawn(async move {
+        let mut buf = vec![0; 65536];
+        while r.read(&mut buf).await.is_ok_and(|n| n > 0) {}
+    });
+    a.state_until(PeerState::Established).await;
+    assert!(matches!(
+        a.event().await,
+        Event::Established { peer: 0, .. }
+    ));
+    let since = a.status.borrow().neighbours[0].since;
+
+    let hold = Duration::from_secs(3);
+    let talking = 3 * hold;
+    let until = Instant::now() + talking;
+    let mut last = Instant::now();
+    while last < until {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        w.write_all(&Message::Keepalive.encode(&ctx)).await.unwrap();
+        last = Instant::now();
+    }
+    let status = a.status.borrow().clone();
+    assert_eq!(status.neighbours[0].state, PeerState::Established);
+    assert_eq!(status.neighbours[0].since, since, "the session was reset");
+    assert!(
+        a.reports.try_recv().is_err(),
+        "no session event while talking"
+    );
+
+    // Silent from now: the Hold timer expires a Hold Time after the last
+    // KEEPALIVE, not before, and not much later.
+    let event = timeout(hold * 3, a.event())
+        .await
+        .expect("the Hold timer expired");
+    assert_eq!(
+        event,
+        Event::Down {
+            peer: 0,
+            established: true,
+            cause: Cause::Session(Reason::HoldTimerExpired),
+        }
+    );
+    let after = last.elapsed();
+    assert!(
+        after >= hold - Duration::from_millis(50) && after <= hold + Duration::from_secs(2),
+        "reset {after:?} after the last KEEPALIVE"
+    );
+    drain.abort();
 }

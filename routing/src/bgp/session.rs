@@ -89,6 +89,11 @@ pub enum Input {
     TcpFailed,
     /// A chunk of the received TCP byte stream, at any message boundary.
     Bytes(Vec<u8>),
+    /// The peer's KEEPALIVEs were read at this time, and kept by the driver
+    /// (an Established session's, which only restart the Hold timer): the
+    /// Hold timer runs from then, unless it runs from later already.
+    /// Ignored in other states.
+    Heard(Duration),
     /// Time advanced; expired timers fire.
     Tick,
 }
@@ -355,8 +360,10 @@ impl Session {
     /// read yet.
     pub fn handle(&mut self, now: Duration, input: Input) -> Vec<Output> {
         let mut out = Vec::new();
-        if let Input::Bytes(bytes) = &input {
-            self.receive(now, bytes, &mut out);
+        match &input {
+            Input::Bytes(bytes) => self.receive(now, bytes, &mut out),
+            Input::Heard(at) if self.state == State::Established => self.heard((*at).min(now)),
+            _ => {}
         }
         self.fire_timers(now, &mut out);
         match input {
@@ -386,7 +393,7 @@ impl Session {
             Input::TcpConnected => self.tcp_connected(now, &mut out),
             Input::TcpFailed => self.tcp_failed(now, &mut out),
             // Received above, before the timers.
-            Input::Bytes(_) | Input::Tick => {}
+            Input::Bytes(_) | Input::Heard(_) | Input::Tick => {}
         }
         out
     }
@@ -459,6 +466,13 @@ impl Session {
             }
             _ => None,
         };
+    }
+
+    /// KEEPALIVEs read `at`: the Hold timer restarts from then, if later.
+    fn heard(&mut self, at: Duration) {
+        let running = self.hold_at;
+        self.restart_hold(at);
+        self.hold_at = self.hold_at.max(running);
     }
 
     fn restart_hold(&mut self, now: Duration) {

@@ -187,6 +187,17 @@ pub enum Input {
         /// The bytes.
         data: Vec<u8>,
     },
+    /// `peer`'s KEEPALIVEs were read at `at` and kept by the driver: an
+    /// Established session's, whose only effect is to restart the Hold
+    /// timer ([`session::Input::Heard`]), so a driver may read them off the
+    /// connection and tell the speaker once, when the timer is due
+    /// ([`Speaker::due`]), rather than wake it for each.
+    Heard {
+        /// The neighbour.
+        peer: usize,
+        /// When the last was read.
+        at: Duration,
+    },
     /// `peer`'s connection was closed by the peer or failed.
     Closed {
         /// The neighbour.
@@ -362,6 +373,12 @@ pub struct Counters {
     /// Prefixes the FIB was asked to write (a driver that merges change
     /// sets while a write is in flight writes fewer than `set_changes`).
     pub fib_writes: u64,
+    /// Requests the FIB made of what holds its routes to write them: a
+    /// kernel's route writes and removals and its nexthop objects and
+    /// groups made, changed or removed (a group changed in place is one
+    /// request for all its routes); a pipeline's routes.
+    #[serde(default)]
+    pub fib_requests: u64,
     /// UPDATE messages sent.
     pub updates_sent: u64,
 }
@@ -371,6 +388,7 @@ impl std::ops::AddAssign for Counters {
         self.flushes += o.flushes;
         self.set_changes += o.set_changes;
         self.fib_writes += o.fib_writes;
+        self.fib_requests += o.fib_requests;
         self.updates_sent += o.updates_sent;
     }
 }
@@ -626,6 +644,12 @@ impl Speaker {
             .min()
     }
 
+    /// The peers whose session's timer expires by `by`, in order of
+    /// expiry.
+    pub fn due(&self, by: Duration) -> Vec<usize> {
+        self.deadlines.due(by)
+    }
+
     /// Its status at `now`.
     pub fn status(&self, now: Duration) -> Status {
         Status {
@@ -669,6 +693,9 @@ impl Speaker {
             }
             Input::Bytes { peer, data } => {
                 self.feed(now, peer, session::Input::Bytes(data), false, &mut out);
+            }
+            Input::Heard { peer, at } => {
+                self.feed(now, peer, session::Input::Heard(at), false, &mut out);
             }
             Input::Port { ifname, up } => self.port(now, &ifname, up, &mut out),
             Input::Tick => self.tick(now, &mut out),

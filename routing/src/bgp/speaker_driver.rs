@@ -39,7 +39,12 @@
 //! long the speaker waits for its turn among a thousand others on the
 //! speakers' thread; and what the reader receives meanwhile waits in the
 //! speaker's queue and counts, when its turn comes, before its Hold timer
-//! is checked. Connection events carry the
+//! is checked. Once the session is Established, a read that is nothing
+//! but KEEPALIVEs (a quiet session's every read) is not sent on at all:
+//! the reader notes when it heard them, and the driver tells the speaker
+//! once its Hold timer is due ([`Input::Heard`]), so a spine of a
+//! thousand sessions at steady state wakes its thread once in a while
+//! rather than a thousand times a second. Connection events carry the
 //! connection's id: those of a connection the speaker already dropped are
 //! discarded, so the speaker sees exactly the contract of
 //! [`speaker`](super::speaker) (one connection per neighbour; a newer
@@ -50,6 +55,8 @@ use std::future::Future;
 use std::io;
 use std::mem;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use ipnet::Ipv4Net;
@@ -61,7 +68,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::speaker::{Event, Input, NextHops, Output, Speaker, Status};
-use super::{Context, MAX_MESSAGE_LEN, Message};
+use super::{Context, HEADER_LEN, MAX_MESSAGE_LEN, Message};
 
 /// How long a closed connection may take to write what was queued on it
 /// (a NOTIFICATION) before it is dropped anyway.
@@ -70,6 +77,11 @@ const LINGER: Duration = Duration::from_secs(1);
 /// Rounds of yielding to other tasks while they bring more inputs, before
 /// a batch is flushed anyway.
 const BATCH_YIELDS: usize = 8;
+
+/// When a session's Hold timer is due, the KEEPALIVEs kept by the readers
+/// of every session whose timer is due this much later are told too: one
+/// wake for the timers of a second, not one a timer.
+const HEARD_AHEAD: Duration = Duration::from_secs(1);
 
 /// Opens the speaker's TCP connections.
 pub trait Connector {
@@ -98,6 +110,11 @@ pub trait Fib {
         &mut self,
         routes: Vec<(Ipv4Net, NextHops)>,
     ) -> impl Future<Output = Result<(), Self::Error>>;
+
+    /// The requests it made of what holds its routes so far, to write
+    /// them ([`Counters::fib_requests`](super::speaker::Counters)): what
+    /// a route costs where it is kept.
+    fn requests(&self) -> u64;
 }
 
 /// What the caller tells a running speaker.
@@ -173,10 +190,9 @@ pub async fn run_speaker<C: Connector, F: Fib>(
     speaker.set_keepalives_by_driver();
     let mut d = Driver {
         speaker,
-        conns: Conns::new(peers, events_tx, runtime),
+        conns: Conns::new(peers, events_tx, runtime, epoch),
         connector,
         report,
-        epoch,
     };
     let mut fib = FibWriter::new(fib);
     let mut writing = std::pin::pin!(None);
@@ -286,8 +302,10 @@ pub async fn run_speaker<C: Connector, F: Fib>(
                 break;
             }
         }
-        // A long batch may have let a timer expire.
+        // A long batch may have let a timer expire: what the readers kept
+        // counts first.
         if d.speaker.next_deadline().is_some_and(|t| t <= d.now()) {
+            d.heard();
             d.input(Input::Tick);
         }
     }
@@ -314,11 +332,14 @@ struct FibWriter<F> {
     last_write: Duration,
     /// Prefixes handed to writes.
     written: u64,
+    /// The FIB's requests, as of the last write's end.
+    requests: u64,
 }
 
 impl<F: Fib> FibWriter<F> {
     fn new(fib: F) -> Self {
         FibWriter {
+            requests: fib.requests(),
             idle: Some(fib),
             pending: std::collections::BTreeMap::new(),
             last_write: Duration::ZERO,
@@ -344,6 +365,7 @@ impl<F: Fib> FibWriter<F> {
 
     /// A write ended at `now`, handing the FIB back.
     fn done(&mut self, fib: F, now: Duration) {
+        self.requests = fib.requests();
         self.idle = Some(fib);
         self.last_write = now;
     }
@@ -354,6 +376,7 @@ impl<F: Fib> FibWriter<F> {
         status.fib_pending |= self.idle.is_none() || !self.pending.is_empty();
         status.last_change = status.last_change.max(self.last_write);
         status.counters.fib_writes = self.written;
+        status.counters.fib_requests = self.requests;
         status
     }
 }
@@ -402,12 +425,21 @@ struct Driver<C, R> {
     conns: Conns,
     connector: C,
     report: R,
-    epoch: Instant,
 }
 
 impl<C: Connector, R: FnMut(Report)> Driver<C, R> {
     fn now(&self) -> Duration {
-        self.epoch.elapsed()
+        self.conns.epoch.elapsed()
+    }
+
+    /// Tells the speaker of the KEEPALIVEs the readers kept, for the
+    /// sessions whose timer is due within [`HEARD_AHEAD`].
+    fn heard(&mut self) {
+        for peer in self.speaker.due(self.now() + HEARD_AHEAD) {
+            if let Some(at) = self.conns.heard(peer) {
+                self.input(Input::Heard { peer, at });
+            }
+        }
     }
 
     /// Hands `input` to the speaker and carries out what it asks for, at
@@ -434,7 +466,7 @@ impl<C: Connector, R: FnMut(Report)> Driver<C, R> {
             Output::Event(event) => {
                 if let Event::Established { peer, info } = &event {
                     let every = Duration::from_secs(info.keepalive.into());
-                    self.conns.keepalives(*peer, every);
+                    self.conns.established(*peer, every);
                 }
                 (self.report)(Report::Event(event));
             }
@@ -548,7 +580,38 @@ enum Conn {
         tx: mpsc::UnboundedSender<Write>,
         reader: JoinHandle<()>,
         writer: JoinHandle<()>,
+        /// What the reader kept.
+        heard: Arc<Heard>,
+        /// The last time of [`Heard::at`] the speaker was told.
+        told: Duration,
     },
+}
+
+/// KEEPALIVEs a connection's reader kept rather than sent on: those of an
+/// Established session, which only restart its Hold timer.
+#[derive(Debug, Default)]
+struct Heard {
+    /// The session is Established: the reader keeps what is only
+    /// KEEPALIVEs.
+    established: AtomicBool,
+    /// When it last kept some: nanoseconds since the driver's epoch, plus
+    /// one (zero: never).
+    at: AtomicU64,
+}
+
+impl Heard {
+    /// The time of the last KEEPALIVEs kept.
+    fn at(&self) -> Option<Duration> {
+        match self.at.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(Duration::from_nanos(n - 1)),
+        }
+    }
+
+    fn keep(&self, at: Duration) {
+        let nanos = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX - 1);
+        self.at.store(nanos + 1, Ordering::Relaxed);
+    }
 }
 
 /// What a connection's writer is told.
@@ -569,6 +632,8 @@ struct Conns {
     events: mpsc::UnboundedSender<IoEvent>,
     /// Where the connections' tasks run.
     runtime: tokio::runtime::Handle,
+    /// The speaker's clock starts here.
+    epoch: Instant,
 }
 
 impl Conns {
@@ -576,12 +641,14 @@ impl Conns {
         peers: usize,
         events: mpsc::UnboundedSender<IoEvent>,
         runtime: tokio::runtime::Handle,
+        epoch: Instant,
     ) -> Conns {
         Conns {
             conns: (0..peers).map(|_| Conn::None).collect(),
             next_id: 0,
             events,
             runtime,
+            epoch,
         }
     }
 
@@ -640,9 +707,17 @@ impl Conns {
         let conn_id = self.next_id();
         let (r, w) = stream.into_split();
         let (tx, rx) = mpsc::unbounded_channel();
-        let reader = self
-            .runtime
-            .spawn(read_loop(peer, conn_id, r, self.events.clone()));
+        let heard = Arc::new(Heard::default());
+        let reader = self.runtime.spawn(read_loop(
+            Reader {
+                peer,
+                conn_id,
+                heard: heard.clone(),
+                epoch: self.epoch,
+            },
+            r,
+            self.events.clone(),
+        ));
         let writer = self
             .runtime
             .spawn(write_loop(peer, conn_id, w, rx, self.events.clone()));
@@ -651,6 +726,8 @@ impl Conns {
             tx,
             reader,
             writer,
+            heard,
+            told: Duration::ZERO,
         };
     }
 
@@ -660,12 +737,25 @@ impl Conns {
         }
     }
 
-    /// The connection's writer sends a KEEPALIVE whenever it wrote nothing
-    /// for `every` (zero: never).
-    fn keepalives(&self, peer: usize, every: Duration) {
-        if let Some(Conn::Up { tx, .. }) = self.conns.get(peer) {
+    /// The neighbour's session is Established: the connection's writer
+    /// sends a KEEPALIVE whenever it wrote nothing for `every` (zero:
+    /// never), and its reader keeps the KEEPALIVEs it reads.
+    fn established(&self, peer: usize, every: Duration) {
+        if let Some(Conn::Up { tx, heard, .. }) = self.conns.get(peer) {
             let _ = tx.send(Write::KeepaliveEvery(every));
+            heard.established.store(true, Ordering::Relaxed);
         }
+    }
+
+    /// When the neighbour's reader last kept KEEPALIVEs, if the speaker
+    /// was not told yet.
+    fn heard(&mut self, peer: usize) -> Option<Duration> {
+        let Some(Conn::Up { heard, told, .. }) = self.conns.get_mut(peer) else {
+            return None;
+        };
+        let at = heard.at().filter(|at| at > told)?;
+        *told = at;
+        Some(at)
     }
 
     /// Drops the connection once its queue is written (or after
@@ -715,42 +805,133 @@ thread_local! {
     static READ_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-async fn read_loop(
+/// Who a connection's reader reads for.
+struct Reader {
     peer: usize,
     conn_id: u64,
-    r: OwnedReadHalf,
-    events: mpsc::UnboundedSender<IoEvent>,
-) {
+    heard: Arc<Heard>,
+    epoch: Instant,
+}
+
+/// What one read brought.
+enum Read {
+    /// Bytes to send on.
+    Bytes(Vec<u8>),
+    /// KEEPALIVEs only, kept.
+    Kept,
+    /// The peer closed the connection.
+    Closed,
+}
+
+async fn read_loop(reader: Reader, r: OwnedReadHalf, events: mpsc::UnboundedSender<IoEvent>) {
+    let Reader {
+        peer,
+        conn_id,
+        heard,
+        epoch,
+    } = reader;
+    let mut framing = Framing::default();
     loop {
         // Read once there is something to read, into the thread's buffer:
         // fifteen thousand idle sessions hold no buffer of their own.
         let read = match r.readable().await {
             Ok(()) => READ_BUFFER.with_borrow_mut(|buf| {
                 buf.resize(4 * MAX_MESSAGE_LEN, 0);
-                r.try_read(buf).map(|n| buf[..n].to_vec())
+                let n = r.try_read(buf)?;
+                let data = &buf[..n];
+                Ok(if n == 0 {
+                    Read::Closed
+                } else if framing.at_start()
+                    && heard.established.load(Ordering::Relaxed)
+                    && only_keepalives(data)
+                {
+                    heard.keep(epoch.elapsed());
+                    Read::Kept
+                } else {
+                    framing.advance(data);
+                    Read::Bytes(data.to_vec())
+                })
             }),
             Err(e) => Err(e),
         };
         match read {
-            Ok(data) if data.is_empty() => {
-                let _ = events.send(IoEvent::Closed { peer, conn_id });
-                return;
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(_) => {
-                let _ = events.send(IoEvent::Closed { peer, conn_id });
-                return;
-            }
-            Ok(data) => {
-                if events
-                    .send(IoEvent::Bytes {
-                        peer,
-                        conn_id,
-                        data,
-                    })
-                    .is_err()
-                {
+            Ok(Read::Kept) => {}
+            Ok(Read::Bytes(data)) => {
+                let event = IoEvent::Bytes {
+                    peer,
+                    conn_id,
+                    data,
+                };
+                if events.send(event).is_err() {
                     return;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Ok(Read::Closed) | Err(_) => {
+                let _ = events.send(IoEvent::Closed { peer, conn_id });
+                return;
+            }
+        }
+    }
+}
+
+/// A KEEPALIVE as it crosses the wire (RFC 4271 §4.1, §4.4).
+const KEEPALIVE: [u8; HEADER_LEN] = {
+    let mut m = [0xff; HEADER_LEN];
+    m[16] = 0;
+    m[17] = HEADER_LEN as u8;
+    m[18] = super::packet::msg_type::KEEPALIVE;
+    m
+};
+
+/// `data` is one KEEPALIVE or more, whole, and nothing else.
+fn only_keepalives(data: &[u8]) -> bool {
+    !data.is_empty()
+        && data.len().is_multiple_of(HEADER_LEN)
+        && data.chunks_exact(HEADER_LEN).all(|m| m == KEEPALIVE)
+}
+
+/// Where a connection's byte stream stands among its messages, as far as
+/// their headers' lengths tell (the session checks the rest): a reader
+/// keeps a read of KEEPALIVEs only if it begins a message.
+#[derive(Debug, Default)]
+struct Framing {
+    /// The current message's header, as far as it came.
+    header: [u8; HEADER_LEN],
+    /// How much of it came.
+    have: usize,
+    /// The bytes of the current message's body still to come.
+    body: usize,
+    /// A length no message has: the session ends the connection; until
+    /// then nothing is kept.
+    lost: bool,
+}
+
+impl Framing {
+    /// The next byte begins a message.
+    fn at_start(&self) -> bool {
+        !self.lost && self.have == 0 && self.body == 0
+    }
+
+    /// `bytes` came next.
+    fn advance(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() && !self.lost {
+            if self.body > 0 {
+                let n = self.body.min(bytes.len());
+                self.body -= n;
+                bytes = &bytes[n..];
+                continue;
+            }
+            let n = (HEADER_LEN - self.have).min(bytes.len());
+            self.header[self.have..self.have + n].copy_from_slice(&bytes[..n]);
+            self.have += n;
+            bytes = &bytes[n..];
+            if self.have == HEADER_LEN {
+                let len = usize::from(u16::from_be_bytes([self.header[16], self.header[17]]));
+                self.have = 0;
+                match len.checked_sub(HEADER_LEN) {
+                    Some(body) => self.body = body,
+                    None => self.lost = true,
                 }
             }
         }
@@ -822,5 +1003,58 @@ async fn sleep_until(deadline: Option<Instant>) {
         // clock read a moment earlier; a millisecond later it has.
         Some(t) => tokio::time::sleep_until(t + Duration::from_millis(1)).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_keepalive_is_the_one_messages_encode() {
+        assert_eq!(Message::Keepalive.encode(&Context::TWO_OCTET_AS), KEEPALIVE);
+        assert!(only_keepalives(&KEEPALIVE.repeat(3)));
+        assert!(!only_keepalives(&[]));
+        assert!(!only_keepalives(&KEEPALIVE[..18]));
+        let mut bad_marker = KEEPALIVE;
+        bad_marker[3] = 0;
+        assert!(!only_keepalives(&[KEEPALIVE, bad_marker].concat()));
+    }
+
+    /// A message of `len` bytes in all (type UPDATE).
+    fn message(len: u16) -> Vec<u8> {
+        let mut m = vec![0xff; 16];
+        m.extend(len.to_be_bytes());
+        m.push(2);
+        m.resize(len.into(), 0);
+        m
+    }
+
+    #[test]
+    fn framing_follows_messages_cut_anywhere() {
+        let stream = [message(23), KEEPALIVE.to_vec(), message(4096), message(19)].concat();
+        let ends = [23, 42, 4138, 4157];
+        // Cut at every position from 1 to 40 bytes: it is at a start
+        // exactly after each message's last byte.
+        for step in 1..40 {
+            let mut f = Framing::default();
+            let mut at = 0;
+            while at < stream.len() {
+                let to = (at + step).min(stream.len());
+                f.advance(&stream[at..to]);
+                at = to;
+                assert_eq!(f.at_start(), ends.contains(&at), "step {step}, at {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn framing_gives_up_on_a_length_below_a_header() {
+        let mut f = Framing::default();
+        f.advance(&message(19)[..16]);
+        f.advance(&[0, 5, 4]);
+        assert!(!f.at_start());
+        f.advance(&KEEPALIVE);
+        assert!(!f.at_start());
     }
 }

@@ -32,6 +32,8 @@ use turbonet_host::kernel::{KernelHop, KernelRoute};
 pub struct NetlinkFib {
     writer: Option<Box<Writer>>,
     runtime: tokio::runtime::Handle,
+    /// The writer's requests, as of its last write.
+    requests: u64,
 }
 
 /// One batch of route writes at a time in this process, whichever FIB's:
@@ -52,6 +54,8 @@ struct Writer {
     nexthops: NexthopSocket,
     groups: Groups,
     ifindex: HashMap<String, u32>,
+    /// Requests made of the kernel ([`Fib::requests`]).
+    requests: u64,
 }
 
 impl NetlinkFib {
@@ -80,8 +84,10 @@ impl NetlinkFib {
                     Groups::default()
                 },
                 ifindex,
+                requests: 0,
             })),
             runtime,
+            requests: 0,
         }
     }
 }
@@ -102,8 +108,13 @@ impl Fib for NetlinkFib {
             })
             .await
             .map_err(|e| crate::err!("writing routes: {e}"))?;
+        self.requests = writer.requests;
         self.writer = Some(writer);
         result
+    }
+
+    fn requests(&self) -> u64 {
+        self.requests
     }
 }
 
@@ -160,6 +171,7 @@ impl Writer {
             Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Groups::inline(&routes),
             Err(e) => return Err(e).context("reading the nexthop objects"),
         };
+        self.requests += plan.setup.len() as u64;
         let outcomes = self
             .nexthops
             .execute(&plan.setup)
@@ -185,6 +197,7 @@ impl Writer {
                 }),
             }
         }
+        self.requests += (requests.len() + inline.len()) as u64;
         let mut outcomes = Vec::with_capacity(requests.len());
         for batch in requests.chunks(NexthopSocket::BATCH) {
             let writing = KERNEL_WRITES.acquire().await.expect("never closed");
@@ -245,6 +258,7 @@ impl Writer {
         // A route not written may still point at a group thought unused.
         if unwritten.is_empty() {
             let unused = self.groups.unused();
+            self.requests += unused.len() as u64;
             self.nexthops
                 .execute(&unused)
                 .context("removing unused nexthop groups")?;
@@ -260,12 +274,18 @@ impl Writer {
 pub struct PipelineFib {
     node: usize,
     table: Rc<PipelineRoutes>,
+    /// Routes handed to the pipeline.
+    requests: u64,
 }
 
 impl PipelineFib {
     /// Node `node`'s share of `table`.
     pub fn new(node: usize, table: Rc<PipelineRoutes>) -> PipelineFib {
-        PipelineFib { node, table }
+        PipelineFib {
+            node,
+            table,
+            requests: 0,
+        }
     }
 }
 
@@ -273,7 +293,14 @@ impl Fib for PipelineFib {
     type Error = crate::Error;
 
     async fn apply(&mut self, routes: Vec<(Ipv4Net, NextHops)>) -> Result<()> {
+        self.requests += routes.len() as u64;
         self.table.apply(self.node, routes).await
+    }
+
+    /// A route each: the controller writes the pipeline's tables in bulk,
+    /// for every switch at once.
+    fn requests(&self) -> u64 {
+        self.requests
     }
 }
 
@@ -294,6 +321,13 @@ impl Fib for AnyFib {
         match self {
             AnyFib::Netlink(fib) => fib.apply(routes).await,
             AnyFib::Pipeline(fib) => fib.apply(routes).await,
+        }
+    }
+
+    fn requests(&self) -> u64 {
+        match self {
+            AnyFib::Netlink(fib) => fib.requests(),
+            AnyFib::Pipeline(fib) => fib.requests(),
         }
     }
 }
