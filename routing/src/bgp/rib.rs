@@ -189,12 +189,10 @@ impl std::hash::Hash for Route {
 /// pointer, not sixty routes.
 type Routes = Arc<[Route]>;
 
-/// Everything the RIB holds of one prefix.
+/// Everything the RIB holds of one prefix, at its slot ([`Rib::slot`]).
 #[derive(Debug, Clone)]
 struct Prefix {
-    /// Dense index of the prefix ([`Rib::slot`]), kept for the life of
-    /// the RIB.
-    slot: u32,
+    prefix: Ipv4Net,
     /// The version of its advertisement ([`Outgoing::version`]) while
     /// `entry` is there.
     version: u32,
@@ -211,8 +209,10 @@ struct Prefix {
 /// Every prefix ever seen has one record, holding every peer's route for
 /// it (the Adj-RIBs-In, by prefix, as a shared [`Routes`] set), its
 /// Loc-RIB entry and how it is advertised: an UPDATE costs one lookup per
-/// prefix, and a peer's routes are found by walking the prefixes (only
-/// when its session goes down). The prefixes of one UPDATE mostly share
+/// prefix (the records lie in a vector by slot, so what follows, the
+/// decision and the advertisements, finds them without another), and a
+/// peer's routes are found by walking the prefixes (only when its session
+/// goes down). The prefixes of one UPDATE mostly share
 /// their route set before it, so each distinct set is changed, and
 /// decided, once.
 #[derive(Debug, Clone)]
@@ -221,7 +221,9 @@ pub struct Rib {
     router_id: Ipv4Addr,
     multipath: Multipath,
     peers: BTreeMap<PeerId, Peer>,
-    prefixes: BTreeMap<Ipv4Net, Prefix>,
+    /// Every prefix's slot in `records`.
+    index: BTreeMap<Ipv4Net, u32>,
+    records: Vec<Prefix>,
     /// Prefixes whose advertisement may have changed since
     /// [`Rib::take_exports`] was last called.
     exports: BTreeSet<Ipv4Net>,
@@ -265,7 +267,8 @@ impl Rib {
             router_id,
             multipath,
             peers: BTreeMap::new(),
-            prefixes: BTreeMap::new(),
+            index: BTreeMap::new(),
+            records: Vec::new(),
             exports: BTreeSet::new(),
             version: 0,
             generation: 0,
@@ -317,21 +320,20 @@ impl Rib {
             state.info = *peer_info;
             // Selection and split horizon depend on it: every entry with a
             // route of the peer is decided (and advertised) again.
-            for (p, record) in &mut self.prefixes {
+            for (slot, record) in self.records.iter_mut().enumerate() {
                 if record.route_of(peer).is_some() {
                     record.entry = None;
-                    touched.push(*p);
+                    touched.push(slot as u32);
                 }
             }
         }
         let mut remove = Edit::new(peer, None);
         for p in &update.withdrawn {
-            let p = p.trunc();
-            if let Some(record) = self.prefixes.get_mut(&p)
-                && remove.apply(&mut self.route_sets, record)
+            if let Some(&slot) = self.index.get(&p.trunc())
+                && remove.apply(&mut self.route_sets, &mut self.records[slot as usize])
             {
                 state.routes -= 1;
-                touched.push(p);
+                touched.push(slot);
             }
         }
         if !update.nlri.is_empty() {
@@ -354,26 +356,30 @@ impl Rib {
             });
             for p in &update.nlri {
                 let p = p.trunc();
-                touched.push(p);
                 match &mut insert {
                     // A looped route still replaces the peer's last one.
                     None => {
-                        if let Some(record) = self.prefixes.get_mut(&p)
-                            && remove.apply(&mut self.route_sets, record)
-                        {
-                            state.routes -= 1;
+                        if let Some(&slot) = self.index.get(&p) {
+                            touched.push(slot);
+                            if remove.apply(&mut self.route_sets, &mut self.records[slot as usize])
+                            {
+                                state.routes -= 1;
+                            }
                         }
                     }
                     Some(insert) => {
-                        let record = record(&mut self.prefixes, p, &mut self.route_sets);
-                        if !insert.apply(&mut self.route_sets, record) {
+                        let slot =
+                            record(&mut self.index, &mut self.records, p, &mut self.route_sets);
+                        touched.push(slot);
+                        if !insert.apply(&mut self.route_sets, &mut self.records[slot as usize]) {
                             state.routes += 1;
                         }
                     }
                 }
             }
         }
-        touched.sort_unstable();
+        // In prefix order, each once.
+        touched.sort_unstable_by_key(|&slot| self.records[slot as usize].prefix);
         touched.dedup();
         self.recompute(touched)
     }
@@ -388,11 +394,12 @@ impl Rib {
             return Vec::new();
         }
         let mut remove = Edit::new(peer, None);
-        let sets = &mut self.route_sets;
-        let touched: Vec<Ipv4Net> = self
-            .prefixes
-            .iter_mut()
-            .filter_map(|(p, record)| remove.apply(sets, record).then_some(*p))
+        let (sets, records) = (&mut self.route_sets, &mut self.records);
+        let touched: Vec<u32> = self
+            .index
+            .values()
+            .filter(|&&slot| remove.apply(sets, &mut records[slot as usize]))
+            .copied()
             .collect();
         self.recompute(touched)
     }
@@ -409,9 +416,14 @@ impl Rib {
     }
 
     fn set_local(&mut self, prefix: Ipv4Net, local: bool) -> Vec<Change> {
-        let prefix = prefix.trunc();
-        record(&mut self.prefixes, prefix, &mut self.route_sets).local = local;
-        self.recompute([prefix])
+        let slot = record(
+            &mut self.index,
+            &mut self.records,
+            prefix.trunc(),
+            &mut self.route_sets,
+        );
+        self.records[slot as usize].local = local;
+        self.recompute([slot])
     }
 
     /// The Loc-RIB entry of `prefix`, if it is reachable.
@@ -421,7 +433,13 @@ impl Rib {
 
     /// How `prefix` is advertised, if it is reachable.
     pub fn outgoing(&self, prefix: &Ipv4Net) -> Option<Outgoing> {
-        let record = self.prefixes.get(prefix)?;
+        self.outgoing_at(self.slot(prefix)?)
+    }
+
+    /// How the prefix at `slot` ([`Rib::slot`]) is advertised, if it is
+    /// reachable (and the slot is one).
+    pub fn outgoing_at(&self, slot: u32) -> Option<Outgoing> {
+        let record = self.records.get(slot as usize)?;
         let entry = record.entry.as_ref()?;
         Some(Outgoing {
             attributes: entry.attributes.clone(),
@@ -441,21 +459,26 @@ impl Rib {
     /// ever seen, never reused), for tables kept per prefix beside the
     /// RIB such as an Adj-RIB-Out.
     pub fn slot(&self, prefix: &Ipv4Net) -> Option<u32> {
-        self.prefixes.get(prefix).map(|r| r.slot)
+        self.index.get(prefix).copied()
     }
 
     /// The Loc-RIB, in prefix order.
     pub fn loc_rib(&self) -> impl Iterator<Item = (&Ipv4Net, &Best)> {
-        self.prefixes
-            .iter()
+        self.in_order()
             .filter_map(|(p, r)| Some((p, &r.entry.as_ref()?.best)))
+    }
+
+    /// Every record, in prefix order.
+    fn in_order(&self) -> impl Iterator<Item = (&Ipv4Net, &Prefix)> {
+        self.index
+            .iter()
+            .map(|(p, &slot)| (p, &self.records[slot as usize]))
     }
 
     /// One peer's Adj-RIB-In (routes that passed the loop check), in
     /// prefix order.
     pub fn adj_rib_in(&self, peer: PeerId) -> impl Iterator<Item = (&Ipv4Net, &PathAttributes)> {
-        self.prefixes
-            .iter()
+        self.in_order()
             .filter_map(move |(p, r)| Some((p, &**r.route_of(peer)?)))
     }
 
@@ -529,18 +552,20 @@ impl Rib {
     }
 
     fn entry(&self, prefix: &Ipv4Net) -> Option<&Entry> {
-        self.prefixes.get(prefix)?.entry.as_deref()
+        self.records[*self.index.get(prefix)? as usize]
+            .entry
+            .as_deref()
     }
 
-    /// Reruns the decision process for `prefixes` and returns what changed.
-    fn recompute(&mut self, prefixes: impl IntoIterator<Item = Ipv4Net>) -> Vec<Change> {
+    /// Reruns the decision process for the prefixes at `slots` and returns
+    /// what changed.
+    fn recompute(&mut self, slots: impl IntoIterator<Item = u32>) -> Vec<Change> {
         let mut changes = Vec::new();
         // Prefixes with the same routes have the same entry: decided once.
         let mut decided: ByAddress<[Route], Option<Arc<Entry>>> = ByAddress::default();
-        for prefix in prefixes {
-            let Some(record) = self.prefixes.get_mut(&prefix) else {
-                continue;
-            };
+        for slot in slots {
+            let record = &mut self.records[slot as usize];
+            let prefix = record.prefix;
             let new = if record.local {
                 Some(self.local_entry.clone())
             } else {
@@ -664,20 +689,23 @@ fn select(
     ))
 }
 
-/// `prefix`'s record, made (with no routes) if it has none. Records are
-/// never removed, so the next slot is the number of records.
-fn record<'a>(
-    prefixes: &'a mut BTreeMap<Ipv4Net, Prefix>,
+/// The slot of `prefix`'s record, made (with no routes) if it has none.
+/// Records are never removed, so the next slot is the number of records.
+fn record(
+    index: &mut BTreeMap<Ipv4Net, u32>,
+    records: &mut Vec<Prefix>,
     prefix: Ipv4Net,
     sets: &mut Interner<[Route]>,
-) -> &'a mut Prefix {
-    let slot = prefixes.len() as u32;
-    prefixes.entry(prefix).or_insert_with(|| Prefix {
-        slot,
-        version: 0,
-        local: false,
-        routes: sets.intern(&[]),
-        entry: None,
+) -> u32 {
+    *index.entry(prefix).or_insert_with(|| {
+        records.push(Prefix {
+            prefix,
+            version: 0,
+            local: false,
+            routes: sets.intern(&[]),
+            entry: None,
+        });
+        (records.len() - 1) as u32
     })
 }
 

@@ -53,7 +53,7 @@
 //! entries of [`Speaker::assume_installed`] on its own, without its peers'
 //! help), connection collision detection.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, btree_map};
 use std::fmt;
 use std::mem;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -1008,14 +1008,14 @@ impl Speaker {
                 continue;
             };
             self.stale.remove(prefix);
-            if self
-                .installed
-                .get(prefix)
-                .is_some_and(|held| *held == set.addrs)
-            {
-                continue;
-            }
-            let old = self.installed.insert(*prefix, set.addrs.clone());
+            let old = match self.installed.entry(*prefix) {
+                btree_map::Entry::Occupied(held) if *held.get() == set.addrs => continue,
+                btree_map::Entry::Occupied(mut held) => Some(held.insert(set.addrs.clone())),
+                btree_map::Entry::Vacant(room) => {
+                    room.insert(set.addrs.clone());
+                    None
+                }
+            };
             digest_change(
                 &mut self.digest,
                 self.known.as_deref(),
@@ -1284,13 +1284,13 @@ impl Exports {
             let Some(slot) = rib.slot(&prefix) else {
                 continue;
             };
-            let slot = slot as usize;
-            exports.slots = exports.slots.max(slot + 1);
-            let outgoing = rib.outgoing(&prefix).map(|o| Advert {
+            let outgoing = rib.outgoing_at(slot).map(|o| Advert {
                 version: o.version,
                 group: exports.groups.of(&o.attributes),
                 from: o.from,
             });
+            let slot = slot as usize;
+            exports.slots = exports.slots.max(slot + 1);
             exports.prefixes.push(Export {
                 prefix,
                 slot,
@@ -1310,7 +1310,7 @@ impl Exports {
         }
         self.checked = rib.generation();
         for (e, current) in self.prefixes.iter().zip(&mut self.current) {
-            *current = rib.outgoing(&e.prefix).map(|o| o.version) == e.version();
+            *current = rib.outgoing_at(e.slot as u32).map(|o| o.version) == e.version();
         }
     }
 }
@@ -1423,30 +1423,46 @@ fn fib_set(set: &[(PeerId, Ipv4Addr)], neighbours: &[plan::Neighbour]) -> FibSet
     }
 }
 
-/// Loc-RIB prefixes changed since the last flush, and whether any was
-/// recorded since the speaker last looked (a prefix that changes again
-/// still restarts the settle wait).
+/// Loc-RIB prefixes changed since the last flush: gathered as they come
+/// (a ToR hears thousands in an UPDATE round; a set would be searched for
+/// each), put in order once, when taken.
 #[derive(Debug, Clone, Default)]
 struct Changed {
-    prefixes: BTreeSet<Ipv4Net>,
+    prefixes: Vec<Ipv4Net>,
+    /// How many distinct prefixes it held when last put in order.
+    tidy: usize,
+    /// Some prefix was recorded since the speaker last looked (one that
+    /// changes again still restarts the settle wait).
     touched: bool,
 }
 
 impl Changed {
     fn extend(&mut self, prefixes: impl IntoIterator<Item = Ipv4Net>) {
-        for p in prefixes {
-            self.prefixes.insert(p);
-            self.touched = true;
+        let before = self.prefixes.len();
+        self.prefixes.extend(prefixes);
+        self.touched |= self.prefixes.len() > before;
+        // A prefix that changes again and again between two flushes is
+        // kept once: the list stays within twice its distinct prefixes.
+        if self.prefixes.len() > 2 * self.tidy.max(1024) {
+            self.tidy_up();
         }
+    }
+
+    fn tidy_up(&mut self) {
+        self.prefixes.sort_unstable();
+        self.prefixes.dedup();
+        self.tidy = self.prefixes.len();
     }
 
     fn is_empty(&self) -> bool {
         self.prefixes.is_empty()
     }
 
-    /// Every prefix, in order, leaving none.
+    /// Every prefix, in order, each once, leaving none.
     fn take(&mut self) -> Vec<Ipv4Net> {
-        mem::take(&mut self.prefixes).into_iter().collect()
+        self.tidy_up();
+        self.tidy = 0;
+        mem::take(&mut self.prefixes)
     }
 }
 
