@@ -52,9 +52,46 @@ pub(crate) fn decode_ipv6_prefixes(mut buf: &[u8]) -> Option<Vec<Ipv6Net>> {
     Some(out)
 }
 
+/// A number that orders prefixes as `Ipv4Net`'s `Ord` does (address, then
+/// length), compared in one instruction: sorting a ToR's thousands of
+/// changed prefixes by it is several times faster than comparing them
+/// octet by octet.
+pub(crate) fn order_key(p: &Ipv4Net) -> u64 {
+    u64::from(u32::from(p.addr())) << 8 | u64::from(p.prefix_len())
+}
+
+/// Sorts `prefixes` in `Ipv4Net`'s order and drops repeats.
+pub(crate) fn sort_dedup(prefixes: &mut Vec<Ipv4Net>) {
+    prefixes.sort_unstable_by_key(order_key);
+    prefixes.dedup();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_order_key_orders_as_prefixes_do() {
+        let mut nets: Vec<Ipv4Net> = [
+            "10.0.0.0/8",
+            "10.0.0.0/24",
+            "10.0.0.1/32",
+            "9.255.255.255/32",
+            "0.0.0.0/0",
+            "255.255.255.255/32",
+            "10.0.1.0/24",
+            "10.0.0.0/16",
+            "128.0.0.0/1",
+        ]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+        let mut by_key = nets.clone();
+        by_key.push(by_key[2]);
+        sort_dedup(&mut by_key);
+        nets.sort();
+        assert_eq!(by_key, nets);
+    }
 
     #[test]
     fn prefixes_use_minimal_octets_and_clear_host_bits() {

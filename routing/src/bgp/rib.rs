@@ -30,6 +30,7 @@ use ipnet::Ipv4Net;
 
 use crate::intern::{ByAddress, Interner};
 
+use super::prefix::order_key;
 use super::{
     AsPath, AsSegment, Context, HEADER_LEN, MAX_MESSAGE_LEN, Origin, PathAttributes, SegmentType,
     Update,
@@ -287,6 +288,15 @@ impl Rib {
         std::mem::take(&mut self.exports)
     }
 
+    /// Makes room for `prefixes` in all, so that a RIB that will hold
+    /// that many does not grow by doubling (a vector that doubles holds a
+    /// quarter more than it needs, on average: for the 376 RIBs of the HPN
+    /// pod, a hundred megabytes).
+    pub fn reserve(&mut self, prefixes: usize) {
+        self.records
+            .reserve_exact(prefixes.saturating_sub(self.records.len()));
+    }
+
     /// This speaker's AS.
     pub fn local_as(&self) -> u32 {
         self.local_as
@@ -379,7 +389,7 @@ impl Rib {
             }
         }
         // In prefix order, each once.
-        touched.sort_unstable_by_key(|&slot| self.records[slot as usize].prefix);
+        touched.sort_unstable_by_key(|&slot| order_key(&self.records[slot as usize].prefix));
         touched.dedup();
         self.recompute(touched)
     }

@@ -545,7 +545,10 @@ impl Speaker {
     /// Restricts [`Speaker::digest`] (and [`Status::fib`]) to the prefixes
     /// of the plan ([`plan::known_prefixes`]): routes learned from routers
     /// outside the fabric are not in the plan's FIBs.
+    /// Every speaker of a fabric learns about every prefix of the plan: its
+    /// RIB makes room for them once.
     pub fn set_known(&mut self, known: Arc<BTreeSet<Ipv4Net>>) {
+        self.rib.reserve(known.len());
         self.known = Some(known);
         self.digest = self.compute_digest();
     }
@@ -1449,8 +1452,7 @@ impl Changed {
     }
 
     fn tidy_up(&mut self) {
-        self.prefixes.sort_unstable();
-        self.prefixes.dedup();
+        super::prefix::sort_dedup(&mut self.prefixes);
         self.tidy = self.prefixes.len();
     }
 
