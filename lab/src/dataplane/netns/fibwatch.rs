@@ -300,13 +300,41 @@ async fn read(ns: &OwnedFd) -> Result<(Nexthops, Vec<TableRoute>)> {
     Ok((nexthops, routes))
 }
 
+/// What a route says besides its prefix and metric: the next hops, who
+/// installed it and the object it points at. Routes that say the same
+/// share one (a converged ToR of the HPN pod holds sixteen thousand routes
+/// and a handful of these), so that the watcher's copy of the pod's 376
+/// tables costs a tree entry a route rather than a route a route.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Via {
+    hops: Arc<[TableHop]>,
+    /// Who installed it (`RouteProtocol` as the kernel numbers it).
+    protocol: u8,
+    object: Option<u32>,
+}
+
+impl Via {
+    /// The next hops packets can take, as the kernel names them,
+    /// ascending.
+    fn raw_hops(&self) -> Vec<RawHop> {
+        raw_hops(self.hops.iter())
+    }
+
+    fn forwards(&self) -> bool {
+        self.hops.iter().any(|h| !h.down)
+    }
+}
+
+/// Routes by prefix and metric.
+type Routes = BTreeMap<(Ipv4Net, u32), Arc<Via>>;
+
 /// One switch's table as the watcher knows it: every route by prefix and
-/// metric, equal lists of next hops shared (a converged ToR of the HPN pod
-/// holds sixteen thousand routes over the same sixty), and how many routes
-/// point at each nexthop object.
+/// metric, equal [`Via`]s and equal lists of next hops shared, and how
+/// many routes point at each nexthop object.
 #[derive(Debug, Default)]
 struct Table {
-    routes: BTreeMap<(Ipv4Net, u32), TableRoute>,
+    routes: Routes,
+    vias: Interner<Via>,
     sets: Interner<[TableHop]>,
     uses: HashMap<u32, u32>,
 }
@@ -314,18 +342,36 @@ struct Table {
 impl Table {
     fn from_routes(routes: Vec<TableRoute>) -> Table {
         let mut table = Table::default();
-        for route in routes {
-            table.insert(route);
-        }
+        table.reload(routes);
         table
     }
 
-    fn insert(&mut self, mut route: TableRoute) {
-        route.hops = self.sets.intern(&route.hops);
-        if let Some(id) = route.object {
+    /// Makes the table `routes` (as read again), keeping what it shares;
+    /// the routes it held.
+    fn reload(&mut self, routes: Vec<TableRoute>) -> Routes {
+        self.uses.clear();
+        let before = std::mem::take(&mut self.routes);
+        for route in routes {
+            self.insert(route);
+        }
+        before
+    }
+
+    fn insert(&mut self, route: TableRoute) {
+        let via = Via {
+            hops: self.sets.intern(&route.hops),
+            protocol: route.protocol.into(),
+            object: route.object,
+        };
+        let via = self.vias.intern_with(&via, |v| Arc::new(v.clone()));
+        self.put((route.prefix, route.metric), via);
+    }
+
+    fn put(&mut self, key: (Ipv4Net, u32), via: Arc<Via>) {
+        if let Some(id) = via.object {
             *self.uses.entry(id).or_default() += 1;
         }
-        let old = self.routes.insert((route.prefix, route.metric), route);
+        let old = self.routes.insert(key, via);
         self.unuse(old);
     }
 
@@ -334,8 +380,8 @@ impl Table {
         self.unuse(old);
     }
 
-    fn unuse(&mut self, route: Option<TableRoute>) {
-        if let Some(id) = route.and_then(|r| r.object)
+    fn unuse(&mut self, via: Option<Arc<Via>>) {
+        if let Some(id) = via.and_then(|v| v.object)
             && let std::collections::hash_map::Entry::Occupied(mut e) = self.uses.entry(id)
         {
             *e.get_mut() -= 1;
@@ -350,8 +396,8 @@ impl Table {
     fn update(
         &mut self,
         updates: BTreeMap<(Ipv4Net, u32), Option<TableRoute>>,
-    ) -> (Table, BTreeSet<Ipv4Net>) {
-        let (mut before, mut touched) = (Table::default(), BTreeSet::new());
+    ) -> (Routes, BTreeSet<Ipv4Net>) {
+        let (mut before, mut touched) = (Routes::new(), BTreeSet::new());
         for (prefix, _) in updates.keys() {
             self.remember(*prefix, &mut before, &mut touched);
         }
@@ -365,31 +411,26 @@ impl Table {
     }
 
     /// Keeps `prefix`'s routes as they are in `before`, the first time it
-    /// is `touched`: kept as they are (their hop lists already shared),
-    /// only compared, or put back by [`Table::restore`].
-    fn remember(&self, prefix: Ipv4Net, before: &mut Table, touched: &mut BTreeSet<Ipv4Net>) {
+    /// is `touched`: only compared, or put back by [`Table::restore`].
+    fn remember(&self, prefix: Ipv4Net, before: &mut Routes, touched: &mut BTreeSet<Ipv4Net>) {
         if touched.insert(prefix) {
-            for (k, r) in self.routes.range((prefix, 0)..=(prefix, u32::MAX)) {
-                before.routes.insert(*k, r.clone());
+            for (k, via) in of_prefix(&self.routes, prefix) {
+                before.insert(*k, Arc::clone(via));
             }
         }
     }
 
     /// Undoes [`Table::update`]: the `touched` prefixes' routes back to
     /// `before`.
-    fn restore(&mut self, before: Table, touched: &BTreeSet<Ipv4Net>) {
+    fn restore(&mut self, before: Routes, touched: &BTreeSet<Ipv4Net>) {
         for prefix in touched {
-            let keys: Vec<_> = self
-                .routes
-                .range((*prefix, 0)..=(*prefix, u32::MAX))
-                .map(|(k, _)| *k)
-                .collect();
+            let keys: Vec<_> = of_prefix(&self.routes, *prefix).map(|(k, _)| *k).collect();
             for key in keys {
                 self.remove(&key);
             }
         }
-        for route in before.routes.into_values() {
-            self.insert(route);
+        for (key, via) in before {
+            self.put(key, via);
         }
     }
 
@@ -407,55 +448,72 @@ impl Table {
         &mut self,
         altered: &BTreeSet<u32>,
         nexthops: &Nexthops,
-        before: &mut Table,
+        before: &mut Routes,
         touched: &mut BTreeSet<Ipv4Net>,
     ) -> bool {
         let mut hops: HashMap<u32, Arc<[TableHop]>> = HashMap::new();
-        for &id in altered.iter().filter(|id| self.uses(**id)) {
+        for &id in altered {
+            if !self.uses(id) {
+                continue;
+            }
             let Some(now) = nexthops.hops(id) else {
                 return false;
             };
-            hops.insert(id, now.into());
+            hops.insert(id, self.sets.intern(&now));
         }
         if hops.is_empty() {
             return true;
         }
-        let moved: Vec<TableRoute> = self
-            .routes
-            .values()
-            .filter_map(|r| {
-                Some(TableRoute {
-                    hops: hops.get(&r.object?)?.clone(),
-                    ..r.clone()
-                })
-            })
-            .collect();
-        for route in moved {
-            self.remember(route.prefix, before, touched);
-            self.insert(route);
+        // Each via that moves, once: its routes share what it becomes.
+        let mut moved: HashMap<*const Via, Arc<Via>> = HashMap::new();
+        let mut routes = Vec::new();
+        for (key, via) in &self.routes {
+            let Some(now) = via.object.and_then(|id| hops.get(&id)) else {
+                continue;
+            };
+            let to = moved.entry(Arc::as_ptr(via)).or_insert_with(|| {
+                let to = Via {
+                    hops: Arc::clone(now),
+                    ..Via::clone(via)
+                };
+                self.vias.intern_with(&to, |v| Arc::new(v.clone()))
+            });
+            routes.push((*key, Arc::clone(to)));
+        }
+        for (key, via) in routes {
+            self.remember(key.0, before, touched);
+            self.put(key, via);
         }
         true
     }
+}
 
-    /// What forwards packets to `prefix`: its route with the lowest
-    /// metric that has a usable next hop.
-    fn effective(&self, prefix: Ipv4Net) -> Option<&TableRoute> {
-        self.routes
-            .range((prefix, 0)..=(prefix, u32::MAX))
-            .map(|(_, r)| r)
-            .find(|r| r.usable().next().is_some())
-    }
+/// `prefix`'s routes in `routes`, by metric.
+fn of_prefix(
+    routes: &Routes,
+    prefix: Ipv4Net,
+) -> impl Iterator<Item = (&(Ipv4Net, u32), &Arc<Via>)> {
+    routes.range((prefix, 0)..=(prefix, u32::MAX))
+}
 
-    fn prefixes(&self) -> BTreeSet<Ipv4Net> {
-        self.routes.keys().map(|(p, _)| *p).collect()
-    }
+/// What forwards packets to `prefix` in `routes`: its route with the
+/// lowest metric that has a usable next hop.
+fn effective(routes: &Routes, prefix: Ipv4Net) -> Option<&Via> {
+    of_prefix(routes, prefix)
+        .map(|(_, via)| &**via)
+        .find(|via| via.forwards())
+}
+
+/// The prefixes `routes` has routes to.
+fn prefixes(routes: &Routes) -> BTreeSet<Ipv4Net> {
+    routes.keys().map(|(p, _)| *p).collect()
 }
 
 /// What a burst's notifications did to the table.
 enum Applied {
     /// The routes of the prefixes they touched as they were, and those
     /// prefixes.
-    Changed(Table, BTreeSet<Ipv4Net>),
+    Changed(Routes, BTreeSet<Ipv4Net>),
     /// Nothing: only a read of the table says what changed.
     Relist,
 }
@@ -523,12 +581,9 @@ impl Switch {
                     return;
                 };
                 listener.relearn(nexthops);
-                let before = std::mem::replace(&mut self.table, Table::from_routes(routes));
-                let touched = before
-                    .prefixes()
-                    .union(&self.table.prefixes())
-                    .copied()
-                    .collect();
+                let before = self.table.reload(routes);
+                let mut touched = prefixes(&before);
+                touched.extend(prefixes(&self.table.routes));
                 (before, touched)
             }
         };
@@ -558,13 +613,13 @@ impl Switch {
 
     /// Writes what changed for the `touched` prefixes, whose routes were
     /// `before`, in an event of Unix time `began`.
-    fn write(&self, before: &Table, touched: BTreeSet<Ipv4Net>, began: f64) {
+    fn write(&self, before: &Routes, touched: BTreeSet<Ipv4Net>, began: f64) {
         // Grouped by what the kernel says (gateways and port indexes),
         // named once a group: a converging ToR compares and groups
         // thousands of sixty-hop routes a burst.
         let mut alike: HashMap<(Change, Vec<RawHop>, u8), Vec<Ipv4Net>> = HashMap::new();
         for p in touched {
-            if let Some(how) = change(before.effective(p), self.table.effective(p)) {
+            if let Some(how) = change(effective(before, p), effective(&self.table.routes, p)) {
                 alike.entry(how).or_default().push(p);
             }
         }
@@ -599,9 +654,12 @@ impl Switch {
 /// A next hop as the kernel names it: the gateway and the port's index.
 type RawHop = (Option<std::net::Ipv4Addr>, u32);
 
-/// The next hops of `route` that forward, ascending.
-fn raw_hops(route: &TableRoute) -> Vec<RawHop> {
-    let mut hops: Vec<RawHop> = route.usable().map(|h| (h.via, h.ifindex)).collect();
+/// Of `hops`, those that forward, ascending.
+fn raw_hops<'a>(hops: impl Iterator<Item = &'a TableHop>) -> Vec<RawHop> {
+    let mut hops: Vec<RawHop> = hops
+        .filter(|h| !h.down)
+        .map(|h| (h.via, h.ifindex))
+        .collect();
     hops.sort_unstable();
     hops.dedup();
     hops
@@ -609,16 +667,13 @@ fn raw_hops(route: &TableRoute) -> Vec<RawHop> {
 
 /// What happened to a prefix whose route was `before` and is `after`, if
 /// anything: the change, the next hops it has now, and who installed it.
-fn change(
-    before: Option<&TableRoute>,
-    after: Option<&TableRoute>,
-) -> Option<(Change, Vec<RawHop>, u8)> {
-    let (change, route) = match (before, after) {
+fn change(before: Option<&Via>, after: Option<&Via>) -> Option<(Change, Vec<RawHop>, u8)> {
+    let (change, via) = match (before, after) {
         (None, None) => return None,
         (None, Some(a)) => (Change::Added, a),
         (Some(b), None) => (Change::Withdrawn, b),
         (Some(b), Some(a)) => {
-            if raw_hops(b) == raw_hops(a) {
+            if b.raw_hops() == a.raw_hops() {
                 return None;
             }
             (Change::Changed, a)
@@ -627,9 +682,9 @@ fn change(
     let hops = if change == Change::Withdrawn {
         Vec::new()
     } else {
-        raw_hops(route)
+        via.raw_hops()
     };
-    Some((change, hops, route.protocol.into()))
+    Some((change, hops, via.protocol))
 }
 
 /// Next hops named by a switch's `ports`, in order.
@@ -655,7 +710,9 @@ fn named(ports: &Ports, hops: impl IntoIterator<Item = RawHop>) -> Vec<NextHop> 
 
 /// The next hops of `route` that forward, named by a switch's `ports`.
 pub(crate) fn next_hops(ports: &Ports, route: &TableRoute) -> BTreeSet<NextHop> {
-    named(ports, raw_hops(route)).into_iter().collect()
+    named(ports, raw_hops(route.hops.iter()))
+        .into_iter()
+        .collect()
 }
 
 /// The notifications of one burst.
@@ -663,6 +720,9 @@ pub(crate) fn next_hops(ports: &Ports, route: &TableRoute) -> BTreeSet<NextHop> 
 struct Burst {
     /// Routes as the last notification of each left them (`None`: gone).
     updates: BTreeMap<(Ipv4Net, u32), Option<TableRoute>>,
+    /// Their lists of next hops, shared while the burst gathers (a ToR of
+    /// the HPN pod hears thousands of routes over the same sixty in one).
+    sets: Interner<[TableHop]>,
     /// Objects that forward otherwise now (the routes that point at them
     /// with them).
     altered: BTreeSet<u32>,
@@ -680,7 +740,8 @@ impl Burst {
                 // A route to an object the listener has not heard of: only
                 // the table says where it leads.
                 Notice::Route(r) if r.unresolved() => self.relist = true,
-                Notice::Route(r) => {
+                Notice::Route(mut r) => {
+                    r.hops = self.sets.intern(&r.hops);
                     self.updates.insert((r.prefix, r.metric), Some(r));
                 }
                 Notice::Removed(r) => {
@@ -1032,18 +1093,31 @@ mod tests {
     }
 
     #[test]
+    fn routes_that_say_the_same_share_one_description() {
+        let hops = [("10.1.0.1", 2, false), ("10.1.0.3", 3, false)];
+        let table = Table::from_routes(vec![
+            route("10.0.1.0/24", 20, &hops),
+            route("10.0.2.0/24", 20, &hops),
+            route("10.0.3.0/24", 20, &hops),
+            route("10.0.9.0/24", 20, &hops[..1]),
+        ]);
+        let vias: Vec<&Arc<Via>> = table.routes.values().collect();
+        assert!(Arc::ptr_eq(vias[0], vias[1]) && Arc::ptr_eq(vias[1], vias[2]));
+        assert!(!Arc::ptr_eq(vias[2], vias[3]));
+        assert_eq!(table.vias.len(), 2);
+    }
+
+    #[test]
     fn the_lowest_metric_with_a_usable_hop_is_what_forwards() {
         let table = Table::from_routes(vec![
             route("10.0.1.0/24", 10, &[("10.1.0.1", 2, true)]),
             route("10.0.1.0/24", 20, &[("10.1.0.3", 3, false)]),
         ]);
+        let forwards = effective(&table.routes, "10.0.1.0/24".parse().unwrap()).unwrap();
         assert_eq!(
-            table
-                .effective("10.0.1.0/24".parse().unwrap())
-                .unwrap()
-                .metric,
-            20
+            forwards.raw_hops(),
+            [(Some("10.1.0.3".parse().unwrap()), 3)]
         );
-        assert!(table.effective("10.0.2.0/24".parse().unwrap()).is_none());
+        assert!(effective(&table.routes, "10.0.2.0/24".parse().unwrap()).is_none());
     }
 }
