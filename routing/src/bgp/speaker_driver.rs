@@ -531,6 +531,12 @@ impl<C: Connector, R: FnMut(Report)> Driver<C, R> {
                 data,
             } => {
                 if self.conns.is_current(peer, conn_id) {
+                    // What the reader kept counts first: these bytes may
+                    // end in part of a message, which restarts no timer,
+                    // and the session's Hold timer may be due.
+                    if let Some(at) = self.conns.heard(peer) {
+                        self.input(Input::Heard { peer, at });
+                    }
                     self.input(Input::Bytes { peer, data });
                 }
             }

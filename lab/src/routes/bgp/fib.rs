@@ -24,10 +24,11 @@ use turbonet_host::kernel::{KernelHop, KernelRoute};
 /// distinct set of next hops, [`Groups`]), written in batches on a
 /// [`NexthopSocket`] (rtnetlink only for the rare inline route).
 ///
-/// The writes run on `runtime`, with the connection's task: a thousand
-/// switches install millions of routes while they converge, half the work
-/// of their speakers' thread if it were done there, so it is done on
-/// other cores, one task per change set.
+/// The writes run on `runtime`, with the rtnetlink connection's task: a
+/// thousand switches install millions of routes while they converge, half
+/// the work of their speakers' thread if it were done there, so it is done
+/// on another core, one task per change set, yielding between batches so
+/// that change sets of several switches take turns.
 #[derive(Debug)]
 pub struct NetlinkFib {
     writer: Option<Box<Writer>>,
@@ -35,14 +36,6 @@ pub struct NetlinkFib {
     /// The writer's requests, as of its last write.
     requests: u64,
 }
-
-/// One batch of route writes at a time in this process, whichever FIB's:
-/// the sessions' sockets share the runtime, and a sixty-way ToR's change
-/// set is thousands of routes, so one worker writes while the other serves
-/// the sessions (their keepalives never wait behind routes), and change
-/// sets that wait merge (on the pod: 20 set changes a route decided, 5
-/// written).
-static KERNEL_WRITES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
 
 /// What a change set is written with; it goes to the write's task and
 /// comes back.
@@ -200,9 +193,7 @@ impl Writer {
         self.requests += (requests.len() + inline.len()) as u64;
         let mut outcomes = Vec::with_capacity(requests.len());
         for batch in requests.chunks(NexthopSocket::BATCH) {
-            let writing = KERNEL_WRITES.acquire().await.expect("never closed");
             outcomes.extend(self.nexthops.execute(batch).context("writing routes")?);
-            drop(writing);
             tokio::task::yield_now().await;
         }
         let mut unwritten = Vec::new();

@@ -66,27 +66,52 @@ pub struct Agents {
     _connections: Option<Connections>,
 }
 
-/// The runtime of the built-in speakers' connections (their reading,
+/// The runtimes of the built-in speakers' connections (their reading,
 /// writing and keepalives) and of their kernel FIBs' writes, on threads of
-/// its own: however long the speakers' thread is busy, their sessions'
+/// their own: however long the speakers' thread is busy, their sessions'
 /// KEEPALIVEs go out on time, and installing routes is done beside the
 /// speakers' work rather than in its turn.
+///
+/// The FIBs' writes have a thread apart from the connections': a route or
+/// nexthop request waits for the kernel's routing lock (RTNL, one for
+/// every namespace), and while the HPN pod converges both connection
+/// threads were found waiting there at once, with sessions' KEEPALIVEs
+/// neither sent nor read. The kernel takes one such request at a time
+/// whatever the threads, so one thread writes every FIB of the process.
 #[derive(Debug)]
-struct Connections(Option<tokio::runtime::Runtime>);
+struct Connections {
+    io: Option<tokio::runtime::Runtime>,
+    fib: Option<tokio::runtime::Runtime>,
+}
 
 impl Connections {
     fn start() -> Result<Connections> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("bgp-io")
-            .enable_all()
-            .build()
-            .context("starting the BGP connections' thread")?;
-        Ok(Connections(Some(runtime)))
+        let runtime = |threads, name: &str| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(threads)
+                .thread_name(name)
+                .enable_all()
+                .build()
+                .with_context(|| format!("starting the {name} threads"))
+        };
+        Ok(Connections {
+            io: Some(runtime(2, "bgp-io")?),
+            fib: Some(runtime(1, "bgp-fib")?),
+        })
     }
 
+    /// The connections' runtime.
     fn handle(&self) -> tokio::runtime::Handle {
-        self.0
+        Self::of(&self.io)
+    }
+
+    /// The FIBs' writes' runtime.
+    fn fib(&self) -> tokio::runtime::Handle {
+        Self::of(&self.fib)
+    }
+
+    fn of(runtime: &Option<tokio::runtime::Runtime>) -> tokio::runtime::Handle {
+        runtime
             .as_ref()
             .expect("running until dropped")
             .handle()
@@ -98,7 +123,7 @@ impl Drop for Connections {
     fn drop(&mut self) {
         // Not waiting for the connections: dropped from the daemon's event
         // loop, where a runtime may not block.
-        if let Some(runtime) = self.0.take() {
+        for runtime in [self.io.take(), self.fib.take()].into_iter().flatten() {
             runtime.shutdown_background();
         }
     }
@@ -204,6 +229,9 @@ impl Agents {
         let handle = connections
             .as_ref()
             .map_or_else(tokio::runtime::Handle::current, Connections::handle);
+        let fib = connections
+            .as_ref()
+            .map_or_else(tokio::runtime::Handle::current, Connections::fib);
         let Launched {
             started,
             statuses,
@@ -213,6 +241,7 @@ impl Agents {
         } else {
             let launch = Launch {
                 connections: handle,
+                fib,
                 lab: Arc::clone(lab),
                 speakers: speakers.clone(),
                 run,
@@ -355,6 +384,8 @@ struct Launch {
     restarted: bool,
     /// The runtime of their connections.
     connections: tokio::runtime::Handle,
+    /// The runtime of their kernel FIBs' writes.
+    fib: tokio::runtime::Handle,
     /// Their clock starts here.
     started: Instant,
 }
@@ -428,6 +459,7 @@ impl Launch {
             note,
             restarted,
             connections,
+            fib,
             started,
         } = self;
         let timers = Timers::from(&lab.routing.timers);
@@ -437,7 +469,10 @@ impl Launch {
         let mut opened = Vec::new();
         for (i, (plan, run)) in speakers.iter().zip(&run).enumerate() {
             if *run {
-                opened.push((i, SwitchSockets::open(&lab, plan, pipeline, &connections)?));
+                opened.push((
+                    i,
+                    SwitchSockets::open(&lab, plan, pipeline, &connections, &fib)?,
+                ));
             }
         }
         let started = tokio::time::Instant::from_std(started);

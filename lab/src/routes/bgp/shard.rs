@@ -624,6 +624,7 @@ pub fn serve(
         }),
         restarted,
         connections: handle.clone(),
+        fib: connections.fib(),
         started,
     };
     let served = tokio::task::LocalSet::new().block_on(&runtime, async move {

@@ -34,13 +34,14 @@ pub(super) struct SwitchSockets {
 impl SwitchSockets {
     /// Opens them for `speaker`: the FIB is its namespace's kernel table,
     /// or with `pipeline` its share of the pipeline's routes. The listener
-    /// and the kernel table's writes belong to `connections`, the runtime
-    /// of the speaker's connections.
+    /// belongs to `connections`, the runtime of the speaker's connections,
+    /// and the kernel table's writes to `fib`.
     pub(super) fn open(
         lab: &Lab,
         speaker: &Speaker,
         pipeline: Option<&Rc<PipelineRoutes>>,
         connections: &tokio::runtime::Handle,
+        fib: &tokio::runtime::Handle,
     ) -> Result<SwitchSockets> {
         let ns_name = crate::names::node_namespace(&lab.name, &speaker.name);
         let ns = Rc::new(namespaces::open(&ns_name).with_context(|| format!("opening {ns_name}"))?);
@@ -64,7 +65,7 @@ impl SwitchSockets {
             None => AnyFib::Netlink(NetlinkFib::new(
                 {
                     let socket = namespaces::here_in_namespace(&*ns, namespaces::route_socket)?;
-                    let _entered = connections.enter();
+                    let _entered = fib.enter();
                     turbonet_host::kernel::connect(socket)?
                 },
                 namespaces::here_in_namespace(&*ns, || NexthopSocket::new(Protocol::Bgp))?,
@@ -75,7 +76,7 @@ impl SwitchSockets {
                         (local.ifname.clone(), crate::names::port_ifindex(port))
                     })
                     .collect(),
-                connections.clone(),
+                fib.clone(),
                 !lab.routing
                     .spells_out_next_hops(lab.fabric.switches().count()),
             )),
