@@ -334,7 +334,8 @@ impl Net {
                     self.stats.fib_routes += routes.len() as u64;
                     self.last_fib = self.now;
                 }
-                Output::Event(_) => {}
+                // The simulated speakers send their own KEEPALIVEs.
+                Output::Keepalives { .. } | Output::Event(_) => {}
             }
         }
         let deadline = self.speakers[i].next_deadline();

@@ -184,7 +184,7 @@ impl Wire {
                         }
                     }
                 }
-                Output::Fib(_) | Output::Event(_) => {}
+                Output::Fib(_) | Output::Keepalives { .. } | Output::Event(_) => {}
             }
             self.log.push((self.now, i, o));
         }
@@ -346,6 +346,52 @@ fn two_speakers_establish_exchange_routes_and_stay_up() {
     );
     assert!(w.fib_sets(0, mark).is_empty() && w.fib_sets(1, mark).is_empty());
     assert!(w.s[0].last_change() < secs(1));
+}
+
+#[test]
+fn a_driver_that_writes_keepalives_is_told_to_from_openconfirm_on() {
+    let (a, b) = pair();
+    let mut w = Wire::new(vec![a, b]);
+    for s in &mut w.s {
+        s.set_keepalives_by_driver();
+    }
+    w.input(1, Input::Start);
+    w.input(0, Input::Start);
+    let every = secs(turbonet_topo::BgpTimers::default().keepalive.into());
+    for i in 0..2 {
+        // Told when the session answered the OPEN, before Established:
+        // the neighbour may be Established already, timing our silence.
+        let told: Vec<&Output> = (w.log.iter())
+            .filter(|(_, s, o)| {
+                *s == i
+                    && matches!(
+                        o,
+                        Output::Keepalives { .. } | Output::Event(Event::Established { .. })
+                    )
+            })
+            .map(|(_, _, o)| o)
+            .collect();
+        assert!(
+            matches!(
+                told[..],
+                [
+                    Output::Keepalives { peer: 0, every: e },
+                    Output::Event(Event::Established { peer: 0, .. })
+                ] if *e == every
+            ),
+            "speaker {i}: {told:?}"
+        );
+    }
+    // A speaker that writes its own is never told.
+    let (a, b) = pair();
+    let mut w = Wire::new(vec![a, b]);
+    w.input(1, Input::Start);
+    w.input(0, Input::Start);
+    assert!(
+        w.s.iter()
+            .all(|s| s.peer_state(0) == Some(PeerState::Established))
+    );
+    assert!(!(w.log.iter()).any(|(_, _, o)| matches!(o, Output::Keepalives { .. })));
 }
 
 #[test]

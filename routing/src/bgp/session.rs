@@ -245,9 +245,10 @@ pub struct SessionConfig {
     pub idle_hold: Duration,
     /// The driver writes the periodic KEEPALIVEs of an Established
     /// session: one whenever it has written nothing on the connection for
-    /// [`PeerInfo::keepalive`] seconds (none when that is 0). The session
-    /// still sends the KEEPALIVE that answers an OPEN and those of
-    /// OpenConfirm, and keeps the Hold timer. A driver whose speakers share
+    /// [`PeerInfo::keepalive`] seconds (none when that is 0); a speaker's
+    /// driver those of OpenConfirm too. The session still sends the
+    /// KEEPALIVE that answers an OPEN and those of OpenConfirm when its
+    /// turn comes, and keeps the Hold timer. A driver whose speakers share
     /// a thread sets it, so that their keepalives go out on time however
     /// long a speaker waits for its turn (FRR has a thread for them).
     pub keepalives_by_driver: bool,

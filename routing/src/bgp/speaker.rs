@@ -241,6 +241,17 @@ pub enum Output {
         /// The neighbour.
         peer: usize,
     },
+    /// `peer`'s session answered the neighbour's OPEN (OpenConfirm): a
+    /// driver that writes KEEPALIVEs ([`Speaker::set_keepalives_by_driver`])
+    /// writes them every `every` from now on. The neighbour may be
+    /// Established already and timing our silence, and a speaker that
+    /// waits long for its turn would otherwise confirm late.
+    Keepalives {
+        /// The neighbour.
+        peer: usize,
+        /// The negotiated interval.
+        every: Duration,
+    },
     /// Replace each prefix's next hops in the FIB; an empty list removes
     /// the prefix. Comes before the UPDATEs that advertise these routes:
     /// apply it first.
@@ -554,10 +565,10 @@ impl Speaker {
     }
 
     /// From now on the driver writes the periodic KEEPALIVEs of every
-    /// Established session ([`SessionConfig::keepalives_by_driver`]): one
-    /// on a connection that had nothing written for the interval of
-    /// [`Event::Established`]'s [`PeerInfo::keepalive`]. Call it before
-    /// [`Input::Start`].
+    /// session from OpenConfirm on ([`SessionConfig::keepalives_by_driver`]):
+    /// one on a connection that had nothing written for the interval of
+    /// [`Output::Keepalives`] (OpenConfirm) and [`Event::Established`]'s
+    /// [`PeerInfo::keepalive`]. Call it before [`Input::Start`].
     pub fn set_keepalives_by_driver(&mut self) {
         for n in 0..self.peers.len() {
             self.peers[n].session.set_keepalives_by_driver();
@@ -906,6 +917,15 @@ impl Speaker {
                 }),
                 session::Output::Send(bytes) => out.push(Output::Send { peer: n, bytes }),
                 session::Output::Close => out.push(Output::Close { peer: n }),
+                session::Output::StateChanged {
+                    to: State::OpenConfirm,
+                    ..
+                } if peer.session.config().keepalives_by_driver => {
+                    if let Some(info) = peer.session.peer() {
+                        let every = Duration::from_secs(info.keepalive.into());
+                        out.push(Output::Keepalives { peer: n, every });
+                    }
+                }
                 session::Output::StateChanged { .. } => {}
                 session::Output::Established(info) => {
                     peer.summary = Some(PeerSummary {

@@ -462,6 +462,7 @@ impl<C: Connector, R: FnMut(Report)> Driver<C, R> {
                 self.conns.connect(peer, attempt);
             }
             Output::Send { peer, bytes } => self.conns.send(peer, bytes),
+            Output::Keepalives { peer, every } => self.conns.keepalives(peer, every),
             Output::Close { peer } => self.conns.close(peer),
             Output::Event(event) => {
                 if let Event::Established { peer, info } = &event {
@@ -743,12 +744,20 @@ impl Conns {
         }
     }
 
+    /// The connection's writer sends a KEEPALIVE whenever it wrote
+    /// nothing for `every` (zero: never): the session answered the OPEN.
+    fn keepalives(&self, peer: usize, every: Duration) {
+        if let Some(Conn::Up { tx, .. }) = self.conns.get(peer) {
+            let _ = tx.send(Write::KeepaliveEvery(every));
+        }
+    }
+
     /// The neighbour's session is Established: the connection's writer
     /// sends a KEEPALIVE whenever it wrote nothing for `every` (zero:
     /// never), and its reader keeps the KEEPALIVEs it reads.
     fn established(&self, peer: usize, every: Duration) {
-        if let Some(Conn::Up { tx, heard, .. }) = self.conns.get(peer) {
-            let _ = tx.send(Write::KeepaliveEvery(every));
+        self.keepalives(peer, every);
+        if let Some(Conn::Up { heard, .. }) = self.conns.get(peer) {
             heard.established.store(true, Ordering::Relaxed);
         }
     }
