@@ -115,6 +115,14 @@ impl BgpReport {
         Some(n as f64 / routes as f64)
     }
 
+    /// A built-in speakers' counter, summed (`None` without built-in
+    /// speakers).
+    pub fn total(&self, counter: impl Fn(&Counters) -> u64) -> Option<u64> {
+        let mut counters = self.speakers.iter().filter_map(|s| s.counters.as_ref());
+        let first = counters.next()?;
+        Some(counters.map(&counter).sum::<u64>() + counter(first))
+    }
+
     /// Sessions up, of all sessions.
     pub fn sessions(&self) -> (usize, usize) {
         self.speakers.iter().fold((0, 0), |(up, all), s| {

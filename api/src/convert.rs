@@ -374,6 +374,7 @@ pub fn bgp_to_proto(r: &BgpReport) -> proto::BgpReport {
                     fib_writes: c.fib_writes,
                     fib_requests: c.fib_requests,
                     updates_sent: c.updates_sent,
+                    hold_expiries: c.hold_expiries,
                 }),
                 sessions: s
                     .sessions
@@ -422,6 +423,7 @@ pub fn bgp_from_proto(r: &proto::BgpReport) -> BgpReport {
                     fib_writes: c.fib_writes,
                     fib_requests: c.fib_requests,
                     updates_sent: c.updates_sent,
+                    hold_expiries: c.hold_expiries,
                 }),
                 sessions: s
                     .sessions

@@ -360,6 +360,7 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
                 per_route(&report, |c| c.set_changes),
                 per_route(&report, |c| c.fib_writes),
                 per_route(&report, |c| c.fib_requests),
+                (report.total(|c| c.hold_expiries)).map_or("-".into(), |n| count(n as usize)),
                 what,
                 format!("{cpu:.1}"),
                 format!("{rss:.0}"),
@@ -377,7 +378,7 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
                 agent.to_owned(),
                 count(plan_sessions(&planned)),
             ];
-            row.extend(["-", "-", "-", "-", "-", "-", "failed (below)"].map(str::to_owned));
+            row.extend(["-", "-", "-", "-", "-", "-", "-", "failed (below)"].map(str::to_owned));
             row.extend(["-"; 5].map(str::to_owned));
             row
         }));
@@ -393,6 +394,7 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
             "set changes / route",
             "FIB writes / route",
             "FIB requests / route",
+            "Hold expiries",
             "measured",
             "CPU % of a core",
             "RSS MiB",
@@ -401,14 +403,16 @@ fn bench_density(dir: &std::path::Path, progress: &dyn Progress) -> Result<Repor
             "API ms re-converging",
         ],
         rows,
-        &[0, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14],
+        &[0, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15],
     );
     out.text(format!(
         "set changes / route: next-hop set changes the built-in speakers decided until \
          converged, per FIB route; FIB writes / route: those handed to the kernel (changes \
          merged while a write was in flight count once); FIB requests / route: what the kernel \
          was asked to write them (routes, nexthop objects and groups; a group changed in \
-         place is one request for all its routes); events MiB: the lab's event log \
+         place is one request for all its routes); Hold expiries: sessions lost until \
+         converged because a neighbour was silent for the Hold time (a speaker that could not \
+         keep up); events MiB: the lab's event log \
          (events.jsonl) after the steady-state sample. steady state: CPU over {} s after convergence, keepalives every 1 s (hold 3 s); agents: \
          fat-tree k=8, k=16, leaf-spine 4 x 996. API ms: the slowest of 20 `status` and `show \
          bgp` calls (every switch), at steady state, and in the second after a core or spine \

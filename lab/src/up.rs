@@ -502,10 +502,16 @@ async fn build(
             .zip(report.per_route(|c| c.fib_requests))
             .map(|(w, r)| format!(", {w:.2} FIB writes ({r:.2} requests) a route"))
             .unwrap_or_default();
+        // Sessions lost on the way: a machine too loaded for the timers.
+        let expired = match report.total(|c| c.hold_expiries) {
+            Some(0) | None => String::new(),
+            Some(1) => ", 1 session lost to its Hold timer".to_owned(),
+            Some(n) => format!(", {n} sessions lost to their Hold timer"),
+        };
         phase(
             "bgp",
             format!(
-                "converged in {:.2} s: {routes} routes in {} switches{established}{writes}",
+                "converged in {:.2} s: {routes} routes in {} switches{established}{writes}{expired}",
                 report.convergence_time().unwrap_or(report.elapsed),
                 report.speakers.len()
             ),

@@ -419,6 +419,7 @@ async fn keepalives_kept_by_the_reader_hold_a_session_up_and_silence_still_reset
     let status = a.status.borrow().clone();
     assert_eq!(status.neighbours[0].state, PeerState::Established);
     assert_eq!(status.neighbours[0].since, since, "the session was reset");
+    assert_eq!(status.counters.hold_expiries, 0);
     assert!(
         a.reports.try_recv().is_err(),
         "no session event while talking"
@@ -442,5 +443,13 @@ async fn keepalives_kept_by_the_reader_hold_a_session_up_and_silence_still_reset
         after >= hold - Duration::from_millis(50) && after <= hold + Duration::from_secs(2),
         "reset {after:?} after the last KEEPALIVE"
     );
+    // Counted, once.
+    timeout(
+        TIMEOUT,
+        a.status.wait_for(|s| s.counters.hold_expiries == 1),
+    )
+    .await
+    .expect("the expiry counted")
+    .unwrap();
     drain.abort();
 }

@@ -392,6 +392,12 @@ pub struct Counters {
     pub fib_requests: u64,
     /// UPDATE messages sent.
     pub updates_sent: u64,
+    /// Established sessions whose Hold timer expired here: a neighbour
+    /// silent for the Hold time, which on a loaded machine means a speaker
+    /// or connection that could not keep up (the neighbour sees our
+    /// NOTIFICATION; each such loss is counted once, by this side).
+    #[serde(default)]
+    pub hold_expiries: u64,
 }
 
 impl std::ops::AddAssign for Counters {
@@ -401,6 +407,7 @@ impl std::ops::AddAssign for Counters {
         self.fib_writes += o.fib_writes;
         self.fib_requests += o.fib_requests;
         self.updates_sent += o.updates_sent;
+        self.hold_expiries += o.hold_expiries;
     }
 }
 
@@ -953,6 +960,9 @@ impl Speaker {
                 session::Output::Received(_) => {}
                 session::Output::Down(reason) => {
                     let established = peer.summary.take().is_some();
+                    if established && matches!(reason, Reason::HoldTimerExpired) {
+                        self.counters.hold_expiries += 1;
+                    }
                     self.adj_out.clear(n);
                     self.fresh.remove(&n);
                     // RFC 4271 §8.2.2: the routes of a closed session go.
