@@ -4,7 +4,7 @@
 //! tell whom ([`Output`]). [`Coordinator::next_deadline`] says when to tick
 //! next. Times are durations since any fixed origin the caller keeps.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -165,6 +165,9 @@ pub enum Output {
     /// Tell worker `to` that a link or node was failed or restored at
     /// another machine: its part follows (every running worker but the
     /// one it happened at is told), so every part knows the same failures.
+    /// A worker that has just built its part (again) is told the last state
+    /// of every link and node said so far, wherever it was said: a worker
+    /// back from a restart learns what changed while it was away.
     Change {
         /// The worker told.
         to: usize,
@@ -259,6 +262,10 @@ pub struct Coordinator {
     port: Option<u16>,
     /// Each worker's busy ports, as it last said.
     busy: Vec<Vec<u16>>,
+    /// Whether each link and node (a node: `true`, and its name) was last
+    /// said to be up: an entry a name said (the workers' daemons say only
+    /// the lab's links and nodes).
+    states: BTreeMap<(bool, String), bool>,
 }
 
 impl Coordinator {
@@ -289,6 +296,7 @@ impl Coordinator {
             said: None,
             port: None,
             busy,
+            states: BTreeMap::new(),
         };
         let mut out = Vec::new();
         coordinator.gather_if_all_here(now, &mut out);
@@ -434,6 +442,8 @@ impl Coordinator {
             Input::Change { conn, change } => {
                 if let Some(index) = self.known(conn, &mut out) {
                     self.workers[index].last_seen = now;
+                    self.states
+                        .insert((change.node, change.name.clone()), change.up);
                     for to in (0..self.workers.len()).filter(|&w| w != index) {
                         if self.workers[to].running() {
                             let change = change.clone();
@@ -631,6 +641,17 @@ impl Coordinator {
         w.building_since = None;
         w.last_seen = now;
         self.mirror_carrier(index, true, out);
+        // What changed while it was not running (a failure and a restore
+        // alike: a part kept over a restart may hold a failure since
+        // undone), said the same for a part built anew.
+        for ((node, name), up) in &self.states {
+            let change = Change {
+                node: *node,
+                name: name.clone(),
+                up: *up,
+            };
+            out.push(Output::Change { to: index, change });
+        }
         if !self.built_once && self.workers.iter().all(Worker::running) {
             self.built_once = true;
         }

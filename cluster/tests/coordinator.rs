@@ -494,3 +494,52 @@ fn a_failure_at_one_machine_is_told_to_every_other_running_worker() {
         "{out:?}"
     );
 }
+
+#[test]
+fn a_worker_back_is_told_what_changed_while_it_was_away() {
+    let mut c = running(3);
+    let link = |up| Change {
+        node: false,
+        name: "tor0--agg0".to_owned(),
+        up,
+    };
+    let node = |up| Change {
+        node: true,
+        name: "agg1".to_owned(),
+        up,
+    };
+    // A link failed before worker 2 is lost and restored while it is away
+    // (its part, kept over a restart, would still have it down); a node
+    // failed while it is away.
+    c.handle(
+        secs(2),
+        Input::Change {
+            conn: 1,
+            change: link(false),
+        },
+    );
+    c.handle(secs(3), Input::Closed { conn: 2 });
+    for (conn, change) in [(0, link(true)), (1, node(false))] {
+        let out = c.handle(secs(4), Input::Change { conn, change });
+        assert!(
+            !out.iter()
+                .any(|o| matches!(o, Output::Change { to: 2, .. })),
+            "{out:?}"
+        );
+    }
+    let told = |out: &[Output]| -> Vec<(usize, Change)> {
+        out.iter()
+            .filter_map(|o| match o {
+                Output::Change { to, change } => Some((*to, change.clone())),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(builds(&says_hello(&mut c, 5, 102, 2)), [2]);
+    let out = c.handle(secs(6), Input::Built { conn: 102 });
+    assert_eq!(told(&out), [(2, link(true)), (2, node(false))]);
+    // The others were told each as it happened: a worker that built once
+    // and stays is not told again.
+    let out = c.handle(secs(7), Input::Alive { conn: 1 });
+    assert!(told(&out).is_empty());
+}

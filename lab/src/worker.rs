@@ -677,7 +677,9 @@ fn made_here(event: &turbonet_api::proto::Event, since: f64) -> Option<Change> {
 
 /// Fails (`up`: restores) `links` through the lab's daemon; the links it
 /// changed. Only links that are up are failed: one down already (a user
-/// failed it) is not this worker's to bring back later.
+/// failed it) is not this worker's to bring back later. Marked as
+/// mirrored: each machine follows a lost machine itself, and these are
+/// not the lab's failures to tell the others (nor to tell a worker back).
 fn set_links(dir: &LabDir, links: &[String], up: bool) -> Result<Vec<String>> {
     let mut client = turbonet_api::Client::connect(dir)?;
     let down: BTreeSet<String> = if up {
@@ -692,9 +694,9 @@ fn set_links(dir: &LabDir, links: &[String], up: bool) -> Result<Vec<String>> {
     for link in links.iter().filter(|l| !down.contains(*l)) {
         let target = turbonet_api::Target::Link(link.clone());
         if up {
-            client.restore(&target)?;
+            client.restore_as(&target, true)?;
         } else {
-            client.fail(&target)?;
+            client.fail_as(&target, true)?;
         }
         changed.push(link.clone());
     }

@@ -38,7 +38,8 @@ fn check_on_failing(machines: &Machines, i: usize, lab: &str) -> usize {
 
 /// A fat-tree over two machines: every pair of hosts reaches each other,
 /// every node's routes are as on one machine; a worker killed and started
-/// again keeps its part, its cut links down meanwhile.
+/// again keeps its part, its cut links down meanwhile, and learns the
+/// failures made while it was away.
 #[test]
 fn a_fat_tree_over_two_machines_reaches_every_host_pair() {
     require_root!();
@@ -141,6 +142,31 @@ fn a_fat_tree_over_two_machines_reaches_every_host_pair() {
         let report = check_on(&machines, i, &lab);
         assert_eq!(report["failures"].as_array().unwrap().len(), 0, "{report}");
     }
+
+    // A link of machine 1's part (pods 1 and 3) failed at machine 0 while
+    // worker 1 is away: back, its part kept, worker 1 is told and takes
+    // the link down; restored at machine 0, it comes back there as usual.
+    let (edge, agg) = ("edge1-0", "agg1-0");
+    let local = format!("{edge}--{agg}");
+    machines.kill_worker(1);
+    let failed = machines.turbonet(0, &["fail", "--lab", &lab, "link", &local]);
+    assert!(failed.status.success(), "{}", text(&failed));
+    assert!(
+        port_up(&machines, 1, &lab, edge, agg),
+        "no one told machine 1"
+    );
+    machines.start_worker(1, &lab, &file);
+    assert!(
+        wait_until(UP, || !port_up(&machines, 1, &lab, edge, agg)),
+        "{local}, failed while worker 1 was away, is up on machine 1:\n{}",
+        machines.said(1)
+    );
+    let restored = machines.turbonet(0, &["restore", "--lab", &lab, "link", &local]);
+    assert!(restored.status.success(), "{}", text(&restored));
+    assert!(
+        wait_until(UP, || port_up(&machines, 1, &lab, edge, agg)),
+        "{local} restored at machine 0 is still down on machine 1"
+    );
 
     for i in 0..2 {
         let status = machines.stop_worker(i).expect("a worker to stop");
