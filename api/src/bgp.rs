@@ -102,25 +102,18 @@ impl BgpReport {
     /// A built-in speakers' counter per FIB route (`None` without
     /// built-in speakers or routes): how much work each route cost.
     pub fn per_route(&self, counter: impl Fn(&Counters) -> u64) -> Option<f64> {
-        let counters: Vec<&Counters> = self
-            .speakers
-            .iter()
-            .filter_map(|s| s.counters.as_ref())
-            .collect();
+        let n = self.total(counter)?;
         let routes = self.routes();
-        if counters.is_empty() || routes == 0 {
-            return None;
-        }
-        let n: u64 = counters.into_iter().map(counter).sum();
-        Some(n as f64 / routes as f64)
+        (routes > 0).then(|| n as f64 / routes as f64)
     }
 
     /// A built-in speakers' counter, summed (`None` without built-in
     /// speakers).
     pub fn total(&self, counter: impl Fn(&Counters) -> u64) -> Option<u64> {
-        let mut counters = self.speakers.iter().filter_map(|s| s.counters.as_ref());
-        let first = counters.next()?;
-        Some(counters.map(&counter).sum::<u64>() + counter(first))
+        let counters: Vec<&Counters> = (self.speakers.iter())
+            .filter_map(|s| s.counters.as_ref())
+            .collect();
+        (!counters.is_empty()).then(|| counters.into_iter().map(counter).sum())
     }
 
     /// Sessions up, of all sessions.

@@ -261,7 +261,8 @@ pub enum Output {
 }
 
 /// A session event, for logs; [`Event::Established`] also tells a driver
-/// that sends KEEPALIVEs ([`Speaker::set_keepalives_by_driver`]) how often.
+/// that sends KEEPALIVEs ([`Speaker::set_keepalives_by_driver`]) that the
+/// session's KEEPALIVEs only restart its Hold timer from now on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// The session with `peer` reached Established.
@@ -573,9 +574,9 @@ impl Speaker {
 
     /// From now on the driver writes the periodic KEEPALIVEs of every
     /// session from OpenConfirm on ([`SessionConfig::keepalives_by_driver`]):
-    /// one on a connection that had nothing written for the interval of
-    /// [`Output::Keepalives`] (OpenConfirm) and [`Event::Established`]'s
-    /// [`PeerInfo::keepalive`]. Call it before [`Input::Start`].
+    /// one on a connection that had nothing written for the interval
+    /// [`Output::Keepalives`] gives when the session answers the OPEN.
+    /// Call it before [`Input::Start`].
     pub fn set_keepalives_by_driver(&mut self) {
         for n in 0..self.peers.len() {
             self.peers[n].session.set_keepalives_by_driver();

@@ -465,9 +465,8 @@ impl<C: Connector, R: FnMut(Report)> Driver<C, R> {
             Output::Keepalives { peer, every } => self.conns.keepalives(peer, every),
             Output::Close { peer } => self.conns.close(peer),
             Output::Event(event) => {
-                if let Event::Established { peer, info } = &event {
-                    let every = Duration::from_secs(info.keepalive.into());
-                    self.conns.established(*peer, every);
+                if let Event::Established { peer, .. } = &event {
+                    self.conns.established(*peer);
                 }
                 (self.report)(Report::Event(event));
             }
@@ -752,11 +751,10 @@ impl Conns {
         }
     }
 
-    /// The neighbour's session is Established: the connection's writer
-    /// sends a KEEPALIVE whenever it wrote nothing for `every` (zero:
-    /// never), and its reader keeps the KEEPALIVEs it reads.
-    fn established(&self, peer: usize, every: Duration) {
-        self.keepalives(peer, every);
+    /// The neighbour's session is Established: the connection's reader
+    /// keeps the KEEPALIVEs it reads (its writer sends them since
+    /// OpenConfirm, [`Output::Keepalives`]).
+    fn established(&self, peer: usize) {
         if let Some(Conn::Up { heard, .. }) = self.conns.get(peer) {
             heard.established.store(true, Ordering::Relaxed);
         }
