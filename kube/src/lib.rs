@@ -5,8 +5,20 @@
 //! `hostNetwork` workers (one a machine: the lab's namespaces and links are
 //! the machine's kernel's), and a PodDisruptionBudget that keeps a drain
 //! from taking a worker away while the lab runs. Typed with `k8s-openapi`,
-//! written as YAML. Pure: the caller reads the scenario, plans it and
-//! makes the token.
+//! written as YAML. Rendering is pure: the caller reads the scenario,
+//! plans it and makes the token.
+//!
+//! Then the `Lab` custom resource ([`crd`]) and its operator
+//! ([`operator`]), which renders the same objects for each `Lab` in a
+//! namespace and applies them; the operator's own objects ([`install`]);
+//! and [`selftest`], which runs a small lab on a user's cluster to show it
+//! can run turbonet. Those two talk to the cluster's API server (kube-rs);
+//! what they decide is computed by pure functions beside them.
+
+pub mod crd;
+pub mod install;
+pub mod operator;
+pub mod selftest;
 
 use std::collections::BTreeMap;
 
@@ -366,6 +378,17 @@ fn pod(r: &Request<'_>, name: &str) -> PodSpec {
 }
 
 impl Objects {
+    /// Every object's metadata, in the order to apply them.
+    pub fn metadata_mut(&mut self) -> [&mut ObjectMeta; 5] {
+        [
+            &mut self.config_map.metadata,
+            &mut self.secret.metadata,
+            &mut self.service.metadata,
+            &mut self.stateful_set.metadata,
+            &mut self.budget.metadata,
+        ]
+    }
+
     /// The objects as one YAML stream, a document each, in the order to
     /// apply them, after a comment that says what they are.
     pub fn to_yaml(&self, lab: &str, machines: u32, hash: &str) -> String {

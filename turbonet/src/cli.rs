@@ -850,6 +850,117 @@ pub(crate) enum KubeCommand {
   kubectl apply -f pod.yaml
   kubectl get pods -l app.kubernetes.io/instance=hpnpod")]
     Render(KubeRenderArgs),
+    /// Write a lab as a `Lab` object, for turbonet's operator.
+    ///
+    /// Write a `Lab` custom resource holding the scenario: applied in the
+    /// namespace turbonet's operator watches (`turbonet kube install`),
+    /// the operator makes the objects `kube render` writes, owned by the
+    /// `Lab` (`kubectl delete lab NAME` takes the lab down), and keeps its
+    /// status (`kubectl get labs`: machines, workers ready, phase). The
+    /// lab is named after the object (`--name`, default the scenario's
+    /// name). No cluster is contacted.
+    #[command(after_help = "Examples:
+  turbonet kube lab scenarios/fat-tree-k4.toml --machines 2 --image registry.example/turbonet:0.1 > k4.yaml
+  kubectl apply -n turbonet -f k4.yaml
+  kubectl get labs -n turbonet")]
+    Lab(KubeLabArgs),
+    /// Write turbonet's operator: the `Lab` CRD and its Deployment.
+    ///
+    /// Write the objects that run turbonet's `Lab` operator: the `Lab`
+    /// CustomResourceDefinition, a namespace allowed privileged pods (the
+    /// workers need them), the operator's ServiceAccount, a Role with only
+    /// what it needs in that namespace and its binding, and a Deployment of
+    /// one unprivileged operator. The operator acts on `Lab`s of that
+    /// namespace alone: whoever may create `Lab`s there may run privileged
+    /// workers on the cluster's machines, so grant it as you would
+    /// privileged pods. No cluster is contacted.
+    #[command(after_help = "Examples:
+  turbonet kube install --image registry.example/turbonet:0.1 | kubectl apply -f -
+  kubectl -n turbonet rollout status deploy/turbonet-operator")]
+    Install(KubeInstallArgs),
+    /// Run turbonet's `Lab` operator (what `kube install`'s Deployment runs).
+    ///
+    /// Run the operator: for each `Lab` of the namespace, apply the objects
+    /// `kube render` writes (owned by the `Lab`) and keep its status from
+    /// its workers. Talks to the cluster as its pod's ServiceAccount, or
+    /// outside one as KUBECONFIG says. Runs until SIGTERM or Ctrl-C.
+    Operator(KubeOperatorArgs),
+    /// Check that a cluster can run turbonet labs.
+    ///
+    /// Run a fat-tree k=4 over two machines of the cluster (KUBECONFIG's):
+    /// its objects applied under a name of their own, its two workers
+    /// scheduled on two machines and started, `turbonet check` run in
+    /// worker 0 until every host pair answers across the machines' VXLAN
+    /// tunnels, then everything deleted and waited for (also when a step
+    /// fails, or on Ctrl-C). Prints each step, how long it took and what it
+    /// saw; exits 1 if one failed.
+    #[command(after_help = "Examples:
+  turbonet kube selftest --image registry.example/turbonet:0.1
+  turbonet kube selftest --image registry.example/turbonet:0.1 --namespace turbonet --json")]
+    Selftest(KubeSelftestArgs),
+}
+
+/// Arguments of `kube lab`.
+#[derive(Debug, Args)]
+pub(crate) struct KubeLabArgs {
+    /// Scenario file (TOML).
+    pub file: PathBuf,
+    /// Machines (workers) to spread the lab over.
+    #[arg(long, value_name = "M", value_parser = machine_count)]
+    pub machines: u32,
+    /// The workers' container image.
+    #[arg(long, value_name = "IMAGE")]
+    pub image: String,
+    /// The `Lab`'s name, which the lab takes (default: the scenario's).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The port the workers listen on for each other (default 7789).
+    #[arg(long)]
+    pub port: Option<u16>,
+}
+
+/// Arguments of `kube install`.
+#[derive(Debug, Args)]
+pub(crate) struct KubeInstallArgs {
+    /// The image the operator runs (turbonet's: the same as the workers').
+    #[arg(long, value_name = "IMAGE")]
+    pub image: String,
+    /// The namespace the operator runs in and watches.
+    #[arg(long, default_value = turbonet_kube::install::NAMESPACE)]
+    pub namespace: String,
+}
+
+/// Arguments of `kube operator`.
+#[derive(Debug, Args)]
+pub(crate) struct KubeOperatorArgs {
+    /// The namespace whose `Lab`s to run (default: the pod's own, or the
+    /// kubeconfig context's).
+    #[arg(long)]
+    pub namespace: Option<String>,
+}
+
+/// Arguments of `kube selftest`.
+#[derive(Debug, Args)]
+pub(crate) struct KubeSelftestArgs {
+    /// The workers' container image.
+    #[arg(long, value_name = "IMAGE")]
+    pub image: String,
+    /// Where to run the test lab (default: the kubeconfig context's
+    /// namespace; it must admit privileged pods).
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// The workers' port on each machine (free on both).
+    #[arg(long, default_value_t = turbonet_kube::WORKER_PORT)]
+    pub port: u16,
+    /// How long each step may take, in seconds.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    pub timeout: u64,
+    /// Leave the lab running when done, to look at it.
+    #[arg(long)]
+    pub keep: bool,
+    /// Print the steps as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `kube render`.
@@ -1151,7 +1262,10 @@ impl Command {
     pub(crate) fn is_server(&self) -> bool {
         matches!(
             self,
-            Command::Daemon(_) | Command::Softswitch(_) | Command::Serve(_)
+            Command::Daemon(_)
+                | Command::Softswitch(_)
+                | Command::Serve(_)
+                | Command::Kube(KubeCommand::Operator(_))
         )
     }
 
