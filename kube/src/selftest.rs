@@ -565,3 +565,74 @@ pub fn main(
         Ok(run(client, &options, progress).await)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_check_is_passed_when_every_probe_of_every_machine_is_answered() {
+        // As `turbonet check --json` prints it, after a note on stderr.
+        let all = r#"note: probing from 16 hosts
+{
+  "lab": "selftest-1a2b",
+  "hosts": 16,
+  "probes": 240,
+  "reachable": 240,
+  "sample": null,
+  "seconds": 0.9,
+  "failures": []
+}"#;
+        assert_eq!(
+            verdict(all),
+            Some(Verdict {
+                ok: true,
+                detail: "240/240 probes answered between 16 hosts".to_owned()
+            })
+        );
+        let short = all.replace("\"reachable\": 240", "\"reachable\": 200");
+        assert!(!verdict(&short).unwrap().ok);
+        let one_machine = all.replace(
+            "\"failures\": []",
+            "\"failures\": [], \"missing\": [\"machine 1: reaching the worker: refused\"]",
+        );
+        let said = verdict(&one_machine).unwrap();
+        assert!(!said.ok);
+        assert!(
+            said.detail
+                .ends_with("not checked from: machine 1: reaching the worker: refused")
+        );
+        // No lab yet: an error, not a verdict.
+        assert_eq!(verdict("error: no lab named selftest-1a2b is up"), None);
+    }
+
+    #[test]
+    fn a_pod_that_cannot_start_says_why() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "turbonet-selftest-1a2b-0"},
+            "status": {"phase": "Pending", "containerStatuses": [{
+                "name": "worker", "image": "nope", "imageID": "", "ready": false,
+                "restartCount": 0,
+                "state": {"waiting": {"reason": "ImagePullBackOff",
+                                      "message": "Back-off pulling image \"nope\""}}}]}
+        }))
+        .unwrap();
+        assert_eq!(
+            stuck(&pod).as_deref(),
+            Some("turbonet-selftest-1a2b-0: ImagePullBackOff: Back-off pulling image \"nope\"")
+        );
+        let unschedulable: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "turbonet-selftest-1a2b-1"},
+            "status": {"phase": "Pending", "conditions": [{
+                "type": "PodScheduled", "status": "False",
+                "message": "0/3 nodes are available: 1 node(s) didn't match pod anti-affinity rules"}]}
+        }))
+        .unwrap();
+        assert_eq!(stuck(&unschedulable), None);
+        assert_eq!(
+            describe(Some(&unschedulable)),
+            "Pending, unschedulable: 0/3 nodes are available: 1 node(s) didn't match pod \
+             anti-affinity rules"
+        );
+    }
+}
