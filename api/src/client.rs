@@ -30,39 +30,86 @@ fn target_to_proto(target: &Target) -> proto::Target {
     }
 }
 
-/// A connection to one lab's daemon.
+/// The bearer token a call to another machine's worker carries (none to
+/// the daemon's own socket).
+#[derive(Debug, Clone, Default)]
+pub struct Bearer(Option<tonic::metadata::AsciiMetadataValue>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> std::result::Result<tonic::Request<()>, tonic::Status> {
+        if let Some(token) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", token.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// The generated client as [`Client`] holds it.
+type Rpc = LabClient<tonic::service::interceptor::InterceptedService<Channel, Bearer>>;
+
+/// A connection to one lab's daemon: on this machine, or another
+/// machine's through its worker ([`Client::remote`]).
 #[derive(Debug)]
 pub struct Client {
     runtime: Runtime,
-    rpc: LabClient<Channel>,
+    rpc: Rpc,
+}
+
+/// The daemon's socket as a tonic connector (a daemon that dies mid-call
+/// is an error, never SIGPIPE).
+fn connector(
+    dir: impl AsRef<Path>,
+) -> impl tower::Service<
+    tonic::transport::Uri,
+    Response = hyper_util::rt::TokioIo<turbonet_host::stream::QuietStream>,
+    Error = std::io::Error,
+    Future = impl Send,
+> + Clone
++ Send
++ 'static {
+    let path = socket_path(dir);
+    tower::service_fn(move |_: tonic::transport::Uri| {
+        let path = path.clone();
+        async move {
+            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                turbonet_host::stream::QuietStream::connect(path).await?,
+            ))
+        }
+    })
+}
+
+/// How a client reaches the daemon of the lab in `dir`: its socket, dialled
+/// when first used (and again after the daemon restarts).
+pub fn channel(dir: impl AsRef<Path>) -> Channel {
+    Endpoint::from_static("http://turbonet.lab")
+        .connect_timeout(READ_TIMEOUT)
+        .connect_with_connector_lazy(connector(dir))
+}
+
+/// The daemon of the lab in `dir`, dialled now.
+async fn dial(dir: impl AsRef<Path>) -> Result<Channel> {
+    let path = socket_path(&dir);
+    Endpoint::from_static("http://turbonet.lab")
+        .connect_timeout(READ_TIMEOUT)
+        .connect_with_connector(connector(dir))
+        .await
+        .map_err(|e| {
+            Error::Refused(format!(
+                "cannot reach the lab daemon at {} ({e}; is the lab up? `turbonet status`)",
+                path.display()
+            ))
+        })
 }
 
 /// Connects to the daemon of the lab in `dir`, for async callers: the
 /// generated client itself.
 pub async fn connect(dir: impl AsRef<Path>) -> Result<LabClient<Channel>> {
-    let path = socket_path(dir);
-    let channel = {
-        let path = path.clone();
-        Endpoint::from_static("http://turbonet.lab")
-            .connect_timeout(READ_TIMEOUT)
-            .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
-                let path = path.clone();
-                // A daemon that dies mid-call is an error, never SIGPIPE.
-                async move {
-                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
-                        turbonet_host::stream::QuietStream::connect(path).await?,
-                    ))
-                }
-            }))
-            .await
-    };
-    let channel = channel.map_err(|e| {
-        Error::Refused(format!(
-            "cannot reach the lab daemon at {} ({e}; is the lab up? `turbonet status`)",
-            path.display()
-        ))
-    })?;
-    Ok(LabClient::new(channel).max_decoding_message_size(256 << 20))
+    Ok(LabClient::new(dial(dir).await?).max_decoding_message_size(256 << 20))
 }
 
 impl Client {
@@ -71,16 +118,41 @@ impl Client {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let rpc = runtime.block_on(connect(dir))?;
-        Ok(Client { runtime, rpc })
+        let channel = runtime.block_on(dial(dir))?;
+        Ok(Client {
+            runtime,
+            rpc: LabClient::with_interceptor(channel, Bearer::default())
+                .max_decoding_message_size(256 << 20),
+        })
+    }
+
+    /// Connects to the daemon of another machine's part of a lab, through
+    /// its worker at `endpoint` (`http://host:port`), with the lab's
+    /// `token`.
+    pub fn remote(endpoint: &str, token: &str) -> Result<Client> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let bearer = format!("Bearer {token}")
+            .parse()
+            .map_err(|_| Error::Invalid("the lab's token is not ASCII text".to_owned()))?;
+        let channel = runtime
+            .block_on(
+                Endpoint::from_shared(endpoint.to_owned())
+                    .map_err(|e| Error::Invalid(format!("worker address {endpoint}: {e}")))?
+                    .connect_timeout(Duration::from_secs(5))
+                    .connect(),
+            )
+            .map_err(|e| Error::Refused(format!("reaching the worker at {endpoint}: {e}")))?;
+        Ok(Client {
+            runtime,
+            rpc: LabClient::with_interceptor(channel, Bearer(Some(bearer)))
+                .max_decoding_message_size(256 << 20),
+        })
     }
 
     /// Runs one call with a deadline.
-    fn call<T, F>(
-        &mut self,
-        timeout: Duration,
-        f: impl FnOnce(LabClient<Channel>) -> F,
-    ) -> Result<T>
+    fn call<T, F>(&mut self, timeout: Duration, f: impl FnOnce(Rpc) -> F) -> Result<T>
     where
         F: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {

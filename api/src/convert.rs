@@ -345,6 +345,7 @@ pub fn event_from_proto(e: proto::Event) -> LoggedEvent {
                 })
                 .collect(),
         },
+        machine: None,
     }
 }
 

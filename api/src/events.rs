@@ -23,6 +23,10 @@ pub struct LoggedEvent {
     /// What it is about, field by field (docs/events.md).
     #[serde(flatten)]
     pub about: About,
+    /// On a lab over several machines, the machine it happened on (the
+    /// lab's events merged from every part).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<u32>,
 }
 
 /// What an event is about: the fields a monitor matches its detections

@@ -389,6 +389,7 @@ mod tests {
             event: "fail link a--b".into(),
             result: "ok".into(),
             about: turbonet_lab::events::About::link("a--b"),
+            machine: None,
         }];
         let svg = throughput(&[r.clone()], &events).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..80]);

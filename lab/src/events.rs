@@ -209,6 +209,7 @@ impl Events {
                 Err(e) => format!("error: {e}"),
             },
             about,
+            machine: None,
         };
         let line = match serde_json::to_string(&entry) {
             Ok(line) => line + "\n",

@@ -87,6 +87,24 @@ fn spawn_in(
 }
 
 /// [`spawn_in`], as `user` if given.
+/// Refuses a node another machine runs, on a lab over several, naming the
+/// machine.
+fn elsewhere(running: &Running, node: &str) -> Result<()> {
+    let Some(parts) = crate::parts::Parts::of(running)? else {
+        return Ok(());
+    };
+    let m = parts.machine_of(&running.lab, node)?;
+    if m == parts.here() {
+        return Ok(());
+    }
+    Err(Error::Refused(format!(
+        "{node} runs on machine {m} of lab {} ({}), not this one (machine {}): run it there",
+        running.lab.name,
+        parts.underlay(m)?,
+        parts.here()
+    )))
+}
+
 fn spawn_as(
     running: &Running,
     node: &str,
@@ -97,6 +115,7 @@ fn spawn_as(
 ) -> Result<std::process::Child> {
     let lab = &running.lab;
     let ns_name = inspect::node_namespace(lab, node)?;
+    elsewhere(running, node)?;
     let ns = namespaces::open(&ns_name).with_context(|| format!("opening namespace {ns_name}"))?;
     // A user holds capabilities in the user namespace that owns their
     // lab's nodes, never in the machine's.

@@ -160,6 +160,9 @@ pub struct NodeRow {
     pub loopback: Option<String>,
     /// Its ports.
     pub ports: usize,
+    /// On a lab over several machines, the machine that runs it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<u32>,
 }
 
 /// `show nodes [NODE]`.
@@ -183,6 +186,7 @@ pub fn nodes(lab: &Lab, only: Option<&str>) -> Result<Vec<NodeRow>> {
             asn: n.asn.map(|a| a.0),
             loopback: n.loopback.map(|l| l.to_string()),
             ports: n.links.len(),
+            machine: None,
         })
         .collect())
 }
@@ -238,7 +242,7 @@ pub fn links(lab: &Lab, only: Option<&str>) -> Result<Vec<LinkRow>> {
 }
 
 /// One route, as `show routes` lists it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct RouteRow {
     /// Destination.
     pub prefix: String,

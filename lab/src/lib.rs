@@ -31,7 +31,8 @@
 //! - [`daemon`], [`workers`]: the per-lab daemon, serving the control API
 //!   (`turbonet-api`); a lab over several machines on the wire (the
 //!   coordinator's service, a worker's attendance);
-//! - the verbs: [`up`], [`down`], [`inspect`], [`check`], [`exec`] (with
+//! - the verbs: [`up`], [`down`], [`inspect`] (with [`parts`]: a lab over
+//!   several machines read from any of them), [`check`], [`exec`] (with
 //!   [`mpi`]), [`plan`], [`watch`] (with [`graph`]), [`capture`],
 //!   [`serve`] (labs for a group's members without root);
 //! - [`worker`]: `turbonet worker`, this machine's part of a lab over
@@ -63,6 +64,7 @@ pub mod limits;
 pub mod lookup;
 pub mod mpi;
 pub mod names;
+pub mod parts;
 pub mod pcapng;
 pub mod plan;
 pub mod progress;

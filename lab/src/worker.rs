@@ -174,7 +174,11 @@ impl<'a> Worker<'a> {
                 lab: self.lab.name.clone(),
             },
             self.token.clone(),
-        );
+        )
+        .add_service(crate::workers::LabProxy::new(
+            &LabDir::of(&self.lab.name),
+            self.token.clone(),
+        ));
         let (_coordinating, _serving, mut attendance) = if self.hello.index == 0 {
             let (c, a) = crate::workers::coordinate(
                 listener,
@@ -612,6 +616,33 @@ impl turbonet_api::proto::parts_server::Parts for PartService {
         Ok(tonic::Response::new(turbonet_api::proto::PartCheckReport {
             json,
         }))
+    }
+
+    async fn routes(
+        &self,
+        request: tonic::Request<turbonet_api::proto::PartRoutesRequest>,
+    ) -> std::result::Result<tonic::Response<turbonet_api::proto::PartRoutesReport>, tonic::Status>
+    {
+        let r = request.into_inner();
+        if r.lab != self.lab {
+            return Err(tonic::Status::not_found(format!(
+                "this worker runs lab {}, not {}",
+                self.lab, r.lab
+            )));
+        }
+        let lab = self.lab.clone();
+        let routes = tokio::task::spawn_blocking(move || {
+            let running = crate::inspect::running(Some(&lab))?;
+            crate::inspect::routes(&running.lab, &r.node)
+        })
+        .await
+        .map_err(|e| tonic::Status::internal(e.to_string()))?
+        .map_err(|e| tonic::Status::new(e.kind().code(), e.to_string()))?;
+        let json =
+            serde_json::to_string(&routes).map_err(|e| tonic::Status::internal(e.to_string()))?;
+        Ok(tonic::Response::new(
+            turbonet_api::proto::PartRoutesReport { json },
+        ))
     }
 }
 

@@ -234,6 +234,77 @@ pub fn parts<P: Parts>(parts: P, token: String) -> tonic::service::Routes {
     ))
 }
 
+/// The lab's control API (`turbonet.v1.Lab`) of this machine's daemon,
+/// served to the other machines beside [`parts`]: a call that carries the
+/// lab's token is passed to the daemon's socket as it came (the token
+/// taken off), so the lab's commands on any machine reach every part with
+/// the API they use here ([`turbonet_api::Client::remote`]); any other is
+/// refused `UNAUTHENTICATED`.
+#[derive(Debug, Clone)]
+pub struct LabProxy {
+    daemon: tonic::transport::Channel,
+    token: Arc<String>,
+}
+
+impl LabProxy {
+    /// The proxy of the daemon of the lab in `dir`, for callers with
+    /// `token`.
+    pub fn new(dir: &crate::state::LabDir, token: String) -> Self {
+        Self {
+            daemon: turbonet_api::client::channel(dir.path()),
+            token: Arc::new(token),
+        }
+    }
+}
+
+impl tonic::server::NamedService for LabProxy {
+    const NAME: &'static str = "turbonet.v1.Lab";
+}
+
+type HttpRequest = tonic::codegen::http::Request<tonic::body::Body>;
+type HttpResponse = tonic::codegen::http::Response<tonic::body::Body>;
+
+impl tower::Service<HttpRequest> for LabProxy {
+    type Response = HttpResponse;
+    type Error = std::convert::Infallible;
+    type Future = Pin<
+        Box<
+            dyn std::future::Future<Output = std::result::Result<HttpResponse, Self::Error>> + Send,
+        >,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::result::Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut request: HttpRequest) -> Self::Future {
+        let authorized = (request.headers().get(AUTHORIZATION))
+            .is_some_and(|v| token_matches(v.as_bytes(), &self.token));
+        if !authorized {
+            let refused = Status::unauthenticated(
+                "the call did not carry this lab's token (authorization: Bearer <token>)",
+            );
+            return Box::pin(std::future::ready(Ok(refused.into_http())));
+        }
+        request.headers_mut().remove(AUTHORIZATION);
+        let mut daemon = self.daemon.clone();
+        Box::pin(async move {
+            use tower::ServiceExt as _;
+            Ok(match daemon.ready().await {
+                Ok(daemon) => daemon.call(request).await.unwrap_or_else(|e| {
+                    Status::unavailable(format!("this machine's lab daemon: {e}")).into_http()
+                }),
+                Err(e) => {
+                    Status::unavailable(format!("this machine's lab daemon: {e}")).into_http()
+                }
+            })
+        })
+    }
+}
+
 /// Serves `routes` (a worker's [`parts`]) on `listener`, for a worker
 /// other than the coordinator; stops when the handle is dropped.
 pub fn serve_parts(listener: tokio::net::TcpListener, routes: tonic::service::Routes) -> Serving {
@@ -288,6 +359,47 @@ impl Reach {
     }
 }
 
+/// The `Parts` service of the worker at `endpoint` (`http://host:port`),
+/// and the lab's token as a call's metadata.
+async fn parts_client(
+    endpoint: &str,
+    token: &str,
+) -> Result<(
+    PartsClient<tonic::transport::Channel>,
+    tonic::metadata::AsciiMetadataValue,
+)> {
+    let channel = tonic::transport::Endpoint::from_shared(endpoint.to_owned())
+        .map_err(|e| Error::Invalid(format!("worker address {endpoint}: {e}")))?
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .map_err(|e| Error::Failed(format!("reaching the worker at {endpoint}: {e}")))?;
+    let bearer = format!("Bearer {token}")
+        .parse()
+        .map_err(|_| Error::Invalid("the token is not ASCII text".to_owned()))?;
+    Ok((PartsClient::new(channel), bearer))
+}
+
+/// Asks the worker at `endpoint` for the routes of `node` (which its
+/// machine runs), as `turbonet show routes NODE --json` prints them.
+pub async fn part_routes(endpoint: &str, token: &str, lab: &str, node: &str) -> Result<String> {
+    let (mut client, bearer) = parts_client(endpoint, token).await?;
+    let mut request = Request::new(wire::PartRoutesRequest {
+        lab: lab.to_owned(),
+        node: node.to_owned(),
+    });
+    request.metadata_mut().insert(AUTHORIZATION, bearer);
+    let report = client.routes(request).await.map_err(|s| {
+        let said = format!("the worker at {endpoint}: {}", s.message());
+        match s.code() {
+            tonic::Code::InvalidArgument => Error::Invalid(said),
+            tonic::Code::NotFound => Error::NotFound(said),
+            _ => Error::Failed(said),
+        }
+    })?;
+    Ok(report.into_inner().json)
+}
+
 /// Asks the worker at `endpoint` (`http://host:port`) for its machine's
 /// check of lab `lab`: from its hosts to every host, as
 /// `turbonet check --json` reports it.
@@ -298,22 +410,14 @@ pub async fn part_check(
     timeout: f64,
     sample: Option<usize>,
 ) -> Result<String> {
-    let channel = tonic::transport::Endpoint::from_shared(endpoint.to_owned())
-        .map_err(|e| Error::Invalid(format!("worker address {endpoint}: {e}")))?
-        .connect_timeout(Duration::from_secs(5))
-        .connect()
-        .await
-        .map_err(|e| Error::Failed(format!("reaching the worker at {endpoint}: {e}")))?;
+    let (mut client, bearer) = parts_client(endpoint, token).await?;
     let mut request = Request::new(PartCheckRequest {
         lab: lab.to_owned(),
         timeout,
         sample: sample.map_or(0, |k| u32::try_from(k).unwrap_or(u32::MAX)),
     });
-    let bearer = format!("Bearer {token}")
-        .parse()
-        .map_err(|_| Error::Invalid("the token is not ASCII text".to_owned()))?;
     request.metadata_mut().insert(AUTHORIZATION, bearer);
-    let report = PartsClient::new(channel)
+    let report = client
         .check(request)
         .await
         .map_err(|s| Error::Failed(format!("the worker at {endpoint}: {}", s.message())))?;

@@ -122,3 +122,44 @@ async fn a_wrong_token_or_another_partition_is_refused_saying_why() {
         "names both partitions: {reason}"
     );
 }
+
+/// The lab's control API, passed to a machine's daemon for the other
+/// machines: refused without the lab's token, passed on with it (here to
+/// a lab directory whose daemon is not running: its socket is absent).
+#[tokio::test]
+async fn a_machines_lab_api_is_served_to_token_holders_only() {
+    let token = "0123456789abcdef0123456789abcdef";
+    let dir = std::env::temp_dir().join(format!("turbonet-proxy-{}", std::process::id()));
+    let lab_dir = turbonet_lab::state::LabDir::new(&dir, "nolab");
+    let routes = tonic::service::Routes::new(turbonet_lab::workers::LabProxy::new(
+        &lab_dir,
+        token.to_owned(),
+    ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let _serving = turbonet_lab::workers::serve_parts(listener, routes);
+
+    let status = |token: &'static str| {
+        let endpoint = endpoint.clone();
+        // The blocking client runs a runtime of its own.
+        tokio::task::spawn_blocking(move || {
+            turbonet_api::Client::remote(&endpoint, token).and_then(|mut c| c.status())
+        })
+    };
+    let refused = status("not-the-token-of-this-lab")
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(refused.kind(), turbonet_api::Kind::Failed);
+    assert!(
+        refused
+            .to_string()
+            .contains("did not carry this lab's token"),
+        "{refused}"
+    );
+    let passed = status(token).await.unwrap().unwrap_err();
+    assert!(
+        passed.to_string().contains("this machine's lab daemon"),
+        "passed on to the daemon, which is not there: {passed}"
+    );
+}

@@ -63,6 +63,47 @@ fn a_fat_tree_over_two_machines_reaches_every_host_pair() {
     let _one = up_here(&one, &scenario_as("fat-tree-k4.toml", &one, ""));
     same_tables(&over, &tables(None, &one));
 
+    // The lab's commands see every part from either machine: which
+    // machine runs each node, a node's routes read where it runs; `exec`
+    // on a node of the other machine is refused naming it.
+    let machine_of = |node: &str| (0..2).find(|i| over[*i].contains_key(node)).unwrap();
+    for i in 0..2 {
+        let shown = machines.turbonet(i, &["show", "nodes", "--lab", &lab, "--json"]);
+        assert!(shown.status.success(), "{}", text(&shown));
+        let nodes: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+        let nodes = nodes.as_array().unwrap();
+        assert_eq!(nodes.len(), 36);
+        for node in nodes {
+            let name = node["name"].as_str().unwrap();
+            assert_eq!(node["machine"], machine_of(name), "{node}");
+        }
+    }
+    let away = |i: usize| {
+        if machine_of("edge0-0") == i {
+            "edge1-0"
+        } else {
+            "edge0-0"
+        }
+    };
+    for i in 0..2 {
+        let node = away(i);
+        let there = machines.turbonet(1 - i, &["show", "routes", node, "--lab", &lab, "--json"]);
+        let here = machines.turbonet(i, &["show", "routes", node, "--lab", &lab, "--json"]);
+        assert!(here.status.success(), "{}", text(&here));
+        assert_eq!(
+            here.stdout, there.stdout,
+            "{node}'s routes read from machine {i}"
+        );
+        assert!(String::from_utf8_lossy(&here.stdout).contains("\"prefix\""));
+        let exec = machines.turbonet(i, &["exec", "--lab", &lab, node, "true"]);
+        assert!(!exec.status.success());
+        assert!(
+            text(&exec).contains(&format!("{node} runs on machine {}", 1 - i)),
+            "{}",
+            text(&exec)
+        );
+    }
+
     // Worker 1 killed: its part stays up, machine 0 takes its cut links
     // to it down; started again, it keeps its part and the links come back.
     machines.kill_worker(1);
@@ -98,6 +139,29 @@ fn a_fat_tree_over_two_machines_reaches_every_host_pair() {
     );
     let failed_one = run(&["fail", "--lab", &one, "link", link]);
     assert!(failed_one.status.success(), "{}", text(&failed_one));
+    // `events` on either machine is the lab's: the failure made at one
+    // machine, and its mirror at the other, each with its machine.
+    let failure = format!("fail link {link}");
+    for i in 0..2 {
+        let logged = machines.turbonet(i, &["events", "--lab", &lab, "--json"]);
+        assert!(logged.status.success(), "{}", text(&logged));
+        let events: serde_json::Value = serde_json::from_slice(&logged.stdout).unwrap();
+        let by = |machine: usize, source: &str| {
+            events.as_array().unwrap().iter().any(|e| {
+                e["event"].as_str().is_some_and(|t| t.starts_with(&failure))
+                    && e["machine"] == machine
+                    && e["source"] == source
+            })
+        };
+        assert!(
+            by(on(0), "api") && by(on(1), "machines"),
+            "machine {i}'s events: {events:#}"
+        );
+        let times: Vec<f64> = (events.as_array().unwrap().iter())
+            .map(|e| e["unix"].as_f64().unwrap())
+            .collect();
+        assert!(times.is_sorted(), "in the order they happened");
+    }
     let as_on_one = |machines: &Machines| {
         let over: Vec<_> = (0..2).map(|i| tables(Some((machines, i)), &lab)).collect();
         differences(&over, &tables(None, &one))
@@ -391,6 +455,20 @@ fn a_triangle_over_three_machines_cuts_every_switch_link_and_keeps_its_model() {
         .find(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains("drop"))
         .expect("the link's owner counts it");
     let over_model = drops(&owner, "r1--r2");
+    // Every machine shows the link as its owner counts it.
+    for i in 0..3 {
+        let shown = machines.turbonet(i, &["link", "show", "r1--r2", "--lab", &lab, "--json"]);
+        assert!(
+            shown.status.success(),
+            "{}",
+            String::from_utf8_lossy(&shown.stderr)
+        );
+        assert_eq!(
+            model(&drops(&shown, "r1--r2")),
+            model(&over_model),
+            "machine {i}"
+        );
+    }
 
     // Packets of the links' MTU cross every cut link whole.
     for (from, to) in [("h1", "h2"), ("h2", "h3"), ("h3", "h1")] {
@@ -610,6 +688,19 @@ fn bgp_over_two_machines(prefix: &str, agents: &str) {
     for i in 0..2 {
         let report = check_on(&machines, i, &lab);
         assert_eq!(report["failures"].as_array().unwrap().len(), 0, "{report}");
+    }
+    // `show bgp` on either machine lists every switch's speaker, from
+    // both machines.
+    for i in 0..2 {
+        let shown = machines.turbonet(i, &["show", "bgp", "--lab", &lab, "--json"]);
+        assert!(shown.status.success(), "{}", text(&shown));
+        let report: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+        let speakers = report["speakers"].as_array().unwrap();
+        assert_eq!(speakers.len(), 20, "{report:#}");
+        assert!(
+            speakers.iter().all(|s| s["converged"] == true),
+            "{report:#}"
+        );
     }
     let over: Vec<_> = (0..2).map(|i| tables(Some((&machines, i)), &lab)).collect();
     let one = unique_lab("wo");

@@ -6,7 +6,7 @@ use turbonet_lab::inspect;
 
 use super::print_json;
 use crate::cli::EventsArgs;
-use crate::render::table;
+use crate::render::prose_table;
 
 /// `turbonet events [--follow]`.
 pub(crate) fn run(args: EventsArgs) -> Result<()> {
@@ -15,7 +15,7 @@ pub(crate) fn run(args: EventsArgs) -> Result<()> {
     if follow {
         // One line per event as it happens (JSON Lines with --json).
         let mut failed = None;
-        inspect::events(&running, true, |e| match event_line(&e, json) {
+        turbonet_lab::parts::events(&running, true, |e| match event_line(&e, json) {
             Ok(()) => true,
             Err(err) => {
                 failed = Some(err);
@@ -27,7 +27,7 @@ pub(crate) fn run(args: EventsArgs) -> Result<()> {
         }
     } else {
         let mut all = Vec::new();
-        inspect::events(&running, false, |e| {
+        turbonet_lab::parts::events(&running, false, |e| {
             all.push(e);
             true
         })?;
@@ -44,17 +44,26 @@ fn events(events: &[LoggedEvent], as_json: bool) -> Result<()> {
         println!("no events yet");
         Ok(())
     } else {
+        // A lab over several machines says where each event happened.
+        let spread = events.iter().any(|e| e.machine.is_some());
+        let header: &[&str] = if spread {
+            &["t (s)", "machine", "source", "event", "result"]
+        } else {
+            &["t (s)", "source", "event", "result"]
+        };
+        let event = header.len() - 2;
         println!(
             "{}",
-            table(
-                &["t (s)", "source", "event", "result"],
-                events.iter().map(|e| vec![
-                    format!("{:.3}", e.t),
-                    e.source.clone(),
-                    e.event.clone(),
-                    e.result.clone(),
-                ]),
-                &[0],
+            prose_table(
+                header,
+                events.iter().map(|e| {
+                    let mut row = vec![format!("{:.3}", e.t)];
+                    row.extend(e.machine.map(|m| m.to_string()));
+                    row.extend([e.source.clone(), e.event.clone(), e.result.clone()]);
+                    row
+                }),
+                if spread { &[0, 1] } else { &[0] },
+                &[event],
             )
         );
         Ok(())
@@ -70,9 +79,10 @@ fn event_line(e: &LoggedEvent, as_json: bool) -> Result<()> {
         serde_json::to_writer(&mut out, e)?;
         writeln!(out)?;
     } else {
+        let machine = e.machine.map(|m| format!("m{m}  ")).unwrap_or_default();
         writeln!(
             out,
-            "{:>10.3}  {:<8}  {}  {}",
+            "{:>10.3}  {machine}{:<8}  {}  {}",
             e.t, e.source, e.event, e.result
         )?;
     }

@@ -14,7 +14,10 @@ pub(crate) fn run(command: LinkCommand) -> Result<()> {
     match command {
         LinkCommand::Show { link, lab, json } => {
             let running = inspect::running(lab.lab.as_deref())?;
-            link_show(&inspect::link_show(&running, link.as_deref())?, json)?;
+            link_show(
+                &turbonet_lab::parts::link_show(&running, link.as_deref())?,
+                json,
+            )?;
             if !json && running.lab.fabric.rate_scale > 1 {
                 println!(
                     "rates, queues and ECN thresholds are in force: the scenario's divided by \

@@ -3,7 +3,6 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use turbonet_api::Client;
 use turbonet_lab::inspect::{self, LinkRow, NodeRow, RouteRow};
 use turbonet_lab::routes::bgp::BgpReport;
 use turbonet_lab::state::LabDir;
@@ -23,7 +22,7 @@ pub(crate) fn run(args: ShowArgs) -> Result<ExitCode> {
     let running = inspect::running(lab.lab.as_deref())?;
     let node = node.as_deref();
     match what {
-        ShowWhat::Nodes => nodes(&inspect::nodes(&running.lab, node)?, json)?,
+        ShowWhat::Nodes => nodes(&turbonet_lab::parts::nodes(&running, node)?, json)?,
         ShowWhat::Links => links(&inspect::links(&running.lab, node)?, json)?,
         ShowWhat::Routes => {
             let Some(node) = node else {
@@ -38,11 +37,11 @@ pub(crate) fn run(args: ShowArgs) -> Result<ExitCode> {
                 ))
                 .into());
             };
-            let (ns, rows) = inspect::routes(&running.lab, node)?;
+            let (ns, rows) = turbonet_lab::parts::routes(&running, node)?;
             routes(&ns, &rows, json)?;
         }
         ShowWhat::Bgp => {
-            let report = Client::connect(&running.dir)?.bgp(node)?;
+            let report = turbonet_lab::parts::bgp(&running, node)?;
             return bgp(&report, node, &running.dir, json);
         }
     }
@@ -54,19 +53,29 @@ fn nodes(rows: &[NodeRow], as_json: bool) -> Result<()> {
     if as_json {
         return print_json(&rows);
     }
+    // A lab over several machines says where each node runs.
+    let spread = rows.iter().any(|r| r.machine.is_some());
+    let mut header = vec!["node", "role", "namespace", "asn", "loopback", "ports"];
+    if spread {
+        header.push("machine");
+    }
     println!(
         "{}",
         table(
-            &["node", "role", "namespace", "asn", "loopback", "ports"],
-            rows.iter().map(|r| vec![
-                r.name.clone(),
-                r.role.clone(),
-                r.namespace.clone(),
-                r.asn.map(|a| a.to_string()).unwrap_or_default(),
-                r.loopback.clone().unwrap_or_default(),
-                r.ports.to_string(),
-            ]),
-            &[3, 5],
+            &header,
+            rows.iter().map(|r| {
+                let mut row = vec![
+                    r.name.clone(),
+                    r.role.clone(),
+                    r.namespace.clone(),
+                    r.asn.map(|a| a.to_string()).unwrap_or_default(),
+                    r.loopback.clone().unwrap_or_default(),
+                    r.ports.to_string(),
+                ];
+                row.extend(r.machine.map(|m| m.to_string()));
+                row
+            }),
+            &[3, 5, 6],
         )
     );
     Ok(())
