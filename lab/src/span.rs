@@ -80,8 +80,8 @@ impl Span {
     /// Machine `machine`'s part of `lab` as `plan` places it, the machines
     /// reached at `underlay` (by index) on UDP port `port`. Refuses what
     /// does not span machines yet: mirrors and the management network
-    /// (each joins nodes of any machine to one namespace), and interfaces
-    /// of the machine attached to nodes.
+    /// (each joins nodes of any machine to one namespace). An `[[external]]`
+    /// interface is the machine's that runs its node.
     pub fn of(
         lab: &Lab,
         plan: &MachinePlan,
@@ -99,9 +99,6 @@ impl Span {
         if plan.machines > 1 {
             if !lab.mirrors.is_empty() {
                 bail!("a lab with [[mirror]]s runs on one machine only (for now)");
-            }
-            if !lab.fabric.externals.is_empty() {
-                bail!("a lab with [[external]] interfaces runs on one machine only (for now)");
             }
             if lab.mgmt.is_some() {
                 bail!(

@@ -137,7 +137,7 @@ fn fds_needed(lab: &Lab, carriers: &[Carrier]) -> (usize, &'static str) {
 }
 
 /// Checks what `up` needs from the machine before touching anything.
-fn check_capabilities(lab: &Lab, carriers: &[Carrier]) -> Result<()> {
+fn check_capabilities(lab: &Lab, span: &Span, carriers: &[Carrier]) -> Result<()> {
     if !process::is_root() {
         return Err(Error::Refused(
             "`up` needs root (network namespaces and links); run it with sudo".to_owned(),
@@ -165,7 +165,7 @@ fn check_capabilities(lab: &Lab, carriers: &[Carrier]) -> Result<()> {
             lab.name
         )));
     }
-    externals::check(lab)?;
+    externals::check(lab, span)?;
     Ok(())
 }
 
@@ -275,7 +275,7 @@ pub fn up(options: &Options, progress: &dyn Progress) -> Result<Up> {
             ),
         }));
     }
-    check_capabilities(&lab, &carriers)?;
+    check_capabilities(&lab, &span, &carriers)?;
     let objects = filter_objects(&lab, &options.file)?;
     let total = Stopwatch::start();
     let neighbours =
@@ -334,7 +334,7 @@ pub fn up(options: &Options, progress: &dyn Progress) -> Result<Up> {
     state.carriers = carriers.clone();
     state.placement = options.placement.clone();
     state.mapping = builder.mapping().cloned();
-    state.externals = externals::plan(&lab)?;
+    state.externals = externals::plan(&lab, &span)?;
     let base = match &options.captures_in {
         Some(dir) => dir.clone(),
         None => std::env::current_dir()?,

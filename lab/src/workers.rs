@@ -239,7 +239,11 @@ pub fn parts<P: Parts>(parts: P, token: String) -> tonic::service::Routes {
 /// lab's token is passed to the daemon's socket as it came (the token
 /// taken off), so the lab's commands on any machine reach every part with
 /// the API they use here ([`turbonet_api::Client::remote`]); any other is
-/// refused `UNAUTHENTICATED`.
+/// refused `UNAUTHENTICATED`. Only reads ([`PROXIED`]) cross machines:
+/// failures reach the other parts through the coordinator, and nothing
+/// else a caller elsewhere needs changes this machine's part (a workload
+/// started here runs commands on it), so the rest are refused
+/// `PERMISSION_DENIED`.
 #[derive(Debug, Clone)]
 pub struct LabProxy {
     daemon: tonic::transport::Channel,
@@ -256,6 +260,16 @@ impl LabProxy {
         }
     }
 }
+
+/// The methods of `turbonet.v1.Lab` a [`LabProxy`] passes on: the reads.
+pub const PROXIED: &[&str] = &[
+    "Status",
+    "ListNodes",
+    "ListLinks",
+    "ShowBgp",
+    "Events",
+    "ListWorkloads",
+];
 
 impl tonic::server::NamedService for LabProxy {
     const NAME: &'static str = "turbonet.v1.Lab";
@@ -287,6 +301,14 @@ impl tower::Service<HttpRequest> for LabProxy {
             let refused = Status::unauthenticated(
                 "the call did not carry this lab's token (authorization: Bearer <token>)",
             );
+            return Box::pin(std::future::ready(Ok(refused.into_http())));
+        }
+        let method = request.uri().path().rsplit('/').next().unwrap_or("");
+        if !PROXIED.contains(&method) {
+            let refused = Status::permission_denied(format!(
+                "{method} is not served to other machines: only reads cross machines ({})",
+                PROXIED.join(", ")
+            ));
             return Box::pin(std::future::ready(Ok(refused.into_http())));
         }
         request.headers_mut().remove(AUTHORIZATION);

@@ -124,8 +124,9 @@ async fn a_wrong_token_or_another_partition_is_refused_saying_why() {
 }
 
 /// The lab's control API, passed to a machine's daemon for the other
-/// machines: refused without the lab's token, passed on with it (here to
-/// a lab directory whose daemon is not running: its socket is absent).
+/// machines: refused without the lab's token, its reads passed on with it
+/// (here to a lab directory whose daemon is not running: its socket is
+/// absent), its changes refused.
 #[tokio::test]
 async fn a_machines_lab_api_is_served_to_token_holders_only() {
     let token = "0123456789abcdef0123456789abcdef";
@@ -161,5 +162,20 @@ async fn a_machines_lab_api_is_served_to_token_holders_only() {
     assert!(
         passed.to_string().contains("this machine's lab daemon"),
         "passed on to the daemon, which is not there: {passed}"
+    );
+    // Only reads cross machines: a change is refused before the daemon.
+    let endpoint = endpoint.clone();
+    let changed = tokio::task::spawn_blocking(move || {
+        turbonet_api::Client::remote(&endpoint, token)
+            .and_then(|mut c| c.fail(&turbonet_api::Target::Link("a--b".to_owned())))
+    })
+    .await
+    .unwrap()
+    .unwrap_err();
+    assert!(
+        changed
+            .to_string()
+            .starts_with("Fail is not served to other machines: only reads cross machines"),
+        "{changed}"
     );
 }

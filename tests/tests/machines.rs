@@ -769,3 +769,80 @@ fn port_up(machines: &Machines, i: usize, lab: &str, node: &str, peer: &str) -> 
         .map_or("", |(flags, _)| flags);
     flags.split(',').any(|f| f == "UP")
 }
+
+/// An `[[external]]` interface is the machine's that runs its node: a
+/// veth of machine 1 attached to edge1-0 (which machine 1 runs), its peer
+/// left in the machine answering for 192.0.2.2; hosts of both machines
+/// reach it, across the cut links from machine 0. Machine 0 has no such
+/// interface and is asked for none. Down, the interface is handed back.
+#[test]
+fn an_external_interface_is_the_one_of_the_machine_that_runs_its_node() {
+    require_root!();
+    let lab = unique_lab("we");
+    let extra =
+        "\n[[external]]\nnode = \"edge1-0\"\ninterface = \"xt0\"\naddress = \"192.0.2.1/24\"\n";
+    let file = scenario_as("fat-tree-k4.toml", &lab, extra);
+    let mut machines = Machines::new(&lab, 2);
+    let ip = |machines: &Machines, i: usize, args: &[&str]| {
+        let out = machines.on(i, "ip").args(args).output().expect("ip runs");
+        assert!(
+            out.status.success(),
+            "ip {}: {}",
+            args.join(" "),
+            text(&out)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    ip(
+        &machines,
+        1,
+        &["link", "add", "xt0", "type", "veth", "peer", "name", "xt0p"],
+    );
+    ip(
+        &machines,
+        1,
+        &["addr", "add", "192.0.2.2/24", "dev", "xt0p"],
+    );
+    ip(&machines, 1, &["link", "set", "xt0p", "up"]);
+    machines.run_lab(&lab, &file, UP);
+    // The fabric's hosts, back through the node's external address.
+    ip(
+        &machines,
+        1,
+        &["route", "add", "10.128.0.0/9", "via", "192.0.2.1"],
+    );
+
+    let shown = machines.turbonet(0, &["show", "nodes", "edge1-0", "--lab", &lab, "--json"]);
+    let nodes: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("show nodes");
+    assert_eq!(nodes[0]["machine"], 1, "edge1-0 runs on machine 1: {nodes}");
+    assert!(
+        !ip(&machines, 1, &["-o", "link"]).contains("xt0:"),
+        "xt0 moved into edge1-0"
+    );
+    for (host, m) in [("h0-0-0", 0), ("h1-0-1", 1)] {
+        let got = pings(
+            Some((&machines, m)),
+            &lab,
+            host,
+            "192.0.2.2",
+            &["-c", "3", "-i", "0.2", "-W", "2"],
+        );
+        assert!(
+            got > 0,
+            "{host} (machine {m}) did not reach 192.0.2.2 behind edge1-0's external port"
+        );
+    }
+
+    for i in 0..2 {
+        let status = machines.stop_worker(i).expect("a worker to stop");
+        assert!(
+            status.success(),
+            "worker {i}: {status}:\n{}",
+            machines.said(i)
+        );
+    }
+    assert!(
+        ip(&machines, 1, &["-o", "link"]).contains("xt0@"),
+        "xt0 handed back to machine 1"
+    );
+}

@@ -95,7 +95,7 @@ async fn build<K: Kernel>(kernel: &mut K, cx: &mut Build<'_>) -> Result<()> {
     if !state.externals.is_empty() {
         progress.start("externals");
         let watch = Stopwatch::start();
-        externals::attach(kernel, lab, &here, dir, state).await?;
+        externals::attach(kernel, lab, span, &here, dir, state).await?;
         phase(
             progress,
             "externals",

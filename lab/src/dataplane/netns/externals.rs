@@ -8,17 +8,27 @@ use std::os::fd::AsRawFd;
 
 use rtnetlink::LinkUnspec;
 use rtnetlink::packet_route::link::LinkFlags;
+use turbonet_topo::ExternalPort as External;
 use turbonet_topo::Lab;
 
 use crate::error::{Context, Result};
+use crate::span::Span;
 use crate::state::{ExternalState, LabDir, LabState};
 use crate::{bail, err};
 use turbonet_host::kernel::interfaces::{ipv4_addrs, link_by_name, mtu_of, open_ns, with_handle};
 use turbonet_host::namespaces;
 
-/// Checks that every external interface exists where the scenario says.
-pub fn check(lab: &Lab) -> Result<()> {
-    for ext in &lab.fabric.externals {
+/// The external interfaces of the nodes `span` runs, in scenario order:
+/// on a lab over several machines, each is the machine's that runs its
+/// node.
+pub fn here<'a>(lab: &'a Lab, span: &'a Span) -> impl Iterator<Item = &'a External> + 'a {
+    (lab.fabric.externals.iter()).filter(|ext| span.runs(ext.node))
+}
+
+/// Checks that every external interface of the nodes `span` runs exists
+/// where the scenario says.
+pub fn check(lab: &Lab, span: &Span) -> Result<()> {
+    for ext in here(lab, span) {
         let ns = open_ns(ext.netns.as_deref())?;
         let found = with_handle(&ns, async |h| link_by_name(&h, &ext.interface).await)?;
         if found.is_none() {
@@ -36,11 +46,10 @@ pub fn check(lab: &Lab) -> Result<()> {
     Ok(())
 }
 
-/// Records how each external interface looks now.
-pub fn plan(lab: &Lab) -> Result<Vec<ExternalState>> {
-    lab.fabric
-        .externals
-        .iter()
+/// Records how each external interface of the nodes `span` runs looks
+/// now.
+pub fn plan(lab: &Lab, span: &Span) -> Result<Vec<ExternalState>> {
+    here(lab, span)
         .map(|ext| {
             let ns = open_ns(ext.netns.as_deref())?;
             let (mtu, up, addrs) = with_handle(&ns, async |h| {
@@ -68,20 +77,26 @@ pub fn plan(lab: &Lab) -> Result<Vec<ExternalState>> {
         .collect()
 }
 
-/// Moves every external interface into its node through `kernel`. The
-/// state records each move before it happens.
+/// Moves every external interface of the nodes `span` runs into its node
+/// through `kernel` (`state.externals` is their [`plan`]). The state
+/// records each move before it happens.
 pub async fn attach<K: turbonet_host::kernel::Kernel>(
     kernel: &K,
     lab: &Lab,
-    here: &super::Here<'_>,
+    span: &Span,
+    namespaces: &super::Here<'_>,
     dir: &LabDir,
     state: &mut LabState,
 ) -> Result<()> {
-    for (i, ext) in lab.fabric.externals.iter().enumerate() {
-        // A lab with externals runs on one machine (`Span::of`).
-        let Some(into) = here.ns(ext.node) else {
-            continue;
-        };
+    let local: Vec<&External> = here(lab, span).collect();
+    for (i, ext) in local.into_iter().enumerate() {
+        let into = namespaces.ns(ext.node).ok_or_else(|| {
+            err!(
+                "node {} has no namespace here for its external interface {}",
+                lab.fabric.node(ext.node).name,
+                ext.interface
+            )
+        })?;
         state.externals[i].attached = true;
         dir.save(state)?;
         kernel
