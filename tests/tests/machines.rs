@@ -846,3 +846,56 @@ fn an_external_interface_is_the_one_of_the_machine_that_runs_its_node() {
         "xt0 handed back to machine 1"
     );
 }
+
+/// Controller routing over two machines: every machine's controller
+/// recomputes its nodes' routes around a failure made on either machine,
+/// so that every node's routes are those of one machine with the same
+/// failure, and every host pair still answers.
+#[test]
+fn a_controller_fat_tree_over_two_machines_reroutes_around_a_cut_link_failed_anywhere() {
+    require_root!();
+    let controller = |lab: &str| {
+        let file = scenario_as("fat-tree-k4.toml", lab, "");
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains("mode = \"static\""));
+        write_scenario(
+            lab,
+            &text.replace("mode = \"static\"", "mode = \"controller\""),
+        )
+    };
+    let lab = unique_lab("wc");
+    let file = controller(&lab);
+    let mut machines = Machines::new(&lab, 2);
+    machines.run_lab(&lab, &file, UP);
+    let one = unique_lab("wo");
+    let _one = up_here(&one, &controller(&one));
+    let over = |machines: &Machines| -> Vec<_> {
+        (0..2).map(|i| tables(Some((machines, i)), &lab)).collect()
+    };
+    same_tables(&over(&machines), &tables(None, &one));
+
+    let plan = run(&["plan", "--machines", "2", "--json", file.to_str().unwrap()]);
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).expect("the plan");
+    // A cut link failed on the machine of its second end.
+    let cut = &plan["cut_links"][0];
+    let link = cut["link"].as_str().unwrap();
+    let at = cut["machines"][1].as_u64().unwrap() as usize;
+    let failed = machines.turbonet(at, &["fail", "--lab", &lab, "link", link]);
+    assert!(failed.status.success(), "{}", text(&failed));
+    let failed_one = run(&["fail", "--lab", &one, "link", link]);
+    assert!(failed_one.status.success(), "{}", text(&failed_one));
+    let rerouted = |machines: &Machines| differences(&over(machines), &tables(None, &one));
+    assert!(
+        wait_until(UP, || rerouted(&machines).is_none()),
+        "routes with {link} failed: {}",
+        rerouted(&machines).unwrap_or_default()
+    );
+    for i in 0..2 {
+        let report = check_on(&machines, i, &lab);
+        assert_eq!(
+            report["failures"].as_array().unwrap().len(),
+            0,
+            "the controller routes around {link}: {report}"
+        );
+    }
+}
