@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use turbonet_api as api;
 use turbonet_api::bgp::BgpReport;
-use turbonet_topo::Lab;
+use turbonet_topo::{Lab, LinkParams};
 
 use crate::error::{Error, Result};
 use crate::events::LoggedEvent;
@@ -27,6 +27,9 @@ pub struct Parts {
     span: Span,
     /// Each cut link's owner, by name.
     owners: HashMap<String, u32>,
+    /// The machines of each cut link no link engine carries (each end
+    /// shapes its own direction), by name.
+    shaped_ends: HashMap<String, [u32; 2]>,
 }
 
 impl Parts {
@@ -48,6 +51,10 @@ impl Parts {
             placement.underlay.clone(),
             placement.port,
         )?;
+        let shaped_ends = (plan.cut_links.iter())
+            .filter(|c| !c.engine)
+            .map(|c| (c.link.clone(), c.machines))
+            .collect();
         let owners = (plan.cut_links.into_iter())
             .map(|c| (c.link, c.owner))
             .collect();
@@ -56,6 +63,7 @@ impl Parts {
             reach,
             span,
             owners,
+            shaped_ends,
         }))
     }
 
@@ -84,6 +92,18 @@ impl Parts {
             return Ok(owner);
         }
         Ok(self.span.share.machine_of(link.ends[0].node))
+    }
+
+    /// The machines whose daemons carry link `name`'s parameters: the one
+    /// with both its ends; a cut link's owner, when its link engine
+    /// carries both directions; or both of a cut link's machines, each
+    /// shaping its own direction.
+    pub fn machines_of_link(&self, lab: &Lab, name: &str) -> Result<Vec<u32>> {
+        let link = crate::lookup::link(lab, name)?;
+        Ok(match self.shaped_ends.get(&link.name) {
+            Some(&[a, b]) => vec![a, b],
+            None => vec![self.machine_of_link(lab, name)?],
+        })
     }
 
     /// Machine `m`'s underlay address.
@@ -272,6 +292,28 @@ pub fn bgp(running: &Running, node: Option<&str>) -> Result<BgpReport> {
         .speakers
         .sort_by_key(|s| order.get(s.node.as_str()).copied().unwrap_or(usize::MAX));
     Ok(report)
+}
+
+/// `turbonet link set LINK` (`patch`) or `link reset LINK` (`None`): on
+/// a lab over several machines, made by every machine that carries the
+/// link ([`Parts::machines_of_link`]), each saying what it did.
+pub fn set_link(running: &Running, link: &str, patch: Option<&LinkParams>) -> Result<String> {
+    let set = |c: &mut api::Client| match patch {
+        Some(patch) => c.set_link(link, patch),
+        None => c.reset_link(link),
+    };
+    let Some(parts) = Parts::of(running)? else {
+        return Ok(set(&mut api::Client::connect(&running.dir)?)?);
+    };
+    let mut said = Vec::new();
+    for m in parts.machines_of_link(&running.lab, link)? {
+        let done = parts
+            .client(running, m)
+            .and_then(|mut c| set(&mut c).map_err(Error::from))
+            .map_err(|e| Error::Failed(format!("machine {m}: {e}")))?;
+        said.push(format!("machine {m}: {done}"));
+    }
+    Ok(said.join("\n"))
 }
 
 /// `turbonet events [--follow]`: every event so far, in order, handed to

@@ -239,11 +239,11 @@ pub fn parts<P: Parts>(parts: P, token: String) -> tonic::service::Routes {
 /// lab's token is passed to the daemon's socket as it came (the token
 /// taken off), so the lab's commands on any machine reach every part with
 /// the API they use here ([`turbonet_api::Client::remote`]); any other is
-/// refused `UNAUTHENTICATED`. Only reads ([`PROXIED`]) cross machines:
-/// failures reach the other parts through the coordinator, and nothing
-/// else a caller elsewhere needs changes this machine's part (a workload
-/// started here runs commands on it), so the rest are refused
-/// `PERMISSION_DENIED`.
+/// refused `UNAUTHENTICATED`. Only reads and a link's parameters
+/// ([`PROXIED`]) cross machines: failures reach the other parts through
+/// the coordinator, and nothing else a caller elsewhere needs changes this
+/// machine's part (a workload started here runs commands on it), so the
+/// rest are refused `PERMISSION_DENIED`.
 #[derive(Debug, Clone)]
 pub struct LabProxy {
     daemon: tonic::transport::Channel,
@@ -261,7 +261,9 @@ impl LabProxy {
     }
 }
 
-/// The methods of `turbonet.v1.Lab` a [`LabProxy`] passes on: the reads.
+/// The methods of `turbonet.v1.Lab` a [`LabProxy`] passes on: the reads,
+/// and a link's parameters (a link cut between machines is shaped at
+/// both, or carried by its owner's engine).
 pub const PROXIED: &[&str] = &[
     "Status",
     "ListNodes",
@@ -269,6 +271,8 @@ pub const PROXIED: &[&str] = &[
     "ShowBgp",
     "Events",
     "ListWorkloads",
+    "SetLink",
+    "ResetLink",
 ];
 
 impl tonic::server::NamedService for LabProxy {
@@ -306,7 +310,8 @@ impl tower::Service<HttpRequest> for LabProxy {
         let method = request.uri().path().rsplit('/').next().unwrap_or("");
         if !PROXIED.contains(&method) {
             let refused = Status::permission_denied(format!(
-                "{method} is not served to other machines: only reads cross machines ({})",
+                "{method} is not served to other machines: only reads and link parameters \
+                 cross machines ({})",
                 PROXIED.join(", ")
             ));
             return Box::pin(std::future::ready(Ok(refused.into_http())));

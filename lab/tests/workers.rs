@@ -163,7 +163,8 @@ async fn a_machines_lab_api_is_served_to_token_holders_only() {
         passed.to_string().contains("this machine's lab daemon"),
         "passed on to the daemon, which is not there: {passed}"
     );
-    // Only reads cross machines: a change is refused before the daemon.
+    // Only reads and link parameters cross machines: a failure is
+    // refused before the daemon.
     let endpoint = endpoint.clone();
     let changed = tokio::task::spawn_blocking(move || {
         turbonet_api::Client::remote(&endpoint, token)
@@ -175,7 +176,7 @@ async fn a_machines_lab_api_is_served_to_token_holders_only() {
     assert!(
         changed
             .to_string()
-            .starts_with("Fail is not served to other machines: only reads cross machines"),
+            .starts_with("Fail is not served to other machines: only reads and link parameters"),
         "{changed}"
     );
 }

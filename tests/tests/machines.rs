@@ -431,6 +431,10 @@ fn a_triangle_over_three_machines_cuts_every_switch_link_and_keeps_its_model() {
                 "a = \"r2\"\nb = \"r3\"",
                 "a = \"r2\"\nb = \"r3\"\ndelay = \"2ms\"",
             )
+            .replace(
+                "a = \"r3\"\nb = \"r1\"",
+                "a = \"r3\"\nb = \"r1\"\nrate = \"1gbit\"",
+            )
     };
     let original = workspace().join("scenarios/custom-triangle.toml");
     let text = impair(std::fs::read_to_string(&original).unwrap());
@@ -527,6 +531,40 @@ fn a_triangle_over_three_machines_cuts_every_switch_link_and_keeps_its_model() {
     );
     let renamed: BTreeMap<String, Vec<String>> = tables(None, &one);
     same_tables(&over, &renamed);
+
+    // `link set` and `link reset` from any machine are made where the link
+    // is carried: r1--r2 by its owner's engine, r3--r1 (rate-shaped: each
+    // end shapes its own direction) at both its machines.
+    for (link, flag, value, machines_told) in [
+        ("r1--r2", "--delay", "3ms", 1),
+        ("r3--r1", "--rate", "500mbit", 2),
+    ] {
+        let key = &flag[2..];
+        for i in 0..3 {
+            let set = machines.turbonet(i, &["link", "set", link, flag, value, "--lab", &lab]);
+            assert!(set.status.success(), "{}", turbonet_tests::text(&set));
+            assert_eq!(
+                String::from_utf8_lossy(&set.stdout)
+                    .matches("machine ")
+                    .count(),
+                machines_told,
+                "{}",
+                turbonet_tests::text(&set)
+            );
+            for j in 0..3 {
+                let shown = machines.turbonet(j, &["link", "show", link, "--lab", &lab, "--json"]);
+                assert_eq!(drops(&shown, link)["params"][key], value, "machine {j}");
+            }
+            let reset = machines.turbonet(i, &["link", "reset", link, "--lab", &lab]);
+            assert!(reset.status.success(), "{}", turbonet_tests::text(&reset));
+            let shown = machines.turbonet(i, &["link", "show", link, "--lab", &lab, "--json"]);
+            assert_ne!(
+                drops(&shown, link)["params"][key],
+                value,
+                "reset from machine {i}"
+            );
+        }
+    }
 }
 
 /// Host `host`'s address (its first, global) on machine `i`.

@@ -34,10 +34,15 @@ pub(crate) fn run(command: LinkCommand) -> Result<()> {
                 )
                 .into());
             }
-            println!("{}", lab.client()?.set_link(&link, &patch)?);
+            let running = inspect::running(lab.lab.as_deref())?;
+            println!(
+                "{}",
+                turbonet_lab::parts::set_link(&running, &link, Some(&patch))?
+            );
         }
         LinkCommand::Reset { link, lab } => {
-            println!("{}", lab.client()?.reset_link(&link)?);
+            let running = inspect::running(lab.lab.as_deref())?;
+            println!("{}", turbonet_lab::parts::set_link(&running, &link, None)?);
         }
     }
     Ok(())
