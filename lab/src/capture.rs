@@ -61,6 +61,28 @@ pub struct Summary {
     pub interrupted: bool,
 }
 
+/// The daemon that captures `link`: this machine's; on a lab over several
+/// machines, the one machine that carries it (through its worker), or
+/// this one if it holds an end of a link cut between two (each captures
+/// what its end receives); refused naming them otherwise.
+fn carrier(running: &Running, link: &str) -> Result<api::Client> {
+    let Some(parts) = crate::parts::Parts::of(running)? else {
+        return Ok(api::Client::connect(&running.dir)?);
+    };
+    match parts.machines_of_link(&running.lab, link)?.as_slice() {
+        [m] => parts.client(running, *m),
+        ends if ends.contains(&parts.here()) => parts.client(running, parts.here()),
+        ends => Err(crate::Error::Refused(format!(
+            "{link} is cut between machines {} and {}, each of which captures what its end \
+             receives: run `turbonet capture` on one of them ({} or {})",
+            ends[0],
+            ends[1],
+            parts.underlay(ends[0])?,
+            parts.underlay(ends[1])?
+        ))),
+    }
+}
+
 /// Captures `options.link` of the running lab: each frame is written to
 /// `pcap` (if any) and handed to `each`.
 pub fn capture(
@@ -108,7 +130,7 @@ pub fn capture(
         snaplen,
         count: options.count,
     };
-    let mut client = api::Client::connect(&running.dir)?;
+    let mut client = carrier(running, &link.name)?;
     let interrupted = client.capture(request, until, |c| {
         let d = (c.direction as usize).min(1);
         let dropped = (!c.dropped.is_empty()).then_some(c.dropped.as_str());

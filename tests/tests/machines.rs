@@ -474,6 +474,60 @@ fn a_triangle_over_three_machines_cuts_every_switch_link_and_keeps_its_model() {
         );
     }
 
+    // A capture of r1--r2 from a machine that does not carry it is its
+    // owner's: both directions of the pings, through the owner's worker.
+    let owner_index = (0..3)
+        .find(|&i| {
+            let out = machines.turbonet(i, &["link", "show", "r1--r2", "--lab", &lab, "--json"]);
+            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("drop")
+        })
+        .expect("an owner");
+    let elsewhere = (owner_index + 1) % 3;
+    let capture = machines
+        .on(elsewhere, turbonet_tests::binary())
+        .args([
+            "capture",
+            "r1--r2",
+            "--count",
+            "4",
+            "--duration",
+            "20",
+            "--lab",
+            &lab,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("capture runs");
+    let captured = {
+        let capture = std::sync::Mutex::new(Some(capture));
+        // Frames cross until the capture has its four.
+        wait_until(UP, || {
+            pings(
+                Some((&machines, machine_of("h1"))),
+                &lab,
+                "h1",
+                &h2,
+                &["-c", "2", "-i", "0.1", "-W", "1"],
+            );
+            let mut slot = capture.lock().unwrap();
+            slot.as_mut().unwrap().try_wait().unwrap().is_some()
+        });
+        let child = capture.lock().unwrap().take().unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let said = turbonet_tests::text(&captured);
+    assert!(
+        captured.status.success(),
+        "capture from machine {elsewhere}: {said}"
+    );
+    for needle in ["r1 -> r2", "r2 -> r1", "4 frames captured on r1--r2"] {
+        assert!(
+            said.contains(needle),
+            "{needle} in the capture from machine {elsewhere}: {said}"
+        );
+    }
+
     // Packets of the links' MTU cross every cut link whole.
     for (from, to) in [("h1", "h2"), ("h2", "h3"), ("h3", "h1")] {
         let addr = host_address(Some((&machines, machine_of(to))), &lab, to);
