@@ -480,6 +480,20 @@ pub fn snapshot(running: &Running, dir: &std::path::Path) -> Result<SnapshotWrit
         )));
     }
     let response = api::Client::connect(&running.dir)?.snapshot()?;
+    write_snapshot(dir, &response)
+}
+
+/// Writes the snapshot the daemon sent (`response`) into `dir`.
+pub fn write_snapshot(
+    dir: &std::path::Path,
+    response: &api::proto::SnapshotResponse,
+) -> Result<SnapshotWritten> {
+    if std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(Error::Invalid(format!(
+            "{} is not empty: give a new directory for the snapshot",
+            dir.display()
+        )));
+    }
     let value: serde_json::Value = serde_json::from_str(&response.json)?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     for file in &response.files {

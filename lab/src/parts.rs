@@ -15,7 +15,7 @@ use turbonet_topo::{Lab, LinkParams};
 
 use crate::error::{Error, Result};
 use crate::events::LoggedEvent;
-use crate::inspect::{LinkShow, NodeRow, RouteRow, Running, read_links};
+use crate::inspect::{LinkShow, NodeRow, RouteRow, Running, SnapshotWritten, read_links};
 use crate::span::{Placement, Span};
 use crate::workers::Reach;
 
@@ -314,6 +314,55 @@ pub fn set_link(running: &Running, link: &str, patch: Option<&LinkParams>) -> Re
         said.push(format!("machine {m}: {done}"));
     }
     Ok(said.join("\n"))
+}
+
+/// `turbonet snapshot DIR`: on a lab over several machines, one snapshot
+/// of every part: each switch's forwarding table, RIBs and router
+/// configuration from the machine that runs it, the rest (the fabric,
+/// its failures) as this machine's daemon says it.
+pub fn snapshot(running: &Running, dir: &std::path::Path) -> Result<SnapshotWritten> {
+    let Some(parts) = Parts::of(running)? else {
+        return crate::inspect::snapshot(running, dir);
+    };
+    if std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(Error::Invalid(format!(
+            "{} is not empty: give a new directory for the snapshot",
+            dir.display()
+        )));
+    }
+    let mut all = None;
+    let mut files = Vec::new();
+    let mut parts_said = Vec::new();
+    for (m, said) in parts.ask_all(running, api::Client::snapshot) {
+        let response = said.map_err(|e| Error::Failed(format!("machine {m}'s snapshot: {e}")))?;
+        let value: serde_json::Value = serde_json::from_str(&response.json)?;
+        files.extend(response.files);
+        if m == parts.here() {
+            all = Some(value.clone());
+        }
+        parts_said.push((m, value));
+    }
+    // This machine's view of the whole, each switch's tables and
+    // configuration from the machine that runs it.
+    let mut value = all.ok_or_else(|| Error::Failed("this machine did not answer".to_owned()))?;
+    for key in ["fib", "rib", "configs"] {
+        let mut merged = serde_json::Map::new();
+        for (m, part) in &parts_said {
+            for (switch, entry) in part[key].as_object().into_iter().flatten() {
+                if parts.machine_of(&running.lab, switch)? == *m {
+                    merged.insert(switch.clone(), entry.clone());
+                }
+            }
+        }
+        value[key] = serde_json::Value::Object(merged);
+    }
+    crate::inspect::write_snapshot(
+        dir,
+        &api::proto::SnapshotResponse {
+            json: serde_json::to_string_pretty(&value)?,
+            files,
+        },
+    )
 }
 
 /// `turbonet events [--follow]`: every event so far, in order, handed to

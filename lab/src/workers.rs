@@ -271,6 +271,7 @@ pub const PROXIED: &[&str] = &[
     "ShowBgp",
     "Events",
     "ListWorkloads",
+    "Snapshot",
     "Capture",
     "SetLink",
     "ResetLink",

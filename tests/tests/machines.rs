@@ -781,6 +781,29 @@ fn bgp_over_two_machines(prefix: &str, agents: &str) {
         let report = check_on(&machines, i, &lab);
         assert_eq!(report["failures"].as_array().unwrap().len(), 0, "{report}");
     }
+    // A snapshot taken on either machine holds every switch: its
+    // forwarding table, and its built-in agent's RIBs or its FRR or BIRD
+    // configuration, each from the machine that runs it.
+    for i in 0..2 {
+        let dir = std::env::temp_dir().join(format!("{lab}-snapshot-{i}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = machines.turbonet(i, &["snapshot", dir.to_str().unwrap(), "--lab", &lab]);
+        assert!(out.status.success(), "{}", text(&out));
+        let snapshot: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("snapshot.json")).unwrap()).unwrap();
+        let configs = snapshot["configs"].as_object().unwrap().len();
+        let written = (snapshot["configs"].as_object().unwrap().values())
+            .flat_map(|c| c["files"].as_array().unwrap().clone())
+            .all(|f| dir.join(f.as_str().unwrap()).is_file());
+        let _ = std::fs::remove_dir_all(&dir);
+        let fib = snapshot["fib"].as_object().unwrap();
+        assert_eq!(fib.len(), 20, "every switch's table: {:?}", fib.keys());
+        assert!(fib.values().all(|t| t.as_array().unwrap().len() > 10));
+        let ribs = snapshot["rib"].as_object().unwrap().len();
+        assert_eq!(ribs + configs, 20, "{ribs} RIBs, {configs} configurations");
+        assert!(written, "every configuration file written");
+    }
+
     // `show bgp` on either machine lists every switch's speaker, from
     // both machines.
     for i in 0..2 {

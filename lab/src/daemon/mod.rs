@@ -262,6 +262,7 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
         let fresh = restarts == 0;
         // This machine's nodes (all of them but in a lab over machines).
         let share = crate::span::Placement::span_of(state.placement.as_ref(), &lab)?.share;
+        let nodes_here = Arc::new(share.clone());
         let (plane, start_routes) = if fresh && lab.target != turbonet_topo::Target::Netns {
             let intact = intact.await?;
             let plane =
@@ -475,6 +476,7 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
         let counters = Arc::new(shared::CounterCache::default());
         let shared = Shared {
             lab: lab.clone(),
+            share: nodes_here,
             carriers,
             queue: queue.clone(),
             published: actor.subscribe(),

@@ -21,6 +21,8 @@ use crate::routes::bgp::BgpView;
 pub struct Shared {
     /// The lab.
     pub lab: Arc<Lab>,
+    /// The nodes that run here (all of them but on a lab over machines).
+    pub share: Arc<turbonet_topo::machines::Share>,
     /// How each link is carried.
     pub carriers: Arc<Vec<Carrier>>,
     /// Into the actor.

@@ -129,7 +129,7 @@ pub async fn take(shared: &Shared) -> crate::error::Result<Snapshot> {
         None => BTreeMap::new(),
     };
     let fib = match lab.target {
-        Target::Netns => kernel_fibs(lab).await?,
+        Target::Netns => kernel_fibs(lab, &shared.share).await?,
         Target::Soft | Target::P4rt => pipeline_fibs(lab, published.routes.as_deref(), &rib),
     };
     let (configs, files) = router_configs(shared);
@@ -151,14 +151,15 @@ pub async fn take(shared: &Shared) -> crate::error::Result<Snapshot> {
     })
 }
 
-/// Every switch's kernel table.
+/// The kernel table of every switch that runs here (`share`).
 async fn kernel_fibs(
     lab: &turbonet_topo::Lab,
+    share: &turbonet_topo::machines::Share,
 ) -> crate::error::Result<BTreeMap<String, Vec<FibRoute>>> {
     use crate::error::Context;
     use turbonet_host::namespaces;
     let mut fibs = BTreeMap::new();
-    for node in lab.fabric.switches() {
+    for node in lab.fabric.switches().filter(|n| share.runs(n.id)) {
         let name = crate::names::node_namespace(&lab.name, &node.name);
         let ns = namespaces::open(&name).with_context(|| format!("opening {name}"))?;
         let handle = turbonet_host::kernel::connect(namespaces::in_namespace(
@@ -259,7 +260,7 @@ fn router_configs(shared: &Shared) -> (BTreeMap<String, RouterConfig>, Vec<(Stri
     if lab.routing.mode != turbonet_topo::RoutingMode::Bgp {
         return (configs, files);
     }
-    for node in lab.fabric.switches() {
+    for node in lab.fabric.switches().filter(|n| shared.share.runs(n.id)) {
         let agent = lab.routing.agent_of(node.id);
         let names: &[&str] = match agent {
             Agent::Frr => &["frr.conf", "zebra.conf"],

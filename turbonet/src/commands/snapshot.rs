@@ -11,7 +11,7 @@ use crate::render::count;
 pub(crate) fn run(args: SnapshotArgs) -> Result<()> {
     let SnapshotArgs { dir, lab, json } = args;
     let running = inspect::running(lab.lab.as_deref())?;
-    let written = inspect::snapshot(&running, &dir)?;
+    let written = turbonet_lab::parts::snapshot(&running, &dir)?;
     if json {
         print_json(&written)?;
     } else {
