@@ -74,9 +74,9 @@ pub(crate) enum Command {
     /// they come up again. A worker started again over its part keeps it.
     /// Runs until SIGTERM or Ctrl-C, then takes its part down. Every
     /// worker listens on the coordinator's port on its machine: on any
-    /// machine, `check`, `show`, `link show`, `link set` and `events` are
-    /// the whole lab's through them, and a `fail` or `restore` made on one
-    /// machine is made on every other.
+    /// machine, `check`, `show`, `link show`, `link set`, `capture`,
+    /// `snapshot` and `events` are the whole lab's through them, and a
+    /// `fail` or `restore` made on one machine is made on every other.
     #[command(
         after_help = "Examples (a lab over two machines at 10.0.0.1 and 10.0.0.2):
   head -c 32 /dev/urandom | base64 > token && chmod 600 token   # copied to both
