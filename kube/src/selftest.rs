@@ -243,6 +243,25 @@ impl Test<'_> {
         ))
     }
 
+    /// Deletes `name` of kind `K`, and what it owns; gone already is done.
+    async fn delete<K>(&self, name: &str) -> Result<(), String>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        match self
+            .api::<K>()
+            .delete(name, &DeleteParams::foreground())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(e) => Err(format!("deleting {} {name}: {e}", K::kind(&()))),
+        }
+    }
+
     /// Every worker's pod, as it is now.
     async fn pods(&self) -> Result<Vec<Option<Pod>>, String> {
         let api = self.api::<Pod>();
@@ -353,50 +372,16 @@ impl Test<'_> {
     async fn down(&self) -> Result<String, String> {
         let o = self.options;
         let name = crate::name(&o.lab);
-        let params = DeleteParams::foreground();
-        let mut errors = Vec::new();
-        let gone = |r: Result<_, kube::Error>, what: &str, errors: &mut Vec<String>| match r {
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Ok(()) => {}
-            Err(e) => errors.push(format!("deleting {what}: {e}")),
-        };
-        gone(
-            self.api::<StatefulSet>()
-                .delete(&name, &params)
-                .await
-                .map(drop),
-            "the StatefulSet",
-            &mut errors,
-        );
-        gone(
-            self.api::<PodDisruptionBudget>()
-                .delete(&name, &params)
-                .await
-                .map(drop),
-            "the PodDisruptionBudget",
-            &mut errors,
-        );
-        gone(
-            self.api::<Service>().delete(&name, &params).await.map(drop),
-            "the Service",
-            &mut errors,
-        );
-        gone(
-            self.api::<ConfigMap>()
-                .delete(&format!("{name}-scenario"), &params)
-                .await
-                .map(drop),
-            "the ConfigMap",
-            &mut errors,
-        );
-        gone(
-            self.api::<Secret>()
-                .delete(&format!("{name}-token"), &params)
-                .await
-                .map(drop),
-            "the Secret",
-            &mut errors,
-        );
+        let errors: Vec<String> = [
+            self.delete::<StatefulSet>(&name).await,
+            self.delete::<PodDisruptionBudget>(&name).await,
+            self.delete::<Service>(&name).await,
+            self.delete::<ConfigMap>(&format!("{name}-scenario")).await,
+            self.delete::<Secret>(&format!("{name}-token")).await,
+        ]
+        .into_iter()
+        .filter_map(Result::err)
+        .collect();
         if !errors.is_empty() {
             return Err(errors.join("; "));
         }

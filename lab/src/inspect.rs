@@ -34,6 +34,10 @@ pub struct LabStatus {
     pub pid: u32,
     /// Its daemon: running, dead, or not started.
     pub daemon: String,
+    /// On a lab over several machines, which part runs here (`machine 1
+    /// of 2`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub part: Option<String>,
 }
 
 /// `turbonet status`: every lab with a directory on this machine.
@@ -58,6 +62,7 @@ pub fn status() -> Result<Vec<LabStatus>> {
                 up_seconds: None,
                 pid: 0,
                 daemon: String::new(),
+                part: None,
             });
             continue;
         };
@@ -83,6 +88,8 @@ pub fn status() -> Result<Vec<LabStatus>> {
                 .map(|t| t.seconds),
             pid: st.pid,
             daemon: daemon_status(&dir, st.daemon_pid),
+            part: (st.placement.as_ref())
+                .map(|p| format!("machine {} of {}", p.machine, p.machines)),
         });
     }
     Ok(rows)

@@ -587,6 +587,30 @@ struct PartService {
     lab: String,
 }
 
+impl PartService {
+    /// What `read` says of this worker's lab, as JSON, read off the
+    /// runtime; refused for another lab.
+    async fn read<T: serde::Serialize + Send + 'static>(
+        &self,
+        lab: &str,
+        read: impl FnOnce(&crate::inspect::Running) -> Result<T> + Send + 'static,
+    ) -> std::result::Result<String, tonic::Status> {
+        if lab != self.lab {
+            return Err(tonic::Status::not_found(format!(
+                "this worker runs lab {}, not {lab}",
+                self.lab
+            )));
+        }
+        let lab = self.lab.clone();
+        let value =
+            tokio::task::spawn_blocking(move || read(&crate::inspect::running(Some(&lab))?))
+                .await
+                .map_err(|e| tonic::Status::internal(e.to_string()))?
+                .map_err(|e| tonic::Status::new(e.kind().code(), e.to_string()))?;
+        serde_json::to_string(&value).map_err(|e| tonic::Status::internal(e.to_string()))
+    }
+}
+
 #[tonic::async_trait]
 impl turbonet_api::proto::parts_server::Parts for PartService {
     async fn check(
@@ -595,24 +619,13 @@ impl turbonet_api::proto::parts_server::Parts for PartService {
     ) -> std::result::Result<tonic::Response<turbonet_api::proto::PartCheckReport>, tonic::Status>
     {
         let r = request.into_inner();
-        if r.lab != self.lab {
-            return Err(tonic::Status::not_found(format!(
-                "this worker runs lab {}, not {}",
-                self.lab, r.lab
-            )));
-        }
-        let lab = self.lab.clone();
         let sample = (r.sample > 0).then_some(r.sample as usize);
         let timeout = r.timeout.clamp(0.1, 60.0);
-        let report = tokio::task::spawn_blocking(move || {
-            let running = crate::inspect::running(Some(&lab))?;
-            crate::check::check_sampled(&running, timeout, sample)
-        })
-        .await
-        .map_err(|e| tonic::Status::internal(e.to_string()))?
-        .map_err(|e| tonic::Status::failed_precondition(e.to_string()))?;
-        let json =
-            serde_json::to_string(&report).map_err(|e| tonic::Status::internal(e.to_string()))?;
+        let json = self
+            .read(&r.lab, move |running| {
+                crate::check::check_sampled(running, timeout, sample)
+            })
+            .await?;
         Ok(tonic::Response::new(turbonet_api::proto::PartCheckReport {
             json,
         }))
@@ -624,22 +637,11 @@ impl turbonet_api::proto::parts_server::Parts for PartService {
     ) -> std::result::Result<tonic::Response<turbonet_api::proto::PartRoutesReport>, tonic::Status>
     {
         let r = request.into_inner();
-        if r.lab != self.lab {
-            return Err(tonic::Status::not_found(format!(
-                "this worker runs lab {}, not {}",
-                self.lab, r.lab
-            )));
-        }
-        let lab = self.lab.clone();
-        let routes = tokio::task::spawn_blocking(move || {
-            let running = crate::inspect::running(Some(&lab))?;
-            crate::inspect::routes(&running.lab, &r.node)
-        })
-        .await
-        .map_err(|e| tonic::Status::internal(e.to_string()))?
-        .map_err(|e| tonic::Status::new(e.kind().code(), e.to_string()))?;
-        let json =
-            serde_json::to_string(&routes).map_err(|e| tonic::Status::internal(e.to_string()))?;
+        let json = self
+            .read(&r.lab, move |running| {
+                crate::inspect::routes(&running.lab, &r.node)
+            })
+            .await?;
         Ok(tonic::Response::new(
             turbonet_api::proto::PartRoutesReport { json },
         ))

@@ -78,6 +78,14 @@ fn a_fat_tree_over_two_machines_reaches_every_host_pair() {
             assert_eq!(node["machine"], machine_of(name), "{node}");
         }
     }
+    for i in 0..2 {
+        let status = machines.turbonet(i, &["status", "--json"]);
+        let labs: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+        let ours = (labs.as_array().unwrap().iter())
+            .find(|l| l["lab"] == lab.as_str())
+            .expect("the lab in status");
+        assert_eq!(ours["part"], format!("machine {i} of 2"));
+    }
     let away = |i: usize| {
         if machine_of("edge0-0") == i {
             "edge1-0"
@@ -233,12 +241,7 @@ fn a_fat_tree_over_two_machines_reaches_every_host_pair() {
     );
 
     for i in 0..2 {
-        let status = machines.stop_worker(i).expect("a worker to stop");
-        assert!(
-            status.success(),
-            "worker {i}: {status}:\n{}",
-            machines.said(i)
-        );
+        stop(&mut machines, i);
         let left = machines.turbonet(i, &["status", "--json"]);
         assert!(
             !String::from_utf8_lossy(&left.stdout).contains(&lab),
@@ -246,6 +249,16 @@ fn a_fat_tree_over_two_machines_reaches_every_host_pair() {
             text(&left)
         );
     }
+}
+
+/// Stops worker `i` (SIGTERM), which takes its part down and exits 0.
+fn stop(machines: &mut Machines, i: usize) {
+    let status = machines.stop_worker(i).expect("a worker to stop");
+    assert!(
+        status.success(),
+        "worker {i}: {status}:\n{}",
+        machines.said(i)
+    );
 }
 
 /// Every node's IPv4 routes (every table) on machine `i` of a lab over several,
@@ -949,12 +962,7 @@ fn an_external_interface_is_the_one_of_the_machine_that_runs_its_node() {
     }
 
     for i in 0..2 {
-        let status = machines.stop_worker(i).expect("a worker to stop");
-        assert!(
-            status.success(),
-            "worker {i}: {status}:\n{}",
-            machines.said(i)
-        );
+        stop(&mut machines, i);
     }
     assert!(
         ip(&machines, 1, &["-o", "link"]).contains("xt0@"),

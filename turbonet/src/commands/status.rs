@@ -21,33 +21,38 @@ fn print(rows: &[LabStatus], json: bool) -> Result<()> {
     } else if rows.is_empty() {
         println!("no lab is up");
     } else {
+        // Labs over several machines say which part runs here.
+        let spread = rows.iter().any(|r| r.part.is_some());
+        let mut header = vec!["lab", "phase", "nodes", "externals", "up in", "daemon"];
+        if spread {
+            header.push("part");
+        }
+        header.push("scenario");
         println!(
             "{}",
             table(
-                &[
-                    "lab",
-                    "phase",
-                    "nodes",
-                    "externals",
-                    "up in",
-                    "daemon",
-                    "scenario"
-                ],
-                rows.iter().map(|r| vec![
-                    r.lab.clone(),
-                    r.phase.clone(),
-                    if r.namespaces_present == r.namespaces {
-                        count(r.namespaces)
-                    } else {
-                        format!("{}/{} present", r.namespaces_present, r.namespaces)
-                    },
-                    count(r.externals),
-                    r.up_seconds
-                        .map(|s| format!("{s:.2} s"))
-                        .unwrap_or_default(),
-                    r.daemon.clone(),
-                    r.scenario.clone(),
-                ]),
+                &header,
+                rows.iter().map(|r| {
+                    let mut row = vec![
+                        r.lab.clone(),
+                        r.phase.clone(),
+                        if r.namespaces_present == r.namespaces {
+                            count(r.namespaces)
+                        } else {
+                            format!("{}/{} present", r.namespaces_present, r.namespaces)
+                        },
+                        count(r.externals),
+                        r.up_seconds
+                            .map(|s| format!("{s:.2} s"))
+                            .unwrap_or_default(),
+                        r.daemon.clone(),
+                    ];
+                    if spread {
+                        row.push(r.part.clone().unwrap_or_else(|| "whole".to_owned()));
+                    }
+                    row.push(r.scenario.clone());
+                    row
+                }),
                 &[2, 3, 4],
             )
         );
