@@ -262,8 +262,8 @@ impl LabProxy {
 }
 
 /// The methods of `turbonet.v1.Lab` a [`LabProxy`] passes on: the reads
-/// (a capture among them), and a link's parameters (a link cut between machines is shaped at
-/// both, or carried by its owner's engine).
+/// (a capture among them), and a link's parameters (a link cut between
+/// machines is shaped at both, or carried by its owner's engine).
 pub const PROXIED: &[&str] = &[
     "Status",
     "ListNodes",
