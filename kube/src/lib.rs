@@ -25,9 +25,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
 use k8s_openapi::api::core::v1::{
     Affinity, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
-    EnvVar, EnvVarSource, ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity, PodSpec,
-    PodTemplateSpec, ResourceRequirements, Secret, SecretVolumeSource, SecurityContext, Service,
-    ServicePort, ServiceSpec, Volume, VolumeMount,
+    EnvVar, EnvVarSource, ExecAction, ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity,
+    PodSpec, PodTemplateSpec, Probe, ResourceRequirements, Secret, SecretVolumeSource,
+    SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -327,6 +327,20 @@ fn pod(r: &Request<'_>, name: &str) -> PodSpec {
                 }),
                 ..EnvVar::default()
             }]),
+            // Ready once this machine's part is built and its daemon
+            // answers: the StatefulSet's ready workers are the lab's.
+            readiness_probe: Some(Probe {
+                exec: Some(ExecAction {
+                    command: Some(
+                        ["turbonet", "status", "--ready", lab]
+                            .map(str::to_owned)
+                            .to_vec(),
+                    ),
+                }),
+                period_seconds: Some(5),
+                timeout_seconds: Some(10),
+                ..Probe::default()
+            }),
             ports: Some(vec![ContainerPort {
                 name: Some("worker".to_owned()),
                 container_port: i32::from(r.port),

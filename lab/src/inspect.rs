@@ -95,6 +95,27 @@ pub fn status() -> Result<Vec<LabStatus>> {
     Ok(rows)
 }
 
+/// `turbonet status --ready LAB`: `Ok` when lab `name`'s part on this
+/// machine is up (the whole lab, on one machine) and its daemon answers;
+/// on a lab over several machines, once its worker has recorded the part
+/// as built. Why not, otherwise (a worker pod's readiness).
+pub fn ready(name: &str) -> Result<()> {
+    let dir = LabDir::of(name);
+    let Some(st) = dir.load()? else {
+        return Err(Error::Refused(format!("lab {name} is not up here")));
+    };
+    if st.phase != Phase::Ready {
+        return Err(Error::Refused(format!("lab {name} is {}", st.phase)));
+    }
+    if st.placement.is_some() && crate::workers::Reach::load(&dir).is_none() {
+        return Err(Error::Refused(format!(
+            "lab {name}'s part here is not yet recorded as built by its worker"
+        )));
+    }
+    api::Client::connect(&dir)?.status()?;
+    Ok(())
+}
+
 /// What `status` says of a lab's daemon: what it says of itself over the
 /// control API, or, when it does not answer, what the state records.
 fn daemon_status(dir: &LabDir, supervisor: Option<u32>) -> String {

@@ -85,7 +85,19 @@ fn a_fat_tree_over_two_machines_reaches_every_host_pair() {
             .find(|l| l["lab"] == lab.as_str())
             .expect("the lab in status");
         assert_eq!(ours["part"], format!("machine {i} of 2"));
+        // Each worker's readiness: its part built, its daemon answering.
+        let ready = machines.turbonet(i, &["status", "--ready", &lab]);
+        assert!(ready.status.success(), "{}", text(&ready));
+        let absent = machines.turbonet(i, &["status", "--ready", "nolab"]);
+        assert!(!absent.status.success());
+        assert!(
+            text(&absent).contains("lab nolab is not up here"),
+            "{}",
+            text(&absent)
+        );
     }
+    let ready = run(&["status", "--ready", &one]);
+    assert!(ready.status.success(), "{}", text(&ready));
     let away = |i: usize| {
         if machine_of("edge0-0") == i {
             "edge1-0"

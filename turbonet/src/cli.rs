@@ -299,6 +299,11 @@ pub(crate) struct StatusArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Say only whether lab LAB's part on this machine is up and its daemon
+    /// answers: exit 0 if so, else say why and exit non-zero (a worker
+    /// pod's readiness probe).
+    #[arg(long, value_name = "LAB", conflicts_with = "json")]
+    pub ready: Option<String>,
 }
 
 /// Arguments of `show`.

@@ -9,6 +9,11 @@ use crate::students;
 
 /// `turbonet status`: every lab up (a member's own only).
 pub(crate) fn run(args: StatusArgs) -> Result<()> {
+    if let Some(lab) = &args.ready {
+        inspect::ready(lab)?;
+        println!("lab {lab} is ready here");
+        return Ok(());
+    }
     let mut labs = inspect::status()?;
     students::keep_own(&mut labs);
     print(&labs, args.json)
