@@ -89,8 +89,8 @@ pub fn desired(lab: &Lab, token: &str) -> Result<Desired, String> {
     })
 }
 
-/// The status of a lab that runs (`desired` said yes) with `ready`
-/// workers ready.
+/// A lab's status: why it cannot run (`desired` said no), or how many of
+/// its workers are ready.
 pub fn status(lab: &Lab, desired: &Result<Desired, String>, ready: u32) -> LabStatus {
     let observed_generation = lab.metadata.generation;
     match desired {

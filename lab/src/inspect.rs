@@ -501,12 +501,6 @@ pub struct SnapshotWritten {
 /// and writes `DIR/snapshot.json` and the routers' configurations under
 /// `DIR/configs/`. `DIR` must be new or empty.
 pub fn snapshot(running: &Running, dir: &std::path::Path) -> Result<SnapshotWritten> {
-    if std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) {
-        return Err(Error::Invalid(format!(
-            "{} is not empty: give a new directory for the snapshot",
-            dir.display()
-        )));
-    }
     let response = api::Client::connect(&running.dir)?.snapshot()?;
     write_snapshot(dir, &response)
 }

@@ -324,12 +324,6 @@ pub fn snapshot(running: &Running, dir: &std::path::Path) -> Result<SnapshotWrit
     let Some(parts) = Parts::of(running)? else {
         return crate::inspect::snapshot(running, dir);
     };
-    if std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) {
-        return Err(Error::Invalid(format!(
-            "{} is not empty: give a new directory for the snapshot",
-            dir.display()
-        )));
-    }
     let mut all = None;
     let mut files = Vec::new();
     let mut parts_said = Vec::new();
@@ -428,7 +422,7 @@ pub fn follow_events(
     mut each: impl FnMut(LoggedEvent) -> bool,
 ) -> Result<()> {
     let so_far = merged_events(parts, running)?;
-    let origin = so_far.first().map(|e| e.unix - e.t);
+    let mut origin = so_far.first().map(|e| e.unix - e.t);
     // A machine's stream gives its log from the start: what was handed out
     // already is skipped, by count (the log only grows).
     let mut seen = vec![0usize; parts.machines() as usize];
@@ -463,7 +457,6 @@ pub fn follow_events(
         });
     }
     drop(tx);
-    let mut origin = origin;
     for (m, said) in rx {
         let mut e = said.map_err(|e| Error::Failed(format!("machine {m}'s events: {e}")))?;
         let o = *origin.get_or_insert(e.unix - e.t);
