@@ -18,7 +18,7 @@ use std::net::Ipv4Addr;
 use serde::{Deserialize, Serialize};
 
 use turbonet_host::kernel::{VethEnd, Vxlan};
-use turbonet_topo::machines::{CutEnd, MachinePlan, Reach, Share};
+use turbonet_topo::machines::{CutEnd, MachinePlan, MirrorTunnel, Reach, Share};
 use turbonet_topo::{Lab, Link, NodeId};
 
 use crate::bail;
@@ -79,9 +79,11 @@ impl Span {
 
     /// Machine `machine`'s part of `lab` as `plan` places it, the machines
     /// reached at `underlay` (by index) on UDP port `port`. Refuses what
-    /// does not span machines yet: mirrors and the management network
-    /// (each joins nodes of any machine to one namespace). An `[[external]]`
-    /// interface is the machine's that runs its node.
+    /// does not span machines yet: the management network (it joins nodes
+    /// of every machine to one namespace). An `[[external]]` interface is
+    /// the machine's that runs its node; a mirror's copies cross machines
+    /// on a tunnel of their own when its monitor runs elsewhere than its
+    /// link.
     pub fn of(
         lab: &Lab,
         plan: &MachinePlan,
@@ -96,15 +98,8 @@ impl Span {
                 underlay.len()
             );
         }
-        if plan.machines > 1 {
-            if !lab.mirrors.is_empty() {
-                bail!("a lab with [[mirror]]s runs on one machine only (for now)");
-            }
-            if lab.mgmt.is_some() {
-                bail!(
-                    "a lab with a management network ([mgmt]) runs on one machine only (for now)"
-                );
-            }
+        if plan.machines > 1 && lab.mgmt.is_some() {
+            bail!("a lab with a management network ([mgmt]) runs on one machine only (for now)");
         }
         Ok(Span {
             share: Share::of(plan, machine),
@@ -153,6 +148,26 @@ impl Span {
             remote: self.underlay[cut.far as usize],
             port: self.port,
             mtu: Some(u32::from(cut.mtu)),
+        }
+    }
+
+    /// The VXLAN device `end` of mirror tunnel `tunnel` (one of its
+    /// machines is this one), to the other machine.
+    pub fn mirror_vxlan(&self, tunnel: &MirrorTunnel, end: VethEnd) -> Vxlan {
+        let here = self.share.machine;
+        let far = if tunnel.from == here {
+            tunnel.to
+        } else {
+            tunnel.from
+        };
+        Vxlan {
+            what: format!("mirror of {}", tunnel.link),
+            end,
+            vni: tunnel.vni,
+            local: self.underlay[here as usize],
+            remote: self.underlay[far as usize],
+            port: self.port,
+            mtu: Some(u32::from(tunnel.mtu)),
         }
     }
 }

@@ -440,7 +440,9 @@ fn model(counters: &serde_json::Value) -> Vec<BTreeMap<&str, u64>> {
 
 /// The triangle of switches, each with a host, over three machines: every
 /// switch link is cut. The links between switches are impaired (carried by
-/// a link engine at one end), one with seeded loss.
+/// a link engine at one end), one with seeded loss. Two of them are
+/// mirrored to the host of the third switch, on the third machine: one
+/// tapped in its owner's engine, one (rate-shaped) at its owner's port.
 #[test]
 fn a_triangle_over_three_machines_cuts_every_switch_link_and_keeps_its_model() {
     require_root!();
@@ -460,6 +462,8 @@ fn a_triangle_over_three_machines_cuts_every_switch_link_and_keeps_its_model() {
                 "a = \"r3\"\nb = \"r1\"",
                 "a = \"r3\"\nb = \"r1\"\nrate = \"1gbit\"",
             )
+            + "\n[[mirror]]\nlink = \"r1--r2\"\nto = \"h3\"\nport = \"span0\"\n\
+               \n[[mirror]]\nlink = \"r3--r1\"\nto = \"h2\"\nport = \"span1\"\n"
     };
     let original = workspace().join("scenarios/custom-triangle.toml");
     let text = impair(std::fs::read_to_string(&original).unwrap());
@@ -478,7 +482,51 @@ fn a_triangle_over_three_machines_cuts_every_switch_link_and_keeps_its_model() {
     // The lossy link's model: 40 pings h1 -> h2 across r1--r2.
     let lossy = ["-c", "40", "-i", "0.02", "-W", "1"];
     let h2 = host_address(Some((&machines, machine_of("h2"))), &lab, "h2");
+    let mirrored = |host: &str, port: &str| {
+        let out = machines.turbonet(
+            machine_of(host),
+            &[
+                "exec",
+                "--lab",
+                &lab,
+                host,
+                "cat",
+                &format!("/sys/class/net/{port}/statistics/rx_packets"),
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{host} {port}: {}",
+            turbonet_tests::text(&out)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let span0 = mirrored("h3", "span0");
     let answered = pings(Some((&machines, machine_of("h1"))), &lab, "h1", &h2, &lossy);
+    // Every request and reply that crossed was copied to h3 on the third
+    // machine, through the mirror's tunnel from the link's owner.
+    assert!(answered > 0, "some pings crossed r1--r2");
+    let copies = mirrored("h3", "span0") - span0;
+    assert!(
+        copies >= 2 * u64::from(answered),
+        "{copies} copies at h3's span0 of {answered} pings answered"
+    );
+    // The rate-shaped cut link, tapped at its owner's end.
+    let h1 = host_address(Some((&machines, machine_of("h1"))), &lab, "h1");
+    let span1 = mirrored("h2", "span1");
+    let got = pings(
+        Some((&machines, machine_of("h3"))),
+        &lab,
+        "h3",
+        &h1,
+        &["-c", "10", "-i", "0.02", "-W", "1"],
+    );
+    assert_eq!(got, 10, "h3 -> h1 across r3--r1");
+    let copies = mirrored("h2", "span1") - span1;
+    assert!(copies >= 20, "{copies} copies at h2's span1 of 10 pings");
     let owner = (0..3)
         .map(|i| machines.turbonet(i, &["link", "show", "r1--r2", "--lab", &lab, "--json"]))
         .find(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains("drop"))
@@ -508,49 +556,32 @@ fn a_triangle_over_three_machines_cuts_every_switch_link_and_keeps_its_model() {
         })
         .expect("an owner");
     let elsewhere = (owner_index + 1) % 3;
-    let capture = machines
-        .on(elsewhere, turbonet_tests::binary())
-        .args([
-            "capture",
-            "r1--r2",
-            "--count",
-            "4",
-            "--duration",
-            "20",
-            "--lab",
+    let ping = |from: &str, to: &str| {
+        pings(
+            Some((&machines, machine_of(from))),
             &lab,
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("capture runs");
-    let captured = {
-        let capture = std::sync::Mutex::new(Some(capture));
-        // Frames cross until the capture has its four.
-        wait_until(UP, || {
-            pings(
-                Some((&machines, machine_of("h1"))),
-                &lab,
-                "h1",
-                &h2,
-                &["-c", "2", "-i", "0.1", "-W", "1"],
-            );
-            let mut slot = capture.lock().unwrap();
-            slot.as_mut().unwrap().try_wait().unwrap().is_some()
-        });
-        let child = capture.lock().unwrap().take().unwrap();
-        child.wait_with_output().unwrap()
+            from,
+            to,
+            &["-c", "2", "-i", "0.1", "-W", "1"],
+        );
     };
-    let said = turbonet_tests::text(&captured);
-    assert!(
-        captured.status.success(),
-        "capture from machine {elsewhere}: {said}"
-    );
+    let captured = capture_while(&machines, elsewhere, &lab, "r1--r2", || ping("h1", &h2));
     for needle in ["r1 -> r2", "r2 -> r1", "4 frames captured on r1--r2"] {
         assert!(
-            said.contains(needle),
-            "{needle} in the capture from machine {elsewhere}: {said}"
+            captured.contains(needle),
+            "{needle} in the capture from machine {elsewhere}: {captured}"
         );
+    }
+    // The rate-shaped cut link is captured at the end of the machine asked.
+    for end in ["r3", "r1"] {
+        let i = machine_of(end);
+        let captured = capture_while(&machines, i, &lab, "r3--r1", || ping("h3", &h1));
+        for needle in ["r3 -> r1", "r1 -> r3", "4 frames captured on r3--r1"] {
+            assert!(
+                captured.contains(needle),
+                "{needle} in the capture from machine {i}: {captured}"
+            );
+        }
     }
 
     // Packets of the links' MTU cross every cut link whole.
@@ -644,6 +675,41 @@ fn a_triangle_over_three_machines_cuts_every_switch_link_and_keeps_its_model() {
             );
         }
     }
+}
+
+/// What `turbonet capture LINK --count 4` on machine `i` says, `ping`
+/// sending frames across the link until it has its four.
+fn capture_while(machines: &Machines, i: usize, lab: &str, link: &str, ping: impl Fn()) -> String {
+    let capture = machines
+        .on(i, turbonet_tests::binary())
+        .args([
+            "capture",
+            link,
+            "--count",
+            "4",
+            "--duration",
+            "20",
+            "--lab",
+            lab,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("capture runs");
+    let capture = std::sync::Mutex::new(Some(capture));
+    wait_until(UP, || {
+        ping();
+        let mut slot = capture.lock().unwrap();
+        slot.as_mut().unwrap().try_wait().unwrap().is_some()
+    });
+    let child = capture.lock().unwrap().take().unwrap();
+    let captured = child.wait_with_output().unwrap();
+    let said = text(&captured);
+    assert!(
+        captured.status.success(),
+        "capture of {link} from machine {i}: {said}"
+    );
+    said
 }
 
 /// Host `host`'s address (its first, global) on machine `i`.

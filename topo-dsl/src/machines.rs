@@ -45,6 +45,15 @@
 //! engine does not carry is owned by the lower index, which does nothing
 //! more than the other end.
 //!
+//! # Mirrors
+//!
+//! A `[[mirror]]`'s link is tapped on the machine that carries it: its
+//! own, or a cut link's owner. When its monitor node runs on another
+//! machine, the copies cross the underlay on a VXLAN tunnel of their own
+//! (a [`MirrorTunnel`]), numbered after the cut links' VNIs in mirror
+//! order: the tapping machine's end in its link engine's namespace, the
+//! monitor's end its mirror port.
+//!
 //! # Memory
 //!
 //! Kernel memory per machine: [`NAMESPACE_KIB`] per namespace and
@@ -56,7 +65,8 @@
 //! FNV-1a (64 bits, [`crate::seed::fnv1a64`]) over the plan's canonical
 //! text, which lists every line in order: `turbonet partition 1`,
 //! `machines M`, `node NAME MACHINE` for every node in node order, and
-//! `cut LINK VNI OWNER` for every cut link in link order.
+//! `cut LINK VNI OWNER` for every cut link in link order, then
+//! `mirror INDEX VNI FROM TO` for every mirror tunnel in mirror order.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -138,6 +148,9 @@ pub struct MachinePlan {
     pub random: RandomCut,
     /// Every cut link, in link order.
     pub cut_links: Vec<CutLink>,
+    /// Every mirror whose copies cross machines, in mirror order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mirror_tunnels: Vec<MirrorTunnel>,
     /// The plan's hash: 16 hex digits (see the module docs).
     pub hash: String,
     /// Each node's machine, by node id.
@@ -151,20 +164,22 @@ impl MachinePlan {
         self.cut_links.len()
     }
 
-    /// Whether every cut link's frames cross an underlay of MTU `underlay`
-    /// whole (its MTU plus [`VXLAN_OVERHEAD`]); the first that would not,
-    /// in link order, otherwise.
+    /// Whether every cut link's frames, and every mirror tunnel's copies,
+    /// cross an underlay of MTU `underlay` whole (the link's MTU plus
+    /// [`VXLAN_OVERHEAD`]); the first link that would not, in link order
+    /// then mirror order, otherwise.
     pub fn fits_underlay(&self, underlay: u32) -> Result<(), UnderlayTooSmall> {
-        match self
-            .cut_links
-            .iter()
-            .find(|c| u32::from(c.mtu) + VXLAN_OVERHEAD > underlay)
+        let links = self.cut_links.iter().map(|c| (&c.link, c.mtu));
+        let mirrors = self.mirror_tunnels.iter().map(|t| (&t.link, t.mtu));
+        match links
+            .chain(mirrors)
+            .find(|(_, mtu)| u32::from(*mtu) + VXLAN_OVERHEAD > underlay)
         {
             None => Ok(()),
-            Some(c) => Err(UnderlayTooSmall {
-                link: c.link.clone(),
-                mtu: c.mtu,
-                needed: u32::from(c.mtu) + VXLAN_OVERHEAD,
+            Some((link, mtu)) => Err(UnderlayTooSmall {
+                link: link.clone(),
+                mtu,
+                needed: u32::from(mtu) + VXLAN_OVERHEAD,
                 underlay,
                 fits: underlay.saturating_sub(VXLAN_OVERHEAD),
             }),
@@ -193,7 +208,7 @@ pub struct Part {
     pub devices: usize,
     /// Links with both ends here.
     pub local_links: usize,
-    /// VXLAN devices: cut links with an end here.
+    /// VXLAN devices: cut links with an end here, and mirror tunnels.
     pub vxlan: usize,
     /// Links its link engine carries: its own and the cut links it owns.
     pub engine_links: usize,
@@ -267,6 +282,23 @@ pub struct CutLink {
     pub mtu: u16,
 }
 
+/// A mirror whose copies cross machines (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MirrorTunnel {
+    /// The mirror's index among the scenario's `[[mirror]]`s.
+    pub mirror: usize,
+    /// The mirrored link's name.
+    pub link: String,
+    /// The machine that taps the link.
+    pub from: u32,
+    /// The machine of the monitor node.
+    pub to: u32,
+    /// Its VXLAN network identifier.
+    pub vni: u32,
+    /// The copies' largest size: the link's MTU.
+    pub mtu: u16,
+}
+
 /// What one machine builds of a lab: the nodes it runs, and for each
 /// link, whether both its ends are here, one (a cut link), or none. The
 /// whole lab on one machine is [`Share::whole`].
@@ -280,6 +312,8 @@ pub struct Share {
     place: Vec<u32>,
     /// Each cut link with an end here, by link id.
     cut: BTreeMap<u32, CutEnd>,
+    /// Every mirror tunnel, by mirror index.
+    mirrors: BTreeMap<usize, MirrorTunnel>,
 }
 
 /// A cut link's end on this machine.
@@ -319,6 +353,7 @@ impl Share {
             machines: 1,
             place: vec![0; fabric.nodes.len()],
             cut: BTreeMap::new(),
+            mirrors: BTreeMap::new(),
         }
     }
 
@@ -347,6 +382,9 @@ impl Share {
             machines: plan.machines,
             place: plan.place.clone(),
             cut,
+            mirrors: (plan.mirror_tunnels.iter())
+                .map(|t| (t.mirror, t.clone()))
+                .collect(),
         }
     }
 
@@ -374,6 +412,22 @@ impl Share {
                 .cut
                 .get(&link.id.0)
                 .map_or(Reach::Away, |c| Reach::Cut(*c)),
+        }
+    }
+
+    /// The tunnel of mirror `mirror` (its index among the lab's), if its
+    /// copies cross machines.
+    pub fn mirror_tunnel(&self, mirror: usize) -> Option<&MirrorTunnel> {
+        self.mirrors.get(&mirror)
+    }
+
+    /// This machine taps `link` for the lab's mirrors and captures: the
+    /// link is all here, or cut and owned here (see the module docs).
+    pub fn taps(&self, link: &Link) -> bool {
+        match self.reach(link) {
+            Reach::Local => true,
+            Reach::Cut(cut) => cut.owner == self.machine,
+            Reach::Away => false,
         }
     }
 }
@@ -520,6 +574,7 @@ fn describe(lab: &Lab, machines: u32, place: &[u32], engine: &[bool]) -> Machine
     let fabric = &lab.fabric;
     let mut parts = parts(fabric, machines, place);
     let (cut_by_class, cut_by_pair, cut_links) = links(fabric, place, engine, &mut parts);
+    let mirror_tunnels = mirror_tunnels(lab, place, &cut_links, &mut parts);
     for part in &mut parts {
         let kib = part.namespaces as u64 * NAMESPACE_KIB + part.devices as u64 * DEVICE_KIB;
         part.memory = Bytes(kib << 10);
@@ -542,7 +597,7 @@ fn describe(lab: &Lab, machines: u32, place: &[u32], engine: &[bool]) -> Machine
         machines,
         nodes: fabric.nodes.len(),
         links: fabric.links.len(),
-        hash: hash(machines, fabric, place, &cut_links),
+        hash: hash(machines, fabric, place, &cut_links, &mirror_tunnels),
         parts,
         cut_by_class,
         cut_by_pair,
@@ -552,8 +607,45 @@ fn describe(lab: &Lab, machines: u32, place: &[u32], engine: &[bool]) -> Machine
             cut: cut_size(fabric, &random_placement(&sizes, lab.seed)),
         },
         cut_links,
+        mirror_tunnels,
         place: place.to_vec(),
     }
+}
+
+/// The mirrors whose monitor runs on another machine than the one that
+/// carries their link (see the module docs), each a VXLAN device at both
+/// machines.
+fn mirror_tunnels(
+    lab: &Lab,
+    place: &[u32],
+    cut_links: &[CutLink],
+    parts: &mut [Part],
+) -> Vec<MirrorTunnel> {
+    let mut tunnels = Vec::new();
+    for (i, m) in lab.mirrors.iter().enumerate() {
+        let link = lab.fabric.link(m.link);
+        let from = cut_links
+            .iter()
+            .find(|c| c.id == link.id)
+            .map_or(place[link.ends[0].node.0 as usize], |c| c.owner);
+        let to = place[m.to.0 as usize];
+        if from == to {
+            continue;
+        }
+        for x in [from, to] {
+            parts[x as usize].vxlan += 1;
+            parts[x as usize].devices += 1;
+        }
+        tunnels.push(MirrorTunnel {
+            mirror: i,
+            link: link.name.clone(),
+            from,
+            to,
+            vni: FIRST_VNI + (cut_links.len() + tunnels.len()) as u32,
+            mtu: link.params.mtu.unwrap_or(Mtu::ETHERNET).bytes(),
+        });
+    }
+    tunnels
 }
 
 /// Every machine's nodes, with what they hold; links, devices and memory
@@ -704,7 +796,13 @@ fn links(
 }
 
 /// The plan's hash over its canonical text (see the module docs).
-fn hash(machines: u32, fabric: &Fabric, place: &[u32], cut: &[CutLink]) -> String {
+fn hash(
+    machines: u32,
+    fabric: &Fabric,
+    place: &[u32],
+    cut: &[CutLink],
+    mirrors: &[MirrorTunnel],
+) -> String {
     let mut text = format!("turbonet partition 1\nmachines {machines}\n");
     for node in &fabric.nodes {
         writeln!(text, "node {} {}", node.name, place[node.id.0 as usize])
@@ -712,6 +810,10 @@ fn hash(machines: u32, fabric: &Fabric, place: &[u32], cut: &[CutLink]) -> Strin
     }
     for c in cut {
         writeln!(text, "cut {} {} {}", c.link, c.vni, c.owner).expect("writing to a String");
+    }
+    for t in mirrors {
+        writeln!(text, "mirror {} {} {} {}", t.mirror, t.vni, t.from, t.to)
+            .expect("writing to a String");
     }
     format!("{:016x}", crate::seed::fnv1a64(text.as_bytes()))
 }
@@ -834,5 +936,58 @@ mod tests {
         let (hierarchical, flat) = (share(plan.cut()), share(flat_cut(&lab, 8)));
         assert!((0.16..0.18).contains(&hierarchical), "{hierarchical}");
         assert!((0.26..0.28).contains(&flat), "{flat}");
+    }
+
+    /// The triangle with two mirrors: one of a switch link, to the host of
+    /// the third switch (on a third machine), one of a host's link to its
+    /// own switch.
+    fn mirrored_triangle() -> Lab {
+        let path = format!(
+            "{}/../scenarios/custom-triangle.toml",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&path).expect("the triangle")
+            + "\n[[mirror]]\nlink = \"r1--r2\"\nto = \"h3\"\n\n[[mirror]]\nlink = \"h1--r1\"\nto = \"r1\"\n";
+        crate::parse("triangle", &text).unwrap_or_else(|e| panic!("{}", e.render_plain(100)))
+    }
+
+    #[test]
+    fn a_mirror_whose_monitor_runs_elsewhere_has_a_tunnel_from_its_link_carrier() {
+        let lab = mirrored_triangle();
+        let plan = plan(&lab, 3).unwrap();
+        let machine = |name: &str| plan.place[lab.fabric.node_by_name(name).unwrap().id.0 as usize];
+        assert_eq!(plan.cut(), 3, "every switch link is cut");
+        let r1r2 = plan.cut_links.iter().find(|c| c.link == "r1--r2").unwrap();
+        assert_eq!(
+            plan.mirror_tunnels,
+            vec![MirrorTunnel {
+                mirror: 0,
+                link: "r1--r2".into(),
+                from: r1r2.owner,
+                to: machine("h3"),
+                vni: FIRST_VNI + 3,
+                mtu: 1500,
+            }],
+            "the host link's mirror stays on its machine"
+        );
+        let share = |m: u32| Share::of(&plan, m);
+        let link = |name: &str| lab.fabric.links.iter().find(|l| l.name == name).unwrap();
+        for m in 0..3 {
+            assert_eq!(
+                share(m).taps(link("r1--r2")),
+                m == r1r2.owner,
+                "machine {m}"
+            );
+            assert_eq!(share(m).taps(link("h1--r1")), m == machine("r1"));
+            assert!(share(m).mirror_tunnel(0).is_some() && share(m).mirror_tunnel(1).is_none());
+        }
+        // Each end of the tunnel is a VXLAN device on its machine.
+        let tunnels = |m: u32| plan.parts[m as usize].vxlan;
+        let without = super::plan(&scenario("custom-triangle.toml"), 3).unwrap();
+        for m in 0..3u32 {
+            let more = usize::from(m == r1r2.owner || m == machine("h3"));
+            assert_eq!(tunnels(m), without.parts[m as usize].vxlan + more);
+        }
+        assert_ne!(plan.hash, without.hash, "the tunnel is in the plan's hash");
     }
 }

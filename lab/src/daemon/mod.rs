@@ -374,6 +374,7 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
         let writers = match &tapper {
             Some(tapper) => crate::dataplane::netns::tapping::start_scenario(
                 &lab,
+                &nodes_here,
                 &carriers,
                 &state,
                 tapper.as_ref(),

@@ -379,6 +379,32 @@ fn machines_report(lab: &Lab, plan: &MachinePlan) -> String {
             plan.random.cut as f64 / plan.cut() as f64,
         ));
     }
+    if !plan.mirror_tunnels.is_empty() {
+        out.push_str(&format!(
+            "\n{} mirror{} cop{} to a monitor on another machine than the link's, each over a \
+             VXLAN tunnel of its own:\n",
+            count(plan.mirror_tunnels.len()),
+            plural(plan.mirror_tunnels.len()),
+            if plan.mirror_tunnels.len() == 1 {
+                "ies"
+            } else {
+                "y"
+            },
+        ));
+        out.push_str(&table(
+            &["link", "tapped on", "monitor on", "VNI"],
+            plan.mirror_tunnels.iter().map(|t| {
+                vec![
+                    t.link.clone(),
+                    t.from.to_string(),
+                    t.to.to_string(),
+                    t.vni.to_string(),
+                ]
+            }),
+            &[1, 2, 3],
+        ));
+        out.push('\n');
+    }
     let balance: Vec<String> = plan
         .balance
         .iter()

@@ -105,17 +105,22 @@ async fn build<K: Kernel>(kernel: &mut K, cx: &mut Build<'_>) -> Result<()> {
         );
     }
 
-    if let (Some(engine), false) = (engine, lab.mirrors.is_empty()) {
-        let (veths, up) = netns::mirrors::veths(lab, &here, engine, carriers);
+    let mirrors = engine.map(|engine| netns::mirrors::ports(lab, &here, engine, carriers));
+    if let Some(ports) = mirrors.filter(|p| !p.veths.is_empty() || !p.vxlans.is_empty()) {
+        let (local, tunnels) = (ports.veths.len(), ports.vxlans.len());
         timed(
             progress,
             state,
             "mirrors",
             async {
-                kernel.add_veths(veths).await?;
-                kernel.set_up(up).await
+                kernel.add_veths(ports.veths).await?;
+                kernel.add_vxlans(ports.vxlans).await?;
+                kernel.set_up(ports.up).await
             },
-            |()| format!("{} mirror ports", lab.mirrors.len()),
+            |()| match tunnels {
+                0 => format!("{local} mirror ports"),
+                _ => format!("{local} mirror ports, {tunnels} mirror tunnel ends"),
+            },
         )
         .await?;
     }

@@ -87,12 +87,10 @@ fn veth_reads(
     let fabric = &lab.fabric;
     let mut read: BTreeMap<NodeId, Vec<(LinkId, u32, usize)>> = BTreeMap::new();
     for (link, carrier) in fabric.links.iter().zip(carriers) {
-        let side = match share.reach(link) {
-            _ if carrier.is_spliced() => continue,
-            Reach::Away => continue,
-            Reach::Local => watched_end(lab, link),
-            Reach::Cut(cut) => cut.end,
-        };
+        if carrier.is_spliced() || share.reach(link) == Reach::Away {
+            continue;
+        }
+        let side = tapped_end(lab, share, link);
         let node = link.ends[side].node;
         let index = names::port_index(lab, node, link.id).expect("link's end is a port");
         read.entry(node).or_default().push((link.id, index, side));
@@ -105,6 +103,8 @@ fn veth_reads(
 #[derive(Debug)]
 pub struct Tapper {
     lab: Arc<Lab>,
+    /// What runs here: a cut link is tapped at its end here.
+    share: Share,
     /// Engine position of every impaired link.
     position: HashMap<LinkId, usize>,
     control: engine::Control,
@@ -118,7 +118,7 @@ impl Tapping for Tapper {
         let at = match self.position.get(&link.id) {
             Some(&k) => TapAt::Engine(k),
             None => {
-                let side = watched_end(&self.lab, link);
+                let side = tapped_end(&self.lab, &self.share, link);
                 let node = self.lab.fabric.node(link.ends[side].node);
                 let ns_name = names::node_namespace(&self.lab.name, &node.name);
                 let ns =
@@ -154,6 +154,15 @@ impl Tapping for Tapper {
 impl Tapper {
     fn send(&self, command: engine::Command) -> Result<()> {
         Ok(self.control.send(command)?)
+    }
+}
+
+/// The end of a plain link whose port counts and taps it here: of a link
+/// to another machine, the end here; else [`watched_end`].
+fn tapped_end(lab: &Lab, share: &Share, link: &Link) -> usize {
+    match share.reach(link) {
+        Reach::Cut(cut) => cut.end,
+        Reach::Local | Reach::Away => watched_end(lab, link),
     }
 }
 
@@ -505,6 +514,7 @@ impl<K: Kernel + std::fmt::Debug + 'static> DataPlane for NetnsPlane<K> {
         let engine = &self.engine;
         Some(Arc::new(Tapper {
             lab: self.lab.clone(),
+            share: self.share.clone(),
             position: engine.position.clone(),
             control: engine.control.try_clone().ok()?,
         }))

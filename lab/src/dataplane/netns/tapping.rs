@@ -1,6 +1,7 @@
 //! The scenario's `[[mirror]]`s and `[[capture]]`s, started on the link
-//! engine when the daemon starts: mirrors send their copies out of their
-//! ports' near ends; captures write pcapng files on threads of their own.
+//! engine when the daemon starts, each on the machine that taps its link:
+//! mirrors send their copies out of their ports' near ends; captures write
+//! pcapng files on threads of their own.
 
 use std::sync::Arc;
 
@@ -17,6 +18,7 @@ use crate::dataplane::taps::{Captured, Sink};
 /// once the engine has stopped.
 pub fn start_scenario(
     lab: &turbonet_topo::Lab,
+    share: &turbonet_topo::machines::Share,
     carriers: &[crate::carrier::Carrier],
     state: &crate::state::LabState,
     tapper: &dyn Tapping,
@@ -37,6 +39,9 @@ pub fn start_scenario(
         let engine = crate::names::engine_namespace(&lab.name);
         for (i, m) in lab.mirrors.iter().enumerate() {
             let link = lab.fabric.link(m.link);
+            if !share.taps(link) {
+                continue;
+            }
             let (name, ifindex) = super::mirrors::near_end(carriers, i);
             let to = &lab.fabric.node(m.to).name;
             let started = turbonet_host::namespaces::open(&engine)
@@ -68,6 +73,9 @@ pub fn start_scenario(
     let mut writers = Vec::new();
     for (c, path) in lab.captures.iter().zip(&state.captures) {
         let link = lab.fabric.link(c.link);
+        if !share.taps(link) {
+            continue;
+        }
         let what = format!("capture {} into {}", link.name, path.display());
         let (tx, rx) = tokio::sync::mpsc::channel(65_536);
         let sink = Sink::Capture {
