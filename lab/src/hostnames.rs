@@ -4,7 +4,8 @@
 //! and launchers bind-mount it over `/etc/hosts` in their private mount
 //! namespace, so `turbonet exec h1 -- ping h2` resolves as on a cluster.
 //! With a management network (`[mgmt]`), `<node>.mgmt` names each node's
-//! address on it, and `mgmt` the lab's own.
+//! address on it, and `mgmt` the lab's own (on a lab over several
+//! machines, this machine's part's).
 
 use std::fmt::Write;
 use std::net::Ipv4Addr;
@@ -32,9 +33,9 @@ pub fn joins_mgmt(lab: &Lab, node: &turbonet_topo::Node) -> bool {
     lab.target == turbonet_topo::Target::Netns || !node.role.is_switch()
 }
 
-/// The text of `lab`'s hosts file: localhost, then every node with an
-/// address, in node order.
-pub fn hosts_file(lab: &Lab) -> String {
+/// The text of `lab`'s hosts file on machine `machine` (0 when the lab is
+/// whole here): localhost, then every node with an address, in node order.
+pub fn hosts_file(lab: &Lab, machine: u32) -> String {
     let mut text = format!(
         "# turbonet lab {}: every node by name, on its fabric address\n\
          127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
@@ -47,7 +48,7 @@ pub fn hosts_file(lab: &Lab) -> String {
     }
     if let Some(mgmt) = &lab.mgmt {
         let _ = writeln!(text, "# the management network [mgmt]");
-        let _ = writeln!(text, "{}\tmgmt", mgmt.hub().addr());
+        let _ = writeln!(text, "{}\tmgmt", mgmt.hub_of(machine).addr());
         for node in lab.fabric.nodes.iter().filter(|n| joins_mgmt(lab, n)) {
             let _ = writeln!(text, "{}\t{}.mgmt", mgmt.address(node.id).addr(), node.name);
         }
@@ -67,7 +68,7 @@ mod tests {
         ))
         .unwrap();
         let lab = turbonet_topo::parse("fat-tree-k4.toml", &text).unwrap();
-        let hosts = hosts_file(&lab);
+        let hosts = hosts_file(&lab, 0);
         let lines: Vec<&str> = hosts.lines().filter(|l| !l.starts_with('#')).collect();
         assert_eq!(lines.len(), 2 + lab.fabric.nodes.len());
         for node in &lab.fabric.nodes {

@@ -195,6 +195,16 @@ pub fn prepare(running: &Running, options: &Options) -> Result<Prepared> {
         ));
     }
     let lab = &running.lab;
+    if let Some(placement) = running.dir.load()?.and_then(|state| state.placement)
+        && placement.machines > 1
+    {
+        return Err(Error::Refused(format!(
+            "turbonet mpirun starts every rank from this machine, and lab {} runs over {} \
+             machines: run Open MPI's own launcher over the management network, or the job on \
+             a lab on one machine",
+            lab.name, placement.machines
+        )));
+    }
     let hosts = placement(lab, options.job.as_deref())?;
     let hostfile = running.dir.path().join(format!(
         "mpi-hostfile-{}",

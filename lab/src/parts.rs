@@ -45,7 +45,6 @@ impl Parts {
         let plan = turbonet_topo::machines::plan(&running.lab, placement.machines)
             .map_err(|e| Error::Invalid(e.to_string()))?;
         let span = Span::of(
-            &running.lab,
             &plan,
             placement.machine,
             placement.underlay.clone(),

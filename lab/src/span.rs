@@ -12,13 +12,17 @@
 //! the VXLAN device itself. Other cut links (plain, shaped, netem) have a
 //! VXLAN device for a port at both ends, each end shaping its own egress
 //! as on one machine.
+//!
+//! A mirror's copies and the management network cross machines on VXLAN
+//! tunnels of their own ([`Span::mirror_vxlan`], [`Span::mgmt_vxlan`]); an
+//! `[[external]]` interface is the machine's that runs its node.
 
 use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
 use turbonet_host::kernel::{VethEnd, Vxlan};
-use turbonet_topo::machines::{CutEnd, MachinePlan, MirrorTunnel, Reach, Share};
+use turbonet_topo::machines::{CutEnd, MachinePlan, MgmtTunnel, MirrorTunnel, Reach, Share};
 use turbonet_topo::{Lab, Link, NodeId};
 
 use crate::bail;
@@ -45,7 +49,7 @@ impl Placement {
     pub fn span(&self, lab: &Lab) -> Result<Span> {
         let plan = turbonet_topo::machines::plan(lab, self.machines)
             .map_err(|e| crate::Error::Invalid(e.to_string()))?;
-        Span::of(lab, &plan, self.machine, self.underlay.clone(), self.port)
+        Span::of(&plan, self.machine, self.underlay.clone(), self.port)
     }
 
     /// The span of a lab whose state records `placement` (none: the whole
@@ -77,15 +81,9 @@ impl Span {
         }
     }
 
-    /// Machine `machine`'s part of `lab` as `plan` places it, the machines
-    /// reached at `underlay` (by index) on UDP port `port`. Refuses what
-    /// does not span machines yet: the management network (it joins nodes
-    /// of every machine to one namespace). An `[[external]]` interface is
-    /// the machine's that runs its node; a mirror's copies cross machines
-    /// on a tunnel of their own when its monitor runs elsewhere than its
-    /// link.
+    /// Machine `machine`'s part of the lab `plan` places, the machines
+    /// reached at `underlay` (by index) on UDP port `port`.
     pub fn of(
-        lab: &Lab,
         plan: &MachinePlan,
         machine: u32,
         underlay: Vec<Ipv4Addr>,
@@ -97,9 +95,6 @@ impl Span {
                 plan.machines,
                 underlay.len()
             );
-        }
-        if plan.machines > 1 && lab.mgmt.is_some() {
-            bail!("a lab with a management network ([mgmt]) runs on one machine only (for now)");
         }
         Ok(Span {
             share: Share::of(plan, machine),
@@ -148,6 +143,23 @@ impl Span {
             remote: self.underlay[cut.far as usize],
             port: self.port,
             mtu: Some(u32::from(cut.mtu)),
+        }
+    }
+
+    /// The VXLAN device `end` of management tunnel `tunnel` (between
+    /// machine 0 and `tunnel.machine`, one of them this one).
+    pub fn mgmt_vxlan(&self, tunnel: MgmtTunnel, end: VethEnd) -> Vxlan {
+        let here = self.share.machine;
+        let far = tunnel.far(here);
+        Vxlan {
+            what: format!("the management network's tunnel to machine {far}"),
+            end,
+            vni: tunnel.vni,
+            local: self.underlay[here as usize],
+            remote: self.underlay[far as usize],
+            port: self.port,
+            // `mgmt0`'s: Ethernet's.
+            mtu: Some(1500),
         }
     }
 

@@ -343,7 +343,7 @@ pub fn up(options: &Options, progress: &dyn Progress) -> Result<Up> {
     let saved = dir
         .save_scenario(&text)
         .and_then(|()| copy_filter_objects(&dir, &objects))
-        .and_then(|()| dir.save_hosts(&crate::hostnames::hosts_file(&lab)))
+        .and_then(|()| dir.save_hosts(&crate::hostnames::hosts_file(&lab, span.share.machine)))
         .and_then(|()| dir.save(&state));
     if let Err(e) = saved {
         let _ = dir.remove();
@@ -807,7 +807,7 @@ mod characterisation {
         let parts = (0..machines)
             .map(|i| {
                 let span =
-                    Span::of(&lab, &plan, i, (0..machines).map(underlay).collect(), 14790).unwrap();
+                    Span::of(&plan, i, (0..machines).map(underlay).collect(), 14790).unwrap();
                 let mut kernel = Recorder::new();
                 let quiet = &crate::progress::Quiet;
                 dry_build(&mut kernel, &lab, &span, &carriers, true, quiet).unwrap();

@@ -75,10 +75,6 @@ pub fn work(options: &Options, progress: &(dyn Progress + Sync)) -> Result<()> {
     }
     let plan = turbonet_topo::machines::plan(&lab, options.of)
         .map_err(|e| Error::Invalid(format!("{file}: {e}")))?;
-    // What `up` would refuse of this lab over machines, before anyone waits.
-    let dummy = vec![Ipv4Addr::UNSPECIFIED; options.of as usize];
-    crate::span::Span::of(&lab, &plan, options.index, dummy, 0)
-        .map_err(|e| Error::Invalid(format!("{file}: {e}")))?;
     let token = read_token(&options.token_file)?;
     let coordinator = resolve(&options.coordinator, options.rendezvous)?;
     let underlay = match options.underlay {

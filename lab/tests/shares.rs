@@ -37,7 +37,7 @@ fn hosts_reach_each_other_across_machines_with_packets_of_the_links_mtu() {
     let carriers = turbonet_lab::carrier::carriers(&lab, &turbonet_lab::carrier::Qdiscs::none())
         .expect("carriers");
     for (i, m) in machine_names.iter().enumerate() {
-        let span = Span::of(&lab, &plan, i as u32, underlay.to_vec(), 14789).expect("a span");
+        let span = Span::of(&plan, i as u32, underlay.to_vec(), 14789).expect("a span");
         let machine = namespaces::open(m).expect("the machine's namespace");
         namespaces::in_namespace(&machine, || {
             let mut kernel = Netlink::new();

@@ -1100,3 +1100,61 @@ fn a_controller_fat_tree_over_two_machines_reroutes_around_a_cut_link_failed_any
         );
     }
 }
+
+/// The management network over two machines is one network: nodes reach
+/// each other's `mgmt0` across machines (through the tunnel between the
+/// machines' bridges), and `mgmt` names the address of the node's own
+/// machine's part on it (machine 0's the lab's, machine 1's the top of the
+/// pool).
+#[test]
+fn the_management_network_is_one_network_over_two_machines() {
+    require_root!();
+    let lab = unique_lab("wg");
+    let file = scenario_as(
+        "fat-tree-k4.toml",
+        &lab,
+        "\n[mgmt]\npool = \"192.168.251.0/24\"\n",
+    );
+    let plan = run(&["plan", "--machines", "2", file.to_str().unwrap(), "--json"]);
+    assert!(plan.status.success(), "{}", text(&plan));
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    assert_eq!(plan["mgmt_tunnels"].as_array().unwrap().len(), 1, "{plan}");
+    let first = |i: usize| plan["parts"][i]["nodes"][0].as_str().unwrap().to_owned();
+    let (a, b) = (first(0), first(1));
+
+    let mut machines = Machines::new(&lab, 2);
+    machines.run_lab(&lab, &file, UP);
+    let exec = |i: usize, node: &str, args: &[&str]| {
+        let mut all = vec!["exec", "--lab", lab.as_str(), node];
+        all.extend(args);
+        let out = machines.turbonet(i, &all);
+        assert!(
+            out.status.success(),
+            "{node} on machine {i}: {args:?}: {}",
+            text(&out)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for (i, from, to) in [(0, &a, &b), (1, &b, &a)] {
+        exec(
+            i,
+            from,
+            &["ping", "-c", "2", "-W", "2", &format!("{to}.mgmt")],
+        );
+    }
+    for (i, node, hub) in [(0, &a, "192.168.251.1"), (1, &b, "192.168.251.254")] {
+        let said = exec(i, node, &["getent", "hosts", "mgmt"]);
+        assert!(said.starts_with(&format!("{hub} ")), "machine {i}: {said}");
+        exec(i, node, &["ping", "-c", "1", "-W", "2", "mgmt"]);
+    }
+    // Machine 0's part's address, from machine 1, across the tunnel.
+    exec(1, &b, &["ping", "-c", "1", "-W", "2", "192.168.251.1"]);
+    // `mpirun` starts every rank from where it runs: refused, saying why.
+    let mpirun = machines.turbonet(0, &["mpirun", "--lab", &lab, "--", "true"]);
+    assert!(
+        !mpirun.status.success()
+            && String::from_utf8_lossy(&mpirun.stderr).contains("runs over 2 machines"),
+        "{}",
+        text(&mpirun)
+    );
+}

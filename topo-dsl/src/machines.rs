@@ -54,6 +54,14 @@
 //! order: the tapping machine's end in its link engine's namespace, the
 //! monitor's end its mirror port.
 //!
+//! # Management network
+//!
+//! A lab's `[mgmt]` over several machines is one network: every machine
+//! has its bridge, its nodes' `mgmt0` on it and an address of its own
+//! ([`crate::Mgmt::hub_of`]), and machine `i > 0`'s bridge reaches
+//! machine 0's over a VXLAN tunnel (a [`MgmtTunnel`], numbered after the
+//! mirror tunnels): a star, so that no frame loops between bridges.
+//!
 //! # Memory
 //!
 //! Kernel memory per machine: [`NAMESPACE_KIB`] per namespace and
@@ -66,7 +74,8 @@
 //! text, which lists every line in order: `turbonet partition 1`,
 //! `machines M`, `node NAME MACHINE` for every node in node order, and
 //! `cut LINK VNI OWNER` for every cut link in link order, then
-//! `mirror INDEX VNI FROM TO` for every mirror tunnel in mirror order.
+//! `mirror INDEX VNI FROM TO` for every mirror tunnel in mirror order, then
+//! `mgmt MACHINE VNI` for every management tunnel.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -119,6 +128,20 @@ pub enum MachinesError {
         /// The smallest atoms of the fabric.
         atoms: usize,
     },
+    /// The management network's pool has no address left for a machine.
+    #[error(
+        "the management network's pool {pool} holds the lab's {nodes} nodes, but not also an \
+         address for each of {machines} machines (taken from the top of the pool): give `[mgmt] \
+         pool` a larger network"
+    )]
+    MgmtPoolTooSmall {
+        /// The pool.
+        pool: String,
+        /// The lab's nodes.
+        nodes: usize,
+        /// The machines asked for.
+        machines: u32,
+    },
     /// Only `netns` labs run over machines.
     #[error(
         "the lab's target is {0}: its switches run the fabric; only a netns lab runs over \
@@ -151,6 +174,10 @@ pub struct MachinePlan {
     /// Every mirror whose copies cross machines, in mirror order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mirror_tunnels: Vec<MirrorTunnel>,
+    /// The management network's tunnels, machine 1's first (none without
+    /// `[mgmt]`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mgmt_tunnels: Vec<MgmtTunnel>,
     /// The plan's hash: 16 hex digits (see the module docs).
     pub hash: String,
     /// Each node's machine, by node id.
@@ -169,15 +196,17 @@ impl MachinePlan {
     /// [`VXLAN_OVERHEAD`]); the first link that would not, in link order
     /// then mirror order, otherwise.
     pub fn fits_underlay(&self, underlay: u32) -> Result<(), UnderlayTooSmall> {
-        let links = self.cut_links.iter().map(|c| (&c.link, c.mtu));
-        let mirrors = self.mirror_tunnels.iter().map(|t| (&t.link, t.mtu));
+        let links = self.cut_links.iter().map(|c| (Some(&c.link), c.mtu));
+        let mirrors = self.mirror_tunnels.iter().map(|t| (Some(&t.link), t.mtu));
+        let mgmt = (self.mgmt_tunnels.first()).map(|_| (None, Mtu::ETHERNET.bytes()));
         match links
             .chain(mirrors)
+            .chain(mgmt)
             .find(|(_, mtu)| u32::from(*mtu) + VXLAN_OVERHEAD > underlay)
         {
             None => Ok(()),
             Some((link, mtu)) => Err(UnderlayTooSmall {
-                link: link.clone(),
+                link: link.cloned(),
                 mtu,
                 needed: u32::from(mtu) + VXLAN_OVERHEAD,
                 underlay,
@@ -299,6 +328,23 @@ pub struct MirrorTunnel {
     pub mtu: u16,
 }
 
+/// Machine `machine`'s bridge of the management network, joined to
+/// machine 0's (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct MgmtTunnel {
+    /// The machine (not 0).
+    pub machine: u32,
+    /// Its VXLAN network identifier.
+    pub vni: u32,
+}
+
+impl MgmtTunnel {
+    /// The machine at its other end, seen from machine `here`.
+    pub fn far(&self, here: u32) -> u32 {
+        if here == 0 { self.machine } else { 0 }
+    }
+}
+
 /// What one machine builds of a lab: the nodes it runs, and for each
 /// link, whether both its ends are here, one (a cut link), or none. The
 /// whole lab on one machine is [`Share::whole`].
@@ -314,6 +360,8 @@ pub struct Share {
     cut: BTreeMap<u32, CutEnd>,
     /// Every mirror tunnel, by mirror index.
     mirrors: BTreeMap<usize, MirrorTunnel>,
+    /// The management network's tunnels, machine 1's first.
+    mgmt: Vec<MgmtTunnel>,
 }
 
 /// A cut link's end on this machine.
@@ -354,6 +402,7 @@ impl Share {
             place: vec![0; fabric.nodes.len()],
             cut: BTreeMap::new(),
             mirrors: BTreeMap::new(),
+            mgmt: Vec::new(),
         }
     }
 
@@ -385,6 +434,7 @@ impl Share {
             mirrors: (plan.mirror_tunnels.iter())
                 .map(|t| (t.mirror, t.clone()))
                 .collect(),
+            mgmt: plan.mgmt_tunnels.clone(),
         }
     }
 
@@ -421,6 +471,12 @@ impl Share {
         self.mirrors.get(&mirror)
     }
 
+    /// The management network's tunnels with an end here: machine 0 has
+    /// one to every other machine, every other machine one to machine 0.
+    pub fn mgmt_tunnels(&self) -> impl Iterator<Item = MgmtTunnel> + '_ {
+        (self.mgmt.iter().copied()).filter(|t| self.machine == 0 || t.machine == self.machine)
+    }
+
     /// This machine taps `link` for the lab's mirrors and captures: the
     /// link is all here, or cut and owned here (see the module docs).
     pub fn taps(&self, link: &Link) -> bool {
@@ -437,17 +493,23 @@ impl Share {
 /// (14).
 pub const VXLAN_OVERHEAD: u32 = 50;
 
-/// A cut link whose frames would not cross the underlay whole (the kernel
-/// would fragment them silently and cache a smaller path MTU).
+/// A cut link (or mirror, or the management network) whose frames would
+/// not cross the underlay whole (the kernel would fragment them silently
+/// and cache a smaller path MTU).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "link {link} crosses machines with MTU {mtu}: its VXLAN tunnel needs an underlay MTU of \
-     at least {needed}, and the underlay's is {underlay} (raise the underlay's MTU, or set the \
-     link's `mtu` to at most {fits})"
+    "{what} crosses machines with MTU {mtu}: its VXLAN tunnel needs an underlay MTU of at least \
+     {needed}, and the underlay's is {underlay} (raise the underlay's MTU{or})",
+    what = .link.as_ref().map_or("the management network".to_owned(), |l| format!("link {l}")),
+    or = if .link.is_some() {
+        format!(", or set the link's `mtu` to at most {}", .fits)
+    } else {
+        String::new()
+    },
 )]
 pub struct UnderlayTooSmall {
-    /// The link.
-    pub link: String,
+    /// The link (none: the management network).
+    pub link: Option<String>,
     /// Its MTU.
     pub mtu: u16,
     /// The underlay MTU it needs.
@@ -550,6 +612,15 @@ pub fn plan(lab: &Lab, machines: u32) -> Result<MachinePlan, MachinesError> {
         return Err(MachinesError::NoMachine);
     }
     let fabric = &lab.fabric;
+    if let Some(mgmt) = lab.mgmt
+        && !mgmt.holds(fabric.nodes.len(), machines)
+    {
+        return Err(MachinesError::MgmtPoolTooSmall {
+            pool: mgmt.pool.to_string(),
+            nodes: fabric.nodes.len(),
+            machines,
+        });
+    }
     let engine: Vec<bool> = fabric
         .links
         .iter()
@@ -575,6 +646,21 @@ fn describe(lab: &Lab, machines: u32, place: &[u32], engine: &[bool]) -> Machine
     let mut parts = parts(fabric, machines, place);
     let (cut_by_class, cut_by_pair, cut_links) = links(fabric, place, engine, &mut parts);
     let mirror_tunnels = mirror_tunnels(lab, place, &cut_links, &mut parts);
+    let mgmt_tunnels: Vec<MgmtTunnel> = match lab.mgmt {
+        Some(_) => (1..machines)
+            .map(|machine| MgmtTunnel {
+                machine,
+                vni: FIRST_VNI + (cut_links.len() + mirror_tunnels.len()) as u32 + machine - 1,
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    for t in &mgmt_tunnels {
+        for x in [0, t.machine] {
+            parts[x as usize].vxlan += 1;
+            parts[x as usize].devices += 1;
+        }
+    }
     for part in &mut parts {
         let kib = part.namespaces as u64 * NAMESPACE_KIB + part.devices as u64 * DEVICE_KIB;
         part.memory = Bytes(kib << 10);
@@ -597,7 +683,14 @@ fn describe(lab: &Lab, machines: u32, place: &[u32], engine: &[bool]) -> Machine
         machines,
         nodes: fabric.nodes.len(),
         links: fabric.links.len(),
-        hash: hash(machines, fabric, place, &cut_links, &mirror_tunnels),
+        hash: hash(
+            machines,
+            fabric,
+            place,
+            &cut_links,
+            &mirror_tunnels,
+            &mgmt_tunnels,
+        ),
         parts,
         cut_by_class,
         cut_by_pair,
@@ -608,6 +701,7 @@ fn describe(lab: &Lab, machines: u32, place: &[u32], engine: &[bool]) -> Machine
         },
         cut_links,
         mirror_tunnels,
+        mgmt_tunnels,
         place: place.to_vec(),
     }
 }
@@ -802,6 +896,7 @@ fn hash(
     place: &[u32],
     cut: &[CutLink],
     mirrors: &[MirrorTunnel],
+    mgmt: &[MgmtTunnel],
 ) -> String {
     let mut text = format!("turbonet partition 1\nmachines {machines}\n");
     for node in &fabric.nodes {
@@ -814,6 +909,9 @@ fn hash(
     for t in mirrors {
         writeln!(text, "mirror {} {} {} {}", t.mirror, t.vni, t.from, t.to)
             .expect("writing to a String");
+    }
+    for t in mgmt {
+        writeln!(text, "mgmt {} {}", t.machine, t.vni).expect("writing to a String");
     }
     format!("{:016x}", crate::seed::fnv1a64(text.as_bytes()))
 }

@@ -402,7 +402,11 @@ fn a_cut_link_needs_an_underlay_its_frames_cross_whole() {
     assert!(plain.cut() > 0);
     assert_eq!(plain.fits_underlay(1550), Ok(()));
     let e = plain.fits_underlay(1500).unwrap_err();
-    assert_eq!(e.link, plain.cut_links[0].link, "the first cut link");
+    assert_eq!(
+        e.link.as_ref(),
+        Some(&plain.cut_links[0].link),
+        "the first cut link"
+    );
     assert_eq!((e.mtu, e.needed, e.fits), (1500, 1550, 1450));
 
     let jumbo = plan(&line("auto", "mtu = 9000"), 3);
@@ -492,4 +496,71 @@ fn shares_split_the_lab_between_machines_as_the_plan_says() {
             assert_eq!(cut, 3, "every switch link of the triangle is cut");
         }
     }
+}
+
+/// The line of three switches with a management network on `pool`, every
+/// link with MTU `mtu`.
+fn line_with_mgmt(pool: &str, mtu: u16) -> Lab {
+    let text = format!(
+        "[lab]\nname = \"line\"\n[topology]\nkind = \"custom\"\n\
+         nodes = [\n\
+           {{ name = \"s1\", role = \"switch\" }}, {{ name = \"s2\", role = \"switch\" }},\n\
+           {{ name = \"s3\", role = \"switch\" }}, {{ name = \"h1\", role = \"host\" }},\n\
+         ]\n\
+         links = [\n\
+           {{ a = \"s1\", b = \"s2\", mtu = {mtu} }}, {{ a = \"s2\", b = \"s3\", mtu = {mtu} }},\n\
+           {{ a = \"h1\", b = \"s1\", mtu = {mtu} }},\n\
+         ]\n\
+         [mgmt]\npool = \"{pool}\"\n"
+    );
+    ok(&text)
+}
+
+#[test]
+fn the_management_network_joins_every_machine_to_machine_0() {
+    let lab = line_with_mgmt("192.168.9.0/24", 1500);
+    let three = plan(&lab, 3);
+    let vnis: Vec<(u32, u32)> = three
+        .mgmt_tunnels
+        .iter()
+        .map(|t| (t.machine, t.vni))
+        .collect();
+    let first = machines::FIRST_VNI + three.cut() as u32;
+    assert_eq!(vnis, [(1, first), (2, first + 1)], "after the cut links'");
+    // Machine 0 ends every tunnel, the others one each.
+    let ends = |m: u32| machines::Share::of(&three, m).mgmt_tunnels().count();
+    assert_eq!((ends(0), ends(1), ends(2)), (2, 1, 1));
+    assert!(plan(&lab, 1).mgmt_tunnels.is_empty());
+    // Each machine's part has an address of its own, from the top down.
+    let mgmt = lab.mgmt.unwrap();
+    let hubs: Vec<String> = (0..3).map(|m| mgmt.hub_of(m).to_string()).collect();
+    assert_eq!(
+        hubs,
+        ["192.168.9.1/24", "192.168.9.254/24", "192.168.9.253/24"]
+    );
+    // Its frames are Ethernet's (`mgmt0`'s): 1,550 bytes on the underlay,
+    // whatever the links' MTU.
+    let small = plan(&line_with_mgmt("192.168.9.0/24", 1400), 3);
+    assert_eq!(small.fits_underlay(1550), Ok(()));
+    let e = small.fits_underlay(1460).unwrap_err();
+    assert_eq!((e.link.as_ref(), e.mtu, e.needed), (None, 1500, 1550));
+    assert_eq!(
+        e.to_string(),
+        "the management network crosses machines with MTU 1500: its VXLAN tunnel needs an \
+         underlay MTU of at least 1550, and the underlay's is 1460 (raise the underlay's MTU)"
+    );
+}
+
+#[test]
+fn a_management_pool_without_room_for_every_machine_is_refused() {
+    // Four nodes take .2-.5 of a /29 (.0-.7): room for machine 1 at .6.
+    let lab = line_with_mgmt("192.168.9.0/29", 1500);
+    assert!(machines::plan(&lab, 2).is_ok());
+    let e = machines::plan(&lab, 3).unwrap_err().to_string();
+    assert!(
+        e.contains("pool 192.168.9.0/29 holds the lab's 4 nodes")
+            && e.contains("each of 3 machines")
+            && e.contains("larger network"),
+        "{e}"
+    );
 }

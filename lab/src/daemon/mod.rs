@@ -490,7 +490,7 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
             pid: std::process::id(),
             restarts,
         };
-        let metrics = metrics_listeners(&lab)?;
+        let metrics = metrics_listeners(&lab, shared.share.machine)?;
         let (stop_api, api_stopped) = oneshot::channel();
         let socket = api::socket_path(&dir);
         let api_thread = std::thread::Builder::new()
@@ -523,8 +523,9 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
 }
 
 /// The listeners of the lab's metrics endpoint (`[metrics]`): on this
-/// machine, and on the lab's address of its management network, if any.
-fn metrics_listeners(lab: &turbonet_topo::Lab) -> Result<Vec<std::net::TcpListener>> {
+/// machine, and on the address of machine `machine`'s part on the lab's
+/// management network, if it has one.
+fn metrics_listeners(lab: &turbonet_topo::Lab, machine: u32) -> Result<Vec<std::net::TcpListener>> {
     let Some(m) = lab.metrics else {
         return Ok(Vec::new());
     };
@@ -543,7 +544,7 @@ fn metrics_listeners(lab: &turbonet_topo::Lab) -> Result<Vec<std::net::TcpListen
         let name = crate::names::mgmt_namespace(&lab.name);
         let ns =
             turbonet_host::namespaces::open(&name).with_context(|| format!("opening {name}"))?;
-        let hub = mgmt.hub().addr();
+        let hub = mgmt.hub_of(machine).addr();
         listeners.push(
             turbonet_host::namespaces::in_namespace(&ns, || bind(hub))
                 .with_context(|| format!("serving the metrics on {hub}:{} in {name}", m.port))?,

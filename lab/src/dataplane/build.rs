@@ -177,6 +177,7 @@ pub(crate) async fn timed_counted<T, E: Into<Error>>(
 pub(crate) async fn build_mgmt<K: Kernel>(
     kernel: &mut K,
     lab: &Lab,
+    span: &Span,
     ns_of: impl Fn(turbonet_topo::NodeId) -> Option<turbonet_host::kernel::Ns>,
     hub: turbonet_host::kernel::Ns,
     progress: &dyn Progress,
@@ -185,9 +186,9 @@ pub(crate) async fn build_mgmt<K: Kernel>(
     let Some(net) = &lab.mgmt else {
         return Ok(());
     };
-    // The nodes the hosts file names on it, each from its namespace.
+    // The nodes here the hosts file names on it, each from its namespace.
     let members: Vec<_> = (lab.fabric.nodes.iter())
-        .filter(|n| crate::hostnames::joins_mgmt(lab, n))
+        .filter(|n| span.runs(n.id) && crate::hostnames::joins_mgmt(lab, n))
         .map(|n| {
             ns_of(n.id).map(|ns| (n.id, ns)).ok_or_else(|| {
                 err!(
@@ -197,7 +198,8 @@ pub(crate) async fn build_mgmt<K: Kernel>(
             })
         })
         .collect::<Result<_>>()?;
-    let plan = mgmt::plan(lab, net, &members, hub);
+    let plan = mgmt::plan(lab, net, &members, hub, span);
+    let tunnels = plan.tunnels.len();
     timed(
         progress,
         state,
@@ -206,16 +208,24 @@ pub(crate) async fn build_mgmt<K: Kernel>(
             let (ns, name, ifindex) = plan.bridge;
             kernel.add_bridge(ns, name, ifindex).await?;
             kernel.add_veths(plan.veths).await?;
+            kernel.add_vxlans(plan.tunnels).await?;
             kernel.set_bridge_ports(plan.ports).await?;
             kernel.set_up(plan.up).await?;
             kernel.add_addresses(plan.addresses).await
         },
-        |()| {
-            format!(
+        |()| match tunnels {
+            0 => format!(
                 "{} nodes on the management network {} (mgmt0)",
                 members.len(),
                 net.pool
-            )
+            ),
+            _ => format!(
+                "{} nodes on the management network {} (mgmt0), joined to {tunnels} other \
+                 machine{}'s",
+                members.len(),
+                net.pool,
+                if tunnels == 1 { "" } else { "s" }
+            ),
         },
     )
     .await

@@ -6,12 +6,19 @@
 //! No route points at it: a node reaches only the pool's subnet through
 //! `mgmt0`, and nothing of the fabric is forwarded onto it.
 //!
+//! Over several machines each has its bridge, with its own nodes and an
+//! address of its own ([`turbonet_topo::Mgmt::hub_of`]), and the bridges
+//! are one network: each other machine's joined to machine 0's by a VXLAN
+//! tunnel ([`turbonet_topo::machines::MgmtTunnel`]), a port of both.
+//!
 //! This module computes the requests ([`plan`]); `up` hands them to the
 //! [`Kernel`](turbonet_host::kernel::Kernel).
 
 use turbonet_topo::{Lab, Mgmt, NodeId};
 
-use turbonet_host::kernel::{Address, NamespaceSpec, Ns, PerNs, Veth, VethEnd};
+use turbonet_host::kernel::{Address, NamespaceSpec, Ns, PerNs, Veth, VethEnd, Vxlan};
+
+use crate::span::Span;
 
 /// Every member's interface on the management network, and the bridge's
 /// in the hidden namespace: one name for it everywhere, so programs can
@@ -49,6 +56,8 @@ pub struct Plan {
     pub bridge: (Ns, &'static str, u32),
     /// Each member's `mgmt0`, with its other end in the hidden namespace.
     pub veths: Vec<Veth>,
+    /// The tunnels to the bridges of other machines (created up).
+    pub tunnels: Vec<Vxlan>,
     /// The bridge ports: enslaved to the bridge and brought up.
     pub ports: PerNs<(u32, u32)>,
     /// Interfaces to bring up: the hidden namespace's `lo`.
@@ -58,15 +67,16 @@ pub struct Plan {
 }
 
 /// The requests for `mgmt`, joining `members` (a node and its namespace)
-/// to a bridge in namespace `hub`.
-pub fn plan(lab: &Lab, mgmt: &Mgmt, members: &[(NodeId, Ns)], hub: Ns) -> Plan {
+/// to a bridge in namespace `hub`, and that bridge to the other machines'
+/// of `span`.
+pub fn plan(lab: &Lab, mgmt: &Mgmt, members: &[(NodeId, Ns)], hub: Ns, span: &Span) -> Plan {
     let mut veths = Vec::with_capacity(members.len());
     let mut ports = Vec::with_capacity(members.len());
     let mut addresses = vec![(
         hub,
         vec![Address {
             ifindex: BRIDGE_IFINDEX,
-            addr: mgmt.hub(),
+            addr: mgmt.hub_of(span.share.machine),
         }],
     )];
     for (i, &(node, ns)) in members.iter().enumerate() {
@@ -98,9 +108,24 @@ pub fn plan(lab: &Lab, mgmt: &Mgmt, members: &[(NodeId, Ns)], hub: Ns) -> Plan {
             }],
         ));
     }
+    let mut tunnels = Vec::new();
+    for (j, tunnel) in span.share.mgmt_tunnels().enumerate() {
+        let port = BRIDGE_IFINDEX + 1 + (members.len() + j) as u32;
+        tunnels.push(span.mgmt_vxlan(
+            tunnel,
+            VethEnd {
+                ns: hub,
+                name: format!("to{}", tunnel.far(span.share.machine)),
+                ifindex: port,
+                mac: None,
+            },
+        ));
+        ports.push((port, BRIDGE_IFINDEX));
+    }
     Plan {
         bridge: (hub, INTERFACE, BRIDGE_IFINDEX),
         veths,
+        tunnels,
         ports: vec![(hub, ports)],
         up: vec![(hub, vec![1])],
         addresses,

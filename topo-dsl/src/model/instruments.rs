@@ -159,6 +159,23 @@ impl Mgmt {
         self.at(1)
     }
 
+    /// The address of machine `machine`'s part of a lab over several: the
+    /// lab's own on machine 0, then down from the top of the pool (the
+    /// broadcast address's predecessor is machine 1's).
+    pub fn hub_of(&self, machine: u32) -> Ipv4Net {
+        match machine {
+            0 => self.hub(),
+            m => self.at(self.size() - 1 - u64::from(m)),
+        }
+    }
+
+    /// Whether the pool holds `nodes` nodes and the hubs of `machines`
+    /// machines ([`Mgmt::hub_of`]) without one address given twice.
+    pub fn holds(&self, nodes: usize, machines: u32) -> bool {
+        // Nodes take 2..nodes+1; machines 1.. take size-2 downwards.
+        nodes as u64 + 1 < self.size().saturating_sub(u64::from(machines))
+    }
+
     /// `node`'s address on the network, with its prefix length.
     pub fn address(&self, node: NodeId) -> Ipv4Net {
         self.at(u64::from(node.0) + 2)
@@ -168,6 +185,10 @@ impl Mgmt {
     /// network, hub and broadcast addresses).
     pub fn capacity(len: u8) -> u64 {
         (1u64 << (32 - u32::from(len))).saturating_sub(3)
+    }
+
+    fn size(&self) -> u64 {
+        1 << (32 - u32::from(self.pool.prefix_len()))
     }
 
     fn at(&self, offset: u64) -> Ipv4Net {

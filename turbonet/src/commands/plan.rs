@@ -405,6 +405,18 @@ fn machines_report(lab: &Lab, plan: &MachinePlan) -> String {
         ));
         out.push('\n');
     }
+    if let (Some(first), Some(last)) = (plan.mgmt_tunnels.first(), plan.mgmt_tunnels.last()) {
+        out.push_str(&format!(
+            "\nmanagement network: every machine's bridge joined to machine 0's by a VXLAN \
+             tunnel (VNI{} {}), each machine's part at an address of its own\n",
+            if first.vni == last.vni { "" } else { "s" },
+            if first.vni == last.vni {
+                first.vni.to_string()
+            } else {
+                format!("{}-{}", first.vni, last.vni)
+            },
+        ));
+    }
     let balance: Vec<String> = plan
         .balance
         .iter()

@@ -89,7 +89,7 @@ async fn build<K: Kernel>(kernel: &mut K, cx: &mut Build<'_>) -> Result<()> {
     .await?;
     fail_point("links")?;
     if let Some(hub) = hub {
-        build_mgmt(kernel, lab, |id| here.ns(id), hub, progress, state).await?;
+        build_mgmt(kernel, lab, span, |id| here.ns(id), hub, progress, state).await?;
     }
 
     if !state.externals.is_empty() {

@@ -122,7 +122,7 @@ async fn build_local<K: Kernel>(
     let ns = local_build::local_namespaces(lab, &created);
     if let Some(hub) = hub {
         let ns_of = |id| ns.hosts.iter().find(|&&(h, _)| h == id).map(|&(_, ns)| ns);
-        build_mgmt(kernel, lab, ns_of, hub, progress, state).await?;
+        build_mgmt(kernel, lab, cx.span, ns_of, hub, progress, state).await?;
     }
     let veths = local_build::host_veths(lab, mapping, &ns)?;
     let count = veths.len();
