@@ -142,7 +142,7 @@ fn daemon_status(dir: &LabDir, supervisor: Option<u32>) -> String {
 }
 
 /// A lab that is up: its directory and its scenario.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Running {
     /// Its directory.
     pub dir: LabDir,

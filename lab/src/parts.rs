@@ -66,6 +66,31 @@ impl Parts {
         }))
     }
 
+    /// Every machine's reading of the links it carries (each link from
+    /// the machine that [`Parts::machine_of_link`] names; `only`: that
+    /// one), by machine: when its daemon counted them, and their counters.
+    pub fn carried_links(
+        &self,
+        running: &Running,
+        only: Option<&str>,
+    ) -> Result<Vec<(f64, Vec<LinkShow>)>> {
+        let mut readings = Vec::new();
+        for (m, said) in self.ask_all(running, |c| {
+            read_links(c, only).map_err(|e| api::Error::Failed(e.to_string()))
+        }) {
+            let (at, links) =
+                said.map_err(|e| Error::Failed(format!("machine {m}'s links: {e}")))?;
+            let mut carried = Vec::new();
+            for link in links {
+                if self.machine_of_link(&running.lab, &link.link)? == m {
+                    carried.push(link);
+                }
+            }
+            readings.push((at, carried));
+        }
+        Ok(readings)
+    }
+
     /// This machine's index.
     pub fn here(&self) -> u32 {
         self.placement.machine
@@ -229,21 +254,9 @@ pub fn link_show(running: &Running, only: Option<&str>) -> Result<Vec<LinkShow>>
     let Some(parts) = Parts::of(running)? else {
         return crate::inspect::link_show(running, only);
     };
-    let mut by_machine = Vec::new();
-    for (m, said) in parts.ask_all(running, |c| {
-        read_links(c, only).map_err(|e| api::Error::Failed(e.to_string()))
-    }) {
-        let (_, links) = said.map_err(|e| Error::Failed(format!("machine {m}'s links: {e}")))?;
-        by_machine.push(links);
-    }
-    let mut links = Vec::new();
-    for (m, theirs) in (0u32..).zip(by_machine) {
-        for link in theirs {
-            if parts.machine_of_link(&running.lab, &link.link)? == m {
-                links.push(link);
-            }
-        }
-    }
+    let mut links: Vec<LinkShow> = (parts.carried_links(running, only)?.into_iter())
+        .flat_map(|(_, links)| links)
+        .collect();
     // In the lab's link order, as on one machine.
     let order: HashMap<&str, usize> = (running.lab.fabric.links.iter())
         .enumerate()

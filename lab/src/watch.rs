@@ -1,11 +1,14 @@
 //! `turbonet watch`: every link direction's rates now, from two readings of
 //! the daemon's counters (it refreshes them every 100 ms), busiest first,
-//! with the links that are down.
+//! with the links that are down. On a lab over several machines each link
+//! is read from the machine that carries it, its rates over that machine's
+//! interval.
 
 use serde::Serialize;
 
 use crate::error::Result;
 use crate::inspect::{LinkShow, Running, read_links};
+use crate::parts::Parts;
 use turbonet_api as api;
 
 /// One link direction over the last interval.
@@ -69,10 +72,32 @@ pub struct Frame {
 /// Reads the counters again and again, and gives rates between readings.
 #[derive(Debug)]
 pub struct Watcher {
-    client: api::Client,
+    counters: Counters,
     lab: String,
     epoch: f64,
-    last: Option<(f64, Vec<LinkShow>)>,
+    /// The last reading: each machine's (one when the lab is whole here).
+    last: Option<Vec<Reading>>,
+}
+
+/// One daemon's reading: when it counted, and the links it carries.
+type Reading = (f64, Vec<LinkShow>);
+
+/// Where a watcher reads the counters.
+#[derive(Debug)]
+enum Counters {
+    /// The daemon here, which carries the whole lab.
+    Here(Box<api::Client>),
+    /// Every machine's daemon, each for the links it carries.
+    Parts(Box<(Parts, Running)>),
+}
+
+impl Counters {
+    fn read(&mut self) -> Result<Vec<Reading>> {
+        match self {
+            Counters::Here(client) => Ok(vec![read_links(client, None)?]),
+            Counters::Parts(parts) => parts.0.carried_links(&parts.1, None),
+        }
+    }
 }
 
 impl Watcher {
@@ -83,8 +108,12 @@ impl Watcher {
             .load()?
             .and_then(|s| s.epoch_unix)
             .unwrap_or_else(crate::events::unix_now);
+        let counters = match Parts::of(running)? {
+            Some(parts) => Counters::Parts(Box::new((parts, running.clone()))),
+            None => Counters::Here(Box::new(api::Client::connect(&running.dir)?)),
+        };
         Ok(Watcher {
-            client: api::Client::connect(&running.dir)?,
+            counters,
             lab: running.lab.name.clone(),
             epoch,
             last: None,
@@ -92,28 +121,60 @@ impl Watcher {
     }
 
     /// Reads the counters; the rates since the reading before (`None` on
-    /// the first reading, or when the daemon has not counted again since).
+    /// the first reading, or when a daemon has not counted again since).
     pub fn read(&mut self) -> Result<Option<Frame>> {
-        let (at, links) = read_links(&mut self.client, None)?;
+        let now = self.counters.read()?;
         let frame = match &self.last {
-            Some((before, previous)) if at > *before => Some(frame(
-                &self.lab,
-                at - self.epoch,
-                at - before,
-                previous,
-                &links,
-            )),
+            Some(before)
+                if before.len() == now.len()
+                    && before.iter().zip(&now).all(|((was, _), (at, _))| at > was) =>
+            {
+                Some(frame(&self.lab, self.epoch, before, &now))
+            }
             Some(_) => return Ok(None),
             None => None,
         };
-        self.last = Some((at, links));
+        self.last = Some(now);
         Ok(frame)
     }
 }
 
-/// The rates from `before` to `now`, `interval` seconds apart.
-fn frame(lab: &str, t: f64, interval: f64, before: &[LinkShow], now: &[LinkShow]) -> Frame {
+/// The rates from the readings `before` to `now` (one per daemon, in the
+/// same order), each over its daemon's interval; the frame's time and
+/// interval are the latest reading's and the longest interval.
+fn frame(lab: &str, epoch: f64, before: &[Reading], now: &[Reading]) -> Frame {
     let mut directions = Vec::new();
+    let (mut t, mut interval) = (0.0f64, 0.0f64);
+    for ((was, previous), (at, links)) in before.iter().zip(now) {
+        rates(at - was, previous, links, &mut directions);
+        t = t.max(at - epoch);
+        interval = interval.max(at - was);
+    }
+    directions.sort_by(|a, b| {
+        b.bits_per_second
+            .total_cmp(&a.bits_per_second)
+            .then(b.down.cmp(&a.down))
+            .then_with(|| (&a.link, &a.from).cmp(&(&b.link, &b.from)))
+    });
+    let links = now.iter().flat_map(|(_, links)| links);
+    Frame {
+        lab: lab.to_owned(),
+        t,
+        interval,
+        links: links.clone().count(),
+        down: links.filter(|l| l.down).count(),
+        directions,
+    }
+}
+
+/// Each direction's rates from `before` to `now`, `interval` seconds
+/// apart, into `directions`.
+fn rates(
+    interval: f64,
+    before: &[LinkShow],
+    now: &[LinkShow],
+    directions: &mut Vec<DirectionRate>,
+) {
     for link in now {
         let previous = before.iter().find(|b| b.link == link.link);
         let rate = link.params.rate.map(|r| r.0 as f64);
@@ -141,20 +202,6 @@ fn frame(lab: &str, t: f64, interval: f64, before: &[LinkShow], now: &[LinkShow]
                 utilisation: rate.filter(|r| *r > 0.0).map(|r| bits / r),
             });
         }
-    }
-    directions.sort_by(|a, b| {
-        b.bits_per_second
-            .total_cmp(&a.bits_per_second)
-            .then(b.down.cmp(&a.down))
-            .then_with(|| (&a.link, &a.from).cmp(&(&b.link, &b.from)))
-    });
-    Frame {
-        lab: lab.to_owned(),
-        t,
-        interval,
-        links: now.len(),
-        down: now.iter().filter(|l| l.down).count(),
-        directions,
     }
 }
 
@@ -205,7 +252,8 @@ mod tests {
             link("c--d", false, [0, 1_000_000], None),
             link("e--f", true, [0, 0], None),
         ];
-        let f = frame("x", 3.0, 0.5, &before, &now);
+        let f = frame("x", 7.5, &[(10.0, before)], &[(10.5, now)]);
+        assert_eq!((f.t, f.interval), (3.0, 0.5));
         let order: Vec<(&str, &str)> = f
             .directions
             .iter()
@@ -227,5 +275,25 @@ mod tests {
         assert_eq!(f.directions[1].frames_per_second, 1000.0);
         assert_eq!((f.links, f.down), (3, 1));
         assert!(f.directions[2].is_active() && !f.directions[4].is_active());
+    }
+
+    #[test]
+    fn each_machine_s_links_are_rated_over_its_own_interval() {
+        let reading = |bytes| vec![link("a--b", false, [bytes, 0], None)];
+        let other = |bytes| vec![link("c--d", false, [bytes, 0], None)];
+        let f = frame(
+            "x",
+            0.0,
+            &[(1.0, reading(0)), (1.25, other(0))],
+            &[(1.5, reading(1_000)), (2.25, other(1_000))],
+        );
+        let bits = |name: &str| {
+            (f.directions.iter())
+                .find(|d| d.link == name && d.from == name[..1])
+                .unwrap()
+                .bits_per_second
+        };
+        assert_eq!((bits("a--b"), bits("c--d")), (16_000.0, 8_000.0));
+        assert_eq!((f.t, f.interval, f.links), (2.25, 1.0, 2));
     }
 }

@@ -124,6 +124,50 @@ fn a_fat_tree_over_two_machines_reaches_every_host_pair() {
         );
     }
 
+    // `watch` on either machine rates the links the other carries: pings
+    // between two hosts of the other machine show there.
+    for i in 0..2 {
+        let other = 1 - i;
+        let from = (over[other].keys())
+            .find(|n| n.starts_with('h') && n.ends_with("-0"))
+            .unwrap();
+        let to = format!("{}1", &from[..from.len() - 1]);
+        let to_address = host_address(Some((&machines, other)), &lab, &to);
+        let mut ping = machines
+            .on(other, "ip")
+            .args(["netns", "exec", &format!("tn-{lab}-{from}"), "ping", "-q"])
+            .args(["-c", "40", "-i", "0.05", &to_address])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("ping runs");
+        let watched = machines.turbonet(
+            i,
+            &[
+                "watch", "--lab", &lab, "--json", "--all", "--count", "3", "-n", "0.5",
+            ],
+        );
+        ping.wait().unwrap();
+        assert!(watched.status.success(), "{}", text(&watched));
+        let frames: Vec<serde_json::Value> = (String::from_utf8_lossy(&watched.stdout).lines())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(!frames.is_empty(), "{}", text(&watched));
+        assert!(
+            frames.iter().all(|f| f["links"] == 48),
+            "{}",
+            text(&watched)
+        );
+        let pinged = frames.iter().any(|f| {
+            (f["directions"].as_array().unwrap().iter())
+                .any(|d| d["from"] == from.as_str() && d["frames_per_second"].as_f64() > Some(0.0))
+        });
+        assert!(
+            pinged,
+            "{from} -> {to} on machine {other}, watched from machine {i}: {}",
+            text(&watched)
+        );
+    }
+
     // Worker 1 killed: its part stays up, machine 0 takes its cut links
     // to it down; started again, it keeps its part and the links come back.
     machines.kill_worker(1);

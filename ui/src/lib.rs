@@ -36,7 +36,7 @@ use tokio_stream::wrappers::{BroadcastStream, WatchStream};
 use turbonet_api as api;
 use turbonet_lab::error::{Context, Result};
 use turbonet_lab::events::LoggedEvent;
-use turbonet_lab::inspect::{Running, read_links};
+use turbonet_lab::inspect::Running;
 use turbonet_lab::watch::{Frame, Watcher};
 
 const INDEX: &str = include_str!("index.html");
@@ -235,24 +235,23 @@ fn follow_events(
     loop {
         // A reconnect gets every event again: only the new ones are news.
         let mut skip = lock(backlog).back().map(|e| e.unix);
-        let followed = api::Client::connect(&running.dir).and_then(|mut client| {
-            client.events(true, |event| {
-                if let Some(last) = skip {
-                    if event.unix <= last {
-                        return true;
-                    }
-                    skip = None;
+        // Every machine's, on a lab over several.
+        let followed = turbonet_lab::parts::events(running, true, |event| {
+            if let Some(last) = skip {
+                if event.unix <= last {
+                    return true;
                 }
-                let mut kept = lock(backlog);
-                kept.push_back(event.clone());
-                if kept.len() > BACKLOG {
-                    kept.pop_front();
-                }
-                // Sent under the lock: a new page gets each event once,
-                // in its backlog or on the bus.
-                let _ = events.send(event);
-                true
-            })
+                skip = None;
+            }
+            let mut kept = lock(backlog);
+            kept.push_back(event.clone());
+            if kept.len() > BACKLOG {
+                kept.pop_front();
+            }
+            // Sent under the lock: a new page gets each event once, in its
+            // backlog or on the bus.
+            let _ = events.send(event);
+            true
         });
         if let Err(e) = followed {
             tracing::debug!("following the events: {e}");
@@ -368,13 +367,12 @@ async fn link(State(ui): State<Ui>, Path(name): Path<String>) -> Response {
     }
     let running = ui.running.clone();
     let only = name.clone();
-    let read = tokio::task::spawn_blocking(move || {
-        let mut client = api::Client::connect(&running.dir)?;
-        read_links(&mut client, Some(&only))
-    })
-    .await;
+    // From the machine that carries it, on a lab over several.
+    let read =
+        tokio::task::spawn_blocking(move || turbonet_lab::parts::link_show(&running, Some(&only)))
+            .await;
     let show = match read {
-        Ok(Ok((_, mut links))) if !links.is_empty() => links.swap_remove(0),
+        Ok(Ok(mut links)) if !links.is_empty() => links.swap_remove(0),
         Ok(Ok(_)) => return problem(StatusCode::NOT_FOUND, &format!("no link {name}")),
         Ok(Err(e)) => return problem(StatusCode::BAD_GATEWAY, &e.to_string()),
         Err(e) => return problem(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
