@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use turbonet_host::kernel::{VethEnd, Vxlan};
 use turbonet_topo::machines::{CutEnd, MachinePlan, MgmtTunnel, MirrorTunnel, Reach, Share};
+use turbonet_topo::units::Delay;
 use turbonet_topo::{Lab, Link, NodeId};
 
 use crate::bail;
@@ -42,14 +43,32 @@ pub struct Placement {
     pub underlay: Vec<Ipv4Addr>,
     /// The UDP port of the lab's tunnels.
     pub port: u16,
+    /// The underlay's one-way delay to each machine in nanoseconds, by
+    /// index, as this machine's worker measured it when it placed the
+    /// part (half an echo's median round trip; zero for itself, and for a
+    /// machine it could not measure). See [`Span::engine_allowance`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub underlay_delay_ns: Vec<u64>,
 }
 
 impl Placement {
+    /// Whether `other` places this machine's part as this one does (the
+    /// same part, machines, addresses and port), whatever either measured
+    /// of the underlay.
+    pub fn places_as(&self, other: &Placement) -> bool {
+        (self.machine, self.machines, &self.underlay, self.port)
+            == (other.machine, other.machines, &other.underlay, other.port)
+    }
+
     /// The span it places this machine's part of `lab` in.
     pub fn span(&self, lab: &Lab) -> Result<Span> {
         let plan = turbonet_topo::machines::plan(lab, self.machines)
             .map_err(|e| crate::Error::Invalid(e.to_string()))?;
-        Span::of(&plan, self.machine, self.underlay.clone(), self.port)
+        let mut span = Span::of(&plan, self.machine, self.underlay.clone(), self.port)?;
+        span.underlay_delay = (self.underlay_delay_ns.iter())
+            .map(|&ns| Delay::from_nanos(ns))
+            .collect();
+        Ok(span)
     }
 
     /// The span of a lab whose state records `placement` (none: the whole
@@ -69,6 +88,9 @@ pub struct Span {
     pub underlay: Vec<Ipv4Addr>,
     /// The UDP port of the lab's tunnels on every machine.
     pub port: u16,
+    /// The underlay's measured one-way delay to each machine, by index
+    /// (none: not measured).
+    pub underlay_delay: Vec<Delay>,
 }
 
 impl Span {
@@ -78,6 +100,7 @@ impl Span {
             share: Share::whole(&lab.fabric),
             underlay: Vec::new(),
             port: turbonet_host::kernel::VXLAN_PORT,
+            underlay_delay: Vec::new(),
         }
     }
 
@@ -100,6 +123,7 @@ impl Span {
             share: Share::of(plan, machine),
             underlay,
             port,
+            underlay_delay: Vec::new(),
         })
     }
 
@@ -127,6 +151,24 @@ impl Span {
                 Reach::Cut(cut) if cut.owner == self.share.machine => carrier.clone(),
                 Reach::Cut(_) if !carrier.is_spliced() => carrier.clone(),
                 Reach::Cut(_) | Reach::Away => Carrier::Veth,
+            })
+            .collect()
+    }
+
+    /// How much sooner than its model this machine's link engine releases
+    /// each link's frames, by link id: for a cut link it carries whole
+    /// (it owns it), the measured one-way delay of the underlay to the far
+    /// machine, which every frame crosses once, after the engine or
+    /// before it; for every other link nothing. So the link's delay end to
+    /// end is its model's, where the model asks for at least the
+    /// underlay's.
+    pub fn engine_allowance(&self, lab: &Lab) -> Vec<Delay> {
+        (lab.fabric.links.iter())
+            .map(|link| match self.reach(link) {
+                Reach::Cut(cut) if cut.engine && cut.owner == self.share.machine => {
+                    (self.underlay_delay.get(cut.far as usize).copied()).unwrap_or(Delay::ZERO)
+                }
+                Reach::Cut(_) | Reach::Local | Reach::Away => Delay::ZERO,
             })
             .collect()
     }
@@ -181,5 +223,70 @@ impl Span {
             port: self.port,
             mtu: Some(u32::from(tunnel.mtu)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The triangle over three machines, r1--r2 impaired (its owner's
+    /// engine carries it), r2--r3 rate-shaped (each end shapes its own).
+    fn triangle() -> Lab {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../scenarios/custom-triangle.toml"
+        );
+        let text = std::fs::read_to_string(path)
+            .unwrap()
+            .replace(
+                "a = \"r1\"\nb = \"r2\"",
+                "a = \"r1\"\nb = \"r2\"\ndelay = \"1ms\"",
+            )
+            .replace(
+                "a = \"r2\"\nb = \"r3\"",
+                "a = \"r2\"\nb = \"r3\"\nrate = \"1gbit\"",
+            );
+        turbonet_topo::parse("triangle", &text).unwrap()
+    }
+
+    #[test]
+    fn the_owner_s_engine_releases_a_cut_link_sooner_by_the_underlay_to_its_far_machine() {
+        let lab = triangle();
+        let plan = turbonet_topo::machines::plan(&lab, 3).unwrap();
+        let r1r2 = plan.cut_links.iter().find(|c| c.link == "r1--r2").unwrap();
+        assert!(r1r2.engine);
+        let far = r1r2.machines[0] + r1r2.machines[1] - r1r2.owner;
+        for machine in 0..3 {
+            let underlay_delay_ns = (0..3u64).map(|m| 1_000 * (m + 7)).collect();
+            let placement = Placement {
+                machine,
+                machines: 3,
+                underlay: (1..=3).map(|i| Ipv4Addr::new(198, 18, 0, i)).collect(),
+                port: 14789,
+                underlay_delay_ns,
+            };
+            let allowance = placement.span(&lab).unwrap().engine_allowance(&lab);
+            for (link, sooner) in lab.fabric.links.iter().zip(&allowance) {
+                let expected = if link.name == "r1--r2" && machine == r1r2.owner {
+                    Delay::from_micros(u64::from(far) + 7)
+                } else {
+                    Delay::ZERO
+                };
+                assert_eq!(*sooner, expected, "{} on machine {machine}", link.name);
+            }
+            // Measured or not, the part is placed the same.
+            let unmeasured = Placement {
+                underlay_delay_ns: Vec::new(),
+                ..placement.clone()
+            };
+            assert!(placement.places_as(&unmeasured) && placement != unmeasured);
+        }
+        assert!(
+            Span::whole(&lab)
+                .engine_allowance(&lab)
+                .iter()
+                .all(|d| d.is_zero())
+        );
     }
 }

@@ -375,6 +375,7 @@ impl<'a> Worker<'a> {
             machines: self.hello.of as u32,
             underlay,
             port,
+            underlay_delay_ns: Vec::new(),
         })
     }
 
@@ -391,6 +392,10 @@ impl<'a> Worker<'a> {
         let (done, result) = oneshot::channel();
         let (options, lab, text, progress) = (self.options, self.lab, self.text, self.progress);
         scope.spawn(move || {
+            let placement = Placement {
+                underlay_delay_ns: underlay_delay(lab, &placement, progress),
+                ..placement
+            };
             let built = build_part(options, lab, text, &placement, progress).map(|()| placement);
             let _ = done.send(built);
         });
@@ -544,7 +549,8 @@ fn build_part(
         };
         let same_scenario = std::fs::read_to_string(dir.scenario_path()).is_ok_and(|t| t == text);
         let alive = st.daemon_pid.is_some_and(process::turbonet_alive);
-        if placed == placement && same_scenario && alive && st.phase == state::Phase::Ready {
+        if placed.places_as(placement) && same_scenario && alive && st.phase == state::Phase::Ready
+        {
             progress.note(&format!(
                 "lab {}'s part here is up already, as placed: kept",
                 lab.name
@@ -750,6 +756,66 @@ fn repoint_here(dir: &LabDir, placed: &Placement, from: Ipv4Addr, to: Ipv4Addr) 
     st.placement = Some(placed.clone());
     dir.save(&st)?;
     Ok(moved)
+}
+
+/// Echo requests to each other machine's underlay address, from which the
+/// underlay's one-way delay to it is taken.
+const UNDERLAY_ECHOES: u16 = 200;
+
+/// The underlay's one-way delay to every machine of `placement` in
+/// nanoseconds, by index: half the median round trip of
+/// [`UNDERLAY_ECHOES`] echo requests to its underlay address, 1 ms apart;
+/// zero for this machine and for one that does not answer (said). Only
+/// machines this one's link engine carries cut links to are asked.
+fn underlay_delay(lab: &Lab, placement: &Placement, progress: &dyn Progress) -> Vec<u64> {
+    let mut delay = vec![0; placement.underlay.len()];
+    let Ok(span) = placement.span(lab) else {
+        return delay;
+    };
+    let mut carried = vec![0usize; delay.len()];
+    for link in &lab.fabric.links {
+        if let Reach::Cut(cut) = span.reach(link)
+            && cut.engine
+            && cut.owner == placement.machine
+        {
+            carried[cut.far as usize] += 1;
+        }
+    }
+    for (m, &links) in carried.iter().enumerate().filter(|(_, n)| **n > 0) {
+        let to = placement.underlay[m];
+        let times = turbonet_packetio::icmp::round_trips(
+            to,
+            UNDERLAY_ECHOES,
+            Duration::from_millis(1),
+            Duration::from_millis(200),
+        );
+        match times {
+            Ok(mut times) if !times.is_empty() => {
+                times.sort_unstable();
+                let one_way = times[times.len() / 2] / 2;
+                delay[m] = one_way.as_nanos() as u64;
+                progress.note(&format!(
+                    "underlay to machine {m} ({to}): {:.1} us one way (half the median round \
+                     trip of {} echoes), taken off the delay of the {links} cut link{} this \
+                     machine's engine carries to it",
+                    one_way.as_secs_f64() * 1e6,
+                    times.len(),
+                    if links == 1 { "" } else { "s" }
+                ));
+            }
+            Ok(_) => progress.note(&format!(
+                "underlay to machine {m} ({to}): no echo answered, so the delay of the {links} \
+                 cut link{} this machine's engine carries to it is the model's plus the \
+                 underlay's",
+                if links == 1 { "" } else { "s" }
+            )),
+            Err(e) => progress.note(&format!(
+                "underlay to machine {m} ({to}) not measured ({e}): the delay of its cut links \
+                 is the model's plus the underlay's"
+            )),
+        }
+    }
+    delay
 }
 
 /// Runs blocking `f` (which may run a runtime of its own) on a thread.

@@ -109,6 +109,62 @@ pub fn drain(socket: &Socket, ident: u16, mut answered: impl FnMut(u32)) {
     }
 }
 
+/// The round-trip times of `count` echo requests to `to`, sent `gap`
+/// apart: each from just before it was sent until the kernel stamped its
+/// reply (`SO_TIMESTAMPNS`, so not how long this thread took to wake). A
+/// request unanswered within `wait` has none.
+pub fn round_trips(
+    to: std::net::Ipv4Addr,
+    count: u16,
+    gap: std::time::Duration,
+    wait: std::time::Duration,
+) -> io::Result<Vec<std::time::Duration>> {
+    let socket = socket()?;
+    crate::timestamp::enable(&socket)?;
+    socket.set_nonblocking(false)?;
+    let ident = (std::process::id() as u16) ^ 0x5ee1;
+    let to = socket2::SockAddr::from(std::net::SocketAddrV4::new(to, 0));
+    let realtime = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i128)
+    };
+    let mut times = Vec::with_capacity(usize::from(count));
+    let mut buf = [0u8; 2048];
+    for seq in 0..count {
+        let sent = realtime();
+        socket.send_to(&echo_request(ident, seq, u32::from(seq)), &to)?;
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            socket.set_read_timeout(Some(left))?;
+            match crate::timestamp::recv(&socket, &mut buf) {
+                Ok((n, stamped)) if parse_reply(&buf[..n], ident) == Some(u32::from(seq)) => {
+                    let took = stamped.unwrap_or_else(realtime) - sent;
+                    times.push(std::time::Duration::from_nanos(took.max(0) as u64));
+                    break;
+                }
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        std::thread::sleep(gap);
+    }
+    Ok(times)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

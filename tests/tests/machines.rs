@@ -599,6 +599,16 @@ fn a_triangle_over_three_machines_cuts_every_switch_link_and_keeps_its_model() {
             out.status.success() && String::from_utf8_lossy(&out.stdout).contains("drop")
         })
         .expect("an owner");
+    // Its owner measured the underlay to the far machine, and takes it off
+    // the link's delay.
+    let said = machines.said(owner_index);
+    assert!(
+        said.contains(
+            "one way (half the median round trip of 200 echoes), taken off the delay \
+             of the 1 cut link this machine's engine carries to it"
+        ),
+        "{said}"
+    );
     let elsewhere = (owner_index + 1) % 3;
     let ping = |from: &str, to: &str| {
         pings(

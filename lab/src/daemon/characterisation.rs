@@ -56,6 +56,7 @@ fn record(file: &str, changes: &[(&str, Failures, Vec<LinkParams>)]) -> String {
         lab.clone(),
         turbonet_topo::machines::Share::whole(&lab.fabric),
         &carriers,
+        Vec::new(),
         Some(routes),
         &events,
     )

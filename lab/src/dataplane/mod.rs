@@ -144,6 +144,7 @@ pub async fn open(
             lab.clone(),
             share.clone(),
             &crate::carrier::recorded(lab, &state.carriers),
+            crate::span::Placement::span_of(state.placement.as_ref(), lab)?.engine_allowance(lab),
             routes.map(<[_]>::to_vec),
             events,
         )?),

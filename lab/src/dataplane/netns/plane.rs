@@ -13,6 +13,7 @@ use turbonet_injectors::{Impairment, direction_seed};
 use turbonet_packetio::{Clock, PacketSocket};
 use turbonet_routing::Route;
 use turbonet_topo::machines::{Reach, Share};
+use turbonet_topo::units::Delay;
 use turbonet_topo::{Lab, Link, LinkId, LinkParams, NodeId};
 
 use super::engine::{self, EngineLink, TapAt};
@@ -73,7 +74,29 @@ pub struct NetnsPlane<K: Kernel = Netlink> {
     veth_reads: BTreeMap<NodeId, Vec<(LinkId, u32, usize)>>,
     /// The nodes that run on this machine.
     share: Share,
+    /// How much sooner than its model the link engine releases each link's
+    /// frames, by link id ([`crate::span::Span::engine_allowance`]; none:
+    /// no sooner).
+    allowance: Vec<Delay>,
     applied: Current,
+}
+
+/// The link engine's impairment of link `link` with `params`: the model,
+/// its delay less the link's `allowance` (the underlay a cut link's frames
+/// cross besides), down to none.
+fn engine_impairment(allowance: &[Delay], link: LinkId, params: &LinkParams) -> Impairment {
+    let mut impairment = Impairment::from_params(params);
+    let sooner = allowance
+        .get(link.0 as usize)
+        .copied()
+        .unwrap_or(Delay::ZERO);
+    impairment.delay = Delay::from_nanos(
+        impairment
+            .delay
+            .as_nanos()
+            .saturating_sub(sooner.as_nanos()),
+    );
+    impairment
 }
 
 /// For every link no engine carries, the end whose veth counts it: a
@@ -183,10 +206,19 @@ impl NetnsPlane<Netlink> {
         lab: Arc<Lab>,
         share: Share,
         carriers: &[Carrier],
+        allowance: Vec<Delay>,
         routes: Option<Vec<Vec<Route>>>,
         events: &Events,
     ) -> Result<NetnsPlane> {
-        NetnsPlane::with_kernel(Netlink::new(), lab, share, carriers, routes, events)
+        NetnsPlane::with_kernel(
+            Netlink::new(),
+            lab,
+            share,
+            carriers,
+            allowance,
+            routes,
+            events,
+        )
     }
 }
 
@@ -198,12 +230,14 @@ impl<K: Kernel> NetnsPlane<K> {
     /// link up, `routes` installed (`None`: not known; the first
     /// [`DataPlane::apply`] writes them all). Of a lab over several
     /// machines it runs `share`'s nodes and their ends of links, `carriers`
-    /// as they are here ([`crate::span::Span::carriers`]).
+    /// as they are here ([`crate::span::Span::carriers`]), its engine
+    /// releasing each link's frames sooner by its `allowance`.
     pub(crate) fn with_kernel(
         kernel: K,
         lab: Arc<Lab>,
         share: Share,
         carriers: &[Carrier],
+        allowance: Vec<Delay>,
         routes: Option<Vec<Vec<Route>>>,
         events: &Events,
     ) -> Result<NetnsPlane<K>> {
@@ -246,7 +280,7 @@ impl<K: Kernel> NetnsPlane<K> {
                     EngineLink::new(
                         link.name.clone(),
                         sockets,
-                        &Impairment::from_params(&link.params),
+                        &engine_impairment(&allowance, link.id, &link.params),
                         [0u8, 1].map(|d| direction_seed(lab.seed, &link.name, d)),
                     )
                 })
@@ -299,6 +333,7 @@ impl<K: Kernel> NetnsPlane<K> {
             },
             veth_reads: veth_reads(&lab, &share, carriers),
             share,
+            allowance,
             carriers: carriers.to_vec(),
             engine,
             kernel,
@@ -433,7 +468,7 @@ impl<K: Kernel> NetnsPlane<K> {
                 })?;
                 engine.control.send(engine::Command::Set {
                     link: position,
-                    impairment,
+                    impairment: engine_impairment(&self.allowance, link.id, params),
                 })?;
                 Ok(())
             }
@@ -717,5 +752,32 @@ fn passed((packets, bytes): (u64, u64)) -> turbonet_injectors::Counters {
         tx_packets: packets,
         tx_bytes: bytes,
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_engine_releases_a_link_sooner_by_its_allowance_down_to_no_delay() {
+        let params = |delay: &str| LinkParams {
+            delay: Some(delay.parse().unwrap()),
+            loss: Some(turbonet_topo::Loss::Bernoulli("1%".parse().unwrap())),
+            ..LinkParams::default()
+        };
+        let allowance = [Delay::from_micros(5), Delay::ZERO];
+        let delay = |link: u32, p: &LinkParams| engine_impairment(&allowance, LinkId(link), p);
+        assert_eq!(delay(0, &params("1ms")).delay, Delay::from_micros(995));
+        assert_eq!(delay(0, &params("3us")).delay, Delay::ZERO);
+        assert_eq!(delay(1, &params("1ms")).delay, Delay::from_millis(1));
+        assert_eq!(
+            delay(7, &params("1ms")).delay,
+            Delay::from_millis(1),
+            "none given"
+        );
+        // Only the delay: the rest of the model is the link's.
+        let model = Impairment::from_params(&params("1ms"));
+        assert_eq!(delay(0, &params("1ms")).loss, model.loss);
     }
 }
