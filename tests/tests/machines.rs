@@ -1203,6 +1203,35 @@ fn the_management_network_is_one_network_over_two_machines() {
     }
     // Machine 0's part's address, from machine 1, across the tunnel.
     exec(1, &b, &["ping", "-c", "1", "-W", "2", "192.168.251.1"]);
+    // A workload runs on the machine of its hosts: refused elsewhere.
+    let hosts: Vec<&str> = (plan["parts"][1]["nodes"].as_array().unwrap().iter())
+        .filter_map(|n| n.as_str().filter(|n| n.starts_with('h')))
+        .take(2)
+        .collect();
+    let workload = write_scenario(
+        &format!("{lab}-w"),
+        &format!(
+            "[[job]]\nname = \"two\"\nhosts = [\"{0}\", \"{1}\"]\n\n\
+             [[workload]]\nname = \"probe\"\njob = \"two\"\nkind = \"udp\"\n\
+             pattern = \"pairs\"\npairs = [[\"{0}\", \"{1}\"]]\nrate = \"1mbit\"\n\
+             duration = \"1s\"\n",
+            hosts[0], hosts[1]
+        ),
+    );
+    let workload = workload.to_str().unwrap();
+    let away = machines.turbonet(0, &["workload", "start", workload, "--lab", &lab]);
+    assert!(
+        !away.status.success()
+            && text(&away).contains(&format!(
+                "workload probe runs on machine 1's hosts ({} among them), not this one's \
+                 (machine 0): start it there",
+                hosts[0]
+            )),
+        "{}",
+        text(&away)
+    );
+    let here = machines.turbonet(1, &["workload", "start", workload, "--lab", &lab]);
+    assert!(here.status.success(), "{}", text(&here));
     // `mpirun` starts every rank from where it runs: refused, saying why.
     let mpirun = machines.turbonet(0, &["mpirun", "--lab", &lab, "--", "true"]);
     assert!(

@@ -128,6 +128,25 @@ pub enum MachinesError {
         /// The smallest atoms of the fabric.
         atoms: usize,
     },
+    /// A workload whose ranks would run on several machines.
+    #[error(
+        "workload {workload} has ranks on machines {first} ({first_host}) and {second} \
+         ({second_host}): a workload's ranks (its job's hosts) run on one machine, and this \
+         partition puts them on several (give it a [[job]] of one machine's hosts, or run the \
+         lab on fewer machines)"
+    )]
+    WorkloadAcross {
+        /// The workload.
+        workload: String,
+        /// Its first rank's machine.
+        first: u32,
+        /// That rank's host.
+        first_host: String,
+        /// The machine of its first rank elsewhere.
+        second: u32,
+        /// That rank's host.
+        second_host: String,
+    },
     /// The management network's pool has no address left for a machine.
     #[error(
         "the management network's pool {pool} holds the lab's {nodes} nodes, but not also an \
@@ -637,6 +656,21 @@ pub fn plan(lab: &Lab, machines: u32) -> Result<MachinePlan, MachinesError> {
         .into_iter()
         .map(|p| p.expect("every node is in an atom") as u32)
         .collect();
+    for w in &lab.workloads {
+        let machine = |r: &crate::experiment::Rank| place[r.host.0 as usize];
+        if let Some((first, other)) = w.ranks.first().and_then(|first| {
+            let other = w.ranks.iter().find(|r| machine(r) != machine(first))?;
+            Some((first, other))
+        }) {
+            return Err(MachinesError::WorkloadAcross {
+                workload: w.name.clone(),
+                first: machine(first),
+                first_host: fabric.node(first.host).name.clone(),
+                second: machine(other),
+                second_host: fabric.node(other.host).name.clone(),
+            });
+        }
+    }
     Ok(describe(lab, machines, &place, &engine))
 }
 

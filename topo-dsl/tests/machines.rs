@@ -564,3 +564,21 @@ fn a_management_pool_without_room_for_every_machine_is_refused() {
         "{e}"
     );
 }
+
+#[test]
+fn a_workload_whose_ranks_the_partition_puts_on_two_machines_is_refused() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/custom-triangle.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let across = ok(&(text
+        + "[[workload]]\nname = \"probe\"\nkind = \"udp\"\npattern = \"pairs\"\n\
+           pairs = [[\"h1\", \"h2\"]]\nrate = \"1mbit\"\nduration = \"1s\"\n"));
+    assert!(machines::plan(&across, 1).is_ok());
+    let e = machines::plan(&across, 3).unwrap_err().to_string();
+    assert!(
+        e.starts_with("workload probe has ranks on machines")
+            && e.contains("(h1)")
+            && e.contains("(h2)")
+            && e.contains("give it a [[job]] of one machine's hosts"),
+        "{e}"
+    );
+}

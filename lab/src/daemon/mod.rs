@@ -458,11 +458,13 @@ pub fn work(lab_name: &str, restarts: u32) -> Result<()> {
         // but for a graded lab's, which `lab check` starts.
         let workloads = Arc::new(crate::workload::Workloads::new(
             lab.clone(),
+            nodes_here.clone(),
             dir.clone(),
             events.clone(),
         ));
         if fresh {
-            for w in lab.workloads.iter().filter(|w| !w.graded) {
+            // On a lab over several machines, each runs those on its hosts.
+            for w in (lab.workloads.iter()).filter(|w| !w.graded && workloads.here(w)) {
                 workloads.start(w.clone(), w.start.as_duration().as_secs_f64())?;
             }
         } else if lab.workloads.iter().any(|w| !w.graded) {

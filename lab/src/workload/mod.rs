@@ -81,6 +81,8 @@ const FIRST_PORT: u16 = 20_000;
 #[derive(Debug)]
 pub struct Workloads {
     lab: Arc<Lab>,
+    /// The hosts this machine runs: a workload's ranks are all here.
+    share: Arc<turbonet_topo::machines::Share>,
     dir: LabDir,
     events: Events,
     /// Started with the first workload: a lab that runs none has no
@@ -99,9 +101,15 @@ struct Entries {
 
 impl Workloads {
     /// The workloads of `lab`, none running yet.
-    pub fn new(lab: Arc<Lab>, dir: LabDir, events: Events) -> Workloads {
+    pub fn new(
+        lab: Arc<Lab>,
+        share: Arc<turbonet_topo::machines::Share>,
+        dir: LabDir,
+        events: Events,
+    ) -> Workloads {
         Workloads {
             lab,
+            share,
             dir,
             events,
             runtime: OnceLock::new(),
@@ -123,9 +131,26 @@ impl Workloads {
         Ok(self.runtime.get_or_init(|| runtime))
     }
 
+    /// Whether every rank of `workload` runs on this machine (on a lab over
+    /// several, the plan keeps a workload's ranks on one machine).
+    pub fn here(&self, workload: &Workload) -> bool {
+        workload.ranks.iter().all(|r| self.share.runs(r.host))
+    }
+
     /// Starts `workload` at its start time (seconds on the lab's clock);
-    /// refused when one of that name was started already and is not over.
+    /// refused when one of that name was started already and is not over,
+    /// or when its ranks run on another machine.
     pub fn start(&self, workload: Workload, at: f64) -> Result<()> {
+        if let Some(away) = workload.ranks.iter().find(|r| !self.share.runs(r.host)) {
+            return Err(Error::Refused(format!(
+                "workload {} runs on machine {}'s hosts ({} among them), not this one's \
+                 (machine {}): start it there",
+                workload.name,
+                self.share.machine_of(away.host),
+                self.lab.fabric.node(away.host).name,
+                self.share.machine
+            )));
+        }
         let mut entries = self.entries.lock().expect("workloads lock");
         if let Some(e) = entries.by_name.get(&workload.name)
             && !e.report.lock().map_or(true, |r| r.state.is_over())
