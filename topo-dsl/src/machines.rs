@@ -210,10 +210,11 @@ impl MachinePlan {
         self.cut_links.len()
     }
 
-    /// Whether every cut link's frames, and every mirror tunnel's copies,
-    /// cross an underlay of MTU `underlay` whole (the link's MTU plus
-    /// [`VXLAN_OVERHEAD`]); the first link that would not, in link order
-    /// then mirror order, otherwise.
+    /// Whether every cut link's frames, every mirror tunnel's copies and
+    /// the management network's frames cross an underlay of MTU `underlay`
+    /// whole (the MTU plus [`VXLAN_OVERHEAD`]); the first that would not, in
+    /// link order, then mirror order, then the management network,
+    /// otherwise.
     pub fn fits_underlay(&self, underlay: u32) -> Result<(), UnderlayTooSmall> {
         let links = self.cut_links.iter().map(|c| (Some(&c.link), c.mtu));
         let mirrors = self.mirror_tunnels.iter().map(|t| (Some(&t.link), t.mtu));
@@ -256,7 +257,8 @@ pub struct Part {
     pub devices: usize,
     /// Links with both ends here.
     pub local_links: usize,
-    /// VXLAN devices: cut links with an end here, and mirror tunnels.
+    /// VXLAN devices: cut links with an end here, and the mirror and
+    /// management tunnels' ends.
     pub vxlan: usize,
     /// Links its link engine carries: its own and the cut links it owns.
     pub engine_links: usize,
@@ -680,21 +682,8 @@ fn describe(lab: &Lab, machines: u32, place: &[u32], engine: &[bool]) -> Machine
     let mut parts = parts(fabric, machines, place);
     let (cut_by_class, cut_by_pair, cut_links) = links(fabric, place, engine, &mut parts);
     let mirror_tunnels = mirror_tunnels(lab, place, &cut_links, &mut parts);
-    let mgmt_tunnels: Vec<MgmtTunnel> = match lab.mgmt {
-        Some(_) => (1..machines)
-            .map(|machine| MgmtTunnel {
-                machine,
-                vni: FIRST_VNI + (cut_links.len() + mirror_tunnels.len()) as u32 + machine - 1,
-            })
-            .collect(),
-        None => Vec::new(),
-    };
-    for t in &mgmt_tunnels {
-        for x in [0, t.machine] {
-            parts[x as usize].vxlan += 1;
-            parts[x as usize].devices += 1;
-        }
-    }
+    let first_vni = FIRST_VNI + (cut_links.len() + mirror_tunnels.len()) as u32;
+    let mgmt_tunnels = mgmt_tunnels(lab, machines, first_vni, &mut parts);
     for part in &mut parts {
         let kib = part.namespaces as u64 * NAMESPACE_KIB + part.devices as u64 * DEVICE_KIB;
         part.memory = Bytes(kib << 10);
@@ -760,10 +749,7 @@ fn mirror_tunnels(
         if from == to {
             continue;
         }
-        for x in [from, to] {
-            parts[x as usize].vxlan += 1;
-            parts[x as usize].devices += 1;
-        }
+        tunnel_ends(parts, [from, to]);
         tunnels.push(MirrorTunnel {
             mirror: i,
             link: link.name.clone(),
@@ -774,6 +760,31 @@ fn mirror_tunnels(
         });
     }
     tunnels
+}
+
+/// The management network's tunnels, numbered from `first_vni` (see the
+/// module docs): none without `[mgmt]`.
+fn mgmt_tunnels(lab: &Lab, machines: u32, first_vni: u32, parts: &mut [Part]) -> Vec<MgmtTunnel> {
+    if lab.mgmt.is_none() {
+        return Vec::new();
+    }
+    (1..machines)
+        .map(|machine| {
+            tunnel_ends(parts, [0, machine]);
+            MgmtTunnel {
+                machine,
+                vni: first_vni + machine - 1,
+            }
+        })
+        .collect()
+}
+
+/// Counts a VXLAN tunnel's two ends, a device on each of `machines`.
+fn tunnel_ends(parts: &mut [Part], machines: [u32; 2]) {
+    for m in machines {
+        parts[m as usize].vxlan += 1;
+        parts[m as usize].devices += 1;
+    }
 }
 
 /// Every machine's nodes, with what they hold; links, devices and memory
@@ -886,11 +897,8 @@ fn links(
         } else {
             pair[0]
         };
-        for x in pair {
-            // The VXLAN device of each end.
-            parts[x as usize].vxlan += 1;
-            parts[x as usize].devices += 1;
-        }
+        // The VXLAN device of each end.
+        tunnel_ends(parts, pair);
         if carried {
             // The owner's node end and the engine's port, spliced as on one
             // machine; the VXLAN device sits in the engine's namespace.
