@@ -62,25 +62,22 @@ pub struct Summary {
 }
 
 /// The daemon that captures `link`: this machine's; on a lab over several
-/// machines, the one machine that carries it (through its worker), or
-/// this one if it holds an end of a link cut between two (each captures
-/// what its end receives); refused naming them otherwise.
+/// machines, this one's if it carries the link (of a link cut between two
+/// machines with no engine, each end sees both directions at its port),
+/// else the machine that taps it for the scenario's captures, through its
+/// worker ([`crate::parts::Parts::machine_of_link`]: the one with both
+/// ends, or a cut link's owner).
 fn carrier(running: &Running, link: &str) -> Result<api::Client> {
     let Some(parts) = crate::parts::Parts::of(running)? else {
         return Ok(api::Client::connect(&running.dir)?);
     };
-    match parts.machines_of_link(&running.lab, link)?.as_slice() {
-        [m] => parts.client(running, *m),
-        ends if ends.contains(&parts.here()) => parts.client(running, parts.here()),
-        ends => Err(crate::Error::Refused(format!(
-            "{link} is cut between machines {} and {}, each of which captures what its end \
-             receives: run `turbonet capture` on one of them ({} or {})",
-            ends[0],
-            ends[1],
-            parts.underlay(ends[0])?,
-            parts.underlay(ends[1])?
-        ))),
-    }
+    let here = parts.here();
+    let m = if parts.machines_of_link(&running.lab, link)?.contains(&here) {
+        here
+    } else {
+        parts.machine_of_link(&running.lab, link)?
+    };
+    parts.client(running, m)
 }
 
 /// Captures `options.link` of the running lab: each frame is written to

@@ -163,14 +163,23 @@ impl Span {
     /// end is its model's, where the model asks for at least the
     /// underlay's.
     pub fn engine_allowance(&self, lab: &Lab) -> Vec<Delay> {
-        (lab.fabric.links.iter())
-            .map(|link| match self.reach(link) {
-                Reach::Cut(cut) if cut.engine && cut.owner == self.share.machine => {
-                    (self.underlay_delay.get(cut.far as usize).copied()).unwrap_or(Delay::ZERO)
-                }
-                Reach::Cut(_) | Reach::Local | Reach::Away => Delay::ZERO,
-            })
-            .collect()
+        let mut allowance = vec![Delay::ZERO; lab.fabric.links.len()];
+        for (link, far) in self.engine_cut_links(lab) {
+            allowance[link.id.0 as usize] =
+                (self.underlay_delay.get(far as usize).copied()).unwrap_or(Delay::ZERO);
+        }
+        allowance
+    }
+
+    /// The cut links this machine's link engine carries whole (it owns
+    /// them), each with the machine of its far end.
+    pub fn engine_cut_links<'a>(&'a self, lab: &'a Lab) -> impl Iterator<Item = (&'a Link, u32)> {
+        (lab.fabric.links.iter()).filter_map(|link| match self.reach(link) {
+            Reach::Cut(cut) if cut.engine && cut.owner == self.share.machine => {
+                Some((link, cut.far))
+            }
+            Reach::Cut(_) | Reach::Local | Reach::Away => None,
+        })
     }
 
     /// The VXLAN device `end` of cut link `link` (its end `cut.end` is

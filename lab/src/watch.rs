@@ -88,14 +88,17 @@ enum Counters {
     /// The daemon here, which carries the whole lab.
     Here(Box<api::Client>),
     /// Every machine's daemon, each for the links it carries.
-    Parts(Box<(Parts, Running)>),
+    Parts {
+        parts: Box<Parts>,
+        running: Box<Running>,
+    },
 }
 
 impl Counters {
     fn read(&mut self) -> Result<Vec<Reading>> {
         match self {
             Counters::Here(client) => Ok(vec![read_links(client, None)?]),
-            Counters::Parts(parts) => parts.0.carried_links(&parts.1, None),
+            Counters::Parts { parts, running } => parts.carried_links(running, None),
         }
     }
 }
@@ -109,7 +112,10 @@ impl Watcher {
             .and_then(|s| s.epoch_unix)
             .unwrap_or_else(crate::events::unix_now);
         let counters = match Parts::of(running)? {
-            Some(parts) => Counters::Parts(Box::new((parts, running.clone()))),
+            Some(parts) => Counters::Parts {
+                parts: Box::new(parts),
+                running: Box::new(running.clone()),
+            },
             None => Counters::Here(Box::new(api::Client::connect(&running.dir)?)),
         };
         Ok(Watcher {

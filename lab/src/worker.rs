@@ -392,12 +392,7 @@ impl<'a> Worker<'a> {
         let (done, result) = oneshot::channel();
         let (options, lab, text, progress) = (self.options, self.lab, self.text, self.progress);
         scope.spawn(move || {
-            let placement = Placement {
-                underlay_delay_ns: underlay_delay(lab, &placement, progress),
-                ..placement
-            };
-            let built = build_part(options, lab, text, &placement, progress).map(|()| placement);
-            let _ = done.send(built);
+            let _ = done.send(build_part(options, lab, text, &placement, progress));
         });
         result
     }
@@ -530,14 +525,15 @@ impl<'a> Worker<'a> {
 /// Builds this machine's part of `lab` as `placement` places it: keeps a
 /// part already up as placed (the same scenario, a live daemon), takes
 /// down one that is stale, refuses a lab of the same name that runs here
-/// on its own.
+/// on its own. A part built anew measures the underlay first
+/// ([`underlay_delay`]). The placement the part runs with.
 fn build_part(
     options: &Options,
     lab: &Lab,
     text: &str,
     placement: &Placement,
     progress: &dyn Progress,
-) -> Result<()> {
+) -> Result<Placement> {
     let dir = LabDir::of(&lab.name);
     if let Some(st) = dir.load().ok().flatten() {
         let Some(placed) = &st.placement else {
@@ -555,7 +551,7 @@ fn build_part(
                 "lab {}'s part here is up already, as placed: kept",
                 lab.name
             ));
-            return Ok(());
+            return Ok(placed.clone());
         }
         progress.note(&format!(
             "lab {}'s part here is stale ({}): taking it down first",
@@ -570,6 +566,10 @@ fn build_part(
         ));
         crate::down::down(Some(&lab.name))?;
     }
+    let placement = Placement {
+        underlay_delay_ns: underlay_delay(lab, placement, progress)?,
+        ..placement.clone()
+    };
     crate::up::up(
         &crate::up::Options {
             file: options.file.clone(),
@@ -580,7 +580,7 @@ fn build_part(
         },
         progress,
     )?;
-    Ok(())
+    Ok(placement)
 }
 
 /// A worker's part of the lab, to the others and the lab's commands on any
@@ -767,19 +767,11 @@ const UNDERLAY_ECHOES: u16 = 200;
 /// [`UNDERLAY_ECHOES`] echo requests to its underlay address, 1 ms apart;
 /// zero for this machine and for one that does not answer (said). Only
 /// machines this one's link engine carries cut links to are asked.
-fn underlay_delay(lab: &Lab, placement: &Placement, progress: &dyn Progress) -> Vec<u64> {
+fn underlay_delay(lab: &Lab, placement: &Placement, progress: &dyn Progress) -> Result<Vec<u64>> {
     let mut delay = vec![0; placement.underlay.len()];
-    let Ok(span) = placement.span(lab) else {
-        return delay;
-    };
     let mut carried = vec![0usize; delay.len()];
-    for link in &lab.fabric.links {
-        if let Reach::Cut(cut) = span.reach(link)
-            && cut.engine
-            && cut.owner == placement.machine
-        {
-            carried[cut.far as usize] += 1;
-        }
+    for (_, far) in placement.span(lab)?.engine_cut_links(lab) {
+        carried[far as usize] += 1;
     }
     for (m, &links) in carried.iter().enumerate().filter(|(_, n)| **n > 0) {
         let to = placement.underlay[m];
@@ -815,7 +807,7 @@ fn underlay_delay(lab: &Lab, placement: &Placement, progress: &dyn Progress) -> 
             )),
         }
     }
-    delay
+    Ok(delay)
 }
 
 /// Runs blocking `f` (which may run a runtime of its own) on a thread.

@@ -188,8 +188,7 @@ fn a_fat_tree_over_two_machines_reaches_every_host_pair() {
     // node's routes and every unanswered probe are those of the same link
     // failed on one machine. Restored at the other machine, it is back at
     // both, the routes too.
-    let plan = run(&["plan", "--machines", "2", "--json", file.to_str().unwrap()]);
-    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).expect("the plan");
+    let plan = plan_of(&file, 2);
     let cut = &plan["cut_links"][0];
     let link = cut["link"].as_str().unwrap();
     let (a, b) = link.split_once("--").unwrap();
@@ -626,9 +625,9 @@ fn a_triangle_over_three_machines_cuts_every_switch_link_and_keeps_its_model() {
             "{needle} in the capture from machine {elsewhere}: {captured}"
         );
     }
-    // The rate-shaped cut link is captured at the end of the machine asked.
-    for end in ["r3", "r1"] {
-        let i = machine_of(end);
+    // The rate-shaped cut link is captured at the end of the machine asked,
+    // and from the third machine at its owner's end.
+    for i in 0..3 {
         let captured = capture_while(&machines, i, &lab, "r3--r1", || ping("h3", &h1));
         for needle in ["r3 -> r1", "r1 -> r3", "4 frames captured on r3--r1"] {
             assert!(
@@ -764,6 +763,14 @@ fn capture_while(machines: &Machines, i: usize, lab: &str, link: &str, ping: imp
         "capture of {link} from machine {i}: {said}"
     );
     said
+}
+
+/// `turbonet plan --machines M FILE --json`.
+fn plan_of(file: &Path, machines: u32) -> serde_json::Value {
+    let m = machines.to_string();
+    let plan = run(&["plan", "--machines", &m, "--json", file.to_str().unwrap()]);
+    assert!(plan.status.success(), "{}", text(&plan));
+    serde_json::from_slice(&plan.stdout).expect("the plan")
 }
 
 /// Host `host`'s address (its first, global) on machine `i`.
@@ -1129,8 +1136,7 @@ fn a_controller_fat_tree_over_two_machines_reroutes_around_a_cut_link_failed_any
     };
     same_tables(&over(&machines), &tables(None, &one));
 
-    let plan = run(&["plan", "--machines", "2", "--json", file.to_str().unwrap()]);
-    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).expect("the plan");
+    let plan = plan_of(&file, 2);
     // A cut link failed on the machine of its second end.
     let cut = &plan["cut_links"][0];
     let link = cut["link"].as_str().unwrap();
@@ -1169,9 +1175,7 @@ fn the_management_network_is_one_network_over_two_machines() {
         &lab,
         "\n[mgmt]\npool = \"192.168.251.0/24\"\n",
     );
-    let plan = run(&["plan", "--machines", "2", file.to_str().unwrap(), "--json"]);
-    assert!(plan.status.success(), "{}", text(&plan));
-    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let plan = plan_of(&file, 2);
     assert_eq!(plan["mgmt_tunnels"].as_array().unwrap().len(), 1, "{plan}");
     let first = |i: usize| plan["parts"][i]["nodes"][0].as_str().unwrap().to_owned();
     let (a, b) = (first(0), first(1));

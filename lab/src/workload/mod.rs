@@ -134,20 +134,27 @@ impl Workloads {
     /// Whether every rank of `workload` runs on this machine (on a lab over
     /// several, the plan keeps a workload's ranks on one machine).
     pub fn here(&self, workload: &Workload) -> bool {
-        workload.ranks.iter().all(|r| self.share.runs(r.host))
+        self.away(workload).is_none()
+    }
+
+    /// A host of `workload`'s ranks that another machine runs.
+    fn away<'w>(&self, workload: &'w Workload) -> Option<&'w turbonet_topo::NodeId> {
+        (workload.ranks.iter())
+            .map(|r| &r.host)
+            .find(|&&host| !self.share.runs(host))
     }
 
     /// Starts `workload` at its start time (seconds on the lab's clock);
     /// refused when one of that name was started already and is not over,
     /// or when its ranks run on another machine.
     pub fn start(&self, workload: Workload, at: f64) -> Result<()> {
-        if let Some(away) = workload.ranks.iter().find(|r| !self.share.runs(r.host)) {
+        if let Some(&away) = self.away(&workload) {
             return Err(Error::Refused(format!(
                 "workload {} runs on machine {}'s hosts ({} among them), not this one's \
                  (machine {}): start it there",
                 workload.name,
-                self.share.machine_of(away.host),
-                self.lab.fabric.node(away.host).name,
+                self.share.machine_of(away),
+                self.lab.fabric.node(away).name,
                 self.share.machine
             )));
         }
